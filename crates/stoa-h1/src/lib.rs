@@ -1,0 +1,145 @@
+//! Sans-IO HTTP/1.x codec (RFC 9112).
+//!
+//! Parsing and encoding are plain functions over byte buffers: no sockets, no
+//! timers, no allocation beyond what the caller asks for. The same crate serves
+//! the server (request heads, request bodies, response heads), the reverse
+//! proxy client and the load generator (request encoding, response heads and
+//! bodies).
+//!
+//! - [`request`]: parse a request head into a [`RequestHead`] and decide its
+//!   body framing (RFC 9112 §6) with the anti-smuggling rules of §6.3.
+//! - [`response`]: parse a response head (client side) and encode one
+//!   (server side).
+//! - [`body`]: content-length and chunked decoders (§6.2, §7.1) and the
+//!   chunked encoder.
+
+pub mod body;
+pub mod request;
+pub mod response;
+
+pub use body::{BodyDecoder, BodyError};
+pub use request::{Method, ParseError, RequestHead, RequestLimits};
+pub use response::{reason_phrase, ResponseHead};
+
+/// HTTP minor version: `HTTP/1.0` or `HTTP/1.1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// How the body of a message is delimited (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body at all.
+    None,
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Until the connection closes (responses only).
+    Close,
+}
+
+/// ASCII case-insensitive comparison of a header name or token.
+#[inline]
+pub fn eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Iterates over the elements of a comma-separated header list (RFC 9110
+/// §5.6.1), trimming optional whitespace and skipping empty elements.
+pub fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value.split(|&b| b == b',').filter_map(|item| {
+        let t = trim(item);
+        if t.is_empty() {
+            None
+        } else {
+            Some(t)
+        }
+    })
+}
+
+/// Trims spaces and horizontal tabs (OWS) from both ends.
+pub fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Parses a non-negative decimal integer as used by Content-Length: digits
+/// only, no sign, no whitespace, no overflow.
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 {
+        // 19 digits always fit in u64; longer values are rejected rather than
+        // risk a silent wrap.
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    Some(n)
+}
+
+/// Appends the decimal form of `n` without going through `fmt`.
+pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_items_trim_ows_and_skip_empty_elements_rfc9110_5_6_1() {
+        let v: Vec<&[u8]> = list_items(b" a ,, b\t,c,").collect();
+        assert_eq!(v, vec![&b"a"[..], b"b", b"c"]);
+    }
+
+    #[test]
+    fn parse_u64_rejects_signs_spaces_and_overflow() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"1234"), Some(1234));
+        assert_eq!(parse_u64(b"+1"), None);
+        assert_eq!(parse_u64(b" 1"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"99999999999999999999"), None);
+        assert_eq!(parse_u64(b"9999999999999999999"), Some(9_999_999_999_999_999_999));
+    }
+
+    #[test]
+    fn push_u64_writes_decimal() {
+        for n in [0u64, 7, 10, 1358, u64::MAX] {
+            let mut b = Vec::new();
+            push_u64(&mut b, n);
+            assert_eq!(b, n.to_string().into_bytes());
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! Request heads: parsing (RFC 9112 §3, §5) and body framing (§6).
+
+use crate::{eq_ignore_case, list_items, parse_u64, trim, Framing, Version};
+use std::ops::Range;
+
+/// Most headers a request may carry; more is answered with 431.
+pub const MAX_HEADERS: usize = 100;
+
+/// Request methods. The common ones are variants so that routing and the
+/// static handler compare integers, not strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Options,
+    Patch,
+    Trace,
+    Connect,
+    Other(String),
+}
+
+impl Method {
+    fn from_bytes(m: &str) -> Method {
+        match m {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            "PATCH" => Method::Patch,
+            "TRACE" => Method::Trace,
+            "CONNECT" => Method::Connect,
+            other => Method::Other(other.to_owned()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Patch => "PATCH",
+            Method::Trace => "TRACE",
+            Method::Connect => "CONNECT",
+            Method::Other(s) => s,
+        }
+    }
+}
+
+/// Size limits applied while parsing a head.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    /// Longest request head (request line and header fields) accepted.
+    pub max_head_bytes: usize,
+    /// Longest request-target accepted (414 beyond it).
+    pub max_uri_bytes: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            max_head_bytes: 16 * 1024,
+            max_uri_bytes: 8 * 1024,
+        }
+    }
+}
+
+/// Why a request head was refused. Each maps to one status code; all of them
+/// end the connection because the framing of what follows is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseError {
+    /// Malformed request line or header field (400).
+    Malformed,
+    /// A protocol version other than HTTP/1.0 or HTTP/1.1 (505).
+    Version,
+    /// Request-target longer than the limit (414).
+    UriTooLong,
+    /// Head larger than the limit, or too many fields (431).
+    HeadTooLarge,
+    /// Content-Length and Transfer-Encoding together, differing
+    /// Content-Lengths, or chunked not last (400; RFC 9112 §6.3).
+    BadFraming,
+    /// A transfer coding this server does not implement (501; RFC 9112 §6.1).
+    UnknownCoding,
+    /// HTTP/1.1 request without exactly one Host (400; RFC 9112 §3.2).
+    BadHost,
+    /// An Expect value other than 100-continue (417; RFC 9110 §10.1.1).
+    Expectation,
+}
+
+impl ParseError {
+    pub fn status(self) -> u16 {
+        match self {
+            ParseError::Malformed | ParseError::BadFraming | ParseError::BadHost => 400,
+            ParseError::Version => 505,
+            ParseError::UriTooLong => 414,
+            ParseError::HeadTooLarge => 431,
+            ParseError::UnknownCoding => 501,
+            ParseError::Expectation => 417,
+        }
+    }
+}
+
+/// A parsed request head. It owns a copy of the head's bytes; names, values
+/// and the target are spans into it, so that parsing allocates twice at most
+/// and a head can be reused for the next request on the connection.
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    buf: Vec<u8>,
+    pub method: Method,
+    target: Range<usize>,
+    pub version: Version,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    /// How the body is delimited.
+    pub framing: Framing,
+    /// Whether the connection may be reused after this exchange (RFC 9112 §9.3).
+    pub keep_alive: bool,
+    /// The client sent `Expect: 100-continue` (only honoured for HTTP/1.1).
+    pub expect_continue: bool,
+    host: Option<Range<usize>>,
+}
+
+impl Default for RequestHead {
+    fn default() -> Self {
+        RequestHead {
+            buf: Vec::new(),
+            method: Method::Get,
+            target: 0..0,
+            version: Version::Http11,
+            headers: Vec::new(),
+            framing: Framing::None,
+            keep_alive: true,
+            expect_continue: false,
+            host: None,
+        }
+    }
+}
+
+fn span(base: &[u8], part: &[u8]) -> Range<usize> {
+    // httparse hands out sub-slices of `base`; their offset is pointer arithmetic.
+    let start = part.as_ptr() as usize - base.as_ptr() as usize;
+    start..start + part.len()
+}
+
+impl RequestHead {
+    /// Parses a request head from the start of `input`.
+    ///
+    /// Returns `Ok(None)` when more bytes are needed, or `Ok(Some(len))` with
+    /// the length of the head (including the blank line) after filling `self`.
+    /// Leading empty lines are skipped as RFC 9112 §2.2 allows.
+    pub fn parse(&mut self, input: &[u8], limits: &RequestLimits) -> Result<Option<usize>, ParseError> {
+        let mut skip = 0;
+        while skip < input.len() && (input[skip] == b'\r' || input[skip] == b'\n') {
+            skip += 1;
+            if skip > 64 {
+                return Err(ParseError::Malformed);
+            }
+        }
+        let data = &input[skip..];
+        let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut storage);
+        let status = match req.parse(data) {
+            Ok(s) => s,
+            Err(httparse::Error::TooManyHeaders) => return Err(ParseError::HeadTooLarge),
+            Err(httparse::Error::Version) => return Err(classify_version(data)),
+            Err(_) => return Err(ParseError::Malformed),
+        };
+        let head_len = match status {
+            httparse::Status::Partial => {
+                return match check_partial(data, limits) {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+            httparse::Status::Complete(n) => n,
+        };
+        if head_len > limits.max_head_bytes {
+            return Err(ParseError::HeadTooLarge);
+        }
+        let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+            return Err(ParseError::Malformed);
+        };
+        if path.len() > limits.max_uri_bytes {
+            return Err(ParseError::UriTooLong);
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(&data[..head_len]);
+        let base = &data[..head_len];
+        self.method = Method::from_bytes(method);
+        self.target = span(base, path.as_bytes());
+        self.version = if minor == 0 { Version::Http10 } else { Version::Http11 };
+        self.headers.clear();
+        self.host = None;
+        self.expect_continue = false;
+
+        let mut content_length: Option<u64> = None;
+        let mut te_seen = false;
+        let mut chunked = false;
+        let mut conn_close = false;
+        let mut conn_keep_alive = false;
+        let mut hosts = 0;
+        for h in req.headers.iter() {
+            let name = h.name.as_bytes();
+            let value = trim(h.value);
+            self.headers.push((span(base, name), span(base, value)));
+            match name.len() {
+                4 if eq_ignore_case(name, b"host") => {
+                    hosts += 1;
+                    self.host = Some(span(base, value));
+                }
+                6 if eq_ignore_case(name, b"expect") => {
+                    if eq_ignore_case(value, b"100-continue") {
+                        self.expect_continue = self.version == Version::Http11;
+                    } else {
+                        return Err(ParseError::Expectation);
+                    }
+                }
+                10 if eq_ignore_case(name, b"connection") => {
+                    for t in list_items(value) {
+                        if eq_ignore_case(t, b"close") {
+                            conn_close = true;
+                        } else if eq_ignore_case(t, b"keep-alive") {
+                            conn_keep_alive = true;
+                        }
+                    }
+                }
+                14 if eq_ignore_case(name, b"content-length") => {
+                    // A list of identical values is one length (RFC 9112 §6.3
+                    // item 5); anything else is a smuggling attempt.
+                    for item in value.split(|&b| b == b',') {
+                        let n = parse_u64(trim(item)).ok_or(ParseError::BadFraming)?;
+                        match content_length {
+                            Some(prev) if prev != n => return Err(ParseError::BadFraming),
+                            _ => content_length = Some(n),
+                        }
+                    }
+                }
+                17 if eq_ignore_case(name, b"transfer-encoding") => {
+                    for coding in list_items(value) {
+                        if chunked {
+                            // Anything after chunked means chunked is not the
+                            // final coding: §6.3 item 4 says 400.
+                            return Err(ParseError::BadFraming);
+                        }
+                        if eq_ignore_case(coding, b"chunked") {
+                            chunked = true;
+                        } else {
+                            return Err(ParseError::UnknownCoding);
+                        }
+                    }
+                    te_seen = true;
+                }
+                _ => {}
+            }
+        }
+        if self.version == Version::Http11 && hosts != 1 || hosts > 1 {
+            return Err(ParseError::BadHost);
+        }
+        self.framing = if te_seen {
+            if content_length.is_some() || !chunked || self.version == Version::Http10 {
+                // Both framings at once, an empty Transfer-Encoding, or
+                // chunked in HTTP/1.0 (RFC 9112 §6.1: the framing is faulty).
+                return Err(ParseError::BadFraming);
+            }
+            Framing::Chunked
+        } else {
+            match content_length {
+                Some(0) | None => Framing::None,
+                Some(n) => Framing::Length(n),
+            }
+        };
+        self.keep_alive = match self.version {
+            Version::Http11 => !conn_close,
+            Version::Http10 => conn_keep_alive && !conn_close,
+        };
+        Ok(Some(skip + head_len))
+    }
+
+    /// The request-target exactly as sent.
+    pub fn target(&self) -> &[u8] {
+        &self.buf[self.target.clone()]
+    }
+
+    /// The path part of the target (before `?`), as sent (still encoded).
+    pub fn path(&self) -> &[u8] {
+        let t = self.target();
+        match t.iter().position(|&b| b == b'?') {
+            Some(i) => &t[..i],
+            None => t,
+        }
+    }
+
+    /// The query string (after `?`), without the `?`.
+    pub fn query(&self) -> Option<&[u8]> {
+        let t = self.target();
+        t.iter().position(|&b| b == b'?').map(|i| &t[i + 1..])
+    }
+
+    /// The Host header's value, if present.
+    pub fn host(&self) -> Option<&[u8]> {
+        self.host.clone().map(|r| &self.buf[r])
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        let name = name.as_bytes();
+        self.headers
+            .iter()
+            .find(|(n, _)| eq_ignore_case(&self.buf[n.clone()], name))
+            .map(|(_, v)| &self.buf[v.clone()])
+    }
+
+    /// Every header in order, as (name, value).
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.headers.iter().map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
+    }
+
+    /// The request line, for logs (`GET /x HTTP/1.1`).
+    pub fn request_line(&self) -> &[u8] {
+        let end = self.buf.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(self.buf.len());
+        &self.buf[..end]
+    }
+
+    /// Whether a body follows the head.
+    pub fn has_body(&self) -> bool {
+        !matches!(self.framing, Framing::None)
+    }
+}
+
+/// A version error is 505 when the line names some other HTTP version, and
+/// 400 when the line is simply broken.
+fn classify_version(data: &[u8]) -> ParseError {
+    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    let line = trim(strip_cr(&data[..line_end]));
+    match line.rsplit(|&b| b == b' ').next() {
+        Some([b'H', b'T', b'T', b'P', b'/', major, b'.', minor])
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            ParseError::Version
+        }
+        Some([b'H', b'T', b'T', b'P', b'/', major]) if major.is_ascii_digit() => ParseError::Version,
+        _ => ParseError::Malformed,
+    }
+}
+
+fn strip_cr(s: &[u8]) -> &[u8] {
+    match s {
+        [rest @ .., b'\r'] => rest,
+        _ => s,
+    }
+}
+
+/// Decides whether an incomplete head has already broken a limit: a request
+/// line without its end longer than the URI limit is 414, a head past the
+/// head limit is 431.
+fn check_partial(data: &[u8], limits: &RequestLimits) -> Option<ParseError> {
+    let first_line_done = data.contains(&b'\n');
+    if !first_line_done && data.len() > limits.max_uri_bytes + 32 {
+        return Some(ParseError::UriTooLong);
+    }
+    if data.len() > limits.max_head_bytes {
+        return Some(ParseError::HeadTooLarge);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(bytes: &[u8]) -> Result<Option<(RequestHead, usize)>, ParseError> {
+        let mut h = RequestHead::default();
+        let r = h.parse(bytes, &RequestLimits::default())?;
+        Ok(r.map(|n| (h, n)))
+    }
+
+    fn complete(bytes: &[u8]) -> RequestHead {
+        match parse(bytes) {
+            Ok(Some((h, n))) => {
+                assert_eq!(n, bytes.len());
+                h
+            }
+            other => panic!("expected a complete head, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn simple_get_is_parsed_with_target_path_query_and_host() {
+        let h = complete(b"GET /a/b?x=1&y HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n");
+        assert_eq!(h.method, Method::Get);
+        assert_eq!(h.target(), b"/a/b?x=1&y");
+        assert_eq!(h.path(), b"/a/b");
+        assert_eq!(h.query(), Some(&b"x=1&y"[..]));
+        assert_eq!(h.host(), Some(&b"example.com"[..]));
+        assert_eq!(h.header("accept"), Some(&b"*/*"[..]));
+        assert_eq!(h.version, Version::Http11);
+        assert!(h.keep_alive);
+        assert_eq!(h.framing, Framing::None);
+        assert_eq!(h.request_line(), b"GET /a/b?x=1&y HTTP/1.1");
+    }
+
+    #[test]
+    fn a_head_split_at_every_byte_is_partial_until_the_blank_line() {
+        let full = b"POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello";
+        let head_len = full.len() - 5;
+        for cut in 0..head_len {
+            match parse(&full[..cut]) {
+                Ok(None) => {}
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+        for cut in head_len..=full.len() {
+            let (h, n) = parse(&full[..cut]).expect("ok").expect("complete");
+            assert_eq!(n, head_len);
+            assert_eq!(h.framing, Framing::Length(5));
+            assert_eq!(h.method, Method::Post);
+        }
+    }
+
+    #[test]
+    fn leading_empty_lines_are_skipped_rfc9112_2_2() {
+        let (h, n) = parse(b"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.target(), b"/");
+        assert_eq!(n, 4 + 27);
+    }
+
+    #[test]
+    fn http10_is_closed_unless_keep_alive_is_asked_for_rfc9112_9_3() {
+        assert!(!complete(b"GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(complete(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
+        assert!(!complete(b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
+        assert!(!complete(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(complete(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn content_length_and_transfer_encoding_together_are_refused_rfc9112_6_3() {
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+    }
+
+    #[test]
+    fn differing_content_lengths_are_refused_but_identical_ones_accepted_rfc9112_6_3() {
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 4\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+        let h = complete(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n");
+        assert_eq!(h.framing, Framing::Length(3));
+        let h = complete(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3,3\r\n\r\n");
+        assert_eq!(h.framing, Framing::Length(3));
+    }
+
+    #[test]
+    fn bad_content_length_values_are_refused() {
+        for v in [&b"-1"[..], b"+3", b"0x10", b"1 2", b"", b"99999999999999999999"] {
+            let mut req = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ".to_vec();
+            req.extend_from_slice(v);
+            req.extend_from_slice(b"\r\n\r\n");
+            assert_eq!(parse(&req).unwrap_err(), ParseError::BadFraming, "{:?}", String::from_utf8_lossy(v));
+        }
+    }
+
+    #[test]
+    fn transfer_codings_other_than_chunked_are_not_implemented_rfc9112_6_1() {
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::UnknownCoding);
+        assert_eq!(ParseError::UnknownCoding.status(), 501);
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::UnknownCoding);
+    }
+
+    #[test]
+    fn chunked_that_is_not_the_final_coding_is_refused_rfc9112_6_3() {
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+    }
+
+    #[test]
+    fn chunked_in_http10_is_refused_rfc9112_6_1() {
+        let e = parse(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(e.unwrap_err(), ParseError::BadFraming);
+    }
+
+    #[test]
+    fn chunked_transfer_encoding_is_case_insensitive() {
+        let h = complete(b"POST / HTTP/1.1\r\nHost: a\r\ntransfer-encoding: Chunked\r\n\r\n");
+        assert_eq!(h.framing, Framing::Chunked);
+    }
+
+    #[test]
+    fn http11_without_host_or_with_two_hosts_is_refused_rfc9112_3_2() {
+        assert_eq!(parse(b"GET / HTTP/1.1\r\n\r\n").unwrap_err(), ParseError::BadHost);
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").unwrap_err(),
+            ParseError::BadHost
+        );
+        assert!(complete(b"GET / HTTP/1.0\r\n\r\n").host().is_none());
+    }
+
+    #[test]
+    fn malformed_request_lines_and_fields_are_400() {
+        for bad in [
+            &b"GET\r\n\r\n"[..],
+            b"GET / HTTP/1.1 extra\r\nHost: a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHo\0st: a\r\n\r\n",
+            b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(bad).map(|o| o.map(|(_, n)| n)),
+                Err(ParseError::Malformed),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn other_http_versions_are_505_rfc9110_15_6_6() {
+        assert_eq!(parse(b"GET / HTTP/2.0\r\n\r\n").unwrap_err(), ParseError::Version);
+        assert_eq!(parse(b"GET / HTTP/1.2\r\n\r\n").unwrap_err(), ParseError::Version);
+        assert_eq!(parse(b"GET / FOO/1.1\r\n\r\n").unwrap_err(), ParseError::Malformed);
+    }
+
+    #[test]
+    fn a_long_target_is_414_and_a_large_head_431_rfc9112_3() {
+        let limits = RequestLimits { max_head_bytes: 1024, max_uri_bytes: 256 };
+        let mut h = RequestHead::default();
+        let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(300));
+        assert_eq!(h.parse(long.as_bytes(), &limits), Err(ParseError::UriTooLong));
+        let partial = format!("GET /{}", "a".repeat(300));
+        assert_eq!(h.parse(partial.as_bytes(), &limits), Err(ParseError::UriTooLong));
+        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "b".repeat(1100));
+        assert_eq!(h.parse(big.as_bytes(), &limits), Err(ParseError::HeadTooLarge));
+        let partial = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}", "b".repeat(1100));
+        assert_eq!(h.parse(partial.as_bytes(), &limits), Err(ParseError::HeadTooLarge));
+        let mut many = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+        for i in 0..MAX_HEADERS {
+            many.push_str(&format!("X{i}: v\r\n"));
+        }
+        many.push_str("\r\n");
+        assert_eq!(
+            h.parse(many.as_bytes(), &RequestLimits { max_head_bytes: 1 << 20, max_uri_bytes: 8192 }),
+            Err(ParseError::HeadTooLarge)
+        );
+    }
+
+    #[test]
+    fn expect_100_continue_is_noted_only_for_http11_and_others_are_417_rfc9110_10_1_1() {
+        let h = complete(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n");
+        assert!(h.expect_continue);
+        let h = complete(b"PUT / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n");
+        assert!(!h.expect_continue);
+        assert_eq!(
+            parse(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n").unwrap_err(),
+            ParseError::Expectation
+        );
+    }
+
+    #[test]
+    fn a_reused_head_forgets_the_previous_request() {
+        let mut h = RequestHead::default();
+        let l = RequestLimits::default();
+        h.parse(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\nExpect: 100-continue\r\n\r\n", &l)
+            .unwrap();
+        h.parse(b"GET /y HTTP/1.0\r\n\r\n", &l).unwrap();
+        assert_eq!(h.target(), b"/y");
+        assert_eq!(h.framing, Framing::None);
+        assert!(!h.expect_continue);
+        assert!(h.host().is_none());
+        assert!(h.header("content-length").is_none());
+    }
+}
