@@ -21,26 +21,44 @@ pub enum BodyError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Chunk {
     /// Reading hex digits of the size.
-    Size { size: u64, digits: u8 },
+    Size {
+        size: u64,
+        digits: u8,
+    },
     /// Past the size: extensions or whitespace until CRLF.
-    Ext { size: u64, len: usize },
+    Ext {
+        size: u64,
+        len: usize,
+    },
     /// Expecting the LF after a CR in the size line.
-    SizeLf { size: u64 },
-    Data { remaining: u64 },
+    SizeLf {
+        size: u64,
+    },
+    Data {
+        remaining: u64,
+    },
     DataCr,
     DataLf,
     /// In the trailer section; `line` counts bytes of the current line.
-    Trailer { line: usize, total: usize, cr: bool },
+    Trailer {
+        line: usize,
+        total: usize,
+        cr: bool,
+    },
     Done,
 }
 
 /// Decodes a message body incrementally from whatever bytes arrive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyDecoder {
-    Length { remaining: u64 },
+    Length {
+        remaining: u64,
+    },
     Chunked(ChunkedState),
     /// Close-delimited (responses only): everything until EOF.
-    Eof { done: bool },
+    Eof {
+        done: bool,
+    },
 }
 
 /// Opaque state of the chunked decoder.
@@ -52,7 +70,9 @@ impl BodyDecoder {
         match framing {
             Framing::None => BodyDecoder::Length { remaining: 0 },
             Framing::Length(n) => BodyDecoder::Length { remaining: n },
-            Framing::Chunked => BodyDecoder::Chunked(ChunkedState(Chunk::Size { size: 0, digits: 0 })),
+            Framing::Chunked => {
+                BodyDecoder::Chunked(ChunkedState(Chunk::Size { size: 0, digits: 0 }))
+            }
             Framing::Close => BodyDecoder::Eof { done: false },
         }
     }
@@ -111,7 +131,10 @@ fn decode_chunked<'a>(state: &mut Chunk, input: &'a [u8]) -> Result<(usize, &'a 
                     if digits >= 16 {
                         return Err(BodyError::BadChunk);
                     }
-                    *state = Chunk::Size { size: size << 4 | u64::from(d), digits: digits + 1 };
+                    *state = Chunk::Size {
+                        size: size << 4 | u64::from(d),
+                        digits: digits + 1,
+                    };
                 } else if digits == 0 {
                     return Err(BodyError::BadChunk);
                 } else if b == b'\r' {
@@ -143,7 +166,11 @@ fn decode_chunked<'a>(state: &mut Chunk, input: &'a [u8]) -> Result<(usize, &'a 
                 }
                 i += 1;
                 *state = if size == 0 {
-                    Chunk::Trailer { line: 0, total: 0, cr: false }
+                    Chunk::Trailer {
+                        line: 0,
+                        total: 0,
+                        cr: false,
+                    }
                 } else {
                     Chunk::Data { remaining: size }
                 };
@@ -153,7 +180,11 @@ fn decode_chunked<'a>(state: &mut Chunk, input: &'a [u8]) -> Result<(usize, &'a 
                 // together: the data is still one contiguous slice.
                 let n = remaining.min((input.len() - i) as u64) as usize;
                 let left = remaining - n as u64;
-                *state = if left == 0 { Chunk::DataCr } else { Chunk::Data { remaining: left } };
+                *state = if left == 0 {
+                    Chunk::DataCr
+                } else {
+                    Chunk::Data { remaining: left }
+                };
                 return Ok((i + n, &input[i..i + n]));
             }
             Chunk::DataCr => {
@@ -183,13 +214,25 @@ fn decode_chunked<'a>(state: &mut Chunk, input: &'a [u8]) -> Result<(usize, &'a 
                         *state = Chunk::Done;
                         return Ok((i, &input[..0]));
                     }
-                    *state = Chunk::Trailer { line: 0, total: total + 1, cr: false };
+                    *state = Chunk::Trailer {
+                        line: 0,
+                        total: total + 1,
+                        cr: false,
+                    };
                 } else if b == b'\r' {
-                    *state = Chunk::Trailer { line, total: total + 1, cr: true };
+                    *state = Chunk::Trailer {
+                        line,
+                        total: total + 1,
+                        cr: true,
+                    };
                 } else if b == b'\n' {
                     return Err(BodyError::BadChunk);
                 } else {
-                    *state = Chunk::Trailer { line: line + 1, total: total + 1, cr: false };
+                    *state = Chunk::Trailer {
+                        line: line + 1,
+                        total: total + 1,
+                        cr: false,
+                    };
                 }
             }
             Chunk::Done => return Ok((i, &input[..0])),
@@ -237,7 +280,11 @@ mod tests {
 
     /// Feeds `input` in pieces of `step` bytes (keeping unconsumed bytes,
     /// as a connection buffer would) and collects the decoded body.
-    fn decode_all(framing: Framing, input: &[u8], step: usize) -> Result<(Vec<u8>, usize), BodyError> {
+    fn decode_all(
+        framing: Framing,
+        input: &[u8],
+        step: usize,
+    ) -> Result<(Vec<u8>, usize), BodyError> {
         let mut d = BodyDecoder::new(framing);
         let mut out = Vec::new();
         let mut buf: Vec<u8> = Vec::new();
@@ -269,7 +316,8 @@ mod tests {
 
     #[test]
     fn chunked_body_is_decoded_at_every_split_rfc9112_7_1() {
-        let wire = b"5\r\nhello\r\n6;ext=1\r\n world\r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\nNEXT";
+        let wire =
+            b"5\r\nhello\r\n6;ext=1\r\n world\r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\nNEXT";
         for step in 1..wire.len() {
             let (body, n) = decode_all(Framing::Chunked, wire, step).unwrap();
             assert_eq!(body, b"hello world0123456789", "step {step}");
@@ -290,28 +338,52 @@ mod tests {
             decode_all(Framing::Chunked, b"10000000000000000\r\n", 64).unwrap_err(),
             BodyError::BadChunk
         );
-        assert_eq!(decode_all(Framing::Chunked, b"g\r\n", 64).unwrap_err(), BodyError::BadChunk);
-        assert_eq!(decode_all(Framing::Chunked, b"-1\r\n", 64).unwrap_err(), BodyError::BadChunk);
-        assert_eq!(decode_all(Framing::Chunked, b"\r\n", 64).unwrap_err(), BodyError::BadChunk);
+        assert_eq!(
+            decode_all(Framing::Chunked, b"g\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
+        assert_eq!(
+            decode_all(Framing::Chunked, b"-1\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
+        assert_eq!(
+            decode_all(Framing::Chunked, b"\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
     }
 
     #[test]
     fn bare_lf_in_chunk_framing_is_refused_against_smuggling() {
-        assert_eq!(decode_all(Framing::Chunked, b"5\nhello\r\n0\r\n\r\n", 64).unwrap_err(), BodyError::BadChunk);
-        assert_eq!(decode_all(Framing::Chunked, b"5\r\nhello\n0\r\n\r\n", 64).unwrap_err(), BodyError::BadChunk);
-        assert_eq!(decode_all(Framing::Chunked, b"5;a\nb\r\nhello\r\n", 64).unwrap_err(), BodyError::BadChunk);
+        assert_eq!(
+            decode_all(Framing::Chunked, b"5\nhello\r\n0\r\n\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
+        assert_eq!(
+            decode_all(Framing::Chunked, b"5\r\nhello\n0\r\n\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
+        assert_eq!(
+            decode_all(Framing::Chunked, b"5;a\nb\r\nhello\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
     }
 
     #[test]
     fn missing_crlf_after_chunk_data_is_refused() {
-        assert_eq!(decode_all(Framing::Chunked, b"3\r\nhelloX\r\n", 64).unwrap_err(), BodyError::BadChunk);
+        assert_eq!(
+            decode_all(Framing::Chunked, b"3\r\nhelloX\r\n", 64).unwrap_err(),
+            BodyError::BadChunk
+        );
     }
 
     #[test]
     fn an_endless_chunk_extension_is_cut_off() {
         let mut wire = b"5;".to_vec();
-        wire.extend(std::iter::repeat(b'a').take(MAX_CHUNK_LINE + 10));
-        assert_eq!(decode_all(Framing::Chunked, &wire, 100).unwrap_err(), BodyError::TooLong);
+        wire.extend(std::iter::repeat_n(b'a', MAX_CHUNK_LINE + 10));
+        assert_eq!(
+            decode_all(Framing::Chunked, &wire, 100).unwrap_err(),
+            BodyError::TooLong
+        );
     }
 
     #[test]

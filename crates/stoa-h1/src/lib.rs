@@ -131,7 +131,10 @@ mod tests {
         assert_eq!(parse_u64(b" 1"), None);
         assert_eq!(parse_u64(b""), None);
         assert_eq!(parse_u64(b"99999999999999999999"), None);
-        assert_eq!(parse_u64(b"9999999999999999999"), Some(9_999_999_999_999_999_999));
+        assert_eq!(
+            parse_u64(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
     }
 
     #[test]

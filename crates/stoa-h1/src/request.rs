@@ -155,7 +155,11 @@ impl RequestHead {
     /// Returns `Ok(None)` when more bytes are needed, or `Ok(Some(len))` with
     /// the length of the head (including the blank line) after filling `self`.
     /// Leading empty lines are skipped as RFC 9112 §2.2 allows.
-    pub fn parse(&mut self, input: &[u8], limits: &RequestLimits) -> Result<Option<usize>, ParseError> {
+    pub fn parse(
+        &mut self,
+        input: &[u8],
+        limits: &RequestLimits,
+    ) -> Result<Option<usize>, ParseError> {
         let mut skip = 0;
         while skip < input.len() && (input[skip] == b'\r' || input[skip] == b'\n') {
             skip += 1;
@@ -195,7 +199,11 @@ impl RequestHead {
         let base = &data[..head_len];
         self.method = Method::from_bytes(method);
         self.target = span(base, path.as_bytes());
-        self.version = if minor == 0 { Version::Http10 } else { Version::Http11 };
+        self.version = if minor == 0 {
+            Version::Http10
+        } else {
+            Version::Http11
+        };
         self.headers.clear();
         self.host = None;
         self.expect_continue = false;
@@ -319,12 +327,18 @@ impl RequestHead {
 
     /// Every header in order, as (name, value).
     pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.headers.iter().map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
+        self.headers
+            .iter()
+            .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
     }
 
     /// The request line, for logs (`GET /x HTTP/1.1`).
     pub fn request_line(&self) -> &[u8] {
-        let end = self.buf.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(self.buf.len());
+        let end = self
+            .buf
+            .iter()
+            .position(|&b| b == b'\r' || b == b'\n')
+            .unwrap_or(self.buf.len());
         &self.buf[..end]
     }
 
@@ -345,7 +359,9 @@ fn classify_version(data: &[u8]) -> ParseError {
         {
             ParseError::Version
         }
-        Some([b'H', b'T', b'T', b'P', b'/', major]) if major.is_ascii_digit() => ParseError::Version,
+        Some([b'H', b'T', b'T', b'P', b'/', major]) if major.is_ascii_digit() => {
+            ParseError::Version
+        }
         _ => ParseError::Malformed,
     }
 }
@@ -426,7 +442,9 @@ mod tests {
 
     #[test]
     fn leading_empty_lines_are_skipped_rfc9112_2_2() {
-        let (h, n) = parse(b"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap().unwrap();
+        let (h, n) = parse(b"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert_eq!(h.target(), b"/");
         assert_eq!(n, 4 + 27);
     }
@@ -450,11 +468,14 @@ mod tests {
 
     #[test]
     fn differing_content_lengths_are_refused_but_identical_ones_accepted_rfc9112_6_3() {
-        let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
+        let e =
+            parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n");
         assert_eq!(e.unwrap_err(), ParseError::BadFraming);
         let e = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 4\r\n\r\n");
         assert_eq!(e.unwrap_err(), ParseError::BadFraming);
-        let h = complete(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n");
+        let h = complete(
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n",
+        );
         assert_eq!(h.framing, Framing::Length(3));
         let h = complete(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3,3\r\n\r\n");
         assert_eq!(h.framing, Framing::Length(3));
@@ -462,11 +483,23 @@ mod tests {
 
     #[test]
     fn bad_content_length_values_are_refused() {
-        for v in [&b"-1"[..], b"+3", b"0x10", b"1 2", b"", b"99999999999999999999"] {
+        for v in [
+            &b"-1"[..],
+            b"+3",
+            b"0x10",
+            b"1 2",
+            b"",
+            b"99999999999999999999",
+        ] {
             let mut req = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ".to_vec();
             req.extend_from_slice(v);
             req.extend_from_slice(b"\r\n\r\n");
-            assert_eq!(parse(&req).unwrap_err(), ParseError::BadFraming, "{:?}", String::from_utf8_lossy(v));
+            assert_eq!(
+                parse(&req).unwrap_err(),
+                ParseError::BadFraming,
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
         }
     }
 
@@ -503,7 +536,10 @@ mod tests {
 
     #[test]
     fn http11_without_host_or_with_two_hosts_is_refused_rfc9112_3_2() {
-        assert_eq!(parse(b"GET / HTTP/1.1\r\n\r\n").unwrap_err(), ParseError::BadHost);
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\n\r\n").unwrap_err(),
+            ParseError::BadHost
+        );
         assert_eq!(
             parse(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").unwrap_err(),
             ParseError::BadHost
@@ -533,37 +569,72 @@ mod tests {
 
     #[test]
     fn other_http_versions_are_505_rfc9110_15_6_6() {
-        assert_eq!(parse(b"GET / HTTP/2.0\r\n\r\n").unwrap_err(), ParseError::Version);
-        assert_eq!(parse(b"GET / HTTP/1.2\r\n\r\n").unwrap_err(), ParseError::Version);
-        assert_eq!(parse(b"GET / FOO/1.1\r\n\r\n").unwrap_err(), ParseError::Malformed);
+        assert_eq!(
+            parse(b"GET / HTTP/2.0\r\n\r\n").unwrap_err(),
+            ParseError::Version
+        );
+        assert_eq!(
+            parse(b"GET / HTTP/1.2\r\n\r\n").unwrap_err(),
+            ParseError::Version
+        );
+        assert_eq!(
+            parse(b"GET / FOO/1.1\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
+        );
     }
 
     #[test]
     fn a_long_target_is_414_and_a_large_head_431_rfc9112_3() {
-        let limits = RequestLimits { max_head_bytes: 1024, max_uri_bytes: 256 };
+        let limits = RequestLimits {
+            max_head_bytes: 1024,
+            max_uri_bytes: 256,
+        };
         let mut h = RequestHead::default();
         let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(300));
-        assert_eq!(h.parse(long.as_bytes(), &limits), Err(ParseError::UriTooLong));
+        assert_eq!(
+            h.parse(long.as_bytes(), &limits),
+            Err(ParseError::UriTooLong)
+        );
         let partial = format!("GET /{}", "a".repeat(300));
-        assert_eq!(h.parse(partial.as_bytes(), &limits), Err(ParseError::UriTooLong));
-        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "b".repeat(1100));
-        assert_eq!(h.parse(big.as_bytes(), &limits), Err(ParseError::HeadTooLarge));
+        assert_eq!(
+            h.parse(partial.as_bytes(), &limits),
+            Err(ParseError::UriTooLong)
+        );
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+            "b".repeat(1100)
+        );
+        assert_eq!(
+            h.parse(big.as_bytes(), &limits),
+            Err(ParseError::HeadTooLarge)
+        );
         let partial = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}", "b".repeat(1100));
-        assert_eq!(h.parse(partial.as_bytes(), &limits), Err(ParseError::HeadTooLarge));
+        assert_eq!(
+            h.parse(partial.as_bytes(), &limits),
+            Err(ParseError::HeadTooLarge)
+        );
         let mut many = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
         for i in 0..MAX_HEADERS {
             many.push_str(&format!("X{i}: v\r\n"));
         }
         many.push_str("\r\n");
         assert_eq!(
-            h.parse(many.as_bytes(), &RequestLimits { max_head_bytes: 1 << 20, max_uri_bytes: 8192 }),
+            h.parse(
+                many.as_bytes(),
+                &RequestLimits {
+                    max_head_bytes: 1 << 20,
+                    max_uri_bytes: 8192
+                }
+            ),
             Err(ParseError::HeadTooLarge)
         );
     }
 
     #[test]
     fn expect_100_continue_is_noted_only_for_http11_and_others_are_417_rfc9110_10_1_1() {
-        let h = complete(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n");
+        let h = complete(
+            b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n",
+        );
         assert!(h.expect_continue);
         let h = complete(b"PUT / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n");
         assert!(!h.expect_continue);
@@ -577,8 +648,11 @@ mod tests {
     fn a_reused_head_forgets_the_previous_request() {
         let mut h = RequestHead::default();
         let l = RequestLimits::default();
-        h.parse(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\nExpect: 100-continue\r\n\r\n", &l)
-            .unwrap();
+        h.parse(
+            b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\nExpect: 100-continue\r\n\r\n",
+            &l,
+        )
+        .unwrap();
         h.parse(b"GET /y HTTP/1.0\r\n\r\n", &l).unwrap();
         assert_eq!(h.target(), b"/y");
         assert_eq!(h.framing, Framing::None);

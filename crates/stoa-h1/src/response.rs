@@ -97,7 +97,11 @@ impl ResponseHead {
         let n = match resp.parse(input) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => {
-                return if input.len() > max_head { Err(ResponseError::TooLarge) } else { Ok(None) };
+                return if input.len() > max_head {
+                    Err(ResponseError::TooLarge)
+                } else {
+                    Ok(None)
+                };
             }
             Err(httparse::Error::TooManyHeaders) => return Err(ResponseError::TooLarge),
             Err(_) => return Err(ResponseError::Malformed),
@@ -134,7 +138,9 @@ impl ResponseHead {
 
     /// Every header in order.
     pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.headers.iter().map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
+        self.headers
+            .iter()
+            .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
     }
 
     /// The body framing of this response to a request with method HEAD
@@ -149,7 +155,11 @@ impl ResponseHead {
             if eq_ignore_case(name, b"transfer-encoding") {
                 // Chunked must be the final coding; otherwise the body runs
                 // to the close (§6.3 item 4, response side).
-                chunked = Some(list_items(value).last().is_some_and(|c| eq_ignore_case(c, b"chunked")));
+                chunked = Some(
+                    list_items(value)
+                        .last()
+                        .is_some_and(|c| eq_ignore_case(c, b"chunked")),
+                );
             } else if eq_ignore_case(name, b"content-length") {
                 for item in value.split(|&b| b == b',') {
                     let n = parse_u64(trim(item)).ok_or(ResponseError::BadFraming)?;
@@ -209,21 +219,36 @@ mod tests {
         assert_eq!(h.framing(true), Ok(Framing::None));
         assert!(h.keep_alive());
 
-        h.parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 3\r\n\r\n", 8192)
-            .unwrap();
+        h.parse(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 3\r\n\r\n",
+            8192,
+        )
+        .unwrap();
         assert_eq!(h.framing(false), Ok(Framing::Chunked));
 
-        h.parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 8192).unwrap();
+        h.parse(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            8192,
+        )
+        .unwrap();
         assert_eq!(h.framing(false), Ok(Framing::Close));
 
         h.parse(b"HTTP/1.0 200 OK\r\n\r\n", 8192).unwrap();
         assert_eq!(h.framing(false), Ok(Framing::Close));
         assert!(!h.keep_alive());
 
-        h.parse(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n", 8192).unwrap();
+        h.parse(
+            b"HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n",
+            8192,
+        )
+        .unwrap();
         assert_eq!(h.framing(false), Ok(Framing::None));
 
-        h.parse(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 8192).unwrap();
+        h.parse(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            8192,
+        )
+        .unwrap();
         assert_eq!(h.framing(false), Err(ResponseError::BadFraming));
     }
 
@@ -244,8 +269,14 @@ mod tests {
     #[test]
     fn garbage_is_not_a_response() {
         let mut h = ResponseHead::default();
-        assert_eq!(h.parse(b"HTTX/1.1 200 OK\r\n\r\n", 8192), Err(ResponseError::Malformed));
+        assert_eq!(
+            h.parse(b"HTTX/1.1 200 OK\r\n\r\n", 8192),
+            Err(ResponseError::Malformed)
+        );
         assert_eq!(h.parse(&[b'a'; 100], 50), Err(ResponseError::Malformed));
-        assert_eq!(h.parse(b"HTTP/1.1 200 OK\r\nX: aaaaaaaaaaaaaaa", 20), Err(ResponseError::TooLarge));
+        assert_eq!(
+            h.parse(b"HTTP/1.1 200 OK\r\nX: aaaaaaaaaaaaaaa", 20),
+            Err(ResponseError::TooLarge)
+        );
     }
 }

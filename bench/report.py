@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""report.py META RUNS_TSV RSS_TSV - Markdown report for bench/static.sh (written to stdout).
+
+META: key=value lines (date, command, machine, versions, params). RUNS_TSV, RSS_TSV: as written by
+static.sh. With several rounds (REPS) the tables show medians. Ratios compare every `stoa*` server
+with every other server: req/s ratio = stoa / peer (> 1: Stoa faster), CPU/request ratio =
+stoa / peer (< 1: Stoa cheaper).
+"""
+import csv
+import math
+import statistics
+import sys
+
+TOOL_LABEL = {"wrk": "wrk -t1 (keep-alive)", "ab": "ab (no keep-alive)", "abk": "ab -k"}
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, digits=0):
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def file_label(name, size):
+    size = int(size)
+    if size >= 1 << 20:
+        h = f"{size / (1 << 20):g} MiB"
+    elif size >= 10000:
+        h = f"{size / 1024:.1f} KiB"
+    else:
+        h = f"{size} B"
+    return f"{name} ({h})"
+
+
+def main():
+    meta = dict(line.rstrip("\n").split("=", 1) for line in open(sys.argv[1]) if "=" in line)
+    runs = list(csv.DictReader(open(sys.argv[2]), delimiter="\t"))
+    rss = list(csv.DictReader(open(sys.argv[3]), delimiter="\t"))
+
+    servers, cases = [], []
+    for r in runs:
+        if r["server"] not in servers:
+            servers.append(r["server"])
+        c = (r["file"], r["size"], r["tool"])
+        if c not in cases:
+            cases.append(c)
+    reps = max((int(r["rep"]) for r in runs), default=1)
+    cell = {}
+    for c in cases:
+        for s in servers:
+            rs = [r for r in runs if (r["file"], r["size"], r["tool"]) == c and r["server"] == s]
+            if not rs:
+                continue
+            bad = [r["status"] for r in rs if r["status"] != "ok"]
+            cell[c, s] = {
+                "rps": med(num(r["rps"]) for r in rs if r["status"] == "ok"),
+                "us": med(num(r["us_per_req"]) for r in rs if r["status"] == "ok"),
+                "p50": med(num(r["p50_ms"]) for r in rs), "p99": med(num(r["p99_ms"]) for r in rs),
+                "lg": med(num(r["loadgen_cpu"]) for r in rs), "busy": max(int(r["busy"]) for r in rs),
+                "n": sum(int(r["requests"] or 0) for r in rs),
+                "non2xx": sum(int(num(r["non2xx"]) or 0) for r in rs),
+                "err": sum(int(num(r["errors"]) or 0) for r in rs),
+                "ka": "/".join(r["ka"] for r in rs),
+                "spread": (min(num(r["rps"]) or 0 for r in rs), max(num(r["rps"]) or 0 for r in rs)),
+                "status": "; ".join(dict.fromkeys(bad)) if bad else "ok",
+            }
+
+    out = []
+    p = out.append
+    p(f"# Static files: Stoa vs nginx and lighttpd ({meta.get('date', '?')})")
+    p("")
+    p(f"- command: `{meta.get('command', '?')}`")
+    p(f"- machine: {meta.get('machine', '?')}; load generator and servers share the cores, loopback only")
+    p(f"- versions: {meta.get('versions', '?')}")
+    p(f"- load: {meta.get('params', '?')}")
+    p("- CPU/req = server utime+stime (all its processes and threads, /proc/PID/stat) during the run"
+      " / requests completed, in microseconds. loadgen = wrk/ab CPU, % of one core. busy = whole box"
+      " busy % in the second before the run (runs wait for < 15 %). ka = ab keep-alive requests.")
+    if reps > 1:
+        p(f"- {reps} rounds: req/s, CPU/req, latencies are medians; requests, errors are sums.")
+    p("")
+    p("## Throughput and CPU per request")
+    p("")
+    p("| file | load | server | req/s | CPU µs/req | requests | non-2xx | errors | ka | p50 ms | p99 ms | loadgen % | busy % | status |")
+    p("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    for c in cases:
+        for s in servers:
+            x = cell.get((c, s))
+            if not x:
+                continue
+            rps = fmt(x["rps"])
+            if reps > 1 and x["rps"] is not None:
+                rps += f" ({fmt(x['spread'][0])}–{fmt(x['spread'][1])})"
+            p(f"| {file_label(c[0], c[1])} | {TOOL_LABEL.get(c[2], c[2])} | {s} | {rps} | {fmt(x['us'], 1)} | {x['n']:,}"
+              f" | {x['non2xx']} | {x['err']} | {x['ka']} | {fmt(x['p50'], 2)} | {fmt(x['p99'], 2)}"
+              f" | {fmt(x['lg'])} | {x['busy']} | {x['status']} |")
+    p("")
+
+    stoas = [s for s in servers if s.startswith("stoa")]
+    peers = [s for s in servers if not s.startswith("stoa")]
+    p("## Stoa relative to each peer")
+    p("")
+    if not stoas or not peers:
+        p("(needs a `stoa*` server and at least one peer in SERVERS)")
+    else:
+        p("req/s × = Stoa req/s / peer req/s (> 1: Stoa faster); CPU × = Stoa CPU per request / peer's"
+          " (< 1: Stoa cheaper). Last rows: geometric means over the cases.")
+        p("")
+        head = "| file | load | stoa |" + "".join(f" req/s × {q} | CPU × {q} |" for q in peers)
+        p(head)
+        p("|---|---|---|" + "--:|--:|" * len(peers))
+        logs = {(s, q, k): [] for s in stoas for q in peers for k in ("rps", "us")}
+        for c in cases:
+            for s in stoas:
+                row = f"| {file_label(c[0], c[1])} | {TOOL_LABEL.get(c[2], c[2])} | {s} |"
+                for q in peers:
+                    for k in ("rps", "us"):
+                        a, b = cell.get((c, s), {}).get(k), cell.get((c, q), {}).get(k)
+                        if a and b:
+                            logs[s, q, k].append(math.log(a / b))
+                            row += f" {a / b:.2f} |"
+                        else:
+                            row += " - |"
+                p(row)
+        for s in stoas:
+            row = f"| **all cases** | geometric mean | {s} |"
+            for q in peers:
+                for k in ("rps", "us"):
+                    v = logs[s, q, k]
+                    row += f" **{math.exp(sum(v) / len(v)):.2f}** |" if v else " - |"
+            p(row)
+    p("")
+
+    if rss:
+        p("## Memory (RSS)")
+        p("")
+        p("VmRSS summed over the server's processes, MiB: idle right after start; idle after all loads;"
+          " while holding the idle keep-alive connections (each sent one GET and read the response);"
+          " after the client closed them. PSS counts pages shared between nginx's processes once."
+          " per conn = (held - idle after loads) / connections. setup CPU = server CPU while the"
+          " connections were opened.")
+        p("")
+        p("| server | idle | after loads | holding conns | PSS holding | per conn KiB | after close | setup CPU ms | client: set up | client: at close |")
+        p("|---|--:|--:|--:|--:|--:|--:|--:|---|---|")
+        for r in rss:
+            mib = lambda k: fmt(num(r[k]) / 1024, 1) if num(r[k]) is not None else "-"  # noqa: E731
+            per = "-"
+            ok = dict(kv.split("=", 1) for kv in r["ready"].split() if "=" in kv).get("ok")
+            if num(r["held_kb"]) is not None and num(r["after_kb"]) is not None and ok and int(ok) > 0:
+                per = f"{(num(r['held_kb']) - num(r['after_kb'])) / int(ok):.1f}"
+            p(f"| {r['server']} | {mib('idle_kb')} | {mib('after_kb')} | {mib('held_kb')} | {mib('held_pss_kb')}"
+              f" | {per} | {mib('closed_kb')} | {r['hold_cpu_ms']} | {r['ready']} | {r['done']} |")
+        p("")
+    if meta.get("failed") == "1":
+        p("**Some server failed a check, a run or the connection test: see the status columns.**")
+        p("")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+#!/bin/bash
+# bench/static.sh - static files: Stoa against nginx and lighttpd on loopback, same doc root.
+#
+# Usage: bench/static.sh            (as root for package installs; ~6-8 min with the defaults)
+# Knobs (environment):
+#   SERVERS="nginx lighttpd stoa-w1 stoa-w2"  stoa-wN = Stoa with `workers = N` (0 = one per core)
+#   DUR=10s        wrk duration (wrk -t1 -c$CONC, keep-alive)
+#   ABN=10000      ab request count (ab -n $ABN -c $CONC, with and without -k)
+#   CONC=60        connections for wrk and ab
+#   FILES="index.html 75264.html 1048576.html"   (1358 B, 73.5 KiB, 1 MiB; 3000.html also exists)
+#   TOOLS="wrk ab abk"                          (abk = ab -k)
+#   REPS=1         rounds over all cases (cells then show the median)
+#   HOLD_CONNS=10000  idle keep-alive connections for the RSS test (0 = skip it)
+#   WARM=2s        unrecorded wrk warm-up per server after start
+#   QUIET_MAX=20 QUIET_PCT=15   before each run wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy
+#   RUN=/tmp/stoa-bench-static  work folder (doc root, configs, logs, raw tool output)
+#   OUT=$RUN/results.md         Markdown report (also printed to stdout)
+#   STOA=target/release/stoa    built with `cargo build --release` when missing (BUILD=1: always)
+# Ports: nginx 18180, lighttpd 18182, stoa-w* 18183, 18184, ... (PORT_stoa_w1=... overrides).
+#
+# Cases run round-robin: for each (file, tool) every server is loaded once, the starting server
+# rotating from case to case, so drift on the box affects all servers alike. For every run: req/s,
+# and the server's CPU time per request = utime+stime (/proc/PID/stat, all its processes and
+# threads) after minus before the run, divided by the requests wrk/ab completed. Then RSS idle and
+# while holding $HOLD_CONNS idle keep-alive connections (bench/holdconns.py).
+# Exit status: 0 if every server started and every run was clean (200s only, no errors), else 1.
+set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+
+. "$(dirname "$0")/lib.sh"
+RUN=${RUN:-/tmp/stoa-bench-static}
+OUT=${OUT:-$RUN/results.md}
+SERVERS=${SERVERS:-nginx lighttpd stoa-w1 stoa-w2}
+DUR=${DUR:-10s} ABN=${ABN:-10000} CONC=${CONC:-60} REPS=${REPS:-1} WARM=${WARM:-2s}
+FILES=${FILES:-index.html 75264.html 1048576.html}
+TOOLS=${TOOLS:-wrk ab abk}
+HOLD_CONNS=${HOLD_CONNS:-10000}
+STOA=${STOA:-$REPO_DIR/target/release/stoa}
+[[ $STOA = /* ]] || STOA=$PWD/$STOA
+COMMAND="$(for v in SERVERS DUR ABN CONC FILES TOOLS REPS HOLD_CONNS; do
+    d=$(eval "echo \${$v}"); printf '%s=%q ' "$v" "$d"; done)bench/static.sh"
+read -r -a SRVS <<< "$SERVERS"
+read -r -a FILE_LIST <<< "$FILES"
+read -r -a TOOL_LIST <<< "$TOOLS"
+
+ensure_tools nginx:nginx-light lighttpd:lighttpd wrk:wrk ab:apache2-utils curl:curl python3:python3
+for t in "${TOOL_LIST[@]}"; do case $t in wrk|ab|abk) ;; *) die "unknown tool in TOOLS: $t" ;; esac; done
+[[ " $SERVERS " = *" stoa"* ]] && ensure_stoa
+NOFILE=$(raise_nofile 65536)
+[ "$NOFILE" -ge $(( HOLD_CONNS + 1000 )) ] || warn "open-files limit is $NOFILE: too low for HOLD_CONNS=$HOLD_CONNS"
+export NOFILE
+
+bench_init
+rm -rf "$RUN/raw" "$RUN/www"; mkdir -p "$RUN/raw"
+W=$RUN/www
+gen_docroot "$W"
+srv_assign_ports "${SRVS[@]}"
+wait_no_other_load 300
+FAILED=0
+RUNS_TSV=$RUN/raw/runs.tsv RSS_TSV=$RUN/raw/rss.tsv
+printf 'rep\tfile\tsize\ttool\tserver\tstatus\trps\trequests\tnon2xx\terrors\tka\tticks\tus_per_req\tp50_ms\tp99_ms\tloadgen_cpu\tbusy\tsecs\n' > "$RUNS_TSV"
+printf 'server\tidle_kb\tidle_pss_kb\tafter_kb\theld_kb\theld_pss_kb\tclosed_kb\thold_cpu_ms\tready\tdone\n' > "$RSS_TSV"
+declare -A IDLE_RSS=() IDLE_PSS=()
+
+# ---- start every server, check every file, sample idle RSS, warm up ----
+UP=()
+for s in "${SRVS[@]}"; do
+    log "starting $s on 127.0.0.1:${SRV_PORT[$s]}"
+    if ! srv_start "$s" "$W"; then FAILED=1; continue; fi
+    ok=1
+    for f in "${FILE_LIST[@]}"; do
+        if ! check_url "http://127.0.0.1:${SRV_PORT[$s]}/$f" "$W/$f" "$RUN/raw/head-$s-$f.txt"; then
+            warn "$s: /$f: $CHECK_MSG"; ok=0
+        fi
+    done
+    check_url "http://127.0.0.1:${SRV_PORT[$s]}/" "$W/index.html" || { warn "$s: / (index): $CHECK_MSG"; ok=0; }
+    [ $ok = 1 ] || FAILED=1
+    sleep 0.5
+    IDLE_RSS[$s]=$(srv_rss_kb "$s"); IDLE_PSS[$s]=$(srv_pss_kb "$s")
+    log "$s: PIDs $(srv_pids "$s" | paste -sd,), idle RSS ${IDLE_RSS[$s]} kB"
+    UP+=("$s")
+done
+[ ${#UP[@]} -gt 0 ] || die "no server came up"
+for s in "${UP[@]}"; do
+    timeout 60 wrk -t1 -c"$CONC" -d"$WARM" "http://127.0.0.1:${SRV_PORT[$s]}/index.html" > "$RUN/raw/warmup-$s.txt" 2>&1 ||
+        warn "$s: warm-up wrk failed: $(tail -n1 "$RUN/raw/warmup-$s.txt")"
+done
+
+# ---- load: round-robin over servers within each case ----
+ncase=$(( ${#FILE_LIST[@]} * ${#TOOL_LIST[@]} * REPS )) k=0
+for rep in $(seq "$REPS"); do
+    for f in "${FILE_LIST[@]}"; do
+        size=$(stat -c %s "$W/$f")
+        for tool in "${TOOL_LIST[@]}"; do
+            k=$(( k + 1 ))
+            n=${#UP[@]}
+            for i in $(seq 0 $(( n - 1 ))); do
+                s=${UP[$(( (i + k - 1) % n ))]}
+                url="http://127.0.0.1:${SRV_PORT[$s]}/$f"
+                raw=$RUN/raw/$s-${f%.html}-$tool-$rep.txt
+                busy=$(wait_quiet)
+                if ! srv_alive "$s"; then
+                    R_STATUS="SERVER DIED" R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=-
+                elif ! check_url "$url" "$W/$f"; then
+                    R_STATUS="CHECK FAILED: $CHECK_MSG" R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=-
+                else
+                    run_load "$s" "$tool" "$url" "$size" "$raw"
+                fi
+                [ "$R_STATUS" = ok ] && [ "$R_NON2XX" = 0 ] && [ "$R_ERRS" = 0 ] || FAILED=1
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$f" "$size" "$tool" "$s" \
+                    "$R_STATUS" "$R_RPS" "$R_REQS" "$R_NON2XX" "$R_ERRS" "$R_KA" "$R_TICKS" "$R_USREQ" "$R_P50" "$R_P99" \
+                    "$R_LGCPU" "$busy" "$R_SECS" >> "$RUNS_TSV"
+                printf '%s [%2d/%d] %-12s %-4s %-9s %8s req/s %8s us/req  n=%s non2xx=%s err=%s ka=%s p99=%sms busy=%s%% %s\n' \
+                    "$(date +%T)" "$k" "$ncase" "$f" "$tool" "$s" "$R_RPS" "$R_USREQ" "$R_REQS" "$R_NON2XX" "$R_ERRS" "$R_KA" \
+                    "$R_P99" "$busy" "$([ "$R_STATUS" = ok ] || echo "<< $R_STATUS")" >&2
+                if [ "$R_STATUS" = "SERVER DIED" ]; then
+                    warn "$s died; last lines of its output:"; tail -n 20 "$RUN/logs/$s.out" | sed 's/^/    /' >&2 || true
+                fi
+            done
+        done
+    done
+done
+
+# ---- memory: idle, and holding $HOLD_CONNS idle keep-alive connections ----
+for s in "${UP[@]}"; do
+    if ! srv_alive "$s"; then
+        printf '%s\t%s\t%s\t-\t-\t-\t-\t-\tserver died\t-\n' "$s" "${IDLE_RSS[$s]}" "${IDLE_PSS[$s]}" >> "$RSS_TSV"; continue
+    fi
+    after=$(srv_rss_kb "$s")
+    if [ "$HOLD_CONNS" -gt 0 ]; then
+        log "$s: holding $HOLD_CONNS idle keep-alive connections"
+        hold_conns "$s" "$HOLD_CONNS" /index.html "$RUN/raw/hold-$s.txt"
+        sleep 1
+        closed=$(srv_rss_kb "$s")
+        log "$s: RSS idle ${IDLE_RSS[$s]} kB, after loads $after kB, with connections $H_RSS kB, after closing $closed kB; $H_READY; $H_DONE"
+        [[ $H_READY = "ok=$HOLD_CONNS failed=0 non200=0 "* ]] && [[ $H_DONE = *"closed_by_server=0" ]] || FAILED=1
+    else
+        H_RSS=- H_PSS=- H_CPU_MS=- H_READY=- H_DONE=- closed=-
+    fi
+    srv_alive "$s" || { warn "$s died during the connection test"; H_DONE="$H_DONE; SERVER DIED"; FAILED=1; }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "${IDLE_RSS[$s]}" "${IDLE_PSS[$s]}" "$after" "$H_RSS" "$H_PSS" \
+        "$closed" "$H_CPU_MS" "$H_READY" "$H_DONE" >> "$RSS_TSV"
+done
+
+for s in "${UP[@]}"; do  # anything the servers logged (errors, warnings, panics), less start-up notes
+    msgs=$(cat "$RUN/logs/$s.out" "$RUN/logs/$s-error.log" 2>/dev/null | grep -v 'server started' || true)
+    [ -z "$msgs" ] || { warn "$s logged (see $RUN/logs):"; tail -n 10 <<< "$msgs" | sed 's/^/    /' >&2; }
+done
+srv_stop_all
+
+# ---- report ----
+mkdir -p "$(dirname "$OUT")"
+{
+    echo "date=$(date '+%F %H:%M %Z')"
+    echo "command=$COMMAND"
+    echo "machine=$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(awk '/MemTotal/ {printf "%.0f GiB RAM", $2 / 1048576}' /proc/meminfo)"
+    echo "versions=$(dpkg-query -W -f '${Package} ${Version}; ' nginx-light lighttpd wrk apache2-utils 2>/dev/null)stoa $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '(no commit)')$(git -C "$REPO_DIR" status --porcelain 2>/dev/null | grep -q . && echo ' + uncommitted changes')"
+    echo "params=wrk -t1 -c$CONC -d$DUR (keep-alive, HTTP/1.1); ab -n $ABN -c $CONC [-k] (HTTP/1.0, -r); warm-up wrk $WARM per server; REPS=$REPS; open-files limit $NOFILE; CLK_TCK $CLK_TCK"
+    echo "failed=$FAILED"
+} > "$RUN/raw/meta.txt"
+"$PYTHON" "$BENCH_DIR/report.py" "$RUN/raw/meta.txt" "$RUNS_TSV" "$RSS_TSV" > "$OUT"
+cat "$OUT"
+log "report: $OUT; raw output: $RUN/raw; server logs: $RUN/logs"
+[ $FAILED = 0 ] || { log "some server failed a check, a run, or the connection test (see above)"; exit 1; }

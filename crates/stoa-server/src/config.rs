@@ -1,0 +1,750 @@
+//! Configuration: `stoa.toml` -> [`FileConfig`] (serde, unknown keys are
+//! errors) -> validated into an immutable [`Runtime`] that the workers share
+//! and that a reload replaces whole.
+//!
+//! Every error names the file, the line and the key. Relative paths in a
+//! file are taken relative to the directory holding that file.
+
+use crate::static_files::StaticConfig;
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use toml::Spanned;
+
+/// A configuration or start-up error, for people: `file:line: key: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a bare
+/// number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Dur(Duration::from_secs(n))),
+            Raw::Str(s) => parse_duration(&s).map(Dur).map_err(de::Error::custom),
+        }
+    }
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (write e.g. \"10s\", \"500ms\", \"2m\")"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    };
+    if !(0.0..=1e9).contains(&secs) {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A byte size written as `16384`, `"16 KiB"`, `"16 MiB"`, `"1 GB"`...
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Size(n)),
+            Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
+        }
+    }
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (write e.g. 16384 or \"16 MiB\")"))?;
+    let mul: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "`{s}`: unknown unit `{unit}` (use B, KiB, MiB, GiB, kB, MB or GB)"
+            ))
+        }
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// The file as written. Field docs are the reference for docs/CONFIG.md.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Addresses to listen on.
+    #[serde(default)]
+    pub listen: Vec<Spanned<String>>,
+    /// Worker threads; 0 = one per core.
+    #[serde(default)]
+    pub workers: Option<usize>,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub cache: CacheConfig,
+    #[serde(default)]
+    pub site: Vec<SiteConfig>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// Access log: a path, "-" for stdout, or "off".
+    pub access: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub header_timeout: Option<Dur>,
+    pub keepalive_timeout: Option<Dur>,
+    pub send_timeout: Option<Dur>,
+    pub body_timeout: Option<Dur>,
+    pub shutdown_timeout: Option<Dur>,
+    pub max_header_bytes: Option<Size>,
+    pub max_uri_bytes: Option<Size>,
+    pub max_body_bytes: Option<Size>,
+    pub max_connections: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Files up to this size are kept in memory.
+    pub max_file_bytes: Option<Size>,
+    /// Memory for cached files, per worker.
+    pub max_bytes: Option<Size>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteConfig {
+    #[serde(default)]
+    pub hosts: Option<Vec<String>>,
+    pub root: Option<Spanned<String>>,
+    pub index: Option<Vec<String>>,
+    #[serde(default)]
+    pub autoindex: bool,
+    #[serde(default)]
+    pub route: Vec<RouteConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub prefix: Option<String>,
+    pub suffix: Option<String>,
+    #[serde(rename = "static")]
+    pub static_: Option<Spanned<StaticRouteConfig>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRouteConfig {
+    pub root: Option<String>,
+    pub index: Option<Vec<String>>,
+    pub autoindex: Option<bool>,
+}
+
+/// Where access log lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLog {
+    Off,
+    Stdout,
+    File(PathBuf),
+}
+
+/// Validated limits, in the units the code uses.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
+    pub body_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_uri_bytes: usize,
+    pub max_body_bytes: u64,
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(15),
+            send_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 * 1024,
+            max_uri_bytes: 8 * 1024,
+            max_body_bytes: 16 << 20,
+            max_connections: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Cache {
+    pub max_file_bytes: u64,
+    pub max_bytes: u64,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Cache {
+            max_file_bytes: 256 * 1024,
+            max_bytes: 64 << 20,
+        }
+    }
+}
+
+/// How a site is chosen by the request's Host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    Any,
+    Exact(String),
+    /// `*.example.com`: the suffix including the dot.
+    Suffix(String),
+}
+
+impl HostPattern {
+    fn parse(s: &str) -> HostPattern {
+        let s = s.to_ascii_lowercase();
+        if s == "*" {
+            HostPattern::Any
+        } else if let Some(rest) = s.strip_prefix('*') {
+            HostPattern::Suffix(rest.to_owned())
+        } else {
+            HostPattern::Exact(s)
+        }
+    }
+
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Any => true,
+            HostPattern::Exact(h) => h == host,
+            HostPattern::Suffix(s) => host.len() > s.len() && host.ends_with(s.as_str()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    Prefix(String),
+    Suffix(String),
+}
+
+#[derive(Debug)]
+pub enum Handler {
+    Static(Arc<StaticConfig>),
+}
+
+#[derive(Debug)]
+pub struct Route {
+    pub matcher: Matcher,
+    pub handler: Handler,
+}
+
+#[derive(Debug)]
+pub struct Site {
+    pub hosts: Vec<HostPattern>,
+    /// Routes in the order they are tried: longest prefix first, then
+    /// suffixes in file order.
+    pub routes: Vec<Route>,
+    /// The site's own static handler, used when no route matches.
+    pub fallback: Option<Handler>,
+}
+
+/// Everything the workers need, validated and precompiled. Immutable: a
+/// reload builds a new one and connections keep the one they started with.
+#[derive(Debug)]
+pub struct Runtime {
+    pub listen: Vec<SocketAddr>,
+    pub workers: usize,
+    pub access_log: AccessLog,
+    pub limits: Limits,
+    pub cache: Cache,
+    pub sites: Vec<Site>,
+    /// Where the runtime came from, for messages.
+    pub source: String,
+}
+
+impl Runtime {
+    /// The site for a Host header value (port removed, case folded by the
+    /// caller), or the first site.
+    pub fn site_for(&self, host: &str) -> Option<&Site> {
+        self.sites
+            .iter()
+            .find(|s| s.hosts.iter().any(|h| h.matches(host)))
+            .or_else(|| self.sites.first())
+    }
+}
+
+/// Values given on the command line, which win over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub root: Option<PathBuf>,
+    pub listen: Vec<String>,
+    pub workers: Option<usize>,
+    pub access_log: Option<String>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.clone(),
+        line: None,
+        key: String::new(),
+        message: format!("cannot read: {e}"),
+    })?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let base = if base.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base
+    };
+    from_str(&text, &file, &base, overrides)
+}
+
+/// Parses and validates config text; `base` resolves relative paths.
+pub fn from_str(
+    text: &str,
+    file: &str,
+    base: &Path,
+    overrides: &Overrides,
+) -> Result<Runtime, ConfigError> {
+    let parsed: FileConfig = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start));
+        // toml's message names the key for unknown fields and type errors;
+        // keep only its first line (the rest is a source excerpt).
+        let message = e.message().lines().next().unwrap_or("invalid").to_owned();
+        ConfigError {
+            file: file.to_owned(),
+            line,
+            key: String::new(),
+            message,
+        }
+    })?;
+    build(parsed, text, file, base, overrides)
+}
+
+/// A runtime for `stoa serve DIR` without a config file.
+pub fn for_dir(overrides: &Overrides) -> Result<Runtime, ConfigError> {
+    build(
+        FileConfig::default(),
+        "",
+        "(command line)",
+        Path::new("."),
+        overrides,
+    )
+}
+
+fn build(
+    fc: FileConfig,
+    text: &str,
+    file: &str,
+    base: &Path,
+    ov: &Overrides,
+) -> Result<Runtime, ConfigError> {
+    let err = |span: Option<std::ops::Range<usize>>, key: &str, message: String| ConfigError {
+        file: file.to_owned(),
+        line: span.map(|s| line_of(text, s.start)),
+        key: key.to_owned(),
+        message,
+    };
+    let resolve = |p: &str| -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
+
+    let mut listen = Vec::new();
+    if ov.listen.is_empty() {
+        for l in &fc.listen {
+            listen.push(parse_addr(l.get_ref()).map_err(|m| err(Some(l.span()), "listen", m))?);
+        }
+    } else {
+        for l in &ov.listen {
+            listen.push(parse_addr(l).map_err(|m| err(None, "--listen", m))?);
+        }
+    }
+    if listen.is_empty() {
+        listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
+    }
+
+    let workers = match ov.workers.or(fc.workers).unwrap_or(0) {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        n if n > 1024 => return Err(err(None, "workers", format!("{n} is more than 1024"))),
+        n => n,
+    };
+
+    let access_log = match (ov.access_log.as_deref(), &fc.log.access) {
+        (Some(s), _) => parse_access_log(s, &resolve),
+        (None, Some(s)) => parse_access_log(s.get_ref(), &resolve),
+        (None, None) => AccessLog::Stdout,
+    };
+
+    let d = Limits::default();
+    let l = &fc.limits;
+    let limits = Limits {
+        header_timeout: l.header_timeout.map_or(d.header_timeout, |v| v.0),
+        keepalive_timeout: l.keepalive_timeout.map_or(d.keepalive_timeout, |v| v.0),
+        send_timeout: l.send_timeout.map_or(d.send_timeout, |v| v.0),
+        body_timeout: l.body_timeout.map_or(d.body_timeout, |v| v.0),
+        shutdown_timeout: l.shutdown_timeout.map_or(d.shutdown_timeout, |v| v.0),
+        max_header_bytes: l
+            .max_header_bytes
+            .map_or(d.max_header_bytes, |v| v.0 as usize),
+        max_uri_bytes: l.max_uri_bytes.map_or(d.max_uri_bytes, |v| v.0 as usize),
+        max_body_bytes: l.max_body_bytes.map_or(d.max_body_bytes, |v| v.0),
+        max_connections: l.max_connections.unwrap_or(d.max_connections),
+    };
+    if limits.max_header_bytes < 256 {
+        return Err(err(
+            None,
+            "limits.max_header_bytes",
+            "must be at least 256".into(),
+        ));
+    }
+    if limits.max_connections == 0 {
+        return Err(err(
+            None,
+            "limits.max_connections",
+            "must be at least 1".into(),
+        ));
+    }
+    let dc = Cache::default();
+    let cache = Cache {
+        max_file_bytes: fc.cache.max_file_bytes.map_or(dc.max_file_bytes, |v| v.0),
+        max_bytes: fc.cache.max_bytes.map_or(dc.max_bytes, |v| v.0),
+    };
+
+    let mut site_cfgs = fc.site;
+    if let Some(root) = &ov.root {
+        let root = root.display().to_string();
+        match site_cfgs.first_mut() {
+            Some(first) => first.root = Some(Spanned::new(0..0, root)),
+            None => site_cfgs.push(SiteConfig {
+                hosts: None,
+                root: Some(Spanned::new(0..0, root)),
+                index: None,
+                autoindex: false,
+                route: Vec::new(),
+            }),
+        }
+    }
+    if site_cfgs.is_empty() {
+        return Err(err(
+            None,
+            "site",
+            "no [[site]] is configured (and no directory given)".into(),
+        ));
+    }
+
+    let mut sites = Vec::new();
+    for (i, sc) in site_cfgs.iter().enumerate() {
+        let key = format!("site[{i}]");
+        let index = sc
+            .index
+            .clone()
+            .unwrap_or_else(|| vec!["index.html".to_owned()]);
+        for name in &index {
+            if name.is_empty() || name.contains('/') || name == ".." || name == "." {
+                return Err(err(
+                    None,
+                    &format!("{key}.index"),
+                    format!("`{name}` is not a file name"),
+                ));
+            }
+        }
+        let fallback = match &sc.root {
+            Some(r) => {
+                let span = if r.span() == (0..0) {
+                    None
+                } else {
+                    Some(r.span())
+                };
+                let cfg = StaticConfig::open(&resolve(r.get_ref()), index.clone(), sc.autoindex)
+                    .map_err(|m| err(span, &format!("{key}.root"), m))?;
+                Some(Handler::Static(Arc::new(cfg)))
+            }
+            None => None,
+        };
+        let mut routes = Vec::new();
+        for (j, rc) in sc.route.iter().enumerate() {
+            let rkey = format!("{key}.route[{j}]");
+            let matcher = match (&rc.prefix, &rc.suffix) {
+                (Some(p), None) if p.starts_with('/') => Matcher::Prefix(p.clone()),
+                (Some(_), None) => {
+                    return Err(err(
+                        None,
+                        &format!("{rkey}.prefix"),
+                        "must start with '/'".into(),
+                    ))
+                }
+                (None, Some(s)) if !s.is_empty() => Matcher::Suffix(s.clone()),
+                _ => {
+                    return Err(err(
+                        None,
+                        &rkey,
+                        "give exactly one of `prefix` or `suffix`".into(),
+                    ))
+                }
+            };
+            let handler = match &rc.static_ {
+                Some(st) => {
+                    let s = st.get_ref();
+                    let root = match (&s.root, &sc.root) {
+                        (Some(r), _) => resolve(r),
+                        (None, Some(r)) => resolve(r.get_ref()),
+                        (None, None) => {
+                            return Err(err(
+                                Some(st.span()),
+                                &format!("{rkey}.static.root"),
+                                "no root here or on the site".into(),
+                            ))
+                        }
+                    };
+                    let cfg = StaticConfig::open(
+                        &root,
+                        s.index.clone().unwrap_or_else(|| index.clone()),
+                        s.autoindex.unwrap_or(sc.autoindex),
+                    )
+                    .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
+                    Handler::Static(Arc::new(cfg))
+                }
+                None => return Err(err(None, &rkey, "no handler (`static = {...}`)".into())),
+            };
+            routes.push(Route { matcher, handler });
+        }
+        // Longest prefix first; suffix routes keep their order after them.
+        routes.sort_by_key(|r| match &r.matcher {
+            Matcher::Prefix(p) => (0, usize::MAX - p.len()),
+            Matcher::Suffix(_) => (1, 0),
+        });
+        if routes.is_empty() && fallback.is_none() {
+            return Err(err(
+                None,
+                &key,
+                "needs a `root` or at least one route".into(),
+            ));
+        }
+        let hosts = sc.hosts.clone().unwrap_or_else(|| vec!["*".to_owned()]);
+        sites.push(Site {
+            hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
+            routes,
+            fallback,
+        });
+    }
+
+    Ok(Runtime {
+        listen,
+        workers,
+        access_log,
+        limits,
+        cache,
+        sites,
+        source: file.to_owned(),
+    })
+}
+
+fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> AccessLog {
+    match s {
+        "off" => AccessLog::Off,
+        "-" => AccessLog::Stdout,
+        p => AccessLog::File(resolve(p)),
+    }
+}
+
+/// Accepts `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` and `:8080`
+/// (all IPv4 interfaces).
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "`{s}` is not an address (write e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("stoa-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_documented_shape_is_accepted() {
+        let d = dir();
+        std::fs::create_dir_all(d.join("public")).unwrap();
+        let text = r#"
+listen = ["127.0.0.1:8080", "[::1]:8081"]
+workers = 3
+[log]
+access = "off"
+[limits]
+header_timeout = "10s"
+keepalive_timeout = "15s"
+max_header_bytes = 16384
+max_body_bytes = "16 MiB"
+max_connections = 10000
+[[site]]
+hosts = ["*"]
+root = "public"
+index = ["index.html"]
+autoindex = false
+"#;
+        let rt = from_str(text, "t.toml", &d, &Overrides::default()).unwrap();
+        assert_eq!(rt.listen.len(), 2);
+        assert_eq!(rt.workers, 3);
+        assert_eq!(rt.access_log, AccessLog::Off);
+        assert_eq!(rt.limits.max_body_bytes, 16 << 20);
+        assert_eq!(rt.limits.header_timeout, Duration::from_secs(10));
+        assert_eq!(rt.sites.len(), 1);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_file_and_line() {
+        let text = "listen = [\"127.0.0.1:1\"]\n[limits]\nheader_timout = \"1s\"\n";
+        let e = from_str(text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("header_timout"), "{e}");
+        assert!(e.to_string().starts_with("t.toml:3"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_duration_names_its_line() {
+        let text = "[limits]\n\nkeepalive_timeout = \"15 parsecs\"\n";
+        let e = from_str(text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("unknown unit"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_root_names_its_line_and_key() {
+        let text = "[[site]]\nroot = \"/nonexistent/stoa/root\"\n";
+        let e = from_str(text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert_eq!(e.key, "site[0].root");
+    }
+
+    #[test]
+    fn a_bad_listen_address_names_its_line() {
+        let d = dir();
+        let text = format!(
+            "listen = [\n  \"nowhere\"]\n[[site]]\nroot = \"{}\"\n",
+            d.display()
+        );
+        let e = from_str(&text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert_eq!(e.key, "listen");
+    }
+
+    #[test]
+    fn durations_and_sizes_parse_with_units() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_size("16 MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("16kb").unwrap(), 16_000);
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert!(parse_size("99999999999 GiB").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn host_patterns_match_exact_and_wildcard_names() {
+        assert!(HostPattern::parse("*").matches("x"));
+        assert!(HostPattern::parse("Example.com").matches("example.com"));
+        assert!(!HostPattern::parse("example.com").matches("www.example.com"));
+        assert!(HostPattern::parse("*.example.com").matches("www.example.com"));
+        assert!(!HostPattern::parse("*.example.com").matches("example.com"));
+    }
+}

@@ -1,0 +1,13 @@
+//! The Stoa server: listeners, connections, configuration, routing and
+//! handlers. Protocol parsing lives in `stoa-h1`; this crate does the I/O.
+
+pub mod config;
+pub mod conn;
+pub mod http;
+pub mod output;
+pub mod server;
+pub mod static_files;
+pub mod worker;
+
+pub use config::{ConfigError, Overrides, Runtime};
+pub use server::{run, Source, StartError};

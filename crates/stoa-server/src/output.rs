@@ -1,0 +1,191 @@
+//! The per-connection output queue: response heads, shared bodies and file
+//! ranges, written with one `writev` for memory and `sendfile` for files.
+//!
+//! Pipelined responses accumulate here and go out together when the
+//! connection has no more complete requests buffered, so a burst of
+//! pipelined requests costs one write.
+
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+/// Most iovecs handed to one writev (Linux allows 1024; more buys nothing).
+const MAX_IOV: usize = 64;
+
+enum Seg {
+    /// Bytes `start..end` of `Output::head`.
+    Head {
+        start: usize,
+        end: usize,
+    },
+    Mem(Bytes),
+    File {
+        file: Rc<File>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+/// Responses waiting to be written, in order.
+#[derive(Default)]
+pub struct Output {
+    /// Heads and small generated bodies are encoded straight into this
+    /// buffer; `segs` refers to ranges of it.
+    head: Vec<u8>,
+    /// Where the not-yet-queued part of `head` starts.
+    head_mark: usize,
+    segs: VecDeque<Seg>,
+    /// Bytes already written of the front segment.
+    front_done: usize,
+}
+
+impl Output {
+    /// The buffer to encode heads into; call [`Output::push_mem`] or
+    /// [`Output::push_file`] (or [`Output::seal`]) to queue what was written.
+    pub fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.head
+    }
+
+    /// Queues what has been written to [`Output::buf`] since the last seal.
+    pub fn seal(&mut self) {
+        if self.head.len() > self.head_mark {
+            self.segs.push_back(Seg::Head {
+                start: self.head_mark,
+                end: self.head.len(),
+            });
+            self.head_mark = self.head.len();
+        }
+    }
+
+    /// Queues a shared body after what was encoded so far.
+    pub fn push_mem(&mut self, body: Bytes) {
+        self.seal();
+        if !body.is_empty() {
+            self.segs.push_back(Seg::Mem(body));
+        }
+    }
+
+    /// Queues `len` bytes of `file` from `offset`, sent with sendfile.
+    pub fn push_file(&mut self, file: Rc<File>, offset: u64, len: u64) {
+        self.seal();
+        if len > 0 {
+            self.segs.push_back(Seg::File { file, offset, len });
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty() && self.head.len() == self.head_mark
+    }
+
+    /// Bytes queued in memory (for backpressure decisions).
+    pub fn queued_bytes(&self) -> usize {
+        self.head.len()
+            + self
+                .segs
+                .iter()
+                .map(|s| match s {
+                    Seg::Mem(b) => b.len(),
+                    _ => 0,
+                })
+                .sum::<usize>()
+    }
+
+    /// Writes everything queued. On error the queue is left as it was
+    /// partly written; the connection is to be dropped.
+    pub async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        self.seal();
+        while let Some(front) = self.segs.front_mut() {
+            if let Seg::File { file, offset, len } = front {
+                let fd = file.as_raw_fd();
+                while *len > 0 {
+                    let n = send_file(stream, fd, offset, *len).await?;
+                    *len -= n as u64;
+                }
+                self.segs.pop_front();
+                continue;
+            }
+            // Gather the leading run of memory segments into one writev.
+            let mut iov: [IoSlice<'_>; MAX_IOV] = [IoSlice::new(&[]); MAX_IOV];
+            let mut n_iov = 0;
+            for (i, seg) in self.segs.iter().enumerate() {
+                if n_iov == MAX_IOV {
+                    break;
+                }
+                let bytes: &[u8] = match seg {
+                    Seg::Head { start, end } => &self.head[*start..*end],
+                    Seg::Mem(b) => b,
+                    Seg::File { .. } => break,
+                };
+                let skip = if i == 0 { self.front_done } else { 0 };
+                iov[n_iov] = IoSlice::new(&bytes[skip..]);
+                n_iov += 1;
+            }
+            let mut written = stream.write_vectored(&iov[..n_iov]).await?;
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            // Advance over fully written segments.
+            while written > 0 {
+                let Some(seg) = self.segs.front() else { break };
+                let seg_len = match seg {
+                    Seg::Head { start, end } => end - start,
+                    Seg::Mem(b) => b.len(),
+                    Seg::File { .. } => break,
+                } - self.front_done;
+                if written >= seg_len {
+                    written -= seg_len;
+                    self.front_done = 0;
+                    self.segs.pop_front();
+                } else {
+                    self.front_done += written;
+                    written = 0;
+                }
+            }
+        }
+        self.head.clear();
+        self.head_mark = 0;
+        self.front_done = 0;
+        Ok(())
+    }
+}
+
+/// One sendfile call's worth, waiting for the socket to be writable.
+async fn send_file(stream: &TcpStream, fd: i32, offset: &mut u64, len: u64) -> io::Result<usize> {
+    let sock = stream.as_raw_fd();
+    loop {
+        let r = stream.try_io(Interest::WRITABLE, || {
+            let mut off = *offset as libc::off_t;
+            let count = len.min(1 << 30) as usize;
+            // SAFETY: both descriptors are open for the duration of the call
+            // (the socket is borrowed, the file is held by an Rc in the
+            // queue); `off` is a valid, exclusively borrowed off_t.
+            let n = unsafe { libc::sendfile(sock, fd, &mut off, count) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match r {
+            Ok(0) => {
+                // The file shrank under us: the promised length cannot be
+                // sent, so the connection must be cut.
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file truncated while sending",
+                ));
+            }
+            Ok(n) => {
+                *offset += n as u64;
+                return Ok(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Start-up, the worker threads, and signals: SIGHUP reloads the config,
+//! SIGTERM/SIGINT stop gracefully.
+
+use crate::config::{self, ConfigError, Overrides, Runtime};
+use crate::worker::{self, Shared};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+
+/// Where the runtime comes from, so that SIGHUP can rebuild it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub config: Option<PathBuf>,
+    pub overrides: Overrides,
+}
+
+impl Source {
+    pub fn load(&self) -> Result<Runtime, ConfigError> {
+        match &self.config {
+            Some(path) => config::load(path, &self.overrides),
+            None => config::for_dir(&self.overrides),
+        }
+    }
+}
+
+/// A start-up failure, for the person at the terminal.
+#[derive(Debug)]
+pub enum StartError {
+    Config(ConfigError),
+    Bind(SocketAddr, io::Error),
+    Io(io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "{e}"),
+            StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            StartError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Opens one SO_REUSEPORT listener per worker on `addr`. With port 0 the
+/// first socket picks the port and the others join it.
+fn bind_all(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, StartError> {
+    let mut out = Vec::with_capacity(n);
+    let mut addr = addr;
+    for _ in 0..n {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(|e| StartError::Bind(addr, e))?;
+        s.set_reuse_address(true)
+            .map_err(|e| StartError::Bind(addr, e))?;
+        // One listener per worker: the kernel spreads connections across
+        // them with no shared accept lock (SO_REUSEPORT).
+        s.set_reuse_port(true)
+            .map_err(|e| StartError::Bind(addr, e))?;
+        if addr.is_ipv6() {
+            s.set_only_v6(true).map_err(|e| StartError::Bind(addr, e))?;
+        }
+        s.set_nonblocking(true)
+            .map_err(|e| StartError::Bind(addr, e))?;
+        s.bind(&addr.into())
+            .map_err(|e| StartError::Bind(addr, e))?;
+        s.listen(4096).map_err(|e| StartError::Bind(addr, e))?;
+        if addr.port() == 0 {
+            if let Some(a) = s.local_addr().ok().and_then(|a| a.as_socket()) {
+                addr = a;
+            }
+        }
+        out.push(s.into());
+    }
+    Ok(out)
+}
+
+/// Raises the open-file limit to its hard maximum: every connection is a
+/// descriptor, and the default soft limit (1024) is far below
+/// `max_connections`.
+fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read a valid rlimit struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// Runs the server until SIGTERM/SIGINT. `on_ready` is called with the
+/// bound addresses once every listener is open.
+pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), StartError> {
+    let rt = Arc::new(source.load().map_err(StartError::Config)?);
+    raise_nofile();
+    let workers = rt.workers;
+    // listeners[w] are worker w's sockets, one per address.
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    let mut bound = Vec::new();
+    for addr in &rt.listen {
+        let socks = bind_all(*addr, workers)?;
+        if let Some(a) = socks.first().and_then(|s| s.local_addr().ok()) {
+            bound.push(a);
+        }
+        for (w, s) in socks.into_iter().enumerate() {
+            per_worker[w].push(s);
+        }
+    }
+    let (rt_tx, rt_rx) = watch::channel(rt.clone());
+    let (sd_tx, sd_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        connections: AtomicUsize::new(0),
+    });
+
+    let mut threads = Vec::new();
+    for (i, listeners) in per_worker.into_iter().enumerate() {
+        let rt_rx = rt_rx.clone();
+        let sd_rx = sd_rx.clone();
+        let shared = shared.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("stoa-worker-{i}"))
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!("worker {i}: cannot start its runtime: {e}");
+                        return;
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, worker::run(listeners, rt_rx, sd_rx, shared));
+            })
+            .map_err(StartError::Io)?;
+        threads.push(t);
+    }
+    tracing::info!(
+        "stoa {} serving on {} with {} worker(s) (config: {})",
+        env!("CARGO_PKG_VERSION"),
+        bound
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        workers,
+        rt.source
+    );
+    on_ready(&bound);
+
+    // The main thread only waits for signals.
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StartError::Io)?;
+    signals.block_on(async {
+        let mut hup = signal(SignalKind::hangup()).map_err(StartError::Io)?;
+        let mut term = signal(SignalKind::terminate()).map_err(StartError::Io)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(StartError::Io)?;
+        loop {
+            tokio::select! {
+                _ = hup.recv() => reload(&source, &rt_tx),
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        tracing::info!("stopping: finishing in-flight requests");
+        let _ = sd_tx.send(true);
+        Ok::<(), StartError>(())
+    })?;
+    for t in threads {
+        let _ = t.join();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>) {
+    match source.load() {
+        Ok(new) => {
+            let old = tx.borrow().clone();
+            if new.listen != old.listen || new.workers != old.workers {
+                tracing::warn!(
+                    "reload: `listen` and `workers` changes take effect on restart only"
+                );
+            }
+            let _ = tx.send(Arc::new(new));
+            tracing::info!("reloaded {}", old.source);
+        }
+        Err(e) => tracing::error!("reload failed, keeping the running configuration: {e}"),
+    }
+}

@@ -1,0 +1,628 @@
+//! The static file handler: path mapping confined to the root, a per-worker
+//! cache of small files, conditional requests, ranges, precompressed
+//! variants and directory listings.
+//!
+//! It runs synchronously on the worker thread: files are expected in the page
+//! cache, and a blocking stat or read of a cached file costs less than a hop
+//! to a thread pool (nginx and lighttpd make the same trade).
+
+use crate::conn::Reply;
+use crate::http::{autoindex, conditional, path, range};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::{File, Metadata};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+use stoa_h1::{Method, RequestHead};
+
+/// Methods a static route answers, for `Allow`.
+const ALLOW: &[u8] = b"GET, HEAD, OPTIONS";
+
+/// A static route's configuration, opened at load time.
+#[derive(Debug)]
+pub struct StaticConfig {
+    /// The canonical root, without a trailing '/'.
+    pub root: PathBuf,
+    root_str: String,
+    /// The root directory, for `openat2(RESOLVE_BENEATH)`.
+    root_fd: OwnedFd,
+    pub index: Vec<String>,
+    pub autoindex: bool,
+}
+
+impl StaticConfig {
+    pub fn open(root: &Path, index: Vec<String>, autoindex: bool) -> Result<StaticConfig, String> {
+        let canon = root
+            .canonicalize()
+            .map_err(|e| format!("root `{}`: {e}", root.display()))?;
+        if !canon.is_dir() {
+            return Err(format!("root `{}` is not a directory", canon.display()));
+        }
+        let dir = File::open(&canon).map_err(|e| format!("root `{}`: {e}", canon.display()))?;
+        let mut root_str = canon
+            .to_str()
+            .ok_or_else(|| format!("root `{}` is not UTF-8", canon.display()))?
+            .to_owned();
+        while root_str.ends_with('/') {
+            root_str.pop();
+        }
+        Ok(StaticConfig {
+            root: canon,
+            root_str,
+            root_fd: dir.into(),
+            index,
+            autoindex,
+        })
+    }
+}
+
+/// What the cache knows of one file.
+struct Entry {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    /// Seconds since the epoch, for Last-Modified and conditionals.
+    modified: u64,
+    etag: Box<[u8]>,
+    content_type: &'static str,
+    /// `Content-Type`, `Last-Modified`, `ETag`, `Accept-Ranges` and, for
+    /// compressible types, `Vary`: encoded once per file, not per request.
+    headers: Bytes,
+    compressible: bool,
+    /// The whole file, when small enough to keep.
+    body: Option<Bytes>,
+}
+
+impl Entry {
+    fn same_file(&self, m: &Metadata) -> bool {
+        self.ino == m.ino()
+            && self.dev == m.dev()
+            && self.size == m.size()
+            && self.mtime == (m.mtime(), m.mtime_nsec())
+    }
+}
+
+/// Per-worker cache of file metadata and small file contents. Each entry is
+/// checked against a fresh `stat` on use, so a change of size, mtime or
+/// inode (a replaced file) is seen at once.
+pub struct FileCache {
+    map: HashMap<Box<str>, Rc<Entry>>,
+    bytes: u64,
+    max_bytes: u64,
+    max_file_bytes: u64,
+    /// Reused to build lookup keys without allocating.
+    key: String,
+    boundary: String,
+}
+
+impl FileCache {
+    pub fn new(max_bytes: u64, max_file_bytes: u64) -> FileCache {
+        let seed = std::time::SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_nanos();
+        FileCache {
+            map: HashMap::new(),
+            bytes: 0,
+            max_bytes,
+            max_file_bytes,
+            key: String::with_capacity(256),
+            boundary: format!("stoa{:016x}{:08x}", seed as u64, std::process::id()),
+        }
+    }
+
+    pub fn set_limits(&mut self, max_bytes: u64, max_file_bytes: u64) {
+        if (max_bytes, max_file_bytes) != (self.max_bytes, self.max_file_bytes) {
+            self.map.clear();
+            self.bytes = 0;
+            self.max_bytes = max_bytes;
+            self.max_file_bytes = max_file_bytes;
+        }
+    }
+
+    fn insert(&mut self, key: &str, e: Entry) -> Rc<Entry> {
+        let cost = e.body.as_ref().map_or(0, |b| b.len() as u64) + 256;
+        if let Some(old) = self.map.remove(key) {
+            self.bytes -= old.body.as_ref().map_or(0, |b| b.len() as u64) + 256;
+        }
+        if self.bytes + cost > self.max_bytes {
+            // Make room by dropping about a quarter of the entries; the hash
+            // order makes this a cheap random eviction.
+            let drop: Vec<Box<str>> = self
+                .map
+                .keys()
+                .take(self.map.len() / 4 + 1)
+                .cloned()
+                .collect();
+            for k in drop {
+                if let Some(old) = self.map.remove(&k) {
+                    self.bytes -= old.body.as_ref().map_or(0, |b| b.len() as u64) + 256;
+                }
+            }
+        }
+        let e = Rc::new(e);
+        if self.bytes + cost <= self.max_bytes {
+            self.bytes += cost;
+            self.map.insert(key.into(), e.clone());
+        }
+        e
+    }
+}
+
+/// Serves one request from a static route.
+pub fn serve(cfg: &StaticConfig, req: &RequestHead, cache: &mut FileCache, reply: &mut Reply<'_>) {
+    match req.method {
+        Method::Get | Method::Head => {}
+        Method::Options => {
+            reply.start(204);
+            reply.header("Allow", ALLOW);
+            reply.end_head(None);
+            return;
+        }
+        _ => {
+            reply.error(405, &[("Allow", ALLOW)]);
+            return;
+        }
+    }
+    let norm = match path::normalize(req.path()) {
+        Ok(p) => p,
+        Err(_) => return reply.error(400, &[]),
+    };
+    let mut key = std::mem::take(&mut cache.key);
+    key.clear();
+    key.push_str(&cfg.root_str);
+    key.push_str(&norm);
+    serve_path(cfg, req, cache, reply, &norm, &mut key);
+    cache.key = key;
+}
+
+fn serve_path(
+    cfg: &StaticConfig,
+    req: &RequestHead,
+    cache: &mut FileCache,
+    reply: &mut Reply<'_>,
+    norm: &str,
+    key: &mut String,
+) {
+    let meta = match std::fs::metadata(key.as_str()) {
+        Ok(m) => m,
+        Err(e) => return reply.error(status_for(&e), &[]),
+    };
+    if meta.is_dir() {
+        if !norm.ends_with('/') {
+            let mut loc = path::encode(norm);
+            loc.push('/');
+            if let Some(q) = req.query() {
+                loc.push('?');
+                loc.push_str(&String::from_utf8_lossy(q));
+            }
+            return reply.error(301, &[("Location", loc.as_bytes())]);
+        }
+        let dir_len = key.len();
+        for name in &cfg.index {
+            key.truncate(dir_len);
+            key.push_str(name);
+            if let Ok(m) = std::fs::metadata(key.as_str()) {
+                if m.is_file() {
+                    return serve_file(cfg, req, cache, reply, key, &m, name);
+                }
+            }
+        }
+        key.truncate(dir_len);
+        if cfg.autoindex {
+            return serve_listing(cfg, reply, norm, key);
+        }
+        return reply.error(403, &[]);
+    }
+    if !meta.is_file() {
+        return reply.error(403, &[]);
+    }
+    let name = norm.rsplit('/').next().unwrap_or("");
+    serve_file(cfg, req, cache, reply, key, &meta, name)
+}
+
+fn status_for(e: &io::Error) -> u16 {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => 403,
+        _ if e.raw_os_error() == Some(libc::ENAMETOOLONG) => 414,
+        _ => 404,
+    }
+}
+
+/// Finds or (re)loads the cache entry for `key`, whose stat is `meta`.
+fn lookup(
+    cfg: &StaticConfig,
+    cache: &mut FileCache,
+    key: &str,
+    meta: &Metadata,
+    name: &str,
+) -> io::Result<(Rc<Entry>, Option<Rc<File>>)> {
+    if let Some(e) = cache.map.get(key) {
+        if e.same_file(meta) {
+            let e = e.clone();
+            if e.body.is_some() {
+                return Ok((e, None));
+            }
+            let f = open_beneath(cfg, &key[cfg.root_str.len()..])?;
+            return Ok((e, Some(Rc::new(f))));
+        }
+    }
+    let file = open_beneath(cfg, &key[cfg.root_str.len()..])?;
+    let m = file.metadata()?;
+    if !m.is_file() {
+        return Err(io::ErrorKind::PermissionDenied.into());
+    }
+    let body = if m.size() <= cache.max_file_bytes {
+        let mut buf = Vec::with_capacity(m.size() as usize);
+        (&file).take(m.size()).read_to_end(&mut buf)?;
+        if buf.len() as u64 != m.size() {
+            // Changed while reading: serve nothing stale, try next time.
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        Some(Bytes::from(buf))
+    } else {
+        None
+    };
+    let entry = make_entry(&m, name, body);
+    let keep_file = entry.body.is_none();
+    let e = cache.insert(key, entry);
+    Ok((e, keep_file.then(|| Rc::new(file))))
+}
+
+fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
+    let modified = u64::try_from(m.mtime()).unwrap_or(0);
+    let (content_type, compressible) = content_type(name);
+    let etag = format!("\"{:x}-{:x}\"", modified, m.size())
+        .into_bytes()
+        .into_boxed_slice();
+    let mut h = Vec::with_capacity(160);
+    h.extend_from_slice(b"Content-Type: ");
+    h.extend_from_slice(content_type.as_bytes());
+    h.extend_from_slice(b"\r\nLast-Modified: ");
+    h.extend_from_slice(
+        httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(modified)).as_bytes(),
+    );
+    h.extend_from_slice(b"\r\nETag: ");
+    h.extend_from_slice(&etag);
+    h.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+    if compressible {
+        h.extend_from_slice(b"Vary: Accept-Encoding\r\n");
+    }
+    Entry {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        modified,
+        etag,
+        content_type,
+        headers: Bytes::from(h),
+        compressible,
+        body,
+    }
+}
+
+/// The media type for a file name, with `charset=utf-8` for text, and
+/// whether precompressed variants are worth looking for.
+fn content_type(name: &str) -> (&'static str, bool) {
+    let ext = match name.rsplit_once('.') {
+        Some((_, e)) => e,
+        None => return ("application/octet-stream", false),
+    };
+    // The commonest types first, without allocating.
+    let known = match ext {
+        "html" | "htm" => Some(("text/html; charset=utf-8", true)),
+        "css" => Some(("text/css; charset=utf-8", true)),
+        "js" | "mjs" => Some(("text/javascript; charset=utf-8", true)),
+        "json" => Some(("application/json", true)),
+        "txt" => Some(("text/plain; charset=utf-8", true)),
+        "svg" => Some(("image/svg+xml", true)),
+        "xml" => Some(("application/xml", true)),
+        "png" => Some(("image/png", false)),
+        "jpg" | "jpeg" => Some(("image/jpeg", false)),
+        "gif" => Some(("image/gif", false)),
+        "webp" => Some(("image/webp", false)),
+        "ico" => Some(("image/x-icon", false)),
+        "woff2" => Some(("font/woff2", false)),
+        "wasm" => Some(("application/wasm", true)),
+        "bin" => Some(("application/octet-stream", false)),
+        _ => None,
+    };
+    if let Some(k) = known {
+        return k;
+    }
+    match mime_guess::from_ext(ext).first_raw() {
+        Some(t) if t.starts_with("text/") => {
+            // Leaked once per distinct text type (a handful at most), so
+            // entries can hold a &'static str.
+            (text_with_charset(t), true)
+        }
+        Some(t) => (
+            t,
+            t.ends_with("+xml") || t.ends_with("json") || t.ends_with("javascript"),
+        ),
+        None => ("application/octet-stream", false),
+    }
+}
+
+fn text_with_charset(t: &'static str) -> &'static str {
+    use std::sync::Mutex;
+    static SEEN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let want = format!("{t}; charset=utf-8");
+    let Ok(mut seen) = SEEN.lock() else { return t };
+    if let Some(s) = seen.iter().find(|s| **s == want) {
+        return s;
+    }
+    let s: &'static str = Box::leak(want.into_boxed_str());
+    seen.push(s);
+    s
+}
+
+/// Opens `rel` (starting with '/') beneath the root: the kernel refuses any
+/// path, `..` or symlink that resolves outside it (openat2 RESOLVE_BENEATH).
+fn open_beneath(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
+    let rel = rel.trim_start_matches('/');
+    let rel = if rel.is_empty() { "." } else { rel };
+    let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut how: libc::open_how = zeroed_open_how();
+    // O_NONBLOCK: a FIFO planted in the root must not hang the worker.
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: the root fd is open for the life of `cfg`; `c` is a valid
+    // NUL-terminated string; `how` is a properly initialised open_how whose
+    // size we pass.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            cfg.root_fd.as_raw_fd(),
+            c.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: the kernel just returned this descriptor to us and nobody
+        // else owns it.
+        return Ok(unsafe { File::from_raw_fd(fd as i32) });
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENOSYS) => open_checked(cfg, rel),
+        Some(libc::EXDEV) | Some(libc::ELOOP) => Err(io::ErrorKind::PermissionDenied.into()),
+        _ => Err(err),
+    }
+}
+
+fn zeroed_open_how() -> libc::open_how {
+    // SAFETY: open_how is a plain C struct of integers; all-zero is its
+    // documented "no flags" value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Kernels before 5.6 lack openat2: resolve the path and check it is still
+/// under the root. Racy against a concurrent symlink swap, hence only a
+/// fallback.
+fn open_checked(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
+    let full = cfg.root.join(rel);
+    let canon = full.canonicalize()?;
+    if !canon.starts_with(&cfg.root) {
+        return Err(io::ErrorKind::PermissionDenied.into());
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(canon)
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Which precompressed variant the client takes, best first.
+fn accepted_encodings(req: &RequestHead) -> (bool, bool) {
+    let Some(ae) = req.header("accept-encoding") else {
+        return (false, false);
+    };
+    let (mut br, mut gz) = (false, false);
+    for item in stoa_h1::list_items(ae) {
+        let mut parts = item.split(|&b| b == b';');
+        let coding = stoa_h1::trim(parts.next().unwrap_or(b""));
+        let zero_q = parts.any(|p| {
+            let p = stoa_h1::trim(p);
+            (p.starts_with(b"q=") || p.starts_with(b"Q="))
+                && p[2..].iter().all(|&c| c == b'0' || c == b'.')
+        });
+        if zero_q {
+            continue;
+        }
+        if coding.eq_ignore_ascii_case(b"br") {
+            br = true;
+        } else if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip") {
+            gz = true;
+        } else if coding == b"*" {
+            br = true;
+            gz = true;
+        }
+    }
+    (br, gz)
+}
+
+fn serve_file(
+    cfg: &StaticConfig,
+    req: &RequestHead,
+    cache: &mut FileCache,
+    reply: &mut Reply<'_>,
+    key: &mut String,
+    meta: &Metadata,
+    name: &str,
+) {
+    let (entry, file) = match lookup(cfg, cache, key, meta, name) {
+        Ok(x) => x,
+        Err(e) => return reply.error(status_for(&e), &[]),
+    };
+    // A precompressed sibling replaces the file when the client takes it.
+    if entry.compressible {
+        let (br, gz) = accepted_encodings(req);
+        let base_len = key.len();
+        for (ok, ext, coding) in [(br, ".br", &b"br"[..]), (gz, ".gz", b"gzip")] {
+            if !ok {
+                continue;
+            }
+            key.truncate(base_len);
+            key.push_str(ext);
+            let Ok(vm) = std::fs::metadata(key.as_str()) else {
+                continue;
+            };
+            if !vm.is_file() {
+                continue;
+            }
+            if let Ok((ventry, vfile)) = lookup(cfg, cache, key, &vm, name) {
+                key.truncate(base_len);
+                return respond(req, reply, &ventry, vfile, Some(coding), &cache.boundary);
+            }
+        }
+        key.truncate(base_len);
+    }
+    respond(req, reply, &entry, file, None, &cache.boundary)
+}
+
+fn respond(
+    req: &RequestHead,
+    reply: &mut Reply<'_>,
+    e: &Entry,
+    file: Option<Rc<File>>,
+    encoding: Option<&[u8]>,
+    boundary: &str,
+) {
+    let cond = conditional::Request {
+        is_get_or_head: true,
+        if_match: req.header("if-match"),
+        if_none_match: req.header("if-none-match"),
+        if_modified_since: req.header("if-modified-since"),
+        if_unmodified_since: req.header("if-unmodified-since"),
+    };
+    match conditional::evaluate(&cond, &e.etag, e.modified) {
+        conditional::Outcome::Proceed => {}
+        conditional::Outcome::NotModified => {
+            reply.start(304);
+            reply.raw_headers(&e.headers);
+            reply.end_head(None);
+            return;
+        }
+        conditional::Outcome::PreconditionFailed => return reply.error(412, &[]),
+    }
+
+    let mut ranges = range::Ranges::Ignore;
+    if req.method == Method::Get {
+        if let Some(r) = req.header("range") {
+            let honour = match req.header("if-range") {
+                Some(ir) => conditional::if_range_matches(ir, &e.etag, e.modified),
+                None => true,
+            };
+            if honour {
+                ranges = range::parse(r, e.size);
+            }
+        }
+    }
+    match ranges {
+        range::Ranges::Ignore => {
+            reply.start(200);
+            reply.raw_headers(&e.headers);
+            if let Some(c) = encoding {
+                reply.header("Content-Encoding", c);
+            }
+            reply.end_head(Some(e.size));
+            body(reply, e, &file, 0..e.size);
+        }
+        range::Ranges::Unsatisfiable => {
+            let cr = range::unsatisfied_range(e.size);
+            reply.error(416, &[("Content-Range", cr.as_bytes())]);
+        }
+        range::Ranges::Satisfiable(rs) if rs.len() == 1 => {
+            let r = rs[0].clone();
+            reply.start(206);
+            reply.raw_headers(&e.headers);
+            if let Some(c) = encoding {
+                reply.header("Content-Encoding", c);
+            }
+            reply.header("Content-Range", range::content_range(&r, e.size).as_bytes());
+            reply.end_head(Some(r.end - r.start));
+            body(reply, e, &file, r);
+        }
+        range::Ranges::Satisfiable(rs) => {
+            let plan = range::multipart(&rs, e.size, e.content_type, boundary);
+            reply.start(206);
+            // The part headers carry Content-Type; the message's is multipart.
+            for line in e.headers.split(|&b| b == b'\n') {
+                if !line.is_empty() && !line.starts_with(b"Content-Type:") {
+                    reply.raw_headers(line);
+                    reply.raw_headers(b"\n");
+                }
+            }
+            reply.header(
+                "Content-Type",
+                range::multipart_content_type(boundary).as_bytes(),
+            );
+            if let Some(c) = encoding {
+                reply.header("Content-Encoding", c);
+            }
+            reply.end_head(Some(plan.content_length));
+            for (part_head, r) in plan.parts {
+                reply.body_bytes(&part_head);
+                body(reply, e, &file, r);
+            }
+            reply.body_bytes(&plan.trailer);
+        }
+    }
+}
+
+fn body(reply: &mut Reply<'_>, e: &Entry, file: &Option<Rc<File>>, r: std::ops::Range<u64>) {
+    match (&e.body, file) {
+        (Some(b), _) => reply.body_mem(b.slice(r.start as usize..r.end as usize)),
+        (None, Some(f)) => reply.body_file(f.clone(), r.start, r.end - r.start),
+        (None, None) => {}
+    }
+}
+
+fn serve_listing(cfg: &StaticConfig, reply: &mut Reply<'_>, norm: &str, dir: &str) {
+    // A symlinked directory must not list what is outside the root.
+    match Path::new(dir).canonicalize() {
+        Ok(c) if c.starts_with(&cfg.root) => {}
+        _ => return reply.error(403, &[]),
+    }
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) => return reply.error(status_for(&e), &[]),
+    };
+    let mut entries = Vec::new();
+    for de in rd.flatten() {
+        let name = de.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Ok(m) = de.metadata() else { continue };
+        let ft = m.file_type();
+        if ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device() {
+            continue;
+        }
+        let is_dir = std::fs::metadata(de.path())
+            .map(|m| m.is_dir())
+            .unwrap_or(false);
+        entries.push(autoindex::Entry {
+            name: name.to_owned(),
+            is_dir,
+            size: m.size(),
+            modified: u64::try_from(m.mtime()).unwrap_or(0),
+        });
+        if entries.len() >= 100_000 {
+            break;
+        }
+    }
+    let page = autoindex::render(norm, &mut entries);
+    reply.start(200);
+    reply.header("Content-Type", b"text/html; charset=utf-8");
+    reply.end_head(Some(page.len() as u64));
+    reply.body_mem(Bytes::from(page.into_bytes()));
+}

@@ -1,0 +1,128 @@
+//! `stoa`: the command line. Thin on purpose: parsing arguments and
+//! reporting errors; everything else is in the library crates.
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use stoa_server::{Overrides, Source};
+
+#[derive(Parser)]
+#[command(
+    name = "stoa",
+    version,
+    about = "Stoa: a web server and application gateway"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a directory or a configuration (with neither: the bundled demo site on 127.0.0.1:8080).
+    Serve {
+        /// Directory to serve (replaces the root of the first site of --config).
+        dir: Option<PathBuf>,
+        /// Address to listen on, e.g. 127.0.0.1:8080 or [::1]:8080 (repeatable; replaces `listen`).
+        #[arg(long, short = 'l', value_name = "ADDR")]
+        listen: Vec<String>,
+        /// Configuration file (stoa.toml).
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Worker threads; 0 = one per core.
+        #[arg(long, short = 'w', value_name = "N")]
+        workers: Option<usize>,
+        /// Access log: a path, "-" for stdout, or "off" (replaces `log.access`).
+        #[arg(long, value_name = "DEST")]
+        access_log: Option<String>,
+    },
+    /// Validate a configuration file and report every problem with file:line and key.
+    Check {
+        /// Configuration file.
+        file: PathBuf,
+    },
+}
+
+/// The demo site: `demo/public` under the working directory, else the one
+/// in the source tree this binary was built from.
+fn demo_root() -> Option<PathBuf> {
+    let here = Path::new("demo/public");
+    if here.is_dir() {
+        return Some(here.to_path_buf());
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/public");
+    built.is_dir().then_some(built)
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STOA_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { file } => match stoa_server::config::load(&file, &Overrides::default()) {
+            Ok(rt) => {
+                println!(
+                    "{}: ok ({} site(s), listening on {})",
+                    file.display(),
+                    rt.sites.len(),
+                    rt.listen
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(1)
+            }
+        },
+        Command::Serve {
+            dir,
+            listen,
+            config,
+            workers,
+            access_log,
+        } => {
+            let root = match (&dir, &config) {
+                (Some(d), _) => Some(d.clone()),
+                (None, Some(_)) => None,
+                (None, None) => match demo_root() {
+                    Some(d) => Some(d),
+                    None => {
+                        eprintln!("stoa: no DIR, no --config, and no demo/public here to serve");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
+            let source = Source {
+                config,
+                overrides: Overrides {
+                    root,
+                    listen,
+                    workers,
+                    access_log,
+                },
+            };
+            match stoa_server::run(source, |addrs| {
+                for a in addrs {
+                    // Tests and scripts read this line to learn the port.
+                    eprintln!("stoa: listening on http://{a}/");
+                }
+            }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("stoa: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}
