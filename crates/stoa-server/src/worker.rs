@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn clf_time_formats_utc() {
         assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
-        assert_eq!(clf_time(1_795_000_000), "20/Nov/2026:09:46:40 +0000");
+        assert_eq!(clf_time(1_795_000_000), "18/Nov/2026:11:06:40 +0000");
         assert_eq!(clf_time(951_782_400), "29/Feb/2000:00:00:00 +0000");
     }
 
