@@ -14,7 +14,8 @@ PYTHON=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3 || echo pyt
 declare -A SRV_PID=() SRV_PORT=()
 declare -a BG_PIDS=()
 
-log()  { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+exec {LOG_FD}>&2   # log() keeps writing to the terminal inside redirected blocks (and from traps there)
+log()  { printf '%s %s\n' "$(date +%T)" "$*" >&"$LOG_FD"; }
 warn() { log "WARNING: $*"; }
 die()  { log "ERROR: $*"; exit 1; }
 

@@ -143,7 +143,8 @@ for s in "${UP[@]}"; do
 done
 
 for s in "${UP[@]}"; do  # anything the servers logged (errors, warnings, panics), less start-up notes
-    msgs=$(cat "$RUN/logs/$s.out" "$RUN/logs/$s-error.log" 2>/dev/null | grep -v 'server started' || true)
+    msgs=$(cat "$RUN/logs/$s.out" "$RUN/logs/$s-error.log" 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' |
+           grep -Ev 'server started|  ?INFO |^stoa: listening on' || true)
     [ -z "$msgs" ] || { warn "$s logged (see $RUN/logs):"; tail -n 10 <<< "$msgs" | sed 's/^/    /' >&2; }
 done
 srv_stop_all

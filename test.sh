@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every test of Stoa: formatting, lints, unit, integration and fuzz-corpus
+# replay tests. Installs what it needs when it can (root: Debian packages with
+# apt-get; rustup components), and says clearly what is missing otherwise.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+missing=()
+command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://rustup.rs)")
+
+# Debian packages the tests use.
+apt_pkgs=(curl)
+need_apt=()
+for p in "${apt_pkgs[@]}"; do
+  command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
+done
+if ((${#need_apt[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing ${need_apt[*]} with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    missing+=("Debian packages: ${need_apt[*]} (apt-get install ${need_apt[*]})")
+  fi
+fi
+if ((${#missing[@]})); then
+  printf 'test.sh: missing: %s\n' "${missing[@]}" >&2
+  exit 2
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace
