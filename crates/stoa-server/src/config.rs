@@ -173,6 +173,8 @@ pub struct CacheConfig {
     pub max_file_bytes: Option<Size>,
     /// Memory for cached files, per worker.
     pub max_bytes: Option<Size>,
+    /// How long a file's stat is trusted before it is checked again.
+    pub revalidate: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -247,6 +249,7 @@ impl Default for Limits {
 pub struct Cache {
     pub max_file_bytes: u64,
     pub max_bytes: u64,
+    pub revalidate: Duration,
 }
 
 impl Default for Cache {
@@ -254,6 +257,7 @@ impl Default for Cache {
         Cache {
             max_file_bytes: 256 * 1024,
             max_bytes: 64 << 20,
+            revalidate: Duration::from_secs(1),
         }
     }
 }
@@ -491,6 +495,7 @@ fn build(
     let cache = Cache {
         max_file_bytes: fc.cache.max_file_bytes.map_or(dc.max_file_bytes, |v| v.0),
         max_bytes: fc.cache.max_bytes.map_or(dc.max_bytes, |v| v.0),
+        revalidate: fc.cache.revalidate.map_or(dc.revalidate, |v| v.0),
     };
 
     let mut site_cfgs = fc.site;

@@ -9,6 +9,7 @@
 use crate::conn::Reply;
 use crate::http::{autoindex, conditional, path, range};
 use bytes::Bytes;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::{File, Metadata};
@@ -17,7 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 use stoa_h1::{Method, RequestHead};
 
 /// Methods a static route answers, for `Allow`.
@@ -77,6 +78,8 @@ struct Entry {
     compressible: bool,
     /// The whole file, when small enough to keep.
     body: Option<Bytes>,
+    /// When a stat last confirmed this entry.
+    checked: Cell<Instant>,
 }
 
 impl Entry {
@@ -96,13 +99,17 @@ pub struct FileCache {
     bytes: u64,
     max_bytes: u64,
     max_file_bytes: u64,
+    /// How long a stat result stays trusted (0: stat on every use).
+    revalidate: Duration,
+    /// The time of the request being served.
+    now: Instant,
     /// Reused to build lookup keys without allocating.
     key: String,
     boundary: String,
 }
 
 impl FileCache {
-    pub fn new(max_bytes: u64, max_file_bytes: u64) -> FileCache {
+    pub fn new(max_bytes: u64, max_file_bytes: u64, revalidate: Duration) -> FileCache {
         let seed = std::time::SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
@@ -112,18 +119,28 @@ impl FileCache {
             bytes: 0,
             max_bytes,
             max_file_bytes,
+            revalidate,
+            now: Instant::now(),
             key: String::with_capacity(256),
             boundary: format!("stoa{:016x}{:08x}", seed as u64, std::process::id()),
         }
     }
 
-    pub fn set_limits(&mut self, max_bytes: u64, max_file_bytes: u64) {
+    pub fn set_limits(&mut self, max_bytes: u64, max_file_bytes: u64, revalidate: Duration) {
+        self.revalidate = revalidate;
         if (max_bytes, max_file_bytes) != (self.max_bytes, self.max_file_bytes) {
             self.map.clear();
             self.bytes = 0;
             self.max_bytes = max_bytes;
             self.max_file_bytes = max_file_bytes;
         }
+    }
+
+    /// The entry for `key` if a stat confirmed it less than `revalidate`
+    /// ago: then the file is served without touching the file system.
+    fn fresh(&self, key: &str) -> Option<Rc<Entry>> {
+        let e = self.map.get(key)?;
+        (self.now.saturating_duration_since(e.checked.get()) < self.revalidate).then(|| e.clone())
     }
 
     fn insert(&mut self, key: &str, e: Entry) -> Rc<Entry> {
@@ -178,7 +195,11 @@ pub fn serve(cfg: &StaticConfig, req: &RequestHead, cache: &mut FileCache, reply
     key.clear();
     key.push_str(&cfg.root_str);
     key.push_str(&norm);
-    serve_path(cfg, req, cache, reply, &norm, &mut key);
+    cache.now = Instant::now();
+    match cache.fresh(&key) {
+        Some(e) if e.body.is_some() => serve_entry(cfg, req, cache, reply, &mut key, e, None),
+        _ => serve_path(cfg, req, cache, reply, &norm, &mut key),
+    }
     cache.key = key;
 }
 
@@ -245,6 +266,7 @@ fn lookup(
 ) -> io::Result<(Rc<Entry>, Option<Rc<File>>)> {
     if let Some(e) = cache.map.get(key) {
         if e.same_file(meta) {
+            e.checked.set(cache.now);
             let e = e.clone();
             if e.body.is_some() {
                 return Ok((e, None));
@@ -305,6 +327,7 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
         headers: Bytes::from(h),
         compressible,
         body,
+        checked: Cell::new(Instant::now()),
     }
 }
 
@@ -460,12 +483,24 @@ fn serve_file(
     meta: &Metadata,
     name: &str,
 ) {
-    let (entry, file) = match lookup(cfg, cache, key, meta, name) {
-        Ok(x) => x,
-        Err(e) => return reply.error(status_for(&e), &[]),
-    };
-    // A precompressed sibling replaces the file when the client takes it.
-    if entry.compressible {
+    match lookup(cfg, cache, key, meta, name) {
+        Ok((entry, file)) => serve_entry(cfg, req, cache, reply, key, entry, file),
+        Err(e) => reply.error(status_for(&e), &[]),
+    }
+}
+
+/// Serves a file's entry, or its precompressed sibling when the client
+/// takes it. `key` is the file's path.
+fn serve_entry(
+    cfg: &StaticConfig,
+    req: &RequestHead,
+    cache: &mut FileCache,
+    reply: &mut Reply<'_>,
+    key: &mut String,
+    entry: Rc<Entry>,
+    file: Option<Rc<File>>,
+) {
+    if entry.compressible && req.header("accept-encoding").is_some() {
         let (br, gz) = accepted_encodings(req);
         let base_len = key.len();
         for (ok, ext, coding) in [(br, ".br", &b"br"[..]), (gz, ".gz", b"gzip")] {
@@ -474,13 +509,18 @@ fn serve_file(
             }
             key.truncate(base_len);
             key.push_str(ext);
-            let Ok(vm) = std::fs::metadata(key.as_str()) else {
-                continue;
+            let variant = match cache.fresh(key) {
+                Some(v) if v.body.is_some() => Some((v, None)),
+                _ => std::fs::metadata(key.as_str())
+                    .ok()
+                    .filter(Metadata::is_file)
+                    .and_then(|vm| {
+                        // The variant's media type is the original file's.
+                        let name = key[..base_len].rsplit('/').next().unwrap_or("").to_owned();
+                        lookup(cfg, cache, key, &vm, &name).ok()
+                    }),
             };
-            if !vm.is_file() {
-                continue;
-            }
-            if let Ok((ventry, vfile)) = lookup(cfg, cache, key, &vm, name) {
+            if let Some((ventry, vfile)) = variant {
                 key.truncate(base_len);
                 return respond(req, reply, &ventry, vfile, Some(coding), &cache.boundary);
             }

@@ -174,9 +174,11 @@ impl Worker {
     }
 
     fn set_runtime(&self, rt: &Runtime) {
-        self.cache
-            .borrow_mut()
-            .set_limits(rt.cache.max_bytes, rt.cache.max_file_bytes);
+        self.cache.borrow_mut().set_limits(
+            rt.cache.max_bytes,
+            rt.cache.max_file_bytes,
+            rt.cache.revalidate,
+        );
         let mut target = self.log_target.borrow_mut();
         if *target != rt.access_log {
             drop(target);
@@ -238,7 +240,11 @@ pub async fn run(
 ) {
     let rt = runtime.borrow_and_update().clone();
     let worker = Rc::new(Worker {
-        cache: RefCell::new(FileCache::new(rt.cache.max_bytes, rt.cache.max_file_bytes)),
+        cache: RefCell::new(FileCache::new(
+            rt.cache.max_bytes,
+            rt.cache.max_file_bytes,
+            rt.cache.revalidate,
+        )),
         clock: RefCell::new(Clock::new()),
         log: RefCell::new(Vec::with_capacity(LOG_FLUSH_BYTES + 1024)),
         log_target: RefCell::new(rt.access_log.clone()),

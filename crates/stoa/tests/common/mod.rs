@@ -1,0 +1,684 @@
+//! Shared harness for the integration tests: temporary document roots, a
+//! `Server` that runs the real `stoa` binary, and a raw-bytes HTTP/1.x
+//! client with bounded reads, so that no test can hang.
+//!
+//! Every test gets its own directory and its own port (127.0.0.1:0), so the
+//! tests of a file run in parallel.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The longest any single read may block.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the server may take to print its ready line.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The top of every generated config: one worker on an ephemeral port, no
+/// access log.
+pub const CONFIG_PRELUDE: &str =
+    "listen = [\"127.0.0.1:0\"]\nworkers = 1\n\n[log]\naccess = \"off\"\n\n";
+
+// ---------------------------------------------------------------------------
+// Temporary directories
+
+/// A directory under the system temp dir, unique to one test, removed on
+/// drop.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!(
+            "stoa-test-{tag}-{}-{}-{nanos:x}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        // Canonical, so symlink targets and comparisons are stable.
+        let path = path.canonicalize().expect("canonicalize temp dir");
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    /// Writes `bytes` to `rel`, creating parent directories.
+    pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("create parent dirs");
+        }
+        std::fs::write(&p, bytes).expect("write file");
+        p
+    }
+
+    pub fn mkdir(&self, rel: &str) -> PathBuf {
+        let p = self.path.join(rel);
+        std::fs::create_dir_all(&p).expect("mkdir");
+        p
+    }
+
+    /// Creates a symlink at `rel` pointing to `target`.
+    pub fn symlink(&self, target: impl AsRef<Path>, rel: &str) -> PathBuf {
+        let p = self.path.join(rel);
+        std::os::unix::fs::symlink(target, &p).expect("symlink");
+        p
+    }
+
+    /// Writes a config file: [`CONFIG_PRELUDE`] followed by `body`.
+    pub fn config(&self, rel: &str, body: &str) -> PathBuf {
+        self.write(rel, format!("{CONFIG_PRELUDE}{body}"))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Deterministic, incompressible-looking bytes, so that a misplaced byte
+/// range shows up as a mismatch.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The server process
+
+/// A running `stoa serve`. Killed (by PID) and reaped on drop.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+    status: Option<ExitStatus>,
+}
+
+pub fn stoa_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_stoa")
+}
+
+impl Server {
+    /// `stoa serve DIR --listen 127.0.0.1:0 --workers 1 --access-log off`.
+    pub fn serve_dir(dir: &Path) -> Server {
+        Server::spawn([
+            OsStr::new("serve"),
+            dir.as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--workers"),
+            OsStr::new("1"),
+            OsStr::new("--access-log"),
+            OsStr::new("off"),
+        ])
+    }
+
+    /// `stoa serve --config FILE`.
+    pub fn with_config(file: &Path) -> Server {
+        Server::spawn([
+            OsStr::new("serve"),
+            OsStr::new("--config"),
+            file.as_os_str(),
+        ])
+    }
+
+    pub fn spawn<I, S>(args: I) -> Server
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        match Server::try_spawn(args) {
+            Ok(s) => s,
+            Err(e) => panic!("stoa did not start: {e}"),
+        }
+    }
+
+    /// Starts the binary and waits for `stoa: listening on http://ADDR/` on
+    /// its stderr. Stderr keeps being collected for the server's lifetime.
+    pub fn try_spawn<I, S>(args: I) -> Result<Server, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut child = Command::new(stoa_bin())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("STOA_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", stoa_bin()))?;
+        let pipe = child.stderr.take().expect("stderr is piped");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel::<SocketAddr>();
+        {
+            let stderr = stderr.clone();
+            std::thread::spawn(move || {
+                let mut tx = Some(tx);
+                let mut r = BufReader::new(pipe);
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    match r.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                        let addr = rest.trim().trim_end_matches('/');
+                        if let (Ok(a), Some(tx)) = (addr.parse::<SocketAddr>(), tx.take()) {
+                            let _ = tx.send(a);
+                        }
+                    }
+                    if let Ok(mut s) = stderr.lock() {
+                        s.push_str(&line);
+                    }
+                }
+            });
+        }
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => Ok(Server {
+                child,
+                addr,
+                stderr,
+                status: None,
+            }),
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                // Give the reader thread a moment to collect the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                let text = stderr.lock().map(|s| s.clone()).unwrap_or_default();
+                Err(format!("exit {status:?}; stderr:\n{text}"))
+            }
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) with a PID we spawned and have not reaped yet.
+        let r = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(r, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Waits until stderr, past byte `from`, contains `needle`.
+    pub fn wait_stderr(&self, from: usize, needle: &str, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        loop {
+            let s = self.stderr();
+            if s.get(from..).is_some_and(|t| t.contains(needle)) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the process to exit, up to `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        if self.status.is_some() {
+            return self.status;
+        }
+        let until = Instant::now() + within;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.status = Some(st);
+                return self.status;
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn connect(&self) -> Conn {
+        Conn::connect(self.addr)
+    }
+
+    /// One request on a fresh connection.
+    pub fn request(&self, bytes: &[u8]) -> Response {
+        self.connect().request(bytes)
+    }
+
+    /// `GET path` on a fresh connection.
+    pub fn get(&self, path: &str) -> Response {
+        self.request(&get(path))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Requests
+
+/// `GET path HTTP/1.1` with `Host: t`.
+pub fn get(path: &str) -> Vec<u8> {
+    request("GET", path, &[])
+}
+
+/// A request with `Host: t` and the given extra header lines ("Name: value").
+pub fn request(method: &str, path: &str, headers: &[&str]) -> Vec<u8> {
+    let mut s = format!("{method} {path} HTTP/1.1\r\nHost: t\r\n");
+    for h in headers {
+        s.push_str(h);
+        s.push_str("\r\n");
+    }
+    s.push_str("\r\n");
+    s.into_bytes()
+}
+
+// ---------------------------------------------------------------------------
+// Responses
+
+#[derive(Clone)]
+pub struct Response {
+    pub version: String,
+    pub status: u16,
+    pub reason: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body = String::from_utf8_lossy(&self.body[..self.body.len().min(300)]);
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("reason", &self.reason)
+            .field("headers", &self.headers)
+            .field("body_len", &self.body.len())
+            .field("body", &body)
+            .finish()
+    }
+}
+
+impl Response {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn header_count(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count()
+    }
+
+    /// Whether a list header (e.g. Connection) holds `token`.
+    pub fn has_token(&self, name: &str, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .flat_map(|(_, v)| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+
+    pub fn content_length(&self) -> Option<u64> {
+        self.header("content-length").and_then(|v| v.parse().ok())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Finds `needle` in `hay`.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    find(hay, needle).is_some()
+}
+
+// ---------------------------------------------------------------------------
+// Connections
+
+/// A client connection with its own receive buffer, so that pipelined
+/// responses are read one at a time.
+pub struct Conn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn connect(addr: SocketAddr) -> Conn {
+        Conn::try_connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"))
+    }
+
+    pub fn try_connect(addr: SocketAddr) -> io::Result<Conn> {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send request bytes");
+    }
+
+    pub fn try_send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Sends `bytes` and reads one final response (1xx skipped).
+    pub fn request(&mut self, bytes: &[u8]) -> Response {
+        self.send(bytes);
+        self.read_final()
+    }
+
+    /// Reads one response to a GET (or other non-HEAD request).
+    pub fn read(&mut self) -> Response {
+        self.try_read(false)
+            .unwrap_or_else(|e| panic!("reading a response: {e}"))
+    }
+
+    /// Reads one response to a HEAD request (no body, whatever the headers).
+    pub fn read_head(&mut self) -> Response {
+        self.try_read(true)
+            .unwrap_or_else(|e| panic!("reading a response to HEAD: {e}"))
+    }
+
+    /// Reads responses until a final (non-1xx) one.
+    pub fn read_final(&mut self) -> Response {
+        self.try_read_final()
+            .unwrap_or_else(|e| panic!("reading a response: {e}"))
+    }
+
+    pub fn try_read_final(&mut self) -> io::Result<Response> {
+        for _ in 0..10 {
+            let r = self.try_read(false)?;
+            if r.status >= 200 {
+                return Ok(r);
+            }
+        }
+        Err(io::Error::other("too many 1xx responses"))
+    }
+
+    /// Bytes received but not yet parsed into a response.
+    pub fn pending(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn fill(&mut self) -> io::Result<usize> {
+        let mut tmp = [0u8; 64 * 1024];
+        let n = self.stream.read(&mut tmp)?;
+        self.buf.extend_from_slice(&tmp[..n]);
+        Ok(n)
+    }
+
+    fn eof(what: &str) -> io::Error {
+        io::Error::new(io::ErrorKind::UnexpectedEof, what.to_owned())
+    }
+
+    /// Reads one response; `head_only` for the response to a HEAD.
+    pub fn try_read(&mut self, head_only: bool) -> io::Result<Response> {
+        let head_end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if self.buf.len() > 256 * 1024 {
+                return Err(io::Error::other("response head larger than 256 KiB"));
+            }
+            if self.fill()? == 0 {
+                return Err(Self::eof(&format!(
+                    "connection closed before a complete response head (got {:?})",
+                    String::from_utf8_lossy(&self.buf)
+                )));
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end - 4]).into_owned();
+        self.buf.drain(..head_end);
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or("");
+        let mut parts = status_line.splitn(3, ' ');
+        let version = parts.next().unwrap_or("").to_owned();
+        let status: u16 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("bad status line {status_line:?}")))?;
+        let reason = parts.next().unwrap_or("").to_owned();
+        if !version.starts_with("HTTP/1.") {
+            return Err(io::Error::other(format!("bad status line {status_line:?}")));
+        }
+        let mut headers = Vec::new();
+        for line in lines {
+            let (n, v) = line
+                .split_once(':')
+                .ok_or_else(|| io::Error::other(format!("bad header line {line:?}")))?;
+            if n.is_empty() || n.ends_with(' ') || n.ends_with('\t') {
+                return Err(io::Error::other(format!("bad header name {line:?}")));
+            }
+            headers.push((n.to_owned(), v.trim().to_owned()));
+        }
+        let mut resp = Response {
+            version,
+            status,
+            reason,
+            headers,
+            body: Vec::new(),
+        };
+        if head_only || status < 200 || status == 204 || status == 304 {
+            return Ok(resp);
+        }
+        let chunked = resp
+            .header("transfer-encoding")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        if chunked {
+            resp.body = self.read_chunked()?;
+        } else if let Some(cl) = resp.header("content-length") {
+            let n: usize = cl
+                .parse()
+                .map_err(|_| io::Error::other(format!("bad Content-Length {cl:?}")))?;
+            if resp.header_count("content-length") != 1 {
+                return Err(io::Error::other("several Content-Length headers"));
+            }
+            while self.buf.len() < n {
+                if self.fill()? == 0 {
+                    return Err(Self::eof(&format!(
+                        "connection closed after {} of {n} body bytes (status {status})",
+                        self.buf.len()
+                    )));
+                }
+            }
+            resp.body = self.buf.drain(..n).collect();
+        } else {
+            // Close-delimited.
+            while self.fill()? > 0 {}
+            resp.body = std::mem::take(&mut self.buf);
+        }
+        Ok(resp)
+    }
+
+    fn read_line(&mut self) -> io::Result<String> {
+        loop {
+            if let Some(i) = find(&self.buf, b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..i]).into_owned();
+                self.buf.drain(..i + 2);
+                return Ok(line);
+            }
+            if self.fill()? == 0 {
+                return Err(Self::eof("connection closed inside a chunked body"));
+            }
+        }
+    }
+
+    fn read_chunked(&mut self) -> io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.read_line()?;
+            let size = line.split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size, 16)
+                .map_err(|_| io::Error::other(format!("bad chunk size {line:?}")))?;
+            if size == 0 {
+                // Trailer section up to the blank line.
+                while !self.read_line()?.is_empty() {}
+                return Ok(body);
+            }
+            while self.buf.len() < size + 2 {
+                if self.fill()? == 0 {
+                    return Err(Self::eof("connection closed inside a chunk"));
+                }
+            }
+            body.extend(self.buf.drain(..size));
+            if self.buf.drain(..2).collect::<Vec<_>>() != b"\r\n" {
+                return Err(io::Error::other("chunk not followed by CRLF"));
+            }
+        }
+    }
+
+    /// Waits up to `within` for the server to close the connection. Returns
+    /// how long that took and whatever bytes arrived before the close (not
+    /// yet parsed), or None if the connection was still open.
+    pub fn wait_closed(&mut self, within: Duration) -> Option<(Duration, Vec<u8>)> {
+        let t0 = Instant::now();
+        let until = t0 + within;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let _ = self
+                .stream
+                .set_read_timeout(Some(left.min(Duration::from_millis(200))));
+            match self.fill() {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        || e.kind() == io::ErrorKind::TimedOut
+                        || e.kind() == io::ErrorKind::Interrupted => {}
+                // A reset is a close too.
+                Err(_) => break,
+            }
+        }
+        let _ = self.stream.set_read_timeout(Some(IO_TIMEOUT));
+        Some((t0.elapsed(), std::mem::take(&mut self.buf)))
+    }
+
+    /// True if nothing arrives and the connection stays open for `quiet`.
+    pub fn stays_silent(&mut self, quiet: Duration) -> bool {
+        let _ = self.stream.set_read_timeout(Some(quiet));
+        let r = self.fill();
+        let _ = self.stream.set_read_timeout(Some(IO_TIMEOUT));
+        match r {
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut,
+            Ok(_) => false,
+        }
+    }
+
+    /// Shrinks the socket's receive buffer, so that a slow reader really
+    /// holds the server back instead of the kernel buffering the response.
+    pub fn set_recv_buffer(&self, bytes: i32) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setsockopt on a socket we own, with a valid int option.
+        let r = unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &bytes as *const i32 as *const libc::c_void,
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "setsockopt(SO_RCVBUF)");
+    }
+
+    /// Reads exactly `n` raw bytes (for a body read by hand).
+    pub fn read_raw(&mut self, n: usize) -> io::Result<Vec<u8>> {
+        while self.buf.len() < n {
+            if self.fill()? == 0 {
+                return Err(Self::eof("connection closed"));
+            }
+        }
+        Ok(self.buf.drain(..n).collect())
+    }
+}
+
+/// Reads a whole response head with a slow reader: `chunk` bytes every
+/// `pause`, then checks framing by hand. Returns (head, body).
+pub fn slow_download(
+    conn: &mut Conn,
+    chunk: usize,
+    pause: Duration,
+) -> io::Result<(Response, Vec<u8>)> {
+    // Read just the head first, without the body (as for HEAD), then the
+    // body at the chosen pace.
+    let head = conn.try_read(true)?;
+    let len = head
+        .content_length()
+        .ok_or_else(|| io::Error::other("no Content-Length"))? as usize;
+    let mut body = std::mem::take(&mut conn.buf);
+    let mut tmp = vec![0u8; chunk];
+    while body.len() < len {
+        let want = chunk.min(len - body.len());
+        let n = conn.stream.read(&mut tmp[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("closed after {} of {len} body bytes", body.len()),
+            ));
+        }
+        body.extend_from_slice(&tmp[..n]);
+        std::thread::sleep(pause);
+    }
+    Ok((head, body))
+}
