@@ -36,6 +36,12 @@ enum Command {
         #[arg(long, value_name = "DEST")]
         access_log: Option<String>,
     },
+    /// Load generator (ApacheBench/wrk compatible); see `stoa bench --help`.
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Validate a configuration file and report every problem with file:line and key.
     Check {
         /// Configuration file.
@@ -55,6 +61,14 @@ fn demo_root() -> Option<PathBuf> {
 }
 
 fn main() -> ExitCode {
+    // `stoa bench` has its own ab/wrk-compatible argument syntax: hand it
+    // everything after the word `bench` untouched.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "bench") {
+        let mut rest = vec![std::ffi::OsString::from("stoa bench")];
+        rest.extend(args.into_iter().skip(2));
+        return stoa_bench::main(rest);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
@@ -65,6 +79,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
+        // Handled before clap parses (see above); listed for --help.
+        Command::Bench { .. } => ExitCode::from(2),
         Command::Check { file } => match stoa_server::config::load(&file, &Overrides::default()) {
             Ok(rt) => {
                 println!(
