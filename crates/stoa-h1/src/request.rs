@@ -125,6 +125,9 @@ pub struct RequestHead {
     /// The client sent `Expect: 100-continue` (only honoured for HTTP/1.1).
     pub expect_continue: bool,
     host: Option<Range<usize>>,
+    /// For an absolute-form target (`http://host/path`), where the path
+    /// starts and the authority's span (RFC 9112 §3.2.2).
+    abs_path: Option<(usize, Range<usize>)>,
 }
 
 impl Default for RequestHead {
@@ -139,6 +142,7 @@ impl Default for RequestHead {
             keep_alive: true,
             expect_continue: false,
             host: None,
+            abs_path: None,
         }
     }
 }
@@ -271,6 +275,26 @@ impl RequestHead {
         if self.version == Version::Http11 && hosts != 1 || hosts > 1 {
             return Err(ParseError::BadHost);
         }
+        self.abs_path = None;
+        let t = &self.buf[self.target.clone()];
+        let scheme_len = if t.len() >= 7 && t[..7].eq_ignore_ascii_case(b"http://") {
+            7
+        } else if t.len() >= 8 && t[..8].eq_ignore_ascii_case(b"https://") {
+            8
+        } else {
+            0
+        };
+        if scheme_len > 0 {
+            // Absolute form: the authority in the target wins over Host
+            // (RFC 9112 §3.2.2).
+            let rest = &t[scheme_len..];
+            let auth_len = rest.iter().position(|&b| b == b'/' || b == b'?').unwrap_or(rest.len());
+            let auth_start = self.target.start + scheme_len;
+            if auth_len == 0 || rest[..auth_len].contains(&b'@') {
+                return Err(ParseError::Malformed);
+            }
+            self.abs_path = Some((auth_start + auth_len, auth_start..auth_start + auth_len));
+        }
         self.framing = if te_seen {
             if content_length.is_some() || !chunked || self.version == Version::Http10 {
                 // Both framings at once, an empty Transfer-Encoding, or
@@ -297,8 +321,19 @@ impl RequestHead {
     }
 
     /// The path part of the target (before `?`), as sent (still encoded).
+    /// For an absolute-form target this is the part after the authority
+    /// (`/` when empty).
     pub fn path(&self) -> &[u8] {
-        let t = self.target();
+        let t = match &self.abs_path {
+            Some((start, _)) => {
+                let t = &self.buf[*start..self.target.end];
+                if t.is_empty() || t[0] == b'?' {
+                    return b"/";
+                }
+                t
+            }
+            None => self.target(),
+        };
         match t.iter().position(|&b| b == b'?') {
             Some(i) => &t[..i],
             None => t,
@@ -311,8 +346,12 @@ impl RequestHead {
         t.iter().position(|&b| b == b'?').map(|i| &t[i + 1..])
     }
 
-    /// The Host header's value, if present.
+    /// The request's host: the authority of an absolute-form target, else
+    /// the Host header's value, if present.
     pub fn host(&self) -> Option<&[u8]> {
+        if let Some((_, auth)) = &self.abs_path {
+            return Some(&self.buf[auth.clone()]);
+        }
         self.host.clone().map(|r| &self.buf[r])
     }
 
@@ -641,6 +680,25 @@ mod tests {
         assert_eq!(
             parse(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n").unwrap_err(),
             ParseError::Expectation
+        );
+    }
+
+    #[test]
+    fn absolute_form_targets_give_path_and_host_rfc9112_3_2_2() {
+        let h = complete(b"GET http://Example.com:8080/a/b?q=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!(h.path(), b"/a/b");
+        assert_eq!(h.query(), Some(&b"q=1"[..]));
+        assert_eq!(h.host(), Some(&b"Example.com:8080"[..]));
+        let h = complete(b"GET HTTPS://example.com HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(h.path(), b"/");
+        assert_eq!(h.host(), Some(&b"example.com"[..]));
+        assert_eq!(
+            parse(b"GET http:///x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            parse(b"GET http://user@h/x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
         );
     }
 

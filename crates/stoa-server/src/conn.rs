@@ -134,6 +134,8 @@ impl<'a> Reply<'a> {
 
 /// Why the connection loop stopped reading.
 enum Wait {
+    /// The socket is readable (nothing was read yet).
+    Ready,
     Data,
     Eof,
     Timeout,
@@ -147,7 +149,7 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
         max_uri_bytes: rt.limits.max_uri_bytes,
     };
     let mut shutdown = worker.shutdown.clone();
-    let mut rbuf: Vec<u8> = Vec::with_capacity(4096);
+    let mut rbuf: Vec<u8> = Vec::new();
     let mut start = 0usize;
     let mut out = Output::default();
     let mut head = RequestHead::default();
@@ -199,26 +201,48 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
                         Instant::now() + rt.limits.header_timeout
                     };
                 }
-                let was_empty = rbuf.is_empty();
-                if rbuf.capacity() - rbuf.len() < 1024 {
-                    rbuf.reserve(4096);
-                }
                 let idle = rbuf.is_empty();
-                let wait = tokio::select! {
-                    biased;
-                    r = stream.read_buf(&mut rbuf) => match r {
-                        Ok(0) | Err(_) => Wait::Eof,
-                        Ok(_) => Wait::Data,
-                    },
-                    _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
-                    _ = shutdown.changed(), if idle => Wait::Shutdown,
+                let wait = if idle {
+                    // Nothing buffered: hand the buffers back to the worker
+                    // while waiting, so an idle connection holds no buffer
+                    // memory (10,000 idle keep-alive clients cost little).
+                    worker.give_buf(std::mem::take(&mut rbuf));
+                    worker.give_buf(out.take_buf());
+                    tokio::select! {
+                        biased;
+                        r = stream.readable() => match r {
+                            Ok(()) => Wait::Ready,
+                            Err(_) => Wait::Eof,
+                        },
+                        _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
+                        _ = shutdown.changed() => Wait::Shutdown,
+                    }
+                } else {
+                    if rbuf.capacity() - rbuf.len() < 1024 {
+                        rbuf.reserve(4096);
+                    }
+                    tokio::select! {
+                        biased;
+                        r = stream.read_buf(&mut rbuf) => match r {
+                            Ok(0) | Err(_) => Wait::Eof,
+                            Ok(_) => Wait::Data,
+                        },
+                        _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
+                    }
                 };
                 match wait {
-                    Wait::Data => {
-                        if was_empty && deadline_is_idle(&rt, deadline) {
-                            deadline = Instant::now() + rt.limits.header_timeout;
+                    Wait::Ready => {
+                        rbuf = worker.take_buf();
+                        match stream.try_read_buf(&mut rbuf) {
+                            Ok(0) => break,
+                            // The first byte of a head starts its clock.
+                            Ok(_) => deadline = Instant::now() + rt.limits.header_timeout,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(_) => break,
                         }
+                        out.adopt_buf(worker.take_buf());
                     }
+                    Wait::Data => {}
                     Wait::Eof | Wait::Shutdown => break,
                     Wait::Timeout => {
                         if !rbuf.is_empty() {
@@ -251,7 +275,9 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
     // client sees the response before any reset.
     if start < rbuf.len() {
         let _ = socket2::SockRef::from(&stream).shutdown(std::net::Shutdown::Write);
-        let mut sink = [0u8; 4096];
+        // Drain into a heap buffer: a stack array here would sit in every
+        // connection's future for its whole life.
+        let mut sink = vec![0u8; 4096];
         let until = Instant::now() + Duration::from_secs(2);
         while let Ok(Ok(n)) = timeout_at(until, stream.read(&mut sink)).await {
             if n == 0 {
@@ -259,12 +285,6 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
             }
         }
     }
-}
-
-/// Whether `deadline` was set from the keep-alive idle limit: the first
-/// byte of a new head then switches to the head limit.
-fn deadline_is_idle(rt: &Runtime, _deadline: Instant) -> bool {
-    rt.limits.keepalive_timeout != rt.limits.header_timeout
 }
 
 fn new_reply<'a>(
@@ -338,6 +358,17 @@ fn handle(
             reply.error(413, &[]);
             return finish(head, worker, peer, reply);
         }
+    }
+    if head.target() == b"*" {
+        // Asterisk form is only for server-wide OPTIONS (RFC 9112 §3.2.4).
+        if head.method == Method::Options {
+            reply.start(204);
+            reply.header("Allow", b"GET, HEAD, OPTIONS");
+            reply.end_head(None);
+        } else {
+            reply.error(400, &[]);
+        }
+        return finish(head, worker, peer, reply);
     }
     let host = host_name(head.host());
     match rt.site_for(host) {
@@ -439,5 +470,38 @@ async fn consume_body(
             Ok(Ok(n)) if n > 0 => {}
             _ => return false,
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    /// Every connection, idle or not, holds its task's future: a large one
+    /// multiplies by 10,000 idle keep-alive clients. Buffers are borrowed
+    /// from the worker only while there are bytes to move.
+    #[test]
+    fn a_connection_future_stays_under_one_kib() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let a = l.local_addr().expect("addr");
+            let c = tokio::net::TcpStream::connect(a).await.expect("connect");
+            let ov = crate::config::Overrides {
+                root: Some(".".into()),
+                ..Default::default()
+            };
+            let rt = std::sync::Arc::new(crate::config::for_dir(&ov).expect("config"));
+            let (_tx, rx) = tokio::sync::watch::channel(false);
+            let w = std::rc::Rc::new(crate::worker::Worker::new(&rt, rx));
+            let f = super::serve(c, a, w, rt);
+            assert!(
+                std::mem::size_of_val(&f) <= 1024,
+                "{}",
+                std::mem::size_of_val(&f)
+            );
+        });
     }
 }

@@ -15,7 +15,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 /// Most iovecs handed to one writev (Linux allows 1024; more buys nothing).
-const MAX_IOV: usize = 64;
+const MAX_IOV: usize = 16;
 
 enum Seg {
     /// Bytes `start..end` of `Output::head`.
@@ -75,6 +75,22 @@ impl Output {
         self.seal();
         if len > 0 {
             self.segs.push_back(Seg::File { file, offset, len });
+        }
+    }
+
+    /// Takes the (empty) head buffer away while the connection is idle.
+    pub fn take_buf(&mut self) -> Vec<u8> {
+        debug_assert!(self.is_empty());
+        self.head_mark = 0;
+        std::mem::take(&mut self.head)
+    }
+
+    /// Gives back a buffer taken with [`Output::take_buf`] (or any empty one).
+    pub fn adopt_buf(&mut self, mut buf: Vec<u8>) {
+        if self.head.capacity() == 0 && self.segs.is_empty() {
+            buf.clear();
+            self.head = buf;
+            self.head_mark = 0;
         }
     }
 

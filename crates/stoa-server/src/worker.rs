@@ -18,6 +18,9 @@ use tokio::sync::watch;
 /// The access log is written when this much is buffered, or every second.
 const LOG_FLUSH_BYTES: usize = 64 * 1024;
 
+/// Size of the read and write buffers connections borrow from the pool.
+const BUF_SIZE: usize = 4096;
+
 /// Per-second text: the Date/Server header lines and the log timestamp.
 struct Clock {
     secs: u64,
@@ -94,14 +97,51 @@ pub struct Worker {
     pub shutdown: watch::Receiver<bool>,
     /// Connections open on this worker.
     pub active: Cell<usize>,
+    /// Buffers of idle connections, for reuse by busy ones.
+    bufs: RefCell<Vec<Vec<u8>>>,
 }
 
 impl Worker {
+    pub fn new(rt: &Runtime, shutdown: watch::Receiver<bool>) -> Worker {
+        Worker {
+            cache: RefCell::new(FileCache::new(
+                rt.cache.max_bytes,
+                rt.cache.max_file_bytes,
+                rt.cache.revalidate,
+            )),
+            clock: RefCell::new(Clock::new()),
+            log: RefCell::new(Vec::with_capacity(LOG_FLUSH_BYTES + 1024)),
+            log_target: RefCell::new(rt.access_log.clone()),
+            log_file: RefCell::new(None),
+            shutdown,
+            active: Cell::new(0),
+            bufs: RefCell::new(Vec::new()),
+        }
+    }
+
     /// Appends the Date and Server header lines for the current second.
     pub fn push_date(&self, buf: &mut Vec<u8>) {
         let mut c = self.clock.borrow_mut();
         c.refresh();
         buf.extend_from_slice(&c.date_block);
+    }
+
+    /// A buffer for a connection that has bytes to read or write.
+    pub fn take_buf(&self) -> Vec<u8> {
+        self.bufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BUF_SIZE))
+    }
+
+    /// Returns a connection's buffer to the pool; large or surplus ones are
+    /// freed so the pool stays small.
+    pub fn give_buf(&self, mut buf: Vec<u8>) {
+        let mut pool = self.bufs.borrow_mut();
+        if buf.capacity() >= BUF_SIZE && buf.capacity() <= 64 * 1024 && pool.len() < 1024 {
+            buf.clear();
+            pool.push(buf);
+        }
     }
 
     /// Appends one Combined Log Format line.
@@ -239,19 +279,7 @@ pub async fn run(
     shared: Arc<Shared>,
 ) {
     let rt = runtime.borrow_and_update().clone();
-    let worker = Rc::new(Worker {
-        cache: RefCell::new(FileCache::new(
-            rt.cache.max_bytes,
-            rt.cache.max_file_bytes,
-            rt.cache.revalidate,
-        )),
-        clock: RefCell::new(Clock::new()),
-        log: RefCell::new(Vec::with_capacity(LOG_FLUSH_BYTES + 1024)),
-        log_target: RefCell::new(rt.access_log.clone()),
-        log_file: RefCell::new(None),
-        shutdown: shutdown.clone(),
-        active: Cell::new(0),
-    });
+    let worker = Rc::new(Worker::new(&rt, shutdown.clone()));
     let mut tokio_listeners = Vec::new();
     for l in listeners {
         match TcpListener::from_std(l) {
