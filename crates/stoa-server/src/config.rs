@@ -142,7 +142,23 @@ pub struct FileConfig {
     #[serde(default)]
     pub cache: CacheConfig,
     #[serde(default)]
+    pub cgi: CgiGlobalConfig,
+    #[serde(default)]
     pub site: Vec<SiteConfig>,
+}
+
+/// `[cgi]`: limits shared by every CGI route.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CgiGlobalConfig {
+    /// Most CGI processes running at once, across workers.
+    pub max_processes: Option<usize>,
+    /// Requests that may wait for a process slot; more get 503.
+    pub queue: Option<usize>,
+    /// How long a request may wait for a slot before 503.
+    pub queue_timeout: Option<Dur>,
+    /// Variables of Stoa's own environment passed to scripts.
+    pub pass_env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -197,6 +213,17 @@ pub struct RouteConfig {
     pub suffix: Option<String>,
     #[serde(rename = "static")]
     pub static_: Option<Spanned<StaticRouteConfig>>,
+    pub cgi: Option<Spanned<CgiRouteConfig>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgiRouteConfig {
+    pub dir: Option<String>,
+    pub interpreter: Option<String>,
+    pub timeout: Option<Dur>,
+    #[serde(default)]
+    pub pass_authorization: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -301,6 +328,7 @@ pub enum Matcher {
 #[derive(Debug)]
 pub enum Handler {
     Static(Arc<StaticConfig>),
+    Cgi(Arc<crate::cgi::CgiConfig>),
 }
 
 #[derive(Debug)]
@@ -498,6 +526,28 @@ fn build(
         revalidate: fc.cache.revalidate.map_or(dc.revalidate, |v| v.0),
     };
 
+    let cgi_globals = {
+        let g = &fc.cgi;
+        let names = g
+            .pass_env
+            .clone()
+            .unwrap_or_else(|| vec!["PATH".to_owned()]);
+        let env: Vec<(String, String)> = names
+            .iter()
+            .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+            .collect();
+        crate::cgi::Globals {
+            env: Arc::new(env),
+            limiter: Arc::new(crate::cgi::Limiter::new(
+                g.max_processes.unwrap_or(64),
+                g.queue.unwrap_or(1024),
+                g.queue_timeout.map_or(Duration::from_secs(10), |d| d.0),
+            )),
+        }
+    };
+    if fc.cgi.max_processes == Some(0) {
+        return Err(err(None, "cgi.max_processes", "must be at least 1".into()));
+    }
     let mut site_cfgs = fc.site;
     if let Some(root) = &ov.root {
         let root = root.display().to_string();
@@ -570,8 +620,8 @@ fn build(
                     ))
                 }
             };
-            let handler = match &rc.static_ {
-                Some(st) => {
+            let handler = match (&rc.static_, &rc.cgi) {
+                (Some(st), None) => {
                     let s = st.get_ref();
                     let root = match (&s.root, &sc.root) {
                         (Some(r), _) => resolve(r),
@@ -592,7 +642,28 @@ fn build(
                     .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
                     Handler::Static(Arc::new(cfg))
                 }
-                None => return Err(err(None, &rkey, "no handler (`static = {...}`)".into())),
+                (None, Some(cg)) => {
+                    let c = cg.get_ref();
+                    let cfg = crate::cgi::route_config(
+                        c.dir.as_deref().map(&resolve),
+                        c.interpreter.as_deref().map(&resolve),
+                        c.timeout,
+                        c.pass_authorization,
+                        rc.prefix.as_deref(),
+                        sc.root.as_ref().map(|r| resolve(r.get_ref())),
+                        &cgi_globals,
+                    )
+                    .map_err(|m| err(Some(cg.span()), &format!("{rkey}.cgi"), m))?;
+                    Handler::Cgi(Arc::new(cfg))
+                }
+                (None, None) => {
+                    return Err(err(
+                        None,
+                        &rkey,
+                        "no handler (`static = {...}` or `cgi = {...}`)".into(),
+                    ))
+                }
+                (Some(_), Some(_)) => return Err(err(None, &rkey, "one handler per route".into())),
             };
             routes.push(Route { matcher, handler });
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use stoa_h1::response::push_status_line;
 use stoa_h1::{BodyDecoder, Framing, Method, ParseError, RequestHead, RequestLimits, Version};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
@@ -69,6 +69,31 @@ impl<'a> Reply<'a> {
         }
     }
 
+    /// Ends a head whose body length is unknown: chunked for HTTP/1.1,
+    /// delimited by closing the connection for HTTP/1.0. Returns whether
+    /// the body is to be chunked.
+    pub fn end_head_stream(&mut self) -> bool {
+        if self.head_only {
+            self.end_head(None);
+            return false;
+        }
+        if self.http10 {
+            self.keep_alive = false;
+            self.end_head(None);
+            false
+        } else {
+            self.out
+                .buf()
+                .extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+            self.end_head(None);
+            true
+        }
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.head_only
+    }
+
     /// A shared body (cached file); skipped for HEAD.
     pub fn body_mem(&mut self, body: Bytes) {
         if self.head_only {
@@ -99,17 +124,9 @@ impl<'a> Reply<'a> {
 
     /// A complete response with a small HTML body saying what happened.
     pub fn error(&mut self, status: u16, headers: &[(&str, &[u8])]) {
-        if status >= 400
-            && status != 404
-            && status != 403
-            && status != 405
-            && status != 412
-            && status != 416
-        {
+        if matches!(status, 400 | 408 | 413 | 414 | 431 | 501 | 505) {
             // After a protocol error the rest of the stream cannot be trusted.
-            if matches!(status, 400 | 413 | 414 | 431 | 501 | 505 | 408) {
-                self.keep_alive = false;
-            }
+            self.keep_alive = false;
         }
         self.start(status);
         for (n, v) in headers {
@@ -142,75 +159,122 @@ enum Wait {
     Shutdown,
 }
 
+/// A connection's socket and buffers, lent to handlers that need to read a
+/// request body or stream a response.
+pub struct Io {
+    pub stream: TcpStream,
+    /// Bytes read and not yet consumed start at `start`.
+    pub rbuf: Vec<u8>,
+    pub start: usize,
+    pub out: Output,
+    pub peer: SocketAddr,
+}
+
+impl Io {
+    /// Writes everything queued, within the send timeout.
+    pub async fn flush(&mut self, rt: &Runtime) -> bool {
+        matches!(
+            timeout_at(
+                Instant::now() + rt.limits.send_timeout,
+                self.out.flush(&mut self.stream)
+            )
+            .await,
+            Ok(Ok(()))
+        )
+    }
+}
+
+/// What a request needs from the worker and the configuration.
+pub struct Ctx<'a> {
+    pub worker: &'a Worker,
+    pub rt: &'a Runtime,
+    /// The server is shutting down: answer, then close.
+    pub closing: bool,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn reply<'o>(&'o self, out: &'o mut Output, head: &RequestHead) -> Reply<'o> {
+        new_reply(
+            out,
+            self.worker,
+            head.version == Version::Http10,
+            head.method == Method::Head,
+            head.keep_alive && !self.closing,
+        )
+    }
+}
+
 /// Serves a connection until it closes, fails or times out.
-pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
     let limits = RequestLimits {
         max_head_bytes: rt.limits.max_header_bytes,
         max_uri_bytes: rt.limits.max_uri_bytes,
     };
     let mut shutdown = worker.shutdown.clone();
-    let mut rbuf: Vec<u8> = Vec::new();
-    let mut start = 0usize;
-    let mut out = Output::default();
+    let mut io = Io {
+        stream,
+        rbuf: Vec::new(),
+        start: 0,
+        out: Output::default(),
+        peer,
+    };
     let mut head = RequestHead::default();
     // The first request must arrive within header_timeout of the accept.
     let mut deadline = Instant::now() + rt.limits.header_timeout;
     let mut awaiting_head = true;
 
     loop {
-        match head.parse(&rbuf[start..], &limits) {
+        match head.parse(&io.rbuf[io.start..], &limits) {
             Ok(Some(n)) => {
-                start += n;
-                let closing = *shutdown.borrow();
-                let keep = handle(&head, &rt, &worker, &mut out, peer, closing);
-                let keep =
-                    keep && consume_body(&head, &mut stream, &mut rbuf, &mut start, &rt).await;
+                io.start += n;
+                let ctx = Ctx {
+                    worker: &worker,
+                    rt: &rt,
+                    closing: *shutdown.borrow(),
+                };
+                let keep = match pick(&head, &rt) {
+                    Pick::Cgi(cfg) => {
+                        Box::pin(crate::cgi::serve(&head, cfg, &mut io, &ctx, 0)).await
+                    }
+                    other => {
+                        let keep = answer(other, &head, &ctx, &mut io.out, peer);
+                        keep && consume_body(&head, &mut io, &rt).await
+                    }
+                };
                 if !keep {
-                    let _ = timeout_at(
-                        Instant::now() + rt.limits.send_timeout,
-                        out.flush(&mut stream),
-                    )
-                    .await;
+                    io.flush(&rt).await;
                     break;
                 }
                 awaiting_head = false;
             }
             Ok(None) => {
-                if !out.is_empty() {
-                    match timeout_at(
-                        Instant::now() + rt.limits.send_timeout,
-                        out.flush(&mut stream),
-                    )
-                    .await
-                    {
-                        Ok(Ok(())) => {}
-                        _ => break,
-                    }
+                if !io.out.is_empty() && !io.flush(&rt).await {
+                    break;
                 }
-                if start > 0 {
-                    rbuf.drain(..start);
-                    start = 0;
+                if io.start > 0 {
+                    io.rbuf.drain(..io.start);
+                    io.start = 0;
                 }
                 if !awaiting_head {
                     // Between requests: the idle limit applies until the
                     // first byte of the next one, then the head limit.
                     awaiting_head = true;
-                    deadline = if rbuf.is_empty() {
+                    deadline = if io.rbuf.is_empty() {
                         Instant::now() + rt.limits.keepalive_timeout
                     } else {
                         Instant::now() + rt.limits.header_timeout
                     };
                 }
-                let idle = rbuf.is_empty();
+                let idle = io.rbuf.is_empty();
                 let wait = if idle {
                     // Nothing buffered: hand the buffers back to the worker
                     // while waiting, so an idle connection holds no buffer
                     // memory (10,000 idle keep-alive clients cost little).
-                    worker.give_buf(std::mem::take(&mut rbuf));
-                    worker.give_buf(out.take_buf());
+                    worker.give_buf(std::mem::take(&mut io.rbuf));
+                    worker.give_buf(io.out.take_buf());
                     tokio::select! {
                         biased;
-                        r = stream.readable() => match r {
+                        r = io.stream.readable() => match r {
                             Ok(()) => Wait::Ready,
                             Err(_) => Wait::Eof,
                         },
@@ -218,12 +282,12 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
                         _ = shutdown.changed() => Wait::Shutdown,
                     }
                 } else {
-                    if rbuf.capacity() - rbuf.len() < 1024 {
-                        rbuf.reserve(4096);
+                    if io.rbuf.capacity() - io.rbuf.len() < 1024 {
+                        io.rbuf.reserve(4096);
                     }
                     tokio::select! {
                         biased;
-                        r = stream.read_buf(&mut rbuf) => match r {
+                        r = io.stream.read_buf(&mut io.rbuf) => match r {
                             Ok(0) | Err(_) => Wait::Eof,
                             Ok(_) => Wait::Data,
                         },
@@ -232,26 +296,26 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
                 };
                 match wait {
                     Wait::Ready => {
-                        rbuf = worker.take_buf();
-                        match stream.try_read_buf(&mut rbuf) {
+                        io.rbuf = worker.take_buf();
+                        match io.stream.try_read_buf(&mut io.rbuf) {
                             Ok(0) => break,
                             // The first byte of a head starts its clock.
                             Ok(_) => deadline = Instant::now() + rt.limits.header_timeout,
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                             Err(_) => break,
                         }
-                        out.adopt_buf(worker.take_buf());
+                        io.out.adopt_buf(worker.take_buf());
                     }
                     Wait::Data => {}
                     Wait::Eof | Wait::Shutdown => break,
                     Wait::Timeout => {
-                        if !rbuf.is_empty() {
+                        if !io.rbuf.is_empty() {
                             // A client too slow to send its head (slowloris).
-                            let mut reply = new_reply(&mut out, &worker, false, true, false);
+                            let mut reply = new_reply(&mut io.out, &worker, false, true, false);
                             reply.error(408, &[]);
                             let _ = timeout_at(
                                 Instant::now() + Duration::from_secs(1),
-                                out.flush(&mut stream),
+                                io.out.flush(&mut io.stream),
                             )
                             .await;
                         }
@@ -260,12 +324,8 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
                 }
             }
             Err(e) => {
-                refuse(e, &head, &worker, &mut out, peer, &rbuf[start..]);
-                let _ = timeout_at(
-                    Instant::now() + rt.limits.send_timeout,
-                    out.flush(&mut stream),
-                )
-                .await;
+                refuse(e, &worker, &mut io.out, peer, &io.rbuf[io.start..]);
+                io.flush(&rt).await;
                 break;
             }
         }
@@ -273,13 +333,13 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, 
     // Dropping the stream closes it. Lingering close (RFC 9112 §9.6) matters
     // when unread request bytes remain: shut down writing first so the
     // client sees the response before any reset.
-    if start < rbuf.len() {
-        let _ = socket2::SockRef::from(&stream).shutdown(std::net::Shutdown::Write);
+    if io.start < io.rbuf.len() {
+        let _ = socket2::SockRef::from(&io.stream).shutdown(std::net::Shutdown::Write);
         // Drain into a heap buffer: a stack array here would sit in every
         // connection's future for its whole life.
         let mut sink = vec![0u8; 4096];
         let until = Instant::now() + Duration::from_secs(2);
-        while let Ok(Ok(n)) = timeout_at(until, stream.read(&mut sink)).await {
+        while let Ok(Ok(n)) = timeout_at(until, io.stream.read(&mut sink)).await {
             if n == 0 {
                 break;
             }
@@ -306,19 +366,11 @@ fn new_reply<'a>(
 }
 
 /// Answers a head that could not be parsed, and logs it.
-fn refuse(
-    e: ParseError,
-    head: &RequestHead,
-    worker: &Worker,
-    out: &mut Output,
-    peer: SocketAddr,
-    raw: &[u8],
-) {
+fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, raw: &[u8]) {
     let mut reply = new_reply(out, worker, false, false, false);
     reply.error(e.status(), &[]);
     let status = reply.status;
     let bytes = reply.body_bytes;
-    let _ = head;
     // The request line as far as it can be read, for the log.
     let end = raw
         .iter()
@@ -328,63 +380,75 @@ fn refuse(
     worker.log_access(peer, &raw[..end], status, bytes, None, None);
 }
 
-/// Routes and answers one request. Returns whether the connection may
-/// carry another request.
-fn handle(
-    head: &RequestHead,
-    rt: &Runtime,
-    worker: &Worker,
-    out: &mut Output,
-    peer: SocketAddr,
-    closing: bool,
-) -> bool {
-    let keep_alive = head.keep_alive && !closing;
-    let mut reply = new_reply(
-        out,
-        worker,
-        head.version == Version::Http10,
-        head.method == Method::Head,
-        keep_alive,
-    );
-    if head.has_body() && head.expect_continue {
-        // No handler here reads bodies yet: answer with the final status
-        // and close rather than read a body the client has not sent
-        // (RFC 9110 §10.1.1).
-        reply.keep_alive = false;
-    }
+/// Where a request goes.
+pub enum Pick<'r> {
+    Static(&'r static_files::StaticConfig),
+    Cgi(&'r crate::cgi::CgiConfig),
+    /// Answered without a handler (404, 413, OPTIONS *...).
+    Status(u16),
+    OptionsStar,
+}
+
+/// Chooses the handler for a request: limits first, then the site by Host,
+/// then the route.
+pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
     if let Framing::Length(n) = head.framing {
         if n > rt.limits.max_body_bytes {
-            reply.keep_alive = false;
-            reply.error(413, &[]);
-            return finish(head, worker, peer, reply);
+            return Pick::Status(413);
         }
     }
     if head.target() == b"*" {
         // Asterisk form is only for server-wide OPTIONS (RFC 9112 §3.2.4).
-        if head.method == Method::Options {
+        return if head.method == Method::Options {
+            Pick::OptionsStar
+        } else {
+            Pick::Status(400)
+        };
+    }
+    let Some(site) = rt.site_for(host_name(head.host())) else {
+        return Pick::Status(404);
+    };
+    match route(site, head.path()) {
+        Some(Handler::Static(cfg)) => Pick::Static(cfg),
+        Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg),
+        None => Pick::Status(404),
+    }
+}
+
+/// Answers a request whose handler runs synchronously. Returns whether the
+/// connection may carry another request.
+pub fn answer(
+    p: Pick<'_>,
+    head: &RequestHead,
+    ctx: &Ctx<'_>,
+    out: &mut Output,
+    peer: SocketAddr,
+) -> bool {
+    let mut reply = ctx.reply(out, head);
+    if head.has_body() && head.expect_continue {
+        // These handlers never read a body: answer with the final status
+        // and close rather than wait for a body the client has not sent
+        // (RFC 9110 §10.1.1).
+        reply.keep_alive = false;
+    }
+    match p {
+        Pick::Static(cfg) => {
+            let mut cache = ctx.worker.cache.borrow_mut();
+            static_files::serve(cfg, head, &mut cache, &mut reply);
+        }
+        Pick::OptionsStar => {
             reply.start(204);
             reply.header("Allow", b"GET, HEAD, OPTIONS");
             reply.end_head(None);
-        } else {
-            reply.error(400, &[]);
         }
-        return finish(head, worker, peer, reply);
+        Pick::Status(s) => reply.error(s, &[]),
+        Pick::Cgi(_) => reply.error(500, &[]),
     }
-    let host = host_name(head.host());
-    match rt.site_for(host) {
-        Some(site) => match route(site, head.path()) {
-            Some(Handler::Static(cfg)) => {
-                let mut cache = worker.cache.borrow_mut();
-                static_files::serve(cfg, head, &mut cache, &mut reply);
-            }
-            None => reply.error(404, &[]),
-        },
-        None => reply.error(404, &[]),
-    }
-    finish(head, worker, peer, reply)
+    finish(head, ctx.worker, peer, reply)
 }
 
-fn finish(head: &RequestHead, worker: &Worker, peer: SocketAddr, reply: Reply<'_>) -> bool {
+/// Logs the exchange; returns whether the connection stays open.
+pub fn finish(head: &RequestHead, worker: &Worker, peer: SocketAddr, reply: Reply<'_>) -> bool {
     worker.log_access(
         peer,
         head.request_line(),
@@ -398,7 +462,7 @@ fn finish(head: &RequestHead, worker: &Worker, peer: SocketAddr, reply: Reply<'_
 
 /// The host name from a Host header: lowercase, without port or brackets'
 /// port. Invalid or absent hosts select the first site.
-fn host_name(h: Option<&[u8]>) -> &str {
+pub fn host_name(h: Option<&[u8]>) -> &str {
     let Some(h) = h else { return "" };
     let h = match h.iter().rposition(|&b| b == b':') {
         Some(i) if !h[i..].contains(&b']') => &h[..i],
@@ -420,16 +484,107 @@ fn route<'s>(site: &'s Site, path: &[u8]) -> Option<&'s Handler> {
     site.fallback.as_ref()
 }
 
+/// Why a request body could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFail {
+    /// Larger than `max_body_bytes` (413).
+    TooLarge,
+    /// Bad chunked framing (400).
+    Malformed,
+    /// The client went away or was too slow.
+    Gone,
+}
+
+/// Reads a request body from the connection: what is buffered first, then
+/// the socket, decoded from its framing, bounded by size and time.
+pub struct BodyReader {
+    dec: BodyDecoder,
+    seen: u64,
+    limit: u64,
+    deadline: Instant,
+    /// `100 Continue` still to be sent before the first read.
+    continue_pending: bool,
+}
+
+impl BodyReader {
+    pub fn new(head: &RequestHead, rt: &Runtime) -> BodyReader {
+        BodyReader {
+            dec: BodyDecoder::new(head.framing),
+            seen: 0,
+            limit: rt.limits.max_body_bytes,
+            deadline: Instant::now() + rt.limits.body_timeout,
+            continue_pending: head.expect_continue,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.dec.is_done()
+    }
+
+    /// Appends the next piece of the body to `dst`. Returns Ok(false) once
+    /// the body is complete.
+    pub async fn next(&mut self, io: &mut Io, dst: &mut Vec<u8>) -> Result<bool, BodyFail> {
+        loop {
+            if self.dec.is_done() {
+                return Ok(false);
+            }
+            let before = dst.len();
+            loop {
+                match self.dec.decode(&io.rbuf[io.start..]) {
+                    Ok((0, _)) => break,
+                    Ok((n, data)) => {
+                        dst.extend_from_slice(data);
+                        io.start += n;
+                    }
+                    Err(_) => return Err(BodyFail::Malformed),
+                }
+                if self.dec.is_done() {
+                    break;
+                }
+            }
+            let got = (dst.len() - before) as u64;
+            self.seen += got;
+            if self.seen > self.limit {
+                return Err(BodyFail::TooLarge);
+            }
+            if got > 0 || self.dec.is_done() {
+                return Ok(!self.dec.is_done() || got > 0);
+            }
+            if self.continue_pending {
+                // The client waits for this before sending the body
+                // (RFC 9110 §10.1.1).
+                self.continue_pending = false;
+                if timeout_at(
+                    self.deadline,
+                    io.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n"),
+                )
+                .await
+                .is_err()
+                {
+                    return Err(BodyFail::Gone);
+                }
+            }
+            io.rbuf.drain(..io.start);
+            io.start = 0;
+            if io.rbuf.capacity() - io.rbuf.len() < 4096 {
+                io.rbuf.reserve(16 * 1024);
+            }
+            match timeout_at(self.deadline, io.stream.read_buf(&mut io.rbuf)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Err(BodyFail::Gone),
+            }
+        }
+    }
+}
+
 /// Reads past the body of a request whose handler did not want it, so the
 /// next request on the connection is parsed from the right place. Returns
 /// false when the connection should close instead.
-async fn consume_body(
-    head: &RequestHead,
-    stream: &mut TcpStream,
-    rbuf: &mut Vec<u8>,
-    start: &mut usize,
-    rt: &Runtime,
-) -> bool {
+pub async fn consume_body_pub(head: &RequestHead, io: &mut Io, rt: &Runtime) -> bool {
+    consume_body(head, io, rt).await
+}
+
+async fn consume_body(head: &RequestHead, io: &mut Io, rt: &Runtime) -> bool {
     if !head.has_body() {
         return true;
     }
@@ -441,37 +596,19 @@ async fn consume_body(
             return false;
         }
     }
-    let mut dec = BodyDecoder::new(head.framing);
-    let mut seen: u64 = 0;
-    let deadline = Instant::now() + rt.limits.body_timeout;
+    let mut reader = BodyReader::new(head, rt);
+    reader.limit = MAX_DISCARD;
+    let mut sink = Vec::new();
     loop {
-        loop {
-            match dec.decode(&rbuf[*start..]) {
-                Ok((0, _)) => break,
-                Ok((n, data)) => {
-                    seen += data.len() as u64;
-                    *start += n;
-                }
-                Err(_) => return false,
-            }
-            if dec.is_done() {
-                return true;
-            }
-        }
-        if seen > MAX_DISCARD {
-            return false;
-        }
-        rbuf.drain(..*start);
-        *start = 0;
-        if rbuf.capacity() - rbuf.len() < 1024 {
-            rbuf.reserve(8192);
-        }
-        match timeout_at(deadline, stream.read_buf(rbuf)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return false,
+        sink.clear();
+        match reader.next(io, &mut sink).await {
+            Ok(true) => {}
+            Ok(false) => return true,
+            Err(_) => return false,
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     /// Every connection, idle or not, holds its task's future: a large one

@@ -1,6 +1,7 @@
 //! The Stoa server: listeners, connections, configuration, routing and
 //! handlers. Protocol parsing lives in `stoa-h1`; this crate does the I/O.
 
+pub mod cgi;
 pub mod config;
 pub mod conn;
 pub mod http;
