@@ -49,15 +49,15 @@ enum Command {
     },
 }
 
-/// The demo site: `demo/public` under the working directory, else the one
-/// in the source tree this binary was built from.
-fn demo_root() -> Option<PathBuf> {
-    let here = Path::new("demo/public");
-    if here.is_dir() {
+/// The demo site's config: `demo/stoa.toml` under the working directory,
+/// else the one in the source tree this binary was built from.
+fn demo_config() -> Option<PathBuf> {
+    let here = Path::new("demo/stoa.toml");
+    if here.is_file() {
         return Some(here.to_path_buf());
     }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/public");
-    built.is_dir().then_some(built)
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/stoa.toml");
+    built.is_file().then_some(built)
 }
 
 fn main() -> ExitCode {
@@ -107,17 +107,17 @@ fn main() -> ExitCode {
             workers,
             access_log,
         } => {
-            let root = match (&dir, &config) {
-                (Some(d), _) => Some(d.clone()),
-                (None, Some(_)) => None,
-                (None, None) => match demo_root() {
-                    Some(d) => Some(d),
+            let config = match (&dir, config) {
+                (None, None) => match demo_config() {
+                    Some(c) => Some(c),
                     None => {
-                        eprintln!("stoa: no DIR, no --config, and no demo/public here to serve");
+                        eprintln!("stoa: no DIR, no --config, and no demo/stoa.toml here to serve");
                         return ExitCode::from(2);
                     }
                 },
+                (_, c) => c,
             };
+            let root = dir;
             let source = Source {
                 config,
                 overrides: Overrides {
