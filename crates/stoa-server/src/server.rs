@@ -102,6 +102,17 @@ fn raise_nofile() {
 pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), StartError> {
     let rt = Arc::new(source.load().map_err(StartError::Config)?);
     raise_nofile();
+    // Signal handlers go in before anything is announced: a SIGHUP sent the
+    // moment the ready line appears must reload, not kill (its default).
+    let signals = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(StartError::Io)?;
+    let (mut hup, mut term, mut int) = {
+        let _enter = signals.enter();
+        (
+            signal(SignalKind::hangup()).map_err(StartError::Io)?,
+            signal(SignalKind::terminate()).map_err(StartError::Io)?,
+            signal(SignalKind::interrupt()).map_err(StartError::Io)?,
+        )
+    };
     let workers = rt.workers;
     // listeners[w] are worker w's sockets, one per address.
     let mut per_worker: Vec<Vec<std::net::TcpListener>> =
