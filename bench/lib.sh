@@ -20,11 +20,15 @@ warn() { log "WARNING: $*"; }
 die()  { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- tools and packages
-wait_for_apt() {  # never run a second apt-get while another install (logged to /tmp/apt.log) runs
-    local i
-    for i in $(seq 600); do
+wait_for_apt() {  # never run a second apt-get while another install logging to /tmp/apt.log runs:
+    local i age      # wait (up to 10 min) while that log lacks its final 'done' line and is either
+    for i in $(seq 600); do   # being written or has apt-get/dpkg running; a stale log does not block
         if [ ! -f /tmp/apt.log ] || [ "$(tail -n1 /tmp/apt.log)" = done ]; then return 0; fi
-        pgrep -x apt-get >/dev/null || pgrep -x dpkg >/dev/null || pgrep -x apt >/dev/null || return 0
+        age=$(( $(date +%s) - $(stat -c %Y /tmp/apt.log) ))
+        if [ "$age" -gt 120 ] && ! pgrep -x apt-get >/dev/null && ! pgrep -x dpkg >/dev/null && ! pgrep -x apt >/dev/null; then
+            warn "/tmp/apt.log lacks its final 'done' line but nothing has written it for ${age}s and no apt-get runs"
+            return 0
+        fi
         [ "$i" = 1 ] && log "waiting for the apt-get logging to /tmp/apt.log to finish ..."
         sleep 1
     done
@@ -260,10 +264,12 @@ busy_pct() {  # % of all cores busy over 1 s (/proc/stat)
     echo $(( 100 - 100 * (b[4] - a[4] + b[5] - a[5]) / (t > 0 ? t : 1) ))
 }
 
-wait_quiet() {  # wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy; prints the last value
-    local i b
+wait_quiet() {  # wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy with no other load
+    local i b o            # generator running (ours run in the foreground); prints the last busy %
     for i in $(seq "${QUIET_MAX:-20}"); do
-        b=$(busy_pct); [ "$b" -lt "${QUIET_PCT:-15}" ] && break
+        b=$(busy_pct)
+        o=$(pgrep -x wrk; pgrep -x ab; pgrep -f holdconns.py || true)
+        [ "$b" -lt "${QUIET_PCT:-15}" ] && [ -z "$o" ] && break
     done
     echo "$b"
 }
@@ -271,10 +277,13 @@ wait_quiet() {  # wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy; p
 # run_load SERVER TOOL URL EXPECTED_SIZE RAWFILE - TOOL: wrk | ab | abk. Sets R_* globals:
 # R_STATUS (ok / failure text), R_RPS, R_REQS, R_NON2XX, R_ERRS (wrk socket errors, ab failed),
 # R_KA (ab keep-alive requests; "-" for wrk), R_TICKS, R_USREQ (server CPU us per request),
-# R_P50, R_P99 (ms), R_LGCPU (load generator CPU, % of one core), R_SECS (wall).
+# R_P50, R_P99 (ms), R_LGCPU (load generator CPU, % of one core), R_SECS (wall), R_OTHER (CPU used
+# by everything else on the box during the run, % of one core: > a few % means the run was disturbed).
 run_load() {
     local srv=$1 tool=$2 url=$3 size=$4 f=$5 t0 t1 rc=0 tm
-    R_STATUS=ok R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=-
+    R_STATUS=ok R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=- R_OTHER=-
+    local st0 st1
+    st0=($(head -1 /proc/stat))
     t0=$(srv_cpu_ticks "$srv")
     local TIMEFORMAT='TIME %3U %3S %3R'
     case $tool in
@@ -283,6 +292,7 @@ run_load() {
         abk) { time timeout 300 ab -r -k -n "$ABN" -c "$CONC" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
     esac
     t1=$(srv_cpu_ticks "$srv")
+    st1=($(head -1 /proc/stat))
     tm=($(awk '/^TIME / {print $2, $3, $4}' "$f"))
     R_SECS=${tm[2]:-0}
     R_LGCPU=$(awk -v u="${tm[0]:-0}" -v s="${tm[1]:-0}" -v r="${tm[2]:-0}" 'BEGIN {printf "%.0f", (r > 0 ? 100 * (u + s) / r : 0)}')
@@ -311,6 +321,11 @@ run_load() {
         fi
     fi
     [ $rc = 0 ] || [ "$R_STATUS" != ok ] || R_STATUS="$tool exit code $rc"
+    # CPU used on the box during the run by anything but this server and the load generator
+    local i boxt=0
+    for i in 1 2 3 6 7 8; do boxt=$(( boxt + st1[i] - st0[i] )); done
+    R_OTHER=$(awk -v b="$boxt" -v srv=$(( t1 - t0 )) -v u="${tm[0]:-0}" -v s="${tm[1]:-0}" -v r="${tm[2]:-0}" -v hz="$CLK_TCK" \
+        'BEGIN {o = (b - srv - (u + s) * hz) / (r > 0 ? r * hz : 1) * 100; printf "%.0f", (o < 0 ? 0 : o)}')
     if [ -n "$t0" ] && [ -n "$t1" ] && [ "$R_REQS" -gt 0 ]; then
         R_TICKS=$(( t1 - t0 ))
         R_USREQ=$(awk -v t="$R_TICKS" -v n="$R_REQS" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", t * 1e6 / hz / n}')
@@ -345,8 +360,10 @@ hold_conns() {
     [ -n "$H_DONE" ] || H_DONE="client output: $(tail -n1 "$f")"
 }
 
-bench_init() {  # bench_init: folders under $RUN, EXIT/INT/TERM traps
+bench_init() {  # bench_init: folders under $RUN (locked against a second run), EXIT/INT/TERM traps
     mkdir -p "$RUN/raw" "$RUN/logs" "$RUN/pids"
+    exec {RUN_LOCK_FD}> "$RUN/.lock"
+    flock -n "$RUN_LOCK_FD" || die "another bench script is using $RUN (set RUN=... to run both)"
     stop_stale
     trap 'srv_stop_all' EXIT
     trap 'log "interrupted"; exit 130' INT TERM

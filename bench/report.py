@@ -68,6 +68,7 @@ def main():
                 "us": med(num(r["us_per_req"]) for r in rs if r["status"] == "ok"),
                 "p50": med(num(r["p50_ms"]) for r in rs), "p99": med(num(r["p99_ms"]) for r in rs),
                 "lg": med(num(r["loadgen_cpu"]) for r in rs), "busy": max(int(r["busy"]) for r in rs),
+                "other": max((num(r["other"]) for r in rs if num(r["other"]) is not None), default=None),
                 "n": sum(int(r["requests"] or 0) for r in rs),
                 "non2xx": sum(int(num(r["non2xx"]) or 0) for r in rs),
                 "err": sum(int(num(r["errors"]) or 0) for r in rs),
@@ -86,14 +87,17 @@ def main():
     p(f"- load: {meta.get('params', '?')}")
     p("- CPU/req = server utime+stime (all its processes and threads, /proc/PID/stat) during the run"
       " / requests completed, in microseconds. loadgen = wrk/ab CPU, % of one core. busy = whole box"
-      " busy % in the second before the run (runs wait for < 15 %). ka = ab keep-alive requests.")
+      " busy % in the second before the run (runs wait up to 20 s for < 15 %). other = CPU used during"
+      " the run by everything but the server and the load generator (% of one core; includes softirq"
+      " time the kernel does not charge to a process): a high value means the run was disturbed."
+      " ka = ab keep-alive requests.")
     if reps > 1:
         p(f"- {reps} rounds: req/s, CPU/req, latencies are medians; requests, errors are sums.")
     p("")
     p("## Throughput and CPU per request")
     p("")
-    p("| file | load | server | req/s | CPU µs/req | requests | non-2xx | errors | ka | p50 ms | p99 ms | loadgen % | busy % | status |")
-    p("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+    p("| file | load | server | req/s | CPU µs/req | requests | non-2xx | errors | ka | p50 ms | p99 ms | loadgen % | busy % | other % | status |")
+    p("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
     for c in cases:
         for s in servers:
             x = cell.get((c, s))
@@ -104,7 +108,7 @@ def main():
                 rps += f" ({fmt(x['spread'][0])}–{fmt(x['spread'][1])})"
             p(f"| {file_label(c[0], c[1])} | {TOOL_LABEL.get(c[2], c[2])} | {s} | {rps} | {fmt(x['us'], 1)} | {x['n']:,}"
               f" | {x['non2xx']} | {x['err']} | {x['ka']} | {fmt(x['p50'], 2)} | {fmt(x['p99'], 2)}"
-              f" | {fmt(x['lg'])} | {x['busy']} | {x['status']} |")
+              f" | {fmt(x['lg'])} | {x['busy']} | {fmt(x['other'])} | {x['status']} |")
     p("")
 
     stoas = [s for s in servers if s.startswith("stoa")]

@@ -13,6 +13,8 @@
 #   HOLD_CONNS=10000  idle keep-alive connections for the RSS test (0 = skip it)
 #   WARM=2s        unrecorded wrk warm-up per server after start
 #   QUIET_MAX=20 QUIET_PCT=15   before each run wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy
+#   OTHER_MAX=50 RETRIES=2      run again (up to RETRIES times) when other processes used > OTHER_MAX % of
+#                               a core during the run (the report's "other %" column)
 #   RUN=/tmp/stoa-bench-static  work folder (doc root, configs, logs, raw tool output)
 #   OUT=$RUN/results.md         Markdown report (also printed to stdout)
 #   STOA=target/release/stoa    built with `cargo build --release` when missing (BUILD=1: always)
@@ -35,6 +37,7 @@ DUR=${DUR:-10s} ABN=${ABN:-10000} CONC=${CONC:-60} REPS=${REPS:-1} WARM=${WARM:-
 FILES=${FILES:-index.html 75264.html 1048576.html}
 TOOLS=${TOOLS:-wrk ab abk}
 HOLD_CONNS=${HOLD_CONNS:-10000}
+OTHER_MAX=${OTHER_MAX:-50} RETRIES=${RETRIES:-2}
 STOA=${STOA:-$REPO_DIR/target/release/stoa}
 [[ $STOA = /* ]] || STOA=$PWD/$STOA
 COMMAND="$(for v in SERVERS DUR ABN CONC FILES TOOLS REPS HOLD_CONNS; do
@@ -58,7 +61,7 @@ srv_assign_ports "${SRVS[@]}"
 wait_no_other_load 300
 FAILED=0
 RUNS_TSV=$RUN/raw/runs.tsv RSS_TSV=$RUN/raw/rss.tsv
-printf 'rep\tfile\tsize\ttool\tserver\tstatus\trps\trequests\tnon2xx\terrors\tka\tticks\tus_per_req\tp50_ms\tp99_ms\tloadgen_cpu\tbusy\tsecs\n' > "$RUNS_TSV"
+printf 'rep\tfile\tsize\ttool\tserver\tstatus\trps\trequests\tnon2xx\terrors\tka\tticks\tus_per_req\tp50_ms\tp99_ms\tloadgen_cpu\tbusy\tother\tsecs\n' > "$RUNS_TSV"
 printf 'server\tidle_kb\tidle_pss_kb\tafter_kb\theld_kb\theld_pss_kb\tclosed_kb\thold_cpu_ms\tready\tdone\n' > "$RSS_TSV"
 declare -A IDLE_RSS=() IDLE_PSS=()
 
@@ -87,32 +90,37 @@ for s in "${UP[@]}"; do
 done
 
 # ---- load: round-robin over servers within each case ----
-ncase=$(( ${#FILE_LIST[@]} * ${#TOOL_LIST[@]} * REPS )) k=0
+one_run() {  # one_run SERVER FILE TOOL RAWFILE: sets R_* (see run_load) and BUSY
+    local url="http://127.0.0.1:${SRV_PORT[$1]}/$2" attempt
+    for attempt in $(seq 0 "$RETRIES"); do
+        BUSY=$(wait_quiet)
+        if ! srv_alive "$1"; then
+            R_STATUS="SERVER DIED" R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=- R_OTHER=-
+        elif ! check_url "$url" "$W/$2"; then
+            R_STATUS="CHECK FAILED: $CHECK_MSG" R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=- R_OTHER=-
+        else
+            run_load "$1" "$3" "$url" "$(stat -c %s "$W/$2")" "$4"
+        fi
+        # something else took the CPU during the run: do it again (up to RETRIES times)
+        [[ $R_OTHER =~ ^[0-9]+$ ]] && [ "$R_OTHER" -gt "$OTHER_MAX" ] && [ "$attempt" -lt "$RETRIES" ] || return 0
+        log "$1 $2 $3: other processes used ${R_OTHER}% of a core during the run (> OTHER_MAX=$OTHER_MAX): again"
+    done
+}
+ncase=$(( ${#FILE_LIST[@]} * ${#TOOL_LIST[@]} * REPS )) k=0 n=${#UP[@]}
 for rep in $(seq "$REPS"); do
     for f in "${FILE_LIST[@]}"; do
-        size=$(stat -c %s "$W/$f")
         for tool in "${TOOL_LIST[@]}"; do
             k=$(( k + 1 ))
-            n=${#UP[@]}
             for i in $(seq 0 $(( n - 1 ))); do
                 s=${UP[$(( (i + k - 1) % n ))]}
-                url="http://127.0.0.1:${SRV_PORT[$s]}/$f"
-                raw=$RUN/raw/$s-${f%.html}-$tool-$rep.txt
-                busy=$(wait_quiet)
-                if ! srv_alive "$s"; then
-                    R_STATUS="SERVER DIED" R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=-
-                elif ! check_url "$url" "$W/$f"; then
-                    R_STATUS="CHECK FAILED: $CHECK_MSG" R_RPS=- R_REQS=0 R_NON2XX=- R_ERRS=- R_KA=- R_TICKS=- R_USREQ=- R_P50=- R_P99=- R_LGCPU=- R_SECS=-
-                else
-                    run_load "$s" "$tool" "$url" "$size" "$raw"
-                fi
+                one_run "$s" "$f" "$tool" "$RUN/raw/$s-${f%.html}-$tool-$rep.txt"
                 [ "$R_STATUS" = ok ] && [ "$R_NON2XX" = 0 ] && [ "$R_ERRS" = 0 ] || FAILED=1
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$f" "$size" "$tool" "$s" \
-                    "$R_STATUS" "$R_RPS" "$R_REQS" "$R_NON2XX" "$R_ERRS" "$R_KA" "$R_TICKS" "$R_USREQ" "$R_P50" "$R_P99" \
-                    "$R_LGCPU" "$busy" "$R_SECS" >> "$RUNS_TSV"
-                printf '%s [%2d/%d] %-12s %-4s %-9s %8s req/s %8s us/req  n=%s non2xx=%s err=%s ka=%s p99=%sms busy=%s%% %s\n' \
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$rep" "$f" \
+                    "$(stat -c %s "$W/$f")" "$tool" "$s" "$R_STATUS" "$R_RPS" "$R_REQS" "$R_NON2XX" "$R_ERRS" "$R_KA" \
+                    "$R_TICKS" "$R_USREQ" "$R_P50" "$R_P99" "$R_LGCPU" "$BUSY" "$R_OTHER" "$R_SECS" >> "$RUNS_TSV"
+                printf '%s [%2d/%d] %-12s %-4s %-9s %8s req/s %8s us/req  n=%s non2xx=%s err=%s ka=%s p99=%sms busy=%s%% other=%s%% %s\n' \
                     "$(date +%T)" "$k" "$ncase" "$f" "$tool" "$s" "$R_RPS" "$R_USREQ" "$R_REQS" "$R_NON2XX" "$R_ERRS" "$R_KA" \
-                    "$R_P99" "$busy" "$([ "$R_STATUS" = ok ] || echo "<< $R_STATUS")" >&2
+                    "$R_P99" "$BUSY" "$R_OTHER" "$([ "$R_STATUS" = ok ] || echo "<< $R_STATUS")" >&2
                 if [ "$R_STATUS" = "SERVER DIED" ]; then
                     warn "$s died; last lines of its output:"; tail -n 20 "$RUN/logs/$s.out" | sed 's/^/    /' >&2 || true
                 fi
@@ -155,7 +163,7 @@ mkdir -p "$(dirname "$OUT")"
     echo "date=$(date '+%F %H:%M %Z')"
     echo "command=$COMMAND"
     echo "machine=$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(awk '/MemTotal/ {printf "%.0f GiB RAM", $2 / 1048576}' /proc/meminfo)"
-    echo "versions=$(dpkg-query -W -f '${Package} ${Version}; ' nginx-light lighttpd wrk apache2-utils 2>/dev/null)stoa $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '(no commit)')$(git -C "$REPO_DIR" status --porcelain 2>/dev/null | grep -q . && echo ' + uncommitted changes')"
+    echo "versions=$(dpkg-query -W -f '${Package} ${Version}; ' nginx-light lighttpd wrk apache2-utils 2>/dev/null)stoa $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '(no commit)')$(git -C "$REPO_DIR" status --porcelain 2>/dev/null | grep -q . && echo ' + uncommitted changes')$([[ " $SERVERS " = *" stoa"* ]] && echo ", binary $(stat -c '%y' "$STOA" | cut -c1-19)")"
     echo "params=wrk -t1 -c$CONC -d$DUR (keep-alive, HTTP/1.1); ab -n $ABN -c $CONC [-k] (HTTP/1.0, -r); warm-up wrk $WARM per server; REPS=$REPS; open-files limit $NOFILE; CLK_TCK $CLK_TCK"
     echo "failed=$FAILED"
 } > "$RUN/raw/meta.txt"

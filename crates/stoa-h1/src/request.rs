@@ -288,7 +288,10 @@ impl RequestHead {
             // Absolute form: the authority in the target wins over Host
             // (RFC 9112 §3.2.2).
             let rest = &t[scheme_len..];
-            let auth_len = rest.iter().position(|&b| b == b'/' || b == b'?').unwrap_or(rest.len());
+            let auth_len = rest
+                .iter()
+                .position(|&b| b == b'/' || b == b'?')
+                .unwrap_or(rest.len());
             let auth_start = self.target.start + scheme_len;
             if auth_len == 0 || rest[..auth_len].contains(&b'@') {
                 return Err(ParseError::Malformed);

@@ -104,7 +104,10 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
-    let signals = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(StartError::Io)?;
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StartError::Io)?;
     let (mut hup, mut term, mut int) = {
         let _enter = signals.enter();
         (
@@ -171,14 +174,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     on_ready(&bound);
 
     // The main thread only waits for signals.
-    let signals = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(StartError::Io)?;
     signals.block_on(async {
-        let mut hup = signal(SignalKind::hangup()).map_err(StartError::Io)?;
-        let mut term = signal(SignalKind::terminate()).map_err(StartError::Io)?;
-        let mut int = signal(SignalKind::interrupt()).map_err(StartError::Io)?;
         loop {
             tokio::select! {
                 _ = hup.recv() => reload(&source, &rt_tx),

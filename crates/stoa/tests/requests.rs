@@ -281,3 +281,29 @@ fn error_responses_have_a_complete_html_body() {
         .starts_with("text/html"));
     assert!(r.text().contains("404"));
 }
+
+#[test]
+fn a_body_too_large_to_discard_still_gets_its_response_before_the_close_rfc9112_9_6() {
+    // The server reads and drops small unwanted bodies to keep the
+    // connection; a large one it may refuse to read, but the response must
+    // still reach the client (lingering close) rather than be lost to a
+    // reset.
+    let (_d, s) = site();
+    let mut c = s.connect();
+    let len = 4 << 20;
+    c.send(format!("POST /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\n\r\n").as_bytes());
+    let mut w = c.stream.try_clone().expect("clone");
+    let t = std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..(len / chunk.len()) {
+            if w.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let r = c.read();
+    assert_eq!(r.status, 405, "{r:?}");
+    let _ = c.stream.shutdown(std::net::Shutdown::Both);
+    let _ = t.join();
+}

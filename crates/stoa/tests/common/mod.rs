@@ -227,10 +227,43 @@ impl Server {
         self.child.id() as i32
     }
 
+    /// Sends `sig` once the server has installed its handler for it, so
+    /// that a test about reloading or stopping is not a test of start-up
+    /// timing (see [`Server::signal_now`] for that).
     pub fn signal(&self, sig: i32) {
+        self.wait_for_handler(sig);
+        self.signal_now(sig);
+    }
+
+    /// Sends `sig` at once, handler or not.
+    pub fn signal_now(&self, sig: i32) {
         // SAFETY: kill(2) with a PID we spawned and have not reaped yet.
         let r = unsafe { libc::kill(self.pid(), sig) };
         assert_eq!(r, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Whether the process catches `sig` (the SigCgt mask in
+    /// /proc/PID/status).
+    pub fn catches(&self, sig: i32) -> bool {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+    }
+
+    /// Waits up to 5 s for the server to catch `sig`.
+    pub fn wait_for_handler(&self, sig: i32) {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !self.catches(sig) {
+            assert!(
+                Instant::now() < until,
+                "the server never installed a handler for signal {sig}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Everything the server wrote to stderr so far.
@@ -456,6 +489,12 @@ impl Conn {
     /// Bytes received but not yet parsed into a response.
     pub fn pending(&self) -> &[u8] {
         &self.buf
+    }
+
+    /// Takes the bytes received but not yet parsed, before reading the
+    /// stream by hand.
+    pub fn take_pending(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     fn fill(&mut self) -> io::Result<usize> {
