@@ -310,11 +310,17 @@ impl HostPattern {
         }
     }
 
+    /// Host names compare case-insensitively (RFC 3986 §3.2.2); patterns
+    /// are stored lowercase.
     pub fn matches(&self, host: &str) -> bool {
         match self {
             HostPattern::Any => true,
-            HostPattern::Exact(h) => h == host,
-            HostPattern::Suffix(s) => host.len() > s.len() && host.ends_with(s.as_str()),
+            HostPattern::Exact(h) => h.eq_ignore_ascii_case(host),
+            HostPattern::Suffix(s) => {
+                host.len() > s.len()
+                    && host.is_char_boundary(host.len() - s.len())
+                    && host[host.len() - s.len()..].eq_ignore_ascii_case(s)
+            }
         }
     }
 }
@@ -821,6 +827,8 @@ autoindex = false
         assert!(HostPattern::parse("Example.com").matches("example.com"));
         assert!(!HostPattern::parse("example.com").matches("www.example.com"));
         assert!(HostPattern::parse("*.example.com").matches("www.example.com"));
+        assert!(HostPattern::parse("*.example.com").matches("WWW.Example.COM"));
+        assert!(HostPattern::parse("example.com").matches("EXAMPLE.com"));
         assert!(!HostPattern::parse("*.example.com").matches("example.com"));
     }
 }

@@ -171,16 +171,13 @@ pub struct Io {
 }
 
 impl Io {
-    /// Writes everything queued, within the send timeout.
+    /// Writes everything queued; fails when a client stops reading for
+    /// longer than the send timeout (slow but steady readers are fine).
     pub async fn flush(&mut self, rt: &Runtime) -> bool {
-        matches!(
-            timeout_at(
-                Instant::now() + rt.limits.send_timeout,
-                self.out.flush(&mut self.stream)
-            )
-            .await,
-            Ok(Ok(()))
-        )
+        self.out
+            .flush(&mut self.stream, rt.limits.send_timeout)
+            .await
+            .is_ok()
     }
 }
 
@@ -311,13 +308,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     Wait::Timeout => {
                         if !io.rbuf.is_empty() {
                             // A client too slow to send its head (slowloris).
-                            let mut reply = new_reply(&mut io.out, &worker, false, true, false);
+                            let mut reply = new_reply(&mut io.out, &worker, false, false, false);
                             reply.error(408, &[]);
-                            let _ = timeout_at(
-                                Instant::now() + Duration::from_secs(1),
-                                io.out.flush(&mut io.stream),
-                            )
-                            .await;
+                            let _ = io.out.flush(&mut io.stream, Duration::from_secs(1)).await;
                         }
                         break;
                     }
@@ -460,8 +453,8 @@ pub fn finish(head: &RequestHead, worker: &Worker, peer: SocketAddr, reply: Repl
     reply.keep_alive
 }
 
-/// The host name from a Host header: lowercase, without port or brackets'
-/// port. Invalid or absent hosts select the first site.
+/// The host name from a Host header, without its port (case is kept;
+/// matching ignores it). Invalid or absent hosts select the first site.
 pub fn host_name(h: Option<&[u8]>) -> &str {
     let Some(h) = h else { return "" };
     let h = match h.iter().rposition(|&b| b == b':') {

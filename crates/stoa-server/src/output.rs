@@ -13,6 +13,7 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
+use tokio::time::{timeout, Duration};
 
 /// Most iovecs handed to one writev (Linux allows 1024; more buys nothing).
 const MAX_IOV: usize = 16;
@@ -111,15 +112,19 @@ impl Output {
                 .sum::<usize>()
     }
 
-    /// Writes everything queued. On error the queue is left as it was
-    /// partly written; the connection is to be dropped.
-    pub async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+    /// Writes everything queued. Each write must make progress within
+    /// `idle` (a client that stops reading is cut off; a slow one is not).
+    /// On error the queue is left partly written; the connection is to be
+    /// dropped.
+    pub async fn flush(&mut self, stream: &mut TcpStream, idle: Duration) -> io::Result<()> {
         self.seal();
         while let Some(front) = self.segs.front_mut() {
             if let Seg::File { file, offset, len } = front {
                 let fd = file.as_raw_fd();
                 while *len > 0 {
-                    let n = send_file(stream, fd, offset, *len).await?;
+                    let n = timeout(idle, send_file(stream, fd, offset, *len))
+                        .await
+                        .map_err(|_| timed_out())??;
                     *len -= n as u64;
                 }
                 self.segs.pop_front();
@@ -141,7 +146,9 @@ impl Output {
                 iov[n_iov] = IoSlice::new(&bytes[skip..]);
                 n_iov += 1;
             }
-            let mut written = stream.write_vectored(&iov[..n_iov]).await?;
+            let mut written = timeout(idle, stream.write_vectored(&iov[..n_iov]))
+                .await
+                .map_err(|_| timed_out())??;
             if written == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
@@ -168,6 +175,10 @@ impl Output {
         self.front_done = 0;
         Ok(())
     }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "client stopped reading")
 }
 
 /// One sendfile call's worth, waiting for the socket to be writable.

@@ -300,7 +300,9 @@ fn lookup(
 fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
     let modified = u64::try_from(m.mtime()).unwrap_or(0);
     let (content_type, compressible) = content_type(name);
-    let etag = format!("\"{:x}-{:x}\"", modified, m.size())
+    // Size and mtime to the nanosecond: a same-size rewrite within one
+    // second still changes the tag (Last-Modified cannot tell).
+    let etag = format!("\"{:x}-{:x}-{:x}\"", modified, m.size(), m.mtime_nsec())
         .into_bytes()
         .into_boxed_slice();
     let mut h = Vec::with_capacity(160);

@@ -1,0 +1,147 @@
+//! Graceful stop on SIGTERM/SIGINT: in-flight responses complete, idle
+//! connections close (RFC 9112 §9.6), new connections are refused, and the
+//! process exits 0.
+
+mod common;
+use common::*;
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+const BIG: usize = 6 * 1024 * 1024;
+
+fn site(limits: &str) -> (TempDir, Server) {
+    let d = TempDir::new("shutdown");
+    d.write("www/a.txt", "alpha\n");
+    d.write("www/big.bin", pattern(BIG, 99));
+    let cfg = d.config(
+        "stoa.toml",
+        &format!(
+            "[limits]\n{limits}\n[cache]\nmax_file_bytes = 65536\n\n[[site]]\nroot = \"www\"\n"
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    (d, s)
+}
+
+#[test]
+fn sigterm_lets_a_slow_download_finish_byte_exact_and_exits_0() {
+    let (_d, mut s) = site("");
+    let mut c = s.connect();
+    c.set_recv_buffer(64 * 1024);
+    c.send(&get("/big.bin"));
+    let head = c.try_read(true).expect("response head");
+    assert_eq!(head.status, 200);
+    assert_eq!(head.content_length(), Some(BIG as u64));
+
+    // Read a little, then signal while most of the body is still to come.
+    let mut body = c.read_raw(256 * 1024).expect("first bytes");
+    body.extend(c.take_pending());
+    s.signal(libc::SIGTERM);
+
+    // New connections are refused once the listeners are closed.
+    std::thread::sleep(Duration::from_millis(300));
+    match Conn::try_connect(s.addr) {
+        Err(_) => {}
+        Ok(mut n) => {
+            let _ = n.try_send(&get("/a.txt"));
+            if let Ok(r) = n.try_read_final() {
+                assert_ne!(r.status, 200, "a connection after SIGTERM was served");
+            }
+        }
+    }
+
+    // Keep reading slowly (~3 MB/s): the response must complete.
+    let mut buf = vec![0u8; 64 * 1024];
+    while body.len() < BIG {
+        let want = buf.len().min(BIG - body.len());
+        let n = c
+            .stream
+            .read(&mut buf[..want])
+            .unwrap_or_else(|e| panic!("read after {} bytes: {e}", body.len()));
+        assert!(n > 0, "closed after {} of {BIG} bytes", body.len());
+        body.extend_from_slice(&buf[..n]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(body == pattern(BIG, 99), "the in-flight body differs");
+    assert!(
+        c.wait_closed(Duration::from_secs(3)).is_some(),
+        "the connection must close after the in-flight response"
+    );
+    let st = s
+        .wait_exit(Duration::from_secs(5))
+        .expect("the server must exit after the last response");
+    assert!(st.success(), "exit status {st}");
+}
+
+#[test]
+fn sigterm_closes_idle_keep_alive_connections_and_exits_0() {
+    let (_d, mut s) = site("");
+    let mut idle: Vec<Conn> = (0..3).map(|_| s.connect()).collect();
+    for c in idle.iter_mut().take(2) {
+        assert_eq!(c.request(&get("/a.txt")).status, 200);
+    }
+    // The third never sent anything.
+    let t0 = Instant::now();
+    s.signal(libc::SIGTERM);
+    for (i, c) in idle.iter_mut().enumerate() {
+        let (_, bytes) = c
+            .wait_closed(Duration::from_secs(3))
+            .unwrap_or_else(|| panic!("idle connection {i} left open after SIGTERM"));
+        assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+    }
+    let st = s
+        .wait_exit(Duration::from_secs(3))
+        .expect("exit after SIGTERM");
+    assert!(st.success(), "exit status {st}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn sigint_stops_gracefully_too() {
+    let (_d, mut s) = site("");
+    assert_eq!(s.get("/a.txt").status, 200);
+    s.signal(libc::SIGINT);
+    let st = s
+        .wait_exit(Duration::from_secs(3))
+        .expect("exit after SIGINT");
+    assert!(st.success(), "exit status {st}");
+    assert!(Conn::try_connect(s.addr).is_err() || s.get_refused());
+}
+
+#[test]
+fn shutdown_timeout_bounds_the_wait_for_a_client_that_never_reads() {
+    let (_d, mut s) = site("shutdown_timeout = \"1s\"\n");
+    let mut c = s.connect();
+    c.set_recv_buffer(16 * 1024);
+    c.send(&get("/big.bin"));
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    s.signal(libc::SIGTERM);
+    let st = s
+        .wait_exit(Duration::from_secs(5))
+        .expect("the server must not wait forever for a stuck client");
+    assert!(
+        t0.elapsed() < Duration::from_millis(3500),
+        "exit took {:?} with shutdown_timeout = 1s",
+        t0.elapsed()
+    );
+    assert!(st.success(), "exit status {st}");
+    drop(c);
+}
+
+trait Refused {
+    fn get_refused(&self) -> bool;
+}
+
+impl Refused for Server {
+    /// True if a request on a new connection gets no response at all.
+    fn get_refused(&self) -> bool {
+        match Conn::try_connect(self.addr) {
+            Err(_) => true,
+            Ok(mut c) => {
+                let _ = c.try_send(&get("/a.txt"));
+                c.try_read_final().is_err()
+            }
+        }
+    }
+}
