@@ -10,6 +10,7 @@
 //! child's pipes and a FastCGI connection's records.
 
 use std::net::IpAddr;
+use stoa_h1::trim;
 
 /// What the server knows about a request, decoded and resolved.
 #[derive(Debug, Clone, Default)]
@@ -325,16 +326,6 @@ fn parse_status(v: &[u8]) -> Result<(u16, Option<String>), HeadError> {
 
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-fn trim(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }
 
 #[cfg(test)]

@@ -46,16 +46,30 @@ pub struct Dur(pub Duration);
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(Dur(Duration::from_secs(n))),
-            Raw::Str(s) => parse_duration(&s).map(Dur).map_err(de::Error::custom),
-        }
+        int_or_str(
+            d,
+            |n| Dur(Duration::from_secs(n)),
+            |s| parse_duration(s).map(Dur),
+        )
+    }
+}
+
+/// Deserializes a value written either as a bare integer or as a string
+/// with a unit; errors carry the TOML span, so messages name the line.
+fn int_or_str<'de, D: Deserializer<'de>, T>(
+    d: D,
+    from_int: impl Fn(u64) -> T,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Int(u64),
+        Str(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Int(n) => Ok(from_int(n)),
+        Raw::Str(s) => parse(&s).map_err(de::Error::custom),
     }
 }
 
@@ -87,16 +101,7 @@ pub struct Size(pub u64);
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Str(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(Size(n)),
-            Raw::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
-        }
+        int_or_str(d, Size, |s| parse_size(s).map(Size))
     }
 }
 
