@@ -219,6 +219,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
     // The first request must arrive within header_timeout of the accept.
     let mut deadline = Instant::now() + rt.limits.header_timeout;
     let mut awaiting_head = true;
+    let mut nodelay = false;
 
     loop {
         match head.parse(&io.rbuf[io.start..], &limits) {
@@ -256,6 +257,13 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     // Between requests: the idle limit applies until the
                     // first byte of the next one, then the head limit.
                     awaiting_head = true;
+                    if !nodelay {
+                        // Like nginx, only a connection that stays open needs
+                        // Nagle off (later small responses must not wait for
+                        // an ACK); one-shot connections save the syscall.
+                        nodelay = true;
+                        let _ = io.stream.set_nodelay(true);
+                    }
                     deadline = if io.rbuf.is_empty() {
                         Instant::now() + rt.limits.keepalive_timeout
                     } else {

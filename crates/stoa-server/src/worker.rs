@@ -361,7 +361,6 @@ async fn accept_loop(
             );
             continue;
         }
-        let _ = stream.set_nodelay(true);
         worker.active.set(worker.active.get() + 1);
         let guard = ConnGuard {
             shared: shared.clone(),
