@@ -9,10 +9,10 @@ missing=()
 command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://rustup.rs)")
 
 # Debian packages the tests use.
-apt_pkgs=(curl)
+apt_pkgs=(curl php-cgi gcc perl)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
-  command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
+  dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -7,7 +7,6 @@
 
 use crate::config::Dur;
 use crate::conn::{self, BodyFail, BodyReader, Ctx, Io, Pick};
-use crate::http::path;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -306,20 +305,17 @@ async fn simple(
     keep && conn::consume_body_pub(head, io, ctx.rt).await
 }
 
-/// Runs a CGI script for `head`. Returns whether the connection may carry
-/// another request.
+/// Runs a CGI script for `head`, whose decoded, normalized path is `norm`.
+/// Returns whether the connection may carry another request.
 pub async fn serve(
     head: &RequestHead,
     cfg: &CgiConfig,
+    norm: &str,
     io: &mut Io,
     ctx: &Ctx<'_>,
     depth: u8,
 ) -> bool {
-    let norm = match path::normalize(head.path()) {
-        Ok(p) => p,
-        Err(_) => return simple(head, io, ctx, 400, &[]).await,
-    };
-    let script = match resolve(cfg, &norm) {
+    let script = match resolve(cfg, norm) {
         Ok(s) => s,
         Err(status) => return simple(head, io, ctx, status, &[]).await,
     };
@@ -528,7 +524,7 @@ async fn redirect(
     }
     new.keep_alive = orig.keep_alive && body_done;
     let keep = match conn::pick(&new, ctx.rt) {
-        Pick::Cgi(c) => Box::pin(serve(&new, c, io, ctx, depth + 1)).await,
+        Pick::Cgi(c, norm) => Box::pin(serve(&new, c, &norm, io, ctx, depth + 1)).await,
         other => conn::answer(other, &new, ctx, &mut io.out, io.peer),
     };
     keep && body_done

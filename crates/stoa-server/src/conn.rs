@@ -231,8 +231,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     closing: *shutdown.borrow(),
                 };
                 let keep = match pick(&head, &rt) {
-                    Pick::Cgi(cfg) => {
-                        Box::pin(crate::cgi::serve(&head, cfg, &mut io, &ctx, 0)).await
+                    Pick::Cgi(cfg, norm) => {
+                        Box::pin(crate::cgi::serve(&head, cfg, &norm, &mut io, &ctx, 0)).await
                     }
                     other => {
                         let keep = answer(other, &head, &ctx, &mut io.out, peer);
@@ -383,8 +383,9 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
 
 /// Where a request goes.
 pub enum Pick<'r> {
-    Static(&'r static_files::StaticConfig),
-    Cgi(&'r crate::cgi::CgiConfig),
+    /// With the decoded, normalized path the route was chosen by.
+    Static(&'r static_files::StaticConfig, String),
+    Cgi(&'r crate::cgi::CgiConfig, String),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     OptionsStar,
@@ -409,9 +410,15 @@ pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
     let Some(site) = rt.site_for(host_name(head.host())) else {
         return Pick::Status(404);
     };
-    match route(site, head.path()) {
-        Some(Handler::Static(cfg)) => Pick::Static(cfg),
-        Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg),
+    // Routes see the path decoded and normalized, as the file system will:
+    // matching the raw path would let `/index%2ephp` or `//cgi-bin/x` miss
+    // their route and reach the static handler as source.
+    let Ok(norm) = crate::http::path::normalize(head.path()) else {
+        return Pick::Status(400);
+    };
+    match route(site, norm.as_bytes()) {
+        Some(Handler::Static(cfg)) => Pick::Static(cfg, norm),
+        Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg, norm),
         None => Pick::Status(404),
     }
 }
@@ -433,9 +440,9 @@ pub fn answer(
         reply.keep_alive = false;
     }
     match p {
-        Pick::Static(cfg) => {
+        Pick::Static(cfg, norm) => {
             let mut cache = ctx.worker.cache.borrow_mut();
-            static_files::serve(cfg, head, &mut cache, &mut reply);
+            static_files::serve(cfg, head, &norm, &mut cache, &mut reply);
         }
         Pick::OptionsStar => {
             reply.start(204);
@@ -443,7 +450,7 @@ pub fn answer(
             reply.end_head(None);
         }
         Pick::Status(s) => reply.error(s, &[]),
-        Pick::Cgi(_) => reply.error(500, &[]),
+        Pick::Cgi(..) => reply.error(500, &[]),
     }
     finish(head, ctx.worker, peer, reply)
 }

@@ -173,7 +173,15 @@ impl FileCache {
 }
 
 /// Serves one request from a static route.
-pub fn serve(cfg: &StaticConfig, req: &RequestHead, cache: &mut FileCache, reply: &mut Reply<'_>) {
+/// Serves one request from a static route; `norm` is the request path,
+/// decoded and normalized (`http::path::normalize`).
+pub fn serve(
+    cfg: &StaticConfig,
+    req: &RequestHead,
+    norm: &str,
+    cache: &mut FileCache,
+    reply: &mut Reply<'_>,
+) {
     match req.method {
         Method::Get | Method::Head => {}
         Method::Options => {
@@ -187,18 +195,14 @@ pub fn serve(cfg: &StaticConfig, req: &RequestHead, cache: &mut FileCache, reply
             return;
         }
     }
-    let norm = match path::normalize(req.path()) {
-        Ok(p) => p,
-        Err(_) => return reply.error(400, &[]),
-    };
     let mut key = std::mem::take(&mut cache.key);
     key.clear();
     key.push_str(&cfg.root_str);
-    key.push_str(&norm);
+    key.push_str(norm);
     cache.now = Instant::now();
     match cache.fresh(&key) {
         Some(e) if e.body.is_some() => serve_entry(cfg, req, cache, reply, &mut key, e, None),
-        _ => serve_path(cfg, req, cache, reply, &norm, &mut key),
+        _ => serve_path(cfg, req, cache, reply, norm, &mut key),
     }
     cache.key = key;
 }

@@ -26,9 +26,8 @@ pub fn require(program: &str, package: &str) {
     let found = if program.contains('/') {
         Path::new(program).is_file()
     } else {
-        std::env::var_os("PATH").is_some_and(|p| {
-            std::env::split_paths(&p).any(|d| d.join(program).is_file())
-        })
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
     };
     assert!(
         found,
@@ -96,8 +95,7 @@ fn copy_tree(src: &Path, dst: &Path, mode: u32) {
             copy_tree(&e.path(), &to, mode);
         } else {
             std::fs::copy(e.path(), &to).expect("copy script");
-            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode))
-                .expect("chmod");
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode)).expect("chmod");
         }
     }
 }
@@ -376,7 +374,11 @@ pub fn count_chunked(stream: &mut TcpStream, pending: Vec<u8>) -> io::Result<u64
 
 /// Builds a multipart/form-data body (RFC 7578) from fields and files
 /// (name, filename, content).
-pub fn multipart(boundary: &str, fields: &[(&str, &str)], files: &[(&str, &str, &[u8])]) -> Vec<u8> {
+pub fn multipart(
+    boundary: &str,
+    fields: &[(&str, &str)],
+    files: &[(&str, &str, &[u8])],
+) -> Vec<u8> {
     let mut b = Vec::new();
     for (name, value) in fields {
         b.extend_from_slice(

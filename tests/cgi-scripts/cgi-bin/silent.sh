@@ -1,0 +1,3 @@
+#!/bin/sh
+# Exits without writing anything.
+exit 0

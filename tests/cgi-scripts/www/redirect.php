@@ -1,0 +1,3 @@
+<?php
+// header("Location: ...") makes php-cgi send Status: 302 with the Location.
+header("Location: /index.php?name=redirected");
