@@ -7,6 +7,7 @@
 
 use crate::config::Dur;
 use crate::conn::{self, BodyFail, BodyReader, Ctx, Io, Pick};
+use crate::downstream::Downstream;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -16,8 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_cgi::{HeadError, Kind};
-use stoa_h1::body::{push_chunk_header, CHUNK_END, LAST_CHUNK};
-use stoa_h1::{Framing, Method, RequestHead, RequestLimits, Version};
+use stoa_h1::{Framing, RequestHead, RequestLimits, Version};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
@@ -622,13 +622,8 @@ async fn run(
         return Outcome::Abort;
     };
     let mut deadline = Instant::now() + cfg.timeout;
-    // Response state once the head is known.
-    let mut started = false;
-    let mut chunked = false;
-    let mut remaining: Option<u64> = None;
-    let mut keep = false;
-    let mut status = 0u16;
-    let mut sent: u64 = 0;
+    // The response, once the script's head is known.
+    let mut down: Option<Downstream> = None;
     if p.pending.is_empty() && p.reader.is_none() {
         p.stdin = None;
     }
@@ -682,7 +677,7 @@ async fn run(
                 ClientEv::Nothing => {}
             },
             _ = sleep_until(deadline) => {
-                if !started {
+                if down.is_none() {
                     tracing::error!("cgi {}: no response head within {:?}", script.script_name, cfg.timeout);
                     let keep = simple_now(head, io, ctx, 504);
                     let _ = keep;
@@ -694,13 +689,11 @@ async fn run(
             }
         }
 
-        if !started {
+        if down.is_none() {
             if script.nph {
                 // NPH: the script speaks HTTP itself; pass it untouched and
                 // close afterwards (its framing is its own business).
-                started = true;
-                status = nph_status(&p.obuf);
-                keep = false;
+                down = Some(Downstream::raw(nph_status(&p.obuf)));
             } else {
                 match stoa_cgi::parse_head(&p.obuf, MAX_HEAD) {
                     Ok(None) if !p.stdout_eof => continue,
@@ -723,52 +716,20 @@ async fn run(
                             };
                         }
                         p.obuf.drain(..n);
-                        started = true;
-                        let mut reply = ctx.reply(&mut io.out, head);
-                        if !p.body_done() {
-                            // The script answered before reading the whole
-                            // body: the connection cannot be reused.
-                            reply.keep_alive = false;
-                        }
-                        status = h.effective_status();
-                        reply.start(status);
-                        if let Some(ct) = &h.content_type {
-                            reply.header("Content-Type", ct);
-                        }
-                        if let Some(loc) = &h.location {
-                            reply.header("Location", loc);
-                        }
-                        for (name, value) in &h.headers {
-                            reply.header(name, value);
-                        }
-                        let bodyless =
-                            stoa_h1::response::bodyless(head.method == Method::Head, status);
-                        if bodyless {
-                            reply.end_head(if head.method == Method::Head {
-                                h.content_length
-                            } else {
-                                None
-                            });
-                            remaining = Some(0);
-                        } else if let Some(cl) = h.content_length {
-                            reply.end_head(Some(cl));
-                            remaining = Some(cl);
-                        } else {
-                            chunked = reply.end_head_stream();
-                        }
-                        keep = reply.keep_alive;
+                        let d = Downstream::start(&h, head, io, ctx, p.body_done());
                         if !io.flush(ctx.rt).await {
                             return Outcome::Abort;
                         }
-                        if bodyless {
+                        if d.bodyless {
                             // HEAD or 204/304: nothing more is sent.
-                            log(head, ctx, io, status, 0);
+                            let keep = d.finish(head, io, ctx, p.body_done());
                             return if p.body_done() {
                                 Outcome::Done { keep }
                             } else {
                                 Outcome::Abort
                             };
                         }
+                        down = Some(d);
                     }
                 }
             }
@@ -776,48 +737,29 @@ async fn run(
 
         // Forward what the script wrote (backpressure: the next read waits
         // for this write).
-        if started && !p.obuf.is_empty() {
-            let mut data: &[u8] = &p.obuf;
-            if let Some(r) = remaining.as_mut() {
-                let take = (*r).min(data.len() as u64) as usize;
-                data = &data[..take];
-                *r -= take as u64;
-            }
-            if !data.is_empty() {
-                let buf = io.out.buf();
-                if chunked {
-                    push_chunk_header(buf, data.len());
-                }
-                buf.extend_from_slice(data);
-                if chunked {
-                    buf.extend_from_slice(CHUNK_END);
-                }
-                sent += data.len() as u64;
-                if !io.flush(ctx.rt).await {
-                    return Outcome::Abort;
-                }
+        let Some(d) = down.as_mut() else { continue };
+        if !p.obuf.is_empty() {
+            if !d.send(&p.obuf, io, ctx).await {
+                return Outcome::Abort;
             }
             p.obuf.clear();
         }
-        if started && (p.stdout_eof || remaining == Some(0)) && p.obuf.is_empty() {
+        if p.stdout_eof || d.is_complete() {
             break;
         }
     }
-    if chunked {
-        io.out.buf().extend_from_slice(LAST_CHUNK);
-    }
-    if remaining.is_some_and(|r| r > 0) {
+    let Some(d) = down else { return Outcome::Abort };
+    if d.truncated() {
         // The script promised more than it wrote: the client must see the
         // truncation as a closed connection.
         tracing::error!(
             "cgi {}: output shorter than its Content-Length",
             script.script_name
         );
-        keep = false;
     }
-    log(head, ctx, io, status, sent);
+    let body_done = p.body_done();
     Outcome::Done {
-        keep: keep && p.body_done(),
+        keep: d.finish(head, io, ctx, body_done),
     }
 }
 
@@ -862,17 +804,6 @@ fn simple_now(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>, status: u16) -> bo
     reply.keep_alive = false;
     reply.error(status, &[]);
     conn::finish(head, ctx.worker, io.peer, reply)
-}
-
-fn log(head: &RequestHead, ctx: &Ctx<'_>, io: &Io, status: u16, bytes: u64) {
-    ctx.worker.log_access(
-        io.peer,
-        head.request_line(),
-        status,
-        bytes,
-        head.header("referer"),
-        head.header("user-agent"),
-    );
 }
 
 /// The status code of an NPH script's status line, for the log.

@@ -4,6 +4,7 @@
 pub mod cgi;
 pub mod config;
 pub mod conn;
+pub mod downstream;
 pub mod http;
 pub mod output;
 pub mod server;
