@@ -282,7 +282,7 @@ impl Drop for KillGroup {
 }
 
 /// The request body as the script will read it.
-enum Input {
+pub(crate) enum Input {
     None,
     /// Content-Length body, streamed from the client as the script reads.
     Stream(u64),
@@ -292,7 +292,7 @@ enum Input {
 }
 
 /// Answers a request with a status page; the request body is skipped.
-async fn simple(
+pub(crate) async fn simple(
     head: &RequestHead,
     io: &mut Io,
     ctx: &Ctx<'_>,
@@ -481,7 +481,7 @@ pub async fn serve(
 
 /// Re-dispatches a local redirect inside the server as a GET for the new
 /// path (RFC 3875 §6.2.2).
-async fn redirect(
+pub(crate) async fn redirect(
     orig: &RequestHead,
     location: &[u8],
     io: &mut Io,
@@ -525,12 +525,17 @@ async fn redirect(
     new.keep_alive = orig.keep_alive && body_done;
     let keep = match conn::pick(&new, ctx.rt) {
         Pick::Cgi(c, norm) => Box::pin(serve(&new, c, &norm, io, ctx, depth + 1)).await,
+        Pick::FastCgi(c, norm) => Box::pin(crate::fastcgi::serve(&new, c, &norm, io, ctx)).await,
         other => conn::answer(other, &new, ctx, &mut io.out, io.peer),
     };
     keep && body_done
 }
 
-async fn buffer_body(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>) -> Result<Input, BodyFail> {
+pub(crate) async fn buffer_body(
+    head: &RequestHead,
+    io: &mut Io,
+    ctx: &Ctx<'_>,
+) -> Result<Input, BodyFail> {
     let mut reader = BodyReader::new(head, ctx.rt);
     let mut mem = Vec::new();
     let mut file: Option<(std::fs::File, u64)> = None;
@@ -799,7 +804,7 @@ async fn client_side(
 
 /// Queues an error page and marks the connection for closing (the caller
 /// flushes): for failures after the request body was partly read.
-fn simple_now(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>, status: u16) -> bool {
+pub(crate) fn simple_now(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>, status: u16) -> bool {
     let mut reply = ctx.reply(&mut io.out, head);
     reply.keep_alive = false;
     reply.error(status, &[]);

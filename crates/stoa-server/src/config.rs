@@ -149,6 +149,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub cgi: CgiGlobalConfig,
     #[serde(default)]
+    pub pool: Vec<Spanned<PoolConfig>>,
+    #[serde(default)]
     pub site: Vec<SiteConfig>,
 }
 
@@ -219,6 +221,35 @@ pub struct RouteConfig {
     #[serde(rename = "static")]
     pub static_: Option<Spanned<StaticRouteConfig>>,
     pub cgi: Option<Spanned<CgiRouteConfig>>,
+    pub fastcgi: Option<Spanned<FastCgiRouteConfig>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastCgiRouteConfig {
+    /// The `[[pool]]` that serves this route.
+    pub pool: String,
+}
+
+/// `[[pool]]`: a FastCGI application pool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    pub name: String,
+    pub command: Option<Vec<String>>,
+    pub address: Option<Vec<String>>,
+    pub processes: Option<usize>,
+    pub min_processes: Option<usize>,
+    pub max_processes: Option<usize>,
+    pub max_requests: Option<u64>,
+    pub affinity: Option<String>,
+    pub balance: Option<String>,
+    pub queue: Option<usize>,
+    pub queue_timeout: Option<Dur>,
+    pub timeout: Option<Dur>,
+    pub idle_timeout: Option<Dur>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -340,6 +371,7 @@ pub enum Matcher {
 pub enum Handler {
     Static(Arc<StaticConfig>),
     Cgi(Arc<crate::cgi::CgiConfig>),
+    FastCgi(Arc<crate::fastcgi::FastCgiRoute>),
 }
 
 #[derive(Debug)]
@@ -368,6 +400,10 @@ pub struct Runtime {
     pub limits: Limits,
     pub cache: Cache,
     pub sites: Vec<Site>,
+    /// FastCGI pools as configured; `pools` holds the running ones, in the
+    /// same order, once the server has attached them (not in `stoa check`).
+    pub pool_specs: Vec<crate::pool::PoolSpec>,
+    pub pools: Vec<Arc<crate::pool::Pool>>,
     /// Where the runtime came from, for messages.
     pub source: String,
 }
@@ -559,6 +595,37 @@ fn build(
     if fc.cgi.max_processes == Some(0) {
         return Err(err(None, "cgi.max_processes", "must be at least 1".into()));
     }
+    let mut pool_specs: Vec<crate::pool::PoolSpec> = Vec::new();
+    for p in &fc.pool {
+        let pc = p.get_ref();
+        let key = format!("pool `{}`", pc.name);
+        if pool_specs.iter().any(|s| s.name == pc.name) {
+            return Err(err(
+                Some(p.span()),
+                &key,
+                "a pool of that name already exists".into(),
+            ));
+        }
+        let spec = crate::pool::spec(
+            &pc.name,
+            pc.command.clone(),
+            pc.address.clone(),
+            pc.processes,
+            pc.min_processes,
+            pc.max_processes,
+            pc.max_requests,
+            pc.affinity.as_deref(),
+            pc.balance.as_deref(),
+            pc.queue,
+            pc.queue_timeout,
+            pc.timeout,
+            pc.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            pc.idle_timeout,
+            base,
+        )
+        .map_err(|m| err(Some(p.span()), &key, m))?;
+        pool_specs.push(spec);
+    }
     let mut site_cfgs = fc.site;
     if let Some(root) = &ov.root {
         let root = root.display().to_string();
@@ -631,7 +698,40 @@ fn build(
                     ))
                 }
             };
+            let handlers = usize::from(rc.static_.is_some())
+                + usize::from(rc.cgi.is_some())
+                + usize::from(rc.fastcgi.is_some());
+            if handlers != 1 {
+                let msg = if handlers == 0 {
+                    "no handler (`static = {...}`, `cgi = {...}` or `fastcgi = {...}`)"
+                } else {
+                    "one handler per route"
+                };
+                return Err(err(None, &rkey, msg.into()));
+            }
             let handler = match (&rc.static_, &rc.cgi) {
+                (None, None) => {
+                    let Some(fc) = &rc.fastcgi else {
+                        return Err(err(None, &rkey, "no handler".into()));
+                    };
+                    let name = &fc.get_ref().pool;
+                    let Some(idx) = pool_specs.iter().position(|p| &p.name == name) else {
+                        return Err(err(
+                            Some(fc.span()),
+                            &format!("{rkey}.fastcgi.pool"),
+                            format!("no [[pool]] named `{name}`"),
+                        ));
+                    };
+                    let root = sc.root.as_ref().map(|r| resolve(r.get_ref()));
+                    let document_root = root
+                        .map(|r| r.canonicalize().unwrap_or(r).display().to_string())
+                        .unwrap_or_default();
+                    Handler::FastCgi(Arc::new(crate::fastcgi::FastCgiRoute {
+                        pool: idx,
+                        pool_name: name.clone(),
+                        document_root,
+                    }))
+                }
                 (Some(st), None) => {
                     let s = st.get_ref();
                     let root = match (&s.root, &sc.root) {
@@ -667,13 +767,6 @@ fn build(
                     .map_err(|m| err(Some(cg.span()), &format!("{rkey}.cgi"), m))?;
                     Handler::Cgi(Arc::new(cfg))
                 }
-                (None, None) => {
-                    return Err(err(
-                        None,
-                        &rkey,
-                        "no handler (`static = {...}` or `cgi = {...}`)".into(),
-                    ))
-                }
                 (Some(_), Some(_)) => return Err(err(None, &rkey, "one handler per route".into())),
             };
             routes.push(Route { matcher, handler });
@@ -705,6 +798,8 @@ fn build(
         limits,
         cache,
         sites,
+        pool_specs,
+        pools: Vec::new(),
         source: file.to_owned(),
     })
 }

@@ -234,6 +234,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     Pick::Cgi(cfg, norm) => {
                         Box::pin(crate::cgi::serve(&head, cfg, &norm, &mut io, &ctx, 0)).await
                     }
+                    Pick::FastCgi(cfg, norm) => {
+                        Box::pin(crate::fastcgi::serve(&head, cfg, &norm, &mut io, &ctx)).await
+                    }
                     other => {
                         let keep = answer(other, &head, &ctx, &mut io.out, peer);
                         keep && consume_body(&head, &mut io, &rt).await
@@ -386,6 +389,7 @@ pub enum Pick<'r> {
     /// With the decoded, normalized path the route was chosen by.
     Static(&'r static_files::StaticConfig, String),
     Cgi(&'r crate::cgi::CgiConfig, String),
+    FastCgi(&'r crate::fastcgi::FastCgiRoute, String),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     OptionsStar,
@@ -419,6 +423,7 @@ pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
     match route(site, norm.as_bytes()) {
         Some(Handler::Static(cfg)) => Pick::Static(cfg, norm),
         Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg, norm),
+        Some(Handler::FastCgi(cfg)) => Pick::FastCgi(cfg, norm),
         None => Pick::Status(404),
     }
 }
@@ -450,7 +455,7 @@ pub fn answer(
             reply.end_head(None);
         }
         Pick::Status(s) => reply.error(s, &[]),
-        Pick::Cgi(..) => reply.error(500, &[]),
+        Pick::Cgi(..) | Pick::FastCgi(..) => reply.error(500, &[]),
     }
     finish(head, ctx.worker, peer, reply)
 }

@@ -2,6 +2,7 @@
 //! SIGTERM/SIGINT stop gracefully.
 
 use crate::config::{self, ConfigError, Overrides, Runtime};
+use crate::pool::{self, Pool};
 use crate::worker::{self, Shared};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -100,7 +101,7 @@ fn raise_nofile() {
 /// Runs the server until SIGTERM/SIGINT. `on_ready` is called with the
 /// bound addresses once every listener is open.
 pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), StartError> {
-    let rt = Arc::new(source.load().map_err(StartError::Config)?);
+    let mut rt = source.load().map_err(StartError::Config)?;
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
@@ -108,14 +109,20 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
         .enable_all()
         .build()
         .map_err(StartError::Io)?;
-    let (mut hup, mut term, mut int) = {
+    let (mut hup, mut term, mut int, mut usr1) = {
         let _enter = signals.enter();
         (
             signal(SignalKind::hangup()).map_err(StartError::Io)?,
             signal(SignalKind::terminate()).map_err(StartError::Io)?,
             signal(SignalKind::interrupt()).map_err(StartError::Io)?,
+            signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
         )
     };
+    // FastCGI pools are supervised by tasks on this (main) thread.
+    let local = tokio::task::LocalSet::new();
+    let mut pools = Pools::new()?;
+    local.block_on(&signals, async { pools.attach(&mut rt) });
+    let rt = Arc::new(rt);
     let workers = rt.workers;
     // listeners[w] are worker w's sockets, one per address.
     let mut per_worker: Vec<Vec<std::net::TcpListener>> =
@@ -173,29 +180,109 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     );
     on_ready(&bound);
 
-    // The main thread only waits for signals.
-    signals.block_on(async {
+    // The main thread waits for signals and runs the pool supervisors.
+    local.block_on(&signals, async {
         loop {
             tokio::select! {
-                _ = hup.recv() => reload(&source, &rt_tx),
+                _ = hup.recv() => reload(&source, &rt_tx, &mut pools),
+                _ = usr1.recv() => {
+                    tracing::info!(
+                        "status: {} connection(s) open",
+                        shared.connections.load(std::sync::atomic::Ordering::Relaxed)
+                    );
+                    for p in pools.running.values() {
+                        tracing::info!("status: {}", p.status());
+                    }
+                }
                 _ = term.recv() => break,
                 _ = int.recv() => break,
             }
         }
         tracing::info!("stopping: finishing in-flight requests");
         let _ = sd_tx.send(true);
+        // Workers drain on their own threads; the supervisors keep running
+        // meanwhile, so requests in flight to a pool can finish.
+        let joins: Vec<_> = threads
+            .into_iter()
+            .map(|t| tokio::task::spawn_blocking(move || t.join()))
+            .collect();
+        for j in joins {
+            let _ = j.await;
+        }
+        pools.stop_all().await;
         Ok::<(), StartError>(())
     })?;
-    for t in threads {
-        let _ = t.join();
-    }
     tracing::info!("stopped");
     Ok(())
 }
 
-fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>) {
+/// The running FastCGI pools, by name, kept across reloads.
+struct Pools {
+    running: std::collections::HashMap<String, Arc<Pool>>,
+    /// Private directory for the pools' sockets (created when needed).
+    rundir: PathBuf,
+    made_rundir: bool,
+}
+
+impl Pools {
+    fn new() -> Result<Pools, StartError> {
+        let rundir = std::env::temp_dir().join(format!("stoa-{}", std::process::id()));
+        Ok(Pools {
+            running: Default::default(),
+            rundir,
+            made_rundir: false,
+        })
+    }
+
+    /// Gives `rt` its running pools: an unchanged pool keeps running, a new
+    /// or changed one starts, one no longer configured stops.
+    fn attach(&mut self, rt: &mut Runtime) {
+        let mut next = std::collections::HashMap::new();
+        for spec in &rt.pool_specs {
+            let pool = match self.running.remove(&spec.name) {
+                Some(p) if p.spec == *spec => p,
+                old => {
+                    if let Some(old) = old {
+                        tracing::info!("pool {}: configuration changed, restarting it", spec.name);
+                        tokio::task::spawn_local(async move { pool::stop(&old).await });
+                    }
+                    if !self.made_rundir {
+                        use std::os::unix::fs::DirBuilderExt;
+                        let _ = std::fs::DirBuilder::new()
+                            .mode(0o700)
+                            .recursive(true)
+                            .create(&self.rundir);
+                        self.made_rundir = true;
+                    }
+                    let p = Arc::new(Pool::new(spec.clone(), Some(self.rundir.clone())));
+                    pool::start(&p);
+                    p
+                }
+            };
+            rt.pools.push(pool.clone());
+            next.insert(spec.name.clone(), pool);
+        }
+        for (name, old) in self.running.drain() {
+            tracing::info!("pool {name}: removed from the configuration, stopping it");
+            tokio::task::spawn_local(async move { pool::stop(&old).await });
+        }
+        self.running = next;
+    }
+
+    async fn stop_all(&mut self) {
+        for p in self.running.values() {
+            pool::stop(p).await;
+        }
+        if self.made_rundir {
+            let _ = std::fs::remove_dir_all(&self.rundir);
+        }
+    }
+}
+
+fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) {
     match source.load() {
-        Ok(new) => {
+        Ok(mut new) => {
+            pools.attach(&mut new);
             let old = tx.borrow().clone();
             if new.listen != old.listen || new.workers != old.workers {
                 tracing::warn!(

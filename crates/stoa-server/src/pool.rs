@@ -1,0 +1,918 @@
+//! FastCGI application pools: the processes Stoa spawns (or the remote
+//! addresses it is given), their supervision, and the choice of a process
+//! for each request.
+//!
+//! A pool lives across reloads; workers reach it through `Runtime::pools`.
+//! Its state is a few atomics and one short mutex per process (the stash of
+//! kept-alive connections), so any worker can route to any process.
+//!
+//! Spawned processes get their own listening Unix socket as fd 0, as the
+//! FastCGI specification and libfcgi expect; the socket belongs to the slot
+//! and outlives restarts, so connections queued in its backlog survive a
+//! crash of the process behind it.
+
+use crate::config::Dur;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Where requests are sent within a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Affinity {
+    None,
+    Cookie(String),
+    Header(String),
+    Query(String),
+    ClientIp,
+}
+
+impl Affinity {
+    pub fn parse(s: &str) -> Result<Affinity, String> {
+        let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
+        let need = |a: &str| {
+            if a.is_empty() {
+                Err(format!("`{s}` needs a name after the colon"))
+            } else {
+                Ok(a.to_owned())
+            }
+        };
+        match kind {
+            "none" => Ok(Affinity::None),
+            "cookie" => need(arg).map(Affinity::Cookie),
+            "header" => need(arg).map(Affinity::Header),
+            "query" => need(arg).map(Affinity::Query),
+            "client-ip" => Ok(Affinity::ClientIp),
+            _ => Err(format!(
+                "`{s}`: affinity is \"cookie:NAME\", \"header:NAME\", \"query:NAME\", \"client-ip\" or \"none\""
+            )),
+        }
+    }
+}
+
+/// Least-busy or round-robin, when no affinity key applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    LeastBusy,
+    RoundRobin,
+}
+
+/// A pool as configured. Two specs that compare equal describe the same
+/// pool, which a reload keeps running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSpec {
+    pub name: String,
+    pub kind: PoolKind,
+    pub max_requests: u64,
+    pub affinity: Affinity,
+    pub balance: Balance,
+    pub queue: usize,
+    pub queue_timeout: Duration,
+    /// Time allowed for a response head, then between pieces of output.
+    pub timeout: Duration,
+    /// Requests a spawned process takes at once when it does not say
+    /// (FCGI_MAX_CONNS); for addresses, the same for each address.
+    pub default_capacity: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolKind {
+    /// Processes Stoa spawns and supervises.
+    Spawn {
+        command: Vec<String>,
+        /// Working directory (the config file's directory).
+        cwd: PathBuf,
+        env: Vec<(String, String)>,
+        min: usize,
+        max: usize,
+        idle_timeout: Duration,
+    },
+    /// Processes someone else runs.
+    Remote { addresses: Vec<Target> },
+}
+
+/// How to reach one application process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl Target {
+    pub fn parse(s: &str, base: &Path) -> Result<Target, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            let p = Path::new(p);
+            return Ok(Target::Unix(if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }));
+        }
+        crate::config::parse_addr(s).map(Target::Tcp)
+    }
+}
+
+/// A process slot's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ProcState {
+    Stopped = 0,
+    Starting = 1,
+    Running = 2,
+    /// Finishing its requests before a recycle or a scale-down.
+    Retiring = 3,
+    /// Exited; waiting out the restart back-off.
+    Dead = 4,
+}
+
+/// One application process (or remote address).
+#[derive(Debug)]
+pub struct Proc {
+    pub index: usize,
+    pub target: Target,
+    state: AtomicU8,
+    busy: AtomicUsize,
+    capacity: AtomicUsize,
+    pub served: AtomicU64,
+    pub served_total: AtomicU64,
+    pub restarts: AtomicU32,
+    pub pid: AtomicI32,
+    /// Connections kept alive (FCGI_KEEP_CONN), not registered with any
+    /// worker's event loop while they wait here.
+    idle: Mutex<Vec<IdleConn>>,
+    /// Wakes the supervisor: recycle (max_requests reached) or scale down.
+    retire: Notify,
+    last_used: AtomicU64,
+    values_asked: AtomicBool,
+}
+
+/// A kept-alive connection to an application.
+#[derive(Debug)]
+pub enum IdleConn {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl Proc {
+    fn new(index: usize, target: Target, capacity: usize) -> Proc {
+        Proc {
+            index,
+            target,
+            state: AtomicU8::new(ProcState::Stopped as u8),
+            busy: AtomicUsize::new(0),
+            capacity: AtomicUsize::new(capacity),
+            served: AtomicU64::new(0),
+            served_total: AtomicU64::new(0),
+            restarts: AtomicU32::new(0),
+            pid: AtomicI32::new(0),
+            idle: Mutex::new(Vec::new()),
+            retire: Notify::new(),
+            last_used: AtomicU64::new(0),
+            values_asked: AtomicBool::new(false),
+        }
+    }
+
+    pub fn state(&self) -> ProcState {
+        match self.state.load(Ordering::Acquire) {
+            1 => ProcState::Starting,
+            2 => ProcState::Running,
+            3 => ProcState::Retiring,
+            4 => ProcState::Dead,
+            _ => ProcState::Stopped,
+        }
+    }
+
+    pub fn set_state(&self, s: ProcState) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    pub fn busy(&self) -> usize {
+        self.busy.load(Ordering::Acquire)
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Relaxed)
+    }
+
+    pub fn set_capacity(&self, n: usize) {
+        self.capacity.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// Claims one request slot if the process is running and has room.
+    fn try_claim(&self) -> bool {
+        if self.state() != ProcState::Running {
+            return false;
+        }
+        let cap = self.capacity();
+        self.busy
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b < cap).then_some(b + 1)
+            })
+            .is_ok()
+    }
+
+    /// True once per process start: the caller sends FCGI_GET_VALUES ahead
+    /// of its request and passes the answer to [`Proc::learn`].
+    pub fn ask_values(&self) -> bool {
+        !self.values_asked.swap(true, Ordering::Relaxed)
+    }
+
+    /// Sizes the process's concurrency to what it said (FCGI_MAX_CONNS,
+    /// else FCGI_MAX_REQS).
+    pub fn learn(&self, v: &stoa_fastcgi::Values, pool: &str) {
+        if let Some(n) = v.max_conns.or(v.max_reqs) {
+            self.set_capacity((n as usize).clamp(1, 1024));
+        }
+        tracing::debug!("pool {pool}: process #{} says {v:?}", self.index);
+    }
+
+    pub fn take_idle(&self) -> Option<IdleConn> {
+        self.idle.lock().ok()?.pop()
+    }
+
+    pub fn put_idle(&self, c: IdleConn) {
+        if self.state() != ProcState::Running {
+            return;
+        }
+        if let Ok(mut v) = self.idle.lock() {
+            if v.len() < self.capacity() {
+                v.push(c);
+            }
+        }
+    }
+
+    fn drop_idle(&self) {
+        if let Ok(mut v) = self.idle.lock() {
+            v.clear();
+        }
+    }
+}
+
+/// A claimed request slot on a process; dropping it frees the slot and
+/// wakes a waiting request.
+pub struct Lease {
+    pub proc: Arc<Proc>,
+    pool: Arc<Pool>,
+}
+
+impl Lease {
+    /// Counts a completed request; at `max_requests` the process is
+    /// recycled once its requests are done.
+    pub fn served(&self) {
+        let n = self.proc.served.fetch_add(1, Ordering::Relaxed) + 1;
+        self.proc.served_total.fetch_add(1, Ordering::Relaxed);
+        let max = self.pool.spec.max_requests;
+        if max > 0 && n >= max && matches!(self.pool.spec.kind, PoolKind::Spawn { .. }) {
+            self.proc.set_state(ProcState::Retiring);
+            self.proc.drop_idle();
+            self.proc.retire.notify_one();
+        }
+    }
+
+    /// The process refused or dropped the connection: stop sending it work
+    /// until its supervisor has seen to it.
+    pub fn failed(&self) {
+        self.proc.drop_idle();
+        if matches!(self.pool.spec.kind, PoolKind::Remote { .. }) {
+            // Nobody supervises a remote address: keep it in rotation but
+            // drop its stale connections.
+            return;
+        }
+        if self.proc.state() == ProcState::Running && self.proc.pid.load(Ordering::Relaxed) == 0 {
+            self.proc.set_state(ProcState::Dead);
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.proc.busy.fetch_sub(1, Ordering::AcqRel);
+        self.proc
+            .last_used
+            .store(self.pool.clock(), Ordering::Relaxed);
+        if self.proc.state() == ProcState::Retiring && self.proc.busy() == 0 {
+            self.proc.retire.notify_one();
+        }
+        self.pool.freed.notify_waiters();
+    }
+}
+
+/// Why no process could be had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoProcess {
+    /// The queue was full (503 at once).
+    QueueFull,
+    /// Waited `queue_timeout` (503).
+    Timeout,
+}
+
+/// A pool at run time.
+#[derive(Debug)]
+pub struct Pool {
+    pub spec: PoolSpec,
+    pub procs: Vec<Arc<Proc>>,
+    freed: Notify,
+    waiting: AtomicUsize,
+    rr: AtomicUsize,
+    stopping: AtomicBool,
+    epoch: Instant,
+    /// Listening sockets of spawned slots (fd 0 of their processes).
+    listeners: Mutex<Vec<Option<OwnedFd>>>,
+    rundir: Option<PathBuf>,
+}
+
+impl Pool {
+    pub fn new(spec: PoolSpec, rundir: Option<PathBuf>) -> Pool {
+        let procs: Vec<Arc<Proc>> = match &spec.kind {
+            PoolKind::Spawn { max, .. } => (0..*max)
+                .map(|i| {
+                    let dir = rundir.clone().unwrap_or_default();
+                    let sock = dir.join(format!("{}-{i}.sock", spec.name));
+                    Arc::new(Proc::new(i, Target::Unix(sock), spec.default_capacity))
+                })
+                .collect(),
+            PoolKind::Remote { addresses } => addresses
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let p = Proc::new(i, t.clone(), spec.default_capacity);
+                    p.set_state(ProcState::Running);
+                    Arc::new(p)
+                })
+                .collect(),
+        };
+        let n = procs.len();
+        Pool {
+            spec,
+            procs,
+            freed: Notify::new(),
+            waiting: AtomicUsize::new(0),
+            rr: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            epoch: Instant::now(),
+            listeners: Mutex::new((0..n).map(|_| None).collect()),
+            rundir,
+        }
+    }
+
+    fn clock(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Claims a process for a request with affinity key `key` (if any),
+    /// waiting in the bounded queue when all are busy. `skip` excludes a
+    /// process that just refused the request.
+    pub async fn lease(
+        self: &Arc<Self>,
+        key: Option<&[u8]>,
+        skip: Option<usize>,
+    ) -> Result<Lease, NoProcess> {
+        if let Some(l) = self.try_lease(key, skip) {
+            return Ok(l);
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.spec.queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(NoProcess::QueueFull);
+        }
+        let deadline = tokio::time::Instant::now() + self.spec.queue_timeout;
+        let r = loop {
+            let notified = self.freed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(l) = self.try_lease(key, skip) {
+                break Ok(l);
+            }
+            // Also poll now and then: a process that (re)starts does not
+            // free a slot, so nobody would notify.
+            let tick = tokio::time::Instant::now() + Duration::from_millis(100);
+            if tokio::time::timeout_at(deadline.min(tick), notified)
+                .await
+                .is_err()
+                && tokio::time::Instant::now() >= deadline
+            {
+                break self.try_lease(key, skip).ok_or(NoProcess::Timeout);
+            }
+        };
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+
+    fn try_lease(self: &Arc<Self>, key: Option<&[u8]>, skip: Option<usize>) -> Option<Lease> {
+        let usable = |p: &Arc<Proc>| Some(p.index) != skip && p.state() == ProcState::Running;
+        let lease = |p: &Arc<Proc>| Lease {
+            proc: p.clone(),
+            pool: self.clone(),
+        };
+        if let Some(key) = key {
+            // Rendezvous hashing: the running process with the highest score
+            // for this key. A process added or lost moves only its own keys.
+            let best = self
+                .procs
+                .iter()
+                .filter(|p| usable(p))
+                .max_by_key(|p| score(key, p.index))?;
+            return best.try_claim().then(|| lease(best));
+        }
+        let n = self.procs.len();
+        let start = self.rr.fetch_add(1, Ordering::Relaxed);
+        match self.spec.balance {
+            Balance::RoundRobin => (0..n)
+                .map(|i| &self.procs[(start + i) % n])
+                .find(|p| usable(p) && p.try_claim())
+                .map(lease),
+            Balance::LeastBusy => {
+                // Fewest requests in flight relative to capacity; ties go
+                // round-robin so equal processes share the load.
+                let mut order: Vec<&Arc<Proc>> = (0..n)
+                    .map(|i| &self.procs[(start + i) % n])
+                    .filter(|p| usable(p))
+                    .collect();
+                order.sort_by_key(|p| p.busy() * 1000 / p.capacity().max(1));
+                order.into_iter().find(|p| p.try_claim()).map(lease)
+            }
+        }
+    }
+
+    /// One line per process, for SIGUSR1 and the logs.
+    pub fn status(&self) -> String {
+        let mut s = format!("pool {}: waiting {}", self.spec.name, self.waiting());
+        for p in &self.procs {
+            if p.state() == ProcState::Stopped && matches!(self.spec.kind, PoolKind::Spawn { .. }) {
+                continue;
+            }
+            s.push_str(&format!(
+                "; #{} {:?} pid {} busy {}/{} served {} restarts {}",
+                p.index,
+                p.state(),
+                p.pid.load(Ordering::Relaxed),
+                p.busy(),
+                p.capacity(),
+                p.served_total.load(Ordering::Relaxed),
+                p.restarts.load(Ordering::Relaxed)
+            ));
+        }
+        s
+    }
+}
+
+fn score(key: &[u8], index: usize) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    index.hash(&mut h);
+    h.finish()
+}
+
+/// Spawns and supervises a pool's processes until it is stopped.
+pub fn start(pool: &Arc<Pool>) {
+    let PoolKind::Spawn { min, .. } = &pool.spec.kind else {
+        return;
+    };
+    for i in 0..*min {
+        tokio::task::spawn_local(supervise(pool.clone(), i));
+    }
+    tokio::task::spawn_local(scale(pool.clone()));
+}
+
+/// Grows a dynamic pool while requests queue, shrinks it when idle.
+async fn scale(pool: Arc<Pool>) {
+    let PoolKind::Spawn {
+        min,
+        max,
+        idle_timeout,
+        ..
+    } = pool.spec.kind.clone()
+    else {
+        return;
+    };
+    if min == max {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tick.tick().await;
+        if pool.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let live: Vec<&Arc<Proc>> = pool
+            .procs
+            .iter()
+            .filter(|p| p.state() != ProcState::Stopped)
+            .collect();
+        if pool.waiting() > 0 && live.len() < max {
+            if let Some(p) = pool.procs.iter().find(|p| p.state() == ProcState::Stopped) {
+                tracing::info!(
+                    "pool {}: {} waiting, starting process #{}",
+                    pool.spec.name,
+                    pool.waiting(),
+                    p.index
+                );
+                p.set_state(ProcState::Starting);
+                tokio::task::spawn_local(supervise(pool.clone(), p.index));
+            }
+        } else if pool.waiting() == 0 && live.len() > min {
+            let now = pool.clock();
+            let idle_ms = idle_timeout.as_millis() as u64;
+            if let Some(p) = live.iter().rev().find(|p| {
+                p.state() == ProcState::Running
+                    && p.busy() == 0
+                    && now.saturating_sub(p.last_used.load(Ordering::Relaxed)) > idle_ms
+            }) {
+                tracing::info!(
+                    "pool {}: process #{} idle, stopping it",
+                    pool.spec.name,
+                    p.index
+                );
+                p.set_state(ProcState::Retiring);
+                p.retire.notify_one();
+            }
+        }
+    }
+}
+
+/// Runs one process slot: spawn, watch, restart with back-off, recycle.
+async fn supervise(pool: Arc<Pool>, index: usize) {
+    let PoolKind::Spawn {
+        command,
+        cwd,
+        env,
+        min,
+        ..
+    } = pool.spec.kind.clone()
+    else {
+        return;
+    };
+    let proc = pool.procs[index].clone();
+    let Target::Unix(sock_path) = proc.target.clone() else {
+        return;
+    };
+    let listener = match slot_listener(&pool, index, &sock_path) {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::error!(
+                "pool {}: cannot create {}: {e}",
+                pool.spec.name,
+                sock_path.display()
+            );
+            proc.set_state(ProcState::Dead);
+            return;
+        }
+    };
+    let mut backoff = Duration::from_millis(100);
+    let mut recent_exits: Vec<Instant> = Vec::new();
+    loop {
+        if pool.stopping.load(Ordering::Acquire) {
+            break;
+        }
+        proc.set_state(ProcState::Starting);
+        proc.served.store(0, Ordering::Relaxed);
+        let stdin = match listener.try_clone() {
+            Ok(fd) => Stdio::from(fd),
+            Err(e) => {
+                tracing::error!("pool {}: {e}", pool.spec.name);
+                break;
+            }
+        };
+        let mut cmd = tokio::process::Command::new(&command[0]);
+        cmd.args(&command[1..])
+            .current_dir(&cwd)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        cmd.stdin(stdin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        cmd.process_group(0);
+        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches
+        // no memory of the parent; it makes the kernel stop the application
+        // if Stoa itself dies, so no process is ever orphaned.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("pool {}: cannot start {:?}: {e}", pool.spec.name, command);
+                proc.set_state(ProcState::Dead);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        proc.pid.store(pid, Ordering::Relaxed);
+        // FCGI_GET_VALUES goes out with the first request (see
+        // `Proc::ask_values`): a probe on a connection of its own would
+        // hold a single-threaded application until it timed out.
+        proc.values_asked.store(false, Ordering::Relaxed);
+        proc.set_state(ProcState::Running);
+        pool.freed.notify_waiters();
+
+        let retired = tokio::select! {
+            status = child.wait() => {
+                proc.set_state(ProcState::Dead);
+                proc.drop_idle();
+                let why = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                tracing::warn!("pool {}: process #{index} (pid {pid}) exited: {why}", pool.spec.name);
+                false
+            }
+            _ = wait_retire(&proc) => true,
+        };
+        proc.pid.store(0, Ordering::Relaxed);
+        if retired {
+            // Recycle or scale down: it has no request left; let it go.
+            stop_child(&mut child, pid).await;
+            if pool.stopping.load(Ordering::Acquire) {
+                break;
+            }
+            let served = proc.served.load(Ordering::Relaxed);
+            if pool.spec.max_requests > 0 && served >= pool.spec.max_requests {
+                tracing::info!(
+                    "pool {}: recycled process #{index} after {served} requests",
+                    pool.spec.name
+                );
+                backoff = Duration::from_millis(100);
+                continue;
+            }
+            proc.set_state(ProcState::Stopped);
+            let _ = min;
+            return;
+        }
+        if pool.stopping.load(Ordering::Acquire) {
+            break;
+        }
+        proc.restarts.fetch_add(1, Ordering::Relaxed);
+        // Exponential back-off, reset by a process that ran a while.
+        if started.elapsed() > Duration::from_secs(10) {
+            backoff = Duration::from_millis(100);
+        }
+        let now = Instant::now();
+        recent_exits.retain(|t| now.duration_since(*t) < Duration::from_secs(60));
+        recent_exits.push(now);
+        if recent_exits.len() >= 5 {
+            tracing::error!(
+                "pool {}: process #{index} is crash-looping ({} exits in a minute); next start in {:?}",
+                pool.spec.name,
+                recent_exits.len(),
+                backoff
+            );
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+    proc.set_state(ProcState::Stopped);
+}
+
+async fn wait_retire(proc: &Proc) {
+    loop {
+        proc.retire.notified().await;
+        if proc.state() == ProcState::Retiring {
+            // Wait for its requests to finish (each Lease drop notifies).
+            while proc.busy() > 0 {
+                proc.retire.notified().await;
+            }
+            return;
+        }
+    }
+}
+
+/// SIGTERM, a grace period, then SIGKILL for the whole group.
+async fn stop_child(child: &mut tokio::process::Child, pid: i32) {
+    if pid > 0 {
+        // SAFETY: signals the process group we created for this child,
+        // whose leader has not been reaped yet.
+        unsafe {
+            libc::kill(-pid, libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(3), child.wait())
+        .await
+        .is_err()
+        && pid > 0
+    {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+        let _ = child.wait().await;
+    }
+}
+
+/// The slot's listening socket, created once and kept across restarts.
+fn slot_listener(pool: &Pool, index: usize, path: &Path) -> std::io::Result<OwnedFd> {
+    let mut ls = pool
+        .listeners
+        .lock()
+        .map_err(|_| std::io::Error::other("poisoned"))?;
+    if let Some(Some(fd)) = ls.get(index) {
+        return fd.try_clone();
+    }
+    let _ = std::fs::remove_file(path);
+    let l = std::os::unix::net::UnixListener::bind(path)?;
+    let fd: OwnedFd = l.into();
+    let keep = fd.try_clone()?;
+    if let Some(slot) = ls.get_mut(index) {
+        *slot = Some(keep);
+    }
+    Ok(fd)
+}
+
+/// Stops every process of the pool and removes its sockets.
+pub async fn stop(pool: &Arc<Pool>) {
+    pool.stopping.store(true, Ordering::Release);
+    for p in &pool.procs {
+        if p.state() != ProcState::Stopped {
+            p.set_state(ProcState::Retiring);
+            p.drop_idle();
+            p.retire.notify_one();
+        }
+    }
+    // Supervisors stop their children; wait for them briefly.
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until
+        && pool
+            .procs
+            .iter()
+            .any(|p| !matches!(p.state(), ProcState::Stopped | ProcState::Dead))
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for p in &pool.procs {
+        let pid = p.pid.load(Ordering::Relaxed);
+        if pid > 0 {
+            // SAFETY: the group of a child we spawned and still track.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        if let Target::Unix(path) = &p.target {
+            if pool.rundir.is_some() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// Builds a pool spec from its config table.
+#[allow(clippy::too_many_arguments)]
+pub fn spec(
+    name: &str,
+    command: Option<Vec<String>>,
+    address: Option<Vec<String>>,
+    processes: Option<usize>,
+    min_processes: Option<usize>,
+    max_processes: Option<usize>,
+    max_requests: Option<u64>,
+    affinity: Option<&str>,
+    balance: Option<&str>,
+    queue: Option<usize>,
+    queue_timeout: Option<Dur>,
+    timeout: Option<Dur>,
+    env: Vec<(String, String)>,
+    idle_timeout: Option<Dur>,
+    base: &Path,
+) -> Result<PoolSpec, String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "pool name `{name}`: use letters, digits, '-' and '_'"
+        ));
+    }
+    let kind = match (command, address) {
+        (Some(cmd), None) => {
+            if cmd.is_empty() {
+                return Err("`command` is empty".into());
+            }
+            let mut cmd = cmd;
+            let prog = Path::new(&cmd[0]);
+            if prog.components().count() > 1 && !prog.is_absolute() {
+                cmd[0] = base.join(prog).display().to_string();
+            }
+            let (min, max) = match (processes, min_processes, max_processes) {
+                (Some(n), None, None) => (n, n),
+                (None, min, Some(max)) => (min.unwrap_or(1), max),
+                (None, None, None) => (1, 1),
+                _ => return Err("give `processes`, or `min_processes` and `max_processes`".into()),
+            };
+            if max == 0 || min > max || max > 1024 {
+                return Err(format!(
+                    "processes {min}..{max}: need 1 <= max <= 1024 and min <= max"
+                ));
+            }
+            PoolKind::Spawn {
+                command: cmd,
+                cwd: base.to_path_buf(),
+                env,
+                min,
+                max,
+                idle_timeout: idle_timeout.map_or(Duration::from_secs(10), |d| d.0),
+            }
+        }
+        (None, Some(addrs)) => {
+            if addrs.is_empty() {
+                return Err("`address` is empty".into());
+            }
+            let addresses = addrs
+                .iter()
+                .map(|a| Target::parse(a, base))
+                .collect::<Result<Vec<_>, _>>()?;
+            PoolKind::Remote { addresses }
+        }
+        _ => return Err("give exactly one of `command` or `address`".into()),
+    };
+    let remote = matches!(kind, PoolKind::Remote { .. });
+    Ok(PoolSpec {
+        name: name.to_owned(),
+        kind,
+        max_requests: max_requests.unwrap_or(0),
+        affinity: Affinity::parse(affinity.unwrap_or("none"))?,
+        balance: match balance.unwrap_or("least-busy") {
+            "least-busy" => Balance::LeastBusy,
+            "round-robin" => Balance::RoundRobin,
+            other => {
+                return Err(format!(
+                    "balance `{other}`: \"least-busy\" or \"round-robin\""
+                ))
+            }
+        },
+        queue: queue.unwrap_or(1024),
+        queue_timeout: queue_timeout.map_or(Duration::from_secs(10), |d| d.0),
+        timeout: timeout.map_or(Duration::from_secs(60), |d| d.0),
+        // An external pool (php-fpm) usually runs several workers behind
+        // one address; a spawned process is assumed single-threaded.
+        default_capacity: if remote { 16 } else { 1 },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinity_specs_parse() {
+        assert_eq!(
+            Affinity::parse("cookie:SESSIONID"),
+            Ok(Affinity::Cookie("SESSIONID".into()))
+        );
+        assert_eq!(
+            Affinity::parse("header:X-User"),
+            Ok(Affinity::Header("X-User".into()))
+        );
+        assert_eq!(
+            Affinity::parse("query:user"),
+            Ok(Affinity::Query("user".into()))
+        );
+        assert_eq!(Affinity::parse("client-ip"), Ok(Affinity::ClientIp));
+        assert_eq!(Affinity::parse("none"), Ok(Affinity::None));
+        assert!(Affinity::parse("cookie:").is_err());
+        assert!(Affinity::parse("sticky").is_err());
+    }
+
+    #[test]
+    fn rendezvous_moves_only_the_keys_of_a_lost_process() {
+        let keys: Vec<String> = (0..2000).map(|i| format!("user{i}")).collect();
+        let best = |k: &str, procs: &[usize]| {
+            *procs
+                .iter()
+                .max_by_key(|&&i| score(k.as_bytes(), i))
+                .unwrap()
+        };
+        let all = [0, 1, 2, 3];
+        let without2 = [0, 1, 3];
+        let mut moved = 0;
+        let mut counts = [0usize; 4];
+        for k in &keys {
+            let a = best(k, &all);
+            counts[a] += 1;
+            let b = best(k, &without2);
+            if a != 2 {
+                assert_eq!(a, b, "key {k} moved though its process stayed");
+            } else {
+                moved += 1;
+            }
+        }
+        assert_eq!(moved, counts[2]);
+        for c in counts {
+            assert!(c > 350 && c < 650, "uneven spread {counts:?}");
+        }
+    }
+}
