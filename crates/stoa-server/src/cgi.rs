@@ -310,12 +310,12 @@ pub(crate) async fn simple(
 pub async fn serve(
     head: &RequestHead,
     cfg: &CgiConfig,
-    norm: &str,
+    norm: String,
     io: &mut Io,
     ctx: &Ctx<'_>,
     depth: u8,
 ) -> bool {
-    let script = match resolve(cfg, norm) {
+    let script = match resolve(cfg, &norm) {
         Ok(s) => s,
         Err(status) => return simple(head, io, ctx, status, &[]).await,
     };
@@ -524,8 +524,8 @@ pub(crate) async fn redirect(
     }
     new.keep_alive = orig.keep_alive && body_done;
     let keep = match conn::pick(&new, ctx.rt) {
-        Pick::Cgi(c, norm) => Box::pin(serve(&new, c, &norm, io, ctx, depth + 1)).await,
-        Pick::FastCgi(c, norm) => Box::pin(crate::fastcgi::serve(&new, c, &norm, io, ctx)).await,
+        Pick::Cgi(c, norm) => Box::pin(serve(&new, c, norm, io, ctx, depth + 1)).await,
+        Pick::FastCgi(c, norm) => Box::pin(crate::fastcgi::serve(&new, c, norm, io, ctx)).await,
         other => conn::answer(other, &new, ctx, &mut io.out, io.peer),
     };
     keep && body_done

@@ -141,7 +141,7 @@ fn affinity_key(a: &Affinity, head: &RequestHead, io: &Io) -> Option<Vec<u8>> {
 pub async fn serve(
     head: &RequestHead,
     route: &FastCgiRoute,
-    norm: &str,
+    norm: String,
     io: &mut Io,
     ctx: &Ctx<'_>,
 ) -> bool {
@@ -176,7 +176,7 @@ pub async fn serve(
     let filename = format!("{}{}", route.document_root.trim_end_matches('/'), norm);
     let req = stoa_cgi::Request {
         method: head.method.as_str(),
-        script_name: norm,
+        script_name: &norm,
         path_info: "",
         query: head.query().unwrap_or(b""),
         request_uri: head.target(),
