@@ -16,7 +16,9 @@
 //!   size = byte + 1), the rest is the wire bytes;
 //! - `range`: 8 bytes (u64 little-endian, zero-padded) are the
 //!   representation length, the rest is the Range header value;
-//! - `path_normalize`: the whole input is the raw path.
+//! - `path_normalize`: the whole input is the raw path;
+//! - `fastcgi_records`: 2 bytes choose the split point, the rest is a
+//!   stream of FastCGI records.
 
 #![allow(dead_code)]
 
@@ -34,6 +36,7 @@ pub const TARGETS: &[&str] = &[
     "range",
     "path_normalize",
     "response_head",
+    "fastcgi_records",
 ];
 
 /// Runs the check of `target` on one input.
@@ -44,6 +47,10 @@ pub fn run(target: &str, data: &[u8]) {
         "range" => range(data),
         "path_normalize" => path_normalize(data),
         "response_head" => response_head(data),
+        // The record and name-value decoders of stoa-fastcgi: its own check
+        // (same 2-byte split layout) compares whole, split and byte-by-byte
+        // decoding and bounds what is buffered.
+        "fastcgi_records" => stoa_fastcgi::fuzzing::fuzz_check(data),
         other => panic!("unknown fuzz target {other:?}"),
     }
 }
