@@ -768,7 +768,7 @@ async fn run(
     }
 }
 
-enum ClientEv {
+pub(crate) enum ClientEv {
     Body(Result<bool, BodyFail>),
     Gone,
     Nothing,
@@ -777,7 +777,7 @@ enum ClientEv {
 /// The client's side of the pump: the next piece of the request body when
 /// the script wants it, else a watch for the client going away (pipelined
 /// bytes that arrive meanwhile are kept for the next request).
-async fn client_side(
+pub(crate) async fn client_side(
     reader: &mut Option<BodyReader>,
     io: &mut Io,
     dst: &mut Vec<u8>,

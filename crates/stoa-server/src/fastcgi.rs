@@ -3,7 +3,7 @@
 //! sans-IO `stoa-fastcgi` crate; the application's stdout goes through the
 //! same CGI head parser and `Downstream` as a CGI script's.
 
-use crate::cgi::{self, Input};
+use crate::cgi::{self, ClientEv, Input};
 use crate::conn::{BodyFail, BodyReader, Ctx, Io};
 use crate::downstream::Downstream;
 use crate::pool::{Affinity, IdleConn, Lease, NoProcess, Pool, Target};
@@ -313,6 +313,7 @@ async fn exchange(
             && wpos >= wbuf.len()
             && incoming.is_empty();
         let writing = wpos < wbuf.len();
+        let watch_client = !want_body && body_done(&reader) && io.rbuf.len() < 64 * 1024;
         let (mut rd, mut wr) = tokio::io::split(&mut app);
         let step = tokio::select! {
             biased;
@@ -324,14 +325,18 @@ async fn exchange(
                 Ok(n) if n > 0 => Step::Wrote(n),
                 _ => Step::AppEof,
             },
-            r = next_body(&mut reader, io, &mut incoming), if want_body => match r {
-                Ok(_) => Step::Body,
-                Err(_) => Step::ClientGone,
+            // The request body when the application can take more, else a
+            // watch for the client leaving (its request is then abandoned).
+            ev = cgi::client_side(&mut reader, io, &mut incoming, want_body), if want_body || watch_client => match ev {
+                ClientEv::Body(Ok(_)) => Step::Body,
+                ClientEv::Body(Err(_)) | ClientEv::Gone => Step::ClientGone,
+                ClientEv::Nothing => Step::Nothing,
             },
             _ = sleep_until(deadline) => Step::Timeout,
         };
         drop((rd, wr));
         match step {
+            Step::Nothing => continue,
             Step::Wrote(n) => {
                 wpos += n;
                 if wpos == wbuf.len() {
@@ -502,21 +507,11 @@ fn finish_app(lease: &Lease, app: AppStream, reusable: bool) {
 }
 
 enum Step {
+    Nothing,
     AppData(usize),
     AppEof,
     Wrote(usize),
     Body,
     ClientGone,
     Timeout,
-}
-
-async fn next_body(
-    reader: &mut Option<BodyReader>,
-    io: &mut Io,
-    dst: &mut Vec<u8>,
-) -> Result<bool, BodyFail> {
-    match reader {
-        Some(r) => r.next(io, dst).await,
-        None => Ok(false),
-    }
 }

@@ -277,18 +277,11 @@ impl Lease {
         }
     }
 
-    /// The process refused or dropped the connection: stop sending it work
-    /// until its supervisor has seen to it.
+    /// The process refused the connection: its kept-alive connections are
+    /// stale too. (A spawned process that died is seen to by its
+    /// supervisor; a remote address stays in rotation.)
     pub fn failed(&self) {
         self.proc.drop_idle();
-        if matches!(self.pool.spec.kind, PoolKind::Remote { .. }) {
-            // Nobody supervises a remote address: keep it in rotation but
-            // drop its stale connections.
-            return;
-        }
-        if self.proc.state() == ProcState::Running && self.proc.pid.load(Ordering::Relaxed) == 0 {
-            self.proc.set_state(ProcState::Dead);
-        }
     }
 }
 
