@@ -291,6 +291,65 @@ pub(crate) enum Input {
     File(std::fs::File, u64),
 }
 
+impl Input {
+    /// CONTENT_LENGTH for the application.
+    pub(crate) fn content_length(&self) -> Option<u64> {
+        match self {
+            Input::None => None,
+            Input::Stream(n) => Some(*n),
+            Input::Memory(v) => Some(v.len() as u64),
+            Input::File(_, n) => Some(*n),
+        }
+    }
+}
+
+/// Where an application is, as its meta-variables name it.
+pub(crate) struct Names<'a> {
+    pub script_name: &'a str,
+    pub path_info: &'a str,
+    pub document_root: &'a str,
+    pub script_filename: &'a str,
+}
+
+/// The CGI meta-variables of a request (RFC 3875 §4.1), for CGI scripts
+/// and FastCGI applications alike.
+pub(crate) fn meta_env(
+    head: &RequestHead,
+    io: &Io,
+    names: Names<'_>,
+    content_length: Option<u64>,
+    pass_authorization: bool,
+) -> stoa_cgi::Env {
+    let local = io.stream.local_addr().ok();
+    let host = conn::host_name(head.host());
+    let server_name = if host.is_empty() {
+        local.map(|a| a.ip().to_string()).unwrap_or_default()
+    } else {
+        host.to_owned()
+    };
+    let req = stoa_cgi::Request {
+        method: head.method.as_str(),
+        script_name: names.script_name,
+        path_info: names.path_info,
+        query: head.query().unwrap_or(b""),
+        request_uri: head.target(),
+        protocol: head.version.as_str(),
+        server_software: concat!("stoa/", env!("CARGO_PKG_VERSION")),
+        server_name: &server_name,
+        server_port: local.map_or(0, |a| a.port()),
+        remote_addr: Some(io.peer.ip()),
+        remote_port: io.peer.port(),
+        document_root: names.document_root,
+        script_filename: names.script_filename,
+        https: false,
+        content_length,
+        auth_type: None,
+        remote_user: None,
+        pass_authorization,
+    };
+    stoa_cgi::meta_variables(&req, head.headers())
+}
+
 /// Answers a request with a status page; the request body is skipped.
 pub(crate) async fn simple(
     head: &RequestHead,
@@ -332,13 +391,6 @@ pub async fn serve(
             Err(BodyFail::Gone) => return false,
         },
     };
-    let content_length = match &input {
-        Input::None => None,
-        Input::Stream(n) => Some(*n),
-        Input::Memory(v) => Some(v.len() as u64),
-        Input::File(_, n) => Some(*n),
-    };
-
     let Some(_permit) = cfg.limiter.acquire().await else {
         tracing::warn!(
             "cgi: too many processes and queue full or timed out; 503 for {}",
@@ -347,35 +399,19 @@ pub async fn serve(
         return simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await;
     };
 
-    let local = io.stream.local_addr().ok();
-    let host = conn::host_name(head.host());
-    let server_name = if host.is_empty() {
-        local.map(|a| a.ip().to_string()).unwrap_or_default()
-    } else {
-        host.to_owned()
-    };
     let filename = script.filename.display().to_string();
-    let req = stoa_cgi::Request {
-        method: head.method.as_str(),
-        script_name: &script.script_name,
-        path_info: &script.path_info,
-        query: head.query().unwrap_or(b""),
-        request_uri: head.target(),
-        protocol: head.version.as_str(),
-        server_software: concat!("stoa/", env!("CARGO_PKG_VERSION")),
-        server_name: &server_name,
-        server_port: local.map_or(0, |a| a.port()),
-        remote_addr: Some(io.peer.ip()),
-        remote_port: io.peer.port(),
-        document_root: &cfg.document_root,
-        script_filename: &filename,
-        https: false,
-        content_length,
-        auth_type: None,
-        remote_user: None,
-        pass_authorization: cfg.pass_authorization,
-    };
-    let env = stoa_cgi::meta_variables(&req, head.headers());
+    let env = meta_env(
+        head,
+        io,
+        Names {
+            script_name: &script.script_name,
+            path_info: &script.path_info,
+            document_root: &cfg.document_root,
+            script_filename: &filename,
+        },
+        input.content_length(),
+        cfg.pass_authorization,
+    );
 
     let mut cmd = Command::new(&script.program);
     if script.program != script.filename {

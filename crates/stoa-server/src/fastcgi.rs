@@ -160,41 +160,16 @@ pub async fn serve(
             Err(BodyFail::Gone) => return false,
         },
     };
-    let content_length = match &input {
-        Input::None => None,
-        Input::Stream(n) => Some(*n),
-        Input::Memory(v) => Some(v.len() as u64),
-        Input::File(_, n) => Some(*n),
-    };
-    let local = io.stream.local_addr().ok();
-    let host = crate::conn::host_name(head.host());
-    let server_name = if host.is_empty() {
-        local.map(|a| a.ip().to_string()).unwrap_or_default()
-    } else {
-        host.to_owned()
-    };
     let filename = format!("{}{}", route.document_root.trim_end_matches('/'), norm);
-    let req = stoa_cgi::Request {
-        method: head.method.as_str(),
+    let names = cgi::Names {
         script_name: &norm,
         path_info: "",
-        query: head.query().unwrap_or(b""),
-        request_uri: head.target(),
-        protocol: head.version.as_str(),
-        server_software: concat!("stoa/", env!("CARGO_PKG_VERSION")),
-        server_name: &server_name,
-        server_port: local.map_or(0, |a| a.port()),
-        remote_addr: Some(io.peer.ip()),
-        remote_port: io.peer.port(),
         document_root: &route.document_root,
         script_filename: &filename,
-        https: false,
-        content_length,
-        auth_type: None,
-        remote_user: None,
-        pass_authorization: true,
     };
-    let params = stoa_cgi::meta_variables(&req, head.headers());
+    // The application is the server's own business: Authorization passes
+    // (php-fpm apps do their own authentication).
+    let params = cgi::meta_env(head, io, names, input.content_length(), true);
     let key = affinity_key(&pool.spec.affinity, head, io);
 
     // A process that refuses the connection has not seen the request: try
