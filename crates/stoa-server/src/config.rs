@@ -451,6 +451,9 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> 
     } else {
         base
     };
+    // Absolute, so that paths stay right for processes that run elsewhere
+    // (a pool's command runs in this directory).
+    let base = base.canonicalize().unwrap_or(base);
     from_str(&text, &file, &base, overrides)
 }
 

@@ -381,6 +381,7 @@ async fn exchange(
                     protocol_status, ..
                 } => {
                     ended = true;
+                    lease.proc.values_settled(&pool.spec);
                     if matches!(
                         protocol_status,
                         ProtocolStatus::Overloaded | ProtocolStatus::CantMpxConn
@@ -436,16 +437,36 @@ async fn exchange(
                 break Done::Abort;
             }
             out.clear();
-            if ended || app_eof {
+            if ended {
                 break Done::Sent(true);
+            }
+            if app_eof {
+                // Died mid-response: no last chunk, so the client sees the
+                // truncation instead of taking it for a whole body.
+                tracing::error!(
+                    "fastcgi pool {}: connection lost mid-response",
+                    pool.spec.name
+                );
+                break Done::Abort;
             }
         }
     };
     let clean = ended && !app_eof && !gw.is_closing() && wpos >= wbuf.len();
     match result {
         Done::Abort => {
-            // The connection is in an unknown state: close it (the
-            // application sees the abort as EOF).
+            if !ended && !app_eof {
+                // Tell the application to stop (§5.4), so a single-threaded
+                // one is free for the next request, then close: the
+                // connection's state is unknown.
+                let mut abort = Vec::new();
+                if gw.abort(id, &mut abort).is_ok() {
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_millis(100),
+                        app.write_all(&abort),
+                    )
+                    .await;
+                }
+            }
             drop(app);
             if ended {
                 lease.served();

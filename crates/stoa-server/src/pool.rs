@@ -152,6 +152,10 @@ pub struct Proc {
     retire: Notify,
     last_used: AtomicU64,
     values_asked: AtomicBool,
+    /// Whether the process answered FCGI_GET_VALUES (or we gave up on it).
+    learned: AtomicBool,
+    /// Kept-alive connections are safe with it.
+    keepalive: AtomicBool,
 }
 
 /// A kept-alive connection to an application.
@@ -177,6 +181,8 @@ impl Proc {
             retire: Notify::new(),
             last_used: AtomicU64::new(0),
             values_asked: AtomicBool::new(false),
+            learned: AtomicBool::new(false),
+            keepalive: AtomicBool::new(false),
         }
     }
 
@@ -225,25 +231,57 @@ impl Proc {
         !self.values_asked.swap(true, Ordering::Relaxed)
     }
 
+    /// Forgets what an earlier process in this slot said.
+    fn reset_values(&self) {
+        self.values_asked.store(false, Ordering::Relaxed);
+        self.learned.store(false, Ordering::Relaxed);
+        self.keepalive.store(false, Ordering::Relaxed);
+        // One request at a time until the new process says more.
+        self.set_capacity(1);
+    }
+
     /// Sizes the process's concurrency to what it said (FCGI_MAX_CONNS,
     /// else FCGI_MAX_REQS).
     pub fn learn(&self, v: &stoa_fastcgi::Values, pool: &str) {
-        if let Some(n) = v.max_conns.or(v.max_reqs) {
+        // Both limits bind: connections and requests in flight.
+        let n = match (v.max_conns, v.max_reqs) {
+            (Some(c), Some(r)) => Some(c.min(r)),
+            (c, r) => c.or(r),
+        };
+        if let Some(n) = n {
             self.set_capacity((n as usize).clamp(1, 1024));
+            self.keepalive.store(true, Ordering::Relaxed);
         }
+        self.learned.store(true, Ordering::Relaxed);
         tracing::debug!("pool {pool}: process #{} says {v:?}", self.index);
+    }
+
+    /// Called when a request ends: an application that did not answer
+    /// FCGI_GET_VALUES by then gets the pool's default capacity and no
+    /// kept-alive connections, since an idle connection could pin one of
+    /// its workers (one connection per request, as nginx does by default).
+    pub fn values_settled(&self, spec: &PoolSpec) {
+        if !self.learned.swap(true, Ordering::Relaxed) {
+            self.set_capacity(spec.default_capacity);
+            self.keepalive.store(false, Ordering::Relaxed);
+        }
     }
 
     pub fn take_idle(&self) -> Option<IdleConn> {
         self.idle.lock().ok()?.pop()
     }
 
+    /// Keeps a connection for the next request. Connections open to a
+    /// process (in use plus idle) never exceed what it can serve at once:
+    /// an idle one may hold a worker of a process-per-connection server
+    /// (php-fpm), and one more would wait in its backlog behind it.
     pub fn put_idle(&self, c: IdleConn) {
-        if self.state() != ProcState::Running {
+        if self.state() != ProcState::Running || !self.keepalive.load(Ordering::Relaxed) {
             return;
         }
         if let Ok(mut v) = self.idle.lock() {
-            if v.len() < self.capacity() {
+            // `busy` still counts the request this connection just served.
+            if v.len() + self.busy() <= self.capacity() {
                 v.push(c);
             }
         }
@@ -336,7 +374,9 @@ impl Pool {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let p = Proc::new(i, t.clone(), spec.default_capacity);
+                    // One request at a time until the server says (or fails
+                    // to say) how many it takes.
+                    let p = Proc::new(i, t.clone(), 1);
                     p.set_state(ProcState::Running);
                     Arc::new(p)
                 })
@@ -613,7 +653,7 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
         // FCGI_GET_VALUES goes out with the first request (see
         // `Proc::ask_values`): a probe on a connection of its own would
         // hold a single-threaded application until it timed out.
-        proc.values_asked.store(false, Ordering::Relaxed);
+        proc.reset_values();
         proc.set_state(ProcState::Running);
         pool.freed.notify_waiters();
 
