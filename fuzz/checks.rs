@@ -18,7 +18,9 @@
 //!   representation length, the rest is the Range header value;
 //! - `path_normalize`: the whole input is the raw path;
 //! - `fastcgi_records`: 2 bytes choose the split point, the rest is a
-//!   stream of FastCGI records.
+//!   stream of FastCGI records;
+//! - `cgi_head`: 2 bytes choose the split point, the rest is a script's
+//!   output (head and body).
 
 #![allow(dead_code)]
 
@@ -37,6 +39,7 @@ pub const TARGETS: &[&str] = &[
     "path_normalize",
     "response_head",
     "fastcgi_records",
+    "cgi_head",
 ];
 
 /// Runs the check of `target` on one input.
@@ -51,6 +54,7 @@ pub fn run(target: &str, data: &[u8]) {
         // (same 2-byte split layout) compares whole, split and byte-by-byte
         // decoding and bounds what is buffered.
         "fastcgi_records" => stoa_fastcgi::fuzzing::fuzz_check(data),
+        "cgi_head" => cgi_head(data),
         other => panic!("unknown fuzz target {other:?}"),
     }
 }
@@ -773,5 +777,43 @@ fn check_response_accessors(h: &ResponseHead) {
             h.header("content-length").is_some(),
             "a framing error without a Content-Length"
         ),
+    }
+}
+
+/// A CGI script's response head (`stoa_cgi::parse_head`, RFC 3875 §6): no
+/// panic; a complete head lies within the input and the limit; the verdict
+/// does not depend on where the pipe split the output; the classification
+/// and status are consistent.
+pub fn cgi_head(data: &[u8]) {
+    let (split, out) = split_point(data);
+    for max in [65536, 64] {
+        let full = stoa_cgi::parse_head(out, max);
+        if let Ok(Some((h, n))) = &full {
+            assert!(*n > 0 && *n <= out.len(), "head length {n} outside 1..={}", out.len());
+            let status = h.effective_status();
+            assert!((100..=599).contains(&status), "status {status} out of range");
+            match h.kind() {
+                stoa_cgi::Kind::LocalRedirect(loc) => {
+                    assert!(loc.starts_with(b"/") && !loc.starts_with(b"//"), "local redirect to {loc:?}");
+                    assert!(h.status.is_none() && h.headers.is_empty() && h.content_type.is_none());
+                }
+                stoa_cgi::Kind::ClientRedirect => assert!(h.location.is_some()),
+                stoa_cgi::Kind::Document => assert!(h.location.is_none()),
+            }
+            for (name, value) in &h.headers {
+                assert!(!name.is_empty() && !name.contains([':', '\r', '\n', ' ']), "bad name {name:?}");
+                assert!(!value.contains(&b'\n') && !value.contains(&b'\r'), "CR/LF in a value: header injection");
+            }
+        }
+        let prefix = stoa_cgi::parse_head(&out[..split], max);
+        match (&prefix, &full) {
+            (Ok(Some((_, m))), _) => {
+                let same = matches!(&full, Ok(Some((_, n))) if n == m);
+                assert!(same, "a head complete in the first {split} bytes parses differently from the whole");
+            }
+            (Ok(None), Ok(Some((_, n)))) => assert!(*n > split, "complete head of {n} bytes within {split} not seen"),
+            (Err(e), Ok(Some(_))) => panic!("the first {split} bytes are refused ({e:?}) but the whole is valid"),
+            _ => {}
+        }
     }
 }
