@@ -281,6 +281,7 @@ async fn exchange(
     let mut down: Option<Downstream> = None;
     let mut ended = false;
     let mut app_eof = false;
+    let mut client_gone = false;
     let body_done = |r: &Option<BodyReader>| r.as_ref().is_none_or(BodyReader::is_done);
 
     let result = loop {
@@ -288,7 +289,8 @@ async fn exchange(
             && wpos >= wbuf.len()
             && incoming.is_empty();
         let writing = wpos < wbuf.len();
-        let watch_client = !want_body && body_done(&reader) && io.rbuf.len() < 64 * 1024;
+        let watch_client =
+            !want_body && !client_gone && body_done(&reader) && io.rbuf.len() < 64 * 1024;
         let (mut rd, mut wr) = tokio::io::split(&mut app);
         let step = tokio::select! {
             biased;
@@ -330,8 +332,24 @@ async fn exchange(
                 }
                 continue;
             }
-            Step::ClientGone => break Done::Abort,
+            Step::ClientGone => {
+                if !down.as_ref().is_some_and(Downstream::is_complete) {
+                    // Output still to come and nobody to read it: abort, so
+                    // the process is free at once.
+                    break Done::Abort;
+                }
+                // The whole body went out and only END_REQUEST is to come
+                // (a client that closes as soon as it has the body): give
+                // the application a moment, so the kept-alive connection and
+                // the request count survive.
+                client_gone = true;
+                deadline = deadline.min(Instant::now() + std::time::Duration::from_secs(1));
+                continue;
+            }
             Step::Timeout => {
+                if client_gone {
+                    break Done::Abort;
+                }
                 if down.is_none() {
                     tracing::error!(
                         "fastcgi pool {}: no response within {:?}",
@@ -433,12 +451,12 @@ async fn exchange(
             }
         }
         if let Some(d) = down.as_mut() {
-            if !out.is_empty() && !d.bodyless && !d.send(&out, io, ctx).await {
+            if !out.is_empty() && !d.bodyless && !client_gone && !d.send(&out, io, ctx).await {
                 break Done::Abort;
             }
             out.clear();
             if ended {
-                break Done::Sent(true);
+                break Done::Sent(!client_gone);
             }
             if app_eof {
                 // Died mid-response: no last chunk, so the client sees the

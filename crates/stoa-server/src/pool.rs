@@ -643,6 +643,16 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
             Err(e) => {
                 tracing::error!("pool {}: cannot start {:?}: {e}", pool.spec.name, command);
                 proc.set_state(ProcState::Dead);
+                let now = Instant::now();
+                recent_exits.retain(|t| now.duration_since(*t) < Duration::from_secs(60));
+                recent_exits.push(now);
+                if recent_exits.len() >= 5 {
+                    tracing::error!(
+                        "pool {}: process #{index} is crash-looping (cannot start, {} tries in a minute)",
+                        pool.spec.name,
+                        recent_exits.len()
+                    );
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(10));
                 continue;
@@ -769,6 +779,14 @@ fn slot_listener(pool: &Pool, index: usize, path: &Path) -> std::io::Result<Owne
 /// Stops every process of the pool and removes its sockets.
 pub async fn stop(pool: &Arc<Pool>) {
     pool.stopping.store(true, Ordering::Release);
+    if let PoolKind::Remote { .. } = pool.spec.kind {
+        // Nothing of ours runs there: just forget the connections.
+        for p in &pool.procs {
+            p.drop_idle();
+            p.set_state(ProcState::Stopped);
+        }
+        return;
+    }
     for p in &pool.procs {
         if p.state() != ProcState::Stopped {
             p.set_state(ProcState::Retiring);
