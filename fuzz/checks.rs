@@ -789,30 +789,54 @@ pub fn cgi_head(data: &[u8]) {
     for max in [65536, 64] {
         let full = stoa_cgi::parse_head(out, max);
         if let Ok(Some((h, n))) = &full {
-            assert!(*n > 0 && *n <= out.len(), "head length {n} outside 1..={}", out.len());
+            assert!(
+                *n > 0 && *n <= out.len(),
+                "head length {n} outside 1..={}",
+                out.len()
+            );
             let status = h.effective_status();
-            assert!((100..=599).contains(&status), "status {status} out of range");
+            assert!(
+                (100..=599).contains(&status),
+                "status {status} out of range"
+            );
             match h.kind() {
                 stoa_cgi::Kind::LocalRedirect(loc) => {
-                    assert!(loc.starts_with(b"/") && !loc.starts_with(b"//"), "local redirect to {loc:?}");
+                    assert!(
+                        loc.starts_with(b"/") && !loc.starts_with(b"//"),
+                        "local redirect to {loc:?}"
+                    );
                     assert!(h.status.is_none() && h.headers.is_empty() && h.content_type.is_none());
                 }
                 stoa_cgi::Kind::ClientRedirect => assert!(h.location.is_some()),
                 stoa_cgi::Kind::Document => assert!(h.location.is_none()),
             }
             for (name, value) in &h.headers {
-                assert!(!name.is_empty() && !name.contains([':', '\r', '\n', ' ']), "bad name {name:?}");
-                assert!(!value.contains(&b'\n') && !value.contains(&b'\r'), "CR/LF in a value: header injection");
+                assert!(
+                    !name.is_empty() && !name.contains([':', '\r', '\n', ' ']),
+                    "bad name {name:?}"
+                );
+                assert!(
+                    !value.contains(&b'\n') && !value.contains(&b'\r'),
+                    "CR/LF in a value: header injection"
+                );
             }
         }
         let prefix = stoa_cgi::parse_head(&out[..split], max);
         match (&prefix, &full) {
             (Ok(Some((_, m))), _) => {
                 let same = matches!(&full, Ok(Some((_, n))) if n == m);
-                assert!(same, "a head complete in the first {split} bytes parses differently from the whole");
+                assert!(
+                    same,
+                    "a head complete in the first {split} bytes parses differently from the whole"
+                );
             }
-            (Ok(None), Ok(Some((_, n)))) => assert!(*n > split, "complete head of {n} bytes within {split} not seen"),
-            (Err(e), Ok(Some(_))) => panic!("the first {split} bytes are refused ({e:?}) but the whole is valid"),
+            (Ok(None), Ok(Some((_, n)))) => assert!(
+                *n > split,
+                "complete head of {n} bytes within {split} not seen"
+            ),
+            (Err(e), Ok(Some(_))) => {
+                panic!("the first {split} bytes are refused ({e:?}) but the whole is valid")
+            }
             _ => {}
         }
     }
