@@ -42,7 +42,7 @@ ApacheBench options (short flags may be bundled: -kc10):
   -p FILE          POST the file's contents (with -T)
   -u FILE          PUT the file's contents (with -T)
   -T TYPE          Content-Type of -p/-u (default text/plain)
-  -H 'Name: value' extra header (repeatable; replaces Host, User-Agent, Accept)
+  -H 'Name: value' extra header (repeatable; replaces Host, User-Agent, Connection)
   -C 'name=value'  cookie (repeatable)
   -A USER:PASS     Basic authentication
   -i               HEAD instead of GET
@@ -140,7 +140,12 @@ fn write_file(path: &std::path::Path, data: &[u8]) -> Result<(), CliError> {
     std::fs::write(path, data).map_err(|e| CliError::Fatal(format!("{}: {e}", path.display())))
 }
 
-fn bench(args: &[String], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -> Result<u8, CliError> {
+fn bench(
+    args: &[String],
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    tty: bool,
+) -> Result<u8, CliError> {
     let opts = Options::parse(args)?;
     if opts.help {
         let _ = out.write_all(HELP.as_bytes());
@@ -154,7 +159,8 @@ fn bench(args: &[String], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -
     // Open the output files first: a typo should not cost a whole run.
     let mut hdr_file = match &opts.hdr_log {
         Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?,
+            std::fs::File::create(p)
+                .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?,
         )),
         None => None,
     };
@@ -163,7 +169,11 @@ fn bench(args: &[String], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -
     }
     raise_nofile(plan.concurrency);
     if !opts.wrk_style() {
-        let _ = writeln!(out, "This is stoa bench {} (ApacheBench-compatible report)", env!("CARGO_PKG_VERSION"));
+        let _ = writeln!(
+            out,
+            "This is stoa bench {} (ApacheBench-compatible report)",
+            env!("CARGO_PKG_VERSION")
+        );
         let _ = writeln!(out, "Benchmarking {} (be patient)", plan.target.host);
         let _ = out.flush();
     }
@@ -176,7 +186,8 @@ fn bench(args: &[String], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -
         },
     );
     if let Some(mut f) = hdr_file {
-        f.flush().map_err(|e| CliError::Fatal(format!("hdr log: {e}")))?;
+        f.flush()
+            .map_err(|e| CliError::Fatal(format!("hdr log: {e}")))?;
     }
     let text = if opts.wrk_style() {
         report::text::wrk(&summary, opts.latency)
@@ -190,7 +201,10 @@ fn bench(args: &[String], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -
         write_file(p, &j)?;
     }
     if let Some(p) = &opts.html {
-        write_file(p, report::html::page(&[summary.clone()]).as_bytes())?;
+        write_file(
+            p,
+            report::html::page(std::slice::from_ref(&summary)).as_bytes(),
+        )?;
     }
     if summary.responses == 0 && summary.failed > 0 {
         let e = &summary.errors;
@@ -221,7 +235,7 @@ fn raise_nofile(conns: u64) {
     };
     // SAFETY: getrlimit/setrlimit get a valid pointer to a local rlimit.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && (rl.rlim_cur as u64) < want {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < want {
             rl.rlim_cur = (want as libc::rlim_t).min(rl.rlim_max);
             libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
         }

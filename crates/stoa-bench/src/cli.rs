@@ -1,0 +1,518 @@
+//! The command line: ApacheBench's flags (short ones may be bundled, values
+//! attached or separate: `-kc10 -n 1000`), wrk's `-d --threads --latency`,
+//! and Stoa's long options. Turns them, and the scenario if any, into a
+//! [`Plan`].
+
+use crate::plan::{
+    build_request, AbortRules, Load, Plan, RequestOpts, RequestSpec, Target, Think, Url,
+};
+use crate::scenario::Scenario;
+use crate::util::{base64, parse_duration};
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A usage error (exit status 2) or a run-time one (exit status 1).
+#[derive(Debug, PartialEq, Eq)]
+pub enum CliError {
+    Usage(String),
+    Fatal(String),
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    pub requests: Option<u64>,
+    pub concurrency: Option<u64>,
+    pub keep_alive: bool,
+    pub time_limit: Option<Duration>,
+    pub timeout: Option<Duration>,
+    pub post_file: Option<PathBuf>,
+    pub put_file: Option<PathBuf>,
+    pub content_type: Option<String>,
+    pub headers: Vec<String>,
+    pub cookies: Vec<String>,
+    pub auth: Option<String>,
+    pub head: bool,
+    pub http10: bool,
+    pub variable_length: bool,
+    pub method: Option<String>,
+    pub duration: Option<Duration>,
+    pub threads: Option<usize>,
+    pub latency: bool,
+    pub rate: Option<f64>,
+    pub json: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub hdr_log: Option<PathBuf>,
+    pub scenario: Option<PathBuf>,
+    pub seed: Option<u64>,
+    pub quiet: bool,
+    pub help: bool,
+    pub version: bool,
+    pub url: Option<String>,
+}
+
+fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
+    v.trim()
+        .parse()
+        .map_err(|_| CliError::Usage(format!("{flag} {v:?}: not a valid number")))
+}
+
+fn duration(flag: &str, v: &str) -> Result<Duration, CliError> {
+    parse_duration(v).ok_or_else(|| {
+        CliError::Usage(format!(
+            "{flag} {v:?}: not a duration (e.g. 10, 10s, 500ms, 2m)"
+        ))
+    })
+}
+
+/// Short flags that take a value.
+const SHORT_VALUE: &str = "nctspuTHCAmd";
+/// Short flags without a value.
+const SHORT_FLAG: &str = "kilrqhV";
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Options, CliError> {
+        let mut o = Options::default();
+        let mut i = 0;
+        let mut rest_positional = false;
+        while i < args.len() {
+            let a = &args[i];
+            i += 1;
+            if rest_positional || a == "-" || !a.starts_with('-') {
+                if o.url.is_some() {
+                    return Err(CliError::Usage(format!(
+                        "unexpected argument {a:?} (one URL only)"
+                    )));
+                }
+                o.url = Some(a.clone());
+                continue;
+            }
+            if a == "--" {
+                rest_positional = true;
+                continue;
+            }
+            if let Some(long) = a.strip_prefix("--") {
+                let (name, inline) = match long.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (long, None),
+                };
+                let takes = matches!(
+                    name,
+                    "requests"
+                        | "concurrency"
+                        | "connections"
+                        | "timelimit"
+                        | "timeout"
+                        | "duration"
+                        | "threads"
+                        | "rate"
+                        | "json"
+                        | "html"
+                        | "hdr-log"
+                        | "scenario"
+                        | "seed"
+                        | "header"
+                        | "method"
+                        | "cookie"
+                        | "auth"
+                        | "content-type"
+                        | "post-file"
+                );
+                let mut value = || -> Result<String, CliError> {
+                    if let Some(v) = inline.clone() {
+                        return Ok(v);
+                    }
+                    let v = args
+                        .get(i)
+                        .cloned()
+                        .ok_or_else(|| CliError::Usage(format!("--{name} needs a value")))?;
+                    i += 1;
+                    Ok(v)
+                };
+                if !takes && inline.is_some() {
+                    return Err(CliError::Usage(format!("--{name} takes no value")));
+                }
+                match name {
+                    "requests" => o.requests = Some(num("--requests", &value()?)?),
+                    "concurrency" | "connections" => {
+                        o.concurrency = Some(num("--concurrency", &value()?)?)
+                    }
+                    "timelimit" => o.time_limit = Some(duration("--timelimit", &value()?)?),
+                    "timeout" => o.timeout = Some(duration("--timeout", &value()?)?),
+                    "duration" => o.duration = Some(duration("--duration", &value()?)?),
+                    "threads" => o.threads = Some(num("--threads", &value()?)?),
+                    "rate" => o.rate = Some(num("--rate", &value()?)?),
+                    "json" => o.json = Some(value()?.into()),
+                    "html" => o.html = Some(value()?.into()),
+                    "hdr-log" => o.hdr_log = Some(value()?.into()),
+                    "scenario" => o.scenario = Some(value()?.into()),
+                    "seed" => o.seed = Some(num("--seed", &value()?)?),
+                    "header" => o.headers.push(value()?),
+                    "cookie" => o.cookies.push(value()?),
+                    "auth" => o.auth = Some(value()?),
+                    "method" => o.method = Some(value()?),
+                    "content-type" => o.content_type = Some(value()?),
+                    "post-file" => o.post_file = Some(value()?.into()),
+                    "keepalive" | "keep-alive" => o.keep_alive = true,
+                    "head" => o.head = true,
+                    "http1.0" => o.http10 = true,
+                    "latency" => o.latency = true,
+                    "variable-length" => o.variable_length = true,
+                    "quiet" | "no-progress" => o.quiet = true,
+                    "help" => o.help = true,
+                    "version" => o.version = true,
+                    _ => return Err(CliError::Usage(format!("unknown option --{name}"))),
+                }
+                continue;
+            }
+            // Short flags, possibly bundled: -kc10, -n100, -c 10.
+            let chars: Vec<char> = a[1..].chars().collect();
+            let mut j = 0;
+            while j < chars.len() {
+                let f = chars[j];
+                j += 1;
+                if SHORT_FLAG.contains(f) {
+                    match f {
+                        'k' => o.keep_alive = true,
+                        'i' => o.head = true,
+                        'l' => o.variable_length = true,
+                        'r' => {} // ab: don't exit on receive errors; always so here
+                        'q' => o.quiet = true,
+                        'h' => o.help = true,
+                        'V' => o.version = true,
+                        _ => unreachable!(),
+                    }
+                    continue;
+                }
+                if !SHORT_VALUE.contains(f) {
+                    return Err(CliError::Usage(format!("unknown option -{f}")));
+                }
+                let v: String = if j < chars.len() {
+                    let v = chars[j..].iter().collect();
+                    j = chars.len();
+                    v
+                } else {
+                    let v = args
+                        .get(i)
+                        .cloned()
+                        .ok_or_else(|| CliError::Usage(format!("-{f} needs a value")))?;
+                    i += 1;
+                    v
+                };
+                let flag = format!("-{f}");
+                match f {
+                    'n' => o.requests = Some(num(&flag, &v)?),
+                    'c' => o.concurrency = Some(num(&flag, &v)?),
+                    't' => o.time_limit = Some(duration(&flag, &v)?),
+                    's' => o.timeout = Some(duration(&flag, &v)?),
+                    'p' => o.post_file = Some(v.into()),
+                    'u' => o.put_file = Some(v.into()),
+                    'T' => o.content_type = Some(v),
+                    'H' => o.headers.push(v),
+                    'C' => o.cookies.push(v),
+                    'A' => o.auth = Some(v),
+                    'm' => o.method = Some(v),
+                    'd' => o.duration = Some(duration(&flag, &v)?),
+                    _ => unreachable!(),
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// wrk-style report: asked for with `-d` or `--latency`.
+    pub fn wrk_style(&self) -> bool {
+        self.duration.is_some() || self.latency
+    }
+
+    /// Resolves the options (and the scenario) into a plan.
+    pub fn plan(&self) -> Result<Plan, CliError> {
+        let sc = match &self.scenario {
+            Some(p) => Some(Scenario::load(p).map_err(CliError::Fatal)?),
+            None => None,
+        };
+        let sc_ref = sc.as_ref();
+        let url_s = self
+            .url
+            .clone()
+            .or_else(|| sc_ref.and_then(|s| s.url.clone()))
+            .ok_or_else(|| CliError::Usage("no URL given".into()))?;
+        let url = Url::parse(&url_s).map_err(CliError::Usage)?;
+        for h in &self.headers {
+            if !h.contains(':') {
+                return Err(CliError::Usage(format!(
+                    "-H {h:?}: a header is \"Name: value\""
+                )));
+            }
+        }
+        if self.concurrency == Some(0) {
+            return Err(CliError::Usage("-c must be at least 1".into()));
+        }
+        if self.requests == Some(0) {
+            return Err(CliError::Usage("-n must be at least 1".into()));
+        }
+        if self.threads == Some(0) {
+            return Err(CliError::Usage("--threads must be at least 1".into()));
+        }
+        if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+            return Err(CliError::Usage(
+                "--rate must be a positive number of requests per second".into(),
+            ));
+        }
+        if self.head as u8 + self.post_file.is_some() as u8 + self.put_file.is_some() as u8 > 1 {
+            return Err(CliError::Usage("use only one of -i, -p and -u".into()));
+        }
+        if self.time_limit.is_some() && self.duration.is_some() {
+            return Err(CliError::Usage("use either -t or -d, not both".into()));
+        }
+        let addrs: Vec<_> = (url.host.as_str(), url.port)
+            .to_socket_addrs()
+            .map_err(|e| CliError::Fatal(format!("cannot resolve {}: {e}", url.host)))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(CliError::Fatal(format!(
+                "cannot resolve {}: no address",
+                url.host
+            )));
+        }
+        let authority = url.authority();
+        let target = Target {
+            addrs,
+            host: url.host.clone(),
+            port: url.port,
+            authority: authority.clone(),
+        };
+
+        let keep_alive = self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
+        let http10 = self.http10 || sc_ref.and_then(|s| s.http10).unwrap_or(false);
+        let mut headers: Vec<String> = sc_ref.map(|s| s.headers.clone()).unwrap_or_default();
+        headers.extend(self.headers.iter().cloned());
+        if !self.cookies.is_empty() {
+            headers.push(format!("Cookie: {}", self.cookies.join("; ")));
+        }
+        if let Some(a) = &self.auth {
+            headers.push(format!("Authorization: Basic {}", base64(a.as_bytes())));
+        }
+
+        let mut requests = Vec::new();
+        let mix = sc_ref.map(|s| s.mix.as_slice()).unwrap_or(&[]);
+        if mix.is_empty() || self.url.is_some() && sc_ref.is_some_and(|s| s.mix.is_empty()) {
+            let (body, method) = match (&self.post_file, &self.put_file) {
+                (Some(p), _) | (_, Some(p)) => {
+                    let b = std::fs::read(p)
+                        .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
+                    (
+                        Some(b),
+                        if self.put_file.is_some() {
+                            "PUT"
+                        } else {
+                            "POST"
+                        },
+                    )
+                }
+                _ => (None, if self.head { "HEAD" } else { "GET" }),
+            };
+            let method = self.method.clone().unwrap_or_else(|| method.to_string());
+            let ctype = self
+                .content_type
+                .clone()
+                .unwrap_or_else(|| "text/plain".into());
+            let bytes = build_request(&RequestOpts {
+                method: &method,
+                path: &url.path,
+                authority: &authority,
+                http10,
+                keep_alive,
+                headers: &headers,
+                body: body.as_deref().map(|b| (b, ctype.as_str())),
+            });
+            requests.push(RequestSpec {
+                bytes,
+                body_len: body.as_ref().map_or(0, |b| b.len()),
+                is_head: method.eq_ignore_ascii_case("HEAD"),
+                path: url.path.clone(),
+                weight: 1,
+            });
+        } else {
+            for m in mix {
+                let mut h = headers.clone();
+                h.extend(m.headers.iter().cloned());
+                let bytes = build_request(&RequestOpts {
+                    method: &m.method,
+                    path: &m.path,
+                    authority: &authority,
+                    http10,
+                    keep_alive,
+                    headers: &h,
+                    body: m.body.as_ref().map(|(b, t)| (b.as_slice(), t.as_str())),
+                });
+                requests.push(RequestSpec {
+                    bytes,
+                    body_len: m.body.as_ref().map_or(0, |b| b.0.len()),
+                    is_head: m.method == "HEAD",
+                    path: m.path.clone(),
+                    weight: m.weight,
+                });
+            }
+        }
+        let mut acc = 0;
+        let cumulative = requests
+            .iter()
+            .map(|r| {
+                acc += r.weight;
+                acc
+            })
+            .collect();
+
+        let rate = self.rate.or(sc_ref.and_then(|s| s.rate));
+        let sc_load = sc_ref.and_then(|s| s.load.clone());
+        let concurrency = self
+            .concurrency
+            .or(sc_ref.and_then(|s| s.connections))
+            .unwrap_or(match &sc_load {
+                Some(l) if rate.is_none() => l.peak().min(1 << 20),
+                _ => 1,
+            });
+        let load = match (&sc_load, self.concurrency) {
+            (Some(l), None) if rate.is_none() => l.clone(),
+            _ => Load::Fixed(concurrency),
+        };
+        let per_client = sc_ref.and_then(|s| s.per_client);
+        let duration = self
+            .duration
+            .or(self.time_limit)
+            .or(sc_ref.and_then(|s| s.duration))
+            .or(load.stages_end());
+        let mut limit = self.requests.or(sc_ref.and_then(|s| s.requests));
+        let bounded = duration.is_some()
+            || limit.is_some()
+            || per_client.is_some() && load.final_total().is_some();
+        if !bounded {
+            if rate.is_some() || sc_ref.is_some() {
+                return Err(CliError::Usage(
+                    "this run has no end: give -n, -d/-t, or a duration in the scenario".into(),
+                ));
+            }
+            limit = Some(1); // ab's default
+        }
+        if let (Some(n), None) = (limit, rate) {
+            if matches!(load, Load::Fixed(_)) && n < concurrency {
+                return Err(CliError::Usage(format!(
+                    "-n {n} is smaller than -c {concurrency}: every client needs at least one request"
+                )));
+            }
+        }
+        let threads = self
+            .threads
+            .or(sc_ref.and_then(|s| s.threads))
+            .unwrap_or(1)
+            .max(1)
+            .min(concurrency.clamp(1, 1024) as usize);
+        Ok(Plan {
+            target,
+            requests,
+            cumulative,
+            concurrency,
+            threads,
+            keep_alive,
+            http10,
+            limit,
+            duration,
+            rate,
+            timeout: self
+                .timeout
+                .or(sc_ref.and_then(|s| s.timeout))
+                .unwrap_or(Duration::from_secs(30)),
+            think: sc_ref.map_or(Think::None, |s| s.think),
+            load,
+            per_client,
+            abort: sc_ref.map_or(AbortRules::default(), |s| s.abort.clone()),
+            seed: self.seed.or(sc_ref.and_then(|s| s.seed)).unwrap_or(1),
+            variable_length: self.variable_length
+                || sc_ref.and_then(|s| s.variable_length).unwrap_or(false),
+            scenario_name: sc_ref.map(|s| s.name.clone()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(a: &[&str]) -> Result<Options, CliError> {
+        Options::parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn ab_flags_bundle_and_take_attached_or_separate_values() {
+        let o = parse(&[
+            "-kc10",
+            "-n",
+            "1000",
+            "-H",
+            "X-A: 1",
+            "-HX-B: 2",
+            "http://h/",
+        ])
+        .unwrap();
+        assert!(o.keep_alive);
+        assert_eq!(o.concurrency, Some(10));
+        assert_eq!(o.requests, Some(1000));
+        assert_eq!(o.headers, vec!["X-A: 1", "X-B: 2"]);
+        assert_eq!(o.url.as_deref(), Some("http://h/"));
+        let o = parse(&[
+            "-d",
+            "10s",
+            "--threads=2",
+            "--latency",
+            "-c",
+            "60",
+            "http://h/",
+        ])
+        .unwrap();
+        assert_eq!(o.duration, Some(Duration::from_secs(10)));
+        assert_eq!(o.threads, Some(2));
+        assert!(o.wrk_style());
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        assert!(matches!(parse(&["-x"]), Err(CliError::Usage(_))));
+        assert!(matches!(parse(&["-n"]), Err(CliError::Usage(_))));
+        assert!(matches!(parse(&["-n", "ten"]), Err(CliError::Usage(_))));
+        assert!(matches!(parse(&["--nope"]), Err(CliError::Usage(_))));
+        assert!(matches!(
+            parse(&["http://a/", "http://b/"]),
+            Err(CliError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn fewer_requests_than_clients_is_refused() {
+        let o = parse(&["-n", "5", "-c", "10", "http://127.0.0.1:1/"]).unwrap();
+        match o.plan() {
+            Err(CliError::Usage(m)) => assert!(m.contains("smaller than -c"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn cookies_and_basic_auth_become_headers() {
+        let o = parse(&[
+            "-C",
+            "a=1",
+            "-C",
+            "b=2",
+            "-A",
+            "user:pass",
+            "http://127.0.0.1:1/x",
+        ])
+        .unwrap();
+        let p = o.plan().unwrap();
+        let r = String::from_utf8(p.requests[0].bytes.clone()).unwrap();
+        assert!(r.contains("Cookie: a=1; b=2\r\n"), "{r}");
+        assert!(r.contains("Authorization: Basic dXNlcjpwYXNz\r\n"), "{r}");
+        assert!(r.starts_with("GET /x HTTP/1.1\r\n"));
+        assert_eq!(p.limit, Some(1));
+    }
+}

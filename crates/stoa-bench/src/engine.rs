@@ -1,0 +1,1145 @@
+//! The load engine: one mio event loop per thread, each owning its clients
+//! (closed loop) or connections (open loop) for the whole run.
+//!
+//! A request goes Connecting -> Writing -> Reading and ends in exactly one
+//! outcome (a complete response or a [`Failure`]), counted in the thread's
+//! [`Record`]. Sockets are registered once, edge-triggered, for reading and
+//! writing, so a request costs one write and (usually) one read, with no
+//! epoll_ctl in between (wrk adds two per request). The requests that follow
+//! the responses of one turn of the loop are queued and written at the start
+//! of the next turn, right after a non-blocking look for more events: the
+//! loop blocks only when it has nothing to write.
+//!
+//! Every second each thread sends an [`Interval`] (a histogram and counters
+//! for that second) to the collector, which builds the timeline, the HDR
+//! interval log and the live progress; at the end it sends its [`Record`].
+
+use crate::plan::Plan;
+use crate::record::{new_hist, Failure, Moments, Phases, Record};
+use crate::util::Rng;
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::Sender;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use stoa_h1::{BodyDecoder, Framing, ResponseHead};
+
+/// Largest response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// Pause before a client tries again after a failed connect, so that a
+/// closed port does not turn the run into a busy loop of refusals.
+const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
+/// Set by the SIGINT handler of the `stoa` binary: stop and report.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Why and when a run stopped early.
+#[derive(Debug, Clone)]
+pub struct AbortInfo {
+    pub reason: String,
+    pub at: Duration,
+    pub active_clients: u64,
+}
+
+/// State shared by the worker threads and the collector.
+pub struct Shared {
+    pub plan: Plan,
+    pub start: Instant,
+    pub deadline: Option<Instant>,
+    /// Requests started so far (tickets for `-n`).
+    pub issued: AtomicU64,
+    pub stop: AtomicBool,
+    /// Body length of the first complete response (ab's Document Length);
+    /// `u64::MAX` until then.
+    pub doc_len: AtomicU64,
+    /// Server software of the first response.
+    pub server: Mutex<Option<String>>,
+    pub active_clients: AtomicU64,
+    pub errors: AtomicU64,
+    pub abort: Mutex<Option<AbortInfo>>,
+}
+
+impl Shared {
+    pub fn new(plan: Plan) -> Shared {
+        let start = Instant::now();
+        Shared {
+            deadline: plan.duration.map(|d| start + d),
+            plan,
+            start,
+            issued: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            doc_len: AtomicU64::new(u64::MAX),
+            server: Mutex::new(None),
+            active_clients: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            abort: Mutex::new(None),
+        }
+    }
+
+    /// Stops the run for `reason` (the first reason wins).
+    pub fn abort(&self, reason: String, now: Instant) {
+        if let Ok(mut a) = self.abort.lock() {
+            if a.is_none() {
+                *a = Some(AbortInfo {
+                    reason,
+                    at: now.saturating_duration_since(self.start),
+                    active_clients: self.active_clients.load(Relaxed),
+                });
+            }
+        }
+        self.stop.store(true, Relaxed);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Relaxed) || INTERRUPTED.load(Relaxed)
+    }
+
+    fn take_ticket(&self) -> bool {
+        match self.plan.limit {
+            Some(n) => self.issued.fetch_add(1, Relaxed) < n,
+            None => {
+                self.issued.fetch_add(1, Relaxed);
+                true
+            }
+        }
+    }
+
+    fn tickets_left(&self) -> bool {
+        self.plan
+            .limit
+            .is_none_or(|n| self.issued.load(Relaxed) < n)
+    }
+}
+
+/// One second (or the last, partial one) of one thread.
+#[derive(Debug)]
+pub struct Interval {
+    pub thread: usize,
+    pub sec: u64,
+    /// Length of this interval (1 s but for the last).
+    pub length: Duration,
+    pub hist: Histogram<u64>,
+    pub moments: Moments,
+    pub responses: u64,
+    pub errors: u64,
+    pub bytes: u64,
+    /// Clients running (closed loop) or requests in flight (open loop) at
+    /// the end of the interval.
+    pub active: u64,
+}
+
+/// What the worker threads send to the collector.
+pub enum Msg {
+    Interval(Box<Interval>),
+    Done {
+        thread: usize,
+        record: Box<Record>,
+        /// Time of the last completed request (ab's end of the test).
+        last: Option<Instant>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No request; the connection, if any, is kept alive.
+    Idle,
+    /// Think time before the next request (timer set).
+    Thinking,
+    /// Waiting after a failed connect (timer set).
+    Backoff,
+    Connecting,
+    Writing,
+    Reading,
+    /// The client left (quota reached, or no more tickets).
+    Finished,
+}
+
+struct Slot {
+    phase: Phase,
+    stream: Option<TcpStream>,
+    /// Bumped for every new socket: events of an older one are ignored.
+    conn_gen: u32,
+    /// Bumped whenever a timer of this slot is set.
+    timer_gen: u32,
+    rng: Rng,
+    done_reqs: u64,
+    // The request in progress.
+    req: usize,
+    written: usize,
+    t_start: Instant,
+    t_conn: Instant,
+    t_written: Option<Instant>,
+    t_first: Option<Instant>,
+    intended: Option<Instant>,
+    /// This request runs on a connection that served an earlier one.
+    reused: bool,
+    retried: bool,
+    head_buf: Vec<u8>,
+    head: ResponseHead,
+    got_head: bool,
+    decoder: BodyDecoder,
+    keep: bool,
+    resp_bytes: u64,
+    body_bytes: u64,
+}
+
+impl Slot {
+    fn new(rng: Rng, now: Instant) -> Slot {
+        Slot {
+            phase: Phase::Idle,
+            stream: None,
+            conn_gen: 0,
+            timer_gen: 0,
+            rng,
+            done_reqs: 0,
+            req: 0,
+            written: 0,
+            t_start: now,
+            t_conn: now,
+            t_written: None,
+            t_first: None,
+            intended: None,
+            reused: false,
+            retried: false,
+            head_buf: Vec::new(),
+            head: ResponseHead::default(),
+            got_head: false,
+            decoder: BodyDecoder::new(Framing::None),
+            keep: false,
+            resp_bytes: 0,
+            body_bytes: 0,
+        }
+    }
+
+    fn active(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Connecting | Phase::Writing | Phase::Reading
+        )
+    }
+}
+
+enum Feed {
+    More,
+    Done,
+    Failed(Failure),
+}
+
+#[inline]
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+fn classify_connect(e: &io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::ConnectionRefused {
+        Failure::ConnectRefused
+    } else {
+        Failure::Connect
+    }
+}
+
+/// One worker thread.
+pub struct Worker<'a> {
+    id: usize,
+    sh: &'a Shared,
+    tx: Sender<Msg>,
+    poll: Poll,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    rec: Record,
+    iv: Interval,
+    next_sec: Instant,
+    rbuf: Vec<u8>,
+    /// Slots whose request is to be written after this batch of events.
+    pending: Vec<usize>,
+    /// Requests in progress.
+    busy: u64,
+    last_done: Option<Instant>,
+    // Closed loop.
+    spawned: u64,
+    active: u64,
+    no_more_tickets: bool,
+    // Open loop.
+    idle: Vec<usize>,
+    sched_next: u64,
+    sched_t0: Instant,
+    sched_period: Duration,
+    open_rng: Rng,
+}
+
+impl<'a> Worker<'a> {
+    pub fn new(id: usize, sh: &'a Shared, tx: Sender<Msg>) -> io::Result<Worker<'a>> {
+        let plan = &sh.plan;
+        let threads = plan.threads as u64;
+        let (t0, period) = match plan.rate {
+            Some(r) => {
+                // Thread k sends at t0 + k/r, then every threads/r.
+                let period = Duration::from_secs_f64(threads as f64 / r);
+                (sh.start + Duration::from_secs_f64(id as f64 / r), period)
+            }
+            None => (sh.start, Duration::ZERO),
+        };
+        let rec = Record {
+            total: plan.open_loop().then(Phases::default),
+            ..Record::default()
+        };
+        Ok(Worker {
+            id,
+            sh,
+            tx,
+            poll: Poll::new()?,
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: BinaryHeap::new(),
+            rec,
+            iv: Interval {
+                thread: id,
+                sec: 0,
+                length: Duration::from_secs(1),
+                hist: new_hist(),
+                moments: Moments::default(),
+                responses: 0,
+                errors: 0,
+                bytes: 0,
+                active: 0,
+            },
+            next_sec: sh.start + Duration::from_secs(1),
+            rbuf: vec![0; 64 * 1024],
+            pending: Vec::new(),
+            busy: 0,
+            last_done: None,
+            spawned: 0,
+            active: 0,
+            no_more_tickets: false,
+            idle: Vec::new(),
+            sched_next: 0,
+            sched_t0: t0,
+            sched_period: period,
+            open_rng: Rng::new(plan.seed, 1 << 40 | id as u64),
+        })
+    }
+
+    /// This thread's share of `n` items dealt round-robin over the threads.
+    fn share(&self, n: u64) -> u64 {
+        let t = self.sh.plan.threads as u64;
+        let k = self.id as u64;
+        if n > k {
+            (n - k - 1) / t + 1
+        } else {
+            0
+        }
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let plan = &self.sh.plan;
+        let now = Instant::now();
+        if plan.open_loop() {
+            let conns = self.share(plan.concurrency);
+            for i in 0..conns {
+                let s = self.new_slot(Rng::new(plan.seed, i), now);
+                self.idle.push(s);
+            }
+        }
+        let sweep_every =
+            (plan.timeout / 20).clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let mut next_sweep = now + sweep_every;
+        loop {
+            let now = Instant::now();
+            if self.sh.stopping() || self.sh.deadline.is_some_and(|d| now >= d) {
+                let end = self.sh.deadline.map_or(now, |d| d.min(now));
+                self.stop(end);
+                break;
+            }
+            if plan.open_loop() {
+                self.dispatch(now);
+            } else {
+                self.spawn_due(now);
+            }
+            if self.finished() {
+                break;
+            }
+            if now >= self.next_sec {
+                self.flush_interval(now);
+            }
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + sweep_every;
+            }
+            while let Some(Reverse((t, s, g))) = self.timers.peek().copied() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                if self.slots[s].timer_gen == g {
+                    self.on_timer(s, now);
+                }
+            }
+            // Sleep until the next thing to do.
+            let mut wake = self.next_sec.min(next_sweep);
+            if let Some(Reverse((t, _, _))) = self.timers.peek() {
+                wake = wake.min(*t);
+            }
+            if let Some(d) = self.sh.deadline {
+                wake = wake.min(d);
+            }
+            if plan.open_loop() {
+                if !self.idle.is_empty() && !self.no_more_tickets {
+                    wake = wake.min(self.intended(self.sched_next));
+                }
+            } else if self.ramping() {
+                wake = wake.min(now + Duration::from_millis(5));
+            }
+            // With requests queued, look for events without blocking; the
+            // queue is written right after that look (below), before the
+            // new events are handled. So, as in wrk's loop, each turn writes
+            // the requests of the previous turn's responses while reading
+            // new ones, and the loop blocks only with nothing to write: the
+            // server gets a steady stream instead of bursts it sleeps
+            // between (each sleep costs a wake-up there and here).
+            let timeout = if self.pending.is_empty() {
+                wake.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(100))
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.sh.abort(format!("poll failed: {e}"), Instant::now());
+                }
+                continue;
+            }
+            self.flush();
+            let now = Instant::now();
+            for ev in events.iter() {
+                let t = ev.token().0;
+                let (s, g) = (t & 0xffff_ffff, (t >> 32) as u32);
+                if s >= self.slots.len() || self.slots[s].conn_gen != g {
+                    continue;
+                }
+                match self.slots[s].phase {
+                    Phase::Connecting => self.on_connecting(s, now),
+                    Phase::Writing => {
+                        if ev.is_writable() {
+                            self.write(s, now);
+                        }
+                        if self.slots[s].phase == Phase::Writing
+                            && (ev.is_readable() || ev.is_read_closed())
+                        {
+                            self.read(s, now, ev.is_read_closed() || ev.is_error());
+                        }
+                    }
+                    _ => {
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read(s, now, ev.is_read_closed() || ev.is_error());
+                        }
+                    }
+                }
+            }
+        }
+        self.flush();
+        let end = Instant::now();
+        self.flush_partial(end);
+        let _ = self.tx.send(Msg::Done {
+            thread: self.id,
+            record: Box::new(self.rec),
+            last: self.last_done,
+        });
+    }
+
+    fn new_slot(&mut self, rng: Rng, now: Instant) -> usize {
+        if let Some(s) = self.free.pop() {
+            let old = &self.slots[s];
+            let (cg, tg) = (old.conn_gen.wrapping_add(1), old.timer_gen.wrapping_add(1));
+            self.slots[s] = Slot::new(rng, now);
+            self.slots[s].conn_gen = cg;
+            self.slots[s].timer_gen = tg;
+            s
+        } else {
+            self.slots.push(Slot::new(rng, now));
+            self.slots.len() - 1
+        }
+    }
+
+    /// Whether more clients may still be started later.
+    fn ramping(&self) -> bool {
+        if self.no_more_tickets {
+            return false;
+        }
+        match self.sh.plan.load.final_total() {
+            Some(n) => self.spawned < self.share(n),
+            None => true,
+        }
+    }
+
+    fn finished(&self) -> bool {
+        if self.sh.plan.open_loop() {
+            self.no_more_tickets && self.busy == 0
+        } else {
+            self.active == 0 && !self.ramping()
+        }
+    }
+
+    // ------------------------------------------------------------ closed loop
+
+    fn spawn_due(&mut self, now: Instant) {
+        if self.no_more_tickets {
+            return;
+        }
+        let plan = &self.sh.plan;
+        let want = self.share(plan.load.want(now.saturating_duration_since(self.sh.start)));
+        let t = plan.threads as u64;
+        while self.spawned < want {
+            let client = self.id as u64 + self.spawned * t;
+            self.spawned += 1;
+            self.active += 1;
+            self.sh.active_clients.fetch_add(1, Relaxed);
+            let s = self.new_slot(Rng::new(plan.seed, client), now);
+            self.begin_closed(s, now);
+            if self.no_more_tickets {
+                break;
+            }
+        }
+    }
+
+    fn begin_closed(&mut self, s: usize, now: Instant) {
+        if self.sh.stopping() {
+            self.finish_client(s);
+            return;
+        }
+        if !self.sh.take_ticket() {
+            self.no_more_tickets = true;
+            self.finish_client(s);
+            return;
+        }
+        self.begin(s, now, None);
+    }
+
+    fn finish_client(&mut self, s: usize) {
+        let slot = &mut self.slots[s];
+        if slot.phase == Phase::Finished {
+            return;
+        }
+        slot.phase = Phase::Finished;
+        slot.stream = None;
+        slot.timer_gen = slot.timer_gen.wrapping_add(1);
+        self.active -= 1;
+        self.sh.active_clients.fetch_sub(1, Relaxed);
+        self.free.push(s);
+    }
+
+    // ------------------------------------------------------------ open loop
+
+    fn intended(&self, j: u64) -> Instant {
+        self.sched_t0 + self.sched_period.mul_f64(j as f64)
+    }
+
+    /// Arrivals scheduled at or before `now`.
+    fn due(&self, now: Instant) -> u64 {
+        if now < self.sched_t0 {
+            return 0;
+        }
+        let since = (now - self.sched_t0).as_secs_f64();
+        (since / self.sched_period.as_secs_f64()).floor() as u64 + 1
+    }
+
+    /// The intended time of the next arrival if it is due (and has a ticket).
+    fn next_arrival(&mut self, now: Instant) -> Option<Instant> {
+        if self.no_more_tickets || self.sched_next >= self.due(now) {
+            return None;
+        }
+        if !self.sh.take_ticket() {
+            self.no_more_tickets = true;
+            return None;
+        }
+        let t = self.intended(self.sched_next);
+        self.sched_next += 1;
+        Some(t)
+    }
+
+    fn dispatch(&mut self, now: Instant) {
+        while let Some(&s) = self.idle.last() {
+            match self.next_arrival(now) {
+                Some(t) => {
+                    self.idle.pop();
+                    self.begin(s, now, Some(t));
+                }
+                None => break,
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ requests
+
+    fn begin(&mut self, s: usize, now: Instant, intended: Option<Instant>) {
+        let plan = &self.sh.plan;
+        let req = if plan.open_loop() {
+            plan.pick(&mut self.open_rng)
+        } else {
+            plan.pick(&mut self.slots[s].rng)
+        };
+        let slot = &mut self.slots[s];
+        slot.req = req;
+        slot.t_start = now;
+        slot.intended = intended;
+        slot.retried = false;
+        self.busy += 1;
+        if slot.stream.is_some() {
+            slot.reused = true;
+            self.send(s, now);
+        } else {
+            slot.reused = false;
+            self.connect(s, now);
+        }
+    }
+
+    fn reset_response(slot: &mut Slot) {
+        slot.written = 0;
+        slot.t_written = None;
+        slot.t_first = None;
+        slot.head_buf.clear();
+        slot.got_head = false;
+        slot.keep = false;
+        slot.resp_bytes = 0;
+        slot.body_bytes = 0;
+    }
+
+    fn connect(&mut self, s: usize, now: Instant) {
+        self.rec.counters.connections += 1;
+        let addr = self.sh.plan.target.addrs[0];
+        let slot = &mut self.slots[s];
+        slot.t_conn = now;
+        match TcpStream::connect(addr) {
+            Ok(mut stream) => {
+                slot.conn_gen = slot.conn_gen.wrapping_add(1);
+                let token = Token((slot.conn_gen as usize) << 32 | s);
+                if let Err(e) = self.poll.registry().register(
+                    &mut stream,
+                    token,
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    self.fail(s, classify_connect(&e), now);
+                    return;
+                }
+                slot.stream = Some(stream);
+                slot.phase = Phase::Connecting;
+            }
+            Err(e) => self.fail(s, classify_connect(&e), now),
+        }
+    }
+
+    fn on_connecting(&mut self, s: usize, now: Instant) {
+        let slot = &mut self.slots[s];
+        let Some(stream) = slot.stream.as_ref() else {
+            return;
+        };
+        match stream.take_error() {
+            Ok(Some(e)) | Err(e) => {
+                self.fail(s, classify_connect(&e), now);
+                return;
+            }
+            Ok(None) => {}
+        }
+        match stream.peer_addr() {
+            Ok(_) => {
+                let _ = stream.set_nodelay(true);
+                slot.t_conn = now;
+                self.send(s, now);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+            Err(e) => self.fail(s, classify_connect(&e), now),
+        }
+    }
+
+    /// Queues the request of slot `s`; [`flush`](Self::flush) writes the
+    /// queue after the current batch of events. Writing the requests of a
+    /// batch together, as wrk does, lets the server find several at once
+    /// instead of being woken for each: fewer wake-ups on both sides.
+    fn send(&mut self, s: usize, _now: Instant) {
+        let slot = &mut self.slots[s];
+        Self::reset_response(slot);
+        slot.phase = Phase::Writing;
+        self.pending.push(s);
+    }
+
+    /// Writes the queued requests. A request's clock starts when it is
+    /// written (on a reused connection; on a new one, at connect).
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut pending = std::mem::take(&mut self.pending);
+        for &s in &pending {
+            let slot = &mut self.slots[s];
+            if slot.phase != Phase::Writing || slot.written != 0 || slot.stream.is_none() {
+                continue;
+            }
+            if slot.reused {
+                slot.t_start = now;
+                slot.t_conn = now;
+            }
+            self.write(s, now);
+        }
+        pending.clear();
+        self.pending = pending;
+    }
+
+    fn write(&mut self, s: usize, now: Instant) {
+        let spec = &self.sh.plan.requests[self.slots[s].req];
+        let slot = &mut self.slots[s];
+        let Some(stream) = slot.stream.as_mut() else {
+            return;
+        };
+        while slot.written < spec.bytes.len() {
+            match stream.write(&spec.bytes[slot.written..]) {
+                Ok(0) => {
+                    self.write_failed(s, now);
+                    return;
+                }
+                Ok(n) => {
+                    slot.written += n;
+                    self.rec.counters.bytes_sent += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.write_failed(s, now);
+                    return;
+                }
+            }
+        }
+        self.rec.counters.body_sent += spec.body_len as u64;
+        slot.t_written = Some(now);
+        slot.phase = Phase::Reading;
+    }
+
+    fn write_failed(&mut self, s: usize, now: Instant) {
+        let slot = &self.slots[s];
+        if slot.reused && !slot.retried && slot.resp_bytes == 0 {
+            self.retry(s, now);
+        } else {
+            self.fail(s, Failure::Reset, now);
+        }
+    }
+
+    /// The server closed a kept-alive connection before answering: send the
+    /// request again on a new connection, once (RFC 9112 §9.3.1).
+    fn retry(&mut self, s: usize, now: Instant) {
+        self.rec.counters.retries += 1;
+        let slot = &mut self.slots[s];
+        slot.stream = None;
+        slot.retried = true;
+        slot.reused = false;
+        self.connect(s, now);
+    }
+
+    /// Reads what the socket has. A read shorter than the buffer means it
+    /// is drained (epoll(7)), unless the event also reported the peer's
+    /// close: then read on to the end of file, which no new edge announces.
+    fn read(&mut self, s: usize, now: Instant, to_eof: bool) {
+        let mut buf = std::mem::take(&mut self.rbuf);
+        let gen = self.slots[s].conn_gen;
+        loop {
+            let slot = &mut self.slots[s];
+            // A completed response may have moved the slot to a new
+            // connection: this event was about the old one.
+            if slot.conn_gen != gen {
+                break;
+            }
+            let Some(stream) = slot.stream.as_mut() else {
+                break;
+            };
+            match stream.read(&mut buf) {
+                Ok(0) => {
+                    self.on_eof(s, now);
+                    break;
+                }
+                Ok(n) => {
+                    self.rec.counters.bytes_read += n as u64;
+                    self.iv.bytes += n as u64;
+                    if !matches!(slot.phase, Phase::Reading | Phase::Writing) {
+                        // Bytes nobody asked for on an idle connection.
+                        slot.stream = None;
+                        break;
+                    }
+                    let is_head = self.sh.plan.requests[slot.req].is_head;
+                    match Self::feed(slot, &buf[..n], now, is_head) {
+                        Feed::More => {}
+                        Feed::Done => {
+                            self.complete(s, now);
+                        }
+                        Feed::Failed(f) => {
+                            self.fail(s, f, now);
+                            break;
+                        }
+                    }
+                    if n < buf.len() && !to_eof {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    if slot.active() {
+                        if slot.reused && !slot.retried && slot.resp_bytes == 0 {
+                            self.retry(s, now);
+                        } else {
+                            self.fail(s, Failure::Reset, now);
+                        }
+                    } else {
+                        slot.stream = None;
+                    }
+                    break;
+                }
+            }
+        }
+        self.rbuf = buf;
+    }
+
+    /// Takes response bytes; decides whether the response is complete.
+    fn feed(slot: &mut Slot, data: &[u8], now: Instant, is_head: bool) -> Feed {
+        if slot.t_first.is_none() {
+            slot.t_first = Some(now);
+        }
+        slot.resp_bytes += data.len() as u64;
+        let mut rest = data;
+        while !slot.got_head {
+            let parsed = if slot.head_buf.is_empty() {
+                slot.head.parse(rest, MAX_HEAD)
+            } else {
+                slot.head_buf.extend_from_slice(rest);
+                slot.head.parse(&slot.head_buf, MAX_HEAD)
+            };
+            let n = match parsed {
+                Ok(Some(n)) => n,
+                Ok(None) => {
+                    if slot.head_buf.is_empty() {
+                        slot.head_buf.extend_from_slice(rest);
+                    }
+                    return Feed::More;
+                }
+                Err(_) => return Feed::Failed(Failure::Malformed),
+            };
+            if !slot.head_buf.is_empty() {
+                // The head ended inside `rest`, which is the tail of head_buf.
+                let before = slot.head_buf.len() - rest.len();
+                rest = &rest[n - before..];
+                slot.head_buf.clear();
+            } else {
+                rest = &rest[n..];
+            }
+            let status = slot.head.status;
+            if (100..200).contains(&status) && status != 101 {
+                // Interim response (100 Continue, 103 Early Hints): the
+                // final one follows.
+                continue;
+            }
+            let framing = match slot.head.framing(is_head) {
+                Ok(f) => f,
+                Err(_) => return Feed::Failed(Failure::Malformed),
+            };
+            slot.keep = framing != Framing::Close && status != 101 && slot.head.keep_alive();
+            slot.decoder = BodyDecoder::new(framing);
+            slot.got_head = true;
+        }
+        while !rest.is_empty() && !slot.decoder.is_done() {
+            match slot.decoder.decode(rest) {
+                Ok((0, _)) => break,
+                Ok((c, body)) => {
+                    slot.body_bytes += body.len() as u64;
+                    rest = &rest[c..];
+                }
+                Err(_) => return Feed::Failed(Failure::Malformed),
+            }
+        }
+        if slot.decoder.is_done() {
+            if !rest.is_empty() {
+                // More bytes than the framing announced: the connection's
+                // framing is lost, do not reuse it.
+                slot.keep = false;
+            }
+            Feed::Done
+        } else {
+            Feed::More
+        }
+    }
+
+    fn on_eof(&mut self, s: usize, now: Instant) {
+        let slot = &mut self.slots[s];
+        if !slot.active() {
+            slot.stream = None;
+            return;
+        }
+        if slot.resp_bytes == 0 {
+            if slot.reused && !slot.retried {
+                self.retry(s, now);
+            } else {
+                self.fail(s, Failure::Closed, now);
+            }
+        } else if !slot.got_head {
+            self.fail(s, Failure::ShortBody, now);
+        } else if slot.decoder.eof() {
+            slot.keep = false;
+            self.complete(s, now);
+        } else {
+            self.fail(s, Failure::ShortBody, now);
+        }
+    }
+
+    fn complete(&mut self, s: usize, now: Instant) {
+        let plan = &self.sh.plan;
+        let spec = &plan.requests[self.slots[s].req];
+        let slot = &mut self.slots[s];
+        let from = slot.intended.unwrap_or(slot.t_start);
+        let latency = us(now.saturating_duration_since(from));
+        self.rec.latency.add(latency);
+        self.iv.hist.saturating_record(latency.max(1));
+        self.iv.moments.add(latency);
+        self.iv.responses += 1;
+        self.rec
+            .connect
+            .add(us(slot.t_conn.saturating_duration_since(slot.t_start)));
+        self.rec
+            .processing
+            .add(us(now.saturating_duration_since(slot.t_conn)));
+        let first = slot.t_first.unwrap_or(now);
+        let written = slot.t_written.unwrap_or(slot.t_conn);
+        self.rec
+            .waiting
+            .add(us(first.saturating_duration_since(written)));
+        if let Some(t) = self.rec.total.as_mut() {
+            t.add(us(now.saturating_duration_since(slot.t_start)));
+        }
+        let c = &mut self.rec.counters;
+        c.responses += 1;
+        c.count_status(slot.head.status);
+        c.body_bytes += slot.body_bytes;
+        if !plan.variable_length {
+            let d = self.sh.doc_len.load(Relaxed);
+            let first = d == u64::MAX
+                && self
+                    .sh
+                    .doc_len
+                    .compare_exchange(u64::MAX, slot.body_bytes, Relaxed, Relaxed)
+                    .is_ok();
+            if first {
+                if let Ok(mut sv) = self.sh.server.lock() {
+                    *sv = Some(
+                        slot.head
+                            .header("server")
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
+                            .unwrap_or_default(),
+                    );
+                }
+            } else if self.sh.doc_len.load(Relaxed) != slot.body_bytes {
+                c.errors.length_mismatch += 1;
+                self.iv.errors += 1;
+                self.sh.errors.fetch_add(1, Relaxed);
+            }
+        } else if self.sh.doc_len.load(Relaxed) == u64::MAX {
+            self.sh.doc_len.store(slot.body_bytes, Relaxed);
+        }
+        let reuse = slot.keep && plan.keep_alive && slot.written == spec.bytes.len();
+        if reuse {
+            c.keep_alive += 1;
+        } else {
+            slot.stream = None;
+        }
+        if let Some(x) = plan.abort.latency_over {
+            if latency > us(x) {
+                self.sh.abort(
+                    format!(
+                        "a response took {:.3} s (limit {:.3} s)",
+                        latency as f64 / 1e6,
+                        x.as_secs_f64()
+                    ),
+                    now,
+                );
+            }
+        }
+        self.last_done = Some(now);
+        self.busy -= 1;
+        self.after(s, now, false);
+    }
+
+    fn fail(&mut self, s: usize, f: Failure, now: Instant) {
+        self.rec.counters.fail(f);
+        self.iv.errors += 1;
+        let errs = self.sh.errors.fetch_add(1, Relaxed) + 1;
+        if let Some(max) = self.sh.plan.abort.errors_over {
+            if errs > max {
+                self.sh
+                    .abort(format!("more than {max} failed requests"), now);
+            }
+        }
+        let slot = &mut self.slots[s];
+        slot.stream = None;
+        self.last_done = Some(now);
+        self.busy -= 1;
+        let backoff = matches!(f, Failure::ConnectRefused | Failure::Connect);
+        self.after(s, now, backoff);
+    }
+
+    /// The request of slot `s` ended: start the next one, think, or leave.
+    fn after(&mut self, s: usize, now: Instant, backoff: bool) {
+        let plan = &self.sh.plan;
+        let slot = &mut self.slots[s];
+        slot.phase = Phase::Idle;
+        if plan.open_loop() {
+            if backoff {
+                self.set_timer(s, now + CONNECT_BACKOFF, Phase::Backoff);
+            } else if let Some(t) = self.next_arrival(now) {
+                self.begin(s, now, Some(t));
+            } else {
+                self.idle.push(s);
+            }
+            return;
+        }
+        slot.done_reqs += 1;
+        if plan.per_client.is_some_and(|n| slot.done_reqs >= n) || self.sh.stopping() {
+            self.finish_client(s);
+            return;
+        }
+        let mut think = plan.think.sample(&mut slot.rng);
+        if backoff {
+            think = think.max(CONNECT_BACKOFF);
+        }
+        if think.is_zero() {
+            self.begin_closed(s, now);
+        } else {
+            self.set_timer(s, now + think, Phase::Thinking);
+        }
+    }
+
+    fn set_timer(&mut self, s: usize, at: Instant, phase: Phase) {
+        let slot = &mut self.slots[s];
+        slot.phase = phase;
+        slot.timer_gen = slot.timer_gen.wrapping_add(1);
+        self.timers.push(Reverse((at, s, slot.timer_gen)));
+    }
+
+    fn on_timer(&mut self, s: usize, now: Instant) {
+        match self.slots[s].phase {
+            Phase::Thinking => self.begin_closed(s, now),
+            Phase::Backoff if self.sh.plan.open_loop() => {
+                self.slots[s].phase = Phase::Idle;
+                self.idle.push(s);
+            }
+            Phase::Backoff => self.begin_closed(s, now),
+            _ => {}
+        }
+    }
+
+    /// Per-request timeouts and the latency abort rule for requests still
+    /// waiting.
+    fn sweep(&mut self, now: Instant) {
+        let timeout = self.sh.plan.timeout;
+        let limit = self.sh.plan.abort.latency_over;
+        for s in 0..self.slots.len() {
+            let slot = &self.slots[s];
+            if !slot.active() {
+                continue;
+            }
+            if let Some(x) = limit {
+                let from = slot.intended.unwrap_or(slot.t_start);
+                if now.saturating_duration_since(from) > x {
+                    self.sh.abort(
+                        format!("a request waited over {:.3} s", x.as_secs_f64()),
+                        now,
+                    );
+                }
+            }
+            if now.saturating_duration_since(slot.t_start) >= timeout {
+                self.fail(s, Failure::Timeout, now);
+            }
+        }
+    }
+
+    /// The run ends: count what is still in flight, close everything.
+    fn stop(&mut self, end: Instant) {
+        for slot in &mut self.slots {
+            if slot.active() {
+                self.rec.counters.in_flight_at_end += 1;
+            }
+            slot.stream = None;
+        }
+        if self.sh.plan.open_loop() && !self.no_more_tickets {
+            let due = self.due(end);
+            let mut missed = due.saturating_sub(self.sched_next);
+            if let Some(n) = self.sh.plan.limit {
+                let left = n.saturating_sub(self.sh.issued.load(Relaxed));
+                missed = missed.min(left);
+            }
+            self.rec.counters.not_sent += missed;
+        }
+    }
+
+    fn flush_interval(&mut self, now: Instant) {
+        while now >= self.next_sec {
+            let active = if self.sh.plan.open_loop() {
+                self.busy
+            } else {
+                self.active
+            };
+            let next = Interval {
+                thread: self.id,
+                sec: self.iv.sec + 1,
+                length: Duration::from_secs(1),
+                hist: self.iv.hist.clone(),
+                moments: Moments::default(),
+                responses: 0,
+                errors: 0,
+                bytes: 0,
+                active: 0,
+            };
+            let mut done = std::mem::replace(&mut self.iv, next);
+            self.iv.hist.reset();
+            done.active = active;
+            let _ = self.tx.send(Msg::Interval(Box::new(done)));
+            self.next_sec += Duration::from_secs(1);
+        }
+    }
+
+    fn flush_partial(&mut self, end: Instant) {
+        self.flush_interval(end);
+        let start = self.next_sec - Duration::from_secs(1);
+        let length = end.saturating_duration_since(start);
+        // A sliver of a second with nothing in it (a timed run ends on a
+        // second boundary) would only add an empty point to the timeline.
+        if length < Duration::from_millis(5) && self.iv.responses == 0 && self.iv.errors == 0 {
+            return;
+        }
+        let mut iv = std::mem::replace(
+            &mut self.iv,
+            Interval {
+                thread: self.id,
+                sec: 0,
+                length: Duration::ZERO,
+                hist: new_hist(),
+                moments: Moments::default(),
+                responses: 0,
+                errors: 0,
+                bytes: 0,
+                active: 0,
+            },
+        );
+        iv.length = length;
+        iv.active = if self.sh.plan.open_loop() {
+            self.busy
+        } else {
+            self.active
+        };
+        let _ = self.tx.send(Msg::Interval(Box::new(iv)));
+    }
+}
+
+/// Whether more requests may start (for the collector's progress line).
+pub fn tickets_left(sh: &Shared) -> bool {
+    sh.tickets_left()
+}

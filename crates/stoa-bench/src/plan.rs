@@ -1,0 +1,443 @@
+//! The run plan: everything a run needs, resolved and pre-serialized before
+//! the first request (the CLI and the scenario file both produce one).
+
+use crate::util::Rng;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Where the requests go.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Addresses the host resolved to; connections use the first.
+    pub addrs: Vec<SocketAddr>,
+    /// Host name as given (for the report).
+    pub host: String,
+    pub port: u16,
+    /// Value of the `Host` header.
+    pub authority: String,
+}
+
+/// A parsed `http://host[:port]/path` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub host: String,
+    pub port: u16,
+    /// Path and query, starting with `/`.
+    pub path: String,
+}
+
+impl Url {
+    pub fn parse(s: &str) -> Result<Url, String> {
+        let rest = if let Some(r) = s.strip_prefix("http://") {
+            r
+        } else if s.starts_with("https://") {
+            return Err(format!("{s}: https is not supported (plain HTTP/1.x only)"));
+        } else if s.contains("://") {
+            return Err(format!("{s}: only http:// URLs are supported"));
+        } else {
+            s
+        };
+        let (auth, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        if auth.contains('@') {
+            return Err(format!(
+                "{s}: user info in the URL is not supported (use -A USER:PASS)"
+            ));
+        }
+        let (host, port) = if let Some(r) = auth.strip_prefix('[') {
+            let end = r
+                .find(']')
+                .ok_or_else(|| format!("{s}: unclosed '[' in the host"))?;
+            let port = match &r[end + 1..] {
+                "" => 80,
+                p => p
+                    .strip_prefix(':')
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(|| format!("{s}: bad port"))?,
+            };
+            (r[..end].to_string(), port)
+        } else {
+            match auth.rsplit_once(':') {
+                Some((h, p)) => (
+                    h.to_string(),
+                    p.parse().map_err(|_| format!("{s}: bad port {p:?}"))?,
+                ),
+                None => (auth.to_string(), 80),
+            }
+        };
+        if host.is_empty() {
+            return Err(format!("{s}: no host in the URL"));
+        }
+        if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(format!("{s}: spaces or control characters in the path"));
+        }
+        Ok(Url { host, port, path })
+    }
+
+    /// The `Host` header value (RFC 9110 §7.2): port omitted when 80.
+    pub fn authority(&self) -> String {
+        let h = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == 80 {
+            h
+        } else {
+            format!("{h}:{}", self.port)
+        }
+    }
+}
+
+/// One request of the mix, serialized once.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    pub bytes: Vec<u8>,
+    pub body_len: usize,
+    pub is_head: bool,
+    pub path: String,
+    pub weight: u64,
+}
+
+/// Per-client think time between a response and the next request.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Think {
+    #[default]
+    None,
+    Constant(Duration),
+    Uniform(Duration, Duration),
+    /// Exponential with this mean, cut at `max` when given.
+    Exponential(Duration, Option<Duration>),
+}
+
+impl Think {
+    pub fn sample(&self, rng: &mut Rng) -> Duration {
+        match *self {
+            Think::None => Duration::ZERO,
+            Think::Constant(d) => d,
+            Think::Uniform(a, b) => a + (b - a).mul_f64(rng.next_f64()),
+            Think::Exponential(mean, cap) => {
+                // 1 - u is in (0, 1]: the logarithm is finite.
+                let d = mean.mul_f64(-(1.0 - rng.next_f64()).ln());
+                cap.map_or(d, |c| d.min(c))
+            }
+        }
+    }
+}
+
+/// How many clients run over time (closed loop).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Load {
+    /// A fixed number from the start (`-c`).
+    Fixed(u64),
+    /// Start with `start`, add `add` every `every`, stop adding at `max`
+    /// clients started (0 = no limit).
+    Ramp {
+        start: u64,
+        add: u64,
+        every: Duration,
+        max: u64,
+    },
+    /// From `start`, ramp linearly to each stage's `clients` over its
+    /// duration; the run ends with the last stage.
+    Stages {
+        start: u64,
+        stages: Vec<(Duration, u64)>,
+    },
+}
+
+impl Load {
+    /// Number of clients that should have been started by time `t`.
+    pub fn want(&self, t: Duration) -> u64 {
+        match self {
+            Load::Fixed(n) => *n,
+            Load::Ramp {
+                start,
+                add,
+                every,
+                max,
+            } => {
+                let steps = if every.is_zero() {
+                    0
+                } else {
+                    (t.as_secs_f64() / every.as_secs_f64()).floor() as u64
+                };
+                let n = start.saturating_add(add.saturating_mul(steps));
+                if *max > 0 {
+                    n.min(*max)
+                } else {
+                    n
+                }
+            }
+            Load::Stages { start, stages } => {
+                let mut from = *start as f64;
+                let mut t0 = 0.0;
+                let t = t.as_secs_f64();
+                for (d, to) in stages {
+                    let d = d.as_secs_f64();
+                    let to = *to as f64;
+                    if t < t0 + d {
+                        let f = if d > 0.0 { (t - t0) / d } else { 1.0 };
+                        return (from + (to - from) * f).floor() as u64;
+                    }
+                    from = to;
+                    t0 += d;
+                }
+                from as u64
+            }
+        }
+    }
+
+    /// The number of clients this load ever starts, if bounded.
+    pub fn final_total(&self) -> Option<u64> {
+        match self {
+            Load::Fixed(n) => Some(*n),
+            Load::Ramp { max, .. } => (*max > 0).then_some(*max),
+            Load::Stages { start, stages } => {
+                Some(stages.iter().map(|s| s.1).max().unwrap_or(0).max(*start))
+            }
+        }
+    }
+
+    /// Upper bound of clients at once (for sizing the report).
+    pub fn peak(&self) -> u64 {
+        self.final_total().unwrap_or(u64::MAX)
+    }
+
+    /// When the stages end (the run's implicit duration).
+    pub fn stages_end(&self) -> Option<Duration> {
+        match self {
+            Load::Stages { stages, .. } => Some(stages.iter().map(|s| s.0).sum()),
+            _ => None,
+        }
+    }
+}
+
+/// Rules that stop a run early.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AbortRules {
+    /// Stop when a response takes longer than this (or a request has been
+    /// waiting that long).
+    pub latency_over: Option<Duration>,
+    /// Stop when more than this many requests failed.
+    pub errors_over: Option<u64>,
+    /// Stop when, over a second with at least 20 finished requests, the
+    /// failed share exceeds this ratio (0..1).
+    pub error_ratio_over: Option<f64>,
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub target: Target,
+    pub requests: Vec<RequestSpec>,
+    /// Cumulative weights of `requests` (for the weighted mix).
+    pub cumulative: Vec<u64>,
+    /// Clients (closed loop) or connections (open loop).
+    pub concurrency: u64,
+    pub threads: usize,
+    pub keep_alive: bool,
+    pub http10: bool,
+    /// Total requests to finish (`-n`).
+    pub limit: Option<u64>,
+    /// Time limit (`-t`, `-d`, or the end of the stages).
+    pub duration: Option<Duration>,
+    /// Open loop: requests per second, all threads together.
+    pub rate: Option<f64>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    pub think: Think,
+    pub load: Load,
+    /// Requests each client makes before it leaves.
+    pub per_client: Option<u64>,
+    pub abort: AbortRules,
+    pub seed: u64,
+    /// ab's `-l`: responses of different lengths are not failures.
+    pub variable_length: bool,
+    /// A description of the shape for the report.
+    pub scenario_name: Option<String>,
+}
+
+impl Plan {
+    /// Picks a request of the mix.
+    #[inline]
+    pub fn pick(&self, rng: &mut Rng) -> usize {
+        if self.requests.len() == 1 {
+            return 0;
+        }
+        let total = *self.cumulative.last().unwrap_or(&1);
+        let x = rng.below(total);
+        self.cumulative.partition_point(|&c| c <= x)
+    }
+
+    pub fn open_loop(&self) -> bool {
+        self.rate.is_some()
+    }
+}
+
+/// Options of one request to serialize.
+pub struct RequestOpts<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub authority: &'a str,
+    pub http10: bool,
+    pub keep_alive: bool,
+    /// Extra header lines "Name: value" (they replace the defaults of the
+    /// same name: Host, User-Agent, Connection).
+    pub headers: &'a [String],
+    pub body: Option<(&'a [u8], &'a str)>,
+}
+
+/// Serializes a request head (and body) once, before the run.
+pub fn build_request(o: &RequestOpts) -> Vec<u8> {
+    let has = |name: &str| {
+        o.headers.iter().any(|h| {
+            h.split_once(':')
+                .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        })
+    };
+    let mut b = Vec::with_capacity(128);
+    b.extend_from_slice(o.method.as_bytes());
+    b.push(b' ');
+    b.extend_from_slice(o.path.as_bytes());
+    b.extend_from_slice(if o.http10 {
+        b" HTTP/1.0\r\n"
+    } else {
+        b" HTTP/1.1\r\n"
+    });
+    if !has("host") {
+        b.extend_from_slice(b"Host: ");
+        b.extend_from_slice(o.authority.as_bytes());
+        b.extend_from_slice(b"\r\n");
+    }
+    if !has("user-agent") {
+        b.extend_from_slice(
+            concat!("User-Agent: stoa-bench/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+        );
+    }
+    if !has("connection") {
+        match (o.http10, o.keep_alive) {
+            (true, true) => b.extend_from_slice(b"Connection: Keep-Alive\r\n"),
+            (false, false) => b.extend_from_slice(b"Connection: close\r\n"),
+            _ => {}
+        }
+    }
+    for h in o.headers {
+        b.extend_from_slice(h.trim().as_bytes());
+        b.extend_from_slice(b"\r\n");
+    }
+    if let Some((body, ctype)) = o.body {
+        if !has("content-type") {
+            b.extend_from_slice(b"Content-Type: ");
+            b.extend_from_slice(ctype.as_bytes());
+            b.extend_from_slice(b"\r\n");
+        }
+        b.extend_from_slice(b"Content-Length: ");
+        b.extend_from_slice(body.len().to_string().as_bytes());
+        b.extend_from_slice(b"\r\n\r\n");
+        b.extend_from_slice(body);
+    } else {
+        b.extend_from_slice(b"\r\n");
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_with_ports_ipv6_and_queries() {
+        let u = Url::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 8080, "/a/b?x=1")
+        );
+        let u = Url::parse("http://[::1]:81").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("::1", 81, "/"));
+        assert_eq!(u.authority(), "[::1]:81");
+        let u = Url::parse("localhost?q").unwrap();
+        assert_eq!((u.port, u.path.as_str()), (80, "/?q"));
+        assert!(Url::parse("https://x/").is_err());
+        assert!(Url::parse("http://:80/").is_err());
+        assert!(Url::parse("http://x:99999/").is_err());
+        assert!(Url::parse("http://x/a b").is_err());
+    }
+
+    #[test]
+    fn requests_carry_the_ab_headers_and_connection_semantics() {
+        let h = ["X-A: 1".to_string()];
+        let r = build_request(&RequestOpts {
+            method: "GET",
+            path: "/",
+            authority: "h:1",
+            http10: true,
+            keep_alive: true,
+            headers: &h,
+            body: None,
+        });
+        let s = String::from_utf8(r).unwrap();
+        assert!(s.starts_with("GET / HTTP/1.0\r\nHost: h:1\r\n"));
+        assert!(s.contains("Connection: Keep-Alive\r\n"));
+        assert!(s.ends_with("X-A: 1\r\n\r\n"));
+        let h = ["host: other".to_string()];
+        let r = build_request(&RequestOpts {
+            method: "POST",
+            path: "/f",
+            authority: "h:1",
+            http10: false,
+            keep_alive: false,
+            headers: &h,
+            body: Some((b"a=1", "application/x-www-form-urlencoded")),
+        });
+        let s = String::from_utf8(r).unwrap();
+        assert!(!s.contains("Host: h:1"));
+        assert!(s.contains("Connection: close\r\n"));
+        assert!(s.ends_with("Content-Length: 3\r\n\r\na=1"));
+    }
+
+    #[test]
+    fn ramps_and_stages_give_the_clients_wanted_over_time() {
+        let r = Load::Ramp {
+            start: 1,
+            add: 1,
+            every: Duration::from_secs(2),
+            max: 3,
+        };
+        let w: Vec<u64> = [0.0, 1.9, 2.0, 4.0, 100.0]
+            .iter()
+            .map(|&t| r.want(Duration::from_secs_f64(t)))
+            .collect();
+        assert_eq!(w, vec![1, 1, 2, 3, 3]);
+        let s = Load::Stages {
+            start: 0,
+            stages: vec![
+                (Duration::from_secs(10), 100),
+                (Duration::from_secs(5), 100),
+            ],
+        };
+        assert_eq!(s.want(Duration::from_secs(0)), 0);
+        assert_eq!(s.want(Duration::from_secs(5)), 50);
+        assert_eq!(s.want(Duration::from_secs(12)), 100);
+        assert_eq!(s.stages_end(), Some(Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn think_times_follow_their_distribution() {
+        let mut rng = Rng::new(1, 1);
+        let u = Think::Uniform(Duration::from_secs(1), Duration::from_secs(8));
+        let e = Think::Exponential(Duration::from_millis(100), None);
+        let (mut su, mut se) = (0.0, 0.0);
+        for _ in 0..20000 {
+            let x = u.sample(&mut rng);
+            assert!(x >= Duration::from_secs(1) && x <= Duration::from_secs(8));
+            su += x.as_secs_f64();
+            se += e.sample(&mut rng).as_secs_f64();
+        }
+        assert!((su / 20000.0 - 4.5).abs() < 0.1, "{}", su / 20000.0);
+        assert!((se / 20000.0 - 0.1).abs() < 0.005, "{}", se / 20000.0);
+    }
+}

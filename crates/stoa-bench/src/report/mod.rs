@@ -1,0 +1,252 @@
+//! The run's summary (what the text, JSON and HTML reports show) and its
+//! construction from the merged record and the timeline.
+
+pub mod compare;
+pub mod html;
+pub mod text;
+
+use crate::record::{Errors, Moments, Phases, Record};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Settings of the run, as given.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Settings {
+    pub concurrency: u64,
+    pub threads: usize,
+    pub keep_alive: bool,
+    pub http_version: String,
+    pub open_loop: bool,
+    pub rate: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub requests_limit: Option<u64>,
+    pub timeout_s: f64,
+    pub seed: u64,
+    pub scenario: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct Bytes {
+    /// Every byte received (heads, bodies, chunk framing).
+    pub received: u64,
+    /// Decoded body bytes of complete responses.
+    pub body: u64,
+    /// Every byte of request sent.
+    pub sent: u64,
+    /// Request body bytes sent.
+    pub body_sent: u64,
+}
+
+/// Latency of complete responses, milliseconds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct LatencyMs {
+    pub min: f64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// One row of ab's "Connection Times", milliseconds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct PhaseMs {
+    pub min: f64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct ConnectionTimes {
+    pub connect: PhaseMs,
+    pub processing: PhaseMs,
+    pub waiting: PhaseMs,
+    pub total: PhaseMs,
+}
+
+/// One second of the run (all threads).
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct Second {
+    /// Start of the second, seconds from the start of the run.
+    pub t: f64,
+    /// Length (1 but for the last, partial one).
+    pub length_s: f64,
+    pub responses: u64,
+    pub errors: u64,
+    pub bytes: u64,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+    /// Clients running (closed loop) or requests in flight (open loop).
+    pub active: u64,
+    /// Mean and standard deviation of every response time so far.
+    pub running_mean_ms: f64,
+    pub running_stddev_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Abort {
+    pub reason: String,
+    pub at_s: f64,
+    pub active_clients: u64,
+}
+
+/// Mean, standard deviation, max and share within one deviation of a
+/// series (wrk's "Thread Stats" columns).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct Spread {
+    pub mean: f64,
+    pub stddev: f64,
+    pub max: f64,
+    pub within_stddev_pct: f64,
+}
+
+/// Everything a report shows; also the `--json` document.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Summary {
+    pub tool: String,
+    pub version: String,
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    pub server_software: Option<String>,
+    /// Body length of the first response (ab's Document Length).
+    pub document_length: Option<u64>,
+    pub settings: Settings,
+    /// Requests that ended: complete responses plus failures without one.
+    pub requests: u64,
+    /// Complete responses (any status).
+    pub responses: u64,
+    pub duration_s: f64,
+    pub requests_per_second: f64,
+    pub bytes: Bytes,
+    /// Complete responses by status code ("other" for codes outside
+    /// 100..=599).
+    pub status: BTreeMap<String, u64>,
+    pub non_2xx: u64,
+    /// Failed requests: the sum of `errors`.
+    pub failed: u64,
+    pub errors: Errors,
+    pub in_flight_at_end: u64,
+    pub not_sent: u64,
+    pub keep_alive_requests: u64,
+    pub connections: u64,
+    pub retries: u64,
+    pub latency_ms: LatencyMs,
+    pub connection_times_ms: ConnectionTimes,
+    /// The latency spectrum: (percentile, milliseconds) pairs.
+    pub percentiles_ms: Vec<(f64, f64)>,
+    /// wrk's per-thread requests per second (from the timeline).
+    pub thread_rps: Spread,
+    /// Share of latencies within one standard deviation of the mean, %.
+    pub latency_within_stddev_pct: f64,
+    pub timeline: Vec<Second>,
+    pub abort: Option<Abort>,
+}
+
+pub fn ms(us: f64) -> f64 {
+    us / 1000.0
+}
+
+fn phase_ms(p: &Phases) -> PhaseMs {
+    let m = &p.m;
+    PhaseMs {
+        min: ms(m.min as f64),
+        mean: ms(m.mean()),
+        stddev: ms(m.stddev()),
+        median: ms(p.at(50.0) as f64),
+        max: ms(m.max as f64),
+    }
+}
+
+/// The percentiles the spectrum plot and the JSON carry.
+pub const SPECTRUM: &[f64] = &[
+    0.0, 10.0, 20.0, 25.0, 30.0, 40.0, 50.0, 55.0, 60.0, 65.0, 66.0, 70.0, 75.0, 77.5, 80.0, 82.5,
+    85.0, 87.5, 88.75, 90.0, 91.25, 92.5, 93.75, 94.375, 95.0, 95.625, 96.25, 96.875, 97.1875,
+    97.5, 97.8125, 98.0, 98.125, 98.4375, 98.75, 99.0, 99.2188, 99.375, 99.5, 99.6094, 99.6875,
+    99.75, 99.8047, 99.8438, 99.9, 99.9219, 99.95, 99.99, 99.999, 100.0,
+];
+
+/// Builds the latency part of a summary from the merged record.
+pub fn fill_latency(s: &mut Summary, r: &Record) {
+    let l = &r.latency;
+    let m = &l.m;
+    s.latency_ms = LatencyMs {
+        min: ms(m.min as f64),
+        mean: ms(m.mean()),
+        stddev: ms(m.stddev()),
+        p50: ms(l.at(50.0) as f64),
+        p90: ms(l.at(90.0) as f64),
+        p99: ms(l.at(99.0) as f64),
+        p999: ms(l.at(99.9) as f64),
+        max: ms(m.max as f64),
+    };
+    s.connection_times_ms = ConnectionTimes {
+        connect: phase_ms(&r.connect),
+        processing: phase_ms(&r.processing),
+        waiting: phase_ms(&r.waiting),
+        total: phase_ms(r.total()),
+    };
+    s.percentiles_ms = if m.n == 0 {
+        Vec::new()
+    } else {
+        SPECTRUM.iter().map(|&p| (p, ms(l.at(p) as f64))).collect()
+    };
+    s.latency_within_stddev_pct = if m.n == 0 {
+        0.0
+    } else {
+        let lo = (m.mean() - m.stddev()).max(0.0) as u64;
+        let hi = (m.mean() + m.stddev()) as u64;
+        let within: u64 = l
+            .hist
+            .iter_recorded()
+            .filter(|v| (lo..=hi).contains(&v.value_iterated_to()))
+            .map(|v| v.count_at_value())
+            .sum();
+        100.0 * within as f64 / l.hist.len().max(1) as f64
+    };
+}
+
+/// Mean/deviation/max of a series, with the share within one deviation.
+pub fn spread(xs: &[f64]) -> Spread {
+    if xs.is_empty() {
+        return Spread::default();
+    }
+    let mut m = Moments::default();
+    // Moments counts integers; scale to keep three decimals.
+    for &x in xs {
+        m.add((x * 1000.0).round() as u64);
+    }
+    let mean = m.mean() / 1000.0;
+    let sd = m.stddev() / 1000.0;
+    let within = xs.iter().filter(|&&x| (x - mean).abs() <= sd).count();
+    Spread {
+        mean,
+        stddev: sd,
+        max: m.max as f64 / 1000.0,
+        within_stddev_pct: 100.0 * within as f64 / xs.len() as f64,
+    }
+}
+
+/// Status counts keyed by code.
+pub fn status_map(counts: &[u64]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (code, &n) in counts.iter().enumerate() {
+        if n > 0 {
+            let k = if code == 0 {
+                "other".to_string()
+            } else {
+                code.to_string()
+            };
+            m.insert(k, n);
+        }
+    }
+    m
+}

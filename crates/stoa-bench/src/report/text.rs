@@ -1,0 +1,312 @@
+//! Text reports: ApacheBench's layout (the default) and wrk's (with `-d`).
+
+use super::{PhaseMs, Summary};
+use std::fmt::Write as _;
+
+fn phase_row(out: &mut String, label: &str, p: &PhaseMs) {
+    let _ = writeln!(
+        out,
+        "{label:<12}{:>8.3} {:>8.3} {:>7.2} {:>8.3} {:>9.3}",
+        p.min, p.mean, p.stddev, p.median, p.max
+    );
+}
+
+/// The ab-style report. Times are milliseconds with three decimals where
+/// ab prints whole milliseconds (useless on loopback); the lines and their
+/// order are ab's, so scripts that read ab's output read this too.
+pub fn ab(s: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Server Software:        {}",
+        s.server_software.as_deref().unwrap_or("")
+    );
+    let _ = writeln!(o, "Server Hostname:        {}", s.host);
+    let _ = writeln!(o, "Server Port:            {}", s.port);
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Document Path:          {}", s.path);
+    match s.document_length {
+        Some(n) => {
+            let _ = writeln!(o, "Document Length:        {n} bytes");
+        }
+        None => {
+            let _ = writeln!(o, "Document Length:        (no response)");
+        }
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Concurrency Level:      {}", s.settings.concurrency);
+    let _ = writeln!(o, "Time taken for tests:   {:.3} seconds", s.duration_s);
+    let _ = writeln!(o, "Complete requests:      {}", s.requests);
+    let _ = writeln!(o, "Failed requests:        {}", s.failed);
+    let e = &s.errors;
+    if s.failed > 0 {
+        let _ = writeln!(
+            o,
+            "   (Connect: {}, Receive: {}, Length: {}, Exceptions: {})",
+            e.connect_refused + e.connect,
+            e.reset + e.closed + e.timeout,
+            e.length_mismatch + e.short_body,
+            e.malformed
+        );
+        let _ = writeln!(
+            o,
+            "   (refused: {}, connect: {}, reset: {}, closed: {}, timeout: {}, short body: {}, malformed: {}, length differs: {})",
+            e.connect_refused, e.connect, e.reset, e.closed, e.timeout, e.short_body, e.malformed, e.length_mismatch
+        );
+    }
+    if s.non_2xx > 0 {
+        let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
+    }
+    if s.settings.keep_alive {
+        let _ = writeln!(o, "Keep-Alive requests:    {}", s.keep_alive_requests);
+    }
+    if s.in_flight_at_end > 0 {
+        let _ = writeln!(o, "In flight at end:       {}", s.in_flight_at_end);
+    }
+    if s.not_sent > 0 {
+        let _ = writeln!(o, "Not sent (behind rate): {}", s.not_sent);
+    }
+    let _ = writeln!(o, "Total transferred:      {} bytes", s.bytes.received);
+    if s.bytes.body_sent > 0 {
+        let _ = writeln!(o, "Total body sent:        {}", s.bytes.body_sent);
+    }
+    let _ = writeln!(o, "HTML transferred:       {} bytes", s.bytes.body);
+    let t = s.duration_s;
+    if t > 0.0 && s.requests > 0 {
+        let n = s.requests as f64;
+        let _ = writeln!(o, "Requests per second:    {:.2} [#/sec] (mean)", n / t);
+        let _ = writeln!(
+            o,
+            "Time per request:       {:.3} [ms] (mean)",
+            s.settings.concurrency as f64 * t * 1000.0 / n
+        );
+        let _ = writeln!(
+            o,
+            "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+            t * 1000.0 / n
+        );
+        let _ = writeln!(
+            o,
+            "Transfer rate:          {:.2} [Kbytes/sec] received",
+            s.bytes.received as f64 / 1024.0 / t
+        );
+        if s.bytes.body_sent > 0 {
+            let _ = writeln!(
+                o,
+                "                        {:.2} kb/s sent",
+                s.bytes.sent as f64 / 1024.0 / t
+            );
+            let _ = writeln!(
+                o,
+                "                        {:.2} kb/s total",
+                (s.bytes.received + s.bytes.sent) as f64 / 1024.0 / t
+            );
+        }
+    }
+    if s.responses > 0 {
+        let c = &s.connection_times_ms;
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Connection Times (ms)");
+        let _ = writeln!(
+            o,
+            "                 min     mean [+/-sd]   median       max"
+        );
+        phase_row(&mut o, "Connect:", &c.connect);
+        phase_row(&mut o, "Processing:", &c.processing);
+        phase_row(&mut o, "Waiting:", &c.waiting);
+        phase_row(&mut o, "Total:", &c.total);
+        let _ = writeln!(o);
+        if s.settings.open_loop {
+            let _ = writeln!(
+                o,
+                "Percentage of the requests served within a certain time (ms, from the intended send time)"
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "Percentage of the requests served within a certain time (ms)"
+            );
+        }
+        for p in [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0] {
+            let v = percentile(s, p);
+            let _ = writeln!(o, "  {p:.0}% {v:>9.3}");
+        }
+        let _ = writeln!(o, " 100% {:>9.3} (longest request)", s.latency_ms.max);
+    }
+    tail(&mut o, s);
+    o
+}
+
+/// Latency at percentile `p` from the summary's numbers.
+fn percentile(s: &Summary, p: f64) -> f64 {
+    // The spectrum holds fixed points; ab's table asks for 66 and 98 too,
+    // so interpolate between the neighbours (both are real values).
+    let sp = &s.percentiles_ms;
+    match sp.iter().position(|&(q, _)| q >= p) {
+        Some(0) => sp[0].1,
+        Some(i) if sp[i].0 == p => sp[i].1,
+        Some(i) => {
+            let (q0, v0) = sp[i - 1];
+            let (q1, v1) = sp[i];
+            v0 + (v1 - v0) * (p - q0) / (q1 - q0)
+        }
+        None => s.latency_ms.max,
+    }
+}
+
+fn tail(o: &mut String, s: &Summary) {
+    if s.settings.open_loop {
+        let _ = writeln!(
+            o,
+            "\nOpen loop at {:.1} requests/s: latency counts from each request's intended send time.",
+            s.settings.rate.unwrap_or(0.0)
+        );
+    }
+    if let Some(a) = &s.abort {
+        let _ = writeln!(
+            o,
+            "\nStopped at {:.3} s: {}; {} clients were being served.",
+            a.at_s, a.reason, a.active_clients
+        );
+    }
+}
+
+fn fmt_time_ms(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.2}us", ms * 1000.0)
+    } else if ms < 1000.0 {
+        format!("{ms:.2}ms")
+    } else if ms < 60_000.0 {
+        format!("{:.2}s", ms / 1000.0)
+    } else {
+        format!("{:.2}m", ms / 60_000.0)
+    }
+}
+
+fn fmt_metric(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.2}G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.2}k", x / 1e3)
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn fmt_binary(x: f64) -> String {
+    if x >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}GB", x / 1024.0 / 1024.0 / 1024.0)
+    } else if x >= 1024.0 * 1024.0 {
+        format!("{:.2}MB", x / 1024.0 / 1024.0)
+    } else if x >= 1024.0 {
+        format!("{:.2}KB", x / 1024.0)
+    } else {
+        format!("{x:.2}B")
+    }
+}
+
+/// The wrk-style report (`-d`); `latency` adds the distribution (`--latency`).
+pub fn wrk(s: &Summary, latency: bool) -> String {
+    let mut o = String::new();
+    let d = s.settings.duration_s.unwrap_or(s.duration_s);
+    let d = if d < 1.0 {
+        format!("{:.0}ms", d * 1000.0)
+    } else if d.fract() == 0.0 {
+        format!("{d:.0}s")
+    } else {
+        format!("{d:.1}s")
+    };
+    let _ = writeln!(o, "Running {d} test @ {}", s.url);
+    let _ = writeln!(
+        o,
+        "  {} threads and {} connections",
+        s.settings.threads, s.settings.concurrency
+    );
+    let _ = writeln!(o, "  Thread Stats   Avg      Stdev     Max   +/- Stdev");
+    let l = &s.latency_ms;
+    let _ = writeln!(
+        o,
+        "    Latency   {:>8} {:>10} {:>9} {:>8.2}%",
+        fmt_time_ms(l.mean),
+        fmt_time_ms(l.stddev),
+        fmt_time_ms(l.max),
+        s.latency_within_stddev_pct
+    );
+    let r = &s.thread_rps;
+    let _ = writeln!(
+        o,
+        "    Req/Sec   {:>8} {:>10} {:>9} {:>8.2}%",
+        fmt_metric(r.mean),
+        fmt_metric(r.stddev),
+        fmt_metric(r.max),
+        r.within_stddev_pct
+    );
+    if latency {
+        let _ = writeln!(o, "  Latency Distribution");
+        for (p, v) in [
+            (50.0, l.p50),
+            (75.0, percentile(s, 75.0)),
+            (90.0, l.p90),
+            (99.0, l.p99),
+        ] {
+            let _ = writeln!(o, "     {p:.0}% {:>9}", fmt_time_ms(v));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  {} requests in {:.2}s, {} read",
+        s.responses,
+        s.duration_s,
+        fmt_binary(s.bytes.received as f64)
+    );
+    let e = &s.errors;
+    if s.failed > e.length_mismatch || s.in_flight_at_end > 0 {
+        let _ = writeln!(
+            o,
+            "  Socket errors: connect {}, read {}, write 0, timeout {}",
+            e.connect_refused + e.connect,
+            e.reset + e.closed + e.short_body + e.malformed,
+            e.timeout
+        );
+    }
+    if s.in_flight_at_end > 0 {
+        let _ = writeln!(o, "  In flight at end: {}", s.in_flight_at_end);
+    }
+    if s.not_sent > 0 {
+        let _ = writeln!(o, "  Not sent (behind rate): {}", s.not_sent);
+    }
+    let non_2xx_3xx: u64 = s
+        .status
+        .iter()
+        .filter(|(k, _)| !(k.starts_with('2') || k.starts_with('3')) || k.len() != 3)
+        .map(|(_, v)| v)
+        .sum();
+    if non_2xx_3xx > 0 {
+        let _ = writeln!(o, "  Non-2xx or 3xx responses: {non_2xx_3xx}");
+    }
+    let t = s.duration_s.max(1e-9);
+    let _ = writeln!(o, "Requests/sec: {:>10.2}", s.responses as f64 / t);
+    let _ = writeln!(
+        o,
+        "Transfer/sec: {:>10}",
+        fmt_binary(s.bytes.received as f64 / t)
+    );
+    tail(&mut o, s);
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_units_match_wrk() {
+        assert_eq!(fmt_time_ms(0.135), "135.00us");
+        assert_eq!(fmt_time_ms(2.19), "2.19ms");
+        assert_eq!(fmt_time_ms(1500.0), "1.50s");
+        assert_eq!(fmt_metric(36390.0), "36.39k");
+        assert_eq!(fmt_binary(1.14 * 1024.0 * 1024.0 * 1024.0), "1.14GB");
+    }
+}

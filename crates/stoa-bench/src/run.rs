@@ -1,0 +1,342 @@
+//! A run: start the worker threads, collect their intervals (timeline, HDR
+//! interval log, live progress, error-ratio abort rule) and merge their
+//! records into a [`Summary`].
+
+use crate::engine::{Interval, Msg, Shared, Worker};
+use crate::plan::Plan;
+use crate::record::{new_hist, Moments, Record};
+use crate::report::{
+    fill_latency, ms, spread, status_map, Abort, Bytes, Second, Settings, Summary,
+};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Where the per-second results go besides the summary.
+pub struct Sinks<'a> {
+    /// The HDR interval log, if asked for.
+    pub hdr_log: Option<&'a mut dyn Write>,
+    /// Live progress (a terminal), if any.
+    pub progress: Option<&'a mut dyn Write>,
+}
+
+/// Seconds being assembled from the threads' intervals.
+struct Pending {
+    hist: Histogram<u64>,
+    moments: Moments,
+    responses: u64,
+    errors: u64,
+    bytes: u64,
+    active: u64,
+    length: Duration,
+    reported: Vec<bool>,
+}
+
+struct Collector<'a> {
+    threads: usize,
+    pending: BTreeMap<u64, Pending>,
+    done: Vec<bool>,
+    timeline: Vec<Second>,
+    running: Moments,
+    /// Per-thread responses per second (wrk's Req/Sec), full seconds only.
+    thread_rps: Vec<f64>,
+    hdr: Option<(&'a mut dyn Write, V2DeflateSerializer)>,
+    progress: Option<&'a mut dyn Write>,
+    total_responses: u64,
+    total_errors: u64,
+}
+
+impl Collector<'_> {
+    fn add(&mut self, iv: Interval, sh: &Shared) {
+        // wrk's Req/Sec: per thread and second (a last partial second of
+        // at least 100 ms counts at its rate).
+        if iv.length >= Duration::from_millis(100) {
+            self.thread_rps
+                .push(iv.responses as f64 / iv.length.as_secs_f64().min(1.0));
+        }
+        let threads = self.threads;
+        let p = self.pending.entry(iv.sec).or_insert_with(|| Pending {
+            hist: new_hist(),
+            moments: Moments::default(),
+            responses: 0,
+            errors: 0,
+            bytes: 0,
+            active: 0,
+            length: Duration::ZERO,
+            reported: vec![false; threads],
+        });
+        let _ = p.hist.add(&iv.hist);
+        p.moments.merge(&iv.moments);
+        p.responses += iv.responses;
+        p.errors += iv.errors;
+        p.bytes += iv.bytes;
+        p.active += iv.active;
+        p.length = p.length.max(iv.length);
+        p.reported[iv.thread] = true;
+        self.finalize_ready(sh, false);
+    }
+
+    fn finalize_ready(&mut self, sh: &Shared, all: bool) {
+        while let Some((&sec, p)) = self.pending.iter().next() {
+            let ready = all || p.reported.iter().zip(&self.done).all(|(&r, &d)| r || d);
+            if !ready {
+                break;
+            }
+            if let Some(p) = self.pending.remove(&sec) {
+                self.finalize(sec, p, sh);
+            }
+        }
+    }
+
+    fn finalize(&mut self, sec: u64, p: Pending, sh: &Shared) {
+        self.running.merge(&p.moments);
+        self.total_responses += p.responses;
+        self.total_errors += p.errors;
+        let len = p.length.as_secs_f64().max(1e-9);
+        let at = |q: f64| {
+            if p.moments.n == 0 {
+                0.0
+            } else {
+                ms(p.hist
+                    .value_at_percentile(q)
+                    .clamp(p.moments.min, p.moments.max) as f64)
+            }
+        };
+        let s = Second {
+            t: sec as f64,
+            length_s: p.length.as_secs_f64(),
+            responses: p.responses,
+            errors: p.errors,
+            bytes: p.bytes,
+            rps: p.responses as f64 / len,
+            p50_ms: at(50.0),
+            p99_ms: at(99.0),
+            max_ms: ms(p.moments.max as f64),
+            mean_ms: ms(p.moments.mean()),
+            active: p.active,
+            running_mean_ms: ms(self.running.mean()),
+            running_stddev_ms: ms(self.running.stddev()),
+        };
+        if let Some((w, ser)) = self.hdr.as_mut() {
+            // One line per interval, as HdrHistogram's interval log writer
+            // prints it: start, length, max (ms), base64 V2 deflated.
+            let mut bytes = Vec::new();
+            if ser.serialize(&p.hist, &mut bytes).is_ok() {
+                let _ = writeln!(
+                    w,
+                    "{:.3},{:.3},{:.3},{}",
+                    sec as f64,
+                    p.length.as_secs_f64(),
+                    p.hist.max() as f64 / 1000.0,
+                    crate::util::base64(&bytes)
+                );
+            }
+        }
+        if let Some(r) = sh.plan.abort.error_ratio_over {
+            let n = p.responses + p.errors;
+            if n >= 20 && p.errors as f64 / n as f64 > r {
+                sh.abort(
+                    format!(
+                        "{:.1}% of the requests failed in second {} (limit {:.1}%)",
+                        100.0 * p.errors as f64 / n as f64,
+                        sec + 1,
+                        100.0 * r
+                    ),
+                    Instant::now(),
+                );
+            }
+        }
+        if let Some(w) = self.progress.as_mut() {
+            let label = if sh.plan.open_loop() {
+                "in flight"
+            } else {
+                "clients"
+            };
+            let _ = write!(
+                w,
+                "\r\x1b[K{:>5}s {:>11} requests {:>10.0}/s  errors {}  p99 {:.2} ms  {label} {}",
+                sec + 1,
+                self.total_responses + self.total_errors,
+                s.rps,
+                self.total_errors,
+                s.p99_ms,
+                s.active
+            );
+            let _ = w.flush();
+        }
+        self.timeline.push(s);
+    }
+}
+
+/// Runs the plan to its end and returns the merged record, the timeline
+/// and the summary.
+pub fn run(plan: Plan, sinks: Sinks) -> Summary {
+    let threads = plan.threads.max(1);
+    let wall_start = SystemTime::now();
+    let sh = Shared::new(plan);
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let mut record = Record::default();
+    let mut last: Option<Instant> = None;
+    let mut hdr = None;
+    if let Some(w) = sinks.hdr_log {
+        let t = wall_start
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let _ = writeln!(w, "#[Histogram log format version 1.3]");
+        let _ = writeln!(
+            w,
+            "#[Latency in microseconds; Interval_Max in milliseconds]"
+        );
+        let _ = writeln!(w, "#[MaxValueDivisor: 1000.000]");
+        let _ = writeln!(w, "#[StartTime: {t:.3} (seconds since epoch)]");
+        let _ = writeln!(
+            w,
+            "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+        );
+        hdr = Some((w, V2DeflateSerializer::new()));
+    }
+    let mut col = Collector {
+        threads,
+        pending: BTreeMap::new(),
+        done: vec![false; threads],
+        timeline: Vec::new(),
+        running: Moments::default(),
+        thread_rps: Vec::new(),
+        hdr,
+        progress: sinks.progress,
+        total_responses: 0,
+        total_errors: 0,
+    };
+    let mut spawn_error = None;
+    std::thread::scope(|scope| {
+        let mut started = 0;
+        for id in 0..threads {
+            match Worker::new(id, &sh, tx.clone()) {
+                Ok(w) => {
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("stoa-bench-{id}"))
+                        .spawn_scoped(scope, move || w.run());
+                    match spawned {
+                        Ok(_) => started += 1,
+                        Err(e) => spawn_error = Some(e.to_string()),
+                    }
+                }
+                Err(e) => spawn_error = Some(e.to_string()),
+            }
+            if spawn_error.is_some() {
+                sh.abort("could not start the worker threads".into(), Instant::now());
+                break;
+            }
+        }
+        for id in started..threads {
+            col.done[id] = true;
+        }
+        drop(tx);
+        for msg in rx.iter() {
+            match msg {
+                Msg::Interval(iv) => col.add(*iv, &sh),
+                Msg::Done {
+                    thread,
+                    record: r,
+                    last: l,
+                } => {
+                    record.merge(&r);
+                    last = match (last, l) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                    col.done[thread] = true;
+                    col.finalize_ready(&sh, false);
+                }
+            }
+        }
+        col.finalize_ready(&sh, true);
+    });
+    let end = Instant::now();
+    if let Some(w) = col.progress.as_mut() {
+        let _ = write!(w, "\r\x1b[K");
+        let _ = w.flush();
+    }
+    let abort = sh.abort.lock().ok().and_then(|a| a.clone());
+    let stopped_early = abort.is_some() || crate::engine::INTERRUPTED.load(Relaxed);
+    // ab's "Time taken for tests" runs to the last response of a -n run; a
+    // timed (or stopped) run lasts until it was stopped.
+    let elapsed = match (sh.deadline, stopped_early) {
+        (Some(d), false) if end >= d => d - sh.start,
+        (_, false) if sh.plan.limit.is_some() && sh.plan.duration.is_none() => {
+            last.map_or(end, |l| l.max(sh.start)) - sh.start
+        }
+        _ => end.saturating_duration_since(sh.start),
+    };
+    let plan = &sh.plan;
+    let c = &record.counters;
+    let doc = sh.doc_len.load(Relaxed);
+    let mut s = Summary {
+        tool: "stoa bench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        url: format!(
+            "http://{}{}",
+            plan.target.authority,
+            plan.requests.first().map_or("/", |r| r.path.as_str())
+        ),
+        host: plan.target.host.clone(),
+        port: plan.target.port,
+        path: plan
+            .requests
+            .first()
+            .map(|r| r.path.clone())
+            .unwrap_or_default(),
+        server_software: sh.server.lock().ok().and_then(|s| s.clone()),
+        document_length: (doc != u64::MAX).then_some(doc),
+        settings: Settings {
+            concurrency: plan.concurrency,
+            threads,
+            keep_alive: plan.keep_alive,
+            http_version: if plan.http10 { "1.0" } else { "1.1" }.into(),
+            open_loop: plan.open_loop(),
+            rate: plan.rate,
+            duration_s: plan.duration.map(|d| d.as_secs_f64()),
+            requests_limit: plan.limit,
+            timeout_s: plan.timeout.as_secs_f64(),
+            seed: plan.seed,
+            scenario: plan.scenario_name.clone(),
+        },
+        requests: c.finished(),
+        responses: c.responses,
+        duration_s: elapsed.as_secs_f64(),
+        requests_per_second: 0.0,
+        bytes: Bytes {
+            received: c.bytes_read,
+            body: c.body_bytes,
+            sent: c.bytes_sent,
+            body_sent: c.body_sent,
+        },
+        status: status_map(&c.status),
+        non_2xx: c.non_2xx(),
+        failed: c.errors.total(),
+        errors: c.errors,
+        in_flight_at_end: c.in_flight_at_end,
+        not_sent: c.not_sent,
+        keep_alive_requests: c.keep_alive,
+        connections: c.connections,
+        retries: c.retries,
+        thread_rps: spread(&col.thread_rps),
+        timeline: std::mem::take(&mut col.timeline),
+        abort: abort.map(|a| Abort {
+            reason: a.reason,
+            at_s: a.at.as_secs_f64(),
+            active_clients: a.active_clients,
+        }),
+        ..Summary::default()
+    };
+    if s.duration_s > 0.0 {
+        s.requests_per_second = s.requests as f64 / s.duration_s;
+    }
+    fill_latency(&mut s, &record);
+    s
+}

@@ -1,0 +1,180 @@
+//! Machine-readable outputs: the JSON summary, the HDR interval log,
+//! `compare`, and the wrk-style report.
+
+mod common;
+use common::{bench, bench_json, tmpdir, TestServer};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+
+fn unbase64(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("bad base64 byte {c}"),
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
+    let mut out = Vec::new();
+    for ch in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in ch.iter().enumerate() {
+            n |= u32::from(val(c)) << (18 - 6 * i);
+        }
+        out.push((n >> 16) as u8);
+        if ch.len() > 2 {
+            out.push((n >> 8) as u8);
+        }
+        if ch.len() > 3 {
+            out.push(n as u8);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_json_summary_has_every_documented_field() {
+    let s = TestServer::start();
+    let (code, v, out) = bench_json("json", &["-d", "1.2", "-c", "3", "-k", &s.url("/ok")]);
+    assert_eq!(code, 0, "{out}");
+    for k in [
+        "requests",
+        "duration_s",
+        "requests_per_second",
+        "bytes",
+        "status",
+        "errors",
+        "latency_ms",
+        "timeline",
+        "in_flight_at_end",
+        "connection_times_ms",
+        "percentiles_ms",
+    ] {
+        assert!(!v[k].is_null(), "{k} missing: {v}");
+    }
+    for k in ["min", "mean", "stddev", "p50", "p90", "p99", "p999", "max"] {
+        assert!(v["latency_ms"][k].is_number(), "latency_ms.{k}");
+    }
+    let l = &v["latency_ms"];
+    let g = |k: &str| l[k].as_f64().unwrap();
+    assert!(g("min") <= g("p50") && g("p50") <= g("p90") && g("p90") <= g("p99"));
+    assert!(
+        g("p99") <= g("p999")
+            && g("p999") <= g("max")
+            && g("min") <= g("mean")
+            && g("mean") <= g("max")
+    );
+    let tl = v["timeline"].as_array().unwrap();
+    assert_eq!(tl.len(), 2, "one full second and a partial one: {v}");
+    let sum: u64 = tl.iter().map(|s| s["responses"].as_u64().unwrap()).sum();
+    assert_eq!(sum, v["responses"].as_u64().unwrap());
+    assert!(out.contains("Requests/sec:"), "wrk-style with -d: {out}");
+}
+
+#[test]
+fn the_hdr_log_holds_every_response_once() {
+    let s = TestServer::start();
+    let d = tmpdir("hdr");
+    let log = d.join("run.hlog");
+    let (code, v, out) = bench_json(
+        "hdr-json",
+        &[
+            "-d",
+            "1.5",
+            "-c",
+            "2",
+            "-k",
+            "--threads",
+            "2",
+            "--hdr-log",
+            &log.to_string_lossy(),
+            &s.url("/ok"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("#[StartTime: "), "{text}");
+    let mut total: Option<Histogram<u64>> = None;
+    let mut lines = 0;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('"'))
+    {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 4, "{line}");
+        let bytes = unbase64(f[3]);
+        let h: Histogram<u64> = Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+        match total.as_mut() {
+            Some(t) => t.add(&h).unwrap(),
+            None => total = Some(h),
+        }
+        lines += 1;
+    }
+    assert_eq!(lines, 2, "{text}");
+    assert_eq!(total.unwrap().len(), v["responses"].as_u64().unwrap());
+}
+
+#[test]
+fn compare_prints_each_run_with_its_ratio_to_the_first() {
+    let s = TestServer::start();
+    let d = tmpdir("compare");
+    let (a, b) = (d.join("a.json"), d.join("b.json"));
+    let (code, _, _) = bench(&[
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "-k",
+        "--json",
+        &a.to_string_lossy(),
+        &s.url("/ok"),
+    ]);
+    assert_eq!(code, 0);
+    let (code, _, _) = bench(&[
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "--json",
+        &b.to_string_lossy(),
+        &s.url("/ok"),
+    ]);
+    assert_eq!(code, 0);
+    let html = d.join("cmp.html");
+    let (code, out, err) = bench(&[
+        "compare",
+        &a.to_string_lossy(),
+        &b.to_string_lossy(),
+        "--html",
+        &html.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("requests/s") && out.contains("ratio") && out.contains("x"),
+        "{out}"
+    );
+    let requests_line = out.lines().find(|l| l.starts_with("requests ")).unwrap();
+    assert!(requests_line.contains("1.00x"), "{out}");
+    assert!(std::fs::read_to_string(&html).unwrap().contains("run 2"));
+    let (code, _, err) = bench(&["compare", &a.to_string_lossy()]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn the_wrk_style_report_prints_the_latency_distribution() {
+    let s = TestServer::start();
+    let (code, out, err) = bench(&["-d", "0.3", "-c", "2", "-k", "--latency", &s.url("/ok")]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "Running 300ms test @",
+        "Thread Stats",
+        "Latency Distribution",
+        "     99%",
+        "requests in",
+        "Requests/sec:",
+        "Transfer/sec:",
+    ] {
+        assert!(out.contains(want), "{want:?} missing: {out}");
+    }
+}

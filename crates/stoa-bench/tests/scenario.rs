@@ -1,0 +1,209 @@
+//! Scenarios: seeded runs repeat exactly; ramps, stages, per-client quotas,
+//! form bodies, abort rules and workload trees do what they say.
+
+mod common;
+use common::{bench, bench_json, tmpdir, TestServer};
+use std::collections::BTreeMap;
+
+fn write(name: &str, body: &str) -> String {
+    let d = tmpdir(name);
+    let p = d.join(format!("{name}.toml"));
+    std::fs::write(&p, body).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Each connection's sequence of requests, sorted (connections are
+/// numbered by accept order, which depends on timing).
+fn sequences(s: &TestServer) -> Vec<Vec<String>> {
+    let mut by: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for (c, r) in s.requests.lock().unwrap().iter() {
+        by.entry(*c).or_default().push(r.clone());
+    }
+    let mut v: Vec<Vec<String>> = by.into_values().collect();
+    v.sort();
+    v
+}
+
+fn seeded(seed: u64) -> Vec<Vec<String>> {
+    let s = TestServer::start();
+    let sc = write(
+        &format!("seeded{seed}"),
+        &format!(
+            r#"
+[run]
+url = "{}"
+seed = {seed}
+keep_alive = true
+threads = 2
+
+[clients]
+start = 3
+requests = 15
+
+[think]
+distribution = "exponential"
+mean = "1ms"
+
+[[mix]]
+path = "/ok?n=1"
+weight = 1
+[[mix]]
+path = "/ok?n=2"
+weight = 2
+[[mix]]
+path = "/ok?n=3"
+weight = 3
+[[mix]]
+path = "/files/form"
+weight = 4
+form = {{ q = "hello world", n = "1" }}
+"#,
+            s.url("/")
+        ),
+    );
+    let (code, v, out) = bench_json(&format!("seeded-run{seed}"), &["--scenario", &sc, "-l"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["requests"].as_u64(), Some(45), "{out}");
+    assert_eq!(v["connections"].as_u64(), Some(3), "{out}");
+    sequences(&s)
+}
+
+#[test]
+fn a_scenario_run_repeats_exactly_with_the_same_seed() {
+    let a = seeded(42);
+    let b = seeded(42);
+    assert_eq!(a.len(), 3);
+    assert_eq!(
+        a, b,
+        "the same seed must give every client the same requests"
+    );
+    let c = seeded(43);
+    assert_ne!(a, c, "another seed should give another mix");
+    // The form body went out with its length.
+    assert!(
+        a.iter().flatten().any(|r| r == "POST /files/form body=17"),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn a_ramp_adds_clients_and_the_abort_rule_reports_how_many_were_served() {
+    // BENCH1's shape: one client more every 100 ms; stop when a request
+    // takes over 150 ms (every request here takes 400 ms).
+    let s = TestServer::start();
+    let sc = write(
+        "ramp",
+        &format!(
+            r#"
+[run]
+url = "{}"
+duration = "5s"
+
+[clients]
+start = 1
+add = 1
+every = "100ms"
+
+[think]
+distribution = "uniform"
+min = "10ms"
+max = "20ms"
+
+[abort]
+latency_over = "150ms"
+"#,
+            s.url("/slow?ms=400")
+        ),
+    );
+    let (code, v, out) = bench_json("ramp-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    let a = &v["abort"];
+    let at = a["at_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no abort: {out}"));
+    assert!((0.15..0.3).contains(&at), "{out}");
+    assert_eq!(a["active_clients"].as_u64(), Some(2), "{out}");
+    assert!(out.contains("clients were being served"), "{out}");
+    assert!(v["in_flight_at_end"].as_u64().unwrap() >= 1, "{out}");
+}
+
+#[test]
+fn clients_with_one_request_each_arrive_and_leave_like_bench3() {
+    let s = TestServer::start();
+    let sc = write(
+        "bench3",
+        &format!(
+            "[run]\nurl = \"{}\"\n[clients]\nstart = 0\nadd = 5\nevery = \"100ms\"\nmax = 20\nrequests = 1\n",
+            s.url("/ok")
+        ),
+    );
+    let (code, v, out) = bench_json("bench3-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["requests"].as_u64(), Some(20), "{out}");
+    assert_eq!(v["connections"].as_u64(), Some(20), "{out}");
+    let d = v["duration_s"].as_f64().unwrap();
+    assert!((0.3..1.0).contains(&d), "{out}");
+}
+
+#[test]
+fn stages_ramp_linearly_and_end_the_run() {
+    let s = TestServer::start();
+    let sc = write(
+        "stages",
+        &format!(
+            "[run]\nurl = \"{}\"\nkeep_alive = true\n[think]\ndistribution = \"constant\"\ntime = \"5ms\"\n\
+             [[stages]]\nduration = \"1s\"\nclients = 4\n[[stages]]\nduration = \"1s\"\nclients = 4\n",
+            s.url("/ok")
+        ),
+    );
+    let (code, v, out) = bench_json("stages-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    let d = v["duration_s"].as_f64().unwrap();
+    assert!((1.95..2.2).contains(&d), "{out}");
+    let tl = v["timeline"].as_array().unwrap();
+    assert!(tl.len() >= 2, "{v}");
+    assert!(tl[0]["active"].as_u64().unwrap() <= 4);
+    assert_eq!(tl[1]["active"].as_u64(), Some(4), "{v}");
+    assert!(tl[1]["running_mean_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["connections"].as_u64(), Some(4), "{out}");
+}
+
+#[test]
+fn a_workload_tree_is_written_and_requested_file_by_file() {
+    let d = tmpdir("tree");
+    let dir = d.join("wbtree");
+    let (code, out, err) = bench(&[
+        "tree",
+        &dir.to_string_lossy(),
+        "--size",
+        "300KB",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote"), "{out}");
+    let files = stoa_bench::scenario::walk_tree(&dir).unwrap();
+    let total: u64 = files.iter().map(|f| f.1).sum();
+    assert!(total >= 300 * 1024, "{total}");
+    // A second tree with the same seed is identical; writing into a
+    // non-empty directory is refused.
+    let (code, _, err) = bench(&["tree", &dir.to_string_lossy()]);
+    assert_eq!(code, 1, "{err}");
+    let s = TestServer::start();
+    let sc = d.join("tree.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            "[run]\nurl = \"{}\"\nrequests = 200\nkeep_alive = true\nseed = 9\n[clients]\nstart = 2\n[tree]\ndir = \"wbtree\"\nprefix = \"/files/\"\n",
+            s.url("/")
+        ),
+    )
+    .unwrap();
+    let (code, v, out) = bench_json("tree-run", &["--scenario", &sc.to_string_lossy()]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["responses"].as_u64(), Some(200), "{out}");
+    let names: Vec<String> = files.iter().map(|f| format!("/files/{}", f.0)).collect();
+    for p in s.paths.lock().unwrap().iter() {
+        assert!(names.contains(p), "{p} is not in the tree");
+    }
+}
