@@ -268,7 +268,7 @@ wait_quiet() {  # wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy wi
     local i b o            # generator running (ours run in the foreground); prints the last busy %
     for i in $(seq "${QUIET_MAX:-20}"); do
         b=$(busy_pct)
-        o=$(pgrep -x wrk; pgrep -x ab; pgrep -f holdconns.py || true)
+        o=$(pgrep -x wrk; pgrep -x ab; pgrep -x h2load; pgrep -f holdconns.py; pgrep -f '^[^ ]*stoa bench' || true)
         [ "$b" -lt "${QUIET_PCT:-15}" ] && [ -z "$o" ] && break
     done
     echo "$b"

@@ -56,6 +56,7 @@ def main():
         if c not in cases:
             cases.append(c)
     reps = max((int(r["rep"]) for r in runs), default=1)
+    other_max = float(meta.get("other_max", "inf"))
     cell = {}
     for c in cases:
         for s in servers:
@@ -69,6 +70,9 @@ def main():
                 "p50": med(num(r["p50_ms"]) for r in rs), "p99": med(num(r["p99_ms"]) for r in rs),
                 "lg": med(num(r["loadgen_cpu"]) for r in rs), "busy": max(int(r["busy"]) for r in rs),
                 "other": max((num(r["other"]) for r in rs if num(r["other"]) is not None), default=None),
+                # runs under 1 s are never flagged: 10 ms clock ticks make "other" too coarse there
+                "other_1s": max((num(r["other"]) for r in rs if num(r["other"]) is not None
+                                 and (num(r["secs"]) or 0) >= 1), default=None),
                 "n": sum(int(r["requests"] or 0) for r in rs),
                 "non2xx": sum(int(num(r["non2xx"]) or 0) for r in rs),
                 "err": sum(int(num(r["errors"]) or 0) for r in rs),
@@ -76,6 +80,10 @@ def main():
                 "spread": (min(num(r["rps"]) or 0 for r in rs), max(num(r["rps"]) or 0 for r in rs)),
                 "status": "; ".join(dict.fromkeys(bad)) if bad else "ok",
             }
+            x = cell[c, s]
+            if x["other_1s"] is not None and x["other_1s"] > other_max:
+                x["disturbed"] = True
+                x["status"] += f"; DISTURBED (other {x['other']:.0f} % > {other_max:g})"
 
     out = []
     p = out.append
@@ -87,9 +95,10 @@ def main():
     p(f"- load: {meta.get('params', '?')}")
     p("- CPU/req = server utime+stime (all its processes and threads, /proc/PID/stat) during the run"
       " / requests completed, in microseconds. loadgen = wrk/ab CPU, % of one core. busy = whole box"
-      " busy % in the second before the run (runs wait up to 20 s for < 15 %). other = CPU used during"
-      " the run by everything but the server and the load generator (% of one core; includes softirq"
-      " time the kernel does not charge to a process): a high value means the run was disturbed."
+      " busy % in the second before the run (runs wait up to QUIET_MAX s for < QUIET_PCT %). other = CPU used during"
+      " the run by everything but the server and the load generator (% of one core, from /proc/stat;"
+      " 2-40 % on a quiet box: kernel threads carrying the loopback traffic): a high value means the run was disturbed (runs above OTHER_MAX are"
+      " made again, up to RETRIES times; the last attempt is shown; runs under 1 s, where 10 ms clock ticks make it coarse, are not retried)."
       " ka = ab keep-alive requests.")
     if reps > 1:
         p(f"- {reps} rounds: req/s, CPU/req, latencies are medians; requests, errors are sums.")
@@ -119,7 +128,8 @@ def main():
         p("(needs a `stoa*` server and at least one peer in SERVERS)")
     else:
         p("req/s × = Stoa req/s / peer req/s (> 1: Stoa faster); CPU × = Stoa CPU per request / peer's"
-          " (< 1: Stoa cheaper). Last rows: geometric means over the cases.")
+          " (< 1: Stoa cheaper). Last rows: geometric means over the cases. Runs marked DISTURBED"
+          " (other processes took more than OTHER_MAX % of a core during them) are left out.")
         p("")
         head = "| file | load | stoa |" + "".join(f" req/s × {q} | CPU × {q} |" for q in peers)
         p(head)
@@ -131,7 +141,9 @@ def main():
                 for q in peers:
                     for k in ("rps", "us"):
                         a, b = cell.get((c, s), {}).get(k), cell.get((c, q), {}).get(k)
-                        if a and b:
+                        if cell.get((c, s), {}).get("disturbed") or cell.get((c, q), {}).get("disturbed"):
+                            row += " (disturbed) |"
+                        elif a and b:
                             logs[s, q, k].append(math.log(a / b))
                             row += f" {a / b:.2f} |"
                         else:
