@@ -216,34 +216,7 @@ pub fn env_of(body: &[u8]) -> (BTreeMap<String, String>, Vec<u8>) {
 // ---------------------------------------------------------------------------
 // /proc
 
-/// (pid, state, ppid, pgrp) of every process.
-pub fn processes() -> Vec<(i32, char, i32, i32)> {
-    let mut v = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return v;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The command name is in parentheses and may hold spaces.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() < 3 {
-            continue;
-        }
-        let state = f[0].chars().next().unwrap_or('?');
-        let ppid = f[1].parse().unwrap_or(0);
-        let pgrp = f[2].parse().unwrap_or(0);
-        v.push((pid, state, ppid, pgrp));
-    }
-    v
-}
+pub use super::common::processes;
 
 /// Live (not zombie) processes in process group `pgid`.
 pub fn group_alive(pgid: i32) -> Vec<i32> {
