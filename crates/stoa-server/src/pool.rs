@@ -251,8 +251,11 @@ impl Proc {
         if let Some(n) = n {
             self.set_capacity((n as usize).clamp(1, 1024));
             self.keepalive.store(true, Ordering::Relaxed);
+            self.learned.store(true, Ordering::Relaxed);
         }
-        self.learned.store(true, Ordering::Relaxed);
+        // An answer without either limit (php-fpm 8.2 sends only
+        // FCGI_MPXS_CONNS=0) says nothing about concurrency: the request's
+        // end then applies the pool default, without keep-alive.
         tracing::debug!("pool {pool}: process #{} says {v:?}", self.index);
     }
 
