@@ -335,7 +335,7 @@ impl Drop for Lease {
         if self.proc.state() == ProcState::Retiring && self.proc.busy() == 0 {
             self.proc.retire.notify_one();
         }
-        self.pool.freed.notify_waiters();
+        self.pool.wake();
     }
 }
 
@@ -415,8 +415,12 @@ impl Pool {
         key: Option<&[u8]>,
         skip: Option<usize>,
     ) -> Result<Lease, NoProcess> {
-        if let Some(l) = self.try_lease(key, skip) {
-            return Ok(l);
+        // First come, first served: while others wait, a new request
+        // queues behind them instead of taking the next free slot.
+        if self.waiting() == 0 {
+            if let Some(l) = self.try_lease(key, skip) {
+                return Ok(l);
+            }
         }
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.spec.queue {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
@@ -443,6 +447,18 @@ impl Pool {
         };
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         r
+    }
+
+    /// A slot was freed (or a process started). Without affinity any waiter
+    /// can use it: wake the one waiting longest (tokio's Notify is FIFO), not
+    /// all of them. With affinity a waiter may need one process in
+    /// particular, so all look.
+    fn wake(&self) {
+        if self.spec.affinity == Affinity::None {
+            self.freed.notify_one();
+        } else {
+            self.freed.notify_waiters();
+        }
     }
 
     fn try_lease(self: &Arc<Self>, key: Option<&[u8]>, skip: Option<usize>) -> Option<Lease> {
