@@ -230,17 +230,7 @@ pub fn group_alive(pgid: i32) -> Vec<i32> {
 /// Waits until no live process is left in group `pgid`; returns how long
 /// that took, or the survivors.
 pub fn wait_group_gone(pgid: i32, within: Duration) -> Result<Duration, Vec<i32>> {
-    let t0 = Instant::now();
-    loop {
-        let alive = group_alive(pgid);
-        if alive.is_empty() {
-            return Ok(t0.elapsed());
-        }
-        if t0.elapsed() >= within {
-            return Err(alive);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    super::common::wait_until_empty(within, || group_alive(pgid))
 }
 
 /// Children of `ppid` that are zombies.

@@ -750,3 +750,22 @@ pub fn processes() -> Vec<(i32, char, i32, i32)> {
     }
     v
 }
+
+/// Polls `left` until it returns nothing: how long that took, or what was
+/// still there after `within`.
+pub fn wait_until_empty(
+    within: std::time::Duration,
+    left: impl Fn() -> Vec<i32>,
+) -> Result<std::time::Duration, Vec<i32>> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let l = left();
+        if l.is_empty() {
+            return Ok(t0.elapsed());
+        }
+        if t0.elapsed() >= within {
+            return Err(l);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

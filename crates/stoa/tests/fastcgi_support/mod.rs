@@ -522,17 +522,7 @@ pub fn survivors(pids: &[i32]) -> Vec<i32> {
 
 /// Waits until nothing of `pids` (and their groups) runs.
 pub fn wait_gone(pids: &[i32], within: Duration) -> Result<Duration, Vec<i32>> {
-    let t0 = Instant::now();
-    loop {
-        let left = survivors(pids);
-        if left.is_empty() {
-            return Ok(t0.elapsed());
-        }
-        if t0.elapsed() >= within {
-            return Err(left);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    super::common::wait_until_empty(within, || survivors(pids))
 }
 
 /// Live children of `ppid`.
