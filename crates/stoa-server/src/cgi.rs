@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, Instant};
 
 /// Local redirects followed before giving up (RFC 3875 §6.2.2 loops).
-const MAX_REDIRECTS: u8 = 10;
+pub(crate) const MAX_REDIRECTS: u8 = 10;
 /// Largest script head accepted.
 const MAX_HEAD: usize = 64 * 1024;
 /// Output read from a script at a time; with the pipe's own buffer this
@@ -292,6 +292,16 @@ pub(crate) enum Input {
 }
 
 impl Input {
+    /// Makes the input readable again from its start, for a request sent
+    /// anew; false for a body already (partly) taken from the client.
+    pub(crate) fn rewind(&mut self) -> bool {
+        match self {
+            Input::None | Input::Memory(_) | Input::Stream(0) => true,
+            Input::Stream(_) => false,
+            Input::File(f, _) => std::io::Seek::rewind(f).is_ok(),
+        }
+    }
+
     /// CONTENT_LENGTH for the application.
     pub(crate) fn content_length(&self) -> Option<u64> {
         match self {
@@ -350,6 +360,15 @@ pub(crate) fn meta_env(
     stoa_cgi::meta_variables(&req, head.headers())
 }
 
+/// Adds an Authorizer's variables (FastCGI §6.3) to a handler's
+/// environment, replacing any of the same name.
+pub(crate) fn add_variables(env: &mut stoa_cgi::Env, extra: &[(String, Vec<u8>)]) {
+    for (k, v) in extra {
+        env.retain(|(n, _)| n != k);
+        env.push((k.clone(), v.clone()));
+    }
+}
+
 /// Answers a request with a status page; the request body is skipped.
 pub(crate) async fn simple(
     head: &RequestHead,
@@ -373,6 +392,7 @@ pub async fn serve(
     io: &mut Io,
     ctx: &Ctx<'_>,
     depth: u8,
+    extra: &[(String, Vec<u8>)],
 ) -> bool {
     let script = match resolve(cfg, &norm) {
         Ok(s) => s,
@@ -400,7 +420,7 @@ pub async fn serve(
     };
 
     let filename = script.filename.display().to_string();
-    let env = meta_env(
+    let mut env = meta_env(
         head,
         io,
         Names {
@@ -412,6 +432,7 @@ pub async fn serve(
         input.content_length(),
         cfg.pass_authorization,
     );
+    add_variables(&mut env, extra);
 
     let mut cmd = Command::new(&script.program);
     if script.program != script.filename {
@@ -560,8 +581,20 @@ pub(crate) async fn redirect(
     }
     new.keep_alive = orig.keep_alive && body_done;
     let keep = match conn::pick(&new, ctx.rt) {
-        Pick::Cgi(c, norm) => Box::pin(serve(&new, c, norm, io, ctx, depth + 1)).await,
-        Pick::FastCgi(c, norm) => Box::pin(crate::fastcgi::serve(&new, c, norm, io, ctx)).await,
+        Pick::Cgi(c, norm) => Box::pin(serve(&new, c, norm, io, ctx, depth + 1, &[])).await,
+        Pick::FastCgi(c, norm) => {
+            Box::pin(crate::fastcgi::serve(
+                &new,
+                c,
+                norm,
+                io,
+                ctx,
+                depth + 1,
+                &[],
+            ))
+            .await
+        }
+        Pick::Guarded(pool) => Box::pin(conn::guarded(&new, pool, io, ctx, depth + 1)).await,
         other => conn::answer(other, &new, ctx, &mut io.out, io.peer),
     };
     keep && body_done

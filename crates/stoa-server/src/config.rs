@@ -222,6 +222,8 @@ pub struct RouteConfig {
     pub static_: Option<Spanned<StaticRouteConfig>>,
     pub cgi: Option<Spanned<CgiRouteConfig>>,
     pub fastcgi: Option<Spanned<FastCgiRouteConfig>>,
+    /// A `[[pool]]` whose application is asked first (FastCGI Authorizer).
+    pub authorizer: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -378,6 +380,8 @@ pub enum Handler {
 pub struct Route {
     pub matcher: Matcher,
     pub handler: Handler,
+    /// Index into `Runtime::pools` of the FastCGI Authorizer asked first.
+    pub authorizer: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -772,7 +776,25 @@ fn build(
                 }
                 (Some(_), Some(_)) => return Err(err(None, &rkey, "one handler per route".into())),
             };
-            routes.push(Route { matcher, handler });
+            let authorizer = match &rc.authorizer {
+                None => None,
+                Some(a) => {
+                    let name = a.get_ref();
+                    let Some(idx) = pool_specs.iter().position(|p| &p.name == name) else {
+                        return Err(err(
+                            Some(a.span()),
+                            &format!("{rkey}.authorizer"),
+                            format!("no [[pool]] named `{name}`"),
+                        ));
+                    };
+                    Some(idx)
+                }
+            };
+            routes.push(Route {
+                matcher,
+                handler,
+                authorizer,
+            });
         }
         // Longest prefix first; suffix routes keep their order after them.
         routes.sort_by_key(|r| match &r.matcher {

@@ -232,11 +232,21 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                 };
                 let keep = match pick(&head, &rt) {
                     Pick::Cgi(cfg, norm) => {
-                        Box::pin(crate::cgi::serve(&head, cfg, norm, &mut io, &ctx, 0)).await
+                        Box::pin(crate::cgi::serve(&head, cfg, norm, &mut io, &ctx, 0, &[])).await
                     }
                     Pick::FastCgi(cfg, norm) => {
-                        Box::pin(crate::fastcgi::serve(&head, cfg, norm, &mut io, &ctx)).await
+                        Box::pin(crate::fastcgi::serve(
+                            &head,
+                            cfg,
+                            norm,
+                            &mut io,
+                            &ctx,
+                            0,
+                            &[],
+                        ))
+                        .await
                     }
+                    Pick::Guarded(pool) => Box::pin(guarded(&head, pool, &mut io, &ctx, 0)).await,
                     other => {
                         let keep = answer(other, &head, &ctx, &mut io.out, peer);
                         // Boxed: rare, and its state would otherwise sit in
@@ -393,6 +403,9 @@ pub enum Pick<'r> {
     Static(&'r static_files::StaticConfig, String),
     Cgi(&'r crate::cgi::CgiConfig, String),
     FastCgi(&'r crate::fastcgi::FastCgiRoute, String),
+    /// A route with a FastCGI Authorizer (the pool's index): ask it first,
+    /// then pick again with [`pick_unguarded`].
+    Guarded(usize),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     OptionsStar,
@@ -401,6 +414,15 @@ pub enum Pick<'r> {
 /// Chooses the handler for a request: limits first, then the site by Host,
 /// then the route.
 pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
+    pick_with(head, rt, true)
+}
+
+/// [`pick`] once the route's Authorizer said yes.
+pub fn pick_unguarded<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
+    pick_with(head, rt, false)
+}
+
+fn pick_with<'r>(head: &RequestHead, rt: &'r Runtime, guard: bool) -> Pick<'r> {
     if let Framing::Length(n) = head.framing {
         if n > rt.limits.max_body_bytes {
             return Pick::Status(413);
@@ -423,7 +445,11 @@ pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
     let Ok(norm) = crate::http::path::normalize(head.path()) else {
         return Pick::Status(400);
     };
-    match route(site, norm.as_bytes()) {
+    let (handler, authorizer) = route(site, norm.as_bytes());
+    if let (Some(pool), true) = (authorizer, guard) {
+        return Pick::Guarded(pool);
+    }
+    match handler {
         Some(Handler::Static(cfg)) => Pick::Static(cfg, norm),
         Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg, norm),
         Some(Handler::FastCgi(cfg)) => Pick::FastCgi(cfg, norm),
@@ -458,7 +484,7 @@ pub fn answer(
             reply.end_head(None);
         }
         Pick::Status(s) => reply.error(s, &[]),
-        Pick::Cgi(..) | Pick::FastCgi(..) => reply.error(500, &[]),
+        Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Guarded(_) => reply.error(500, &[]),
     }
     finish(head, ctx.worker, peer, reply)
 }
@@ -487,17 +513,50 @@ pub fn host_name(h: Option<&[u8]>) -> &str {
     std::str::from_utf8(h).unwrap_or("")
 }
 
-fn route<'s>(site: &'s Site, path: &[u8]) -> Option<&'s Handler> {
+/// The handler for a path, and the Authorizer to ask first.
+fn route<'s>(site: &'s Site, path: &[u8]) -> (Option<&'s Handler>, Option<usize>) {
     for r in &site.routes {
         let hit = match &r.matcher {
             Matcher::Prefix(p) => path.starts_with(p.as_bytes()),
             Matcher::Suffix(s) => path.ends_with(s.as_bytes()),
         };
         if hit {
-            return Some(&r.handler);
+            return (Some(&r.handler), r.authorizer);
         }
     }
-    site.fallback.as_ref()
+    (site.fallback.as_ref(), None)
+}
+
+/// A request for a route with a FastCGI Authorizer (§6.3): the application
+/// answers first; on 200 the route's handler runs with the variables it
+/// granted, otherwise its response goes to the client. Local redirects come
+/// through here too, so they are authorized like any request.
+pub(crate) async fn guarded(
+    head: &RequestHead,
+    pool: usize,
+    io: &mut Io,
+    ctx: &Ctx<'_>,
+    depth: u8,
+) -> bool {
+    let vars = match crate::fastcgi::authorize(head, pool, io, ctx).await {
+        crate::fastcgi::Authz::Allow(v) => v,
+        crate::fastcgi::Authz::Answered(keep) => {
+            // The request body was not the Authorizer's to read.
+            return keep && (!head.has_body() || consume_body(head, io, ctx.rt).await);
+        }
+    };
+    match pick_unguarded(head, ctx.rt) {
+        Pick::Cgi(c, norm) => {
+            Box::pin(crate::cgi::serve(head, c, norm, io, ctx, depth, &vars)).await
+        }
+        Pick::FastCgi(c, norm) => {
+            Box::pin(crate::fastcgi::serve(head, c, norm, io, ctx, depth, &vars)).await
+        }
+        other => {
+            let keep = answer(other, head, ctx, &mut io.out, io.peer);
+            keep && (!head.has_body() || consume_body(head, io, ctx.rt).await)
+        }
+    }
 }
 
 /// Why a request body could not be read.

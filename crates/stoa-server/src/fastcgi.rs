@@ -6,6 +6,7 @@
 use crate::cgi::{self, ClientEv, Input};
 use crate::conn::{BodyFail, BodyReader, Ctx, Io};
 use crate::downstream::Downstream;
+use crate::mux;
 use crate::pool::{Affinity, IdleConn, Lease, NoProcess, Pool, Target};
 use std::io;
 use std::pin::Pin;
@@ -16,7 +17,7 @@ use stoa_fastcgi::gateway::{Connection, Event};
 use stoa_fastcgi::{ProtocolStatus, Role};
 use stoa_h1::{Framing, RequestHead};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 /// Largest response head accepted from an application.
 const MAX_HEAD: usize = 64 * 1024;
@@ -41,7 +42,7 @@ pub enum AppStream {
 }
 
 impl AppStream {
-    async fn connect(t: &Target) -> io::Result<AppStream> {
+    pub(crate) async fn connect(t: &Target) -> io::Result<AppStream> {
         match t {
             Target::Unix(p) => tokio::net::UnixStream::connect(p)
                 .await
@@ -51,7 +52,7 @@ impl AppStream {
     }
 
     /// Takes a kept-alive connection into this worker's event loop.
-    fn from_idle(c: IdleConn) -> io::Result<AppStream> {
+    pub(crate) fn from_idle(c: IdleConn) -> io::Result<AppStream> {
         match c {
             IdleConn::Unix(s) => tokio::net::UnixStream::from_std(s).map(AppStream::Unix),
             IdleConn::Tcp(s) => tokio::net::TcpStream::from_std(s).map(AppStream::Tcp),
@@ -136,7 +137,8 @@ fn affinity_key(a: &Affinity, head: &RequestHead, io: &Io) -> Option<Vec<u8>> {
     }
 }
 
-/// Serves a request from a FastCGI pool. Returns whether the connection may
+/// Serves a request from a FastCGI pool (the Responder role). `extra` are
+/// variables an Authorizer granted. Returns whether the connection may
 /// carry another request.
 pub async fn serve(
     head: &RequestHead,
@@ -144,13 +146,15 @@ pub async fn serve(
     norm: String,
     io: &mut Io,
     ctx: &Ctx<'_>,
+    depth: u8,
+    extra: &[(String, Vec<u8>)],
 ) -> bool {
     let Some(pool) = ctx.rt.pools.get(route.pool).cloned() else {
         tracing::error!("fastcgi: pool {} is not running", route.pool_name);
         return cgi::simple(head, io, ctx, 503, &[]).await;
     };
     // FastCGI needs CONTENT_LENGTH: a chunked body is read whole first.
-    let input = match head.framing {
+    let mut input = match head.framing {
         Framing::None => Input::None,
         Framing::Length(n) => Input::Stream(n),
         Framing::Chunked | Framing::Close => match cgi::buffer_body(head, io, ctx).await {
@@ -169,13 +173,104 @@ pub async fn serve(
     };
     // The application is the server's own business: Authorization passes
     // (php-fpm apps do their own authentication).
-    let params = cgi::meta_env(head, io, names, input.content_length(), true);
-    let key = affinity_key(&pool.spec.affinity, head, io);
+    let mut params = cgi::meta_env(head, io, names, input.content_length(), true);
+    cgi::add_variables(&mut params, extra);
+    match run(
+        head,
+        &pool,
+        Role::Responder,
+        depth,
+        &params,
+        &mut input,
+        io,
+        ctx,
+    )
+    .await
+    {
+        Outcome::Sent(keep) => keep,
+        // Only an Authorizer's answer is taken as a grant.
+        Outcome::Authorized(_) => cgi::simple_now(head, io, ctx, 502),
+    }
+}
 
-    // A process that refuses the connection has not seen the request: try
-    // another one.
+/// What an Authorizer decided.
+pub enum Authz {
+    /// 200: go on, with these variables for the next handler.
+    Allow(Vec<(String, Vec<u8>)>),
+    /// Anything else was sent to the client; whether the connection stays.
+    Answered(bool),
+}
+
+/// Asks the Authorizer application of pool `pool` about a request (§6.3).
+pub async fn authorize(head: &RequestHead, pool: usize, io: &mut Io, ctx: &Ctx<'_>) -> Authz {
+    let Some(pool) = ctx.rt.pools.get(pool).cloned() else {
+        tracing::error!("fastcgi: authorizer pool #{pool} is not running");
+        return Authz::Answered(cgi::simple(head, io, ctx, 503, &[]).await);
+    };
+    let norm = crate::http::path::normalize(head.path()).unwrap_or_default();
+    let names = cgi::Names {
+        script_name: &norm,
+        path_info: "",
+        document_root: "",
+        script_filename: "",
+    };
+    let mut params = cgi::meta_env(head, io, names, None, true);
+    // §6.3: "The Web server does not send CONTENT_LENGTH, PATH_INFO,
+    // PATH_TRANSLATED, and SCRIPT_NAME headers" (nor the file names, which
+    // belong to whatever serves the request afterwards).
+    params.retain(|(k, _)| {
+        !matches!(
+            k.as_str(),
+            "CONTENT_LENGTH"
+                | "PATH_INFO"
+                | "PATH_TRANSLATED"
+                | "SCRIPT_NAME"
+                | "SCRIPT_FILENAME"
+                | "DOCUMENT_ROOT"
+        )
+    });
+    let mut input = Input::None;
+    match run(
+        head,
+        &pool,
+        Role::Authorizer,
+        0,
+        &params,
+        &mut input,
+        io,
+        ctx,
+    )
+    .await
+    {
+        Outcome::Authorized(vars) => Authz::Allow(vars),
+        Outcome::Sent(keep) => Authz::Answered(keep),
+    }
+}
+
+enum Outcome {
+    /// A response went to the client (or the connection failed); whether
+    /// the connection stays.
+    Sent(bool),
+    /// An Authorizer answered 200 with these variables.
+    Authorized(Vec<(String, Vec<u8>)>),
+}
+
+/// Leases a process and runs the request there, retrying elsewhere when a
+/// process refuses the connection or the request before any output.
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    head: &RequestHead,
+    pool: &Arc<Pool>,
+    role: Role,
+    depth: u8,
+    params: &stoa_cgi::Env,
+    input: &mut Input,
+    io: &mut Io,
+    ctx: &Ctx<'_>,
+) -> Outcome {
+    let key = affinity_key(&pool.spec.affinity, head, io);
     let mut skip = None;
-    for _ in 0..pool.procs.len().clamp(1, 4) {
+    for _ in 0..pool.procs.len().clamp(2, 4) {
         let lease = match pool.lease(key.as_deref(), skip).await {
             Ok(l) => l,
             Err(e) => {
@@ -189,35 +284,306 @@ pub async fn serve(
                     },
                     pool.waiting()
                 );
-                return cgi::simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await;
+                return Outcome::Sent(
+                    cgi::simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await,
+                );
             }
         };
-        let app = match lease.proc.take_idle().map(AppStream::from_idle) {
-            Some(Ok(s)) => s,
-            _ => match AppStream::connect(&lease.proc.target).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(
-                        "fastcgi pool {}: process #{}: {e}",
-                        pool.spec.name,
-                        lease.proc.index
-                    );
-                    lease.failed();
-                    skip = Some(lease.proc.index);
-                    continue;
+        let up = if lease.proc.multiplexes() {
+            match mux::start(&lease.proc, role, params).await {
+                Ok(r) => Ok(Upstream::Mux(r)),
+                Err(mux::StartError::Connect(e)) => Err(e),
+                Err(mux::StartError::Protocol(e)) => {
+                    tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
+                    return Outcome::Sent(cgi::simple(head, io, ctx, 500, &[]).await);
                 }
-            },
+            }
+        } else {
+            let app = match lease.proc.take_idle().map(AppStream::from_idle) {
+                Some(Ok(s)) => Ok(s),
+                _ => AppStream::connect(&lease.proc.target).await,
+            };
+            match app {
+                Ok(app) => match Direct::start(app, &lease, role, params) {
+                    Ok(d) => Ok(Upstream::Direct(Box::new(d))),
+                    Err(e) => {
+                        tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
+                        return Outcome::Sent(cgi::simple(head, io, ctx, 500, &[]).await);
+                    }
+                },
+                Err(e) => Err(e),
+            }
         };
-        return exchange(head, io, ctx, &pool, lease, app, &params, input).await;
+        let up = match up {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(
+                    "fastcgi pool {}: process #{}: {e}",
+                    pool.spec.name,
+                    lease.proc.index
+                );
+                lease.failed();
+                skip = Some(lease.proc.index);
+                continue;
+            }
+        };
+        match exchange(head, io, ctx, pool, &lease, up, role, input).await {
+            Done::Refused(ps) => {
+                // Nothing reached the client and the input can be sent
+                // again: another process (OVERLOADED), or the same one
+                // without multiplexing (CANT_MPX_CONN).
+                tracing::info!(
+                    "fastcgi pool {}: process #{} refused the request ({ps:?}); trying again",
+                    pool.spec.name,
+                    lease.proc.index
+                );
+                if ps == ProtocolStatus::CantMpxConn {
+                    lease.proc.stop_multiplexing();
+                } else {
+                    skip = Some(lease.proc.index);
+                }
+                if !input.rewind() {
+                    break;
+                }
+            }
+            Done::Sent(keep) => return Outcome::Sent(keep),
+            Done::Authorized(v) => return Outcome::Authorized(v),
+            Done::Redirect(loc, body_done) => {
+                // The process is free before the new request runs: it may
+                // need this very pool.
+                drop(lease);
+                if depth >= cgi::MAX_REDIRECTS {
+                    tracing::error!("fastcgi pool {}: local redirect loop", pool.spec.name);
+                    return Outcome::Sent(cgi::simple_now(head, io, ctx, 500));
+                }
+                return Outcome::Sent(cgi::redirect(head, &loc, io, ctx, depth, body_done).await);
+            }
+        }
     }
-    cgi::simple(head, io, ctx, 502, &[]).await
+    Outcome::Sent(cgi::simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await)
+}
+
+/// One request's own connection to a process.
+struct Direct {
+    app: AppStream,
+    gw: Connection,
+    id: u16,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    rbuf: Vec<u8>,
+    eof: bool,
+}
+
+impl Direct {
+    fn start(
+        app: AppStream,
+        lease: &Lease,
+        role: Role,
+        params: &stoa_cgi::Env,
+    ) -> Result<Direct, stoa_fastcgi::Error> {
+        let mut gw = Connection::new();
+        let mut wbuf = Vec::with_capacity(2048);
+        if lease.proc.ask_values() {
+            gw.query_values(&mut wbuf);
+        }
+        let id = gw.start_request(
+            role,
+            true,
+            params.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())),
+            &mut wbuf,
+        )?;
+        Ok(Direct {
+            app,
+            gw,
+            id,
+            wbuf,
+            wpos: 0,
+            rbuf: Vec::with_capacity(READ_CHUNK),
+            eof: false,
+        })
+    }
+
+    /// Returns a connection to its process's stash when it can carry
+    /// another request; otherwise it is closed.
+    fn finish(self, lease: &Lease) {
+        if !self.eof && !self.gw.is_closing() && self.wpos >= self.wbuf.len() && self.gw.is_idle() {
+            if let Ok(c) = self.app.into_idle() {
+                lease.proc.put_idle(c);
+            }
+        }
+    }
+}
+
+/// The application side of one request: a connection of its own, or its
+/// share of a multiplexed one (`mux.rs`).
+enum Upstream {
+    Direct(Box<Direct>),
+    Mux(mux::MuxRequest),
+}
+
+/// What [`Upstream::step`] saw.
+enum UpStep {
+    /// Bytes arrived (events may be ready).
+    Read,
+    Wrote,
+    Lost,
+}
+
+impl Upstream {
+    fn stdin(&mut self, data: &[u8]) {
+        match self {
+            Upstream::Direct(d) => {
+                let _ = d.gw.stdin(d.id, data, &mut d.wbuf);
+            }
+            Upstream::Mux(m) => m.stdin(data),
+        }
+    }
+
+    fn end_stdin(&mut self) {
+        match self {
+            Upstream::Direct(d) => {
+                let _ = d.gw.end_stdin(d.id, &mut d.wbuf);
+            }
+            Upstream::Mux(m) => m.end_stdin(),
+        }
+    }
+
+    /// Records wait to be written: the request body should wait.
+    fn backlogged(&self) -> bool {
+        match self {
+            Upstream::Direct(d) => d.wpos < d.wbuf.len(),
+            Upstream::Mux(m) => m.backlogged(),
+        }
+    }
+
+    fn lost(&self) -> bool {
+        match self {
+            Upstream::Direct(d) => d.eof,
+            Upstream::Mux(_) => false,
+        }
+    }
+
+    /// Waits for the application: writes what is queued, reads what comes.
+    async fn step(&mut self) -> UpStep {
+        match self {
+            Upstream::Direct(d) => {
+                let d = &mut **d;
+                let writing = d.wpos < d.wbuf.len();
+                if d.rbuf.len() == d.rbuf.capacity() {
+                    d.rbuf.clear();
+                }
+                let (mut rd, mut wr) = tokio::io::split(&mut d.app);
+                let r = tokio::select! {
+                    biased;
+                    r = rd.read_buf(&mut d.rbuf) => match r {
+                        Ok(0) | Err(_) => None,
+                        Ok(_) => Some(true),
+                    },
+                    r = wr.write(&d.wbuf[d.wpos..]), if writing => match r {
+                        Ok(n) if n > 0 => {
+                            d.wpos += n;
+                            Some(false)
+                        }
+                        _ => None,
+                    },
+                };
+                match r {
+                    Some(true) => {
+                        let fed = d.gw.feed(&d.rbuf);
+                        d.rbuf.clear();
+                        if let Err(e) = fed {
+                            tracing::error!("fastcgi: protocol error: {e}");
+                            d.eof = true;
+                            return UpStep::Lost;
+                        }
+                        UpStep::Read
+                    }
+                    Some(false) => {
+                        if d.wpos == d.wbuf.len() {
+                            d.wbuf.clear();
+                            d.wpos = 0;
+                        }
+                        UpStep::Wrote
+                    }
+                    None => {
+                        d.eof = true;
+                        let _ = d.gw.eof();
+                        UpStep::Lost
+                    }
+                }
+            }
+            Upstream::Mux(m) => {
+                m.ready().await;
+                UpStep::Read
+            }
+        }
+    }
+
+    /// The next event of this request; `Err` when its connection was lost.
+    fn next_event(&mut self) -> Result<Option<Event>, ()> {
+        match self {
+            Upstream::Direct(d) => Ok(d.gw.poll_event()),
+            Upstream::Mux(m) => match m.poll() {
+                None => Ok(None),
+                Some(mux::MuxEvent::Event(e)) => Ok(Some(e)),
+                Some(mux::MuxEvent::Lost) => Err(()),
+            },
+        }
+    }
+
+    /// Tells the application to stop the request (§5.4), so a
+    /// single-threaded one is free for the next; its own connection is
+    /// then closed, since its state is unknown.
+    async fn abort(self) {
+        match self {
+            Upstream::Direct(mut d) => {
+                if d.eof {
+                    return;
+                }
+                let mut abort = Vec::new();
+                if d.gw.abort(d.id, &mut abort).is_ok() {
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_millis(100),
+                        d.app.write_all(&abort),
+                    )
+                    .await;
+                }
+            }
+            // Dropping it aborts it.
+            Upstream::Mux(m) => drop(m),
+        }
+    }
+
+    fn finish(self, lease: &Lease) {
+        match self {
+            Upstream::Direct(d) => d.finish(lease),
+            Upstream::Mux(m) => drop(m),
+        }
+    }
 }
 
 enum Done {
-    /// The response was sent; whether the client connection stays.
+    /// A response went to the client; whether the connection stays.
     Sent(bool),
-    /// Nothing was sent to the client and it must be closed.
+    /// Refused by the application before any output (END_REQUEST with
+    /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
+    Refused(ProtocolStatus),
+    Authorized(Vec<(String, Vec<u8>)>),
+    /// A local redirect (RFC 3875 §6.2.2) to serve instead; whether the
+    /// request body was read to its end.
+    Redirect(Vec<u8>, bool),
+}
+
+/// How the exchange loop ended.
+enum End {
+    /// The response is complete (or the client left after it); whether the
+    /// client connection stays.
+    Sent(bool),
+    /// Stop: the client connection must close; the request is aborted if
+    /// the application has not ended it.
     Abort,
+    Refused(ProtocolStatus),
+    Authorized(Vec<(String, Vec<u8>)>),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -226,82 +592,54 @@ async fn exchange(
     io: &mut Io,
     ctx: &Ctx<'_>,
     pool: &Arc<Pool>,
-    lease: Lease,
-    mut app: AppStream,
-    params: &stoa_cgi::Env,
-    input: Input,
-) -> bool {
-    let mut gw = Connection::new();
-    let mut wbuf = Vec::with_capacity(4096);
-    if lease.proc.ask_values() {
-        gw.query_values(&mut wbuf);
-    }
-    let id = match gw.start_request(
-        Role::Responder,
-        true,
-        params.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())),
-        &mut wbuf,
-    ) {
-        Ok(id) => id,
-        Err(e) => {
-            tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
-            return cgi::simple(head, io, ctx, 500, &[]).await;
-        }
-    };
+    lease: &Lease,
+    mut up: Upstream,
+    role: Role,
+    input: &mut Input,
+) -> Done {
     let mut reader = None;
+    let replayable = !matches!(input, Input::Stream(n) if *n > 0);
     match input {
-        Input::None => {
-            let _ = gw.end_stdin(id, &mut wbuf);
-        }
+        Input::None => up.end_stdin(),
         Input::Memory(v) => {
-            let _ = gw.stdin(id, &v, &mut wbuf);
-            let _ = gw.end_stdin(id, &mut wbuf);
+            up.stdin(v);
+            up.end_stdin();
         }
-        Input::File(mut f, _) => {
+        Input::File(f, _) => {
             let mut chunk = vec![0u8; 64 * 1024];
             loop {
-                match std::io::Read::read(&mut f, &mut chunk) {
+                match std::io::Read::read(f, &mut chunk) {
                     Ok(0) => break,
-                    Ok(n) => {
-                        let _ = gw.stdin(id, &chunk[..n], &mut wbuf);
-                    }
-                    Err(_) => return cgi::simple_now(head, io, ctx, 500),
+                    Ok(n) => up.stdin(&chunk[..n]),
+                    Err(_) => return Done::Sent(cgi::simple_now(head, io, ctx, 500)),
                 }
             }
-            let _ = gw.end_stdin(id, &mut wbuf);
+            up.end_stdin();
         }
         Input::Stream(_) => reader = Some(BodyReader::new(head, ctx.rt)),
     }
     let timeout = pool.spec.timeout;
-    let mut deadline = Instant::now() + timeout;
-    let mut wpos = 0usize;
+    let sleep = tokio::time::sleep(timeout);
+    tokio::pin!(sleep);
     let mut incoming = Vec::new();
-    let mut rbuf = vec![0u8; READ_CHUNK];
     let mut out: Vec<u8> = Vec::new();
     let mut down: Option<Downstream> = None;
+    // An Authorizer's 200: its variables, while the rest is discarded.
+    let mut granted: Option<Vec<(String, Vec<u8>)>> = None;
     let mut ended = false;
-    let mut app_eof = false;
     let mut client_gone = false;
     let body_done = |r: &Option<BodyReader>| r.as_ref().is_none_or(BodyReader::is_done);
 
     let result = loop {
         let want_body = reader.as_ref().is_some_and(|r| !r.is_done())
-            && wpos >= wbuf.len()
+            && !up.backlogged()
             && incoming.is_empty();
-        let writing = wpos < wbuf.len();
         let watch_client =
             !want_body && !client_gone && body_done(&reader) && io.rbuf.len() < 64 * 1024;
-        let (mut rd, mut wr) = tokio::io::split(&mut app);
+        let lost = up.lost();
         let step = tokio::select! {
             biased;
-            r = rd.read(&mut rbuf), if !app_eof => match r {
-                Ok(0) | Err(_) => Step::AppEof,
-                Ok(n) => Step::AppData(n),
-            },
-            r = wr.write(&wbuf[wpos..]), if writing => match r {
-                Ok(n) if n > 0 => Step::Wrote(n),
-                _ => Step::AppEof,
-            },
+            s = up.step(), if !lost => Step::Up(s),
             // The request body when the application can take more, else a
             // watch for the client leaving (its request is then abandoned).
             ev = cgi::client_side(&mut reader, io, &mut incoming, want_body), if want_body || watch_client => match ev {
@@ -309,26 +647,18 @@ async fn exchange(
                 ClientEv::Body(Err(_)) | ClientEv::Gone => Step::ClientGone,
                 ClientEv::Nothing => Step::Nothing,
             },
-            _ = sleep_until(deadline) => Step::Timeout,
+            _ = &mut sleep => Step::Timeout,
         };
-        drop((rd, wr));
+        let mut app_eof = false;
         match step {
-            Step::Nothing => continue,
-            Step::Wrote(n) => {
-                wpos += n;
-                if wpos == wbuf.len() {
-                    wbuf.clear();
-                    wpos = 0;
-                }
-                continue;
-            }
+            Step::Nothing | Step::Up(UpStep::Wrote) => continue,
             Step::Body => {
                 if !incoming.is_empty() {
-                    let _ = gw.stdin(id, &incoming, &mut wbuf);
+                    up.stdin(&incoming);
                     incoming.clear();
                 }
                 if body_done(&reader) {
-                    let _ = gw.end_stdin(id, &mut wbuf);
+                    up.end_stdin();
                 }
                 continue;
             }
@@ -336,21 +666,24 @@ async fn exchange(
                 if !down.as_ref().is_some_and(Downstream::is_complete) {
                     // Output still to come and nobody to read it: abort, so
                     // the process is free at once.
-                    break Done::Abort;
+                    break End::Abort;
                 }
                 // The whole body went out and only END_REQUEST is to come
                 // (a client that closes as soon as it has the body): give
                 // the application a moment, so the kept-alive connection and
                 // the request count survive.
                 client_gone = true;
-                deadline = deadline.min(Instant::now() + std::time::Duration::from_secs(1));
+                let soon = Instant::now() + std::time::Duration::from_secs(1);
+                if soon < sleep.deadline() {
+                    sleep.as_mut().reset(soon);
+                }
                 continue;
             }
             Step::Timeout => {
                 if client_gone {
-                    break Done::Abort;
+                    break End::Abort;
                 }
-                if down.is_none() {
+                if down.is_none() && granted.is_none() {
                     tracing::error!(
                         "fastcgi pool {}: no response within {:?}",
                         pool.spec.name,
@@ -365,35 +698,30 @@ async fn exchange(
                         timeout
                     );
                 }
-                break Done::Abort;
+                break End::Abort;
             }
-            Step::AppEof => {
-                app_eof = true;
-                let _ = gw.eof();
-            }
-            Step::AppData(n) => {
-                deadline = Instant::now() + timeout;
-                if let Err(e) = gw.feed(&rbuf[..n]) {
-                    tracing::error!("fastcgi pool {}: protocol error: {e}", pool.spec.name);
-                    app_eof = true;
+            Step::Up(UpStep::Lost) => app_eof = true,
+            Step::Up(UpStep::Read) => {
+                if !client_gone {
+                    sleep.as_mut().reset(Instant::now() + timeout);
                 }
             }
         }
         // Events from what was read.
         let mut refused = None;
-        while let Some(ev) = gw.poll_event() {
-            match ev {
-                Event::Stdout { data, .. } => out.extend_from_slice(&data),
-                Event::Stderr { data, .. } => {
-                    for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                        let shown = &line[..line.len().min(2048)];
-                        tracing::warn!(
-                            "fastcgi {}: {}",
-                            pool.spec.name,
-                            String::from_utf8_lossy(shown).trim_end()
-                        );
-                    }
+        loop {
+            let ev = match up.next_event() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break,
+                Err(()) => {
+                    app_eof = true;
+                    break;
                 }
+            };
+            match ev {
+                // After an Authorizer's 200 the body is dropped.
+                Event::Stdout { data, .. } if granted.is_none() => out.extend_from_slice(&data),
+                Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data),
                 Event::Values(v) => lease.proc.learn(&v, &pool.spec.name),
                 Event::End {
                     protocol_status, ..
@@ -411,13 +739,33 @@ async fn exchange(
             }
         }
         if let Some(ps) = refused {
-            if down.is_none() && out.is_empty() {
+            if down.is_none() && out.is_empty() && granted.is_none() {
+                if replayable {
+                    break End::Refused(ps);
+                }
                 tracing::warn!(
                     "fastcgi pool {}: application refused the request ({ps:?}); 503",
                     pool.spec.name
                 );
-                break Done::Sent(cgi::simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await);
+                cgi::simple_now(head, io, ctx, 503);
+                io.flush(ctx.rt).await;
+                break End::Abort;
             }
+        }
+        if let Some(vars) = granted.as_mut() {
+            if ended {
+                break End::Authorized(std::mem::take(vars));
+            }
+            if app_eof {
+                tracing::error!(
+                    "fastcgi pool {}: authorizer lost before its end",
+                    pool.spec.name
+                );
+                cgi::simple_now(head, io, ctx, 502);
+                io.flush(ctx.rt).await;
+                break End::Abort;
+            }
+            continue;
         }
         if down.is_none() {
             match stoa_cgi::parse_head(&out, MAX_HEAD) {
@@ -431,20 +779,37 @@ async fn exchange(
                     tracing::error!("fastcgi pool {}: bad response: {why}", pool.spec.name);
                     cgi::simple_now(head, io, ctx, 502);
                     io.flush(ctx.rt).await;
-                    break Done::Abort;
+                    break End::Abort;
                 }
-                Ok(Some((h, n))) => {
-                    if let Kind::LocalRedirect(loc) = h.kind() {
+                Ok(Some((mut h, n))) => {
+                    if role == Role::Authorizer {
+                        if h.effective_status() == 200 && h.location.is_none() {
+                            // §6.3: access granted; `Variable-NAME: value`
+                            // headers are for the next handler. The body
+                            // is not for anyone.
+                            let vars = variables(&h);
+                            out.clear();
+                            if ended {
+                                break End::Authorized(vars);
+                            }
+                            granted = Some(vars);
+                            continue;
+                        }
+                        // Denied: the response goes to the client as it
+                        // is, without the variables.
+                        h.headers.retain(|(n, _)| variable_name(n).is_none());
+                    } else if let Kind::LocalRedirect(loc) = h.kind() {
                         let loc = loc.to_vec();
-                        let reusable = ended && !app_eof && !gw.is_closing();
-                        finish_app(&lease, app, reusable);
-                        drop(lease);
-                        return cgi::redirect(head, &loc, io, ctx, 0, body_done(&reader)).await;
+                        if ended && !app_eof {
+                            up.finish(lease);
+                        }
+                        lease.served();
+                        return Done::Redirect(loc, body_done(&reader));
                     }
                     out.drain(..n);
                     let d = Downstream::start(&h, head, io, ctx, body_done(&reader) || ended);
                     if !io.flush(ctx.rt).await {
-                        break Done::Abort;
+                        break End::Abort;
                     }
                     down = Some(d);
                 }
@@ -452,11 +817,11 @@ async fn exchange(
         }
         if let Some(d) = down.as_mut() {
             if !out.is_empty() && !d.bodyless && !client_gone && !d.send(&out, io, ctx).await {
-                break Done::Abort;
+                break End::Abort;
             }
             out.clear();
             if ended {
-                break Done::Sent(!client_gone);
+                break End::Sent(!client_gone);
             }
             if app_eof {
                 // Died mid-response: no last chunk, so the client sees the
@@ -465,67 +830,90 @@ async fn exchange(
                     "fastcgi pool {}: connection lost mid-response",
                     pool.spec.name
                 );
-                break Done::Abort;
+                break End::Abort;
             }
         }
     };
-    let clean = ended && !app_eof && !gw.is_closing() && wpos >= wbuf.len();
+    if ended {
+        lease.served();
+    }
     match result {
-        Done::Abort => {
-            if !ended && !app_eof {
-                // Tell the application to stop (§5.4), so a single-threaded
-                // one is free for the next request, then close: the
-                // connection's state is unknown.
-                let mut abort = Vec::new();
-                if gw.abort(id, &mut abort).is_ok() {
-                    let _ = tokio::time::timeout(
-                        std::time::Duration::from_millis(100),
-                        app.write_all(&abort),
-                    )
-                    .await;
-                }
-            }
-            drop(app);
+        End::Abort => {
             if ended {
-                lease.served();
+                up.finish(lease);
+            } else {
+                up.abort().await;
             }
-            false
+            Done::Sent(false)
         }
-        Done::Sent(keep) => {
-            lease.served();
+        End::Refused(ps) => {
+            up.finish(lease);
+            Done::Refused(ps)
+        }
+        End::Authorized(v) => {
+            up.finish(lease);
+            Done::Authorized(v)
+        }
+        End::Sent(keep) => {
+            up.finish(lease);
             let Some(d) = down else {
-                finish_app(&lease, app, clean);
-                return keep;
+                return Done::Sent(keep);
             };
-            if !ended {
-                tracing::error!(
-                    "fastcgi pool {}: connection lost mid-response",
-                    pool.spec.name
-                );
-            }
-            finish_app(&lease, app, clean);
             let bd = body_done(&reader);
-            d.finish(head, io, ctx, bd) && keep && ended
+            Done::Sent(d.finish(head, io, ctx, bd) && keep)
         }
     }
 }
 
-/// Returns a connection to its process's stash when it can carry another
-/// request; otherwise it is closed.
-fn finish_app(lease: &Lease, app: AppStream, reusable: bool) {
-    if reusable {
-        if let Ok(c) = app.into_idle() {
-            lease.proc.put_idle(c);
-        }
+/// `Variable-NAME` → `NAME`, when NAME can be an environment variable.
+fn variable_name(header: &str) -> Option<&str> {
+    let prefix = header.get(..9)?;
+    let name = &header[9..];
+    (prefix.eq_ignore_ascii_case("variable-")
+        && !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+    .then_some(name)
+}
+
+/// The variables an Authorizer's 200 grants.
+fn variables(h: &stoa_cgi::ResponseHead) -> Vec<(String, Vec<u8>)> {
+    h.headers
+        .iter()
+        .filter_map(|(n, v)| Some((variable_name(n)?.to_owned(), v.clone())))
+        .collect()
+}
+
+fn log_stderr(pool: &str, data: &[u8]) {
+    for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let shown = &line[..line.len().min(2048)];
+        tracing::warn!(
+            "fastcgi {pool}: {}",
+            String::from_utf8_lossy(shown).trim_end()
+        );
     }
 }
 
 enum Step {
     Nothing,
-    AppData(usize),
-    AppEof,
-    Wrote(usize),
+    Up(UpStep),
     Body,
     ClientGone,
     Timeout,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorizer_variables_lose_their_prefix_spec_6_3() {
+        assert_eq!(variable_name("Variable-AUTH_METHOD"), Some("AUTH_METHOD"));
+        assert_eq!(variable_name("variable-user"), Some("user"));
+        assert_eq!(variable_name("Variable-"), None);
+        assert_eq!(variable_name("Variable-A=B"), None);
+        assert_eq!(variable_name("X-Variable-A"), None);
+        assert_eq!(variable_name("Varia"), None);
+    }
 }

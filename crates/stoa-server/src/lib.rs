@@ -7,6 +7,7 @@ pub mod conn;
 pub mod downstream;
 pub mod fastcgi;
 pub mod http;
+pub mod mux;
 pub mod output;
 pub mod pool;
 pub mod server;

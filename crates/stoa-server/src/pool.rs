@@ -156,6 +156,9 @@ pub struct Proc {
     learned: AtomicBool,
     /// Kept-alive connections are safe with it.
     keepalive: AtomicBool,
+    /// It multiplexes (FCGI_MPXS_CONNS=1): each worker puts all its
+    /// requests for it on one connection (`mux.rs`).
+    mpx: AtomicBool,
 }
 
 /// A kept-alive connection to an application.
@@ -183,6 +186,7 @@ impl Proc {
             values_asked: AtomicBool::new(false),
             learned: AtomicBool::new(false),
             keepalive: AtomicBool::new(false),
+            mpx: AtomicBool::new(false),
         }
     }
 
@@ -236,6 +240,7 @@ impl Proc {
         self.values_asked.store(false, Ordering::Relaxed);
         self.learned.store(false, Ordering::Relaxed);
         self.keepalive.store(false, Ordering::Relaxed);
+        self.mpx.store(false, Ordering::Relaxed);
         // One request at a time until the new process says more.
         self.set_capacity(1);
     }
@@ -252,6 +257,8 @@ impl Proc {
             self.set_capacity((n as usize).clamp(1, 1024));
             self.keepalive.store(true, Ordering::Relaxed);
             self.learned.store(true, Ordering::Relaxed);
+            self.mpx
+                .store(v.mpxs_conns == Some(true) && n > 1, Ordering::Relaxed);
         }
         // An answer without either limit (php-fpm 8.2 sends only
         // FCGI_MPXS_CONNS=0) says nothing about concurrency: the request's
@@ -267,6 +274,23 @@ impl Proc {
         if !self.learned.swap(true, Ordering::Relaxed) {
             self.set_capacity(spec.default_capacity);
             self.keepalive.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether requests share connections to it.
+    pub fn multiplexes(&self) -> bool {
+        self.mpx.load(Ordering::Relaxed)
+    }
+
+    /// It answered a second request on a connection with CANT_MPX_CONN
+    /// (§5.5) though it said it multiplexes: one request per connection
+    /// from now on.
+    pub fn stop_multiplexing(&self) {
+        if self.mpx.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                "process #{}: refused a multiplexed request (CANT_MPX_CONN); no more multiplexing",
+                self.index
+            );
         }
     }
 

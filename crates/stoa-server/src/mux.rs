@@ -1,0 +1,376 @@
+//! Multiplexed FastCGI connections (FCGI_MPXS_CONNS=1, §3.3): for an
+//! application that says it multiplexes, each worker keeps one connection
+//! per process and puts every request of its own on it, each with its own
+//! request id.
+//!
+//! A driver task owns the socket: it writes what requests queue (records
+//! from the shared `gateway::Connection`) and reads the application,
+//! sorting records into per-request queues. FastCGI has no per-request flow
+//! control, so a request whose client reads slowly fills its queue; past
+//! [`STREAM_CAP`] the driver stops reading the connection until that queue
+//! drains (the slow client's send timeout bounds how long). Memory stays
+//! bounded either way.
+
+use crate::fastcgi::AppStream;
+use crate::pool::Proc;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use stoa_fastcgi::gateway::{Connection, Event};
+use stoa_fastcgi::{Error, Role};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+
+/// Output queued for one request before the driver stops reading.
+const STREAM_CAP: usize = 256 * 1024;
+/// Records queued to the application before a request body waits.
+const WRITE_CAP: usize = 256 * 1024;
+
+thread_local! {
+    /// This worker's multiplexed connections, by process (the address of
+    /// its `Proc`, which lives as long as the pool).
+    static MUXES: RefCell<HashMap<usize, Rc<Shared>>> = RefCell::new(HashMap::new());
+}
+
+struct Shared {
+    st: RefCell<State>,
+    /// Wakes the driver: records to write, or a queue drained.
+    driver: Notify,
+    key: usize,
+}
+
+struct State {
+    gw: Connection,
+    wbuf: Vec<u8>,
+    streams: HashMap<u16, Stream>,
+    /// Connection lost: every active request fails, no new one starts.
+    dead: bool,
+    /// Reading stopped: some request's queue is full.
+    paused: bool,
+}
+
+struct Stream {
+    events: VecDeque<Event>,
+    bytes: usize,
+    notify: Rc<Notify>,
+    /// The request went away; its remaining records are dropped.
+    orphan: bool,
+}
+
+/// One request on a multiplexed connection.
+pub struct MuxRequest {
+    sh: Rc<Shared>,
+    pub id: u16,
+    notify: Rc<Notify>,
+    ended: bool,
+}
+
+/// Starts a request on this worker's multiplexed connection to `proc`,
+/// opening one if there is none (or it is lost or full).
+pub async fn start(
+    proc: &Arc<Proc>,
+    role: Role,
+    params: &stoa_cgi::Env,
+) -> Result<MuxRequest, StartError> {
+    let key = Arc::as_ptr(proc) as usize;
+    let existing = MUXES.with(|m| m.borrow().get(&key).cloned());
+    let sh = match existing {
+        Some(sh) if sh.usable() => sh,
+        _ => {
+            let app = match proc.take_idle().map(AppStream::from_idle) {
+                Some(Ok(s)) => s,
+                _ => AppStream::connect(&proc.target)
+                    .await
+                    .map_err(StartError::Connect)?,
+            };
+            // Another request of this worker may have opened one meanwhile.
+            match MUXES.with(|m| m.borrow().get(&key).cloned()) {
+                Some(sh) if sh.usable() => sh,
+                _ => open(key, app, proc.capacity()),
+            }
+        }
+    };
+    let id = {
+        let mut st = sh.st.borrow_mut();
+        let st = &mut *st;
+        let id = st
+            .gw
+            .start_request(
+                role,
+                true,
+                params.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())),
+                &mut st.wbuf,
+            )
+            .map_err(StartError::Protocol)?;
+        let notify = Rc::new(Notify::new());
+        st.streams.insert(
+            id,
+            Stream {
+                events: VecDeque::new(),
+                bytes: 0,
+                notify,
+                orphan: false,
+            },
+        );
+        id
+    };
+    sh.driver.notify_one();
+    let notify = sh
+        .st
+        .borrow()
+        .streams
+        .get(&id)
+        .map(|s| s.notify.clone())
+        .unwrap_or_default();
+    Ok(MuxRequest {
+        sh,
+        id,
+        notify,
+        ended: false,
+    })
+}
+
+#[derive(Debug)]
+pub enum StartError {
+    /// The process could not be reached (try another).
+    Connect(std::io::Error),
+    Protocol(Error),
+}
+
+impl Shared {
+    fn usable(&self) -> bool {
+        let st = self.st.borrow();
+        !st.dead && st.gw.has_capacity()
+    }
+}
+
+fn open(key: usize, app: AppStream, capacity: usize) -> Rc<Shared> {
+    let mut gw = Connection::new();
+    gw.set_max_concurrent(capacity);
+    let sh = Rc::new(Shared {
+        st: RefCell::new(State {
+            gw,
+            wbuf: Vec::new(),
+            streams: HashMap::new(),
+            dead: false,
+            paused: false,
+        }),
+        driver: Notify::new(),
+        key,
+    });
+    MUXES.with(|m| m.borrow_mut().insert(key, sh.clone()));
+    tokio::task::spawn_local(drive(sh.clone(), app));
+    sh
+}
+
+/// Owns the socket until the connection is lost or closes.
+async fn drive(sh: Rc<Shared>, mut app: AppStream) {
+    let mut rbuf = vec![0u8; 32 * 1024];
+    let mut out: Vec<u8> = Vec::new();
+    let mut pos = 0usize;
+    loop {
+        if pos == out.len() {
+            out.clear();
+            pos = 0;
+            std::mem::swap(&mut out, &mut sh.st.borrow_mut().wbuf);
+        }
+        let (reading, closing) = {
+            let st = sh.st.borrow();
+            (!st.paused, st.gw.is_closing() && st.gw.active() == 0)
+        };
+        if closing && pos == out.len() {
+            break;
+        }
+        let (mut rd, mut wr) = tokio::io::split(&mut app);
+        let lost = tokio::select! {
+            biased;
+            r = rd.read(&mut rbuf), if reading => match r {
+                Ok(0) | Err(_) => true,
+                Ok(n) => sh.received(&rbuf[..n]),
+            },
+            r = wr.write(&out[pos..]), if pos < out.len() => match r {
+                Ok(n) if n > 0 => {
+                    pos += n;
+                    false
+                }
+                _ => true,
+            },
+            _ = sh.driver.notified() => false,
+        };
+        if lost {
+            break;
+        }
+    }
+    sh.lost();
+}
+
+impl Shared {
+    /// Bytes from the application: records sorted into request queues.
+    /// Returns true when the connection is unusable.
+    fn received(&self, data: &[u8]) -> bool {
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        let failed = match st.gw.feed(data) {
+            Ok(()) => false,
+            Err(e) => {
+                tracing::error!("fastcgi: protocol error on a multiplexed connection: {e}");
+                true
+            }
+        };
+        while let Some(ev) = st.gw.poll_event() {
+            let id = match &ev {
+                Event::Stdout { id, .. } | Event::Stderr { id, .. } | Event::End { id, .. } => *id,
+                _ => continue,
+            };
+            let Some(s) = st.streams.get_mut(&id) else {
+                continue;
+            };
+            if s.orphan {
+                if matches!(ev, Event::End { .. }) {
+                    st.streams.remove(&id);
+                }
+                continue;
+            }
+            if let Event::Stdout { data, .. } | Event::Stderr { data, .. } = &ev {
+                s.bytes += data.len();
+                if s.bytes > STREAM_CAP {
+                    st.paused = true;
+                }
+            }
+            s.events.push_back(ev);
+            s.notify.notify_one();
+        }
+        failed
+    }
+
+    /// The connection is gone: wake every request (they see the loss).
+    fn lost(&self) {
+        let mut st = self.st.borrow_mut();
+        st.dead = true;
+        for s in st.streams.values() {
+            s.notify.notify_one();
+        }
+        st.streams.retain(|_, s| !s.orphan);
+        drop(st);
+        MUXES.with(|m| {
+            let mut m = m.borrow_mut();
+            if m.get(&self.key).is_some_and(|sh| std::ptr::eq(&**sh, self)) {
+                m.remove(&self.key);
+            }
+        });
+    }
+}
+
+/// What a request sees next.
+pub enum MuxEvent {
+    Event(Event),
+    /// The connection was lost before the request ended.
+    Lost,
+}
+
+impl MuxRequest {
+    /// Queues request body bytes (FCGI_STDIN).
+    pub fn stdin(&self, data: &[u8]) {
+        let mut st = self.sh.st.borrow_mut();
+        let st = &mut *st;
+        if st.gw.stdin(self.id, data, &mut st.wbuf).is_ok() {
+            self.sh.driver.notify_one();
+        }
+    }
+
+    /// Ends the request body.
+    pub fn end_stdin(&self) {
+        let mut st = self.sh.st.borrow_mut();
+        let st = &mut *st;
+        if st.gw.end_stdin(self.id, &mut st.wbuf).is_ok() {
+            self.sh.driver.notify_one();
+        }
+    }
+
+    /// True while records wait to be written beyond the high-water mark:
+    /// the request body should wait.
+    pub fn backlogged(&self) -> bool {
+        self.sh.st.borrow().wbuf.len() > WRITE_CAP
+    }
+
+    /// The next event for this request, or `None` when none is queued.
+    pub fn poll(&mut self) -> Option<MuxEvent> {
+        let mut st = self.sh.st.borrow_mut();
+        let st = &mut *st;
+        let Some(s) = st.streams.get_mut(&self.id) else {
+            return (!self.ended).then_some(MuxEvent::Lost);
+        };
+        match s.events.pop_front() {
+            Some(ev) => {
+                if let Event::Stdout { data, .. } | Event::Stderr { data, .. } = &ev {
+                    s.bytes -= data.len();
+                    if st.paused && s.bytes <= STREAM_CAP / 2 {
+                        st.paused = st.streams.values().any(|s| s.bytes > STREAM_CAP);
+                        if !st.paused {
+                            self.sh.driver.notify_one();
+                        }
+                    }
+                }
+                if matches!(ev, Event::End { .. }) {
+                    self.ended = true;
+                    st.streams.remove(&self.id);
+                }
+                Some(MuxEvent::Event(ev))
+            }
+            None if st.dead => {
+                self.ended = true;
+                st.streams.remove(&self.id);
+                Some(MuxEvent::Lost)
+            }
+            None => None,
+        }
+    }
+
+    /// Waits until [`MuxRequest::poll`] has something.
+    pub async fn ready(&self) {
+        {
+            let st = self.sh.st.borrow();
+            let has = st
+                .streams
+                .get(&self.id)
+                .is_none_or(|s| !s.events.is_empty());
+            if has || st.dead {
+                return;
+            }
+        }
+        self.notify.notified().await;
+    }
+
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+}
+
+impl Drop for MuxRequest {
+    /// A request dropped before its end is aborted (§5.4); records still
+    /// coming for it are discarded until its END_REQUEST frees the id.
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let mut st = self.sh.st.borrow_mut();
+        let st = &mut *st;
+        if st.dead {
+            st.streams.remove(&self.id);
+            return;
+        }
+        if st.gw.abort(self.id, &mut st.wbuf).is_ok() {
+            self.sh.driver.notify_one();
+        }
+        if let Some(s) = st.streams.get_mut(&self.id) {
+            s.orphan = true;
+            s.events.clear();
+            s.bytes = 0;
+        }
+        if st.paused {
+            st.paused = st.streams.values().any(|s| s.bytes > STREAM_CAP);
+            self.sh.driver.notify_one();
+        }
+    }
+}
