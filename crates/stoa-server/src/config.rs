@@ -922,6 +922,21 @@ autoindex = false
     }
 
     #[test]
+    fn an_authorizer_naming_no_pool_is_an_error_with_its_line() {
+        let dir = std::env::temp_dir();
+        let text = format!(
+            "[[pool]]\nname = \"app\"\naddress = [\"127.0.0.1:9000\"]\n[[site]]\nroot = {:?}\n[[site.route]]\nprefix = \"/a/\"\nfastcgi = {{ pool = \"app\" }}\nauthorizer = \"nope\"\n",
+            dir.display().to_string()
+        );
+        let e = from_str(&text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(9), "{e}");
+        assert_eq!(e.key, "site[0].route[0].authorizer");
+        assert!(e.message.contains("no [[pool]] named `nope`"), "{e}");
+        let ok = text.replace("\"nope\"", "\"app\"");
+        assert!(from_str(&ok, "t.toml", Path::new("."), &Overrides::default()).is_ok());
+    }
+
+    #[test]
     fn a_bad_listen_address_names_its_line() {
         let d = dir();
         let text = format!(
