@@ -330,7 +330,7 @@ pub(crate) fn meta_env(
     content_length: Option<u64>,
     pass_authorization: bool,
 ) -> stoa_cgi::Env {
-    let local = io.stream.local_addr().ok();
+    let local = io.local_addr();
     let host = conn::host_name(head.host());
     let server_name = if host.is_empty() {
         local.map(|a| a.ip().to_string()).unwrap_or_default()
@@ -790,7 +790,7 @@ async fn run(
                             };
                         }
                         p.obuf.drain(..n);
-                        let d = Downstream::start(&h, head, io, ctx, p.body_done());
+                        let d = Downstream::start(&h, head, io, ctx, p.body_done(), None);
                         if !io.flush(ctx.rt).await {
                             return Outcome::Abort;
                         }

@@ -168,9 +168,30 @@ pub struct Io {
     pub start: usize,
     pub out: Output,
     pub peer: SocketAddr,
+    /// The local address, looked up once (CGI and FastCGI want it for
+    /// every request).
+    local: std::cell::Cell<Option<SocketAddr>>,
 }
 
 impl Io {
+    pub fn new(stream: TcpStream, rbuf: Vec<u8>, peer: SocketAddr) -> Io {
+        Io {
+            stream,
+            rbuf,
+            start: 0,
+            out: Output::default(),
+            peer,
+            local: std::cell::Cell::new(None),
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        if self.local.get().is_none() {
+            self.local.set(self.stream.local_addr().ok());
+        }
+        self.local.get()
+    }
+
     /// Writes everything queued; fails when a client stops reading for
     /// longer than the send timeout (slow but steady readers are fine).
     pub async fn flush(&mut self, rt: &Runtime) -> bool {
@@ -208,13 +229,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
         max_uri_bytes: rt.limits.max_uri_bytes,
     };
     let mut shutdown = worker.shutdown.clone();
-    let mut io = Io {
-        stream,
-        rbuf: Vec::new(),
-        start: 0,
-        out: Output::default(),
-        peer,
-    };
+    let mut io = Io::new(stream, Vec::new(), peer);
     let mut head = RequestHead::default();
     // The first request must arrive within header_timeout of the accept.
     let mut deadline = Instant::now() + rt.limits.header_timeout;

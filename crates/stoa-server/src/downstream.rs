@@ -25,13 +25,16 @@ pub struct Downstream {
 impl Downstream {
     /// Queues the response head for `h`. `body_done` says whether the
     /// request body was read to its end (if not, the connection closes
-    /// after this response).
+    /// after this response). `whole` is the body's length when all of it
+    /// is already in hand: it then goes out with a Content-Length instead
+    /// of chunks (one write for the whole response).
     pub fn start(
         h: &stoa_cgi::ResponseHead,
         head: &RequestHead,
         io: &mut Io,
         ctx: &Ctx<'_>,
         body_done: bool,
+        whole: Option<u64>,
     ) -> Downstream {
         let mut reply = ctx.reply(&mut io.out, head);
         if !body_done {
@@ -54,7 +57,7 @@ impl Downstream {
         let remaining = if bodyless {
             reply.end_head(if is_head { h.content_length } else { None });
             Some(0)
-        } else if let Some(cl) = h.content_length {
+        } else if let Some(cl) = h.content_length.or(whole) {
             reply.end_head(Some(cl));
             Some(cl)
         } else {
@@ -91,6 +94,13 @@ impl Downstream {
     /// Frames and writes a piece of body (bytes past a promised length are
     /// dropped). Returns false when the client is gone.
     pub async fn send(&mut self, data: &[u8], io: &mut Io, ctx: &Ctx<'_>) -> bool {
+        self.queue(data, io);
+        io.flush(ctx.rt).await
+    }
+
+    /// Frames a piece of body into the output queue without writing it
+    /// (the connection loop writes it with whatever follows).
+    pub fn queue(&mut self, data: &[u8], io: &mut Io) {
         let mut data = data;
         if let Some(r) = self.remaining.as_mut() {
             let take = (*r).min(data.len() as u64) as usize;
@@ -108,7 +118,6 @@ impl Downstream {
             }
             self.sent += data.len() as u64;
         }
-        io.flush(ctx.rt).await
     }
 
     /// Ends the body (the last chunk), logs the exchange, and says whether

@@ -16,7 +16,7 @@ use stoa_cgi::{HeadError, Kind};
 use stoa_fastcgi::gateway::{Connection, Event};
 use stoa_fastcgi::{ProtocolStatus, Role};
 use stoa_h1::{Framing, RequestHead};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
 /// Largest response head accepted from an application.
@@ -56,6 +56,28 @@ impl AppStream {
         match c {
             IdleConn::Unix(s) => tokio::net::UnixStream::from_std(s).map(AppStream::Unix),
             IdleConn::Tcp(s) => tokio::net::TcpStream::from_std(s).map(AppStream::Tcp),
+        }
+    }
+
+    /// Reads into the spare capacity of `buf` (no zeroing, no allocation).
+    pub(crate) fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        let mut rb = ReadBuf::uninit(buf.spare_capacity_mut());
+        match Pin::new(&mut *self).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                // SAFETY: `ReadBuf` guarantees its first `n` bytes (filled)
+                // were initialized by the read, and they are the `n` bytes
+                // of spare capacity right after `len`.
+                unsafe { buf.set_len(len + n) };
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -327,7 +349,8 @@ async fn run(
                 continue;
             }
         };
-        match exchange(head, io, ctx, pool, &lease, up, role, input).await {
+        let proc = lease.proc.clone();
+        match exchange(head, io, ctx, pool, lease, up, role, input).await {
             Done::Refused(ps) => {
                 // Nothing reached the client and the input can be sent
                 // again: another process (OVERLOADED), or the same one
@@ -335,12 +358,12 @@ async fn run(
                 tracing::info!(
                     "fastcgi pool {}: process #{} refused the request ({ps:?}); trying again",
                     pool.spec.name,
-                    lease.proc.index
+                    proc.index
                 );
                 if ps == ProtocolStatus::CantMpxConn {
-                    lease.proc.stop_multiplexing();
+                    proc.stop_multiplexing();
                 } else {
-                    skip = Some(lease.proc.index);
+                    skip = Some(proc.index);
                 }
                 if !input.rewind() {
                     break;
@@ -349,9 +372,8 @@ async fn run(
             Done::Sent(keep) => return Outcome::Sent(keep),
             Done::Authorized(v) => return Outcome::Authorized(v),
             Done::Redirect(loc, body_done) => {
-                // The process is free before the new request runs: it may
-                // need this very pool.
-                drop(lease);
+                // The lease is gone: the process is free before the new
+                // request runs, which may need this very pool.
                 if depth >= cgi::MAX_REDIRECTS {
                     tracing::error!("fastcgi pool {}: local redirect loop", pool.spec.name);
                     return Outcome::Sent(cgi::simple_now(head, io, ctx, 500));
@@ -468,25 +490,34 @@ impl Upstream {
         match self {
             Upstream::Direct(d) => {
                 let d = &mut **d;
-                let writing = d.wpos < d.wbuf.len();
                 if d.rbuf.len() == d.rbuf.capacity() {
                     d.rbuf.clear();
                 }
-                let (mut rd, mut wr) = tokio::io::split(&mut d.app);
-                let r = tokio::select! {
-                    biased;
-                    r = rd.read_buf(&mut d.rbuf) => match r {
-                        Ok(0) | Err(_) => None,
-                        Ok(_) => Some(true),
-                    },
-                    r = wr.write(&d.wbuf[d.wpos..]), if writing => match r {
-                        Ok(n) if n > 0 => {
-                            d.wpos += n;
-                            Some(false)
+                // Read first, then write what is queued: both on the one
+                // stream, without splitting it (which allocates).
+                let r = std::future::poll_fn(|cx| {
+                    if let Poll::Ready(r) = d.app.poll_read_into(cx, &mut d.rbuf) {
+                        return Poll::Ready(match r {
+                            Ok(0) | Err(_) => None,
+                            Ok(_) => Some(true),
+                        });
+                    }
+                    if d.wpos < d.wbuf.len() {
+                        if let Poll::Ready(r) =
+                            Pin::new(&mut d.app).poll_write(cx, &d.wbuf[d.wpos..])
+                        {
+                            return Poll::Ready(match r {
+                                Ok(n) if n > 0 => {
+                                    d.wpos += n;
+                                    Some(false)
+                                }
+                                _ => None,
+                            });
                         }
-                        _ => None,
-                    },
-                };
+                    }
+                    Poll::Pending
+                })
+                .await;
                 match r {
                     Some(true) => {
                         let fed = d.gw.feed(&d.rbuf);
@@ -586,37 +617,61 @@ enum End {
     Authorized(Vec<(String, Vec<u8>)>),
 }
 
+/// Waits on the upstream while there is one (after its release, never).
+async fn step(up: &mut Option<Upstream>) -> UpStep {
+    match up {
+        Some(u) => u.step().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The application ended the request: its connection goes back (or on
+/// serving others) and its slot is freed before the client is written to,
+/// so a single-threaded application is not idle meanwhile.
+fn release(up: &mut Option<Upstream>, lease: &mut Option<Lease>) {
+    if let Some(l) = lease.take() {
+        if let Some(u) = up.take() {
+            u.finish(&l);
+        }
+        l.served();
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn exchange(
     head: &RequestHead,
     io: &mut Io,
     ctx: &Ctx<'_>,
     pool: &Arc<Pool>,
-    lease: &Lease,
-    mut up: Upstream,
+    lease: Lease,
+    up: Upstream,
     role: Role,
     input: &mut Input,
 ) -> Done {
+    let mut up = Some(up);
+    let mut lease = Some(lease);
     let mut reader = None;
     let replayable = !matches!(input, Input::Stream(n) if *n > 0);
-    match input {
-        Input::None => up.end_stdin(),
-        Input::Memory(v) => {
-            up.stdin(v);
-            up.end_stdin();
-        }
-        Input::File(f, _) => {
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                match std::io::Read::read(f, &mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => up.stdin(&chunk[..n]),
-                    Err(_) => return Done::Sent(cgi::simple_now(head, io, ctx, 500)),
-                }
+    if let Some(u) = up.as_mut() {
+        match input {
+            Input::None => u.end_stdin(),
+            Input::Memory(v) => {
+                u.stdin(v);
+                u.end_stdin();
             }
-            up.end_stdin();
+            Input::File(f, _) => {
+                let mut chunk = vec![0u8; 64 * 1024];
+                loop {
+                    match std::io::Read::read(f, &mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => u.stdin(&chunk[..n]),
+                        Err(_) => return Done::Sent(cgi::simple_now(head, io, ctx, 500)),
+                    }
+                }
+                u.end_stdin();
+            }
+            Input::Stream(_) => reader = Some(BodyReader::new(head, ctx.rt)),
         }
-        Input::Stream(_) => reader = Some(BodyReader::new(head, ctx.rt)),
     }
     let timeout = pool.spec.timeout;
     let sleep = tokio::time::sleep(timeout);
@@ -631,15 +686,15 @@ async fn exchange(
     let body_done = |r: &Option<BodyReader>| r.as_ref().is_none_or(BodyReader::is_done);
 
     let result = loop {
-        let want_body = reader.as_ref().is_some_and(|r| !r.is_done())
-            && !up.backlogged()
-            && incoming.is_empty();
+        let backlogged = up.as_ref().is_some_and(Upstream::backlogged);
+        let want_body =
+            reader.as_ref().is_some_and(|r| !r.is_done()) && !backlogged && incoming.is_empty();
         let watch_client =
             !want_body && !client_gone && body_done(&reader) && io.rbuf.len() < 64 * 1024;
-        let lost = up.lost();
+        let lost = up.as_ref().is_none_or(Upstream::lost);
         let step = tokio::select! {
             biased;
-            s = up.step(), if !lost => Step::Up(s),
+            s = step(&mut up), if !lost => Step::Up(s),
             // The request body when the application can take more, else a
             // watch for the client leaving (its request is then abandoned).
             ev = cgi::client_side(&mut reader, io, &mut incoming, want_body), if want_body || watch_client => match ev {
@@ -653,13 +708,15 @@ async fn exchange(
         match step {
             Step::Nothing | Step::Up(UpStep::Wrote) => continue,
             Step::Body => {
-                if !incoming.is_empty() {
-                    up.stdin(&incoming);
-                    incoming.clear();
+                if let Some(u) = up.as_mut() {
+                    if !incoming.is_empty() {
+                        u.stdin(&incoming);
+                    }
+                    if body_done(&reader) {
+                        u.end_stdin();
+                    }
                 }
-                if body_done(&reader) {
-                    up.end_stdin();
-                }
+                incoming.clear();
                 continue;
             }
             Step::ClientGone => {
@@ -709,8 +766,8 @@ async fn exchange(
         }
         // Events from what was read.
         let mut refused = None;
-        loop {
-            let ev = match up.next_event() {
+        while let Some(u) = up.as_mut() {
+            let ev = match u.next_event() {
                 Ok(Some(ev)) => ev,
                 Ok(None) => break,
                 Err(()) => {
@@ -722,12 +779,18 @@ async fn exchange(
                 // After an Authorizer's 200 the body is dropped.
                 Event::Stdout { data, .. } if granted.is_none() => out.extend_from_slice(&data),
                 Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data),
-                Event::Values(v) => lease.proc.learn(&v, &pool.spec.name),
+                Event::Values(v) => {
+                    if let Some(l) = &lease {
+                        l.proc.learn(&v, &pool.spec.name);
+                    }
+                }
                 Event::End {
                     protocol_status, ..
                 } => {
                     ended = true;
-                    lease.proc.values_settled(&pool.spec);
+                    if let Some(l) = &lease {
+                        l.proc.values_settled(&pool.spec);
+                    }
                     if matches!(
                         protocol_status,
                         ProtocolStatus::Overloaded | ProtocolStatus::CantMpxConn
@@ -751,6 +814,9 @@ async fn exchange(
                 io.flush(ctx.rt).await;
                 break End::Abort;
             }
+        }
+        if ended && !app_eof {
+            release(&mut up, &mut lease);
         }
         if let Some(vars) = granted.as_mut() {
             if ended {
@@ -801,14 +867,19 @@ async fn exchange(
                     } else if let Kind::LocalRedirect(loc) = h.kind() {
                         let loc = loc.to_vec();
                         if ended && !app_eof {
-                            up.finish(lease);
+                            release(&mut up, &mut lease);
                         }
-                        lease.served();
                         return Done::Redirect(loc, body_done(&reader));
                     }
                     out.drain(..n);
-                    let d = Downstream::start(&h, head, io, ctx, body_done(&reader) || ended);
-                    if !io.flush(ctx.rt).await {
+                    // The whole response already in hand goes out with a
+                    // Content-Length, in one write.
+                    let whole = (ended && !app_eof).then_some(out.len() as u64);
+                    let d =
+                        Downstream::start(&h, head, io, ctx, body_done(&reader) || ended, whole);
+                    // A head with no body yet goes out now (the application
+                    // may take its time over the rest).
+                    if out.is_empty() && !ended && !io.flush(ctx.rt).await {
                         break End::Abort;
                     }
                     down = Some(d);
@@ -816,13 +887,17 @@ async fn exchange(
             }
         }
         if let Some(d) = down.as_mut() {
+            if ended {
+                // Queued: the connection loop writes it with what follows.
+                if !d.bodyless && !client_gone {
+                    d.queue(&out, io);
+                }
+                break End::Sent(!client_gone);
+            }
             if !out.is_empty() && !d.bodyless && !client_gone && !d.send(&out, io, ctx).await {
                 break End::Abort;
             }
             out.clear();
-            if ended {
-                break End::Sent(!client_gone);
-            }
             if app_eof {
                 // Died mid-response: no last chunk, so the client sees the
                 // truncation instead of taking it for a whole body.
@@ -834,28 +909,26 @@ async fn exchange(
             }
         }
     };
-    if ended {
-        lease.served();
+    match &result {
+        // Not served: the connection may still carry the next one.
+        End::Refused(_) => {
+            if let (Some(u), Some(l)) = (up.take(), &lease) {
+                u.finish(l);
+            }
+        }
+        _ if ended => release(&mut up, &mut lease),
+        _ => {}
     }
     match result {
         End::Abort => {
-            if ended {
-                up.finish(lease);
-            } else {
-                up.abort().await;
+            if let Some(u) = up {
+                u.abort().await;
             }
             Done::Sent(false)
         }
-        End::Refused(ps) => {
-            up.finish(lease);
-            Done::Refused(ps)
-        }
-        End::Authorized(v) => {
-            up.finish(lease);
-            Done::Authorized(v)
-        }
+        End::Refused(ps) => Done::Refused(ps),
+        End::Authorized(v) => Done::Authorized(v),
         End::Sent(keep) => {
-            up.finish(lease);
             let Some(d) = down else {
                 return Done::Sent(keep);
             };

@@ -15,11 +15,14 @@ use crate::fastcgi::AppStream;
 use crate::pool::Proc;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 use stoa_fastcgi::gateway::{Connection, Event};
 use stoa_fastcgi::{Error, Role};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::sync::Notify;
 
 /// Output queued for one request before the driver stops reading.
@@ -166,7 +169,7 @@ fn open(key: usize, app: AppStream, capacity: usize) -> Rc<Shared> {
 
 /// Owns the socket until the connection is lost or closes.
 async fn drive(sh: Rc<Shared>, mut app: AppStream) {
-    let mut rbuf = vec![0u8; 32 * 1024];
+    let mut rbuf: Vec<u8> = Vec::with_capacity(32 * 1024);
     let mut out: Vec<u8> = Vec::new();
     let mut pos = 0usize;
     loop {
@@ -182,22 +185,34 @@ async fn drive(sh: Rc<Shared>, mut app: AppStream) {
         if closing && pos == out.len() {
             break;
         }
-        let (mut rd, mut wr) = tokio::io::split(&mut app);
-        let lost = tokio::select! {
-            biased;
-            r = rd.read(&mut rbuf), if reading => match r {
-                Ok(0) | Err(_) => true,
-                Ok(n) => sh.received(&rbuf[..n]),
-            },
-            r = wr.write(&out[pos..]), if pos < out.len() => match r {
-                Ok(n) if n > 0 => {
-                    pos += n;
-                    false
+        let driver = sh.driver.notified();
+        tokio::pin!(driver);
+        // Read, write what is queued, or wait to be told there is more;
+        // one stream polled both ways (splitting it would allocate).
+        let lost = std::future::poll_fn(|cx| {
+            if reading {
+                rbuf.clear();
+                if let Poll::Ready(r) = app.poll_read_into(cx, &mut rbuf) {
+                    return Poll::Ready(match r {
+                        Ok(0) | Err(_) => true,
+                        Ok(_) => sh.received(&rbuf),
+                    });
                 }
-                _ => true,
-            },
-            _ = sh.driver.notified() => false,
-        };
+            }
+            if pos < out.len() {
+                if let Poll::Ready(r) = Pin::new(&mut app).poll_write(cx, &out[pos..]) {
+                    return Poll::Ready(match r {
+                        Ok(n) if n > 0 => {
+                            pos += n;
+                            false
+                        }
+                        _ => true,
+                    });
+                }
+            }
+            driver.as_mut().poll(cx).map(|()| false)
+        })
+        .await;
         if lost {
             break;
         }

@@ -510,13 +510,43 @@ impl Pool {
                 .map(lease),
             Balance::LeastBusy => {
                 // Fewest requests in flight relative to capacity; ties go
-                // round-robin so equal processes share the load.
-                let mut order: Vec<&Arc<Proc>> = (0..n)
-                    .map(|i| &self.procs[(start + i) % n])
-                    .filter(|p| usable(p))
-                    .collect();
-                order.sort_by_key(|p| p.busy() * 1000 / p.capacity().max(1));
-                order.into_iter().find(|p| p.try_claim()).map(lease)
+                // round-robin so equal processes share the load. A scan,
+                // not a sort: this runs for every request.
+                let mut tried = vec![false; 0];
+                let mut tried_bits = 0u64;
+                let was_tried = |tried: &[bool], bits: u64, j: usize| {
+                    if n <= 64 {
+                        bits & (1 << j) != 0
+                    } else {
+                        tried.get(j).copied().unwrap_or(false)
+                    }
+                };
+                if n > 64 {
+                    tried = vec![false; n];
+                }
+                loop {
+                    let mut best: Option<(usize, usize)> = None;
+                    for i in 0..n {
+                        let j = (start + i) % n;
+                        let p = &self.procs[j];
+                        if was_tried(&tried, tried_bits, j) || !usable(p) {
+                            continue;
+                        }
+                        let load = p.busy() * 1000 / p.capacity().max(1);
+                        if best.is_none_or(|(l, _)| load < l) {
+                            best = Some((load, j));
+                        }
+                    }
+                    let (_, j) = best?;
+                    if self.procs[j].try_claim() {
+                        return Some(lease(&self.procs[j]));
+                    }
+                    if n <= 64 {
+                        tried_bits |= 1 << j;
+                    } else {
+                        tried[j] = true;
+                    }
+                }
             }
         }
     }
