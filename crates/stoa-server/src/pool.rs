@@ -321,6 +321,61 @@ impl Proc {
     }
 }
 
+/// Requests of one worker thread waiting for a slot, oldest first.
+#[derive(Debug, Default)]
+struct WaitQueue {
+    notify: Notify,
+    /// (ticket, arrival) of each waiter.
+    waiters: Mutex<std::collections::VecDeque<(u64, Instant)>>,
+}
+
+impl WaitQueue {
+    fn push(&self, ticket: u64) {
+        if let Ok(mut w) = self.waiters.lock() {
+            w.push_back((ticket, Instant::now()));
+        }
+    }
+
+    fn remove(&self, ticket: u64) {
+        if let Ok(mut w) = self.waiters.lock() {
+            // Usually the front: waiters are woken in order.
+            if let Some(i) = w.iter().position(|&(t, _)| t == ticket) {
+                w.remove(i);
+            }
+        }
+    }
+
+    /// When the longest waiter here arrived.
+    fn oldest(&self) -> Option<Instant> {
+        self.waiters.lock().ok()?.front().map(|&(_, at)| at)
+    }
+}
+
+thread_local! {
+    /// The worker thread this is (0 elsewhere), for the pools' wait queues.
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Called once by each worker thread at start.
+pub fn set_worker_index(i: usize) {
+    WORKER.with(|w| w.set(i));
+}
+
+fn worker_index() -> usize {
+    WORKER.with(|w| w.get())
+}
+
+/// How much longer than the local one a waiter on another worker thread
+/// may wait before a freed slot crosses threads to it.
+const FAIRNESS: Duration = Duration::from_millis(1);
+
+/// One wait queue per worker thread there can be.
+fn wait_queues() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 256)
+}
+
 /// A claimed request slot on a process; dropping it frees the slot and
 /// wakes a waiting request.
 pub struct Lease {
@@ -377,7 +432,10 @@ pub enum NoProcess {
 pub struct Pool {
     pub spec: PoolSpec,
     pub procs: Vec<Arc<Proc>>,
-    freed: Notify,
+    /// Requests waiting for a slot, one queue per worker thread (see
+    /// [`Pool::wake`]).
+    queues: Vec<WaitQueue>,
+    tickets: AtomicU64,
     waiting: AtomicUsize,
     rr: AtomicUsize,
     stopping: AtomicBool,
@@ -413,7 +471,8 @@ impl Pool {
         Pool {
             spec,
             procs,
-            freed: Notify::new(),
+            queues: (0..wait_queues()).map(|_| WaitQueue::default()).collect(),
+            tickets: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
             rr: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
@@ -450,9 +509,12 @@ impl Pool {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(NoProcess::QueueFull);
         }
+        let queue = &self.queues[worker_index() % self.queues.len()];
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
+        queue.push(ticket);
         let deadline = tokio::time::Instant::now() + self.spec.queue_timeout;
         let r = loop {
-            let notified = self.freed.notified();
+            let notified = queue.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(l) = self.try_lease(key, skip) {
@@ -469,19 +531,46 @@ impl Pool {
                 break self.try_lease(key, skip).ok_or(NoProcess::Timeout);
             }
         };
+        queue.remove(ticket);
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         r
     }
 
     /// A slot was freed (or a process started). Without affinity any waiter
-    /// can use it: wake the one waiting longest (tokio's Notify is FIFO), not
-    /// all of them. With affinity a waiter may need one process in
+    /// can use it: wake one, not all. Each worker thread has its own FIFO
+    /// queue, and a slot freed here goes to a waiter on this thread (no
+    /// cross-thread wake-up, which costs a context switch and leaves the
+    /// process idle meanwhile) unless a waiter elsewhere has waited
+    /// [`FAIRNESS`] longer than the longest one here: then the longest
+    /// waiter of all gets it. With affinity a waiter may need one process in
     /// particular, so all look.
     fn wake(&self) {
-        if self.spec.affinity == Affinity::None {
-            self.freed.notify_one();
-        } else {
-            self.freed.notify_waiters();
+        if self.spec.affinity != Affinity::None {
+            self.wake_all();
+            return;
+        }
+        let here = worker_index() % self.queues.len();
+        let mut oldest: Option<(usize, Instant)> = None;
+        for (i, q) in self.queues.iter().enumerate() {
+            if let Some(at) = q.oldest() {
+                if oldest.is_none_or(|(_, o)| at < o) {
+                    oldest = Some((i, at));
+                }
+            }
+        }
+        let Some((first, first_at)) = oldest else {
+            return;
+        };
+        let target = match self.queues[here].oldest() {
+            Some(at) if at <= first_at + FAIRNESS => here,
+            _ => first,
+        };
+        self.queues[target].notify.notify_one();
+    }
+
+    fn wake_all(&self) {
+        for q in &self.queues {
+            q.notify.notify_waiters();
         }
     }
 
@@ -738,7 +827,7 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
         // hold a single-threaded application until it timed out.
         proc.reset_values();
         proc.set_state(ProcState::Running);
-        pool.freed.notify_waiters();
+        pool.wake_all();
 
         let retired = tokio::select! {
             status = child.wait() => {

@@ -151,6 +151,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
         let t = std::thread::Builder::new()
             .name(format!("stoa-worker-{i}"))
             .spawn(move || {
+                crate::pool::set_worker_index(i);
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
