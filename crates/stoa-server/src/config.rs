@@ -250,6 +250,7 @@ pub struct PoolConfig {
     pub queue_timeout: Option<Dur>,
     pub timeout: Option<Dur>,
     pub idle_timeout: Option<Dur>,
+    pub capacity: Option<usize>,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
 }
@@ -628,6 +629,7 @@ fn build(
             pc.timeout,
             pc.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             pc.idle_timeout,
+            pc.capacity,
             base,
         )
         .map_err(|m| err(Some(p.span()), &key, m))?;

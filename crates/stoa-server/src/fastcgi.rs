@@ -781,7 +781,7 @@ async fn exchange(
                 Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data),
                 Event::Values(v) => {
                     if let Some(l) = &lease {
-                        l.proc.learn(&v, &pool.spec.name);
+                        l.proc.learn(&v, &pool.spec);
                     }
                 }
                 Event::End {

@@ -81,6 +81,11 @@ pub struct PoolSpec {
     /// Requests a spawned process takes at once when it does not say
     /// (FCGI_MAX_CONNS); for addresses, the same for each address.
     pub default_capacity: usize,
+    /// `capacity` from the config: what the operator says a process (or
+    /// address) serves at once. It makes kept-alive connections safe
+    /// without FCGI_GET_VALUES (php-fpm: `pm.max_children`); a smaller
+    /// FCGI_MAX_CONNS / MAX_REQS answer still lowers it.
+    pub stated_capacity: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,25 +241,30 @@ impl Proc {
     }
 
     /// Forgets what an earlier process in this slot said.
-    fn reset_values(&self) {
+    fn reset_values(&self, spec: &PoolSpec) {
         self.values_asked.store(false, Ordering::Relaxed);
         self.learned.store(false, Ordering::Relaxed);
         self.keepalive.store(false, Ordering::Relaxed);
         self.mpx.store(false, Ordering::Relaxed);
-        // One request at a time until the new process says more.
-        self.set_capacity(1);
+        // One request at a time until the new process says more (or what
+        // the operator stated).
+        self.set_capacity(spec.stated_capacity.unwrap_or(1));
     }
 
     /// Sizes the process's concurrency to what it said (FCGI_MAX_CONNS,
     /// else FCGI_MAX_REQS).
-    pub fn learn(&self, v: &stoa_fastcgi::Values, pool: &str) {
+    pub fn learn(&self, v: &stoa_fastcgi::Values, spec: &PoolSpec) {
         // Both limits bind: connections and requests in flight.
-        let n = match (v.max_conns, v.max_reqs) {
+        let said = match (v.max_conns, v.max_reqs) {
             (Some(c), Some(r)) => Some(c.min(r)),
             (c, r) => c.or(r),
         };
+        let n = match (said.map(|n| n as usize), spec.stated_capacity) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if let Some(n) = n {
-            self.set_capacity((n as usize).clamp(1, 1024));
+            self.set_capacity(n.clamp(1, 1024));
             self.keepalive.store(true, Ordering::Relaxed);
             self.learned.store(true, Ordering::Relaxed);
             self.mpx
@@ -263,7 +273,7 @@ impl Proc {
         // An answer without either limit (php-fpm 8.2 sends only
         // FCGI_MPXS_CONNS=0) says nothing about concurrency: the request's
         // end then applies the pool default, without keep-alive.
-        tracing::debug!("pool {pool}: process #{} says {v:?}", self.index);
+        tracing::debug!("pool {}: process #{} says {v:?}", spec.name, self.index);
     }
 
     /// Called when a request ends: an application that did not answer
@@ -272,8 +282,9 @@ impl Proc {
     /// its workers (one connection per request, as nginx does by default).
     pub fn values_settled(&self, spec: &PoolSpec) {
         if !self.learned.swap(true, Ordering::Relaxed) {
-            self.set_capacity(spec.default_capacity);
-            self.keepalive.store(false, Ordering::Relaxed);
+            self.set_capacity(spec.stated_capacity.unwrap_or(spec.default_capacity));
+            self.keepalive
+                .store(spec.stated_capacity.is_some(), Ordering::Relaxed);
         }
     }
 
@@ -452,7 +463,8 @@ impl Pool {
                 .map(|i| {
                     let dir = rundir.clone().unwrap_or_default();
                     let sock = dir.join(format!("{}-{i}.sock", spec.name));
-                    Arc::new(Proc::new(i, Target::Unix(sock), spec.default_capacity))
+                    let cap = spec.stated_capacity.unwrap_or(spec.default_capacity);
+                    Arc::new(Proc::new(i, Target::Unix(sock), cap))
                 })
                 .collect(),
             PoolKind::Remote { addresses } => addresses
@@ -461,7 +473,7 @@ impl Pool {
                 .map(|(i, t)| {
                     // One request at a time until the server says (or fails
                     // to say) how many it takes.
-                    let p = Proc::new(i, t.clone(), 1);
+                    let p = Proc::new(i, t.clone(), spec.stated_capacity.unwrap_or(1));
                     p.set_state(ProcState::Running);
                     Arc::new(p)
                 })
@@ -825,7 +837,7 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
         // FCGI_GET_VALUES goes out with the first request (see
         // `Proc::ask_values`): a probe on a connection of its own would
         // hold a single-threaded application until it timed out.
-        proc.reset_values();
+        proc.reset_values(&pool.spec);
         proc.set_state(ProcState::Running);
         pool.wake_all();
 
@@ -999,8 +1011,12 @@ pub fn spec(
     timeout: Option<Dur>,
     env: Vec<(String, String)>,
     idle_timeout: Option<Dur>,
+    capacity: Option<usize>,
     base: &Path,
 ) -> Result<PoolSpec, String> {
+    if capacity.is_some_and(|c| c == 0 || c > 1024) {
+        return Err("`capacity` must be 1..=1024".into());
+    }
     if name.is_empty()
         || !name
             .chars()
@@ -1073,6 +1089,7 @@ pub fn spec(
         // An external pool (php-fpm) usually runs several workers behind
         // one address; a spawned process is assumed single-threaded.
         default_capacity: if remote { 16 } else { 1 },
+        stated_capacity: capacity,
     })
 }
 

@@ -210,6 +210,74 @@ fn issue_4_php_fpm_with_4_workers_serves_8_concurrent_requests_without_stalling_
             assert!(pids.len() >= 2, "{pids:?}");
         }
     }
+    // No limits stated: one connection per request, none left open.
+    let until = Instant::now() + Duration::from_secs(2);
+    while connections_to(&fpm.sock) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        connections_to(&fpm.sock),
+        0,
+        "connections left open to php-fpm"
+    );
+}
+
+/// Connections established to a listening Unix socket at `path`: the
+/// accepted ends, as /proc/net/unix lists them (state 03, connected).
+fn connections_to(path: &std::path::Path) -> usize {
+    let table = std::fs::read_to_string("/proc/net/unix").expect("read /proc/net/unix");
+    let p = path.display().to_string();
+    table
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 8 && f[5] == "03" && f[7] == p
+        })
+        .count()
+}
+
+#[test]
+fn issue_4_a_stated_capacity_keeps_php_fpm_connections_alive_without_ever_stalling_it() {
+    // php-fpm states no limits in FCGI_GET_VALUES, so by default each
+    // request gets its own connection. `capacity = 4` (its
+    // pm.max_children) lets Stoa keep connections alive: never more than 4
+    // open (in use plus idle), so no request waits behind an idle one.
+    let dir = TempDir::new("fcgi-fpm-capacity");
+    dir.mkdir("www");
+    populate_www(&dir);
+    let fpm = PhpFpm::start(&dir);
+    let pools = format!(
+        "[[pool]]\nname = \"php\"\naddress = [\"unix:{}\"]\ncapacity = 4\ntimeout = \"20s\"\n",
+        fpm.sock.display()
+    );
+    let routes = "[[site.route]]\nsuffix = \".php\"\nfastcgi = { pool = \"php\" }\n";
+    let site = Site::start_in(dir, &pools, routes);
+    for round in 0..3 {
+        let t0 = Instant::now();
+        let rs = parallel(8, |i| {
+            let mut c = site.connect();
+            c.stream
+                .set_read_timeout(Some(Duration::from_secs(8)))
+                .expect("timeout");
+            c.send(&get(&format!("/info.php?sleep=200&i={i}")));
+            c.try_read_final().map(|r| r.status)
+        });
+        let took = t0.elapsed();
+        assert!(
+            rs.iter().all(|r| matches!(r, Ok(200))),
+            "round {round}: {rs:?}; {:?}",
+            site.status("php").line
+        );
+        // 8 requests of 200 ms on 4 workers: two waves, not a stall.
+        assert!(took < Duration::from_secs(3), "round {round} took {took:?}");
+        let open = connections_to(&fpm.sock);
+        assert!(
+            (1..=4).contains(&open),
+            "round {round}: {open} connections open to php-fpm (kept alive: 1 to 4)"
+        );
+    }
+    let st = site.status("php");
+    assert_eq!(st.proc(0).capacity, 4, "{st:?}");
 }
 
 #[test]
