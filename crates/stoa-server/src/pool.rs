@@ -356,6 +356,12 @@ impl WaitQueue {
         }
     }
 
+    fn is_front(&self, ticket: u64) -> bool {
+        self.waiters
+            .lock()
+            .is_ok_and(|w| w.front().is_some_and(|&(t, _)| t == ticket))
+    }
+
     /// When the longest waiter here arrived.
     fn oldest(&self) -> Option<Instant> {
         self.waiters.lock().ok()?.front().map(|&(_, at)| at)
@@ -525,13 +531,21 @@ impl Pool {
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         queue.push(ticket);
         let deadline = tokio::time::Instant::now() + self.spec.queue_timeout;
+        // A slot free right now is promised to the waiter woken for it: try
+        // only once woken (or on the tick), or when first in line (a slot
+        // freed before this request joined the queue woke nobody). Taking
+        // it otherwise would send that waiter to the back of the queue.
+        let mut woken = false;
         let r = loop {
             let notified = queue.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(l) = self.try_lease(key, skip) {
-                break Ok(l);
+            if woken || queue.is_front(ticket) {
+                if let Some(l) = self.try_lease(key, skip) {
+                    break Ok(l);
+                }
             }
+            woken = true;
             // Also poll now and then: a process that (re)starts does not
             // free a slot, so nobody would notify.
             let tick = tokio::time::Instant::now() + Duration::from_millis(100);
@@ -1096,6 +1110,7 @@ pub fn spec(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     #[test]
     fn affinity_specs_parse() {
@@ -1115,6 +1130,73 @@ mod tests {
         assert_eq!(Affinity::parse("none"), Ok(Affinity::None));
         assert!(Affinity::parse("cookie:").is_err());
         assert!(Affinity::parse("sticky").is_err());
+    }
+
+    fn one_slot_pool() -> Arc<Pool> {
+        let spec = spec(
+            "t",
+            None,
+            Some(vec!["127.0.0.1:9".into()]),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Vec::new(),
+            None,
+            Some(1),
+            Path::new("."),
+        )
+        .expect("spec");
+        Arc::new(Pool::new(spec, None))
+    }
+
+    #[test]
+    fn a_freed_slot_goes_to_the_longest_waiter_not_to_a_request_arriving_meanwhile() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let pool = one_slot_pool();
+            let held = pool.lease(None, None).await.expect("first lease");
+            let order = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let mut tasks = Vec::new();
+            for name in ["a", "b", "c"] {
+                let (pool, order) = (pool.clone(), order.clone());
+                tasks.push(tokio::task::spawn_local(async move {
+                    let l = pool.lease(None, None).await.expect("lease");
+                    order.borrow_mut().push(name);
+                    tokio::task::yield_now().await;
+                    drop(l);
+                }));
+                // Let it join the queue before the next one comes.
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(pool.waiting(), 3);
+            // The slot is freed and "a" woken; before "a" runs, a new
+            // request arrives: it must queue, not take the slot.
+            drop(held);
+            let late = pool.lease(None, None);
+            tokio::pin!(late);
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(late.as_mut().poll(cx).is_ready())
+            })
+            .await;
+            assert!(!first, "a request arriving meanwhile took the slot");
+            let l = late.await.expect("late lease");
+            order.borrow_mut().push("late");
+            drop(l);
+            for t in tasks {
+                t.await.expect("task");
+            }
+            assert_eq!(*order.borrow(), ["a", "b", "c", "late"]);
+        });
     }
 
     #[test]
