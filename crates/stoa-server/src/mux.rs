@@ -33,7 +33,15 @@ const WRITE_CAP: usize = 256 * 1024;
 thread_local! {
     /// This worker's multiplexed connections, by process (the address of
     /// its `Proc`, which lives as long as the pool).
-    static MUXES: RefCell<HashMap<usize, Rc<Shared>>> = RefCell::new(HashMap::new());
+    static MUXES: RefCell<HashMap<usize, Slot>> = RefCell::new(HashMap::new());
+}
+
+#[derive(Clone)]
+enum Slot {
+    /// A request is opening the connection; the others wait for it rather
+    /// than each opening one of their own.
+    Connecting(Rc<Notify>),
+    Open(Rc<Shared>),
 }
 
 struct Shared {
@@ -77,20 +85,38 @@ pub async fn start(
     params: &stoa_cgi::Env,
 ) -> Result<MuxRequest, StartError> {
     let key = Arc::as_ptr(proc) as usize;
-    let existing = MUXES.with(|m| m.borrow().get(&key).cloned());
-    let sh = match existing {
-        Some(sh) if sh.usable() => sh,
-        _ => {
-            let app = match proc.take_idle().map(AppStream::from_idle) {
-                Some(Ok(s)) => s,
-                _ => AppStream::connect(&proc.target)
-                    .await
-                    .map_err(StartError::Connect)?,
-            };
-            // Another request of this worker may have opened one meanwhile.
-            match MUXES.with(|m| m.borrow().get(&key).cloned()) {
-                Some(sh) if sh.usable() => sh,
-                _ => open(key, app, proc.capacity()),
+    let sh = loop {
+        let slot = MUXES.with(|m| m.borrow().get(&key).cloned());
+        match slot {
+            Some(Slot::Open(sh)) if sh.usable() => break sh,
+            Some(Slot::Connecting(ready)) => {
+                // Registered before the check below, so the wake-up of a
+                // connect finishing meanwhile is not lost.
+                let notified = ready.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if matches!(
+                    MUXES.with(|m| m.borrow().get(&key).cloned()),
+                    Some(Slot::Connecting(_))
+                ) {
+                    notified.await;
+                }
+            }
+            // None, lost or full: this request opens the next one.
+            _ => {
+                let ready = Rc::new(Notify::new());
+                MUXES.with(|m| m.borrow_mut().insert(key, Slot::Connecting(ready.clone())));
+                // Clears the placeholder however this ends (a failed
+                // connect, or this request dropped while connecting) and
+                // wakes the waiters, one of which then tries in its turn.
+                let _done = Connected { key, ready };
+                let app = match proc.take_idle().map(AppStream::from_idle) {
+                    Some(Ok(s)) => s,
+                    _ => AppStream::connect(&proc.target)
+                        .await
+                        .map_err(StartError::Connect)?,
+                };
+                break open(key, app, proc.capacity());
             }
         }
     };
@@ -134,6 +160,23 @@ pub async fn start(
     })
 }
 
+struct Connected {
+    key: usize,
+    ready: Rc<Notify>,
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        MUXES.with(|m| {
+            let mut m = m.borrow_mut();
+            if matches!(m.get(&self.key), Some(Slot::Connecting(r)) if Rc::ptr_eq(r, &self.ready)) {
+                m.remove(&self.key);
+            }
+        });
+        self.ready.notify_waiters();
+    }
+}
+
 #[derive(Debug)]
 pub enum StartError {
     /// The process could not be reached (try another).
@@ -162,7 +205,7 @@ fn open(key: usize, app: AppStream, capacity: usize) -> Rc<Shared> {
         driver: Notify::new(),
         key,
     });
-    MUXES.with(|m| m.borrow_mut().insert(key, sh.clone()));
+    MUXES.with(|m| m.borrow_mut().insert(key, Slot::Open(sh.clone())));
     tokio::task::spawn_local(drive(sh.clone(), app));
     sh
 }
@@ -270,7 +313,7 @@ impl Shared {
         drop(st);
         MUXES.with(|m| {
             let mut m = m.borrow_mut();
-            if m.get(&self.key).is_some_and(|sh| std::ptr::eq(&**sh, self)) {
+            if matches!(m.get(&self.key), Some(Slot::Open(sh)) if std::ptr::eq(&**sh, self)) {
                 m.remove(&self.key);
             }
         });

@@ -452,7 +452,7 @@ fn spec_4_1_a_single_threaded_application_gets_one_request_at_a_time_and_request
 #[test]
 fn spec_4_1_a_process_gets_at_most_fcgi_max_reqs_requests_even_when_fcgi_max_conns_is_higher() {
     // The application accepts 8 connections but runs 2 requests at once
-    // (a third is answered OVERLOADED, §5.5): Stoa must queue the rest.
+    // (it refuses a third with a 503): Stoa must queue the rest.
     let site = Site::start(
         "fcgi-maxreqs",
         &hello_pool_args(

@@ -39,28 +39,38 @@
 //!   connection at a time, one request at a time, and it says so in
 //!   FCGI_GET_VALUES (FCGI_MAX_CONNS=1, FCGI_MAX_REQS=1, FCGI_MPXS_CONNS=0);
 //! - `--mpx` (or `STOA_FCGI_MPX=1`): multiplexing (FCGI_MPXS_CONNS=1),
-//!   50 connections and 50 requests at once, each request on its own
-//!   thread (the library's own accept loop);
+//!   50 connections and 50 requests at once: a thread per connection (at
+//!   most FCGI_MAX_CONNS, the others wait in the listen backlog), each
+//!   served by the library's `blocking::serve_connection`, so requests run
+//!   on threads of their own; the accept loop is this program's, so that
+//!   it counts `conns`. A request past FCGI_MAX_REQS in the whole process
+//!   is answered `Status: 503` (the library answers OVERLOADED only past
+//!   the limit of its own connection);
 //! - `--max-conns N`, `--max-reqs N`: override what the multi-threaded
 //!   mode (`--mpx`) offers; `--no-mpx` keeps it from multiplexing;
 //! - `--authorizer`: the Authorizer role (§6.3) only: `Status: 200` with
 //!   `Variable-USER: alice` for `Authorization: Bearer good`, else 403.
 
 use std::io::{self, Write};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use stoa_fastcgi::app::blocking::{self, Listener, Output};
+use stoa_fastcgi::app::blocking::{self, Listener, Output, Stream};
 use stoa_fastcgi::app::{Request, Settings};
 use stoa_fastcgi::Role;
 
 /// Requests running now, the most ever running at once, requests answered
-/// and transport connections accepted (the single-threaded mode counts
-/// them; the library's accept loop does not say).
+/// and transport connections accepted (counted by this program's accept
+/// loops, in every mode).
 static INFLIGHT: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 static SERVED: AtomicUsize = AtomicUsize::new(0);
 static CONNS: AtomicUsize = AtomicUsize::new(0);
+/// Requests admitted under FCGI_MAX_REQS (threaded modes), and the limit.
+static ADMITTED: AtomicUsize = AtomicUsize::new(0);
+static MAX_REQS: AtomicUsize = AtomicUsize::new(1);
 
 const USAGE: &str =
     "usage: stoa-hello-fcgi [--mpx] [--no-mpx] [--max-conns N] [--max-reqs N] [--authorizer]\n\
@@ -150,7 +160,7 @@ fn main() {
     let handler: fn(&Request, &mut Output) -> u32 =
         if opts.authorizer { authorize } else { respond };
     let r = if threaded {
-        blocking::serve(listener, settings, handler)
+        serve_threaded(&listener, &settings, handler)
     } else {
         serve_one_at_a_time(&listener, &settings, handler)
     };
@@ -160,6 +170,42 @@ fn main() {
     }
 }
 
+/// Accepts one connection from the web server (FCGI_WEB_SERVER_ADDRS, §3.2,
+/// checked for TCP) and counts it; gives up on a listener that keeps failing.
+fn accept(listener: &Listener, settings: &Settings) -> io::Result<Stream> {
+    let mut failures = 0;
+    loop {
+        match listener.accept() {
+            Ok(s) if allowed(&s, settings) => {
+                CONNS.fetch_add(1, Ordering::Relaxed);
+                return Ok(s);
+            }
+            Ok(_) => failures = 0,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                failures += 1;
+                if failures > 100 {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+fn allowed(stream: &Stream, settings: &Settings) -> bool {
+    let (Stream::Tcp(s), Some(list)) = (stream, &settings.web_server_addrs) else {
+        return true;
+    };
+    s.peer_addr().is_ok_and(|peer| {
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer.ip(), IpAddr::V4),
+            v4 => v4,
+        };
+        list.contains(&ip)
+    })
+}
+
 /// A single-threaded application's loop: one connection at a time, served
 /// to its end before the next is accepted (what libfcgi's FCGX_Accept does).
 fn serve_one_at_a_time(
@@ -167,27 +213,76 @@ fn serve_one_at_a_time(
     settings: &Settings,
     handler: fn(&Request, &mut Output) -> u32,
 ) -> io::Result<()> {
-    let mut failures = 0;
     loop {
-        let stream = match listener.accept() {
-            Ok(s) => {
-                failures = 0;
-                s
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                failures += 1;
-                if failures > 100 {
-                    return Err(e);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        CONNS.fetch_add(1, Ordering::Relaxed);
+        let stream = accept(listener, settings)?;
         // A broken connection ends only that connection.
         let _ = blocking::serve_connection(stream, settings.clone(), handler);
     }
+}
+
+/// The threaded modes: a thread per connection, at most `max_conns` at once
+/// (the next is accepted when one closes), requests on threads of their own.
+fn serve_threaded(
+    listener: &Listener,
+    settings: &Settings,
+    handler: fn(&Request, &mut Output) -> u32,
+) -> io::Result<()> {
+    MAX_REQS.store(settings.max_reqs.max(1) as usize, Ordering::Relaxed);
+    let max_conns = settings.max_conns.max(1) as usize;
+    let open = Arc::new((Mutex::new(0usize), Condvar::new()));
+    loop {
+        {
+            let mut n = open.0.lock().unwrap_or_else(|e| e.into_inner());
+            while *n >= max_conns {
+                n = open.1.wait(n).unwrap_or_else(|e| e.into_inner());
+            }
+            *n += 1;
+        }
+        let stream = match accept(listener, settings) {
+            Ok(s) => s,
+            Err(e) => {
+                release(&open);
+                return Err(e);
+            }
+        };
+        let (open2, settings) = (open.clone(), settings.clone());
+        let spawned = std::thread::Builder::new()
+            .name("fcgi-conn".into())
+            .spawn(move || {
+                let _ = blocking::serve_connection(
+                    stream,
+                    settings,
+                    move |req: &Request, out: &mut Output| admitted(req, out, handler),
+                );
+                release(&open2);
+            });
+        if spawned.is_err() {
+            // The stream went with the closure: that connection is closed.
+            release(&open);
+        }
+    }
+}
+
+/// Frees a connection slot of [`serve_threaded`].
+fn release(open: &(Mutex<usize>, Condvar)) {
+    *open.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+    open.1.notify_one();
+}
+
+/// Runs `handler` unless FCGI_MAX_REQS requests already run in the process.
+fn admitted(req: &Request, out: &mut Output, handler: fn(&Request, &mut Output) -> u32) -> u32 {
+    let n = ADMITTED.fetch_add(1, Ordering::AcqRel);
+    let status = if n < MAX_REQS.load(Ordering::Relaxed) {
+        handler(req, out)
+    } else {
+        let _ = write!(
+            out,
+            "Status: 503\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\noverloaded\r\n"
+        );
+        1
+    };
+    ADMITTED.fetch_sub(1, Ordering::AcqRel);
+    status
 }
 
 /// Query parameters, not percent-decoded (the tests need none).
