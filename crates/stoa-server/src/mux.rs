@@ -12,7 +12,7 @@
 //! bounded either way.
 
 use crate::fastcgi::AppStream;
-use crate::pool::Proc;
+use crate::pool::{Proc, ProcState};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -49,6 +49,7 @@ struct Shared {
     /// Wakes the driver: records to write, or a queue drained.
     driver: Notify,
     key: usize,
+    proc: Arc<Proc>,
 }
 
 struct State {
@@ -116,7 +117,7 @@ pub async fn start(
                         .await
                         .map_err(StartError::Connect)?,
                 };
-                break open(key, app, proc.capacity());
+                break open(key, app, proc);
             }
         }
     };
@@ -191,9 +192,9 @@ impl Shared {
     }
 }
 
-fn open(key: usize, app: AppStream, capacity: usize) -> Rc<Shared> {
+fn open(key: usize, app: AppStream, proc: &Arc<Proc>) -> Rc<Shared> {
     let mut gw = Connection::new();
-    gw.set_max_concurrent(capacity);
+    gw.set_max_concurrent(proc.capacity());
     let sh = Rc::new(Shared {
         st: RefCell::new(State {
             gw,
@@ -204,6 +205,7 @@ fn open(key: usize, app: AppStream, capacity: usize) -> Rc<Shared> {
         }),
         driver: Notify::new(),
         key,
+        proc: proc.clone(),
     });
     MUXES.with(|m| m.borrow_mut().insert(key, Slot::Open(sh.clone())));
     tokio::task::spawn_local(drive(sh.clone(), app));
@@ -221,9 +223,19 @@ async fn drive(sh: Rc<Shared>, mut app: AppStream) {
             pos = 0;
             std::mem::swap(&mut out, &mut sh.st.borrow_mut().wbuf);
         }
+        // Done once idle when no new request can come: the application
+        // closes, stopped multiplexing (CANT_MPX_CONN), or another
+        // connection took this one's place.
         let (reading, closing) = {
             let st = sh.st.borrow();
-            (!st.paused, st.gw.is_closing() && st.gw.active() == 0)
+            let replaced = !MUXES.with(
+                |m| matches!(m.borrow().get(&sh.key), Some(Slot::Open(o)) if Rc::ptr_eq(o, &sh)),
+            );
+            let last = st.gw.is_closing()
+                || !sh.proc.multiplexes()
+                || replaced
+                || sh.proc.state() != ProcState::Running;
+            (!st.paused, last && st.gw.active() == 0)
         };
         if closing && pos == out.len() {
             break;
