@@ -45,8 +45,110 @@ pub struct Request<'a> {
     pub pass_authorization: bool,
 }
 
-/// An environment: name and value bytes, in a stable order.
-pub type Env = Vec<(String, Vec<u8>)>;
+/// An environment: names and values in a stable order, packed in one byte
+/// buffer (two allocations for the whole set, not two per variable: it is
+/// built for every CGI and FastCGI request).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Env {
+    buf: Vec<u8>,
+    vars: Vec<Var>,
+}
+
+/// Where one variable's name and value are in `Env::buf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Var {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env {
+            buf: Vec::with_capacity(1024),
+            vars: Vec::with_capacity(32),
+        }
+    }
+
+    /// Appends a variable (a name already present is not replaced: see
+    /// [`Env::set`]).
+    pub fn push(&mut self, name: &str, value: &[u8]) {
+        let n = self.buf.len();
+        self.buf.extend_from_slice(name.as_bytes());
+        let v = self.buf.len();
+        self.buf.extend_from_slice(value);
+        self.vars.push(Var {
+            name: (n, name.len()),
+            value: (v, value.len()),
+        });
+    }
+
+    /// Replaces the variable `name` (or appends it).
+    pub fn set(&mut self, name: &str, value: &[u8]) {
+        self.remove(name);
+        self.push(name, value);
+    }
+
+    /// Removes every variable called `name`.
+    pub fn remove(&mut self, name: &str) {
+        let buf = &self.buf;
+        self.vars
+            .retain(|v| &buf[v.name.0..v.name.0 + v.name.1] != name.as_bytes());
+    }
+
+    /// Keeps only the variables for which `keep(name)` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        let buf = &self.buf;
+        self.vars.retain(|v| {
+            keep(std::str::from_utf8(&buf[v.name.0..v.name.0 + v.name.1]).unwrap_or(""))
+        });
+    }
+
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The variables in order: (name, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.vars.iter().map(|v| {
+            // Names are only ever pushed as `&str`.
+            let name = std::str::from_utf8(&self.buf[v.name.0..v.name.0 + v.name.1]).unwrap_or("");
+            (name, &self.buf[v.value.0..v.value.0 + v.value.1])
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.vars.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+    }
+
+    /// Appends `more` to the value of variable number `i` (repeated header
+    /// fields joined into one list).
+    fn extend_value(&mut self, i: usize, more: &[&[u8]]) {
+        let Some(&Var {
+            value: (start, len),
+            ..
+        }) = self.vars.get(i)
+        else {
+            return;
+        };
+        let at = if start + len == self.buf.len() {
+            // The last value in the buffer grows in place.
+            start
+        } else {
+            // Elsewhere: copied to the end, where it can grow.
+            let at = self.buf.len();
+            self.buf.extend_from_within(start..start + len);
+            at
+        };
+        for m in more {
+            self.buf.extend_from_slice(m);
+        }
+        self.vars[i].value = (at, self.buf.len() - at);
+    }
+}
 
 /// Builds the meta-variables for `req` with the request's header fields
 /// (name, value) in arrival order. The environment starts empty: nothing of
@@ -55,91 +157,122 @@ pub fn meta_variables<'h>(
     req: &Request<'_>,
     headers: impl IntoIterator<Item = (&'h [u8], &'h [u8])>,
 ) -> Env {
-    let mut env: Env = Vec::with_capacity(32);
-    let mut set = |k: &str, v: &[u8]| env.push((k.to_owned(), v.to_vec()));
+    let mut env = Env::new();
+    let mut num = itoa_buf();
     if let Some(a) = req.auth_type {
-        set("AUTH_TYPE", a.as_bytes());
+        env.push("AUTH_TYPE", a.as_bytes());
     }
     if let Some(n) = req.content_length {
-        set("CONTENT_LENGTH", n.to_string().as_bytes());
+        env.push("CONTENT_LENGTH", fmt_u64(&mut num, n));
     }
-    set("GATEWAY_INTERFACE", b"CGI/1.1");
+    env.push("GATEWAY_INTERFACE", b"CGI/1.1");
     if !req.path_info.is_empty() {
-        set("PATH_INFO", req.path_info.as_bytes());
+        env.push("PATH_INFO", req.path_info.as_bytes());
         // §4.1.6: the path info mapped through the document root.
-        let mut t = req.document_root.trim_end_matches('/').as_bytes().to_vec();
-        t.extend_from_slice(req.path_info.as_bytes());
-        set("PATH_TRANSLATED", &t);
+        let root = req.document_root.trim_end_matches('/').as_bytes();
+        env.push("PATH_TRANSLATED", root);
+        let last = env.len() - 1;
+        env.extend_value(last, &[req.path_info.as_bytes()]);
     }
-    set("QUERY_STRING", req.query);
+    env.push("QUERY_STRING", req.query);
     if let Some(ip) = req.remote_addr {
         // An IPv4-mapped IPv6 peer is reported in its IPv4 form.
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
             v4 => v4,
         };
-        set("REMOTE_ADDR", ip.to_string().as_bytes());
-        set("REMOTE_PORT", req.remote_port.to_string().as_bytes());
+        let mut text = [0u8; 48];
+        env.push("REMOTE_ADDR", fmt_ip(&mut text, ip));
+        env.push("REMOTE_PORT", fmt_u64(&mut num, u64::from(req.remote_port)));
     }
     if let Some(u) = req.remote_user {
-        set("REMOTE_USER", u.as_bytes());
+        env.push("REMOTE_USER", u.as_bytes());
     }
-    set("REQUEST_METHOD", req.method.as_bytes());
-    set("SCRIPT_NAME", req.script_name.as_bytes());
-    set("SERVER_NAME", req.server_name.as_bytes());
-    set("SERVER_PORT", req.server_port.to_string().as_bytes());
-    set("SERVER_PROTOCOL", req.protocol.as_bytes());
-    set("SERVER_SOFTWARE", req.server_software.as_bytes());
-    set("DOCUMENT_ROOT", req.document_root.as_bytes());
-    set("SCRIPT_FILENAME", req.script_filename.as_bytes());
-    set("REQUEST_URI", req.request_uri);
+    env.push("REQUEST_METHOD", req.method.as_bytes());
+    env.push("SCRIPT_NAME", req.script_name.as_bytes());
+    env.push("SERVER_NAME", req.server_name.as_bytes());
+    env.push("SERVER_PORT", fmt_u64(&mut num, u64::from(req.server_port)));
+    env.push("SERVER_PROTOCOL", req.protocol.as_bytes());
+    env.push("SERVER_SOFTWARE", req.server_software.as_bytes());
+    env.push("DOCUMENT_ROOT", req.document_root.as_bytes());
+    env.push("SCRIPT_FILENAME", req.script_filename.as_bytes());
+    env.push("REQUEST_URI", req.request_uri);
     // php-cgi refuses to run without it (its force-cgi-redirect check).
-    set("REDIRECT_STATUS", b"200");
+    env.push("REDIRECT_STATUS", b"200");
     if req.https {
-        set("HTTPS", b"on");
-        set("REQUEST_SCHEME", b"https");
+        env.push("HTTPS", b"on");
+        env.push("REQUEST_SCHEME", b"https");
     } else {
-        set("REQUEST_SCHEME", b"http");
+        env.push("REQUEST_SCHEME", b"http");
     }
 
     // Protocol-specific meta-variables (§4.1.18): HTTP_ + the field name.
     let fixed = env.len();
+    let mut var = String::with_capacity(64);
     for (name, value) in headers {
-        let Some(var) = http_var_name(name, req.pass_authorization) else {
+        if !http_var_name(name, req.pass_authorization, &mut var) {
             continue;
-        };
-        if let Some(existing) = env[fixed..].iter_mut().find(|(k, _)| *k == var) {
+        }
+        let found = env.iter().skip(fixed).position(|(k, _)| k == var);
+        match found {
             // Repeated fields are joined as one list (RFC 9110 §5.3).
-            existing.1.extend_from_slice(b", ");
-            existing.1.extend_from_slice(value);
-        } else {
-            env.push((var, value.to_vec()));
+            Some(i) => env.extend_value(fixed + i, &[b", ", value]),
+            None => env.push(&var, value),
         }
     }
     env
 }
 
-/// `HTTP_` + the field name upper-cased with `-` as `_`, or `None` for fields
-/// that must not reach a script.
-fn http_var_name(name: &[u8], pass_authorization: bool) -> Option<String> {
+fn itoa_buf() -> [u8; 20] {
+    [0u8; 20]
+}
+
+/// `n` in decimal, written into `buf`.
+fn fmt_u64(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// An IP address as text, written into `buf` (no allocation).
+fn fmt_ip(buf: &mut [u8; 48], ip: IpAddr) -> &[u8] {
+    use std::io::Write;
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cur, "{ip}");
+    let n = cur.position() as usize;
+    &buf[..n]
+}
+
+/// Writes into `v` the variable for a header field: `HTTP_` + the name
+/// upper-cased with `-` as `_`. False for fields that must not reach a
+/// script.
+fn http_var_name(name: &[u8], pass_authorization: bool, v: &mut String) -> bool {
+    v.clear();
     // CONTENT_LENGTH / CONTENT_TYPE have their own variables; Proxy would
     // become HTTP_PROXY, which libraries take as their proxy setting
     // (httpoxy, CVE-2016-5385); Authorization only when configured.
     if name.eq_ignore_ascii_case(b"content-length") || name.eq_ignore_ascii_case(b"proxy") {
-        return None;
+        return false;
     }
     if name.eq_ignore_ascii_case(b"authorization") && !pass_authorization {
-        return None;
+        return false;
     }
     if name.eq_ignore_ascii_case(b"content-type") {
-        return Some("CONTENT_TYPE".to_owned());
+        v.push_str("CONTENT_TYPE");
+        return true;
     }
     // A field with `_` would collide with the `-` spelling of another field
     // (X-Real-IP vs X_Real_IP): drop it, as Apache and nginx do.
     if name.is_empty() || !name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-') {
-        return None;
+        return false;
     }
-    let mut v = String::with_capacity(5 + name.len());
     v.push_str("HTTP_");
     for &b in name {
         v.push(if b == b'-' {
@@ -148,7 +281,7 @@ fn http_var_name(name: &[u8], pass_authorization: bool) -> Option<String> {
             b.to_ascii_uppercase() as char
         });
     }
-    Some(v)
+    true
 }
 
 /// Why a script's head is refused (502 for the client).
@@ -333,7 +466,7 @@ mod tests {
     use super::*;
 
     fn get<'e>(env: &'e Env, k: &str) -> Option<&'e [u8]> {
-        env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_slice())
+        env.get(k)
     }
 
     fn sample() -> Request<'static> {
@@ -357,6 +490,27 @@ mod tests {
             remote_user: None,
             pass_authorization: false,
         }
+    }
+
+    #[test]
+    fn repeated_fields_join_even_with_others_between_rfc9110_5_3() {
+        let hs = vec![
+            (&b"Accept"[..], &b"a"[..]),
+            (&b"X-One"[..], &b"1"[..]),
+            (&b"Accept"[..], &b"b"[..]),
+            (&b"X-Two"[..], &b"2"[..]),
+            (&b"Accept"[..], &b"c"[..]),
+        ];
+        let env = meta_variables(&sample(), hs);
+        assert_eq!(env.get("HTTP_ACCEPT"), Some(&b"a, b, c"[..]));
+        assert_eq!(env.get("HTTP_X_ONE"), Some(&b"1"[..]));
+        assert_eq!(env.get("HTTP_X_TWO"), Some(&b"2"[..]));
+        let mut env = env;
+        env.set("HTTP_X_ONE", b"one");
+        env.remove("HTTP_X_TWO");
+        assert_eq!(env.get("HTTP_X_ONE"), Some(&b"one"[..]));
+        assert_eq!(env.get("HTTP_X_TWO"), None);
+        assert_eq!(env.iter().filter(|(n, _)| *n == "HTTP_X_ONE").count(), 1);
     }
 
     #[test]

@@ -364,8 +364,7 @@ pub(crate) fn meta_env(
 /// environment, replacing any of the same name.
 pub(crate) fn add_variables(env: &mut stoa_cgi::Env, extra: &[(String, Vec<u8>)]) {
     for (k, v) in extra {
-        env.retain(|(n, _)| n != k);
-        env.push((k.clone(), v.clone()));
+        env.set(k, v);
     }
 }
 
@@ -442,7 +441,7 @@ pub async fn serve(
     for (k, v) in cfg.env.iter() {
         cmd.env(k, v);
     }
-    for (k, v) in &env {
+    for (k, v) in env.iter() {
         cmd.env(k, std::ffi::OsStr::from_bytes(v));
     }
     if let Some(dir) = script.filename.parent() {

@@ -240,9 +240,9 @@ pub async fn authorize(head: &RequestHead, pool: usize, io: &mut Io, ctx: &Ctx<'
     // §6.3: "The Web server does not send CONTENT_LENGTH, PATH_INFO,
     // PATH_TRANSLATED, and SCRIPT_NAME headers" (nor the file names, which
     // belong to whatever serves the request afterwards).
-    params.retain(|(k, _)| {
+    params.retain(|k| {
         !matches!(
-            k.as_str(),
+            k,
             "CONTENT_LENGTH"
                 | "PATH_INFO"
                 | "PATH_TRANSLATED"
@@ -390,10 +390,51 @@ struct Direct {
     app: AppStream,
     gw: Connection,
     id: u16,
-    wbuf: Vec<u8>,
+    bufs: Bufs,
     wpos: usize,
-    rbuf: Vec<u8>,
     eof: bool,
+}
+
+/// A request's read and write buffers, kept by the worker for the next one
+/// (a fresh 32 KiB read buffer per request cost a malloc_consolidate).
+struct Bufs {
+    w: Vec<u8>,
+    r: Vec<u8>,
+}
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Bufs>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Bufs {
+    fn take() -> Bufs {
+        SPARE
+            .with(|s| s.borrow_mut().pop())
+            .unwrap_or_else(|| Bufs {
+                w: Vec::with_capacity(2048),
+                r: Vec::with_capacity(READ_CHUNK),
+            })
+    }
+}
+
+impl Drop for Bufs {
+    fn drop(&mut self) {
+        // Only ordinary sizes go back (a large request body grows `w`).
+        if self.w.capacity() > 64 * 1024 || self.r.capacity() != READ_CHUNK {
+            return;
+        }
+        let (mut w, mut r) = (std::mem::take(&mut self.w), std::mem::take(&mut self.r));
+        w.clear();
+        r.clear();
+        // `try_with`: at thread exit the pool itself is being dropped.
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < 64 {
+                    s.push(Bufs { w, r });
+                }
+            }
+        });
+    }
 }
 
 impl Direct {
@@ -404,23 +445,17 @@ impl Direct {
         params: &stoa_cgi::Env,
     ) -> Result<Direct, stoa_fastcgi::Error> {
         let mut gw = Connection::new();
-        let mut wbuf = Vec::with_capacity(2048);
+        let mut bufs = Bufs::take();
         if lease.proc.ask_values() {
-            gw.query_values(&mut wbuf);
+            gw.query_values(&mut bufs.w);
         }
-        let id = gw.start_request(
-            role,
-            true,
-            params.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())),
-            &mut wbuf,
-        )?;
+        let id = gw.start_request(role, true, params.iter(), &mut bufs.w)?;
         Ok(Direct {
             app,
             gw,
             id,
-            wbuf,
+            bufs,
             wpos: 0,
-            rbuf: Vec::with_capacity(READ_CHUNK),
             eof: false,
         })
     }
@@ -428,7 +463,8 @@ impl Direct {
     /// Returns a connection to its process's stash when it can carry
     /// another request; otherwise it is closed.
     fn finish(self, lease: &Lease) {
-        if !self.eof && !self.gw.is_closing() && self.wpos >= self.wbuf.len() && self.gw.is_idle() {
+        if !self.eof && !self.gw.is_closing() && self.wpos >= self.bufs.w.len() && self.gw.is_idle()
+        {
             if let Ok(c) = self.app.into_idle() {
                 lease.proc.put_idle(c);
             }
@@ -455,7 +491,7 @@ impl Upstream {
     fn stdin(&mut self, data: &[u8]) {
         match self {
             Upstream::Direct(d) => {
-                let _ = d.gw.stdin(d.id, data, &mut d.wbuf);
+                let _ = d.gw.stdin(d.id, data, &mut d.bufs.w);
             }
             Upstream::Mux(m) => m.stdin(data),
         }
@@ -464,7 +500,7 @@ impl Upstream {
     fn end_stdin(&mut self) {
         match self {
             Upstream::Direct(d) => {
-                let _ = d.gw.end_stdin(d.id, &mut d.wbuf);
+                let _ = d.gw.end_stdin(d.id, &mut d.bufs.w);
             }
             Upstream::Mux(m) => m.end_stdin(),
         }
@@ -473,7 +509,7 @@ impl Upstream {
     /// Records wait to be written: the request body should wait.
     fn backlogged(&self) -> bool {
         match self {
-            Upstream::Direct(d) => d.wpos < d.wbuf.len(),
+            Upstream::Direct(d) => d.wpos < d.bufs.w.len(),
             Upstream::Mux(m) => m.backlogged(),
         }
     }
@@ -490,21 +526,21 @@ impl Upstream {
         match self {
             Upstream::Direct(d) => {
                 let d = &mut **d;
-                if d.rbuf.len() == d.rbuf.capacity() {
-                    d.rbuf.clear();
+                if d.bufs.r.len() == d.bufs.r.capacity() {
+                    d.bufs.r.clear();
                 }
                 // Read first, then write what is queued: both on the one
                 // stream, without splitting it (which allocates).
                 let r = std::future::poll_fn(|cx| {
-                    if let Poll::Ready(r) = d.app.poll_read_into(cx, &mut d.rbuf) {
+                    if let Poll::Ready(r) = d.app.poll_read_into(cx, &mut d.bufs.r) {
                         return Poll::Ready(match r {
                             Ok(0) | Err(_) => None,
                             Ok(_) => Some(true),
                         });
                     }
-                    if d.wpos < d.wbuf.len() {
+                    if d.wpos < d.bufs.w.len() {
                         if let Poll::Ready(r) =
-                            Pin::new(&mut d.app).poll_write(cx, &d.wbuf[d.wpos..])
+                            Pin::new(&mut d.app).poll_write(cx, &d.bufs.w[d.wpos..])
                         {
                             return Poll::Ready(match r {
                                 Ok(n) if n > 0 => {
@@ -520,8 +556,8 @@ impl Upstream {
                 .await;
                 match r {
                     Some(true) => {
-                        let fed = d.gw.feed(&d.rbuf);
-                        d.rbuf.clear();
+                        let fed = d.gw.feed(&d.bufs.r);
+                        d.bufs.r.clear();
                         if let Err(e) = fed {
                             tracing::error!("fastcgi: protocol error: {e}");
                             d.eof = true;
@@ -530,8 +566,8 @@ impl Upstream {
                         UpStep::Read
                     }
                     Some(false) => {
-                        if d.wpos == d.wbuf.len() {
-                            d.wbuf.clear();
+                        if d.wpos == d.bufs.w.len() {
+                            d.bufs.w.clear();
                             d.wpos = 0;
                         }
                         UpStep::Wrote

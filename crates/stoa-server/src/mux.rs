@@ -126,12 +126,7 @@ pub async fn start(
         let st = &mut *st;
         let id = st
             .gw
-            .start_request(
-                role,
-                true,
-                params.iter().map(|(k, v)| (k.as_bytes(), v.as_slice())),
-                &mut st.wbuf,
-            )
+            .start_request(role, true, params.iter(), &mut st.wbuf)
             .map_err(StartError::Protocol)?;
         let notify = Rc::new(Notify::new());
         st.streams.insert(
