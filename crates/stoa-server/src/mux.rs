@@ -121,6 +121,7 @@ pub async fn start(
             }
         }
     };
+    let notify = Rc::new(Notify::new());
     let id = {
         let mut st = sh.st.borrow_mut();
         let st = &mut *st;
@@ -128,26 +129,18 @@ pub async fn start(
             .gw
             .start_request(role, true, params.iter(), &mut st.wbuf)
             .map_err(StartError::Protocol)?;
-        let notify = Rc::new(Notify::new());
         st.streams.insert(
             id,
             Stream {
                 events: VecDeque::new(),
                 bytes: 0,
-                notify,
+                notify: notify.clone(),
                 orphan: false,
             },
         );
         id
     };
     sh.driver.notify_one();
-    let notify = sh
-        .st
-        .borrow()
-        .streams
-        .get(&id)
-        .map(|s| s.notify.clone())
-        .unwrap_or_default();
     Ok(MuxRequest {
         sh,
         id,
