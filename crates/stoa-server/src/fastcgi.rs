@@ -51,11 +51,18 @@ impl AppStream {
         }
     }
 
-    /// Takes a kept-alive connection into this worker's event loop.
+    /// Takes a kept-alive connection: as it is when this worker left it,
+    /// else moved from the other worker's event loop into this one (two
+    /// epoll_ctl).
     pub(crate) fn from_idle(c: IdleConn) -> io::Result<AppStream> {
-        match c {
-            IdleConn::Unix(s) => tokio::net::UnixStream::from_std(s).map(AppStream::Unix),
-            IdleConn::Tcp(s) => tokio::net::TcpStream::from_std(s).map(AppStream::Tcp),
+        if c.owner == crate::pool::worker_index() {
+            return Ok(c.stream);
+        }
+        match c.stream {
+            AppStream::Unix(s) => {
+                tokio::net::UnixStream::from_std(s.into_std()?).map(AppStream::Unix)
+            }
+            AppStream::Tcp(s) => tokio::net::TcpStream::from_std(s.into_std()?).map(AppStream::Tcp),
         }
     }
 
@@ -81,11 +88,11 @@ impl AppStream {
         }
     }
 
-    /// Leaves this worker's event loop so any worker can reuse it.
-    fn into_idle(self) -> io::Result<IdleConn> {
-        match self {
-            AppStream::Unix(s) => s.into_std().map(IdleConn::Unix),
-            AppStream::Tcp(s) => s.into_std().map(IdleConn::Tcp),
+    /// Parks the connection for reuse by any worker, still registered here.
+    fn into_idle(self) -> IdleConn {
+        IdleConn {
+            stream: self,
+            owner: crate::pool::worker_index(),
         }
     }
 }
@@ -465,9 +472,7 @@ impl Direct {
     fn finish(self, lease: &Lease) {
         if !self.eof && !self.gw.is_closing() && self.wpos >= self.bufs.w.len() && self.gw.is_idle()
         {
-            if let Ok(c) = self.app.into_idle() {
-                lease.proc.put_idle(c);
-            }
+            lease.proc.put_idle(self.app.into_idle());
         }
     }
 }

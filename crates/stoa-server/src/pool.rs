@@ -166,11 +166,18 @@ pub struct Proc {
     mpx: AtomicBool,
 }
 
-/// A kept-alive connection to an application.
-#[derive(Debug)]
-pub enum IdleConn {
-    Unix(std::os::unix::net::UnixStream),
-    Tcp(std::net::TcpStream),
+/// A kept-alive connection to an application, still registered with the
+/// event loop of the worker that used it last (`owner`): that worker takes
+/// it back for nothing; another one moves it into its own event loop first.
+pub struct IdleConn {
+    pub stream: crate::fastcgi::AppStream,
+    pub owner: usize,
+}
+
+impl std::fmt::Debug for IdleConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IdleConn(worker {})", self.owner)
+    }
 }
 
 impl Proc {
@@ -305,8 +312,14 @@ impl Proc {
         }
     }
 
+    /// A kept-alive connection, this worker's own if it has one here.
     pub fn take_idle(&self) -> Option<IdleConn> {
-        self.idle.lock().ok()?.pop()
+        let me = worker_index();
+        let mut v = self.idle.lock().ok()?;
+        match v.iter().rposition(|c| c.owner == me) {
+            Some(i) => Some(v.swap_remove(i)),
+            None => v.pop(),
+        }
     }
 
     /// Keeps a connection for the next request. Connections open to a
@@ -378,7 +391,7 @@ pub fn set_worker_index(i: usize) {
     WORKER.with(|w| w.set(i));
 }
 
-fn worker_index() -> usize {
+pub fn worker_index() -> usize {
     WORKER.with(|w| w.get())
 }
 
