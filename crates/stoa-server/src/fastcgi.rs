@@ -42,13 +42,20 @@ pub enum AppStream {
 }
 
 impl AppStream {
-    pub(crate) async fn connect(t: &Target) -> io::Result<AppStream> {
-        match t {
-            Target::Unix(p) => tokio::net::UnixStream::connect(p)
-                .await
-                .map(AppStream::Unix),
-            Target::Tcp(a) => tokio::net::TcpStream::connect(a).await.map(AppStream::Tcp),
-        }
+    /// Connects, giving up after `limit` (an address that drops SYNs
+    /// would otherwise hold the request for the kernel's two minutes).
+    pub(crate) async fn connect(t: &Target, limit: std::time::Duration) -> io::Result<AppStream> {
+        let c = async {
+            match t {
+                Target::Unix(p) => tokio::net::UnixStream::connect(p)
+                    .await
+                    .map(AppStream::Unix),
+                Target::Tcp(a) => tokio::net::TcpStream::connect(a).await.map(AppStream::Tcp),
+            }
+        };
+        tokio::time::timeout(limit, c)
+            .await
+            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")))
     }
 
     /// Takes a kept-alive connection: as it is when this worker left it,
@@ -299,6 +306,10 @@ async fn run(
 ) -> Outcome {
     let key = affinity_key(&pool.spec.affinity, head, io);
     let mut skip = None;
+    // What the client gets if every try fails: 502 when no process could
+    // be reached, 503 when they refused the request.
+    const RETRY: &[(&str, &[u8])] = &[("Retry-After", b"1")];
+    let mut last: (u16, &[(&str, &[u8])]) = (502, &[]);
     for _ in 0..pool.procs.len().clamp(2, 4) {
         let lease = match pool.lease(key.as_deref(), skip).await {
             Ok(l) => l,
@@ -319,7 +330,7 @@ async fn run(
             }
         };
         let up = if lease.proc.multiplexes() {
-            match mux::start(&lease.proc, role, params).await {
+            match mux::start(&lease.proc, role, params, pool.spec.timeout).await {
                 Ok(r) => Ok(Upstream::Mux(r)),
                 Err(mux::StartError::Connect(e)) => Err(e),
                 Err(mux::StartError::Protocol(e)) => {
@@ -330,7 +341,7 @@ async fn run(
         } else {
             let app = match lease.proc.take_idle().map(AppStream::from_idle) {
                 Some(Ok(s)) => Ok(s),
-                _ => AppStream::connect(&lease.proc.target).await,
+                _ => AppStream::connect(&lease.proc.target, pool.spec.timeout).await,
             };
             match app {
                 Ok(app) => match Direct::start(app, &lease, role, params) {
@@ -352,6 +363,11 @@ async fn run(
                     lease.proc.index
                 );
                 lease.failed();
+                if pool.procs.len() < 2 {
+                    // No other process to try (waiting for this one to be
+                    // skipped would only time out in the queue).
+                    break;
+                }
                 skip = Some(lease.proc.index);
                 continue;
             }
@@ -369,9 +385,13 @@ async fn run(
                 );
                 if ps == ProtocolStatus::CantMpxConn {
                     proc.stop_multiplexing();
+                } else if pool.procs.len() < 2 {
+                    last = (503, RETRY);
+                    break;
                 } else {
                     skip = Some(proc.index);
                 }
+                last = (503, RETRY);
                 if !input.rewind() {
                     break;
                 }
@@ -389,7 +409,7 @@ async fn run(
             }
         }
     }
-    Outcome::Sent(cgi::simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await)
+    Outcome::Sent(cgi::simple(head, io, ctx, last.0, last.1).await)
 }
 
 /// One request's own connection to a process.

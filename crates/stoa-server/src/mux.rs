@@ -84,6 +84,7 @@ pub async fn start(
     proc: &Arc<Proc>,
     role: Role,
     params: &stoa_cgi::Env,
+    connect_limit: std::time::Duration,
 ) -> Result<MuxRequest, StartError> {
     let key = Arc::as_ptr(proc) as usize;
     let sh = loop {
@@ -113,7 +114,7 @@ pub async fn start(
                 let _done = Connected { key, ready };
                 let app = match proc.take_idle().map(AppStream::from_idle) {
                     Some(Ok(s)) => s,
-                    _ => AppStream::connect(&proc.target)
+                    _ => AppStream::connect(&proc.target, connect_limit)
                         .await
                         .map_err(StartError::Connect)?,
                 };

@@ -1046,6 +1046,63 @@ fn spec_6_3_the_rust_application_library_authorizer_answers_200_with_variables_o
 // ---------------------------------------------------------------------------
 // Remote addresses
 
+/// A TCP listener on 127.0.0.1 whose accept queue is full and never
+/// drained: the kernel drops further SYNs, so a connect hangs. Returns the
+/// port and what must stay open.
+fn blackhole() -> (u16, Vec<std::net::TcpStream>, i32) {
+    // SAFETY: plain socket calls on a descriptor this function owns; the
+    // sockaddr is a zeroed, fully initialized sockaddr_in.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket");
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(
+            libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len),
+            0
+        );
+        assert_eq!(libc::listen(fd, 0), 0);
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut glen = len;
+        libc::getsockname(fd, &mut got as *mut _ as *mut libc::sockaddr, &mut glen);
+        let port = u16::from_be(got.sin_port);
+        // Fill the accept queue until a connect no longer completes.
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            match std::net::TcpStream::connect_timeout(
+                &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+                Duration::from_millis(300),
+            ) {
+                Ok(c) => held.push(c),
+                Err(_) => return (port, held, fd),
+            }
+        }
+        panic!("the accept queue of a listen(0) socket never filled");
+    }
+}
+
+#[test]
+fn issue_4_an_address_that_never_answers_the_connect_gives_502_after_the_pool_timeout() {
+    let (port, _held, fd) = blackhole();
+    let pools =
+        format!("[[pool]]\nname = \"ext\"\naddress = [\"127.0.0.1:{port}\"]\ntimeout = \"1s\"\n");
+    let site = Site::start("fcgi-blackhole", &pools, &route("/ext/", "ext"));
+    let t0 = Instant::now();
+    let r = site.get("/ext/x");
+    let took = t0.elapsed();
+    assert_eq!(r.status, 502, "{:?}", String::from_utf8_lossy(&r.body));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(6),
+        "answered after {took:?} (connect limit 1 s, two tries)"
+    );
+    // SAFETY: closes the listener blackhole() opened and nothing else uses.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
 #[test]
 fn issue_4_a_request_refused_by_one_address_is_sent_to_another() {
     let dir = TempDir::new("fcgi-refused");
