@@ -224,6 +224,15 @@ pub struct RouteConfig {
     pub fastcgi: Option<Spanned<FastCgiRouteConfig>>,
     /// A `[[pool]]` whose application is asked first (FastCGI Authorizer).
     pub authorizer: Option<Spanned<String>>,
+    /// The status page.
+    pub status: Option<Spanned<StatusRouteConfig>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusRouteConfig {
+    /// Addresses or blocks that may read it (default: loopback).
+    pub allow: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -375,6 +384,7 @@ pub enum Handler {
     Static(Arc<StaticConfig>),
     Cgi(Arc<crate::cgi::CgiConfig>),
     FastCgi(Arc<crate::fastcgi::FastCgiRoute>),
+    Status(Arc<crate::status::StatusConfig>),
 }
 
 #[derive(Debug)]
@@ -709,16 +719,25 @@ fn build(
             };
             let handlers = usize::from(rc.static_.is_some())
                 + usize::from(rc.cgi.is_some())
-                + usize::from(rc.fastcgi.is_some());
+                + usize::from(rc.fastcgi.is_some())
+                + usize::from(rc.status.is_some());
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static = {...}`, `cgi = {...}` or `fastcgi = {...}`)"
+                    "no handler (`static = {...}`, `cgi = {...}`, `fastcgi = {...}` or `status = {}`)"
                 } else {
                     "one handler per route"
                 };
                 return Err(err(None, &rkey, msg.into()));
             }
             let handler = match (&rc.static_, &rc.cgi) {
+                (None, None) if rc.status.is_some() => {
+                    let Some(st) = &rc.status else {
+                        return Err(err(None, &rkey, "no handler".into()));
+                    };
+                    let cfg = crate::status::StatusConfig::new(st.get_ref().allow.as_deref())
+                        .map_err(|m| err(Some(st.span()), &format!("{rkey}.status.allow"), m))?;
+                    Handler::Status(Arc::new(cfg))
+                }
                 (None, None) => {
                     let Some(fc) = &rc.fastcgi else {
                         return Err(err(None, &rkey, "no handler".into()));
@@ -935,6 +954,21 @@ autoindex = false
         assert_eq!(e.key, "site[0].route[0].authorizer");
         assert!(e.message.contains("no [[pool]] named `nope`"), "{e}");
         let ok = text.replace("\"nope\"", "\"app\"");
+        assert!(from_str(&ok, "t.toml", Path::new("."), &Overrides::default()).is_ok());
+    }
+
+    #[test]
+    fn a_status_route_with_a_bad_address_block_names_its_line() {
+        let dir = std::env::temp_dir();
+        let text = format!(
+            "[[site]]\nroot = {:?}\n[[site.route]]\nprefix = \"/s\"\nstatus = {{ allow = [\"10.0.0.0/40\"] }}\n",
+            dir.display().to_string()
+        );
+        let e = from_str(&text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert_eq!(e.key, "site[0].route[0].status.allow");
+        assert!(e.message.contains("prefix length"), "{e}");
+        let ok = text.replace("/40", "/8");
         assert!(from_str(&ok, "t.toml", Path::new("."), &Overrides::default()).is_ok());
     }
 

@@ -421,6 +421,8 @@ pub enum Pick<'r> {
     /// A route with a FastCGI Authorizer (the pool's index): ask it first,
     /// then pick again with [`pick_unguarded`].
     Guarded(usize),
+    /// The status page.
+    ServerStatus(&'r crate::status::StatusConfig),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     OptionsStar,
@@ -468,6 +470,7 @@ fn pick_with<'r>(head: &RequestHead, rt: &'r Runtime, guard: bool) -> Pick<'r> {
         Some(Handler::Static(cfg)) => Pick::Static(cfg, norm),
         Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg, norm),
         Some(Handler::FastCgi(cfg)) => Pick::FastCgi(cfg, norm),
+        Some(Handler::Status(cfg)) => Pick::ServerStatus(cfg),
         None => Pick::Status(404),
     }
 }
@@ -499,6 +502,7 @@ pub fn answer(
             reply.end_head(None);
         }
         Pick::Status(s) => reply.error(s, &[]),
+        Pick::ServerStatus(cfg) => crate::status::serve(cfg, head, ctx, peer.ip(), &mut reply),
         Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Guarded(_) => reply.error(500, &[]),
     }
     finish(head, ctx.worker, peer, reply)
@@ -723,7 +727,8 @@ mod tests {
             };
             let rt = std::sync::Arc::new(crate::config::for_dir(&ov).expect("config"));
             let (_tx, rx) = tokio::sync::watch::channel(false);
-            let w = std::rc::Rc::new(crate::worker::Worker::new(&rt, rx));
+            let shared = std::sync::Arc::new(crate::worker::Shared::new(1));
+            let w = std::rc::Rc::new(crate::worker::Worker::new(&rt, rx, shared));
             let f = super::serve(c, a, w, rt);
             assert!(
                 std::mem::size_of_val(&f) <= 1280,

@@ -12,6 +12,7 @@ pub mod output;
 pub mod pool;
 pub mod server;
 pub mod static_files;
+pub mod status;
 pub mod worker;
 
 pub use config::{ConfigError, Overrides, Runtime};

@@ -338,6 +338,11 @@ impl Proc {
         }
     }
 
+    /// Kept-alive connections parked for reuse.
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().map_or(0, |v| v.len())
+    }
+
     fn drop_idle(&self) {
         if let Ok(mut v) = self.idle.lock() {
             v.clear();

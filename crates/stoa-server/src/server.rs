@@ -8,7 +8,6 @@ use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -139,9 +138,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     }
     let (rt_tx, rt_rx) = watch::channel(rt.clone());
     let (sd_tx, sd_rx) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        connections: AtomicUsize::new(0),
-    });
+    let shared = Arc::new(Shared::new(workers));
 
     let mut threads = Vec::new();
     for (i, listeners) in per_worker.into_iter().enumerate() {

@@ -99,11 +99,15 @@ pub struct Worker {
     pub active: Cell<usize>,
     /// Buffers of idle connections, for reuse by busy ones.
     bufs: RefCell<Vec<Vec<u8>>>,
+    pub shared: Arc<Shared>,
+    index: usize,
 }
 
 impl Worker {
-    pub fn new(rt: &Runtime, shutdown: watch::Receiver<bool>) -> Worker {
+    pub fn new(rt: &Runtime, shutdown: watch::Receiver<bool>, shared: Arc<Shared>) -> Worker {
         Worker {
+            shared,
+            index: crate::pool::worker_index(),
             cache: RefCell::new(FileCache::new(
                 rt.cache.max_bytes,
                 rt.cache.max_file_bytes,
@@ -154,6 +158,9 @@ impl Worker {
         referer: Option<&[u8]>,
         user_agent: Option<&[u8]>,
     ) {
+        if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
+            w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
+        }
         if *self.log_target.borrow() == AccessLog::Off {
             return;
         }
@@ -252,9 +259,45 @@ fn escape_into(out: &mut Vec<u8>, s: &[u8]) {
     }
 }
 
-/// Shared between workers: the open connection count, for max_connections.
+/// Shared between workers: the open connection count (for
+/// max_connections) and what the status page reports.
 pub struct Shared {
     pub connections: AtomicUsize,
+    pub started: std::time::Instant,
+    /// One per worker thread, each written only by its own worker.
+    pub stats: Vec<WorkerStats>,
+}
+
+impl Shared {
+    pub fn new(workers: usize) -> Shared {
+        Shared {
+            connections: AtomicUsize::new(0),
+            started: std::time::Instant::now(),
+            stats: (0..workers.max(1))
+                .map(|_| WorkerStats::default())
+                .collect(),
+        }
+    }
+
+    /// Responses sent, by status class (1xx to 5xx), over all workers.
+    pub fn responses(&self) -> [u64; 5] {
+        let mut t = [0u64; 5];
+        for w in &self.stats {
+            for (i, c) in w.responses.iter().enumerate() {
+                t[i] += c.load(Ordering::Relaxed);
+            }
+        }
+        t
+    }
+}
+
+/// A worker's counters, on a cache line of their own so that counting
+/// never contends with another worker.
+#[derive(Default)]
+#[repr(align(64))]
+pub struct WorkerStats {
+    /// Responses by status class: 1xx, 2xx, 3xx, 4xx, 5xx.
+    pub responses: [std::sync::atomic::AtomicU64; 5],
 }
 
 /// Decrements the shared and per-worker counts when a connection ends.
@@ -279,7 +322,7 @@ pub async fn run(
     shared: Arc<Shared>,
 ) {
     let rt = runtime.borrow_and_update().clone();
-    let worker = Rc::new(Worker::new(&rt, shutdown.clone()));
+    let worker = Rc::new(Worker::new(&rt, shutdown.clone(), shared.clone()));
     let mut tokio_listeners = Vec::new();
     for l in listeners {
         match TcpListener::from_std(l) {

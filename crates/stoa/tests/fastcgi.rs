@@ -1393,3 +1393,87 @@ fn issue_4_a_relative_command_resolves_against_the_config_files_directory_with_a
     server.signal(libc::SIGTERM);
     assert!(server.wait_exit(Duration::from_secs(5)).is_some());
 }
+
+// ---------------------------------------------------------------------------
+// Status page
+
+fn status_route(extra: &str) -> String {
+    format!("[[site.route]]\nprefix = \"/stoa-status\"\nstatus = {{ {extra} }}\n\n")
+}
+
+#[test]
+fn issue_4_the_status_page_shows_pools_processes_and_responses_as_text_json_and_prometheus() {
+    let routes = format!("{}{}", route("/app/", "app"), status_route(""));
+    let site = Site::start("fcgi-status", &hello_pool("app", "processes = 2"), &routes);
+    let st = site.wait_running("app", 2);
+    for i in 0..5 {
+        get_report(&site, &format!("/app/?i={i}"));
+    }
+    assert_eq!(site.get("/no-such-file").status, 404);
+
+    let text = site.get("/stoa-status");
+    assert_eq!(text.status, 200);
+    assert_eq!(
+        text.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let body = String::from_utf8_lossy(&text.body).to_string();
+    assert!(body.contains("pool app (spawned): waiting 0"), "{body}");
+    for pid in st.pids() {
+        assert!(body.contains(&format!(" running pid {pid} ")), "{body}");
+    }
+    assert!(body.contains("workers: 2"), "{body}");
+
+    let json = site.get("/stoa-status?format=json");
+    assert_eq!(json.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_slice(&json.body).expect("valid JSON");
+    assert!(v["responses"]["2xx"].as_u64().unwrap_or(0) >= 6, "{v}");
+    assert!(v["responses"]["4xx"].as_u64().unwrap_or(0) >= 1, "{v}");
+    let procs = v["pools"][0]["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), 2, "{v}");
+    let served: u64 = procs
+        .iter()
+        .map(|p| p["served"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(served, 5, "{v}");
+    assert!(
+        procs
+            .iter()
+            .all(|p| p["state"] == "running" && p["capacity"] == 1),
+        "{v}"
+    );
+
+    let prom = site.get("/stoa-status?format=prometheus");
+    let body = String::from_utf8_lossy(&prom.body).to_string();
+    assert!(
+        body.contains("# TYPE stoa_responses_total counter"),
+        "{body}"
+    );
+    assert!(
+        body.contains("stoa_pool_process_up{pool=\"app\",process=\"0\"} 1"),
+        "{body}"
+    );
+    assert!(
+        body.contains("stoa_pool_process_up{pool=\"app\",process=\"1\"} 1"),
+        "{body}"
+    );
+    assert!(body.contains("stoa_pool_waiting{pool=\"app\"} 0"), "{body}");
+    let total_2xx: u64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("stoa_responses_total{class=\"2xx\"} "))
+        .and_then(|n| n.parse().ok())
+        .expect("2xx counter");
+    assert!(total_2xx >= 7, "{body}");
+}
+
+#[test]
+fn issue_4_the_status_page_answers_only_the_addresses_it_allows() {
+    let routes = format!(
+        "{}{}",
+        route("/app/", "app"),
+        status_route("allow = [\"10.0.0.0/8\"]")
+    );
+    let site = Site::start("fcgi-status-deny", &hello_pool("app", ""), &routes);
+    assert_eq!(site.get("/stoa-status").status, 403);
+    assert_eq!(site.get("/stoa-status?format=json").status, 403);
+}

@@ -1,0 +1,401 @@
+//! The status page: what the server and its FastCGI pools are doing, for
+//! people (plain text), programs (JSON) and Prometheus (its text format).
+//! A route with `status = {}` serves it; only the addresses in `allow`
+//! (loopback by default) may read it.
+
+use crate::conn::{Ctx, Reply};
+use crate::pool::{Pool, PoolKind, ProcState};
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use stoa_h1::RequestHead;
+
+/// `status = { allow = [...] }` on a route, validated.
+#[derive(Debug)]
+pub struct StatusConfig {
+    pub allow: Vec<Cidr>,
+}
+
+/// An address block: `127.0.0.1`, `10.0.0.0/8`, `::1`, `fd00::/8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    bits: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (a, bits) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("`{s}`: not an IP address or block"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let bits = match bits {
+            None => max,
+            Some(b) => b
+                .parse::<u8>()
+                .ok()
+                .filter(|&b| b <= max)
+                .ok_or_else(|| format!("`{s}`: prefix length must be 0..={max}"))?,
+        };
+        Ok(Cidr { addr, bits })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        // An IPv4 client on a dual-stack socket shows up IPv4-mapped.
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        let shift = |bits: u8, width: u32| -> u32 { width - u32::from(bits) };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                let s = shift(self.bits, 32);
+                s == 32 || (u32::from(net) >> s) == (u32::from(a) >> s)
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                let s = shift(self.bits, 128);
+                s == 128 || (u128::from(net) >> s) == (u128::from(a) >> s)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl StatusConfig {
+    pub fn new(allow: Option<&[String]>) -> Result<StatusConfig, String> {
+        let allow = match allow {
+            Some(list) => list
+                .iter()
+                .map(|s| Cidr::parse(s))
+                .collect::<Result<_, _>>()?,
+            None => vec![Cidr::parse("127.0.0.0/8")?, Cidr::parse("::1")?],
+        };
+        Ok(StatusConfig { allow })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+    Prometheus,
+}
+
+/// Answers a request for the status page.
+pub fn serve(
+    cfg: &StatusConfig,
+    head: &RequestHead,
+    ctx: &Ctx<'_>,
+    peer: IpAddr,
+    reply: &mut Reply<'_>,
+) {
+    if !cfg.allow.iter().any(|c| c.contains(peer)) {
+        reply.error(403, &[]);
+        return;
+    }
+    if !matches!(head.method, stoa_h1::Method::Get | stoa_h1::Method::Head) {
+        reply.error(405, &[("Allow", b"GET, HEAD")]);
+        return;
+    }
+    let format = match head.query().and_then(|q| {
+        q.split(|&b| b == b'&')
+            .find_map(|kv| kv.strip_prefix(b"format="))
+    }) {
+        Some(b"json") => Format::Json,
+        Some(b"prometheus") => Format::Prometheus,
+        _ => Format::Text,
+    };
+    let snap = Snapshot::take(ctx);
+    let (body, ctype): (String, &[u8]) = match format {
+        Format::Text => (snap.text(), b"text/plain; charset=utf-8"),
+        Format::Json => (snap.json(), b"application/json"),
+        Format::Prometheus => (
+            snap.prometheus(),
+            b"text/plain; version=0.0.4; charset=utf-8",
+        ),
+    };
+    reply.start(200);
+    reply.header("Content-Type", ctype);
+    reply.header("Cache-Control", b"no-store");
+    reply.end_head(Some(body.len() as u64));
+    reply.body_bytes(body.as_bytes());
+}
+
+/// The figures, read once so the three formats agree.
+struct Snapshot {
+    uptime: u64,
+    workers: usize,
+    connections: usize,
+    responses: [u64; 5],
+    pools: Vec<PoolSnap>,
+}
+
+struct PoolSnap {
+    name: String,
+    spawned: bool,
+    waiting: usize,
+    procs: Vec<ProcSnap>,
+}
+
+struct ProcSnap {
+    index: usize,
+    state: &'static str,
+    pid: i32,
+    busy: usize,
+    capacity: usize,
+    idle: usize,
+    multiplexing: bool,
+    served: u64,
+    restarts: u32,
+}
+
+fn state_name(s: ProcState) -> &'static str {
+    match s {
+        ProcState::Stopped => "stopped",
+        ProcState::Starting => "starting",
+        ProcState::Running => "running",
+        ProcState::Retiring => "retiring",
+        ProcState::Dead => "dead",
+    }
+}
+
+impl Snapshot {
+    fn take(ctx: &Ctx<'_>) -> Snapshot {
+        let shared = &ctx.worker.shared;
+        Snapshot {
+            uptime: shared.started.elapsed().as_secs(),
+            workers: shared.stats.len(),
+            connections: shared.connections.load(Ordering::Relaxed),
+            responses: shared.responses(),
+            pools: ctx.rt.pools.iter().map(|p| pool_snap(p)).collect(),
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut s = String::new();
+        let r = &self.responses;
+        let _ = writeln!(
+            s,
+            "stoa {}\nuptime: {} s\nworkers: {}\nconnections open: {}\nresponses: {} (1xx {}, 2xx {}, 3xx {}, 4xx {}, 5xx {})",
+            env!("CARGO_PKG_VERSION"),
+            self.uptime,
+            self.workers,
+            self.connections,
+            r.iter().sum::<u64>(),
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4]
+        );
+        for p in &self.pools {
+            let _ = writeln!(
+                s,
+                "pool {} ({}): waiting {}",
+                p.name,
+                if p.spawned { "spawned" } else { "address" },
+                p.waiting
+            );
+            for c in &p.procs {
+                let _ = writeln!(
+                    s,
+                    "  #{} {} pid {} busy {}/{} idle {}{} served {} restarts {}",
+                    c.index,
+                    c.state,
+                    c.pid,
+                    c.busy,
+                    c.capacity,
+                    c.idle,
+                    if c.multiplexing { " multiplexing" } else { "" },
+                    c.served,
+                    c.restarts
+                );
+            }
+        }
+        s
+    }
+
+    fn json(&self) -> String {
+        let r = &self.responses;
+        let v = serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": self.uptime,
+            "workers": self.workers,
+            "connections_open": self.connections,
+            "responses": {
+                "total": r.iter().sum::<u64>(),
+                "1xx": r[0], "2xx": r[1], "3xx": r[2], "4xx": r[3], "5xx": r[4],
+            },
+            "pools": self.pools.iter().map(|p| serde_json::json!({
+                "name": p.name,
+                "kind": if p.spawned { "spawned" } else { "address" },
+                "waiting": p.waiting,
+                "processes": p.procs.iter().map(|c| serde_json::json!({
+                    "index": c.index,
+                    "state": c.state,
+                    "pid": c.pid,
+                    "busy": c.busy,
+                    "capacity": c.capacity,
+                    "idle_connections": c.idle,
+                    "multiplexing": c.multiplexing,
+                    "served": c.served,
+                    "restarts": c.restarts,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        });
+        let mut s = v.to_string();
+        s.push('\n');
+        s
+    }
+
+    fn prometheus(&self) -> String {
+        let mut s = String::new();
+        let metric = |s: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = writeln!(s, "# HELP stoa_{name} {help}\n# TYPE stoa_{name} {kind}");
+        };
+        metric(
+            &mut s,
+            "uptime_seconds",
+            "gauge",
+            "Seconds since the server started.",
+        );
+        let _ = writeln!(s, "stoa_uptime_seconds {}", self.uptime);
+        metric(
+            &mut s,
+            "connections_open",
+            "gauge",
+            "Client connections open.",
+        );
+        let _ = writeln!(s, "stoa_connections_open {}", self.connections);
+        metric(
+            &mut s,
+            "responses_total",
+            "counter",
+            "Responses sent, by status class.",
+        );
+        for (i, n) in self.responses.iter().enumerate() {
+            let _ = writeln!(s, "stoa_responses_total{{class=\"{}xx\"}} {n}", i + 1);
+        }
+        metric(
+            &mut s,
+            "pool_waiting",
+            "gauge",
+            "Requests waiting for a FastCGI process.",
+        );
+        for p in &self.pools {
+            let _ = writeln!(s, "stoa_pool_waiting{{pool=\"{}\"}} {}", p.name, p.waiting);
+        }
+        type Field = fn(&ProcSnap) -> u64;
+        let per_proc: [(&str, &str, &str, Field); 6] = [
+            (
+                "pool_process_up",
+                "gauge",
+                "1 while the process is running.",
+                |c| u64::from(c.state == "running"),
+            ),
+            (
+                "pool_process_busy",
+                "gauge",
+                "Requests in flight on the process.",
+                |c| c.busy as u64,
+            ),
+            (
+                "pool_process_capacity",
+                "gauge",
+                "Requests the process takes at once.",
+                |c| c.capacity as u64,
+            ),
+            (
+                "pool_process_idle_connections",
+                "gauge",
+                "Kept-alive connections parked for reuse.",
+                |c| c.idle as u64,
+            ),
+            (
+                "pool_process_served_total",
+                "counter",
+                "Requests the process slot has served.",
+                |c| c.served,
+            ),
+            (
+                "pool_process_restarts_total",
+                "counter",
+                "Restarts of the process slot after an exit.",
+                |c| u64::from(c.restarts),
+            ),
+        ];
+        for (name, kind, help, f) in per_proc {
+            metric(&mut s, name, kind, help);
+            for p in &self.pools {
+                for c in &p.procs {
+                    let _ = writeln!(
+                        s,
+                        "stoa_{name}{{pool=\"{}\",process=\"{}\"}} {}",
+                        p.name,
+                        c.index,
+                        f(c)
+                    );
+                }
+            }
+        }
+        s
+    }
+}
+
+fn pool_snap(p: &Pool) -> PoolSnap {
+    let spawned = matches!(p.spec.kind, PoolKind::Spawn { .. });
+    PoolSnap {
+        name: p.spec.name.clone(),
+        spawned,
+        waiting: p.waiting(),
+        procs: p
+            .procs
+            .iter()
+            // Slots of a dynamic pool that never started say nothing.
+            .filter(|c| {
+                !(spawned
+                    && c.state() == ProcState::Stopped
+                    && c.served_total.load(Ordering::Relaxed) == 0)
+            })
+            .map(|c| ProcSnap {
+                index: c.index,
+                state: state_name(c.state()),
+                pid: c.pid.load(Ordering::Relaxed),
+                busy: c.busy(),
+                capacity: c.capacity(),
+                idle: c.idle_count(),
+                multiplexing: c.multiplexes(),
+                served: c.served_total.load(Ordering::Relaxed),
+                restarts: c.restarts.load(Ordering::Relaxed),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_blocks_match_what_they_cover() {
+        let c = |s: &str| Cidr::parse(s).expect(s);
+        let ip = |s: &str| s.parse::<IpAddr>().expect(s);
+        assert!(c("127.0.0.0/8").contains(ip("127.1.2.3")));
+        assert!(!c("127.0.0.0/8").contains(ip("128.0.0.1")));
+        assert!(c("10.1.2.3").contains(ip("10.1.2.3")));
+        assert!(!c("10.1.2.3").contains(ip("10.1.2.4")));
+        assert!(c("0.0.0.0/0").contains(ip("8.8.8.8")));
+        assert!(c("::1").contains(ip("::1")));
+        assert!(c("fd00::/8").contains(ip("fd12::1")));
+        assert!(!c("fd00::/8").contains(ip("fe80::1")));
+        // IPv4-mapped clients match IPv4 blocks, never IPv6 ones by accident.
+        assert!(c("127.0.0.0/8").contains(ip("::ffff:127.0.0.1")));
+        assert!(!c("::1").contains(ip("127.0.0.1")));
+        assert!(Cidr::parse("10.0.0.0/33").is_err());
+        assert!(Cidr::parse("nope").is_err());
+    }
+}
