@@ -720,17 +720,9 @@ async fn exchange(
                 u.stdin(v);
                 u.end_stdin();
             }
-            Input::File(f, _) => {
-                let mut chunk = vec![0u8; 64 * 1024];
-                loop {
-                    match std::io::Read::read(f, &mut chunk) {
-                        Ok(0) => break,
-                        Ok(n) => u.stdin(&chunk[..n]),
-                        Err(_) => return Done::Sent(cgi::simple_now(head, io, ctx, 500)),
-                    }
-                }
-                u.end_stdin();
-            }
+            // A spooled body goes out a piece at a time, as the
+            // application takes it (see the loop).
+            Input::File(..) => {}
             Input::Stream(_) => reader = Some(BodyReader::new(head, ctx.rt)),
         }
     }
@@ -746,7 +738,36 @@ async fn exchange(
     let mut client_gone = false;
     let body_done = |r: &Option<BodyReader>| r.as_ref().is_none_or(BodyReader::is_done);
 
+    let mut spool = match input {
+        Input::File(f, _) => Some((f, vec![0u8; 64 * 1024])),
+        _ => None,
+    };
     let result = loop {
+        // More of a spooled body, up to the write backlog's limit (one
+        // piece on a connection of its own, 256 KiB on a shared one).
+        let mut spool_failed = false;
+        while let (Some((f, chunk)), Some(u)) = (spool.as_mut(), up.as_mut()) {
+            if u.backlogged() {
+                break;
+            }
+            match std::io::Read::read(f, chunk) {
+                Ok(0) => {
+                    u.end_stdin();
+                    spool = None;
+                }
+                Ok(n) => u.stdin(&chunk[..n]),
+                Err(e) => {
+                    tracing::error!("fastcgi pool {}: request body spool: {e}", pool.spec.name);
+                    spool_failed = true;
+                    break;
+                }
+            }
+        }
+        if spool_failed {
+            cgi::simple_now(head, io, ctx, 500);
+            io.flush(ctx.rt).await;
+            break End::Abort;
+        }
         let backlogged = up.as_ref().is_some_and(Upstream::backlogged);
         let want_body =
             reader.as_ref().is_some_and(|r| !r.is_done()) && !backlogged && incoming.is_empty();

@@ -48,6 +48,8 @@ struct Shared {
     st: RefCell<State>,
     /// Wakes the driver: records to write, or a queue drained.
     driver: Notify,
+    /// Wakes requests whose body waits: the write backlog was taken.
+    drained: Notify,
     key: usize,
     proc: Arc<Proc>,
 }
@@ -193,6 +195,7 @@ fn open(key: usize, app: AppStream, proc: &Arc<Proc>) -> Rc<Shared> {
             paused: false,
         }),
         driver: Notify::new(),
+        drained: Notify::new(),
         key,
         proc: proc.clone(),
     });
@@ -211,6 +214,9 @@ async fn drive(sh: Rc<Shared>, mut app: AppStream) {
             out.clear();
             pos = 0;
             std::mem::swap(&mut out, &mut sh.st.borrow_mut().wbuf);
+            if !out.is_empty() {
+                sh.drained.notify_waiters();
+            }
         }
         // Done once idle when no new request can come: the application
         // closes, stopped multiplexing (CANT_MPX_CONN), or another
@@ -386,8 +392,13 @@ impl MuxRequest {
         }
     }
 
-    /// Waits until [`MuxRequest::poll`] has something.
+    /// Waits until [`MuxRequest::poll`] has something, or, while the
+    /// request body waits on a full write backlog, until it drains.
     pub async fn ready(&self) {
+        let drained = self.sh.drained.notified();
+        tokio::pin!(drained);
+        // Registered before the checks, so a drain meanwhile is not missed.
+        drained.as_mut().enable();
         {
             let st = self.sh.st.borrow();
             let has = st
@@ -398,7 +409,14 @@ impl MuxRequest {
                 return;
             }
         }
-        self.notify.notified().await;
+        if self.backlogged() {
+            tokio::select! {
+                _ = self.notify.notified() => {}
+                _ = drained => {}
+            }
+        } else {
+            self.notify.notified().await;
+        }
     }
 
     pub fn ended(&self) -> bool {

@@ -886,6 +886,56 @@ fn spec_5_3_post_bodies_of_0_1_and_10_mb_arrive_intact_with_an_exact_content_len
 }
 
 #[test]
+fn spec_5_3_chunked_uploads_reach_a_multiplexing_application_intact_without_being_held_whole_in_memory(
+) {
+    // A chunked body is spooled (memory, then a file) so CONTENT_LENGTH is
+    // exact; from the file it goes to the application a piece at a time,
+    // so three 12 MB uploads at once cost Stoa far less than 36 MB.
+    const LEN: usize = 12 << 20;
+    let site = Site::start(
+        "fcgi-spool",
+        &hello_pool_args("app", &["--mpx"], "processes = 1"),
+        &route("/app/", "app"),
+    );
+    get_report(&site, "/app/?warm");
+    let base = rss_kib(site.pid());
+    let body = pattern(LEN, 5);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (reps, max_rss) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut max = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                max = max.max(rss_kib(site.pid()));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            max
+        });
+        let reps = parallel(3, |i| {
+            let mut c = site.connect();
+            c.stream
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .expect("timeout");
+            let r = c.request(&post_chunked(&format!("/app/?i={i}"), &body, 64 * 1024));
+            ok_report(&r)
+        });
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (reps, sampler.join().expect("sampler"))
+    });
+    for rep in &reps {
+        assert_eq!(field(rep, "content_length"), LEN.to_string());
+        assert_eq!(field(rep, "body_len"), LEN.to_string());
+        assert_eq!(field(rep, "body_fnv"), fnv_hex(&body));
+    }
+    eprintln!(
+        "3 x 12 MB chunked uploads: server RSS {base} KiB before, at most {max_rss} KiB during"
+    );
+    assert!(
+        max_rss < base + 24 * 1024,
+        "server RSS reached {max_rss} KiB (was {base} KiB): the uploads were held in memory"
+    );
+}
+
+#[test]
 fn issue_4_a_50_mb_response_to_a_slow_client_arrives_intact_with_bounded_server_memory() {
     const LEN: usize = 50 << 20;
     let site = hello_site("fcgi-big", "processes = 1");
