@@ -949,24 +949,15 @@ fn issue_4_a_50_mb_response_to_a_slow_client_arrives_intact_with_bounded_server_
     assert_eq!(head.content_length(), Some(LEN as u64));
     // Stall, then read slowly.
     std::thread::sleep(Duration::from_millis(1500));
-    let mut max_rss = rss_kib(site.pid());
-    let mut body = c.take_pending();
-    body.reserve(LEN);
-    let mut buf = vec![0u8; 256 * 1024];
-    let t0 = Instant::now();
-    let mut reads = 0;
-    while body.len() < LEN {
-        let want = buf.len().min(LEN - body.len());
-        let n = c.stream.read(&mut buf[..want]).expect("read body");
-        assert!(n > 0, "closed after {} of {LEN} bytes", body.len());
-        body.extend_from_slice(&buf[..n]);
-        reads += 1;
-        if reads % 16 == 0 {
-            std::thread::sleep(Duration::from_millis(40));
-            max_rss = max_rss.max(rss_kib(site.pid()));
-        }
-        assert!(t0.elapsed() < Duration::from_secs(40), "too slow");
-    }
+    let (body, max_rss) = read_body_slowly(
+        &mut c,
+        LEN,
+        site.pid(),
+        256 * 1024,
+        16,
+        Duration::from_millis(40),
+        Instant::now() + Duration::from_secs(40),
+    );
     eprintln!("50 MB to a slow client: server RSS {base} KiB before, at most {max_rss} KiB during");
     assert!(body == pattern(LEN, 7), "the 50 MB body arrived damaged");
     assert!(

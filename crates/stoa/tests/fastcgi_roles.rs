@@ -679,23 +679,15 @@ fn spec_3_3_a_slow_client_of_a_20_mb_response_on_a_multiplexed_connection_keeps_
                 .collect::<Vec<_>>()
         });
         std::thread::sleep(Duration::from_millis(1000));
-        let mut max_rss = rss_kib(site.pid());
-        let mut body = c.take_pending();
-        body.reserve(LEN);
-        let mut buf = vec![0u8; 128 * 1024];
-        let mut reads = 0;
-        while body.len() < LEN {
-            let want = buf.len().min(LEN - body.len());
-            let n = c.stream.read(&mut buf[..want]).expect("read body");
-            assert!(n > 0, "closed after {} of {LEN} bytes", body.len());
-            body.extend_from_slice(&buf[..n]);
-            reads += 1;
-            if reads % 8 == 0 {
-                std::thread::sleep(Duration::from_millis(20));
-                max_rss = max_rss.max(rss_kib(site.pid()));
-            }
-            assert!(t0.elapsed() < Duration::from_secs(40), "too slow");
-        }
+        let (body, max_rss) = read_body_slowly(
+            &mut c,
+            LEN,
+            site.pid(),
+            128 * 1024,
+            8,
+            Duration::from_millis(20),
+            t0 + Duration::from_secs(40),
+        );
         (body, max_rss, others.join().expect("other requests"))
     });
     let done = t0.elapsed();

@@ -841,3 +841,36 @@ pub fn cgi_params<'a>(method: &'a str, query: &'a str) -> Vec<(&'a str, &'a str)
         ("SERVER_PORT", "80"),
     ]
 }
+
+/// Reads the rest of a `len`-byte body slowly (`chunk` bytes a read, a
+/// `pause` every `every` reads), sampling the RSS of process `pid` at each
+/// pause. Returns the body and the largest RSS seen, in KiB. Fails past
+/// `deadline`, or if the connection closes early.
+pub fn read_body_slowly(
+    c: &mut Conn,
+    len: usize,
+    pid: i32,
+    chunk: usize,
+    every: usize,
+    pause: Duration,
+    deadline: Instant,
+) -> (Vec<u8>, u64) {
+    let mut max_rss = rss_kib(pid);
+    let mut body = c.take_pending();
+    body.reserve(len);
+    let mut buf = vec![0u8; chunk];
+    let mut reads = 0;
+    while body.len() < len {
+        let want = buf.len().min(len - body.len());
+        let n = c.stream.read(&mut buf[..want]).expect("read body");
+        assert!(n > 0, "closed after {} of {len} bytes", body.len());
+        body.extend_from_slice(&buf[..n]);
+        reads += 1;
+        if reads % every == 0 {
+            std::thread::sleep(pause);
+            max_rss = max_rss.max(rss_kib(pid));
+        }
+        assert!(Instant::now() < deadline, "too slow");
+    }
+    (body, max_rss)
+}
