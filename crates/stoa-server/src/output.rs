@@ -118,6 +118,7 @@ impl Output {
     /// dropped.
     pub async fn flush(&mut self, stream: &mut TcpStream, idle: Duration) -> io::Result<()> {
         self.seal();
+        let mut corked = false;
         while let Some(front) = self.segs.front_mut() {
             if let Seg::File { file, offset, len } = front {
                 let fd = file.as_raw_fd();
@@ -126,9 +127,23 @@ impl Output {
                         .await
                         .map_err(|_| timed_out())??;
                     *len -= n as u64;
+                    if corked {
+                        // The head went out with the body's first bytes;
+                        // the rest flows as usual.
+                        cork(stream, false);
+                        corked = false;
+                    }
                 }
                 self.segs.pop_front();
                 continue;
+            }
+            // A head followed by a file: corked, so that it leaves in the
+            // same segment as the start of the file instead of a small one
+            // of its own (TCP_NODELAY is on). Measured on 1 MiB files with
+            // wrk -c60: 2.2k -> 3.5-3.8k responses/s (see BENCHMARKS.md).
+            if !corked && self.segs.iter().any(|s| matches!(s, Seg::File { .. })) {
+                cork(stream, true);
+                corked = true;
             }
             // Gather the leading run of memory segments into one writev.
             let mut iov: [IoSlice<'_>; MAX_IOV] = [IoSlice::new(&[]); MAX_IOV];
@@ -175,6 +190,11 @@ impl Output {
         self.front_done = 0;
         Ok(())
     }
+}
+
+/// Sets or clears TCP_CORK; a failure only costs an extra segment.
+fn cork(stream: &TcpStream, on: bool) {
+    let _ = socket2::SockRef::from(stream).set_cork(on);
 }
 
 fn timed_out() -> io::Error {
