@@ -82,6 +82,18 @@ impl Env {
         });
     }
 
+    /// Appends a variable whose value is `n` in decimal.
+    pub fn push_u64(&mut self, name: &str, n: u64) {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(name.as_bytes());
+        let v = self.buf.len();
+        stoa_h1::push_u64(&mut self.buf, n);
+        self.vars.push(Var {
+            name: (start, name.len()),
+            value: (v, self.buf.len() - v),
+        });
+    }
+
     /// Replaces the variable `name` (or appends it).
     pub fn set(&mut self, name: &str, value: &[u8]) {
         self.remove(name);
@@ -158,12 +170,11 @@ pub fn meta_variables<'h>(
     headers: impl IntoIterator<Item = (&'h [u8], &'h [u8])>,
 ) -> Env {
     let mut env = Env::new();
-    let mut num = itoa_buf();
     if let Some(a) = req.auth_type {
         env.push("AUTH_TYPE", a.as_bytes());
     }
     if let Some(n) = req.content_length {
-        env.push("CONTENT_LENGTH", fmt_u64(&mut num, n));
+        env.push_u64("CONTENT_LENGTH", n);
     }
     env.push("GATEWAY_INTERFACE", b"CGI/1.1");
     if !req.path_info.is_empty() {
@@ -183,7 +194,7 @@ pub fn meta_variables<'h>(
         };
         let mut text = [0u8; 48];
         env.push("REMOTE_ADDR", fmt_ip(&mut text, ip));
-        env.push("REMOTE_PORT", fmt_u64(&mut num, u64::from(req.remote_port)));
+        env.push_u64("REMOTE_PORT", u64::from(req.remote_port));
     }
     if let Some(u) = req.remote_user {
         env.push("REMOTE_USER", u.as_bytes());
@@ -191,7 +202,7 @@ pub fn meta_variables<'h>(
     env.push("REQUEST_METHOD", req.method.as_bytes());
     env.push("SCRIPT_NAME", req.script_name.as_bytes());
     env.push("SERVER_NAME", req.server_name.as_bytes());
-    env.push("SERVER_PORT", fmt_u64(&mut num, u64::from(req.server_port)));
+    env.push_u64("SERVER_PORT", u64::from(req.server_port));
     env.push("SERVER_PROTOCOL", req.protocol.as_bytes());
     env.push("SERVER_SOFTWARE", req.server_software.as_bytes());
     env.push("DOCUMENT_ROOT", req.document_root.as_bytes());
@@ -221,24 +232,6 @@ pub fn meta_variables<'h>(
         }
     }
     env
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0u8; 20]
-}
-
-/// `n` in decimal, written into `buf`.
-fn fmt_u64(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 /// An IP address as text, written into `buf` (no allocation).

@@ -764,9 +764,7 @@ async fn exchange(
             }
         }
         if spool_failed {
-            cgi::simple_now(head, io, ctx, 500);
-            io.flush(ctx.rt).await;
-            break End::Abort;
+            break fail(head, io, ctx, 500).await;
         }
         let backlogged = up.as_ref().is_some_and(Upstream::backlogged);
         let want_body =
@@ -892,9 +890,7 @@ async fn exchange(
                     "fastcgi pool {}: application refused the request ({ps:?}); 503",
                     pool.spec.name
                 );
-                cgi::simple_now(head, io, ctx, 503);
-                io.flush(ctx.rt).await;
-                break End::Abort;
+                break fail(head, io, ctx, 503).await;
             }
         }
         if ended && !app_eof {
@@ -909,9 +905,7 @@ async fn exchange(
                     "fastcgi pool {}: authorizer lost before its end",
                     pool.spec.name
                 );
-                cgi::simple_now(head, io, ctx, 502);
-                io.flush(ctx.rt).await;
-                break End::Abort;
+                break fail(head, io, ctx, 502).await;
             }
             continue;
         }
@@ -925,9 +919,7 @@ async fn exchange(
                         _ => "output ended before a complete head".to_owned(),
                     };
                     tracing::error!("fastcgi pool {}: bad response: {why}", pool.spec.name);
-                    cgi::simple_now(head, io, ctx, 502);
-                    io.flush(ctx.rt).await;
-                    break End::Abort;
+                    break fail(head, io, ctx, 502).await;
                 }
                 Ok(Some((mut h, n))) => {
                     if role == Role::Authorizer {
@@ -1018,6 +1010,14 @@ async fn exchange(
             Done::Sent(d.finish(head, io, ctx, bd) && keep)
         }
     }
+}
+
+/// Answers `status` at once (the connection closes after it) and ends the
+/// exchange.
+async fn fail(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>, status: u16) -> End {
+    cgi::simple_now(head, io, ctx, status);
+    io.flush(ctx.rt).await;
+    End::Abort
 }
 
 /// `Variable-NAME` → `NAME`, when NAME can be an environment variable.
