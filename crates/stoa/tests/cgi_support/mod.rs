@@ -19,22 +19,9 @@ pub fn scripts_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/cgi-scripts")
 }
 
-pub const PHP_CGI: &str = "/usr/bin/php-cgi";
+pub use crate::common::PHP_CGI;
 
-/// Fails (never skips) when `program` is missing, naming the package.
-pub fn require(program: &str, package: &str) {
-    let found = if program.contains('/') {
-        Path::new(program).is_file()
-    } else {
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-    };
-    assert!(
-        found,
-        "`{program}` is missing: these CGI tests need the Debian package `{package}` \
-         (apt-get install {package}); test.sh installs it when run as root"
-    );
-}
+pub use crate::common::require;
 
 pub fn require_perl() {
     require("/usr/bin/perl", "perl");

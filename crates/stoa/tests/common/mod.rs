@@ -769,3 +769,22 @@ pub fn wait_until_empty(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// php-cgi as Debian installs it (CGI and FastCGI tests).
+pub const PHP_CGI: &str = "/usr/bin/php-cgi";
+
+/// Fails (never skips) when `program` (a path, or a name looked up in PATH)
+/// is missing, naming the Debian package that provides it.
+pub fn require(program: &str, package: &str) {
+    let found = if program.contains('/') {
+        Path::new(program).is_file()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    };
+    assert!(
+        found,
+        "`{program}` is missing: this test needs the Debian package `{package}` \
+         (apt-get install {package}); test.sh installs it when run as root"
+    );
+}

@@ -25,7 +25,7 @@ use stoa_fastcgi::{ProtocolStatus, Role, Values};
 
 /// Stoa's own FastCGI demo application.
 pub const HELLO: &str = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
-pub const PHP_CGI: &str = "/usr/bin/php-cgi";
+pub use crate::common::PHP_CGI;
 pub const PERL: &str = "/usr/bin/perl";
 
 /// The applications, pages and php-fpm template the tests run.
@@ -36,20 +36,7 @@ pub fn apps_dir() -> PathBuf {
 // ---------------------------------------------------------------------------
 // Required programs
 
-/// Fails (never skips) when `path` is missing, naming the package.
-pub fn require(path: &str, package: &str) {
-    let found = if path.contains('/') {
-        Path::new(path).exists()
-    } else {
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(path).is_file()))
-    };
-    assert!(
-        found,
-        "`{path}` is missing: this FastCGI test needs the Debian package `{package}` \
-         (apt-get install {package}); test.sh installs it when run as root"
-    );
-}
+pub use crate::common::require;
 
 pub fn require_perl_fcgi() {
     require(PERL, "perl");
