@@ -188,14 +188,7 @@ wait_load_avg() {  # wait up to LOAD_WAIT s for the 1-min load average to drop b
 ensure_tools apache2:apache2 lighttpd:lighttpd wrk:wrk curl:curl perl:perl cc:gcc python3:python3
 [ -f /usr/lib/apache2/modules/mod_cgid.so ] || die "mod_cgid.so missing (Debian package apache2-bin)"
 if [[ " $SERVERS " = *" stoa"* ]]; then
-    ensure_stoa   # builds a missing binary (or any with BUILD=1)
-    # a binary older than the sources (it may predate CGI support) is rebuilt; if the working tree does
-    # not build right now, the existing binary is used when it accepts the CGI config (stoa check, below)
-    if [ "$STOA" = "$REPO_DIR/target/release/stoa" ] &&
-       [ -n "$(find "$REPO_DIR/crates" "$REPO_DIR/Cargo.lock" -newer "$STOA" \( -name '*.rs' -o -name 'Cargo.*' \) -print -quit 2>/dev/null)" ]; then
-        log "$STOA is older than the sources: cargo build --release -p stoa"
-        (cd "$REPO_DIR" && cargo build --release -p stoa >&2) || warn "cargo build failed: using the existing $STOA"
-    fi
+    ensure_fresh_stoa
 fi
 NOFILE=$(raise_nofile 65536)
 

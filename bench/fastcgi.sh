@@ -116,14 +116,7 @@ if [ ! -f /usr/include/fcgi_stdio.h ]; then
 fi
 PHP_FPM=$(command -v php-fpm8.2 || ls /usr/sbin/php-fpm* 2>/dev/null | head -1 || echo php-fpm)
 if [[ " ${SERVER_LIST[*]} " = *" stoa"* ]]; then
-    ensure_stoa   # builds a missing binary (or any with BUILD=1)
-    # a binary older than the sources (it may predate [[pool]]) is rebuilt; if the working tree does
-    # not build right now, the existing binary is used when it accepts the config (stoa check)
-    if [ "$STOA" = "$REPO_DIR/target/release/stoa" ] &&
-       [ -n "$(find "$REPO_DIR/crates" "$REPO_DIR/Cargo.lock" -newer "$STOA" \( -name '*.rs' -o -name 'Cargo.*' \) -print -quit 2>/dev/null)" ]; then
-        log "$STOA is older than the sources: cargo build --release -p stoa"
-        (cd "$REPO_DIR" && cargo build --release -p stoa >&2) || warn "cargo build failed: using the existing $STOA"
-    fi
+    ensure_fresh_stoa
 fi
 NOFILE=$(raise_nofile 65536)
 

@@ -108,6 +108,16 @@ ensure_stoa() {  # build target/release/stoa when it is missing (or BUILD=1) and
     [ -x "$STOA" ] || die "Stoa binary not found: $STOA (set STOA=...)"
 }
 
+ensure_fresh_stoa() {  # ensure_stoa, and rebuild the default binary when it is older than the sources;
+    ensure_stoa        # if the tree does not build right now, the existing binary is kept (a `stoa check`
+                       # of the run's config then says whether it is new enough)
+    if [ "$STOA" = "$REPO_DIR/target/release/stoa" ] &&
+       [ -n "$(find "$REPO_DIR/crates" "$REPO_DIR/Cargo.lock" -newer "$STOA" \( -name '*.rs' -o -name 'Cargo.*' \) -print -quit 2>/dev/null)" ]; then
+        log "$STOA is older than the sources: cargo build --release -p stoa"
+        (cd "$REPO_DIR" && cargo build --release -p stoa >&2) || warn "cargo build failed: using the existing $STOA"
+    fi
+}
+
 # ---------------------------------------------------------------- server processes
 srv_assign_ports() {  # srv_assign_ports NAME... - nginx 18180, lighttpd 18182, stoa-w* 18183, 18184, ...
     local n seq=0 v                            # (override one with PORT_<name>, '-' read as '_')
