@@ -128,6 +128,9 @@ pub struct RequestHead {
     /// For an absolute-form target (`http://host/path`), where the path
     /// starts and the authority's span (RFC 9112 §3.2.2).
     abs_path: Option<(usize, Range<usize>)>,
+    /// For a head made by [`RequestHead::rewritten`], the target the client
+    /// sent.
+    orig_target: Option<Range<usize>>,
 }
 
 impl Default for RequestHead {
@@ -143,6 +146,7 @@ impl Default for RequestHead {
             expect_continue: false,
             host: None,
             abs_path: None,
+            orig_target: None,
         }
     }
 }
@@ -276,6 +280,7 @@ impl RequestHead {
             return Err(ParseError::BadHost);
         }
         self.abs_path = None;
+        self.orig_target = None;
         let t = &self.buf[self.target.clone()];
         let scheme_len = if t.len() >= 7 && t[..7].eq_ignore_ascii_case(b"http://") {
             7
@@ -387,6 +392,36 @@ impl RequestHead {
     /// Whether a body follows the head.
     pub fn has_body(&self) -> bool {
         !matches!(self.framing, Framing::None)
+    }
+
+    /// The target the client sent, before any internal rewrite: what
+    /// applications see as REQUEST_URI.
+    pub fn original_target(&self) -> &[u8] {
+        match &self.orig_target {
+            Some(r) => &self.buf[r.clone()],
+            None => self.target(),
+        }
+    }
+
+    /// Whether this head came from [`RequestHead::rewritten`].
+    pub fn is_rewritten(&self) -> bool {
+        self.orig_target.is_some()
+    }
+
+    /// The same request with another origin-form target (an internal
+    /// rewrite or redirect inside the server): method, headers, framing,
+    /// the host and the original target are kept.
+    pub fn rewritten(&self, target: &[u8]) -> RequestHead {
+        let mut new = self.clone();
+        let start = new.buf.len();
+        new.buf.extend_from_slice(target);
+        new.orig_target = Some(self.orig_target.clone().unwrap_or(self.target.clone()));
+        new.target = start..new.buf.len();
+        if let Some((_, auth)) = &self.abs_path {
+            // The authority still names the host; the path is the new one.
+            new.abs_path = Some((start, auth.clone()));
+        }
+        new
     }
 }
 

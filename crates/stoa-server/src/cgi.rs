@@ -6,7 +6,7 @@
 //! sans-IO crate FastCGI shares.
 
 use crate::config::Dur;
-use crate::conn::{self, BodyFail, BodyReader, Ctx, Io, Pick};
+use crate::conn::{self, BodyFail, BodyReader, Ctx, Io};
 use crate::downstream::Downstream;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -42,6 +42,9 @@ pub enum Mode {
     Dir { dir: PathBuf, prefix: String },
     /// Files under the site root are run by `program` (php-cgi, perl...).
     Interpreter { program: PathBuf, root: PathBuf },
+    /// One program serves the whole prefix (Apache `ScriptAlias /cgit
+    /// /usr/lib/cgit/cgit.cgi`); the rest of the path is PATH_INFO.
+    Script { program: PathBuf, prefix: String },
 }
 
 /// A CGI route, validated.
@@ -53,7 +56,19 @@ pub struct CgiConfig {
     pub document_root: String,
     /// Environment passed through from Stoa's own (`[cgi] pass_env`).
     pub env: Arc<Vec<(String, String)>>,
+    /// The route's own variables (`env = {...}`), set last.
+    pub route_env: Vec<(String, String)>,
     pub limiter: Arc<Limiter>,
+}
+
+/// A route's `cgi = {...}` table, paths resolved.
+pub struct RouteSpec {
+    pub dir: Option<PathBuf>,
+    pub interpreter: Option<PathBuf>,
+    pub script: Option<PathBuf>,
+    pub timeout: Option<Dur>,
+    pub pass_authorization: bool,
+    pub env: Vec<(String, String)>,
 }
 
 /// Bounds concurrent CGI processes across all workers, with a bounded
@@ -99,16 +114,41 @@ pub struct Globals {
 
 /// Builds a route's CGI config from its table.
 pub fn route_config(
-    dir: Option<PathBuf>,
-    interpreter: Option<PathBuf>,
-    timeout: Option<Dur>,
-    pass_authorization: bool,
+    spec: RouteSpec,
     prefix: Option<&str>,
     site_root: Option<PathBuf>,
     globals: &Globals,
 ) -> Result<CgiConfig, String> {
-    let mode = match (dir, interpreter) {
-        (Some(d), None) => {
+    let RouteSpec {
+        dir,
+        interpreter,
+        script,
+        timeout,
+        pass_authorization,
+        env: route_env,
+    } = spec;
+    let mode = match (dir, interpreter, script) {
+        (None, None, Some(program)) => {
+            let program = program
+                .canonicalize()
+                .map_err(|e| format!("script `{}`: {e}", program.display()))?;
+            let meta = std::fs::metadata(&program)
+                .map_err(|e| format!("script `{}`: {e}", program.display()))?;
+            if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+                return Err(format!(
+                    "script `{}` is not an executable file",
+                    program.display()
+                ));
+            }
+            let Some(prefix) = prefix else {
+                return Err("`script` needs a `prefix` route (the prefix runs the script)".into());
+            };
+            Mode::Script {
+                program,
+                prefix: prefix.trim_end_matches('/').to_owned(),
+            }
+        }
+        (Some(d), None, None) => {
             let dir = d
                 .canonicalize()
                 .map_err(|e| format!("dir `{}`: {e}", d.display()))?;
@@ -125,7 +165,7 @@ pub fn route_config(
                 prefix: prefix.trim_end_matches('/').to_owned(),
             }
         }
-        (None, Some(program)) => {
+        (None, Some(program), None) => {
             if !program.is_file() {
                 return Err(format!(
                     "interpreter `{}` does not exist",
@@ -143,7 +183,7 @@ pub fn route_config(
                 .map_err(|e| format!("root `{}`: {e}", root.display()))?;
             Mode::Interpreter { program, root }
         }
-        _ => return Err("give exactly one of `dir` or `interpreter`".into()),
+        _ => return Err("give exactly one of `dir`, `interpreter` or `script`".into()),
     };
     let document_root = match (&site_root, &mode) {
         (Some(r), _) => r
@@ -153,6 +193,10 @@ pub fn route_config(
             .to_string(),
         (None, Mode::Dir { dir, .. }) => dir.display().to_string(),
         (None, Mode::Interpreter { root, .. }) => root.display().to_string(),
+        (None, Mode::Script { program, .. }) => program
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
     };
     Ok(CgiConfig {
         mode,
@@ -160,6 +204,7 @@ pub fn route_config(
         pass_authorization,
         document_root,
         env: globals.env.clone(),
+        route_env,
         limiter: globals.limiter.clone(),
     })
 }
@@ -230,6 +275,23 @@ fn resolve(cfg: &CgiConfig, norm: &str) -> Result<Script, u16> {
                 });
             }
             Err(404)
+        }
+        Mode::Script { program, prefix } => {
+            let rest = norm.strip_prefix(prefix.as_str()).ok_or(404u16)?;
+            if !rest.is_empty() && !rest.starts_with('/') {
+                // `/cgitx` is not under the prefix `/cgit`.
+                return Err(404);
+            }
+            let nph = program
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("nph-"));
+            Ok(Script {
+                program: program.clone(),
+                filename: program.clone(),
+                script_name: prefix.clone(),
+                path_info: rest.to_owned(),
+                nph,
+            })
         }
         Mode::Interpreter { program, root } => {
             let candidate = root.join(norm.trim_start_matches('/'));
@@ -342,7 +404,7 @@ pub(crate) fn meta_env(
         script_name: names.script_name,
         path_info: names.path_info,
         query: head.query().unwrap_or(b""),
-        request_uri: head.target(),
+        request_uri: head.original_target(),
         protocol: head.version.as_str(),
         server_software: concat!("stoa/", env!("CARGO_PKG_VERSION")),
         server_name: &server_name,
@@ -431,6 +493,9 @@ pub async fn serve(
         input.content_length(),
         cfg.pass_authorization,
     );
+    for (k, v) in &cfg.route_env {
+        env.set(k, v.as_bytes());
+    }
     add_variables(&mut env, extra);
 
     let mut cmd = Command::new(&script.program);
@@ -579,23 +644,9 @@ pub(crate) async fn redirect(
         return simple_now(orig, io, ctx, 502);
     }
     new.keep_alive = orig.keep_alive && body_done;
-    let keep = match conn::pick(&new, ctx.rt) {
-        Pick::Cgi(c, norm) => Box::pin(serve(&new, c, norm, io, ctx, depth + 1, &[])).await,
-        Pick::FastCgi(c, norm) => {
-            Box::pin(crate::fastcgi::serve(
-                &new,
-                c,
-                norm,
-                io,
-                ctx,
-                depth + 1,
-                &[],
-            ))
-            .await
-        }
-        Pick::Guarded(pool) => Box::pin(conn::guarded(&new, pool, io, ctx, depth + 1)).await,
-        other => conn::answer(other, &new, ctx, &mut io.out, io.peer),
-    };
+    let (p, rewritten) = conn::pick(&new, ctx.rt);
+    let new = rewritten.unwrap_or(new);
+    let keep = conn::dispatch(p, &new, io, ctx, depth + 1, &[]).await;
     keep && body_done
 }
 

@@ -209,8 +209,41 @@ pub struct SiteConfig {
     pub index: Option<Vec<String>>,
     #[serde(default)]
     pub autoindex: bool,
+    /// Follow symlinks that lead out of the root (default: refused, logged).
+    #[serde(default)]
+    pub follow_symlinks: bool,
+    /// Serve paths with a segment starting with '.' (`.git`, `.env`,
+    /// `.htaccess`); `/.well-known/` is always served.
+    #[serde(default)]
+    pub allow_dotfiles: bool,
     #[serde(default)]
     pub route: Vec<RouteConfig>,
+    /// Regular-expression rewrites of the path, in order, before routing.
+    #[serde(default)]
+    pub rewrite: Vec<Spanned<RewriteConfig>>,
+}
+
+/// `[[site.rewrite]]`: `from` is matched against the decoded, normalized
+/// path; `to` may use `$1`..`$9` and carry a query, to which the request's
+/// own query is appended.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewriteConfig {
+    pub from: String,
+    pub to: String,
+}
+
+/// `php = {...}`: a PHP application through a FastCGI pool, done safely.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhpRouteConfig {
+    pub pool: String,
+    /// The script run for paths that name no file (default "/index.php";
+    /// "" for none: 404).
+    pub front_controller: Option<String>,
+    /// Extra FastCGI parameters.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -226,6 +259,17 @@ pub struct RouteConfig {
     pub authorizer: Option<Spanned<String>>,
     /// The status page.
     pub status: Option<Spanned<StatusRouteConfig>>,
+    /// The PHP preset.
+    pub php: Option<Spanned<PhpRouteConfig>>,
+    /// 403 for everything the matcher takes.
+    #[serde(default)]
+    pub deny: bool,
+    /// Static files from this directory, the part of the path after the
+    /// prefix mapped into it (nginx `alias`).
+    pub alias: Option<Spanned<String>>,
+    /// Files tried in order (`$uri`, `$uri/`, `$query_string`); the last
+    /// entry is a URI run through routing or `=CODE`.
+    pub try_files: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -240,6 +284,12 @@ pub struct StatusRouteConfig {
 pub struct FastCgiRouteConfig {
     /// The `[[pool]]` that serves this route.
     pub pool: String,
+    /// Split SCRIPT_NAME and PATH_INFO after the first occurrence of this
+    /// (`.php`) followed by '/' or the end of the path.
+    pub split_path: Option<String>,
+    /// Extra FastCGI parameters.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
 }
 
 /// `[[pool]]`: a FastCGI application pool.
@@ -269,6 +319,11 @@ pub struct PoolConfig {
 pub struct CgiRouteConfig {
     pub dir: Option<String>,
     pub interpreter: Option<String>,
+    /// One program for the whole prefix; the rest of the path is PATH_INFO.
+    pub script: Option<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     pub timeout: Option<Dur>,
     #[serde(default)]
     pub pass_authorization: bool,
@@ -376,7 +431,46 @@ impl HostPattern {
 #[derive(Debug, Clone)]
 pub enum Matcher {
     Prefix(String),
-    Suffix(String),
+    /// Matched case-insensitively (a case-insensitive file system view must
+    /// not turn `/X.PHP` into source). With `split`, `suffix/` anywhere in
+    /// the path matches too (`/x.php/extra`).
+    Suffix {
+        suffix: String,
+        split: bool,
+    },
+}
+
+impl Matcher {
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Matcher::Prefix(p) => path.starts_with(p.as_str()),
+            Matcher::Suffix { suffix, split } => {
+                ends_with_ignore_case(path, suffix) || (*split && split_at(path, suffix).is_some())
+            }
+        }
+    }
+}
+
+/// Whether `s` ends with `suffix`, ASCII case ignored.
+pub fn ends_with_ignore_case(s: &str, suffix: &str) -> bool {
+    s.len() >= suffix.len()
+        && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+}
+
+/// Where the script part of `path` ends: after the first `marker` followed
+/// by '/' or the end of the path (nginx `fastcgi_split_path_info
+/// ^(.+?\.php)(/.*)$`). ASCII case is ignored.
+pub fn split_at(path: &str, marker: &str) -> Option<usize> {
+    let (p, m) = (path.as_bytes(), marker.as_bytes());
+    if m.is_empty() || p.len() < m.len() {
+        return None;
+    }
+    (1..=p.len() - m.len())
+        .find(|&i| {
+            p[i..i + m.len()].eq_ignore_ascii_case(m)
+                && matches!(p.get(i + m.len()), None | Some(b'/'))
+        })
+        .map(|i| i + m.len())
 }
 
 #[derive(Debug)]
@@ -385,6 +479,20 @@ pub enum Handler {
     Cgi(Arc<crate::cgi::CgiConfig>),
     FastCgi(Arc<crate::fastcgi::FastCgiRoute>),
     Status(Arc<crate::status::StatusConfig>),
+    /// The PHP preset: FastCGI for scripts, static for other files.
+    Php(Arc<PhpRoute>),
+    /// 403.
+    Deny,
+}
+
+/// `php = {...}` resolved.
+#[derive(Debug)]
+pub struct PhpRoute {
+    pub fastcgi: crate::fastcgi::FastCgiRoute,
+    /// Serves the files that are not scripts (never a `.php`).
+    pub statics: Arc<StaticConfig>,
+    /// Run for paths that name no file; None: 404.
+    pub front_controller: Option<String>,
 }
 
 #[derive(Debug)]
@@ -393,16 +501,30 @@ pub struct Route {
     pub handler: Handler,
     /// Index into `Runtime::pools` of the FastCGI Authorizer asked first.
     pub authorizer: Option<usize>,
+    /// `try_files`, as written.
+    pub try_files: Option<Vec<String>>,
+}
+
+/// `[[site.rewrite]]`, compiled.
+#[derive(Debug)]
+pub struct Rewrite {
+    pub from: regex::Regex,
+    pub to: String,
 }
 
 #[derive(Debug)]
 pub struct Site {
     pub hosts: Vec<HostPattern>,
-    /// Routes in the order they are tried: longest prefix first, then
-    /// suffixes in file order.
+    /// Routes in the order they are tried: deny routes, then suffixes in
+    /// file order, then prefixes, longest first.
     pub routes: Vec<Route>,
     /// The site's own static handler, used when no route matches.
     pub fallback: Option<Handler>,
+    /// The site's root, where `try_files` and index names are looked up.
+    pub root: Option<PathBuf>,
+    pub index: Vec<String>,
+    pub rewrites: Vec<Rewrite>,
+    pub allow_dotfiles: bool,
 }
 
 /// Everything the workers need, validated and precompiled. Immutable: a
@@ -421,6 +543,19 @@ pub struct Runtime {
     pub pools: Vec<Arc<crate::pool::Pool>>,
     /// Where the runtime came from, for messages.
     pub source: String,
+    /// What `stoa check` and start-up report without refusing the file
+    /// (shadowed routes).
+    pub warnings: Vec<String>,
+}
+
+fn same_matcher(a: &Matcher, b: &Matcher) -> bool {
+    match (a, b) {
+        (Matcher::Prefix(x), Matcher::Prefix(y)) => x == y,
+        (Matcher::Suffix { suffix: x, .. }, Matcher::Suffix { suffix: y, .. }) => {
+            x.eq_ignore_ascii_case(y)
+        }
+        _ => false,
+    }
 }
 
 impl Runtime {
@@ -655,7 +790,10 @@ fn build(
                 root: Some(Spanned::new(0..0, root)),
                 index: None,
                 autoindex: false,
+                follow_symlinks: false,
+                allow_dotfiles: false,
                 route: Vec::new(),
+                rewrite: Vec::new(),
             }),
         }
     }
@@ -668,6 +806,7 @@ fn build(
     }
 
     let mut sites = Vec::new();
+    let mut warnings = Vec::new();
     for (i, sc) in site_cfgs.iter().enumerate() {
         let key = format!("site[{i}]");
         let index = sc
@@ -683,6 +822,40 @@ fn build(
                 ));
             }
         }
+        // Names a script route of this site runs: never served as files,
+        // whatever route or index setting leads to them.
+        let mut scripts: Vec<String> = Vec::new();
+        for rc in &sc.route {
+            if let (Some(suffix), true) = (&rc.suffix, rc.static_.is_none() && rc.alias.is_none()) {
+                if rc.cgi.is_some() || rc.fastcgi.is_some() || rc.php.is_some() {
+                    scripts.push(suffix.to_ascii_lowercase());
+                }
+            }
+            if rc.php.is_some() {
+                scripts.push(".php".to_owned());
+            }
+            if let Some(split) = rc
+                .fastcgi
+                .as_ref()
+                .and_then(|f| f.get_ref().split_path.clone())
+            {
+                scripts.push(split.to_ascii_lowercase());
+            }
+        }
+        scripts.sort();
+        scripts.dedup();
+        let site_root = sc.root.as_ref().map(|r| resolve(r.get_ref()));
+        let open_static = |root: &Path,
+                           index: Vec<String>,
+                           autoindex: bool,
+                           strip: Option<&str>|
+         -> Result<StaticConfig, String> {
+            Ok(StaticConfig::open(root, index, autoindex)?.with_rules(
+                sc.follow_symlinks,
+                scripts.clone(),
+                strip.map(str::to_owned),
+            ))
+        };
         let fallback = match &sc.root {
             Some(r) => {
                 let span = if r.span() == (0..0) {
@@ -690,15 +863,29 @@ fn build(
                 } else {
                     Some(r.span())
                 };
-                let cfg = StaticConfig::open(&resolve(r.get_ref()), index.clone(), sc.autoindex)
+                let cfg = open_static(&resolve(r.get_ref()), index.clone(), sc.autoindex, None)
                     .map_err(|m| err(span, &format!("{key}.root"), m))?;
                 Some(Handler::Static(Arc::new(cfg)))
             }
             None => None,
         };
+        let document_root = site_root
+            .as_ref()
+            .map(|r| r.canonicalize().unwrap_or(r.clone()).display().to_string())
+            .unwrap_or_default();
+        let pool_index = |name: &str, span: std::ops::Range<usize>, k: &str| {
+            pool_specs
+                .iter()
+                .position(|p| p.name == name)
+                .ok_or_else(|| err(Some(span), k, format!("no [[pool]] named `{name}`")))
+        };
         let mut routes = Vec::new();
         for (j, rc) in sc.route.iter().enumerate() {
             let rkey = format!("{key}.route[{j}]");
+            let split = rc
+                .fastcgi
+                .as_ref()
+                .is_some_and(|f| f.get_ref().split_path.is_some());
             let matcher = match (&rc.prefix, &rc.suffix) {
                 (Some(p), None) if p.starts_with('/') => Matcher::Prefix(p.clone()),
                 (Some(_), None) => {
@@ -708,7 +895,10 @@ fn build(
                         "must start with '/'".into(),
                     ))
                 }
-                (None, Some(s)) if !s.is_empty() => Matcher::Suffix(s.clone()),
+                (None, Some(s)) if !s.is_empty() => Matcher::Suffix {
+                    suffix: s.clone(),
+                    split,
+                },
                 _ => {
                     return Err(err(
                         None,
@@ -720,107 +910,201 @@ fn build(
             let handlers = usize::from(rc.static_.is_some())
                 + usize::from(rc.cgi.is_some())
                 + usize::from(rc.fastcgi.is_some())
-                + usize::from(rc.status.is_some());
+                + usize::from(rc.status.is_some())
+                + usize::from(rc.php.is_some())
+                + usize::from(rc.alias.is_some())
+                + usize::from(rc.deny);
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static = {...}`, `cgi = {...}`, `fastcgi = {...}` or `status = {}`)"
+                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `php`, `status` or `deny`)"
                 } else {
                     "one handler per route"
                 };
                 return Err(err(None, &rkey, msg.into()));
             }
-            let handler = match (&rc.static_, &rc.cgi) {
-                (None, None) if rc.status.is_some() => {
-                    let Some(st) = &rc.status else {
-                        return Err(err(None, &rkey, "no handler".into()));
-                    };
-                    let cfg = crate::status::StatusConfig::new(st.get_ref().allow.as_deref())
-                        .map_err(|m| err(Some(st.span()), &format!("{rkey}.status.allow"), m))?;
-                    Handler::Status(Arc::new(cfg))
+            let handler = if rc.deny {
+                Handler::Deny
+            } else if let Some(st) = &rc.status {
+                let cfg = crate::status::StatusConfig::new(st.get_ref().allow.as_deref())
+                    .map_err(|m| err(Some(st.span()), &format!("{rkey}.status.allow"), m))?;
+                Handler::Status(Arc::new(cfg))
+            } else if let Some(fc) = &rc.fastcgi {
+                let f = fc.get_ref();
+                let idx = pool_index(&f.pool, fc.span(), &format!("{rkey}.fastcgi.pool"))?;
+                if f.split_path.as_deref() == Some("") {
+                    return Err(err(
+                        Some(fc.span()),
+                        &format!("{rkey}.fastcgi.split_path"),
+                        "must not be empty".into(),
+                    ));
                 }
-                (None, None) => {
-                    let Some(fc) = &rc.fastcgi else {
-                        return Err(err(None, &rkey, "no handler".into()));
-                    };
-                    let name = &fc.get_ref().pool;
-                    let Some(idx) = pool_specs.iter().position(|p| &p.name == name) else {
+                Handler::FastCgi(Arc::new(crate::fastcgi::FastCgiRoute {
+                    pool: idx,
+                    pool_name: f.pool.clone(),
+                    document_root: document_root.clone(),
+                    split_path: f.split_path.clone(),
+                    params: f
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                }))
+            } else if let Some(ph) = &rc.php {
+                let f = ph.get_ref();
+                let idx = pool_index(&f.pool, ph.span(), &format!("{rkey}.php.pool"))?;
+                let Some(root) = &site_root else {
+                    return Err(err(
+                        Some(ph.span()),
+                        &format!("{rkey}.php"),
+                        "runs files under the site's `root`, and the site has none".into(),
+                    ));
+                };
+                let mut php_index = vec!["index.php".to_owned()];
+                php_index.extend(index.iter().filter(|n| *n != "index.php").cloned());
+                let statics = open_static(root, php_index, sc.autoindex, None)
+                    .map_err(|m| err(Some(ph.span()), &format!("{rkey}.php"), m))?;
+                let front_controller = match f.front_controller.as_deref() {
+                    None => Some("/index.php".to_owned()),
+                    Some("") => None,
+                    Some(p) if p.starts_with('/') => Some(p.to_owned()),
+                    Some(_) => {
                         return Err(err(
-                            Some(fc.span()),
-                            &format!("{rkey}.fastcgi.pool"),
-                            format!("no [[pool]] named `{name}`"),
-                        ));
-                    };
-                    let root = sc.root.as_ref().map(|r| resolve(r.get_ref()));
-                    let document_root = root
-                        .map(|r| r.canonicalize().unwrap_or(r).display().to_string())
-                        .unwrap_or_default();
-                    Handler::FastCgi(Arc::new(crate::fastcgi::FastCgiRoute {
+                            Some(ph.span()),
+                            &format!("{rkey}.php.front_controller"),
+                            "must start with '/'".into(),
+                        ))
+                    }
+                };
+                Handler::Php(Arc::new(PhpRoute {
+                    fastcgi: crate::fastcgi::FastCgiRoute {
                         pool: idx,
-                        pool_name: name.clone(),
-                        document_root,
-                    }))
-                }
-                (Some(st), None) => {
-                    let s = st.get_ref();
-                    let root = match (&s.root, &sc.root) {
-                        (Some(r), _) => resolve(r),
-                        (None, Some(r)) => resolve(r.get_ref()),
-                        (None, None) => {
-                            return Err(err(
-                                Some(st.span()),
-                                &format!("{rkey}.static.root"),
-                                "no root here or on the site".into(),
-                            ))
-                        }
-                    };
-                    let cfg = StaticConfig::open(
-                        &root,
-                        s.index.clone().unwrap_or_else(|| index.clone()),
-                        s.autoindex.unwrap_or(sc.autoindex),
-                    )
-                    .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
-                    Handler::Static(Arc::new(cfg))
-                }
-                (None, Some(cg)) => {
-                    let c = cg.get_ref();
-                    let cfg = crate::cgi::route_config(
-                        c.dir.as_deref().map(&resolve),
-                        c.interpreter.as_deref().map(&resolve),
-                        c.timeout,
-                        c.pass_authorization,
-                        rc.prefix.as_deref(),
-                        sc.root.as_ref().map(|r| resolve(r.get_ref())),
-                        &cgi_globals,
-                    )
-                    .map_err(|m| err(Some(cg.span()), &format!("{rkey}.cgi"), m))?;
-                    Handler::Cgi(Arc::new(cfg))
-                }
-                (Some(_), Some(_)) => return Err(err(None, &rkey, "one handler per route".into())),
+                        pool_name: f.pool.clone(),
+                        document_root: document_root.clone(),
+                        split_path: Some(".php".to_owned()),
+                        params: f
+                            .params
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    },
+                    statics: Arc::new(statics),
+                    front_controller,
+                }))
+            } else if let Some(al) = &rc.alias {
+                let Some(prefix) = &rc.prefix else {
+                    return Err(err(
+                        Some(al.span()),
+                        &format!("{rkey}.alias"),
+                        "needs a `prefix` route (the prefix maps onto the directory)".into(),
+                    ));
+                };
+                let cfg = open_static(
+                    &resolve(al.get_ref()),
+                    index.clone(),
+                    sc.autoindex,
+                    Some(prefix.trim_end_matches('/')),
+                )
+                .map_err(|m| err(Some(al.span()), &format!("{rkey}.alias"), m))?;
+                Handler::Static(Arc::new(cfg))
+            } else if let Some(st) = &rc.static_ {
+                let s = st.get_ref();
+                let root = match (&s.root, &site_root) {
+                    (Some(r), _) => resolve(r),
+                    (None, Some(r)) => r.clone(),
+                    (None, None) => {
+                        return Err(err(
+                            Some(st.span()),
+                            &format!("{rkey}.static.root"),
+                            "no root here or on the site".into(),
+                        ))
+                    }
+                };
+                let cfg = open_static(
+                    &root,
+                    s.index.clone().unwrap_or_else(|| index.clone()),
+                    s.autoindex.unwrap_or(sc.autoindex),
+                    None,
+                )
+                .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
+                Handler::Static(Arc::new(cfg))
+            } else if let Some(cg) = &rc.cgi {
+                let c = cg.get_ref();
+                let cfg = crate::cgi::route_config(
+                    crate::cgi::RouteSpec {
+                        dir: c.dir.as_deref().map(&resolve),
+                        interpreter: c.interpreter.as_deref().map(&resolve),
+                        script: c.script.as_deref().map(&resolve),
+                        timeout: c.timeout,
+                        pass_authorization: c.pass_authorization,
+                        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    },
+                    rc.prefix.as_deref(),
+                    site_root.clone(),
+                    &cgi_globals,
+                )
+                .map_err(|m| err(Some(cg.span()), &format!("{rkey}.cgi"), m))?;
+                Handler::Cgi(Arc::new(cfg))
+            } else {
+                return Err(err(None, &rkey, "no handler".into()));
             };
             let authorizer = match &rc.authorizer {
                 None => None,
-                Some(a) => {
-                    let name = a.get_ref();
-                    let Some(idx) = pool_specs.iter().position(|p| &p.name == name) else {
-                        return Err(err(
-                            Some(a.span()),
-                            &format!("{rkey}.authorizer"),
-                            format!("no [[pool]] named `{name}`"),
-                        ));
-                    };
-                    Some(idx)
-                }
+                Some(a) => Some(pool_index(
+                    a.get_ref(),
+                    a.span(),
+                    &format!("{rkey}.authorizer"),
+                )?),
             };
+            if let Some(tf) = &rc.try_files {
+                if tf.len() < 2 {
+                    return Err(err(
+                        None,
+                        &format!("{rkey}.try_files"),
+                        "needs at least one file and a last entry (a URI or `=CODE`)".into(),
+                    ));
+                }
+                let last = &tf[tf.len() - 1];
+                let ok = match last.strip_prefix('=') {
+                    Some(code) => code.parse::<u16>().is_ok_and(|c| (400..600).contains(&c)),
+                    None => last.starts_with('/'),
+                };
+                if !ok {
+                    return Err(err(
+                        None,
+                        &format!("{rkey}.try_files"),
+                        format!("the last entry `{last}` is neither a URI starting with '/' nor `=CODE` (400-599)"),
+                    ));
+                }
+                if site_root.is_none() {
+                    return Err(err(
+                        None,
+                        &format!("{rkey}.try_files"),
+                        "looks files up under the site's `root`, and the site has none".into(),
+                    ));
+                }
+            }
+            if let Some(prev) = routes
+                .iter()
+                .position(|r: &Route| same_matcher(&r.matcher, &matcher))
+            {
+                warnings.push(format!(
+                    "{file}: {rkey}: never used: {key}.route[{prev}] has the same matcher and is tried first"
+                ));
+            }
             routes.push(Route {
                 matcher,
                 handler,
                 authorizer,
+                try_files: rc.try_files.clone(),
             });
         }
-        // Longest prefix first; suffix routes keep their order after them.
-        routes.sort_by_key(|r| match &r.matcher {
-            Matcher::Prefix(p) => (0, usize::MAX - p.len()),
-            Matcher::Suffix(_) => (1, 0),
+        // The routing rule: deny routes first, then suffix routes in file
+        // order, then prefix routes, longest first (a stable sort keeps the
+        // file order within each class).
+        routes.sort_by_key(|r| match (&r.handler, &r.matcher) {
+            (Handler::Deny, _) => (0, 0),
+            (_, Matcher::Suffix { .. }) => (1, 0),
+            (_, Matcher::Prefix(p)) => (2, usize::MAX - p.len()),
         });
         if routes.is_empty() && fallback.is_none() {
             return Err(err(
@@ -829,11 +1113,37 @@ fn build(
                 "needs a `root` or at least one route".into(),
             ));
         }
+        let mut rewrites = Vec::new();
+        for (j, rw) in sc.rewrite.iter().enumerate() {
+            let r = rw.get_ref();
+            let from = regex::Regex::new(&r.from).map_err(|e| {
+                err(
+                    Some(rw.span()),
+                    &format!("{key}.rewrite[{j}].from"),
+                    e.to_string(),
+                )
+            })?;
+            if !r.to.starts_with('/') {
+                return Err(err(
+                    Some(rw.span()),
+                    &format!("{key}.rewrite[{j}].to"),
+                    "must start with '/'".into(),
+                ));
+            }
+            rewrites.push(Rewrite {
+                from,
+                to: r.to.clone(),
+            });
+        }
         let hosts = sc.hosts.clone().unwrap_or_else(|| vec!["*".to_owned()]);
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
             routes,
             fallback,
+            root: site_root.map(|r| r.canonicalize().unwrap_or(r)),
+            index,
+            rewrites,
+            allow_dotfiles: sc.allow_dotfiles,
         });
     }
 
@@ -847,6 +1157,7 @@ fn build(
         pool_specs,
         pools: Vec::new(),
         source: file.to_owned(),
+        warnings,
     })
 }
 

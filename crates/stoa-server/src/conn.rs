@@ -2,7 +2,7 @@
 //! response, repeat. Pipelined requests are answered in order and their
 //! responses leave in one write once no complete request is left buffered.
 
-use crate::config::{Handler, Matcher, Runtime, Site};
+use crate::config::{Handler, Route, Runtime, Site};
 use crate::output::Output;
 use crate::static_files;
 use crate::worker::Worker;
@@ -245,29 +245,18 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     rt: &rt,
                     closing: *shutdown.borrow(),
                 };
-                let keep = match pick(&head, &rt) {
-                    Pick::Cgi(cfg, norm) => {
-                        Box::pin(crate::cgi::serve(&head, cfg, norm, &mut io, &ctx, 0, &[])).await
+                let (p, rewritten) = pick(&head, &rt);
+                let head = rewritten.as_ref().unwrap_or(&head);
+                let keep = match p {
+                    Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Guarded(_) => {
+                        Box::pin(dispatch(p, head, &mut io, &ctx, 0, &[])).await
                     }
-                    Pick::FastCgi(cfg, norm) => {
-                        Box::pin(crate::fastcgi::serve(
-                            &head,
-                            cfg,
-                            norm,
-                            &mut io,
-                            &ctx,
-                            0,
-                            &[],
-                        ))
-                        .await
-                    }
-                    Pick::Guarded(pool) => Box::pin(guarded(&head, pool, &mut io, &ctx, 0)).await,
                     other => {
-                        let keep = answer(other, &head, &ctx, &mut io.out, peer);
+                        let keep = answer(other, head, &ctx, &mut io.out, peer);
                         // Boxed: rare, and its state would otherwise sit in
                         // every connection's future.
                         keep && (!head.has_body()
-                            || Box::pin(consume_body(&head, &mut io, &rt)).await)
+                            || Box::pin(consume_body(head, &mut io, &rt)).await)
                     }
                 };
                 if !keep {
@@ -429,49 +418,277 @@ pub enum Pick<'r> {
 }
 
 /// Chooses the handler for a request: limits first, then the site by Host,
-/// then the route.
-pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
+/// then the route. When routing changed the target (a rewrite, an index or
+/// `try_files` redirect), the request as the handler is to see it comes
+/// back too; its REQUEST_URI stays the client's.
+pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
     pick_with(head, rt, true)
 }
 
 /// [`pick`] once the route's Authorizer said yes.
-pub fn pick_unguarded<'r>(head: &RequestHead, rt: &'r Runtime) -> Pick<'r> {
+pub fn pick_unguarded<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
     pick_with(head, rt, false)
 }
 
-fn pick_with<'r>(head: &RequestHead, rt: &'r Runtime, guard: bool) -> Pick<'r> {
+/// Internal redirects (index scripts, `try_files`, front controllers)
+/// followed by one routing before giving up with 500.
+const MAX_INTERNAL: usize = 10;
+
+/// What one routing step decided.
+enum Step<'r> {
+    Done(Pick<'r>),
+    /// Route again with this path (decoded) and query.
+    Redirect(String, Option<Vec<u8>>),
+}
+
+fn pick_with<'r>(
+    head: &RequestHead,
+    rt: &'r Runtime,
+    guard: bool,
+) -> (Pick<'r>, Option<RequestHead>) {
     if let Framing::Length(n) = head.framing {
         if n > rt.limits.max_body_bytes {
-            return Pick::Status(413);
+            return (Pick::Status(413), None);
         }
     }
     if head.target() == b"*" {
         // Asterisk form is only for server-wide OPTIONS (RFC 9112 §3.2.4).
-        return if head.method == Method::Options {
+        let p = if head.method == Method::Options {
             Pick::OptionsStar
         } else {
             Pick::Status(400)
         };
+        return (p, None);
     }
     let Some(site) = rt.site_for(host_name(head.host())) else {
-        return Pick::Status(404);
+        return (Pick::Status(404), None);
     };
     // Routes see the path decoded and normalized, as the file system will:
     // matching the raw path would let `/index%2ephp` or `//cgi-bin/x` miss
-    // their route and reach the static handler as source.
-    let Ok(norm) = crate::http::path::normalize(head.path()) else {
-        return Pick::Status(400);
+    // their route and reach the static handler as source. Normalizing also
+    // refuses control characters (a `%0a` that would steer a PATH_INFO
+    // split: CVE-2019-11043) and `..` above the root.
+    let Ok(mut norm) = crate::http::path::normalize(head.path()) else {
+        return (Pick::Status(400), None);
     };
-    let (handler, authorizer) = route(site, norm.as_bytes());
-    if let (Some(pool), true) = (authorizer, guard) {
-        return Pick::Guarded(pool);
+    let mut changed: Option<Option<Vec<u8>>> = None;
+    if !head.is_rewritten() {
+        for rw in &site.rewrites {
+            let Some(caps) = rw.from.captures(&norm) else {
+                continue;
+            };
+            let mut to = String::new();
+            caps.expand(&rw.to, &mut to);
+            let (path, q) = match to.split_once('?') {
+                Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+                None => (to, None),
+            };
+            // The request's own query follows the rule's (nginx `rewrite`).
+            let orig = changed
+                .clone()
+                .unwrap_or_else(|| head.query().map(<[u8]>::to_vec));
+            let query = match (q, orig) {
+                (Some(q), Some(o)) if !o.is_empty() => {
+                    let mut v = q.into_bytes();
+                    v.push(b'&');
+                    v.extend_from_slice(&o);
+                    Some(v)
+                }
+                (Some(q), _) => Some(q.into_bytes()),
+                (None, o) => o,
+            };
+            match crate::http::path::normalize(path.as_bytes()) {
+                Ok(n) => norm = n,
+                Err(_) => return (Pick::Status(400), None),
+            }
+            changed = Some(query);
+        }
     }
+    for _ in 0..MAX_INTERNAL {
+        if !site.allow_dotfiles && has_dotfile(&norm) {
+            return (Pick::Status(403), rewritten_head(head, &norm, &changed));
+        }
+        let route = route(site, &norm);
+        if let (Some(pool), true) = (route.and_then(|r| r.authorizer), guard) {
+            return (Pick::Guarded(pool), rewritten_head(head, &norm, &changed));
+        }
+        let handler = route.map(|r| &r.handler).or(site.fallback.as_ref());
+        let query = match &changed {
+            Some(q) => q.as_deref(),
+            None => head.query(),
+        };
+        let step = match route.and_then(|r| r.try_files.as_deref()) {
+            Some(tf) => match try_files(site, tf, &norm, query) {
+                TryFiles::Found(path) => {
+                    norm = path;
+                    route_step(site, handler, norm, query)
+                }
+                TryFiles::Status(s) => Step::Done(Pick::Status(s)),
+                TryFiles::Redirect(path, q) => Step::Redirect(path, q),
+            },
+            None => route_step(site, handler, norm, query),
+        };
+        match step {
+            Step::Done(p) => {
+                let head = match &p {
+                    Pick::Static(_, n) | Pick::Cgi(_, n) | Pick::FastCgi(_, n) => {
+                        rewritten_head(head, n, &changed)
+                    }
+                    _ => None,
+                };
+                return (p, head);
+            }
+            Step::Redirect(path, q) => {
+                match crate::http::path::normalize(path.as_bytes()) {
+                    Ok(n) => norm = n,
+                    Err(_) => return (Pick::Status(400), None),
+                }
+                changed = Some(q);
+            }
+        }
+    }
+    tracing::error!("routing: more than {MAX_INTERNAL} internal redirects for {norm}");
+    (Pick::Status(500), None)
+}
+
+/// The request with its target replaced, when routing changed it.
+fn rewritten_head(
+    head: &RequestHead,
+    norm: &str,
+    changed: &Option<Option<Vec<u8>>>,
+) -> Option<RequestHead> {
+    let query = changed.as_ref()?;
+    let mut target = crate::http::path::encode(norm).into_bytes();
+    if let Some(q) = query {
+        target.push(b'?');
+        target.extend_from_slice(q);
+    }
+    Some(head.rewritten(&target))
+}
+
+/// A path segment starting with '.' (`.git`, `.env`, `.htpasswd`), other
+/// than `/.well-known/` (RFC 8615).
+fn has_dotfile(norm: &str) -> bool {
+    let mut rest = norm;
+    while let Some(i) = rest.find("/.") {
+        let seg = &rest[i + 1..];
+        let seg = seg.split('/').next().unwrap_or("");
+        if !(i == 0 && std::ptr::eq(rest, norm) && seg == ".well-known") {
+            return true;
+        }
+        rest = &rest[i + 2..];
+    }
+    false
+}
+
+/// The handler for a path that routing settled on.
+fn route_step<'r>(
+    site: &'r Site,
+    handler: Option<&'r Handler>,
+    mut norm: String,
+    query: Option<&[u8]>,
+) -> Step<'r> {
     match handler {
-        Some(Handler::Static(cfg)) => Pick::Static(cfg, norm),
-        Some(Handler::Cgi(cfg)) => Pick::Cgi(cfg, norm),
-        Some(Handler::FastCgi(cfg)) => Pick::FastCgi(cfg, norm),
-        Some(Handler::Status(cfg)) => Pick::ServerStatus(cfg),
-        None => Pick::Status(404),
+        Some(Handler::Static(cfg)) => {
+            // An index that a script route runs is run (an internal
+            // redirect), never served.
+            if let Some(name) = cfg.script_index(&norm) {
+                norm.push_str(name);
+                return Step::Redirect(norm, query.map(<[u8]>::to_vec));
+            }
+            Step::Done(Pick::Static(cfg, norm))
+        }
+        Some(Handler::Cgi(cfg)) => Step::Done(Pick::Cgi(cfg, norm)),
+        Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
+        Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
+        Some(Handler::Php(php)) => php_step(site, php, norm),
+        Some(Handler::Deny) => Step::Done(Pick::Status(403)),
+        None => Step::Done(Pick::Status(404)),
+    }
+}
+
+/// The PHP preset (Caddy's `php_fastcgi`): a path through a `.php` file
+/// runs it (the rest is PATH_INFO); another existing file is static (never
+/// a `.php`); a directory runs its index.php; anything else runs the front
+/// controller.
+fn php_step<'r>(site: &'r Site, php: &'r crate::config::PhpRoute, mut norm: String) -> Step<'r> {
+    let Some(root) = site.root.as_deref() else {
+        return Step::Done(Pick::Status(404));
+    };
+    let root = root.to_string_lossy();
+    let is_file = |p: &str| std::fs::metadata(format!("{root}{p}")).is_ok_and(|m| m.is_file());
+    if let Some(at) = crate::config::split_at(&norm, ".php") {
+        if is_file(&norm[..at]) {
+            return Step::Done(Pick::FastCgi(&php.fastcgi, norm));
+        }
+    } else {
+        match std::fs::metadata(format!("{root}{norm}")) {
+            Ok(m) if m.is_file() => return Step::Done(Pick::Static(&php.statics, norm)),
+            Ok(m) if m.is_dir() => {
+                if norm.ends_with('/') && is_file(&format!("{norm}index.php")) {
+                    norm.push_str("index.php");
+                    return Step::Done(Pick::FastCgi(&php.fastcgi, norm));
+                }
+                // The static handler redirects to the slash, or serves
+                // another index or a listing.
+                return Step::Done(Pick::Static(&php.statics, norm));
+            }
+            _ => {}
+        }
+    }
+    match &php.front_controller {
+        Some(fc) if is_file(fc) => Step::Done(Pick::FastCgi(&php.fastcgi, fc.clone())),
+        _ => Step::Done(Pick::Status(404)),
+    }
+}
+
+enum TryFiles {
+    /// This file or directory exists: serve it with the route's handler.
+    Found(String),
+    Status(u16),
+    /// The last entry: route again.
+    Redirect(String, Option<Vec<u8>>),
+}
+
+/// nginx `try_files`: each entry but the last names a file (a directory
+/// when it ends in '/') under the site root; `$uri` is the path,
+/// `$query_string` (or `$args`) the query. The last is a URI or `=CODE`.
+fn try_files(site: &Site, entries: &[String], norm: &str, query: Option<&[u8]>) -> TryFiles {
+    let q = String::from_utf8_lossy(query.unwrap_or(b""));
+    let expand = |e: &str| {
+        e.replace("$uri", norm)
+            .replace("$query_string", &q)
+            .replace("$args", &q)
+    };
+    let root = site
+        .root
+        .as_deref()
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (last, files) = entries.split_last().unwrap_or((&entries[0], &[]));
+    for e in files {
+        let path = expand(e);
+        let Ok(n) = crate::http::path::normalize(path.as_bytes()) else {
+            continue;
+        };
+        let found = std::fs::metadata(format!("{root}{n}")).is_ok_and(|m| {
+            if n.ends_with('/') {
+                m.is_dir()
+            } else {
+                m.is_file()
+            }
+        });
+        if found {
+            return TryFiles::Found(n);
+        }
+    }
+    if let Some(code) = last.strip_prefix('=') {
+        return TryFiles::Status(code.parse().unwrap_or(404));
+    }
+    let to = expand(last);
+    match to.split_once('?') {
+        Some((p, q)) => TryFiles::Redirect(p.to_owned(), Some(q.as_bytes().to_vec())),
+        None => TryFiles::Redirect(to, query.map(<[u8]>::to_vec)),
     }
 }
 
@@ -532,18 +749,10 @@ pub fn host_name(h: Option<&[u8]>) -> &str {
     std::str::from_utf8(h).unwrap_or("")
 }
 
-/// The handler for a path, and the Authorizer to ask first.
-fn route<'s>(site: &'s Site, path: &[u8]) -> (Option<&'s Handler>, Option<usize>) {
-    for r in &site.routes {
-        let hit = match &r.matcher {
-            Matcher::Prefix(p) => path.starts_with(p.as_bytes()),
-            Matcher::Suffix(s) => path.ends_with(s.as_bytes()),
-        };
-        if hit {
-            return (Some(&r.handler), r.authorizer);
-        }
-    }
-    (site.fallback.as_ref(), None)
+/// The first route that takes a path, in the order the config sorted
+/// them (deny, suffixes, prefixes longest first); None: the site's root.
+fn route<'s>(site: &'s Site, path: &str) -> Option<&'s Route> {
+    site.routes.iter().find(|r| r.matcher.matches(path))
 }
 
 /// A request for a route with a FastCGI Authorizer (§6.3): the application
@@ -564,16 +773,32 @@ pub(crate) async fn guarded(
             return keep && (!head.has_body() || consume_body(head, io, ctx.rt).await);
         }
     };
-    match pick_unguarded(head, ctx.rt) {
+    let (p, rewritten) = pick_unguarded(head, ctx.rt);
+    let head = rewritten.as_ref().unwrap_or(head);
+    dispatch(p, head, io, ctx, depth, &vars).await
+}
+
+/// Runs the handler routing chose. `vars` are an Authorizer's grants;
+/// `depth` counts local redirects.
+pub(crate) async fn dispatch(
+    p: Pick<'_>,
+    head: &RequestHead,
+    io: &mut Io,
+    ctx: &Ctx<'_>,
+    depth: u8,
+    vars: &[(String, Vec<u8>)],
+) -> bool {
+    match p {
         Pick::Cgi(c, norm) => {
-            Box::pin(crate::cgi::serve(head, c, norm, io, ctx, depth, &vars)).await
+            Box::pin(crate::cgi::serve(head, c, norm, io, ctx, depth, vars)).await
         }
         Pick::FastCgi(c, norm) => {
-            Box::pin(crate::fastcgi::serve(head, c, norm, io, ctx, depth, &vars)).await
+            Box::pin(crate::fastcgi::serve(head, c, norm, io, ctx, depth, vars)).await
         }
+        Pick::Guarded(pool) => Box::pin(guarded(head, pool, io, ctx, depth)).await,
         other => {
             let keep = answer(other, head, ctx, &mut io.out, io.peer);
-            keep && (!head.has_body() || consume_body(head, io, ctx.rt).await)
+            keep && (!head.has_body() || Box::pin(consume_body(head, io, ctx.rt)).await)
         }
     }
 }

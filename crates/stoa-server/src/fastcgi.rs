@@ -31,8 +31,14 @@ pub struct FastCgiRoute {
     /// Index into `Runtime::pools`.
     pub pool: usize,
     pub pool_name: String,
-    /// SCRIPT_FILENAME is this root plus the request path.
+    /// SCRIPT_FILENAME is this root plus the request path (its script
+    /// part, with `split_path`).
     pub document_root: String,
+    /// SCRIPT_NAME ends after the first occurrence of this followed by '/'
+    /// or the end; the rest is PATH_INFO.
+    pub split_path: Option<String>,
+    /// Extra parameters (`params = {...}`), set after the CGI variables.
+    pub params: Vec<(String, String)>,
 }
 
 /// A connection to an application process.
@@ -200,16 +206,33 @@ pub async fn serve(
             Err(BodyFail::Gone) => return false,
         },
     };
-    let filename = format!("{}{}", route.document_root.trim_end_matches('/'), norm);
+    // Routing refused paths with control characters or `..` before this
+    // point, so the split cannot be steered (CVE-2019-11043).
+    let (script_name, path_info) = match route
+        .split_path
+        .as_deref()
+        .and_then(|m| crate::config::split_at(&norm, m))
+    {
+        Some(at) => norm.split_at(at),
+        None => (norm.as_str(), ""),
+    };
+    let filename = format!(
+        "{}{}",
+        route.document_root.trim_end_matches('/'),
+        script_name
+    );
     let names = cgi::Names {
-        script_name: &norm,
-        path_info: "",
+        script_name,
+        path_info,
         document_root: &route.document_root,
         script_filename: &filename,
     };
     // The application is the server's own business: Authorization passes
     // (php-fpm apps do their own authentication).
     let mut params = cgi::meta_env(head, io, names, input.content_length(), true);
+    for (k, v) in &route.params {
+        params.set(k, v.as_bytes());
+    }
     cgi::add_variables(&mut params, extra);
     match run(
         head,

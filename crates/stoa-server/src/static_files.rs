@@ -34,6 +34,14 @@ pub struct StaticConfig {
     root_fd: OwnedFd,
     pub index: Vec<String>,
     pub autoindex: bool,
+    /// Open symlinks that lead out of the root (default: refused).
+    follow_symlinks: bool,
+    /// Lowercase name endings of files a script route runs: never served
+    /// as files, whatever route, alias or index leads here.
+    scripts: Vec<String>,
+    /// For an `alias` route: the prefix removed from the path before it is
+    /// mapped under the root.
+    strip: Option<String>,
 }
 
 impl StaticConfig {
@@ -58,7 +66,53 @@ impl StaticConfig {
             root_fd: dir.into(),
             index,
             autoindex,
+            follow_symlinks: false,
+            scripts: Vec::new(),
+            strip: None,
         })
+    }
+
+    /// The site's rules: symlinks, names never served, an alias prefix.
+    pub fn with_rules(
+        mut self,
+        follow_symlinks: bool,
+        scripts: Vec<String>,
+        strip: Option<String>,
+    ) -> StaticConfig {
+        self.follow_symlinks = follow_symlinks;
+        self.scripts = scripts;
+        self.strip = strip;
+        self
+    }
+
+    /// For a directory path, the first index name present there when it is
+    /// a script of the site (routing runs it instead of serving it).
+    pub fn script_index(&self, norm: &str) -> Option<&str> {
+        if self.scripts.is_empty() || !norm.ends_with('/') {
+            return None;
+        }
+        let rel = match &self.strip {
+            Some(p) => norm.strip_prefix(p.as_str()).unwrap_or("/"),
+            None => norm,
+        };
+        let dir = format!("{}{rel}", self.root_str);
+        let name = self
+            .index
+            .iter()
+            .find(|n| std::fs::metadata(format!("{dir}{n}")).is_ok_and(|m| m.is_file()))?;
+        self.is_script(name).then_some(name.as_str())
+    }
+
+    /// Whether a file of this name is a script of the site (case and
+    /// trailing dots or spaces ignored: `X.PHP`, `x.php.`).
+    pub fn is_script(&self, name: &str) -> bool {
+        if self.scripts.is_empty() {
+            return false;
+        }
+        let name = name.trim_end_matches(['.', ' ']);
+        self.scripts
+            .iter()
+            .any(|s| crate::config::ends_with_ignore_case(name, s))
     }
 }
 
@@ -195,10 +249,23 @@ pub fn serve(
             return;
         }
     }
+    let name = norm.rsplit('/').next().unwrap_or("");
+    if cfg.is_script(name) {
+        tracing::warn!("static: {norm} is a script of this site; not served as a file");
+        reply.error(403, &[]);
+        return;
+    }
+    let rel = match &cfg.strip {
+        Some(p) => match norm.strip_prefix(p.as_str()) {
+            Some(r) if r.starts_with('/') => r,
+            _ => "/",
+        },
+        None => norm,
+    };
     let mut key = std::mem::take(&mut cache.key);
     key.clear();
     key.push_str(&cfg.root_str);
-    key.push_str(norm);
+    key.push_str(rel);
     cache.now = Instant::now();
     match cache.fresh(&key) {
         Some(e) if e.body.is_some() => serve_entry(cfg, req, cache, reply, &mut key, e, None),
@@ -231,6 +298,10 @@ fn serve_path(
         }
         let dir_len = key.len();
         for name in &cfg.index {
+            if cfg.is_script(name) {
+                // Routing runs a script index; it is never shown here.
+                continue;
+            }
             key.truncate(dir_len);
             key.push_str(name);
             if let Ok(m) = std::fs::metadata(key.as_str()) {
@@ -396,13 +467,21 @@ fn text_with_charset(t: &'static str) -> &'static str {
 /// Opens `rel` (starting with '/') beneath the root: the kernel refuses any
 /// path, `..` or symlink that resolves outside it (openat2 RESOLVE_BENEATH).
 fn open_beneath(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
+    let full = rel;
     let rel = rel.trim_start_matches('/');
     let rel = if rel.is_empty() { "." } else { rel };
     let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let mut how: libc::open_how = zeroed_open_how();
     // O_NONBLOCK: a FIFO planted in the root must not hang the worker.
     how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY) as u64;
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    // The path is normalized (no `..`), so only a symlink can lead out of
+    // the root; `follow_symlinks` allows that (Debian's DokuWiki links
+    // lib/tpl out of its root).
+    how.resolve = if cfg.follow_symlinks {
+        libc::RESOLVE_NO_MAGICLINKS
+    } else {
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS
+    };
     // SAFETY: the root fd is open for the life of `cfg`; `c` is a valid
     // NUL-terminated string; `how` is a properly initialised open_how whose
     // size we pass.
@@ -423,7 +502,13 @@ fn open_beneath(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
     let err = io::Error::last_os_error();
     match err.raw_os_error() {
         Some(libc::ENOSYS) => open_checked(cfg, rel),
-        Some(libc::EXDEV) | Some(libc::ELOOP) => Err(io::ErrorKind::PermissionDenied.into()),
+        Some(libc::EXDEV) | Some(libc::ELOOP) => {
+            tracing::warn!(
+                "static: {}{full}: a symlink leads out of the root (follow_symlinks = false): 403",
+                cfg.root_str
+            );
+            Err(io::ErrorKind::PermissionDenied.into())
+        }
         _ => Err(err),
     }
 }
@@ -440,7 +525,7 @@ fn zeroed_open_how() -> libc::open_how {
 fn open_checked(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
     let full = cfg.root.join(rel);
     let canon = full.canonicalize()?;
-    if !canon.starts_with(&cfg.root) {
+    if !cfg.follow_symlinks && !canon.starts_with(&cfg.root) {
         return Err(io::ErrorKind::PermissionDenied.into());
     }
     std::fs::OpenOptions::new()
