@@ -474,6 +474,35 @@ fn check_partial(data: &[u8], limits: &RequestLimits) -> Option<ParseError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_rewritten_head_keeps_the_request_but_routes_its_new_target() {
+        let mut h = RequestHead::default();
+        let raw = b"POST /_media/a.png?w=2 HTTP/1.1\r\nHost: ex\r\nContent-Length: 3\r\n\r\n";
+        let limits = RequestLimits {
+            max_head_bytes: 4096,
+            max_uri_bytes: 4096,
+        };
+        assert!(matches!(h.parse(raw, &limits), Ok(Some(_))));
+        let r = h.rewritten(b"/fetch.php?media=a.png&w=2");
+        assert_eq!(r.method, Method::Post);
+        assert_eq!(r.framing, Framing::Length(3));
+        assert_eq!(r.path(), b"/fetch.php");
+        assert_eq!(r.query(), Some(&b"media=a.png&w=2"[..]));
+        assert_eq!(r.host(), Some(&b"ex"[..]));
+        assert_eq!(r.original_target(), b"/_media/a.png?w=2");
+        assert_eq!(r.request_line(), b"POST /_media/a.png?w=2 HTTP/1.1");
+        assert!(r.is_rewritten() && !h.is_rewritten());
+        // Rewriting again keeps the client's target.
+        let rr = r.rewritten(b"/x");
+        assert_eq!(rr.original_target(), b"/_media/a.png?w=2");
+        // An absolute-form request keeps its authority as the host.
+        let raw = b"GET http://a.example/x HTTP/1.1\r\nHost: b.example\r\n\r\n";
+        assert!(matches!(h.parse(raw, &limits), Ok(Some(_))));
+        let r = h.rewritten(b"/y?q");
+        assert_eq!(r.path(), b"/y");
+        assert_eq!(r.host(), Some(&b"a.example"[..]));
+    }
+
     use super::*;
 
     fn parse(bytes: &[u8]) -> Result<Option<(RequestHead, usize)>, ParseError> {

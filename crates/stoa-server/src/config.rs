@@ -1296,6 +1296,84 @@ autoindex = false
     }
 
     #[test]
+    fn split_at_ends_the_script_at_the_first_marker_followed_by_a_slash_or_the_end() {
+        assert_eq!(split_at("/doku.php/wiki/start", ".php"), Some(9));
+        assert_eq!(split_at("/doku.php", ".php"), Some(9));
+        assert_eq!(split_at("/a.php.txt/x.php/y", ".php"), Some(16));
+        assert_eq!(split_at("/X.PHP/y", ".php"), Some(6));
+        assert_eq!(split_at("/x.phpx", ".php"), None);
+        assert_eq!(split_at(".php", ".php"), None);
+        assert!(Matcher::Suffix {
+            suffix: ".php".into(),
+            split: false
+        }
+        .matches("/A.Php"));
+        assert!(!Matcher::Suffix {
+            suffix: ".php".into(),
+            split: false
+        }
+        .matches("/a.php/x"));
+        assert!(Matcher::Suffix {
+            suffix: ".php".into(),
+            split: true
+        }
+        .matches("/a.php/x"));
+    }
+
+    #[test]
+    fn routes_sort_deny_first_then_suffixes_then_longest_prefix() {
+        let d = dir();
+        let text = format!(
+            "[[site]]\nroot = \"{}\"\n\
+             [[site.route]]\nprefix = \"/a/\"\nstatic = {{}}\n\
+             [[site.route]]\nprefix = \"/a/b/\"\nstatic = {{}}\n\
+             [[site.route]]\nsuffix = \".x\"\nstatic = {{}}\n\
+             [[site.route]]\nprefix = \"/a/\"\ndeny = true\n",
+            d.display()
+        );
+        let rt = from_str(&text, "t.toml", &d, &Overrides::default()).expect("valid");
+        let kinds: Vec<String> = rt.sites[0]
+            .routes
+            .iter()
+            .map(|r| match (&r.handler, &r.matcher) {
+                (Handler::Deny, _) => "deny".to_owned(),
+                (_, Matcher::Suffix { suffix, .. }) => suffix.clone(),
+                (_, Matcher::Prefix(p)) => p.clone(),
+            })
+            .collect();
+        assert_eq!(kinds, ["deny", ".x", "/a/b/", "/a/"]);
+        assert_eq!(rt.warnings.len(), 1, "{:?}", rt.warnings);
+    }
+
+    #[test]
+    fn a_bad_rewrite_or_try_files_names_its_key() {
+        let d = dir();
+        let root = d.display();
+        for (body, key) in [
+            (
+                "[[site.rewrite]]\nfrom = \"(\"\nto = \"/x\"\n",
+                "site[0].rewrite[0].from",
+            ),
+            (
+                "[[site.rewrite]]\nfrom = \"x\"\nto = \"x\"\n",
+                "site[0].rewrite[0].to",
+            ),
+            (
+                "[[site.route]]\nprefix = \"/\"\nstatic = {}\ntry_files = [\"$uri\", \"oops\"]\n",
+                "site[0].route[0].try_files",
+            ),
+            (
+                "[[site.route]]\nsuffix = \".x\"\nalias = \"/tmp\"\n",
+                "site[0].route[0].alias",
+            ),
+        ] {
+            let text = format!("[[site]]\nroot = \"{root}\"\n{body}");
+            let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);
+            assert_eq!(e.key, key, "{e}");
+        }
+    }
+
+    #[test]
     fn durations_and_sizes_parse_with_units() {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));

@@ -930,6 +930,29 @@ async fn consume_body(head: &RequestHead, io: &mut Io, rt: &Runtime) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dot_segments_other_than_well_known_are_dotfiles() {
+        for p in [
+            "/.git/config",
+            "/a/.env",
+            "/a/b/.htpasswd",
+            "/.well-known/../.git",
+        ] {
+            assert!(super::has_dotfile(p), "{p}");
+        }
+        for p in [
+            "/",
+            "/a.b/c",
+            "/.well-known/acme-challenge/x",
+            "/a/b.",
+            "/x/..y",
+        ] {
+            assert!(!super::has_dotfile(p), "{p}");
+        }
+        // Only the top-level /.well-known/ is special (RFC 8615).
+        assert!(super::has_dotfile("/a/.well-known/x"));
+    }
+
     /// Every connection, idle or not, holds its task's future (about 1 KiB
     /// now; the bound only catches a regression): a large one
     /// multiplies by 10,000 idle keep-alive clients. Buffers are borrowed

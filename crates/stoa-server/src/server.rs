@@ -21,10 +21,14 @@ pub struct Source {
 
 impl Source {
     pub fn load(&self) -> Result<Runtime, ConfigError> {
-        match &self.config {
+        let rt = match &self.config {
             Some(path) => config::load(path, &self.overrides),
             None => config::for_dir(&self.overrides),
+        }?;
+        for w in &rt.warnings {
+            tracing::warn!("{w}");
         }
+        Ok(rt)
     }
 }
 

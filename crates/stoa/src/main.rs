@@ -85,6 +85,9 @@ fn main() -> ExitCode {
         Command::Bench { .. } => ExitCode::from(2),
         Command::Check { file } => match stoa_server::config::load(&file, &Overrides::default()) {
             Ok(rt) => {
+                for w in &rt.warnings {
+                    eprintln!("warning: {w}");
+                }
                 println!(
                     "{}: ok ({} site(s), listening on {})",
                     file.display(),

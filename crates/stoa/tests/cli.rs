@@ -70,6 +70,27 @@ fn check_accepts_a_valid_file_and_exits_0() {
     assert!(text(&o).contains("ok"), "{}", text(&o));
 }
 
+/// A route that can never be chosen (same matcher as an earlier one) is
+/// reported by `check`, which still accepts the file.
+#[test]
+fn check_warns_about_a_route_shadowed_by_an_earlier_one() {
+    let d = TempDir::new("cli-check-shadow");
+    d.mkdir("www");
+    let cfg = d.config(
+        "stoa.toml",
+        "[[site]]\nroot = \"www\"\n\n\
+         [[site.route]]\nprefix = \"/a/\"\ndeny = true\n\n\
+         [[site.route]]\nprefix = \"/a/\"\nstatic = {}\n",
+    );
+    let o = stoa(&["check", cfg.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("warning:") && t.contains("site[0].route[1]: never used"),
+        "{t}"
+    );
+}
+
 #[test]
 fn check_reports_an_unknown_key_with_file_line_and_key_and_exits_1() {
     let d = TempDir::new("cli-check-bad");
