@@ -61,6 +61,29 @@ pub struct CgiConfig {
     pub limiter: Arc<Limiter>,
 }
 
+impl CgiConfig {
+    /// For a directory path under a `dir` route, the first of the site's
+    /// index names that is an executable script there (gitweb's
+    /// `index.cgi`): routing runs it as an internal redirect.
+    pub fn dir_index<'n>(&self, norm: &str, names: &'n [String]) -> Option<&'n str> {
+        let Mode::Dir { dir, prefix } = &self.mode else {
+            return None;
+        };
+        let rest = norm.strip_prefix(prefix.as_str())?;
+        if !rest.ends_with('/') {
+            return None;
+        }
+        let d = dir.join(rest.trim_start_matches('/'));
+        names
+            .iter()
+            .find(|n| {
+                std::fs::metadata(d.join(n))
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .map(String::as_str)
+    }
+}
+
 /// A route's `cgi = {...}` table, paths resolved.
 pub struct RouteSpec {
     pub dir: Option<PathBuf>,

@@ -598,7 +598,13 @@ fn route_step<'r>(
             }
             Step::Done(Pick::Static(cfg, norm))
         }
-        Some(Handler::Cgi(cfg)) => Step::Done(Pick::Cgi(cfg, norm)),
+        Some(Handler::Cgi(cfg)) => {
+            if let Some(name) = cfg.dir_index(&norm, &site.index) {
+                norm.push_str(name);
+                return Step::Redirect(norm, query.map(<[u8]>::to_vec));
+            }
+            Step::Done(Pick::Cgi(cfg, norm))
+        }
         Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
         Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
         Some(Handler::Php(php)) => php_step(site, php, norm),

@@ -398,3 +398,30 @@ fn a_symlink_out_of_the_root_is_refused_and_logged_unless_follow_symlinks() {
         (200, "tpl{}".into())
     );
 }
+
+/// A site's index name that is a script under a CGI `dir` route is run
+/// for the directory (Apache `DirectoryIndex index.cgi`, gitweb's layout);
+/// a directory with none is still refused.
+#[test]
+fn a_cgi_script_named_as_the_index_runs_for_its_directory() {
+    let dir = TempDir::new("route-cgi-index");
+    dir.mkdir("www");
+    dir.mkdir("cgi/empty");
+    let script = dir.write(
+        "cgi/index.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\necho \"SN=$SCRIPT_NAME RU=$REQUEST_URI\"\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let cfg = dir.config(
+        "stoa.toml",
+        "[[site]]\nroot = \"www\"\nindex = [\"index.html\", \"index.cgi\"]\n\n\
+         [[site.route]]\nprefix = \"/git/\"\ncgi = { dir = \"cgi\" }\n",
+    );
+    let server = Server::with_config(&cfg);
+    assert_eq!(
+        body_of(&server, "/git/?p=x"),
+        (200, "SN=/git/index.cgi RU=/git/?p=x\n".into())
+    );
+    assert_eq!(server.get("/git/empty/").status, 403);
+}
