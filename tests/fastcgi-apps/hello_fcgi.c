@@ -12,6 +12,8 @@
  *   sleep=MS   wait MS milliseconds first
  *   exit=CODE  exit the process mid-request (after the sleep)
  *   big=N      answer N bytes ('a' + i % 26) with a Content-Length instead
+ *   noread=1   answer without reading the request body (as many real
+ *              applications do when they have no use for it)
  */
 #include <fcgiapp.h>
 #include <stdint.h>
@@ -80,7 +82,8 @@ int main(void)
 
         if (!qs)
             qs = "";
-        while ((got = FCGX_GetStr(buf, sizeof buf, req.in)) > 0) {
+        while (query_num(qs, "noread", 0) == 0 &&
+               (got = FCGX_GetStr(buf, sizeof buf, req.in)) > 0) {
             for (int i = 0; i < got; i++) {
                 fnv ^= (unsigned char)buf[i];
                 fnv *= 0x100000001b3ULL;

@@ -38,6 +38,20 @@ impl Method {
         }
     }
 
+    /// RFC 9110 §9.2.2: a request with this method may be sent again
+    /// after a connection failed before its response.
+    pub fn is_idempotent(&self) -> bool {
+        matches!(
+            self,
+            Method::Get
+                | Method::Head
+                | Method::Put
+                | Method::Delete
+                | Method::Options
+                | Method::Trace
+        )
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             Method::Get => "GET",

@@ -379,6 +379,11 @@ pub(crate) enum Input {
 impl Input {
     /// Makes the input readable again from its start, for a request sent
     /// anew; false for a body already (partly) taken from the client.
+    /// Whether the body could be sent again (all of it is in hand).
+    pub(crate) fn replayable(&self) -> bool {
+        !matches!(self, Input::Stream(n) if *n > 0)
+    }
+
     pub(crate) fn rewind(&mut self) -> bool {
         match self {
             Input::None | Input::Memory(_) | Input::Stream(0) => true,

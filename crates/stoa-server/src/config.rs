@@ -310,6 +310,7 @@ pub struct PoolConfig {
     pub timeout: Option<Dur>,
     pub idle_timeout: Option<Dur>,
     pub capacity: Option<usize>,
+    pub keepalive_timeout: Option<Dur>,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
 }
@@ -775,6 +776,7 @@ fn build(
             pc.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             pc.idle_timeout,
             pc.capacity,
+            pc.keepalive_timeout,
             base,
         )
         .map_err(|m| err(Some(p.span()), &key, m))?;

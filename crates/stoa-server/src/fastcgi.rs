@@ -103,10 +103,30 @@ impl AppStream {
 
     /// Parks the connection for reuse by any worker, still registered here.
     fn into_idle(self) -> IdleConn {
-        IdleConn {
-            stream: self,
-            owner: crate::pool::worker_index(),
-        }
+        IdleConn::new(self, crate::pool::worker_index())
+    }
+
+    /// Whether a parked connection still looks usable: the application has
+    /// neither closed it nor sent anything (an idle FastCGI connection has
+    /// nothing to say). One `recv(MSG_PEEK)`.
+    fn looks_open(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            AppStream::Unix(s) => s.as_raw_fd(),
+            AppStream::Tcp(s) => s.as_raw_fd(),
+        };
+        let mut b = 0u8;
+        // SAFETY: `fd` is a socket this stream owns for the whole call, and
+        // the buffer is one valid byte.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&mut b as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
     }
 }
 
@@ -333,7 +353,11 @@ async fn run(
     // be reached, 503 when they refused the request.
     const RETRY: &[(&str, &[u8])] = &[("Retry-After", b"1")];
     let mut last: (u16, &[(&str, &[u8])]) = (502, &[]);
-    for _ in 0..pool.procs.len().clamp(2, 4) {
+    // Set after a kept-alive connection failed: the next try connects anew.
+    let mut fresh = false;
+    let mut tries = pool.procs.len().clamp(2, 4);
+    while tries > 0 {
+        tries -= 1;
         let lease = match pool.lease(key.as_deref(), skip).await {
             Ok(l) => l,
             Err(e) => {
@@ -362,12 +386,24 @@ async fn run(
                 }
             }
         } else {
-            let app = match lease.proc.take_idle().map(AppStream::from_idle) {
-                Some(Ok(s)) => Ok(s),
-                _ => AppStream::connect(&lease.proc.target, pool.spec.timeout).await,
+            // A parked connection the application has closed meanwhile
+            // (php-fpm recycling or reloading a child) is seen before the
+            // request goes out on it; one closed just as it goes is the
+            // `Done::Stale` case below.
+            let parked = if fresh {
+                None
+            } else {
+                std::iter::from_fn(|| lease.proc.take_idle())
+                    .filter_map(|c| AppStream::from_idle(c).ok())
+                    .find(AppStream::looks_open)
+            };
+            let reused = parked.is_some();
+            let app = match parked {
+                Some(s) => Ok(s),
+                None => AppStream::connect(&lease.proc.target, pool.spec.timeout).await,
             };
             match app {
-                Ok(app) => match Direct::start(app, &lease, role, params) {
+                Ok(app) => match Direct::start(app, &lease, role, params, reused) {
                     Ok(d) => Ok(Upstream::Direct(Box::new(d))),
                     Err(e) => {
                         tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
@@ -397,6 +433,34 @@ async fn run(
         };
         let proc = lease.proc.clone();
         match exchange(head, io, ctx, pool, lease, up, role, input).await {
+            Done::Stale => {
+                // The keep-alive race: the application closed a parked
+                // connection as the request went out on it. Nothing
+                // reached the client; an idempotent request (RFC 9110
+                // §9.2.2) goes once more on a fresh connection, as nginx
+                // does for its cached upstream connections. Others may
+                // have had an effect: 502.
+                if !head.method.is_idempotent() || fresh || !input.rewind() {
+                    tracing::error!(
+                        "fastcgi pool {}: process #{}: bad response: a kept-alive connection closed before a response ({} not retried)",
+                        pool.spec.name,
+                        proc.index,
+                        head.method.as_str()
+                    );
+                    // Part of the body may be gone to the application:
+                    // answer and close (as `fail` does).
+                    fail(head, io, ctx, 502).await;
+                    return Outcome::Sent(false);
+                }
+                tracing::info!(
+                    "fastcgi pool {}: process #{}: kept-alive connection closed before a response; retrying on a new one",
+                    pool.spec.name,
+                    proc.index
+                );
+                proc.retried();
+                fresh = true;
+                tries = tries.max(1);
+            }
             Done::Refused(ps) => {
                 // Nothing reached the client and the input can be sent
                 // again: another process (OVERLOADED), or the same one
@@ -443,6 +507,13 @@ struct Direct {
     bufs: Bufs,
     wpos: usize,
     eof: bool,
+    /// The connection was parked before this request.
+    reused: bool,
+    /// Bytes came from the application on it.
+    heard: bool,
+    /// The end of stdin was queued (the whole request is in `bufs.w` or
+    /// already sent).
+    stdin_done: bool,
 }
 
 /// A request's read and write buffers, kept by the worker for the next one
@@ -493,6 +564,7 @@ impl Direct {
         lease: &Lease,
         role: Role,
         params: &stoa_cgi::Env,
+        reused: bool,
     ) -> Result<Direct, stoa_fastcgi::Error> {
         let mut gw = Connection::new();
         let mut bufs = Bufs::take();
@@ -507,15 +579,24 @@ impl Direct {
             bufs,
             wpos: 0,
             eof: false,
+            reused,
+            heard: false,
+            stdin_done: false,
         })
     }
 
-    /// Returns a connection to its process's stash when it can carry
-    /// another request; otherwise it is closed.
+    /// Returns a connection to its process's stash when its request ended
+    /// cleanly: END_REQUEST received and the whole of stdin sent. An
+    /// application that answered before reading its input may drop the
+    /// connection with the rest unread, so anything else closes it.
     fn finish(self, lease: &Lease) {
-        if !self.eof && !self.gw.is_closing() && self.wpos >= self.bufs.w.len() && self.gw.is_idle()
+        if !self.eof
+            && self.stdin_done
+            && !self.gw.is_closing()
+            && self.wpos >= self.bufs.w.len()
+            && self.gw.is_idle()
         {
-            lease.proc.put_idle(self.app.into_idle());
+            lease.park(self.app.into_idle());
         }
     }
 }
@@ -548,7 +629,7 @@ impl Upstream {
     fn end_stdin(&mut self) {
         match self {
             Upstream::Direct(d) => {
-                let _ = d.gw.end_stdin(d.id, &mut d.bufs.w);
+                d.stdin_done = d.gw.end_stdin(d.id, &mut d.bufs.w).is_ok();
             }
             Upstream::Mux(m) => m.end_stdin(),
         }
@@ -565,6 +646,15 @@ impl Upstream {
     fn lost(&self) -> bool {
         match self {
             Upstream::Direct(d) => d.eof,
+            Upstream::Mux(_) => false,
+        }
+    }
+
+    /// A kept-alive connection that failed before the application said a
+    /// thing: the request may go again on a fresh one.
+    fn stale(&self) -> bool {
+        match self {
+            Upstream::Direct(d) => d.eof && d.reused && !d.heard,
             Upstream::Mux(_) => false,
         }
     }
@@ -604,6 +694,7 @@ impl Upstream {
                 .await;
                 match r {
                     Some(true) => {
+                        d.heard = true;
                         let fed = d.gw.feed(&d.bufs.r);
                         d.bufs.r.clear();
                         if let Err(e) = fed {
@@ -680,6 +771,9 @@ impl Upstream {
 enum Done {
     /// A response went to the client; whether the connection stays.
     Sent(bool),
+    /// A kept-alive connection was found closed before any response byte;
+    /// nothing went to the client.
+    Stale,
     /// Refused by the application before any output (END_REQUEST with
     /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
     Refused(ProtocolStatus),
@@ -699,6 +793,7 @@ enum End {
     Abort,
     Refused(ProtocolStatus),
     Authorized(Vec<(String, Vec<u8>)>),
+    Stale,
 }
 
 /// Waits on the upstream while there is one (after its release, never).
@@ -735,7 +830,7 @@ async fn exchange(
     let mut up = Some(up);
     let mut lease = Some(lease);
     let mut reader = None;
-    let replayable = !matches!(input, Input::Stream(n) if *n > 0);
+    let replayable = input.replayable();
     if let Some(u) = up.as_mut() {
         match input {
             Input::None => u.end_stdin(),
@@ -932,6 +1027,14 @@ async fn exchange(
             }
             continue;
         }
+        if app_eof
+            && down.is_none()
+            && granted.is_none()
+            && out.is_empty()
+            && up.as_ref().is_some_and(Upstream::stale)
+        {
+            break End::Stale;
+        }
         if down.is_none() {
             match stoa_cgi::parse_head(&out, MAX_HEAD) {
                 Ok(None) if !(ended || app_eof) => continue,
@@ -1024,6 +1127,7 @@ async fn exchange(
             Done::Sent(false)
         }
         End::Refused(ps) => Done::Refused(ps),
+        End::Stale => Done::Stale,
         End::Authorized(v) => Done::Authorized(v),
         End::Sent(keep) => {
             let Some(d) = down else {

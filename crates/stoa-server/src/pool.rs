@@ -86,6 +86,10 @@ pub struct PoolSpec {
     /// without FCGI_GET_VALUES (php-fpm: `pm.max_children`); a smaller
     /// FCGI_MAX_CONNS / MAX_REQS answer still lowers it.
     pub stated_capacity: Option<usize>,
+    /// How long a kept-alive connection may wait parked before it is
+    /// closed: to a process-per-connection server (php-fpm) a parked
+    /// connection pins a whole child that its other clients then lack.
+    pub keepalive_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +153,9 @@ pub struct Proc {
     pub served: AtomicU64,
     pub served_total: AtomicU64,
     pub restarts: AtomicU32,
+    /// Requests sent again on a fresh connection after a kept-alive one
+    /// failed before any response byte (the keep-alive race).
+    pub retries: AtomicU64,
     pub pid: AtomicI32,
     /// Connections kept alive (FCGI_KEEP_CONN), not registered with any
     /// worker's event loop while they wait here.
@@ -172,6 +179,18 @@ pub struct Proc {
 pub struct IdleConn {
     pub stream: crate::fastcgi::AppStream,
     pub owner: usize,
+    /// When it was parked (the pool's clock, ms).
+    since: u64,
+}
+
+impl IdleConn {
+    pub fn new(stream: crate::fastcgi::AppStream, owner: usize) -> IdleConn {
+        IdleConn {
+            stream,
+            owner,
+            since: 0,
+        }
+    }
 }
 
 impl std::fmt::Debug for IdleConn {
@@ -191,6 +210,7 @@ impl Proc {
             served: AtomicU64::new(0),
             served_total: AtomicU64::new(0),
             restarts: AtomicU32::new(0),
+            retries: AtomicU64::new(0),
             pid: AtomicI32::new(0),
             idle: Mutex::new(Vec::new()),
             retire: Notify::new(),
@@ -258,11 +278,18 @@ impl Proc {
         self.set_capacity(spec.stated_capacity.unwrap_or(1));
     }
 
-    /// Sizes the process's concurrency to what it said (FCGI_MAX_CONNS,
-    /// else FCGI_MAX_REQS).
+    /// Sizes the process's concurrency to what it said. Without
+    /// multiplexing each request has a connection of its own, so both
+    /// FCGI_MAX_CONNS and FCGI_MAX_REQS bind; a multiplexing process takes
+    /// MAX_REQS requests spread over at most MAX_CONNS connections, and
+    /// Stoa opens one per worker (so it multiplexes only when MAX_CONNS
+    /// allows one per worker).
     pub fn learn(&self, v: &stoa_fastcgi::Values, spec: &PoolSpec) {
-        // Both limits bind: connections and requests in flight.
+        let mpx = v.mpxs_conns == Some(true)
+            && v.max_conns
+                .is_none_or(|c| c as usize >= worker_count().max(1));
         let said = match (v.max_conns, v.max_reqs) {
+            (_, Some(r)) if mpx => Some(r),
             (Some(c), Some(r)) => Some(c.min(r)),
             (c, r) => c.or(r),
         };
@@ -274,8 +301,7 @@ impl Proc {
             self.set_capacity(n.clamp(1, 1024));
             self.keepalive.store(true, Ordering::Relaxed);
             self.learned.store(true, Ordering::Relaxed);
-            self.mpx
-                .store(v.mpxs_conns == Some(true) && n > 1, Ordering::Relaxed);
+            self.mpx.store(mpx && n > 1, Ordering::Relaxed);
         }
         // An answer without either limit (php-fpm 8.2 sends only
         // FCGI_MPXS_CONNS=0) says nothing about concurrency: the request's
@@ -317,7 +343,9 @@ impl Proc {
         let me = worker_index();
         let mut v = self.idle.lock().ok()?;
         match v.iter().rposition(|c| c.owner == me) {
-            Some(i) => Some(v.swap_remove(i)),
+            // `remove`, not `swap_remove`: the stash stays in parking
+            // order for `expire_idle`.
+            Some(i) => Some(v.remove(i)),
             None => v.pop(),
         }
     }
@@ -325,17 +353,43 @@ impl Proc {
     /// Keeps a connection for the next request. Connections open to a
     /// process (in use plus idle) never exceed what it can serve at once:
     /// an idle one may hold a worker of a process-per-connection server
-    /// (php-fpm), and one more would wait in its backlog behind it.
-    pub fn put_idle(&self, c: IdleConn) {
+    /// (php-fpm), and one more would wait in its backlog behind it. The
+    /// most recently parked is reused first, so connections beyond what
+    /// recent concurrency needs sit untouched until [`Proc::expire_idle`]
+    /// closes them.
+    fn put_idle(&self, mut c: IdleConn, now: u64) {
         if self.state() != ProcState::Running || !self.keepalive.load(Ordering::Relaxed) {
             return;
         }
         if let Ok(mut v) = self.idle.lock() {
             // `busy` still counts the request this connection just served.
             if v.len() + self.busy() <= self.capacity() {
+                c.since = now;
                 v.push(c);
             }
         }
+    }
+
+    /// Closes connections parked since before `cutoff` (oldest first in
+    /// the stash, since reuse takes from the end).
+    fn expire_idle(&self, cutoff: u64) {
+        let old: Vec<IdleConn> = match self.idle.lock() {
+            Ok(mut v) => {
+                let n = v.iter().take_while(|c| c.since < cutoff).count();
+                v.drain(..n).collect()
+            }
+            Err(_) => return,
+        };
+        // Closed outside the lock.
+        drop(old);
+    }
+
+    /// A kept-alive connection failed before any response byte: the
+    /// request goes again on a fresh one; the other parked connections
+    /// are likely as stale (the process restarted or recycled).
+    pub fn retried(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+        self.drop_idle();
     }
 
     /// Kept-alive connections parked for reuse.
@@ -384,6 +438,17 @@ impl WaitQueue {
     fn oldest(&self) -> Option<Instant> {
         self.waiters.lock().ok()?.front().map(|&(_, at)| at)
     }
+}
+
+/// Worker threads serving requests (set once at start).
+static WORKERS: AtomicUsize = AtomicUsize::new(1);
+
+pub fn set_worker_count(n: usize) {
+    WORKERS.store(n, Ordering::Relaxed);
+}
+
+fn worker_count() -> usize {
+    WORKERS.load(Ordering::Relaxed)
 }
 
 thread_local! {
@@ -437,6 +502,11 @@ impl Lease {
     /// supervisor; a remote address stays in rotation.)
     pub fn failed(&self) {
         self.proc.drop_idle();
+    }
+
+    /// Parks a connection that ended its request cleanly for the next one.
+    pub fn park(&self, c: IdleConn) {
+        self.proc.put_idle(c, self.pool.clock());
     }
 }
 
@@ -715,6 +785,7 @@ fn score(key: &[u8], index: usize) -> u64 {
 
 /// Spawns and supervises a pool's processes until it is stopped.
 pub fn start(pool: &Arc<Pool>) {
+    tokio::task::spawn_local(expire_idle(pool.clone()));
     let PoolKind::Spawn { min, .. } = &pool.spec.kind else {
         return;
     };
@@ -722,6 +793,25 @@ pub fn start(pool: &Arc<Pool>) {
         tokio::task::spawn_local(supervise(pool.clone(), i));
     }
     tokio::task::spawn_local(scale(pool.clone()));
+}
+
+/// Closes kept-alive connections parked longer than `keepalive_timeout`,
+/// whether or not requests come (php-fpm's other clients need its children
+/// back while Stoa is idle).
+async fn expire_idle(pool: Arc<Pool>) {
+    let timeout = pool.spec.keepalive_timeout;
+    let mut tick = tokio::time::interval((timeout / 4).max(Duration::from_millis(50)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if pool.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let cutoff = pool.clock().saturating_sub(timeout.as_millis() as u64);
+        for p in &pool.procs {
+            p.expire_idle(cutoff);
+        }
+    }
 }
 
 /// Grows a dynamic pool while requests queue, shrinks it when idle.
@@ -1044,6 +1134,7 @@ pub fn spec(
     env: Vec<(String, String)>,
     idle_timeout: Option<Dur>,
     capacity: Option<usize>,
+    keepalive_timeout: Option<Dur>,
     base: &Path,
 ) -> Result<PoolSpec, String> {
     if capacity.is_some_and(|c| c == 0 || c > 1024) {
@@ -1122,6 +1213,7 @@ pub fn spec(
         // one address; a spawned process is assumed single-threaded.
         default_capacity: if remote { 16 } else { 1 },
         stated_capacity: capacity,
+        keepalive_timeout: keepalive_timeout.map_or(Duration::from_secs(2), |d| d.0),
     })
 }
 
@@ -1167,6 +1259,7 @@ mod tests {
             Vec::new(),
             None,
             Some(1),
+            None,
             Path::new("."),
         )
         .expect("spec");

@@ -127,6 +127,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     local.block_on(&signals, async { pools.attach(&mut rt) });
     let rt = Arc::new(rt);
     let workers = rt.workers;
+    crate::pool::set_worker_count(workers);
     // listeners[w] are worker w's sockets, one per address.
     let mut per_worker: Vec<Vec<std::net::TcpListener>> =
         (0..workers).map(|_| Vec::new()).collect();

@@ -151,6 +151,7 @@ struct ProcSnap {
     multiplexing: bool,
     served: u64,
     restarts: u32,
+    retries: u64,
 }
 
 fn state_name(s: ProcState) -> &'static str {
@@ -203,7 +204,7 @@ impl Snapshot {
             for c in &p.procs {
                 let _ = writeln!(
                     s,
-                    "  #{} {} pid {} busy {}/{} idle {}{} served {} restarts {}",
+                    "  #{} {} pid {} busy {}/{} idle {}{} served {} restarts {} retries {}",
                     c.index,
                     c.state,
                     c.pid,
@@ -212,7 +213,8 @@ impl Snapshot {
                     c.idle,
                     if c.multiplexing { " multiplexing" } else { "" },
                     c.served,
-                    c.restarts
+                    c.restarts,
+                    c.retries
                 );
             }
         }
@@ -244,6 +246,7 @@ impl Snapshot {
                     "multiplexing": c.multiplexing,
                     "served": c.served,
                     "restarts": c.restarts,
+                    "retries": c.retries,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
@@ -290,7 +293,7 @@ impl Snapshot {
             let _ = writeln!(s, "stoa_pool_waiting{{pool=\"{}\"}} {}", p.name, p.waiting);
         }
         type Field = fn(&ProcSnap) -> u64;
-        let per_proc: [(&str, &str, &str, Field); 6] = [
+        let per_proc: [(&str, &str, &str, Field); 7] = [
             (
                 "pool_process_up",
                 "gauge",
@@ -326,6 +329,12 @@ impl Snapshot {
                 "counter",
                 "Restarts of the process slot after an exit.",
                 |c| u64::from(c.restarts),
+            ),
+            (
+                "pool_process_retries_total",
+                "counter",
+                "Requests sent again on a new connection after a kept-alive one closed before answering.",
+                |c| c.retries,
             ),
         ];
         for (name, kind, help, f) in per_proc {
@@ -371,6 +380,7 @@ fn pool_snap(p: &Pool) -> PoolSnap {
                 multiplexing: c.multiplexes(),
                 served: c.served_total.load(Ordering::Relaxed),
                 restarts: c.restarts.load(Ordering::Relaxed),
+                retries: c.retries.load(Ordering::Relaxed),
             })
             .collect(),
     }

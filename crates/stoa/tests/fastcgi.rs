@@ -635,7 +635,9 @@ fn issue_4_kill_9_of_a_process_under_load_fails_only_its_in_flight_request_and_t
 fn issue_4_a_process_that_dies_mid_request_gives_502_for_that_request_only() {
     let site = hello_site("fcgi-die", "processes = 1");
     let first = pid_of(&get_report(&site, "/app/"));
-    let r = site.get("/app/?exit=3");
+    // A POST: not retried, though it went out on a kept-alive connection
+    // (a GET would be sent once more, see the keep-alive race tests).
+    let r = site.request(&post("/app/?exit=3", b"x"));
     assert_eq!(r.status, 502, "{r:?}");
     let st = site.wait_status("app", Duration::from_secs(5), |s| {
         s.proc(0).restarts == 1 && s.proc(0).pid > 0 && s.proc(0).state == "Running"
@@ -1517,4 +1519,182 @@ fn issue_4_the_status_page_answers_only_the_addresses_it_allows() {
     let site = Site::start("fcgi-status-deny", &hello_pool("app", ""), &routes);
     assert_eq!(site.get("/stoa-status").status, 403);
     assert_eq!(site.get("/stoa-status?format=json").status, 403);
+}
+
+// ---------------------------------------------------------------------------
+// Kept-alive connections: parked only when clean, retried, expired (issues 9
+// and 10)
+
+/// A php-fpm external pool with `capacity = 4` and `extra` pool keys, in
+/// front of a php-fpm started with `fpm_extra` settings.
+fn fpm_site(tag: &str, fpm_extra: &str, extra: &str) -> (Site, PhpFpm) {
+    let dir = TempDir::new(tag);
+    dir.mkdir("www");
+    populate_www(&dir);
+    let fpm = PhpFpm::start_with(&dir, fpm_extra);
+    let pools = format!(
+        "[[pool]]\nname = \"php\"\naddress = [\"unix:{}\"]\ncapacity = 4\ntimeout = \"10s\"\n{extra}\n",
+        fpm.sock.display()
+    );
+    let routes = "[[site.route]]\nsuffix = \".php\"\nfastcgi = { pool = \"php\" }\n";
+    (Site::start_in(dir, &pools, routes), fpm)
+}
+
+/// Statuses of `n` GETs of `path`, two clients at a time.
+fn loop_statuses(site: &Site, n: usize, path: &str) -> Vec<u16> {
+    let per = n / 2;
+    parallel(2, |t| {
+        (0..per)
+            .map(|i| {
+                try_request(site, &get(&format!("{path}?t={t}&i={i}"))).map_or(0, |r| r.status)
+            })
+            .collect::<Vec<u16>>()
+    })
+    .concat()
+}
+
+/// Issue 9 item 5 (the keep-alive race, RFC 9112 §9.3.1 on retrying
+/// idempotent requests): php-fpm recycles a child every 3 requests
+/// (`pm.max_requests = 3`), closing the connection Stoa parked with it. A
+/// request sent on such a connection fails before any response byte and
+/// goes again on a fresh one: no client ever sees a 502.
+#[test]
+fn issue_9_php_fpm_recycling_a_child_every_3_requests_costs_no_request_a_502() {
+    let (site, _fpm) = fpm_site("fcgi-fpm-maxreq", "pm.max_requests = 3", "");
+    let statuses = loop_statuses(&site, 60, "/info.php");
+    assert!(
+        statuses.iter().all(|&s| s == 200),
+        "{statuses:?}\n{}",
+        site.server.stderr()
+    );
+    // Children were recycled under the loop (4 children, 3 requests
+    // each): the race was there to lose.
+    assert!(
+        loop_pids(&site, 30, "/info.php").len() > 4,
+        "php-fpm did not recycle its children: the test did not test the race"
+    );
+}
+
+/// The distinct PIDs that answer `n` GETs of `path`.
+fn loop_pids(site: &Site, n: usize, path: &str) -> BTreeSet<String> {
+    (0..n)
+        .map(|i| pid_of(&get_report(site, &format!("{path}?p={i}"))).to_string())
+        .collect()
+}
+
+/// Issue 9 item 5: `kill -USR2` makes php-fpm restart every child (a
+/// reload), closing all parked connections; requests during and after it
+/// all succeed.
+#[test]
+fn issue_9_a_php_fpm_reload_under_a_request_loop_costs_no_request_a_502() {
+    let (site, fpm) = fpm_site("fcgi-fpm-usr2", "", "");
+    let before = loop_statuses(&site, 20, "/info.php");
+    assert!(before.iter().all(|&s| s == 200), "{before:?}");
+    // SAFETY: our child php-fpm master.
+    unsafe {
+        libc::kill(fpm.pid(), libc::SIGUSR2);
+    }
+    // Wait for the new socket (php-fpm re-executes itself).
+    std::thread::sleep(Duration::from_millis(300));
+    let after = loop_statuses(&site, 40, "/info.php");
+    assert!(
+        after.iter().all(|&s| s == 200),
+        "{after:?}\n{}",
+        site.server.stderr()
+    );
+}
+
+/// Issue 9 item 4: a parked connection pins a php-fpm child. After a burst,
+/// Stoa keeps connections only `keepalive_timeout`, so php-fpm's other
+/// clients get its children back while Stoa is idle.
+#[test]
+fn issue_9_parked_php_fpm_connections_close_after_keepalive_timeout() {
+    let (site, fpm) = fpm_site("fcgi-fpm-ka", "", "keepalive_timeout = \"500ms\"");
+    let rs = parallel(4, |i| {
+        try_request(&site, &get(&format!("/info.php?sleep=100&i={i}"))).map(|r| r.status)
+    });
+    assert!(rs.iter().all(|r| matches!(r, Ok(200))), "{rs:?}");
+    let parked = connections_to(&fpm.sock);
+    assert!(parked >= 1, "nothing was kept alive after the burst");
+    let until = Instant::now() + Duration::from_secs(3);
+    while connections_to(&fpm.sock) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        connections_to(&fpm.sock),
+        0,
+        "connections still parked 3 s after a 500 ms keepalive_timeout"
+    );
+    // And the next request opens a new one as usual.
+    assert_eq!(site.get("/info.php").status, 200);
+}
+
+/// Issue 10 item 2: an application that answers a POST without reading its
+/// body (FastCGI §5.3 lets it) may drop the connection with stdin unread.
+/// Such a connection is never parked, so other clients' requests to the
+/// same pool never meet it: no 502 for anyone.
+#[test]
+fn issue_10_an_application_that_ignores_its_post_body_costs_no_other_request_a_502() {
+    let app = c_app();
+    let dir = TempDir::new("fcgi-noread");
+    dir.mkdir("www");
+    std::fs::copy(&app, dir.join("hello_fcgi")).expect("copy the C application");
+    let site = Site::start_in(
+        dir,
+        "[[pool]]\nname = \"c\"\ncommand = [\"./hello_fcgi\"]\nprocesses = 2\n",
+        &route("/c/", "c"),
+    );
+    site.wait_running("c", 2);
+    let body = pattern(300_000, 5);
+    let statuses = parallel(6, |t| {
+        (0..15)
+            .map(|i| {
+                let req = if t % 2 == 0 {
+                    post(&format!("/c/?noread=1&t={t}&i={i}"), &body)
+                } else {
+                    get(&format!("/c/?t={t}&i={i}"))
+                };
+                try_request(&site, &req).map_or(0, |r| r.status)
+            })
+            .collect::<Vec<u16>>()
+    })
+    .concat();
+    assert!(
+        statuses.iter().all(|&s| s == 200),
+        "{statuses:?}\n{}",
+        site.server.stderr()
+    );
+}
+
+/// Issue 9 (FastCGI §4.1): a multiplexing application that says
+/// FCGI_MAX_CONNS=8, FCGI_MAX_REQS=64 takes up to 64 requests at once over
+/// at most 8 connections, not min(8, 64).
+#[test]
+fn spec_4_1_a_multiplexing_application_gets_max_reqs_requests_over_at_most_max_conns_connections() {
+    let site = Site::start(
+        "fcgi-mpx-reqs",
+        &hello_pool_args(
+            "app",
+            &["--mpx", "--max-conns", "8", "--max-reqs", "64"],
+            "processes = 1",
+        ),
+        &route("/app/", "app"),
+    );
+    get_report(&site, "/app/?warm");
+    let reps = parallel(16, |_| try_request(&site, &get("/app/?sleep=600")));
+    let mut peak = 0;
+    let mut conns = 0;
+    for r in &reps {
+        let r = r.as_ref().expect("a response");
+        let rep = ok_report(r);
+        peak = peak.max(field(&rep, "peak").parse::<usize>().expect("peak"));
+        conns = conns.max(field(&rep, "conns").parse::<usize>().expect("conns"));
+    }
+    assert!(
+        peak > 8,
+        "at most {peak} requests ran at once: capacity was min(MAX_CONNS, MAX_REQS); {:?}",
+        site.status("app").line
+    );
+    assert!(conns <= 8, "{conns} connections opened (FCGI_MAX_CONNS=8)");
+    assert_eq!(site.status("app").proc(0).capacity, 64);
 }

@@ -609,6 +609,11 @@ pub struct PhpFpm {
 
 impl PhpFpm {
     pub fn start(dir: &TempDir) -> PhpFpm {
+        PhpFpm::start_with(dir, "")
+    }
+
+    /// With `extra` pool settings (`pm.max_requests = 3`, ...) appended.
+    pub fn start_with(dir: &TempDir, extra: &str) -> PhpFpm {
         let bin = php_fpm_binary();
         let fpm_dir = dir.mkdir("fpm");
         let root = unsafe { libc::geteuid() } == 0;
@@ -623,7 +628,8 @@ impl PhpFpm {
                 } else {
                     ""
                 },
-            );
+            )
+            .replace("@EXTRA@", extra);
         let conf_path = dir.write("fpm/php-fpm.conf", conf);
         let mut cmd = Command::new(&bin);
         cmd.arg("-F").arg("-y").arg(&conf_path);
