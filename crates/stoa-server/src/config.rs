@@ -140,6 +140,8 @@ pub struct FileConfig {
     /// Worker threads; 0 = one per core.
     #[serde(default)]
     pub workers: Option<usize>,
+    /// Started as root: the account to run as once listeners are bound.
+    pub user: Option<Spanned<String>>,
     #[serde(default)]
     pub log: LogConfig,
     #[serde(default)]
@@ -534,6 +536,8 @@ pub struct Site {
 pub struct Runtime {
     pub listen: Vec<SocketAddr>,
     pub workers: usize,
+    /// `user`: whom to run as when started as root (checked to exist).
+    pub user: Option<String>,
     pub access_log: AccessLog,
     pub limits: Limits,
     pub cache: Cache,
@@ -745,6 +749,17 @@ fn build(
                 g.queue_timeout.map_or(Duration::from_secs(10), |d| d.0),
             )),
         }
+    };
+    let user = match &fc.user {
+        Some(u) => {
+            let name = u.get_ref();
+            if name != "root" {
+                crate::privileges::Account::lookup(name)
+                    .map_err(|m| err(Some(u.span()), "user", m))?;
+            }
+            Some(name.clone())
+        }
+        None => None,
     };
     if fc.cgi.max_processes == Some(0) {
         return Err(err(None, "cgi.max_processes", "must be at least 1".into()));
@@ -1152,6 +1167,7 @@ fn build(
     Ok(Runtime {
         listen,
         workers,
+        user,
         access_log,
         limits,
         cache,

@@ -10,6 +10,7 @@ pub mod http;
 pub mod mux;
 pub mod output;
 pub mod pool;
+pub mod privileges;
 pub mod server;
 pub mod static_files;
 pub mod status;

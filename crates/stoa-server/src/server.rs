@@ -38,6 +38,8 @@ pub enum StartError {
     Config(ConfigError),
     Bind(SocketAddr, io::Error),
     Io(io::Error),
+    /// Could not become the configured user.
+    Privileges(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -46,6 +48,7 @@ impl std::fmt::Display for StartError {
             StartError::Config(e) => write!(f, "{e}"),
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Io(e) => write!(f, "{e}"),
+            StartError::Privileges(m) => write!(f, "{m}"),
         }
     }
 }
@@ -139,6 +142,40 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
         }
         for (w, s) in socks.into_iter().enumerate() {
             per_worker[w].push(s);
+        }
+    }
+    // Listeners are bound: root is no longer needed (before any worker,
+    // script or pool process starts).
+    // What root creates for the user: the pools' socket directory, and the
+    // access log, opened here as nginx's master does so that its
+    // directory need not be writable by the user.
+    let mut owned: Vec<&std::path::Path> = Vec::new();
+    if pools.made_rundir {
+        owned.push(pools.rundir.as_path());
+    }
+    if let crate::config::AccessLog::File(p) = &rt.access_log {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| StartError::Privileges(format!("access log {}: {e}", p.display())))?;
+        owned.push(p);
+    }
+    match crate::privileges::drop_to(rt.user.as_deref(), &owned).map_err(StartError::Privileges)? {
+        crate::privileges::Outcome::Dropped(a) => {
+            tracing::info!("running as {} (uid {}, gid {})", a.name, a.uid, a.gid)
+        }
+        crate::privileges::Outcome::KeptRoot => tracing::warn!(
+            "running as root (`user = \"root\"`): CGI scripts and spawned pools run as root too"
+        ),
+        crate::privileges::Outcome::NotRoot => {
+            if let Some(u) = rt.user.as_deref() {
+                // SAFETY: geteuid has no preconditions.
+                let me = unsafe { libc::geteuid() };
+                if crate::privileges::user_name(me).as_deref() != Some(u) {
+                    tracing::warn!("`user = \"{u}\"` ignored: Stoa was not started as root");
+                }
+            }
         }
     }
     let (rt_tx, rt_rx) = watch::channel(rt.clone());

@@ -23,9 +23,12 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The top of every generated config: one worker on an ephemeral port, no
-/// access log.
+/// access log, and (when the tests run as root, as in CI) still root:
+/// these tests are about other things than privileges, and their peers
+/// (php-fpm sockets, files in temp dirs) are root's. `privileges.rs`
+/// tests the drop to another user.
 pub const CONFIG_PRELUDE: &str =
-    "listen = [\"127.0.0.1:0\"]\nworkers = 1\n\n[log]\naccess = \"off\"\n\n";
+    "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n";
 
 // ---------------------------------------------------------------------------
 // Temporary directories

@@ -136,7 +136,7 @@ pub fn c_app() -> PathBuf {
 /// The top of the tests' configs: two workers (so that requests of one
 /// test really meet across event loops) on an ephemeral port.
 pub fn prelude(workers: usize) -> String {
-    format!("listen = [\"127.0.0.1:0\"]\nworkers = {workers}\n\n[log]\naccess = \"off\"\n\n")
+    format!("listen = [\"127.0.0.1:0\"]\nworkers = {workers}\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n")
 }
 
 /// A `[[pool]]` of `stoa-hello-fcgi` with extra keys (one per line).

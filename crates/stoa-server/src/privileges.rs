@@ -1,0 +1,169 @@
+//! Running as someone other than root. Started as root, Stoa binds its
+//! listeners first, then the whole process becomes `user` (its primary
+//! group and supplementary groups too): workers, CGI scripts and spawned
+//! application pools all run as that user from then on. Without a `user`
+//! key it becomes `nobody`, as nginx does; only `user = "root"` keeps root.
+//!
+//! Why the whole process, not only the children: the workers read files
+//! named by the network, and a path bug must not read what only root may.
+//! The price is that a reload cannot bind new privileged ports (already
+//! "on restart only") and every pool runs as the one user.
+
+use std::ffi::{CStr, CString};
+use std::path::Path;
+
+/// A user to run as, looked up in the password database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+}
+
+impl Account {
+    /// `getpwnam_r`: the account of `name`, or a message saying why not.
+    pub fn lookup(name: &str) -> Result<Account, String> {
+        let cname = CString::new(name).map_err(|_| format!("user `{name}`: contains a NUL"))?;
+        let mut buf = vec![0 as libc::c_char; 16 * 1024];
+        // SAFETY: an all-zero passwd is a valid value for getpwnam_r to
+        // overwrite (pointers null, numbers 0).
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call: the name is
+        // NUL-terminated, `pw` and `buf` are ours with their true sizes.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pw,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc != 0 {
+            return Err(format!(
+                "user `{name}`: {}",
+                std::io::Error::from_raw_os_error(rc)
+            ));
+        }
+        if found.is_null() {
+            return Err(format!("user `{name}`: no such user"));
+        }
+        Ok(Account {
+            name: name.to_owned(),
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+        })
+    }
+}
+
+/// What [`drop_to`] did, for the start-up log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not root: nothing to drop (`user`, if given, is ignored).
+    NotRoot,
+    /// `user = "root"` was written out: still root.
+    KeptRoot,
+    Dropped(Account),
+}
+
+fn euid() -> libc::uid_t {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Becomes `user` (default `nobody`) if running as root. `owned` are paths
+/// created as root that the user must own afterwards (the pools' private
+/// socket directory).
+pub fn drop_to(user: Option<&str>, owned: &[&Path]) -> Result<Outcome, String> {
+    if euid() != 0 {
+        return Ok(Outcome::NotRoot);
+    }
+    let name = user.unwrap_or("nobody");
+    if name == "root" {
+        return Ok(Outcome::KeptRoot);
+    }
+    let acct = Account::lookup(name).map_err(|e| {
+        if user.is_none() {
+            format!(
+                "started as root with no `user` key, and {e}: set `user` to the account to run as"
+            )
+        } else {
+            e
+        }
+    })?;
+    if acct.uid == 0 {
+        return Err(format!(
+            "user `{name}` has uid 0: write `user = \"root\"` to run as root"
+        ));
+    }
+    for p in owned {
+        std::os::unix::fs::chown(p, Some(acct.uid), Some(acct.gid))
+            .map_err(|e| format!("chown {} to {name}: {e}", p.display()))?;
+    }
+    let cname = CString::new(name).map_err(|_| "user name contains a NUL".to_owned())?;
+    // The order matters: groups and gid while still root, then the uid.
+    // SAFETY: plain syscalls on values we own; glibc applies set*id to
+    // every thread of the process.
+    unsafe {
+        if libc::initgroups(cname.as_ptr(), acct.gid) != 0 {
+            return Err(format!(
+                "initgroups({name}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if libc::setgid(acct.gid) != 0 {
+            return Err(format!(
+                "setgid({}): {}",
+                acct.gid,
+                std::io::Error::last_os_error()
+            ));
+        }
+        if libc::setuid(acct.uid) != 0 {
+            return Err(format!(
+                "setuid({}): {}",
+                acct.uid,
+                std::io::Error::last_os_error()
+            ));
+        }
+        // Dropped for good: root cannot be had back.
+        if libc::setuid(0) == 0 {
+            return Err("setuid(0) still succeeds after dropping privileges".into());
+        }
+    }
+    Ok(Outcome::Dropped(acct))
+}
+
+/// The name of the account with `uid`, for messages.
+pub fn user_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: as in `Account::lookup`.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: as in `Account::lookup`.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r succeeded, so pw_name points to a NUL-terminated
+    // string inside `buf`, which outlives this borrow.
+    Some(
+        unsafe { CStr::from_ptr(pw.pw_name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_and_a_missing_user_are_told_apart() {
+        assert_eq!(Account::lookup("root").map(|a| a.uid), Ok(0));
+        let e = Account::lookup("no-such-user-stoa").expect_err("missing");
+        assert!(e.contains("no such user"), "{e}");
+        assert!(Account::lookup("a\0b").is_err());
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+    }
+}
