@@ -321,6 +321,8 @@ pub fn make_repo(dir: &TempDir, name: &str) -> (PathBuf, String) {
         &work.display().to_string(),
         &bare.display().to_string(),
     ]));
+    std::fs::write(bare.join("description"), "a repository made by the test\n")
+        .expect("write description");
     let id = String::from_utf8_lossy(&run(git(&bare).args(["rev-parse", "HEAD"])))
         .trim()
         .to_owned();
