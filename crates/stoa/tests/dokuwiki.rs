@@ -585,3 +585,26 @@ fn dokuwiki_code_config_and_data_directories_are_denied() {
     assert_eq!(r.status, 200, "{r:?}");
     assert!(r.text().contains(START_MARKER));
 }
+
+/// Issue 9: no spelling of a path, no index setting and no static prefix
+/// over PHP files (`/lib/tpl/` as static, as DokuWiki's nginx page caches
+/// it) serves a PHP file of the real DokuWiki as source (the class of bug
+/// behind nginx/Apache PHP source disclosures; CVE-2019-11043 for `%0a`).
+#[test]
+fn dokuwiki_source_is_never_served_whatever_the_spelling() {
+    let w = start_wiki(WikiSetup {
+        tag: "doku-source",
+        site_extra: "[[site.route]]\nprefix = \"/lib/tpl/\"\nstatic = {}\n",
+        ..WikiSetup::default()
+    });
+    assert_no_source(&w.server, DOKUWIKI_SPELLINGS);
+    // The static prefix still serves the template's files, and the wiki
+    // still runs.
+    assert_eq!(
+        w.server.get("/lib/tpl/dokuwiki/images/logo.png").status,
+        200
+    );
+    let r = Browser::new().get_following(&w.server, "/");
+    assert_eq!(r.status, 200, "{}", w.fail("/", &r));
+    assert!(r.text().contains(START_MARKER));
+}

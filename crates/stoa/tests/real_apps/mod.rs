@@ -568,3 +568,97 @@ pub fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> 
         .find(|(n, _)| n == name)
         .map(|(_, v)| v.as_str())
 }
+
+// ---------------------------------------------------------------------------
+// Source disclosure
+
+/// Spellings of DokuWiki's paths that must never give a PHP file's
+/// source: trailing dots and spaces, case, NUL and newline tricks
+/// (CVE-2019-11043), PATH_INFO, dot segments, the index, a static prefix
+/// over PHP files (`/lib/tpl/`, see the test's config), backup-looking
+/// names.
+pub const DOKUWIKI_SPELLINGS: &[&str] = &[
+    "/",
+    "/doku.php.",
+    "/doku.php..",
+    "/DOKU.PHP",
+    "/Doku.Php",
+    "/doku.php%00.txt",
+    "/doku.php%00",
+    "/doku.php/",
+    "/doku.php%20",
+    "/doku.php%2e",
+    "/doku%2ephp",
+    "/x.php%0a.txt",
+    "/doku.php%0a.txt",
+    "/doku.php::$DATA",
+    "/inc/../doku.php",
+    "/lib/../doku.php",
+    "//doku.php",
+    "/./doku.php",
+    "/index.php",
+    "/index.php.",
+    "/doku.phps",
+    "/doku.php~",
+    "/lib/exe/",
+    "/lib/exe/fetch.php.",
+    "/lib/exe/FETCH.PHP",
+    "/lib/tpl/dokuwiki/main.php",
+    "/lib/tpl/dokuwiki/main.php.",
+    "/lib/tpl/dokuwiki/MAIN.PHP",
+    "/lib/tpl/dokuwiki/",
+    "/lib/tpl/dokuwiki/tpl_header.php",
+    "/lib/tpl/../exe/fetch.php",
+    "/inc/init.php",
+    "/inc/init.php.",
+    "/INC/init.php",
+    "/vendor/autoload.php",
+];
+
+/// The same for Adminer, with a static alias (`/dist/`) over
+/// /usr/share/adminer and `index = ["index.php"]`.
+pub const ADMINER_SPELLINGS: &[&str] = &[
+    "/",
+    "/index.php.",
+    "/index.php..",
+    "/INDEX.PHP",
+    "/Index.Php",
+    "/index.php%00.txt",
+    "/index.php%00",
+    "/index.php/",
+    "/index.php%20",
+    "/index%2ephp",
+    "/x.php%0a.txt",
+    "/index.php%0a.txt",
+    "/index.php::$DATA",
+    "/dist/../index.php",
+    "//index.php",
+    "/index.phps",
+    "/index.php~",
+    "/dist/",
+    "/dist/adminer.php",
+    "/dist/adminer.php.",
+    "/dist/ADMINER.PHP",
+    "/dist/adminer.php%00.txt",
+    "/dist/adminer/",
+    "/dist/adminer/index.php",
+    "/dist/adminer/include/bootstrap.inc.php",
+    "/dist/adminer/drivers/sqlite.inc.php.",
+    "/dist/plugins/plugin.php",
+    "/dist/plugins/login-password-less.php",
+    "/dist/compile.php",
+    "/dist/editor.php",
+];
+
+/// GETs each path and fails if any answer holds `<?php` (a PHP file's
+/// source), naming every path that did.
+pub fn assert_no_source(server: &Server, paths: &[&str]) {
+    let mut leaks = Vec::new();
+    for &path in paths {
+        let r = server.get(path);
+        if crate::common::contains(&r.body, b"<?php") {
+            leaks.push(format!("{path} ({})", r.status));
+        }
+    }
+    assert!(leaks.is_empty(), "PHP source served for: {leaks:?}");
+}
