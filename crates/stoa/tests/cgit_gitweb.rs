@@ -90,10 +90,12 @@ fn cgit_lists_the_repository_and_shows_a_commit() {
 /// commit is byte-identical to what `git archive --format=tar.gz
 /// --prefix=demo-ID/` makes of it.
 ///
-/// Both gzip with `-n` semantics (no name, no time in the header), so the
-/// compressed bytes can be compared directly; should a git or cgit
-/// version ever compress differently, the uncompressed tar is compared
-/// too, so the failure says which one differs.
+/// Debian's cgit (built with git 2.39) and git 2.39 both compress with
+/// git's internal `git archive gzip` (no name, no time in the header), so
+/// the compressed bytes can be compared directly. Should a cgit linked
+/// with another git, or a `tar.tar.gz.command` setting, ever compress
+/// differently, the uncompressed tars are compared first, so the failure
+/// says which one differs.
 #[test]
 fn cgit_snapshot_is_byte_identical_to_git_archive() {
     let (_dir, server, repo, head) = cgit_site("cgit-snapshot");
