@@ -355,6 +355,8 @@ async fn run(
     let mut last: (u16, &[(&str, &[u8])]) = (502, &[]);
     // Set after a kept-alive connection failed: the next try connects anew.
     let mut fresh = false;
+    // Sends after a connection closed before any response byte.
+    let mut stale_left = 2u8;
     let mut tries = pool.procs.len().clamp(2, 4);
     while tries > 0 {
         tries -= 1;
@@ -433,16 +435,17 @@ async fn run(
         };
         let proc = lease.proc.clone();
         match exchange(head, io, ctx, pool, lease, up, role, input).await {
-            Done::Stale => {
+            Done::Stale(reused) => {
                 // The keep-alive race: the application closed a parked
-                // connection as the request went out on it. Nothing
-                // reached the client; an idempotent request (RFC 9110
-                // §9.2.2) goes once more on a fresh connection, as nginx
-                // does for its cached upstream connections. Others may
-                // have had an effect: 502.
-                if !head.method.is_idempotent() || fresh || !input.rewind() {
+                // connection as the request went out on it; or a process
+                // on its way out (php-fpm's reload) took a new one and
+                // closed it. Nothing reached the client: an idempotent
+                // request (RFC 9110 §9.2.2) goes again on a fresh
+                // connection, twice at most, as nginx does for its cached
+                // upstream connections. Others may have had an effect: 502.
+                if !head.method.is_idempotent() || stale_left == 0 || !input.rewind() {
                     tracing::error!(
-                        "fastcgi pool {}: process #{}: bad response: a kept-alive connection closed before a response ({} not retried)",
+                        "fastcgi pool {}: process #{}: bad response: connection closed before a response ({} not sent again)",
                         pool.spec.name,
                         proc.index,
                         head.method.as_str()
@@ -453,10 +456,17 @@ async fn run(
                     return Outcome::Sent(false);
                 }
                 tracing::info!(
-                    "fastcgi pool {}: process #{}: kept-alive connection closed before a response; retrying on a new one",
+                    "fastcgi pool {}: process #{}: {} connection closed before a response; retrying on a new one",
                     pool.spec.name,
-                    proc.index
+                    proc.index,
+                    if reused { "kept-alive" } else { "new" }
                 );
+                stale_left -= 1;
+                if !reused {
+                    // The process is going away: give its successor a
+                    // moment to take over the socket.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
                 proc.retried();
                 fresh = true;
                 tries = tries.max(1);
@@ -650,11 +660,18 @@ impl Upstream {
         }
     }
 
-    /// A kept-alive connection that failed before the application said a
-    /// thing: the request may go again on a fresh one.
+    /// A connection that failed before the application said a thing: the
+    /// request may go again on a fresh one.
     fn stale(&self) -> bool {
         match self {
-            Upstream::Direct(d) => d.eof && d.reused && !d.heard,
+            Upstream::Direct(d) => d.eof && !d.heard,
+            Upstream::Mux(_) => false,
+        }
+    }
+
+    fn reused(&self) -> bool {
+        match self {
+            Upstream::Direct(d) => d.reused,
             Upstream::Mux(_) => false,
         }
     }
@@ -771,9 +788,9 @@ impl Upstream {
 enum Done {
     /// A response went to the client; whether the connection stays.
     Sent(bool),
-    /// A kept-alive connection was found closed before any response byte;
-    /// nothing went to the client.
-    Stale,
+    /// The connection closed before any response byte (whether it was a
+    /// kept-alive one); nothing went to the client.
+    Stale(bool),
     /// Refused by the application before any output (END_REQUEST with
     /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
     Refused(ProtocolStatus),
@@ -793,7 +810,7 @@ enum End {
     Abort,
     Refused(ProtocolStatus),
     Authorized(Vec<(String, Vec<u8>)>),
-    Stale,
+    Stale(bool),
 }
 
 /// Waits on the upstream while there is one (after its release, never).
@@ -1033,7 +1050,7 @@ async fn exchange(
             && out.is_empty()
             && up.as_ref().is_some_and(Upstream::stale)
         {
-            break End::Stale;
+            break End::Stale(up.as_ref().is_some_and(Upstream::reused));
         }
         if down.is_none() {
             match stoa_cgi::parse_head(&out, MAX_HEAD) {
@@ -1127,7 +1144,7 @@ async fn exchange(
             Done::Sent(false)
         }
         End::Refused(ps) => Done::Refused(ps),
-        End::Stale => Done::Stale,
+        End::Stale(r) => Done::Stale(r),
         End::Authorized(v) => Done::Authorized(v),
         End::Sent(keep) => {
             let Some(d) = down else {

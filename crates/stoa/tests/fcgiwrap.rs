@@ -100,8 +100,6 @@ fn uid_of_user(name: &str) -> u32 {
 /// scripts it runs) as www-data, never as root (least privilege: a bug
 /// in a script must not own the machine).
 ///
-/// Depends on the `user` key being built on main: until it is merged,
-/// Stoa refuses the unknown key and this test fails at start-up.
 #[test]
 fn scripts_and_spawned_pools_run_as_www_data() {
     assert!(
@@ -116,10 +114,11 @@ fn scripts_and_spawned_pools_run_as_www_data() {
     let cfg = dir.write(
         "stoa.toml",
         format!(
-            "user = \"www-data\"\n{CONFIG_PRELUDE}\
+            "{}\
              [[site]]\nroot = \"www\"\n\n\
              [[site.route]]\nprefix = \"/cgi-bin/\"\ncgi = {{ dir = \"cgi\" }}\n\n\
              [[site.route]]\nsuffix = \".sh\"\nfastcgi = {{ pool = \"cgiwrap\", split_path = \".sh\" }}\n\n{}",
+            CONFIG_PRELUDE.replace("user = \"root\"", "user = \"www-data\""),
             fcgiwrap_pool()
         ),
     );

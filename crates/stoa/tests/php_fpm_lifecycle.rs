@@ -7,10 +7,6 @@
 //! Each test starts its own php-fpm with its own pool config, socket in
 //! the test's directory. Needs the Debian packages php-fpm and libfcgi-bin
 //! (installed by test.sh).
-//!
-//! These depend on pool features being built on main (retrying a request
-//! on a kept-alive connection the application closed, and the pool key
-//! `keepalive_timeout`); until they are merged they are expected to fail.
 
 mod common;
 mod real_apps;
