@@ -32,7 +32,7 @@ const MAX_HEAD: usize = 64 * 1024;
 const OUT_CHUNK: usize = 32 * 1024;
 /// Chunked request bodies are buffered in memory up to this, then in an
 /// unlinked temporary file, so CONTENT_LENGTH can be exact.
-const BODY_IN_MEMORY: usize = 1 << 20;
+const BODY_IN_MEMORY: usize = 256 * 1024;
 
 /// How a route finds the program to run.
 #[derive(Debug)]
@@ -59,6 +59,8 @@ pub struct CgiConfig {
     /// The route's own variables (`env = {...}`), set last.
     pub route_env: Vec<(String, String)>,
     pub limiter: Arc<Limiter>,
+    /// Read the request body before taking a process slot.
+    pub buffering: bool,
 }
 
 impl CgiConfig {
@@ -92,6 +94,7 @@ pub struct RouteSpec {
     pub timeout: Option<Dur>,
     pub pass_authorization: bool,
     pub env: Vec<(String, String)>,
+    pub buffering: bool,
 }
 
 /// Bounds concurrent CGI processes across all workers, with a bounded
@@ -149,6 +152,7 @@ pub fn route_config(
         timeout,
         pass_authorization,
         env: route_env,
+        buffering,
     } = spec;
     let mode = match (dir, interpreter, script) {
         (None, None, Some(program)) => {
@@ -229,6 +233,7 @@ pub fn route_config(
         env: globals.env.clone(),
         route_env,
         limiter: globals.limiter.clone(),
+        buffering,
     })
 }
 
@@ -488,17 +493,9 @@ pub async fn serve(
         Err(status) => return simple(head, io, ctx, status, &[]).await,
     };
 
-    // Read a chunked body whole so CONTENT_LENGTH is exact; a
-    // content-length body streams straight into the script.
-    let input = match head.framing {
-        Framing::None => Input::None,
-        Framing::Length(n) => Input::Stream(n),
-        Framing::Chunked | Framing::Close => match buffer_body(head, io, ctx).await {
-            Ok(i) => i,
-            Err(BodyFail::TooLarge) => return simple_now(head, io, ctx, 413),
-            Err(BodyFail::Malformed) => return simple_now(head, io, ctx, 400),
-            Err(BodyFail::Gone) => return false,
-        },
+    let input = match read_input(head, io, ctx, cfg.buffering).await {
+        Ok(i) => i,
+        Err(keep) => return keep,
     };
     let Some(_permit) = cfg.limiter.acquire().await else {
         tracing::warn!(
@@ -545,6 +542,7 @@ pub async fn serve(
     // killed together. std uses posix_spawn (vfork semantics) for this.
     cmd.process_group(0);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let streaming = matches!(input, Input::Stream(_));
     let pending = match input {
         Input::None => {
             cmd.stdin(Stdio::null());
@@ -581,10 +579,8 @@ pub async fn serve(
     if let Some(stderr) = child.stderr.take() {
         tokio::task::spawn_local(log_stderr(stderr, script.script_name.clone()));
     }
-    let body_reader = match head.framing {
-        Framing::Length(_) => Some(BodyReader::new(head, ctx.rt)),
-        _ => None,
-    };
+    // Only a streamed body is still to be read from the client.
+    let body_reader = streaming.then(|| BodyReader::new(head, ctx.rt));
     let pump = Pump {
         stdin: child.stdin.take(),
         pending,
@@ -678,6 +674,33 @@ pub(crate) async fn redirect(
     keep && body_done
 }
 
+/// The request body as an application gets it, read before a process is
+/// taken: a slow client then holds only its connection, never a CGI slot
+/// or a FastCGI process (nginx's `proxy_request_buffering`). Without
+/// `buffering` a Content-Length body streams as the application reads; a
+/// chunked one is always read first (CGI and FastCGI need CONTENT_LENGTH).
+/// `Err` when the request was answered (413, 400) or the client left:
+/// whether the connection stays.
+pub(crate) async fn read_input(
+    head: &RequestHead,
+    io: &mut Io,
+    ctx: &Ctx<'_>,
+    buffering: bool,
+) -> Result<Input, bool> {
+    match head.framing {
+        Framing::None | Framing::Length(0) => return Ok(Input::None),
+        Framing::Length(n) if !buffering => return Ok(Input::Stream(n)),
+        _ => {}
+    }
+    buffer_body(head, io, ctx).await.map_err(|e| match e {
+        BodyFail::TooLarge => simple_now(head, io, ctx, 413),
+        BodyFail::Malformed => simple_now(head, io, ctx, 400),
+        BodyFail::Slow => simple_now(head, io, ctx, 408),
+        BodyFail::Spool => simple_now(head, io, ctx, 500),
+        BodyFail::Gone => false,
+    })
+}
+
 pub(crate) async fn buffer_body(
     head: &RequestHead,
     io: &mut Io,
@@ -692,9 +715,9 @@ pub(crate) async fn buffer_body(
             use std::io::Write;
             let (f, n) = match &mut file {
                 Some(x) => x,
-                None => file.insert((temp_file().map_err(|_| BodyFail::Gone)?, 0)),
+                None => file.insert((temp_file().map_err(spool_failed)?, 0)),
             };
-            f.write_all(&mem).map_err(|_| BodyFail::Gone)?;
+            f.write_all(&mem).map_err(spool_failed)?;
             *n += mem.len() as u64;
             mem.clear();
         }
@@ -706,12 +729,16 @@ pub(crate) async fn buffer_body(
         None => Ok(Input::Memory(mem)),
         Some((mut f, n)) => {
             use std::io::{Seek, Write};
-            f.write_all(&mem).map_err(|_| BodyFail::Gone)?;
-            f.seek(std::io::SeekFrom::Start(0))
-                .map_err(|_| BodyFail::Gone)?;
+            f.write_all(&mem).map_err(spool_failed)?;
+            f.seek(std::io::SeekFrom::Start(0)).map_err(spool_failed)?;
             Ok(Input::File(f, n + mem.len() as u64))
         }
     }
+}
+
+fn spool_failed(e: io::Error) -> BodyFail {
+    tracing::error!("request body: temporary file: {e}");
+    BodyFail::Spool
 }
 
 /// An unnamed temporary file (O_TMPFILE): nothing to clean up, ever.

@@ -184,6 +184,7 @@ pub struct LimitsConfig {
     pub keepalive_timeout: Option<Dur>,
     pub send_timeout: Option<Dur>,
     pub body_timeout: Option<Dur>,
+    pub body_min_rate: Option<Size>,
     pub shutdown_timeout: Option<Dur>,
     pub max_header_bytes: Option<Size>,
     pub max_uri_bytes: Option<Size>,
@@ -272,6 +273,8 @@ pub struct RouteConfig {
     /// Files tried in order (`$uri`, `$uri/`, `$query_string`); the last
     /// entry is a URI run through routing or `=CODE`.
     pub try_files: Option<Vec<String>>,
+    /// Read request bodies before an application is taken (default true).
+    pub request_buffering: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -354,7 +357,10 @@ pub struct Limits {
     pub header_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
+    /// A request body gets this long, plus a second per `body_min_rate`
+    /// bytes received (Apache mod_reqtimeout's `body=20,MinRate=500`).
     pub body_timeout: Duration,
+    pub body_min_rate: u64,
     pub shutdown_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_uri_bytes: usize,
@@ -368,7 +374,8 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(15),
             send_timeout: Duration::from_secs(60),
-            body_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(20),
+            body_min_rate: 500,
             shutdown_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
             max_uri_bytes: 8 * 1024,
@@ -702,6 +709,7 @@ fn build(
         keepalive_timeout: l.keepalive_timeout.map_or(d.keepalive_timeout, |v| v.0),
         send_timeout: l.send_timeout.map_or(d.send_timeout, |v| v.0),
         body_timeout: l.body_timeout.map_or(d.body_timeout, |v| v.0),
+        body_min_rate: l.body_min_rate.map_or(d.body_min_rate, |v| v.0),
         shutdown_timeout: l.shutdown_timeout.map_or(d.shutdown_timeout, |v| v.0),
         max_header_bytes: l
             .max_header_bytes
@@ -965,6 +973,7 @@ fn build(
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
+                    buffering: rc.request_buffering.unwrap_or(true),
                 }))
             } else if let Some(ph) = &rc.php {
                 let f = ph.get_ref();
@@ -1003,6 +1012,7 @@ fn build(
                             .iter()
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect(),
+                        buffering: rc.request_buffering.unwrap_or(true),
                     },
                     statics: Arc::new(statics),
                     front_controller,
@@ -1053,6 +1063,7 @@ fn build(
                         script: c.script.as_deref().map(&resolve),
                         timeout: c.timeout,
                         pass_authorization: c.pass_authorization,
+                        buffering: rc.request_buffering.unwrap_or(true),
                         env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                     },
                     rc.prefix.as_deref(),

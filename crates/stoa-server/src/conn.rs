@@ -235,6 +235,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
     let mut deadline = Instant::now() + rt.limits.header_timeout;
     let mut awaiting_head = true;
     let mut nodelay = false;
+    // The last request had a body that may not all have been read: closing
+    // then needs a lingering close.
+    let mut body_left = false;
 
     loop {
         match head.parse(&io.rbuf[io.start..], &limits) {
@@ -247,6 +250,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                 };
                 let (p, rewritten) = pick(&head, &rt);
                 let head = rewritten.as_ref().unwrap_or(&head);
+                body_left = head.has_body();
                 let keep = match p {
                     Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Guarded(_) => {
                         Box::pin(dispatch(p, head, &mut io, &ctx, 0, &[])).await
@@ -263,6 +267,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     io.flush(&rt).await;
                     break;
                 }
+                // Kept: the body was read to its end.
+                body_left = false;
                 awaiting_head = false;
             }
             Ok(None) => {
@@ -347,26 +353,44 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
             Err(e) => {
                 refuse(e, &worker, &mut io.out, peer, &io.rbuf[io.start..]);
                 io.flush(&rt).await;
+                // The rest of what the client sent is unread.
+                body_left = true;
                 break;
             }
         }
     }
-    // Dropping the stream closes it. Lingering close (RFC 9112 §9.6) matters
-    // when unread request bytes remain: shut down writing first so the
-    // client sees the response before any reset.
-    if io.start < io.rbuf.len() {
-        let _ = socket2::SockRef::from(&io.stream).shutdown(std::net::Shutdown::Write);
-        // Drain into a heap buffer: a stack array here would sit in every
-        // connection's future for its whole life.
-        let mut sink = vec![0u8; 4096];
-        let until = Instant::now() + Duration::from_secs(2);
-        while let Ok(Ok(n)) = timeout_at(until, io.stream.read(&mut sink)).await {
-            if n == 0 {
-                break;
-            }
+    if body_left || io.start < io.rbuf.len() {
+        linger(&mut io.stream).await;
+    }
+    // Dropping the stream closes it.
+}
+
+/// Lingering close (RFC 9112 §9.6; Apache's and nginx's
+/// `lingering_close`): the client may still be sending (a body nobody
+/// read, pipelined requests), and closing a socket with unread bytes makes
+/// the kernel answer RST, which destroys the response still in flight to
+/// the client. So: shut down writing (the client sees the response, then
+/// EOF), then read and discard until the client closes, each read waiting
+/// at most [`LINGER_READ`], in all at most [`LINGER_TOTAL`].
+async fn linger(stream: &mut TcpStream) {
+    let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
+    // A heap buffer: a stack array here would sit in every connection's
+    // future for its whole life.
+    let mut sink = vec![0u8; 16 * 1024];
+    let until = Instant::now() + LINGER_TOTAL;
+    loop {
+        let step = (Instant::now() + LINGER_READ).min(until);
+        match timeout_at(step, stream.read(&mut sink)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => break,
         }
     }
 }
+
+/// How long a lingering close waits for each piece (nginx's
+/// `lingering_timeout`) and in all (its `lingering_time`).
+const LINGER_READ: Duration = Duration::from_secs(5);
+const LINGER_TOTAL: Duration = Duration::from_secs(30);
 
 fn new_reply<'a>(
     out: &'a mut Output,
@@ -816,8 +840,12 @@ pub enum BodyFail {
     TooLarge,
     /// Bad chunked framing (400).
     Malformed,
-    /// The client went away or was too slow.
+    /// The client went away.
     Gone,
+    /// The client sent too slowly (408).
+    Slow,
+    /// The body could not be kept (a temporary file failed: 500).
+    Spool,
 }
 
 /// Reads a request body from the connection: what is buffered first, then
@@ -826,18 +854,27 @@ pub struct BodyReader {
     dec: BodyDecoder,
     seen: u64,
     limit: u64,
+    /// When the body must be in by if no more arrives: `body_timeout`
+    /// after the start, moved on a second per `body_min_rate` bytes.
     deadline: Instant,
+    started: Instant,
+    grace: Duration,
+    min_rate: u64,
     /// `100 Continue` still to be sent before the first read.
     continue_pending: bool,
 }
 
 impl BodyReader {
     pub fn new(head: &RequestHead, rt: &Runtime) -> BodyReader {
+        let now = Instant::now();
         BodyReader {
             dec: BodyDecoder::new(head.framing),
             seen: 0,
             limit: rt.limits.max_body_bytes,
-            deadline: Instant::now() + rt.limits.body_timeout,
+            deadline: now + rt.limits.body_timeout,
+            started: now,
+            grace: rt.limits.body_timeout,
+            min_rate: rt.limits.body_min_rate,
             continue_pending: head.expect_continue,
         }
     }
@@ -872,6 +909,12 @@ impl BodyReader {
             if self.seen > self.limit {
                 return Err(BodyFail::TooLarge);
             }
+            if got > 0 && self.min_rate > 0 {
+                // A client keeping up the minimum rate may take as long as
+                // its body needs; one that stalls is cut off.
+                let earned = Duration::from_millis(self.seen.saturating_mul(1000) / self.min_rate);
+                self.deadline = self.started + self.grace + earned;
+            }
             if got > 0 || self.dec.is_done() {
                 return Ok(!self.dec.is_done() || got > 0);
             }
@@ -896,7 +939,8 @@ impl BodyReader {
             }
             match timeout_at(self.deadline, io.stream.read_buf(&mut io.rbuf)).await {
                 Ok(Ok(n)) if n > 0 => {}
-                _ => return Err(BodyFail::Gone),
+                Ok(_) => return Err(BodyFail::Gone),
+                Err(_) => return Err(BodyFail::Slow),
             }
         }
     }
@@ -912,6 +956,11 @@ pub async fn consume_body_pub(head: &RequestHead, io: &mut Io, rt: &Runtime) -> 
 async fn consume_body(head: &RequestHead, io: &mut Io, rt: &Runtime) -> bool {
     if !head.has_body() {
         return true;
+    }
+    // The answer (an error, usually: 404, 405, 401, 503) goes out now, not
+    // once the body is in: the client may be slow, or waiting for it.
+    if !io.out.is_empty() && !io.flush(rt).await {
+        return false;
     }
     if head.expect_continue {
         return false;

@@ -4,7 +4,7 @@
 //! same CGI head parser and `Downstream` as a CGI script's.
 
 use crate::cgi::{self, ClientEv, Input};
-use crate::conn::{BodyFail, BodyReader, Ctx, Io};
+use crate::conn::{BodyReader, Ctx, Io};
 use crate::downstream::Downstream;
 use crate::mux;
 use crate::pool::{Affinity, IdleConn, Lease, NoProcess, Pool, Target};
@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use stoa_cgi::{HeadError, Kind};
 use stoa_fastcgi::gateway::{Connection, Event};
 use stoa_fastcgi::{ProtocolStatus, Role};
-use stoa_h1::{Framing, RequestHead};
+use stoa_h1::RequestHead;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
@@ -39,6 +39,8 @@ pub struct FastCgiRoute {
     pub split_path: Option<String>,
     /// Extra parameters (`params = {...}`), set after the CGI variables.
     pub params: Vec<(String, String)>,
+    /// Read the request body before taking a process.
+    pub buffering: bool,
 }
 
 /// A connection to an application process.
@@ -215,16 +217,9 @@ pub async fn serve(
         tracing::error!("fastcgi: pool {} is not running", route.pool_name);
         return cgi::simple(head, io, ctx, 503, &[]).await;
     };
-    // FastCGI needs CONTENT_LENGTH: a chunked body is read whole first.
-    let mut input = match head.framing {
-        Framing::None => Input::None,
-        Framing::Length(n) => Input::Stream(n),
-        Framing::Chunked | Framing::Close => match cgi::buffer_body(head, io, ctx).await {
-            Ok(i) => i,
-            Err(BodyFail::TooLarge) => return cgi::simple_now(head, io, ctx, 413),
-            Err(BodyFail::Malformed) => return cgi::simple_now(head, io, ctx, 400),
-            Err(BodyFail::Gone) => return false,
-        },
+    let mut input = match cgi::read_input(head, io, ctx, route.buffering).await {
+        Ok(i) => i,
+        Err(keep) => return keep,
     };
     // Routing refused paths with control characters or `..` before this
     // point, so the split cannot be steered (CVE-2019-11043).
