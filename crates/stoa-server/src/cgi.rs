@@ -741,6 +741,10 @@ fn spool_failed(e: io::Error) -> BodyFail {
     BodyFail::Spool
 }
 
+/// How long a script's stdout may stay quiet after the script exited
+/// before its output is taken as complete.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
 /// An unnamed temporary file (O_TMPFILE): nothing to clean up, ever.
 fn temp_file() -> io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -801,6 +805,12 @@ async fn run(
         return Outcome::Abort;
     };
     let mut deadline = Instant::now() + cfg.timeout;
+    // Once the script has exited, its output ends when stdout is closed or
+    // stays quiet for [`EXIT_GRACE`]: a background process it started may
+    // hold stdout open for ever, and a response without a length would
+    // otherwise end only at the timeout, cut.
+    let mut exited = false;
+    let mut quiet_until = Instant::now();
     // The response, once the script's head is known.
     let mut down: Option<Downstream> = None;
     if p.pending.is_empty() && p.reader.is_none() {
@@ -820,9 +830,17 @@ async fn run(
             biased;
             r = stdout.read_buf(&mut p.obuf), if room => match r {
                 Ok(0) => p.stdout_eof = true,
-                Ok(_) => deadline = Instant::now() + cfg.timeout,
+                Ok(_) => {
+                    deadline = Instant::now() + cfg.timeout;
+                    quiet_until = Instant::now() + EXIT_GRACE;
+                }
                 Err(_) => p.stdout_eof = true,
             },
+            _ = child.wait(), if !exited => {
+                exited = true;
+                quiet_until = Instant::now() + EXIT_GRACE;
+            },
+            _ = sleep_until(quiet_until), if exited && room => p.stdout_eof = true,
             r = async { match p.stdin.as_mut() { Some(s) => s.write(&p.pending[p.pending_pos..]).await, None => Ok(0) } }, if feed_ready => match r {
                 Ok(n) if n > 0 => {
                     p.pending_pos += n;

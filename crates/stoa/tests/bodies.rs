@@ -197,3 +197,46 @@ fn a_thousand_4_mib_uploads_to_a_script_that_ignores_them_all_get_their_answer()
     );
     let _ = std::io::stdout().flush();
 }
+
+/// Issue 10 item 7 (RFC 3875 §6.3.4: the response ends with the script's
+/// output): a script that exits leaving a background process with its
+/// stdout open. A response without a length ends once the script has
+/// exited and stdout stayed quiet a moment, properly (chunked, with its
+/// last chunk), not cut at the CGI timeout; one with a length ends when
+/// its bytes are sent.
+#[test]
+fn a_script_whose_background_child_keeps_stdout_open_still_ends_its_response() {
+    let (dir, server) = site("bodies-bg", "", "");
+    for (name, head) in [
+        ("bg.sh", "Content-Type: text/plain\\r\\n\\r\\n"),
+        (
+            "bg-len.sh",
+            "Content-Type: text/plain\\r\\nContent-Length: 5\\r\\n\\r\\n",
+        ),
+    ] {
+        let p = dir.write(
+            &format!("cgi-bin/{name}"),
+            format!("#!/bin/sh\nprintf '{head}done\\n'\nsleep 5 &\nexit 0\n"),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    for path in ["/cgi-bin/bg.sh", "/cgi-bin/bg-len.sh"] {
+        let t0 = Instant::now();
+        let mut c = server.connect();
+        let r = c.request(&get(path));
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "done\n"),
+            "{path}: {r:?}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{path}: took {:?} (the CGI timeout is 30 s)",
+            t0.elapsed()
+        );
+        // The connection is still good for another request.
+        let r = c.request(&get("/index.html"));
+        assert_eq!(r.status, 200, "{path}: then {r:?}");
+    }
+}
