@@ -115,13 +115,14 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
         .enable_all()
         .build()
         .map_err(StartError::Io)?;
-    let (mut hup, mut term, mut int, mut usr1) = {
+    let (mut hup, mut term, mut int, mut usr1, mut quit) = {
         let _enter = signals.enter();
         (
             signal(SignalKind::hangup()).map_err(StartError::Io)?,
             signal(SignalKind::terminate()).map_err(StartError::Io)?,
             signal(SignalKind::interrupt()).map_err(StartError::Io)?,
             signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
+            signal(SignalKind::quit()).map_err(StartError::Io)?,
         )
     };
     // FastCGI pools are supervised by tasks on this (main) thread.
@@ -222,7 +223,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
 
     // The main thread waits for signals and runs the pool supervisors.
     local.block_on(&signals, async {
-        loop {
+        let graceful = loop {
             tokio::select! {
                 _ = hup.recv() => reload(&source, &rt_tx, &mut pools),
                 _ = usr1.recv() => {
@@ -234,11 +235,33 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
                         tracing::info!("status: {}", p.status());
                     }
                 }
-                _ = term.recv() => break,
-                _ = int.recv() => break,
+                _ = term.recv() => break false,
+                _ = int.recv() => break false,
+                _ = quit.recv() => break true,
             }
+        };
+        // As nginx: SIGQUIT is the graceful stop (every response in
+        // progress finishes, however long it takes), SIGTERM and SIGINT
+        // the fast one (`shutdown_timeout`), also after a SIGQUIT.
+        shared
+            .graceful
+            .store(graceful, std::sync::atomic::Ordering::Relaxed);
+        if graceful {
+            tracing::info!("stopping gracefully (SIGQUIT): finishing every response in progress");
+            let shared = shared.clone();
+            tokio::task::spawn_local(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                tracing::info!("fast stop (SIGTERM/SIGINT) during the graceful one");
+                shared
+                    .graceful
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+            });
+        } else {
+            tracing::info!("stopping: finishing in-flight requests");
         }
-        tracing::info!("stopping: finishing in-flight requests");
         let _ = sd_tx.send(true);
         // Workers drain on their own threads; the supervisors keep running
         // meanwhile, so requests in flight to a pool can finish.

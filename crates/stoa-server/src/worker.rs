@@ -266,6 +266,9 @@ pub struct Shared {
     pub started: std::time::Instant,
     /// One per worker thread, each written only by its own worker.
     pub stats: Vec<WorkerStats>,
+    /// A stop in progress waits for every response (SIGQUIT) rather than
+    /// `shutdown_timeout` (SIGTERM, or a SIGTERM after the SIGQUIT).
+    pub graceful: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -276,6 +279,7 @@ impl Shared {
             stats: (0..workers.max(1))
                 .map(|_| WorkerStats::default())
                 .collect(),
+            graceful: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -367,10 +371,18 @@ pub async fn run(
         a.abort();
     }
     drop(tokio_listeners);
-    // Let in-flight requests finish; idle connections close themselves.
+    // Let in-flight requests finish; idle connections close themselves. A
+    // graceful stop waits for all of them; a fast one (or a graceful one
+    // turned fast) gives them `shutdown_timeout` from then.
     let limit = runtime.borrow().limits.shutdown_timeout;
-    let until = tokio::time::Instant::now() + limit;
-    while worker.active.get() > 0 && tokio::time::Instant::now() < until {
+    let mut until = None;
+    while worker.active.get() > 0 {
+        if !shared.graceful.load(Ordering::Relaxed) {
+            let u = *until.get_or_insert_with(|| tokio::time::Instant::now() + limit);
+            if tokio::time::Instant::now() >= u {
+                break;
+            }
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     flusher.abort();

@@ -145,3 +145,51 @@ impl Refused for Server {
         }
     }
 }
+
+/// Issue 10 item 9, named as nginx names them: SIGQUIT is the graceful
+/// stop. A download that takes longer than `shutdown_timeout` (6 MiB read
+/// at ~2 MB/s, `shutdown_timeout = 1s`) still completes byte-exact, and
+/// the server exits 0 after it; SIGTERM (the fast stop) cuts it at
+/// `shutdown_timeout`.
+#[test]
+fn sigquit_lets_a_download_outlast_shutdown_timeout_where_sigterm_cuts_it() {
+    for (sig, completes) in [(libc::SIGQUIT, true), (libc::SIGTERM, false)] {
+        let (_d, mut s) = site("shutdown_timeout = \"1s\"\n");
+        let mut c = s.connect();
+        c.set_recv_buffer(64 * 1024);
+        c.send(&get("/big.bin"));
+        let head = c.try_read(true).expect("response head");
+        assert_eq!(head.status, 200);
+        let mut body = c.take_pending();
+        s.signal(sig);
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 32 * 1024];
+        let mut cut = None;
+        while body.len() < BIG {
+            let want = buf.len().min(BIG - body.len());
+            match c.stream.read(&mut buf[..want]) {
+                Ok(n) if n > 0 => body.extend_from_slice(&buf[..n]),
+                other => {
+                    cut = Some(format!("{other:?} after {} bytes", body.len()));
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        let took = t0.elapsed();
+        if completes {
+            assert_eq!(cut, None, "SIGQUIT cut the download after {took:?}");
+            assert!(
+                took > Duration::from_millis(1500),
+                "too fast to test: {took:?}"
+            );
+            assert!(body == pattern(BIG, 99), "the body differs");
+        } else {
+            assert!(cut.is_some(), "SIGTERM let a {took:?} download finish");
+        }
+        let st = s
+            .wait_exit(Duration::from_secs(5))
+            .expect("the server exits after the stop");
+        assert!(st.success(), "exit status {st}");
+    }
+}
