@@ -619,6 +619,29 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> 
     from_str(&text, &file, &base, overrides)
 }
 
+/// The word a pool's `command` may start with to run the `stoa` binary
+/// that reads the config (`command = ["{stoa}", "demo-app", "comments"]`).
+const STOA_EXE: &str = "{stoa}";
+
+/// Replaces a leading `{stoa}` in a pool's command with the path of the
+/// running binary, so a config can run applications built into Stoa
+/// without knowing where cargo or an installer put it.
+fn expand_stoa(mut command: Vec<String>) -> Result<Vec<String>, String> {
+    if command.first().is_some_and(|p| p == STOA_EXE) {
+        // Resolved once: a binary rebuilt in place while Stoa runs shows as
+        // "PATH (deleted)" in /proc/self/exe, which would turn a reload
+        // into a changed pool spec (and a restart) with a wrong path.
+        static EXE: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+        let exe = EXE.get_or_init(|| {
+            std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .map_err(|e| format!("`{STOA_EXE}`: cannot find the running binary: {e}"))
+        });
+        command[0] = exe.clone()?;
+    }
+    Ok(command)
+}
+
 /// Parses and validates config text; `base` resolves relative paths.
 pub fn from_str(
     text: &str,
@@ -783,9 +806,13 @@ fn build(
                 "a pool of that name already exists".into(),
             ));
         }
+        let command = match pc.command.clone().map(expand_stoa).transpose() {
+            Ok(c) => c,
+            Err(m) => return Err(err(Some(p.span()), &format!("{key}.command"), m)),
+        };
         let spec = crate::pool::spec(
             &pc.name,
-            pc.command.clone(),
+            command,
             pc.address.clone(),
             pc.processes,
             pc.min_processes,
@@ -1280,6 +1307,25 @@ autoindex = false
         let e = from_str(text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
         assert_eq!(e.line, Some(2));
         assert_eq!(e.key, "site[0].root");
+    }
+
+    #[test]
+    fn a_pool_command_starting_with_stoa_runs_the_running_binary() {
+        let text = format!(
+            "[[pool]]\nname = \"app\"\ncommand = [\"{{stoa}}\", \"demo-app\", \"comments\"]\n\
+             [[pool]]\nname = \"other\"\ncommand = [\"bin/app\", \"{{stoa}}\"]\n\
+             [[site]]\nroot = {:?}\n",
+            std::env::temp_dir()
+        );
+        let rt = from_str(&text, "t.toml", Path::new("/base"), &Overrides::default()).unwrap();
+        let command = |i: usize| match &rt.pool_specs[i].kind {
+            crate::pool::PoolKind::Spawn { command, .. } => command.clone(),
+            other => panic!("not spawned: {other:?}"),
+        };
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        assert_eq!(command(0), [exe.as_str(), "demo-app", "comments"]);
+        // Only the program is expanded; elsewhere `{stoa}` is a plain word.
+        assert_eq!(command(1), ["/base/bin/app", "{stoa}"]);
     }
 
     #[test]

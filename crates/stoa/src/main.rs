@@ -47,6 +47,20 @@ enum Command {
         /// Configuration file.
         file: PathBuf,
     },
+    /// Run one of the demo's FastCGI applications (a [[pool]] starts it with
+    /// `command = ["{stoa}", "demo-app", NAME]`; fd 0 must be its listening socket).
+    DemoApp {
+        #[arg(value_enum)]
+        app: DemoApp,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DemoApp {
+    /// The comments form, stored in SQLite (the file named by STOA_DEMO_COMMENTS_DB).
+    Comments,
+    /// A FastCGI Authorizer: HTTP Basic demo:demo gets through, anything else 401.
+    Authorizer,
 }
 
 /// The demo site's config: `demo/stoa.toml` under the working directory,
@@ -83,6 +97,19 @@ fn main() -> ExitCode {
     match cli.command {
         // Handled before clap parses (see above); listed for --help.
         Command::Bench { .. } => ExitCode::from(2),
+        Command::DemoApp { app } => {
+            let app = match app {
+                DemoApp::Comments => stoa_demo::App::Comments,
+                DemoApp::Authorizer => stoa_demo::App::Authorizer,
+            };
+            match stoa_demo::run(app) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("stoa demo-app[{}]: {e}", std::process::id());
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Check { file } => match stoa_server::config::load(&file, &Overrides::default()) {
             Ok(rt) => {
                 for w in &rt.warnings {
