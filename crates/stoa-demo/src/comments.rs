@@ -132,18 +132,45 @@ impl Comments {
         // A panic elsewhere while holding the lock leaves the connection
         // usable: SQLite keeps its own consistency.
         let mut slot = self.db.lock().unwrap_or_else(PoisonError::into_inner);
-        let db =
-            match &mut *slot {
-                Some(db) => db,
-                empty => empty.insert(open(&self.path).map_err(|e| {
-                    format!("cannot open the database {}: {e}", self.path.display())
-                })?),
-            };
+        let db = match &mut *slot {
+            Some(db) => db,
+            empty => empty.insert(open_writable(&self.path)?),
+        };
         let r = f(db).map_err(|e| format!("database {}: {e}", self.path.display()));
         if r.is_err() {
             *slot = None;
         }
         r
+    }
+}
+
+/// Opens the database at `path`; if that cannot be written (Stoa started
+/// as root runs the pool as `nobody`, who cannot write in the demo's
+/// directory), a file of this user's in the temporary directory instead,
+/// said on stderr (Stoa's log), so the demo works wherever it runs.
+fn open_writable(path: &std::path::Path) -> Result<Connection, String> {
+    let first = match open(path) {
+        Ok(db) if !db.is_readonly(rusqlite::MAIN_DB).unwrap_or(true) => return Ok(db),
+        Ok(_) => "read-only".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let alt = std::env::temp_dir().join(format!("stoa-demo-comments-{uid}.db"));
+    match open(&alt) {
+        Ok(db) => {
+            eprintln!(
+                "comments: the database {} cannot be written ({first}); using {}",
+                path.display(),
+                alt.display()
+            );
+            Ok(db)
+        }
+        Err(e) => Err(format!(
+            "cannot open the database {} ({first}) nor {} ({e})",
+            path.display(),
+            alt.display()
+        )),
     }
 }
 

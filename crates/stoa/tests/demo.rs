@@ -59,6 +59,24 @@ impl Drop for Demo {
 fn demo(tag: &str) -> Demo {
     let dir = TempDir::new(tag);
     copy_tree(&repo_demo(), &dir.join("demo"));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Started as root, Stoa runs the demo as `nobody` (it sets no
+        // `user`): give nobody the directory, as an operator gives the
+        // server's user its data directory, so the database goes there.
+        let id = |flag: &str| -> u32 {
+            let o = std::process::Command::new("id")
+                .args([flag, "nobody"])
+                .output()
+                .expect("run id");
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse()
+                .expect("an id")
+        };
+        std::os::unix::fs::chown(dir.join("demo"), Some(id("-u")), Some(id("-g")))
+            .expect("chown the demo copy to nobody");
+    }
     let cfg = dir.join("demo/stoa.toml");
     let server = Server::spawn([
         OsStr::new("serve"),
