@@ -48,6 +48,8 @@ pub struct Input<'a> {
 /// The application: a database opened on first use and kept.
 pub struct Comments {
     path: PathBuf,
+    /// Used when `path` cannot be written (see [`open_writable`]).
+    fallback: PathBuf,
     db: Mutex<Option<Connection>>,
 }
 
@@ -69,9 +71,19 @@ pub fn run() -> Result<(), String> {
 }
 
 impl Comments {
+    /// The database at `path`, or this user's file in the temporary
+    /// directory when `path` cannot be written.
     pub fn new(path: PathBuf) -> Comments {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let fallback = std::env::temp_dir().join(format!("stoa-demo-comments-{uid}.db"));
+        Comments::with_fallback(path, fallback)
+    }
+
+    pub fn with_fallback(path: PathBuf, fallback: PathBuf) -> Comments {
         Comments {
             path,
+            fallback,
             db: Mutex::new(None),
         }
     }
@@ -134,7 +146,7 @@ impl Comments {
         let mut slot = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let db = match &mut *slot {
             Some(db) => db,
-            empty => empty.insert(open_writable(&self.path)?),
+            empty => empty.insert(open_writable(&self.path, &self.fallback)?),
         };
         let r = f(db).map_err(|e| format!("database {}: {e}", self.path.display()));
         if r.is_err() {
@@ -148,16 +160,13 @@ impl Comments {
 /// as root runs the pool as `nobody`, who cannot write in the demo's
 /// directory), a file of this user's in the temporary directory instead,
 /// said on stderr (Stoa's log), so the demo works wherever it runs.
-fn open_writable(path: &std::path::Path) -> Result<Connection, String> {
+fn open_writable(path: &std::path::Path, alt: &std::path::Path) -> Result<Connection, String> {
     let first = match open(path) {
         Ok(db) if !db.is_readonly(rusqlite::MAIN_DB).unwrap_or(true) => return Ok(db),
         Ok(_) => "read-only".to_owned(),
         Err(e) => e.to_string(),
     };
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let alt = std::env::temp_dir().join(format!("stoa-demo-comments-{uid}.db"));
-    match open(&alt) {
+    match open(alt) {
         Ok(db) => {
             eprintln!(
                 "comments: the database {} cannot be written ({first}); using {}",
@@ -428,7 +437,10 @@ mod tests {
 
     #[test]
     fn a_database_that_cannot_be_opened_is_a_500_with_a_message() {
-        let app = Comments::new(PathBuf::from("/nonexistent/dir/comments.db"));
+        let app = Comments::with_fallback(
+            PathBuf::from("/nonexistent/dir/comments.db"),
+            PathBuf::from("/nonexistent/other/comments.db"),
+        );
         let (r, err) = app.answer(&Input {
             method: "GET",
             path: "/comments/",
