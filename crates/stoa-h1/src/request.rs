@@ -92,7 +92,8 @@ impl Default for RequestLimits {
 pub enum ParseError {
     /// Malformed request line or header field (400).
     Malformed,
-    /// A protocol version other than HTTP/1.0 or HTTP/1.1 (505).
+    /// A protocol version other than HTTP/1.x (505; a higher minor version
+    /// is parsed as HTTP/1.1, RFC 9110 §2.5).
     Version,
     /// Request-target longer than the limit (414).
     UriTooLong,
@@ -192,7 +193,24 @@ impl RequestHead {
             }
         }
         let data = &input[skip..];
-        let r = self.parse_head(data, limits);
+        let r = match self.parse_head(data, limits) {
+            // RFC 9110 §2.5: a request with a higher minor version than the
+            // server's is handled as the highest minor version it supports.
+            Err(ParseError::Version) => match higher_minor(data) {
+                Some(at) => {
+                    let mut patched = data.to_vec();
+                    patched[at] = b'1';
+                    let r = self.parse_head(&patched, limits);
+                    if let Ok(Some(_)) = r {
+                        // The log shows the line as the client sent it.
+                        self.buf[at] = data[at];
+                    }
+                    r
+                }
+                None => Err(ParseError::Version),
+            },
+            r => r,
+        };
         Ok(r?.map(|n| skip + n))
     }
 
@@ -492,6 +510,17 @@ fn classify_version(data: &[u8]) -> ParseError {
             ParseError::Version
         }
         _ => ParseError::Malformed,
+    }
+}
+
+/// Where the minor digit of `HTTP/1.x` with x > 1 is in the request line,
+/// if that is the version the line names.
+fn higher_minor(data: &[u8]) -> Option<usize> {
+    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    let line = strip_cr(&data[..line_end]);
+    match line {
+        [.., b' ', b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9'] => Some(line.len() - 1),
+        _ => None,
     }
 }
 
@@ -808,16 +837,50 @@ mod tests {
 
     #[test]
     fn other_http_versions_are_505_rfc9110_15_6_6() {
-        assert_eq!(
-            parse(b"GET / HTTP/2.0\r\n\r\n").unwrap_err(),
-            ParseError::Version
-        );
-        assert_eq!(
-            parse(b"GET / HTTP/1.2\r\n\r\n").unwrap_err(),
-            ParseError::Version
-        );
+        for line in [
+            &b"GET / HTTP/2.0\r\n\r\n"[..],
+            b"GET / HTTP/0.9\r\n\r\n",
+            b"GET / HTTP/3\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(line).unwrap_err(),
+                ParseError::Version,
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
         assert_eq!(
             parse(b"GET / FOO/1.1\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
+        );
+    }
+
+    #[test]
+    fn a_higher_minor_version_is_parsed_as_http_1_1_rfc9110_2_5() {
+        let full = b"GET /a HTTP/1.2\r\nHost: a\r\n\r\n";
+        let h = complete(full);
+        assert_eq!(h.version, Version::Http11);
+        assert!(h.keep_alive);
+        assert_eq!(h.target(), b"/a");
+        assert_eq!(h.host(), Some(&b"a"[..]));
+        // Logged as sent.
+        assert_eq!(h.request_line(), b"GET /a HTTP/1.2");
+        for cut in 0..full.len() {
+            assert!(matches!(parse(&full[..cut]), Ok(None)), "cut at {cut}");
+        }
+        // As HTTP/1.1, it needs a Host.
+        assert_eq!(
+            parse(b"GET / HTTP/1.9\r\n\r\n").unwrap_err(),
+            ParseError::BadHost
+        );
+        let wire = b"\r\nPOST / HTTP/1.9\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi";
+        let (h, n) = parse(wire).unwrap().unwrap();
+        assert_eq!(
+            (h.version, h.framing, n),
+            (Version::Http11, Framing::Length(2), wire.len() - 2)
+        );
+        assert_eq!(
+            parse(b"GET / HTTP/1.12\r\nHost: a\r\n\r\n").unwrap_err(),
             ParseError::Malformed
         );
     }
