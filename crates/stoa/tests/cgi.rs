@@ -568,6 +568,53 @@ fn a_body_over_max_body_bytes_gets_413_chunked_or_not_and_the_script_never_runs(
     );
 }
 
+#[test]
+fn rfc9112_7_1_an_absurd_chunk_size_is_400_at_once_and_the_script_never_runs() {
+    let site = Site::default_site();
+    for size in ["ffffffffffffffff", "8000000000000000", "00000000000000001"] {
+        let mut c = site.connect();
+        let mut req = format!(
+            "POST /cgi-bin/flood.sh HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\n"
+        )
+        .into_bytes();
+        // Some of the chunk, and the client keeps the connection open.
+        req.extend_from_slice(&[b'x'; 1000]);
+        c.send(&req);
+        let t = Instant::now();
+        let r = c.read_final();
+        assert_eq!(r.status, 400, "chunk size {size}: {r:?}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(r.has_token("connection", "close"), "{r:?}");
+    }
+    assert!(
+        !site.cgi_bin.join("flood.pid").exists(),
+        "the script ran for a broken body"
+    );
+}
+
+#[test]
+fn rfc9110_15_5_14_a_chunk_announced_past_max_body_bytes_is_413_before_its_data_comes() {
+    let site = Site::start(Opts {
+        top: "[limits]\nmax_body_bytes = 65536\n".into(),
+        ..Opts::default()
+    });
+    let mut c = site.connect();
+    let mut req =
+        b"POST /cgi-bin/flood.sh HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          10\r\n0123456789abcdef\r\n10000000\r\n"
+            .to_vec();
+    req.extend_from_slice(&[b'x'; 1000]);
+    c.send(&req);
+    let t = Instant::now();
+    let r = c.read_final();
+    assert_eq!(r.status, 413, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(
+        !site.cgi_bin.join("flood.pid").exists(),
+        "the script ran for a refused body"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Languages
 
