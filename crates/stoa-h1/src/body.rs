@@ -8,6 +8,11 @@ use crate::Framing;
 const MAX_CHUNK_LINE: usize = 4096;
 /// Longest trailer section accepted.
 const MAX_TRAILERS: usize = 16 * 1024;
+/// Largest chunk size accepted: what a signed 64-bit length holds (off_t,
+/// as nginx checks; an application reading CONTENT_LENGTH into an i64
+/// would see a larger one as negative). Anything above is an attack on
+/// someone's arithmetic, refused at its last digit.
+const MAX_CHUNK_SIZE: u64 = i64::MAX as u64;
 
 /// Why a body could not be decoded. The connection cannot be reused after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +91,21 @@ impl BodyDecoder {
         }
     }
 
+    /// Body bytes announced and not yet decoded: the rest of a
+    /// Content-Length body, or of the chunk being read (known from its size
+    /// line on, so a size limit can refuse a chunk before its data comes).
+    pub fn announced(&self) -> u64 {
+        match self {
+            BodyDecoder::Length { remaining } => *remaining,
+            BodyDecoder::Chunked(ChunkedState(c)) => match *c {
+                Chunk::Ext { size, .. } | Chunk::SizeLf { size } => size,
+                Chunk::Data { remaining } => remaining,
+                _ => 0,
+            },
+            BodyDecoder::Eof { .. } => 0,
+        }
+    }
+
     /// Marks a close-delimited body complete (the peer closed). Returns
     /// whether the body was in fact complete at EOF.
     pub fn eof(&mut self) -> bool {
@@ -128,7 +148,10 @@ fn decode_chunked<'a>(state: &mut Chunk, input: &'a [u8]) -> Result<(usize, &'a 
         match *state {
             Chunk::Size { size, digits } => {
                 if let Some(d) = hex(b) {
-                    if digits >= 16 {
+                    // Past MAX_CHUNK_SIZE with this digit, whatever it is
+                    // (so no overflow either); more than 16 digits is
+                    // refused even with leading zeros.
+                    if digits >= 16 || size > MAX_CHUNK_SIZE >> 4 {
                         return Err(BodyError::BadChunk);
                     }
                     *state = Chunk::Size {
@@ -350,6 +373,48 @@ mod tests {
             decode_all(Framing::Chunked, b"\r\n", 64).unwrap_err(),
             BodyError::BadChunk
         );
+    }
+
+    #[test]
+    fn an_absurd_chunk_size_is_refused_at_its_last_digit_rfc9112_7_1() {
+        for wire in [
+            &b"ffffffffffffffff"[..],
+            b"8000000000000000",
+            b"FFFFFFFFFFFFFFFF",
+            b"00000000000000001",
+            b"10000000000000000",
+        ] {
+            // Refused as soon as the digits are in, before any CRLF or data.
+            let mut d = BodyDecoder::new(Framing::Chunked);
+            assert_eq!(
+                d.decode(wire),
+                Err(BodyError::BadChunk),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+            assert_eq!(
+                decode_all(Framing::Chunked, wire, 1).unwrap_err(),
+                BodyError::BadChunk
+            );
+        }
+        // The largest accepted size waits for its data.
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        assert_eq!(d.decode(b"7fffffffffffffff\r\nab"), Ok((20, &b"ab"[..])));
+        assert!(!d.is_done());
+        assert_eq!(d.announced(), i64::MAX as u64 - 2);
+    }
+
+    #[test]
+    fn a_chunk_is_announced_from_its_size_line_on() {
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        assert_eq!(d.decode(b"1"), Ok((1, &b""[..])));
+        assert_eq!(d.announced(), 0, "more digits may follow");
+        assert_eq!(d.decode(b"0;x"), Ok((3, &b""[..])));
+        assert_eq!(d.announced(), 16);
+        assert_eq!(d.decode(b"\r\nabc"), Ok((5, &b"abc"[..])));
+        assert_eq!(d.announced(), 13);
+        let d = BodyDecoder::new(Framing::Length(7));
+        assert_eq!(d.announced(), 7);
     }
 
     #[test]

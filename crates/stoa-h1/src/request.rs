@@ -92,7 +92,8 @@ impl Default for RequestLimits {
 pub enum ParseError {
     /// Malformed request line or header field (400).
     Malformed,
-    /// A protocol version other than HTTP/1.0 or HTTP/1.1 (505).
+    /// A protocol version other than HTTP/1.x (505; a higher minor version
+    /// is parsed as HTTP/1.1, RFC 9110 §2.5).
     Version,
     /// Request-target longer than the limit (414).
     UriTooLong,
@@ -138,10 +139,12 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// The client sent `Expect: 100-continue` (only honoured for HTTP/1.1).
     pub expect_continue: bool,
+    /// The request's host: the Host header's value or, for an
+    /// absolute-form target, its authority (RFC 9112 §3.2.2).
     host: Option<Range<usize>>,
-    /// For an absolute-form target (`http://host/path`), where the path
-    /// starts and the authority's span (RFC 9112 §3.2.2).
-    abs_path: Option<(usize, Range<usize>)>,
+    /// For an absolute-form target (`http://host/path?q`), its origin-form
+    /// (`/path?q`; `/` when the path is empty).
+    origin: Option<Range<usize>>,
     /// For a head made by [`RequestHead::rewritten`], the target the client
     /// sent.
     orig_target: Option<Range<usize>>,
@@ -159,7 +162,7 @@ impl Default for RequestHead {
             keep_alive: true,
             expect_continue: false,
             host: None,
-            abs_path: None,
+            origin: None,
             orig_target: None,
         }
     }
@@ -190,6 +193,34 @@ impl RequestHead {
             }
         }
         let data = &input[skip..];
+        let r = match self.parse_head(data, limits) {
+            // RFC 9110 §2.5: a request with a higher minor version than the
+            // server's is handled as the highest minor version it supports.
+            Err(ParseError::Version) => match higher_minor(data) {
+                Some(at) => {
+                    let mut patched = data.to_vec();
+                    patched[at] = b'1';
+                    let r = self.parse_head(&patched, limits);
+                    if let Ok(Some(_)) = r {
+                        // The log shows the line as the client sent it.
+                        self.buf[at] = data[at];
+                    }
+                    r
+                }
+                None => Err(ParseError::Version),
+            },
+            r => r,
+        };
+        Ok(r?.map(|n| skip + n))
+    }
+
+    /// [`RequestHead::parse`] after the leading empty lines: the head's
+    /// length when it is complete.
+    fn parse_head(
+        &mut self,
+        data: &[u8],
+        limits: &RequestLimits,
+    ) -> Result<Option<usize>, ParseError> {
         let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut storage);
         let status = match req.parse(data) {
@@ -236,14 +267,21 @@ impl RequestHead {
         let mut conn_close = false;
         let mut conn_keep_alive = false;
         let mut hosts = 0;
+        let mut host_field = None;
         for h in req.headers.iter() {
             let name = h.name.as_bytes();
             let value = trim(h.value);
             self.headers.push((span(base, name), span(base, value)));
             match name.len() {
                 4 if eq_ignore_case(name, b"host") => {
+                    // RFC 9112 §3.2: a Host that is not `uri-host[:port]`
+                    // is 400, whatever the target.
+                    if !valid_authority(value, true) {
+                        return Err(ParseError::BadHost);
+                    }
                     hosts += 1;
                     self.host = Some(span(base, value));
+                    host_field = Some(self.headers.len() - 1);
                 }
                 6 if eq_ignore_case(name, b"expect") => {
                     if eq_ignore_case(value, b"100-continue") {
@@ -293,7 +331,7 @@ impl RequestHead {
         if self.version == Version::Http11 && hosts != 1 || hosts > 1 {
             return Err(ParseError::BadHost);
         }
-        self.abs_path = None;
+        self.origin = None;
         self.orig_target = None;
         let t = &self.buf[self.target.clone()];
         let scheme_len = if t.len() >= 7 && t[..7].eq_ignore_ascii_case(b"http://") {
@@ -304,18 +342,38 @@ impl RequestHead {
             0
         };
         if scheme_len > 0 {
-            // Absolute form: the authority in the target wins over Host
-            // (RFC 9112 §3.2.2).
+            // Absolute form: the target's authority replaces Host, for
+            // routing and for applications alike (RFC 9112 §3.2.2).
             let rest = &t[scheme_len..];
             let auth_len = rest
                 .iter()
                 .position(|&b| b == b'/' || b == b'?')
                 .unwrap_or(rest.len());
-            let auth_start = self.target.start + scheme_len;
-            if auth_len == 0 || rest[..auth_len].contains(&b'@') {
+            if !valid_authority(&rest[..auth_len], false) {
                 return Err(ParseError::Malformed);
             }
-            self.abs_path = Some((auth_start + auth_len, auth_start..auth_start + auth_len));
+            let auth_start = self.target.start + scheme_len;
+            let auth = auth_start..auth_start + auth_len;
+            let path_start = auth.end;
+            self.origin = Some(if rest.get(auth_len) == Some(&b'/') {
+                path_start..self.target.end
+            } else {
+                // `http://h` or `http://h?q`: the origin-form is `/` or `/?q`.
+                let start = self.buf.len();
+                self.buf.push(b'/');
+                self.buf.extend_from_within(path_start..self.target.end);
+                start..self.buf.len()
+            });
+            match host_field {
+                Some(i) => self.headers[i].1 = auth.clone(),
+                None => {
+                    // HTTP/1.0 without Host: applications get one all the same.
+                    let start = self.buf.len();
+                    self.buf.extend_from_slice(b"Host");
+                    self.headers.push((start..self.buf.len(), auth.clone()));
+                }
+            }
+            self.host = Some(auth);
         }
         self.framing = if te_seen {
             if content_length.is_some() || !chunked || self.version == Version::Http10 {
@@ -334,7 +392,7 @@ impl RequestHead {
             Version::Http11 => !conn_close,
             Version::Http10 => conn_keep_alive && !conn_close,
         };
-        Ok(Some(skip + head_len))
+        Ok(Some(head_len))
     }
 
     /// The request-target exactly as sent.
@@ -342,20 +400,20 @@ impl RequestHead {
         &self.buf[self.target.clone()]
     }
 
+    /// The target in origin-form (`/path?query`): an absolute-form target
+    /// without its scheme and authority.
+    fn origin_form(&self) -> &[u8] {
+        match &self.origin {
+            Some(r) => &self.buf[r.clone()],
+            None => self.target(),
+        }
+    }
+
     /// The path part of the target (before `?`), as sent (still encoded).
     /// For an absolute-form target this is the part after the authority
     /// (`/` when empty).
     pub fn path(&self) -> &[u8] {
-        let t = match &self.abs_path {
-            Some((start, _)) => {
-                let t = &self.buf[*start..self.target.end];
-                if t.is_empty() || t[0] == b'?' {
-                    return b"/";
-                }
-                t
-            }
-            None => self.target(),
-        };
+        let t = self.origin_form();
         match t.iter().position(|&b| b == b'?') {
             Some(i) => &t[..i],
             None => t,
@@ -364,16 +422,15 @@ impl RequestHead {
 
     /// The query string (after `?`), without the `?`.
     pub fn query(&self) -> Option<&[u8]> {
-        let t = self.target();
+        let t = self.origin_form();
         t.iter().position(|&b| b == b'?').map(|i| &t[i + 1..])
     }
 
     /// The request's host: the authority of an absolute-form target, else
-    /// the Host header's value, if present.
+    /// the Host header's value, if present. For an absolute-form target
+    /// the Host header itself reads as the authority too (RFC 9112
+    /// §3.2.2), in [`RequestHead::header`] and [`RequestHead::headers`].
     pub fn host(&self) -> Option<&[u8]> {
-        if let Some((_, auth)) = &self.abs_path {
-            return Some(&self.buf[auth.clone()]);
-        }
         self.host.clone().map(|r| &self.buf[r])
     }
 
@@ -408,12 +465,12 @@ impl RequestHead {
         !matches!(self.framing, Framing::None)
     }
 
-    /// The target the client sent, before any internal rewrite: what
-    /// applications see as REQUEST_URI.
+    /// The target the client sent, before any internal rewrite, in
+    /// origin-form: what applications see as REQUEST_URI.
     pub fn original_target(&self) -> &[u8] {
         match &self.orig_target {
             Some(r) => &self.buf[r.clone()],
-            None => self.target(),
+            None => self.origin_form(),
         }
     }
 
@@ -429,12 +486,11 @@ impl RequestHead {
         let mut new = self.clone();
         let start = new.buf.len();
         new.buf.extend_from_slice(target);
-        new.orig_target = Some(self.orig_target.clone().unwrap_or(self.target.clone()));
+        let orig = self.origin.clone().unwrap_or(self.target.clone());
+        new.orig_target = Some(self.orig_target.clone().unwrap_or(orig));
         new.target = start..new.buf.len();
-        if let Some((_, auth)) = &self.abs_path {
-            // The authority still names the host; the path is the new one.
-            new.abs_path = Some((start, auth.clone()));
-        }
+        // The host (an absolute-form authority included) stays.
+        new.origin = None;
         new
     }
 }
@@ -455,6 +511,90 @@ fn classify_version(data: &[u8]) -> ParseError {
         }
         _ => ParseError::Malformed,
     }
+}
+
+/// Where the minor digit of `HTTP/1.x` with x > 1 is in the request line,
+/// if that is the version the line names.
+fn higher_minor(data: &[u8]) -> Option<usize> {
+    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());
+    let line = strip_cr(&data[..line_end]);
+    match line {
+        [.., b' ', b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9'] => Some(line.len() - 1),
+        _ => None,
+    }
+}
+
+/// Whether `a` is `uri-host [ ":" port ]` (RFC 3986 §3.2.2, §3.2.3): the
+/// grammar of Host (RFC 9110 §7.2) and of an http(s) authority without
+/// userinfo. An empty value is allowed only for Host (`empty_ok`), as RFC
+/// 9112 §3.2 does for targets without an authority. Beyond the grammar,
+/// an empty label (`a..b`, `..`) is refused, as nginx does: no DNS name
+/// has one, and `..` in SERVER_NAME is a path waiting to be joined.
+fn valid_authority(a: &[u8], empty_ok: bool) -> bool {
+    if a.is_empty() {
+        return empty_ok;
+    }
+    let (host, port) = if a[0] == b'[' {
+        let Some(end) = a.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        if !valid_ip_literal(&a[1..end]) {
+            return false;
+        }
+        match &a[end + 1..] {
+            [] => return true,
+            [b':', port @ ..] => (&a[..=end], port),
+            _ => return false,
+        }
+    } else {
+        match a.iter().position(|&b| b == b':') {
+            Some(i) => (&a[..i], &a[i + 1..]),
+            None => (a, &[][..]),
+        }
+    };
+    if host.is_empty() || !port.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    if host[0] == b'[' {
+        return true;
+    }
+    // reg-name (an IPv4 address is one too): unreserved, pct-encoded,
+    // sub-delims.
+    let mut i = 0;
+    while i < host.len() {
+        match host[i] {
+            b'%' => {
+                let hex = |j: usize| host.get(j).is_some_and(u8::is_ascii_hexdigit);
+                if !(hex(i + 1) && hex(i + 2)) {
+                    return false;
+                }
+                i += 3;
+                continue;
+            }
+            b'.' if i > 0 && host[i - 1] == b'.' => return false,
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {}
+            b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' => {}
+            _ => return false,
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The inside of `[...]`: an IPv6 address or `v<hex>.<chars>` (IPvFuture).
+fn valid_ip_literal(s: &[u8]) -> bool {
+    if let [b'v' | b'V', rest @ ..] = s {
+        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        return dot > 0
+            && rest[..dot].iter().all(u8::is_ascii_hexdigit)
+            && rest.len() > dot + 1
+            && rest[dot + 1..]
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:".contains(&b));
+    }
+    std::str::from_utf8(s).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 fn strip_cr(s: &[u8]) -> &[u8] {
@@ -697,16 +837,50 @@ mod tests {
 
     #[test]
     fn other_http_versions_are_505_rfc9110_15_6_6() {
-        assert_eq!(
-            parse(b"GET / HTTP/2.0\r\n\r\n").unwrap_err(),
-            ParseError::Version
-        );
-        assert_eq!(
-            parse(b"GET / HTTP/1.2\r\n\r\n").unwrap_err(),
-            ParseError::Version
-        );
+        for line in [
+            &b"GET / HTTP/2.0\r\n\r\n"[..],
+            b"GET / HTTP/0.9\r\n\r\n",
+            b"GET / HTTP/3\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(line).unwrap_err(),
+                ParseError::Version,
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
         assert_eq!(
             parse(b"GET / FOO/1.1\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
+        );
+    }
+
+    #[test]
+    fn a_higher_minor_version_is_parsed_as_http_1_1_rfc9110_2_5() {
+        let full = b"GET /a HTTP/1.2\r\nHost: a\r\n\r\n";
+        let h = complete(full);
+        assert_eq!(h.version, Version::Http11);
+        assert!(h.keep_alive);
+        assert_eq!(h.target(), b"/a");
+        assert_eq!(h.host(), Some(&b"a"[..]));
+        // Logged as sent.
+        assert_eq!(h.request_line(), b"GET /a HTTP/1.2");
+        for cut in 0..full.len() {
+            assert!(matches!(parse(&full[..cut]), Ok(None)), "cut at {cut}");
+        }
+        // As HTTP/1.1, it needs a Host.
+        assert_eq!(
+            parse(b"GET / HTTP/1.9\r\n\r\n").unwrap_err(),
+            ParseError::BadHost
+        );
+        let wire = b"\r\nPOST / HTTP/1.9\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi";
+        let (h, n) = parse(wire).unwrap().unwrap();
+        assert_eq!(
+            (h.version, h.framing, n),
+            (Version::Http11, Framing::Length(2), wire.len() - 2)
+        );
+        assert_eq!(
+            parse(b"GET / HTTP/1.12\r\nHost: a\r\n\r\n").unwrap_err(),
             ParseError::Malformed
         );
     }
@@ -789,6 +963,113 @@ mod tests {
             parse(b"GET http://user@h/x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap_err(),
             ParseError::Malformed
         );
+        assert_eq!(
+            parse(b"GET http://a%zz/x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            parse(b"GET http://a:8x/x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap_err(),
+            ParseError::Malformed
+        );
+    }
+
+    #[test]
+    fn an_absolute_form_authority_replaces_host_everywhere_rfc9112_3_2_2() {
+        let h = complete(
+            b"GET http://evil.example:81/cgi-bin/env.sh?a=1 HTTP/1.1\r\nX: 1\r\nHost: good.example\r\n\r\n",
+        );
+        assert_eq!(h.host(), Some(&b"evil.example:81"[..]));
+        assert_eq!(h.header("host"), Some(&b"evil.example:81"[..]));
+        let hs: Vec<_> = h.headers().collect();
+        assert_eq!(
+            hs,
+            vec![
+                (&b"X"[..], &b"1"[..]),
+                (&b"Host"[..], &b"evil.example:81"[..])
+            ]
+        );
+        // REQUEST_URI is the origin-form.
+        assert_eq!(h.original_target(), b"/cgi-bin/env.sh?a=1");
+        assert_eq!(h.target(), b"http://evil.example:81/cgi-bin/env.sh?a=1");
+        let r = h.rewritten(b"/other");
+        assert_eq!(r.original_target(), b"/cgi-bin/env.sh?a=1");
+        assert_eq!(r.header("host"), Some(&b"evil.example:81"[..]));
+        // No path: `/`, with the query kept.
+        let h = complete(b"GET http://a.example?q=1 HTTP/1.1\r\nHost: b\r\n\r\n");
+        assert_eq!(h.original_target(), b"/?q=1");
+        assert_eq!(h.path(), b"/");
+        assert_eq!(h.query(), Some(&b"q=1"[..]));
+        assert_eq!(h.request_line(), b"GET http://a.example?q=1 HTTP/1.1");
+        // HTTP/1.0 without Host: the authority is the Host all the same.
+        let h = complete(b"GET http://[::1]:8080 HTTP/1.0\r\n\r\n");
+        assert_eq!(h.header("host"), Some(&b"[::1]:8080"[..]));
+        assert_eq!(h.original_target(), b"/");
+    }
+
+    #[test]
+    fn a_host_that_is_not_uri_host_and_port_is_400_rfc9112_3_2_rfc3986_3_2_2() {
+        for bad in [
+            &b"../../etc/x y"[..],
+            b"..",
+            b"a..b",
+            b"a/b",
+            b"a\\b",
+            b"a b",
+            b"a:b",
+            b"a:80:80",
+            b":80",
+            b"u@a",
+            b"a%2",
+            b"a%zz",
+            b"[::1",
+            b"[::1]x",
+            b"[::g]",
+            b"[1.2.3.4]",
+            b"[v1]",
+            b"a\"b",
+            b"a<b>",
+            b"a#b",
+            b"\xc3\xa9.example",
+        ] {
+            let mut req = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+            req.extend_from_slice(bad);
+            req.extend_from_slice(b"\r\n\r\n");
+            assert_eq!(
+                parse(&req).map(|o| o.map(|(_, n)| n)),
+                Err(ParseError::BadHost),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+            let mut req = b"GET / HTTP/1.0\r\nHost: ".to_vec();
+            req.extend_from_slice(bad);
+            req.extend_from_slice(b"\r\n\r\n");
+            assert_eq!(
+                parse(&req).map(|o| o.map(|(_, n)| n)),
+                Err(ParseError::BadHost)
+            );
+        }
+        assert_eq!(ParseError::BadHost.status(), 400);
+        for good in [
+            &b""[..],
+            b"example.com",
+            b"Example.COM:8080",
+            b"example.com.",
+            b"a:",
+            b"127.0.0.1:80",
+            b"[::1]",
+            b"[::ffff:1.2.3.4]:443",
+            b"[v7.x:y]",
+            b"xn--bcher-kva.example",
+            b"a_b~c-d",
+            b"%41b",
+            b"a!$&'()*+,;=",
+        ] {
+            let mut req = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+            req.extend_from_slice(good);
+            req.extend_from_slice(b"\r\n\r\n");
+            let h = complete(&req);
+            assert_eq!(h.host(), Some(good), "{:?}", String::from_utf8_lossy(good));
+        }
     }
 
     #[test]

@@ -906,7 +906,9 @@ impl BodyReader {
             }
             let got = (dst.len() - before) as u64;
             self.seen += got;
-            if self.seen > self.limit {
+            // A chunk whose size line already passes the limit is refused
+            // before its data is read.
+            if self.seen.saturating_add(self.dec.announced()) > self.limit {
                 return Err(BodyFail::TooLarge);
             }
             if got > 0 && self.min_rate > 0 {

@@ -997,9 +997,16 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
             break;
         }
         proc.restarts.fetch_add(1, Ordering::Relaxed);
-        // Exponential back-off, reset by a process that ran a while.
-        if started.elapsed() > Duration::from_secs(10) {
+        // A process that served and lived past its start-up (or simply ran
+        // 10 s) was killed from outside: the OOM killer, an operator's
+        // kill -9. Start another at once, as php-fpm does: it cannot spin.
+        // Only a crash loop (dying within a second, or before its first
+        // request) backs off, exponentially, and is reported.
+        let lived = started.elapsed();
+        let served = proc.served.load(Ordering::Relaxed);
+        if lived >= Duration::from_secs(10) || lived >= Duration::from_secs(1) && served > 0 {
             backoff = Duration::from_millis(100);
+            continue;
         }
         let now = Instant::now();
         recent_exits.retain(|t| now.duration_since(*t) < Duration::from_secs(60));

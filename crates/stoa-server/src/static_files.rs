@@ -126,9 +126,12 @@ struct Entry {
     modified: u64,
     etag: Box<[u8]>,
     content_type: &'static str,
-    /// `Content-Type`, `Last-Modified`, `ETag`, `Accept-Ranges` and, for
+    /// `Content-Type`, `Accept-Ranges`, `Last-Modified`, `ETag` and, for
     /// compressible types, `Vary`: encoded once per file, not per request.
     headers: Bytes,
+    /// Where `Last-Modified` starts in `headers`: from there on are the
+    /// fields a 304 carries (RFC 9110 §15.4.5).
+    validators_at: usize,
     compressible: bool,
     /// The whole file, when small enough to keep.
     body: Option<Bytes>,
@@ -383,13 +386,17 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
     let mut h = Vec::with_capacity(160);
     h.extend_from_slice(b"Content-Type: ");
     h.extend_from_slice(content_type.as_bytes());
-    h.extend_from_slice(b"\r\nLast-Modified: ");
+    h.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+    // The fields a 304 keeps come last, so that it sends a tail of the
+    // same block.
+    let validators_at = h.len();
+    h.extend_from_slice(b"Last-Modified: ");
     h.extend_from_slice(
         httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(modified)).as_bytes(),
     );
     h.extend_from_slice(b"\r\nETag: ");
     h.extend_from_slice(&etag);
-    h.extend_from_slice(b"\r\nAccept-Ranges: bytes\r\n");
+    h.extend_from_slice(b"\r\n");
     if compressible {
         h.extend_from_slice(b"Vary: Accept-Encoding\r\n");
     }
@@ -402,6 +409,7 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
         etag,
         content_type,
         headers: Bytes::from(h),
+        validators_at,
         compressible,
         body,
         checked: Cell::new(Instant::now()),
@@ -639,8 +647,10 @@ fn respond(
     match conditional::evaluate(&cond, &e.etag, e.modified) {
         conditional::Outcome::Proceed => {}
         conditional::Outcome::NotModified => {
+            // Only what updates a cache: no Content-Type, no Accept-Ranges
+            // (RFC 9110 §15.4.5).
             reply.start(304);
-            reply.raw_headers(&e.headers);
+            reply.raw_headers(&e.headers[e.validators_at..]);
             reply.end_head(None);
             return;
         }

@@ -201,6 +201,61 @@ fn rfc3875_4_1_14_http_1_0_without_host_gives_the_local_address_and_server_proto
 }
 
 #[test]
+fn rfc9112_3_2_2_an_absolute_form_authority_replaces_host_for_scripts_and_request_uri_is_the_origin_form(
+) {
+    require_perl();
+    let site = Site::default_site();
+    let (_, env, _) = env_request(
+        &site,
+        b"GET http://evil.example:81/cgi-bin/env.pl/p?x=1 HTTP/1.1\r\nHost: good.example\r\n\r\n",
+    );
+    let get = |k: &str| env.get(k).map(String::as_str);
+    assert_eq!(get("SERVER_NAME"), Some("evil.example"), "{env:#?}");
+    assert_eq!(get("HTTP_HOST"), Some("evil.example:81"), "{env:#?}");
+    assert_eq!(
+        get("REQUEST_URI"),
+        Some("/cgi-bin/env.pl/p?x=1"),
+        "{env:#?}"
+    );
+    assert_eq!(get("SCRIPT_NAME"), Some("/cgi-bin/env.pl"), "{env:#?}");
+    assert_eq!(get("PATH_INFO"), Some("/p"), "{env:#?}");
+    assert_eq!(get("QUERY_STRING"), Some("x=1"), "{env:#?}");
+    // HTTP/1.0 needs no Host: the authority is the script's HTTP_HOST all
+    // the same.
+    let (_, env, _) = env_request(
+        &site,
+        b"GET HTTP://evil.example/cgi-bin/env.pl HTTP/1.0\r\n\r\n",
+    );
+    assert_eq!(
+        env.get("SERVER_NAME").map(String::as_str),
+        Some("evil.example")
+    );
+    assert_eq!(
+        env.get("HTTP_HOST").map(String::as_str),
+        Some("evil.example")
+    );
+    assert_eq!(
+        env.get("REQUEST_URI").map(String::as_str),
+        Some("/cgi-bin/env.pl")
+    );
+}
+
+#[test]
+fn rfc9112_3_2_a_host_that_is_not_uri_host_is_400_and_never_reaches_a_script() {
+    let site = Site::default_site();
+    for host in ["../../etc/x y", "../../etc", "a/b"] {
+        let r = site.request(
+            format!("GET /cgi-bin/flood.sh?1 HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(r.status, 400, "Host: {host}: {r:?}");
+    }
+    assert!(
+        !site.cgi_bin.join("flood.pid").exists(),
+        "the script ran for a bad Host"
+    );
+}
+
+#[test]
 fn rfc3875_4_1_18_headers_become_http_variables_repeated_ones_joined_underscored_ones_dropped() {
     require_perl();
     let site = Site::default_site();
@@ -507,6 +562,53 @@ fn a_body_over_max_body_bytes_gets_413_chunked_or_not_and_the_script_never_runs(
     let _ = c.try_send(&req);
     let r = c.read_final();
     assert_eq!(r.status, 413, "{r:?}");
+    assert!(
+        !site.cgi_bin.join("flood.pid").exists(),
+        "the script ran for a refused body"
+    );
+}
+
+#[test]
+fn rfc9112_7_1_an_absurd_chunk_size_is_400_at_once_and_the_script_never_runs() {
+    let site = Site::default_site();
+    for size in ["ffffffffffffffff", "8000000000000000", "00000000000000001"] {
+        let mut c = site.connect();
+        let mut req = format!(
+            "POST /cgi-bin/flood.sh HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{size}\r\n"
+        )
+        .into_bytes();
+        // Some of the chunk, and the client keeps the connection open.
+        req.extend_from_slice(&[b'x'; 1000]);
+        c.send(&req);
+        let t = Instant::now();
+        let r = c.read_final();
+        assert_eq!(r.status, 400, "chunk size {size}: {r:?}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(r.has_token("connection", "close"), "{r:?}");
+    }
+    assert!(
+        !site.cgi_bin.join("flood.pid").exists(),
+        "the script ran for a broken body"
+    );
+}
+
+#[test]
+fn rfc9110_15_5_14_a_chunk_announced_past_max_body_bytes_is_413_before_its_data_comes() {
+    let site = Site::start(Opts {
+        top: "[limits]\nmax_body_bytes = 65536\n".into(),
+        ..Opts::default()
+    });
+    let mut c = site.connect();
+    let mut req =
+        b"POST /cgi-bin/flood.sh HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+          10\r\n0123456789abcdef\r\n10000000\r\n"
+            .to_vec();
+    req.extend_from_slice(&[b'x'; 1000]);
+    c.send(&req);
+    let t = Instant::now();
+    let r = c.read_final();
+    assert_eq!(r.status, 413, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(
         !site.cgi_bin.join("flood.pid").exists(),
         "the script ran for a refused body"

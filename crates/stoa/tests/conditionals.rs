@@ -246,3 +246,34 @@ fn a_304_keeps_the_connection_alive_rfc9112_9_3() {
         assert!(!r.has_token("connection", "close"));
     }
 }
+
+#[test]
+fn a_304_carries_only_the_fields_that_update_a_cache_rfc9110_15_4_5() {
+    let (_d, s, etag) = site();
+    for path in ["/page.html", "/big.bin"] {
+        let full = s.get(path);
+        assert_eq!(full.status, 200);
+        assert!(full.header("content-type").is_some(), "{full:?}");
+        assert_eq!(full.header("accept-ranges"), Some("bytes"), "{full:?}");
+        let tag = full.header("etag").expect("ETag").to_owned();
+        for method in ["GET", "HEAD"] {
+            let mut c = s.connect();
+            c.send(&request(method, path, &[&format!("If-None-Match: {tag}")]));
+            let r = c.read_head();
+            assert_eq!(r.status, 304, "{method} {path}: {r:?}");
+            // Representation metadata other than the validators is not
+            // sent: it would overwrite what the cache holds for nothing.
+            assert_eq!(r.header("content-type"), None, "{method} {path}: {r:?}");
+            assert_eq!(r.header("accept-ranges"), None, "{method} {path}: {r:?}");
+            assert_eq!(r.header("etag"), Some(tag.as_str()), "{r:?}");
+            assert_eq!(r.header("last-modified"), Some(LM), "{r:?}");
+            assert!(r.header("date").is_some(), "{r:?}");
+            // Vary stays: a cache needs it to pick the stored response.
+            assert_eq!(r.header("vary"), full.header("vary"), "{r:?}");
+        }
+    }
+    let r = cond(&s, "/page.html", &[&format!("If-Modified-Since: {LM}")]);
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("content-type"), None, "{r:?}");
+    assert_eq!(r.header("etag"), Some(etag.as_str()), "{r:?}");
+}

@@ -632,6 +632,61 @@ fn issue_4_kill_9_of_a_process_under_load_fails_only_its_in_flight_request_and_t
 }
 
 #[test]
+fn issue_10_a_process_killed_after_serving_is_restarted_at_once_every_time() {
+    let site = hello_site("fcgi-kill-again", "processes = 1");
+    let mut pid = site.wait_running("app", 1).proc(0).pid;
+    for round in 1..=5 {
+        // A healthy process: it served, and lived past its start-up.
+        assert_eq!(pid_of(&get_report(&site, "/app/")), pid);
+        std::thread::sleep(Duration::from_millis(1100));
+        // The OOM killer, or an operator.
+        kill(pid, libc::SIGKILL);
+        let t = Instant::now();
+        let next = loop {
+            if let Some(&p) = live_children(site.pid()).iter().find(|&&p| p != pid) {
+                break p;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "kill {round}: no new process\n{}",
+                site.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let took = t.elapsed();
+        assert!(
+            took < Duration::from_millis(300),
+            "kill {round}: the new process came after {took:?} (php-fpm: ~10 ms)"
+        );
+        pid = next;
+    }
+    assert_eq!(pid_of(&get_report(&site, "/app/")), pid);
+    assert!(
+        !site.stderr().contains("crash-looping"),
+        "a process that served is not crash-looping: {}",
+        site.stderr()
+    );
+}
+
+#[test]
+fn issue_10_an_absolute_form_authority_replaces_host_for_the_application_rfc9112_3_2_2() {
+    let site = hello_site("fcgi-absolute", "processes = 1");
+    let r = site.request(
+        b"GET http://evil.example:81/app/x?params=1 HTTP/1.1\r\nHost: good.example\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let text = r.text();
+    for want in [
+        "param SERVER_NAME=evil.example\n",
+        "param HTTP_HOST=evil.example:81\n",
+        "param REQUEST_URI=/app/x?params=1\n",
+    ] {
+        assert!(text.contains(want), "no {want:?} in {text}");
+    }
+    assert!(!text.contains("good.example"), "{text}");
+}
+
+#[test]
 fn issue_4_a_process_that_dies_mid_request_gives_502_for_that_request_only() {
     let site = hello_site("fcgi-die", "processes = 1");
     let first = pid_of(&get_report(&site, "/app/"));

@@ -101,12 +101,19 @@ fn an_http_2_0_request_line_is_505_rfc9110_15_6_6() {
 }
 
 #[test]
-fn an_http_1_2_request_is_answered_or_refused_but_never_crashes_rfc9110_2_5() {
+fn a_higher_minor_version_is_served_as_http_1_1_rfc9110_2_5() {
     let (_d, s) = site();
-    let r = s.request(b"GET /a.txt HTTP/1.2\r\nHost: t\r\n\r\n");
-    // RFC 9110 §2.5 lets a 1.x server answer as 1.1; refusing with 505 is
-    // also allowed.
-    assert!(r.status == 200 || r.status == 505, "{r:?}");
+    let mut c = s.connect();
+    for version in ["HTTP/1.2", "HTTP/1.9"] {
+        let r = c.request(format!("GET /a.txt {version}\r\nHost: t\r\n\r\n").as_bytes());
+        assert_eq!(r.status, 200, "{version}: {r:?}");
+        assert_eq!(r.version, "HTTP/1.1", "{version}: {r:?}");
+        assert_eq!(r.body, b"alpha\n");
+        // Persistent, as HTTP/1.1 is: the next request goes on this connection.
+        assert!(!r.has_token("connection", "close"), "{version}: {r:?}");
+    }
+    // As HTTP/1.1, it needs a Host.
+    answered_then_closed(&s, b"GET /a.txt HTTP/1.2\r\n\r\n", 400);
 }
 
 #[test]
@@ -123,6 +130,53 @@ fn two_host_headers_are_400_rfc9112_3_2() {
         b"GET /a.txt HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n",
         400,
     );
+}
+
+#[test]
+fn a_host_that_is_not_uri_host_and_port_is_400_rfc9112_3_2_rfc9110_7_2() {
+    let (_d, s) = site();
+    for host in [
+        "../../etc/x y",
+        "..",
+        "a/b",
+        "a:b",
+        "u@t",
+        "[::1",
+        "t:80:80",
+        "t%zz",
+    ] {
+        let req = format!("GET /a.txt HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        answered_then_closed(&s, req.as_bytes(), 400);
+        // HTTP/1.0 may omit Host, but one it sends must be valid.
+        let req = format!("GET /a.txt HTTP/1.0\r\nHost: {host}\r\n\r\n");
+        answered_then_closed(&s, req.as_bytes(), 400);
+    }
+    for host in [
+        "t",
+        "t:8080",
+        "127.0.0.1:1",
+        "[::1]:80",
+        "[::1]",
+        "a-b.c_d~e",
+        "",
+    ] {
+        let r = s.request(format!("GET /a.txt HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        assert_eq!(r.status, 200, "Host: {host}: {r:?}");
+    }
+}
+
+#[test]
+fn an_absolute_form_target_with_a_bad_authority_is_400_rfc9112_3_2_2() {
+    let (_d, s) = site();
+    for target in [
+        "http://a..b/a.txt",
+        "http://t:x/a.txt",
+        "http://t%zz/a.txt",
+        "http:///a.txt",
+    ] {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n");
+        answered_then_closed(&s, req.as_bytes(), 400);
+    }
 }
 
 #[test]

@@ -95,3 +95,12 @@ fn routes_of_one_site_do_not_apply_to_another() {
     let (_d, s) = site();
     assert_eq!(who(&s, "default.test", "/static/app.css").status, 404);
 }
+
+#[test]
+fn an_absolute_form_authority_selects_the_site_not_host_rfc9112_3_2_2() {
+    let (_d, s) = site();
+    let r = s.request(b"GET http://a.test:81/who.txt HTTP/1.1\r\nHost: default.test\r\n\r\n");
+    assert_eq!(r.body, b"site a\n", "{r:?}");
+    let r = s.request(b"GET http://default.test/who.txt HTTP/1.1\r\nHost: a.test\r\n\r\n");
+    assert_eq!(r.body, b"default\n", "{r:?}");
+}
