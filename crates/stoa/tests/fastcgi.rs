@@ -1689,3 +1689,58 @@ fn spec_4_1_a_multiplexing_application_gets_max_reqs_requests_over_at_most_max_c
     assert!(conns <= 8, "{conns} connections opened (FCGI_MAX_CONNS=8)");
     assert_eq!(site.status("app").proc(0).capacity, 64);
 }
+
+/// Opens `n` connections that send a POST head announcing a 100 kB body
+/// to `path`, and only a few bytes of it.
+fn crawling_posts(site: &Site, path: &str, n: usize) -> Vec<Conn> {
+    (0..n)
+        .map(|_| {
+            let mut c = site.connect();
+            c.send(
+                format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\nslow")
+                    .as_bytes(),
+            );
+            c
+        })
+        .collect()
+}
+
+/// Issue 10 item 1, against real applications: ten slow uploads to a
+/// libfcgi C application (a pool of two single-threaded processes) and to
+/// php-fpm (four children) take none of their processes, because Stoa
+/// reads a body before it takes one; everyone else is served meanwhile.
+#[test]
+fn issue_10_ten_slow_uploads_take_no_process_of_a_libfcgi_pool_or_of_php_fpm() {
+    let app = c_app();
+    let dir = TempDir::new("fcgi-slow-posts");
+    dir.mkdir("www");
+    populate_www(&dir);
+    std::fs::copy(&app, dir.join("hello_fcgi")).expect("copy the C application");
+    let fpm = PhpFpm::start(&dir);
+    let pools = format!(
+        "[[pool]]\nname = \"c\"\ncommand = [\"./hello_fcgi\"]\nprocesses = 2\nqueue_timeout = \"2s\"\n\n\
+         [[pool]]\nname = \"php\"\naddress = [\"unix:{}\"]\ncapacity = 4\nqueue_timeout = \"2s\"\n",
+        fpm.sock.display()
+    );
+    let routes = format!(
+        "{}[[site.route]]\nsuffix = \".php\"\nfastcgi = {{ pool = \"php\" }}\n",
+        route("/c/", "c")
+    );
+    let site = Site::start_in(dir, &pools, &routes);
+    site.wait_running("c", 2);
+    let _c = crawling_posts(&site, "/c/upload", 10);
+    let _php = crawling_posts(&site, "/info.php", 10);
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    for i in 0..10 {
+        let r = site.get(&format!("/c/?i={i}"));
+        assert_eq!(r.status, 200, "C app GET {i} beside 10 slow uploads: {r:?}");
+        let r = site.get(&format!("/info.php?i={i}"));
+        assert_eq!(r.status, 200, "php-fpm GET {i} beside 10 slow uploads: {r:?}");
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "20 GETs took {:?}",
+        t0.elapsed()
+    );
+}
