@@ -316,6 +316,8 @@ pub struct PoolConfig {
     pub idle_timeout: Option<Dur>,
     pub capacity: Option<usize>,
     pub keepalive_timeout: Option<Dur>,
+    /// Spawned processes run as this user (Stoa must keep root for it).
+    pub user: Option<String>,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
 }
@@ -827,6 +829,25 @@ fn build(
             pc.idle_timeout,
             pc.capacity,
             pc.keepalive_timeout,
+            match &pc.user {
+                None => None,
+                Some(name) => {
+                    if user.as_deref() != Some("root") {
+                        return Err(err(
+                            Some(p.span()),
+                            &format!("{key}.user"),
+                            "a pool's own user needs Stoa to keep root: write the top-level \
+                             `user = \"root\"`, or leave it out and the pool runs as the \
+                             server's `user`"
+                                .into(),
+                        ));
+                    }
+                    Some(
+                        crate::privileges::Account::lookup(name)
+                            .map_err(|m| err(Some(p.span()), &format!("{key}.user"), m))?,
+                    )
+                }
+            },
             base,
         )
         .map_err(|m| err(Some(p.span()), &key, m))?;

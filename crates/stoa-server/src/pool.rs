@@ -103,6 +103,8 @@ pub enum PoolKind {
         min: usize,
         max: usize,
         idle_timeout: Duration,
+        /// Run as this account instead of Stoa's own (Stoa must keep root).
+        user: Option<crate::privileges::Account>,
     },
     /// Processes someone else runs.
     Remote { addresses: Vec<Target> },
@@ -877,6 +879,7 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
         cwd,
         env,
         min,
+        user,
         ..
     } = pool.spec.kind.clone()
     else {
@@ -922,13 +925,26 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         cmd.process_group(0);
-        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches
-        // no memory of the parent; it makes the kernel stop the application
-        // if Stoa itself dies, so no process is ever orphaned.
+        let parent = std::process::id() as libc::pid_t;
+        // A pool's own user, when Stoa kept root to allow it (checked at
+        // load; not root here means nothing to switch).
+        let run_as = user.clone().filter(|_| crate::privileges::is_root());
+        // SAFETY: prctl, getppid, setgroups, setgid and setuid are plain
+        // syscalls, safe between fork and exec; the account was looked up
+        // before the fork. PR_SET_PDEATHSIG makes the kernel stop the
+        // application if Stoa itself dies, so no process is ever orphaned;
+        // a Stoa that died before the prctl took effect is seen by its
+        // pid, and the child gives up.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("stoa exited while starting it"));
+                }
+                if let Some(a) = &run_as {
+                    a.become_it()?;
                 }
                 Ok(())
             });
@@ -1142,6 +1158,7 @@ pub fn spec(
     idle_timeout: Option<Dur>,
     capacity: Option<usize>,
     keepalive_timeout: Option<Dur>,
+    user: Option<crate::privileges::Account>,
     base: &Path,
 ) -> Result<PoolSpec, String> {
     if capacity.is_some_and(|c| c == 0 || c > 1024) {
@@ -1184,9 +1201,13 @@ pub fn spec(
                 min,
                 max,
                 idle_timeout: idle_timeout.map_or(Duration::from_secs(10), |d| d.0),
+                user,
             }
         }
         (None, Some(addrs)) => {
+            if user.is_some() {
+                return Err("`user` is for spawned pools (`command`)".into());
+            }
             if addrs.is_empty() {
                 return Err("`address` is empty".into());
             }
@@ -1266,6 +1287,7 @@ mod tests {
             Vec::new(),
             None,
             Some(1),
+            None,
             None,
             Path::new("."),
         )

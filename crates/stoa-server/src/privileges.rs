@@ -7,9 +7,16 @@
 //! Why the whole process, not only the children: the workers read files
 //! named by the network, and a path bug must not read what only root may.
 //! The price is that a reload cannot bind new privileged ports (already
-//! "on restart only") and every pool runs as the one user.
+//! "on restart only"), and a pool of its own user (`[[pool]] user`) needs
+//! the server to keep root (`user = "root"` written out): its processes
+//! switch between fork and exec ([`Account::become_it`]).
 
 use std::ffi::{CStr, CString};
+
+/// Whether Stoa runs as root (and so may start a pool as another user).
+pub fn is_root() -> bool {
+    euid() == 0
+}
 use std::path::Path;
 
 /// A user to run as, looked up in the password database.
@@ -18,6 +25,9 @@ pub struct Account {
     pub name: String,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
+    /// Its primary and supplementary groups (getgrouplist), looked up
+    /// ahead so that a freshly forked child only makes syscalls.
+    pub groups: Vec<libc::gid_t>,
 }
 
 impl Account {
@@ -49,11 +59,46 @@ impl Account {
         if found.is_null() {
             return Err(format!("user `{name}`: no such user"));
         }
+        let mut groups = vec![0 as libc::gid_t; 64];
+        loop {
+            let mut n = groups.len() as libc::c_int;
+            // SAFETY: `groups` holds `n` entries; getgrouplist writes at
+            // most that many and says how many it needs when short.
+            let rc = unsafe {
+                libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n)
+            };
+            if rc >= 0 {
+                groups.truncate(n.max(0) as usize);
+                break;
+            }
+            if n as usize <= groups.len() || groups.len() >= 65536 {
+                groups = vec![pw.pw_gid];
+                break;
+            }
+            groups.resize(n as usize, 0);
+        }
         Ok(Account {
             name: name.to_owned(),
             uid: pw.pw_uid,
             gid: pw.pw_gid,
+            groups,
         })
+    }
+
+    /// Becomes this account: groups, gid, then uid. Only syscalls, so it
+    /// may run in a child between fork and exec (`pre_exec`).
+    pub fn become_it(&self) -> std::io::Result<()> {
+        // SAFETY: setgroups/setgid/setuid are plain syscalls on values we
+        // own (`groups` outlives the call); they take no locks.
+        unsafe {
+            if libc::setgroups(self.groups.len(), self.groups.as_ptr()) != 0
+                || libc::setgid(self.gid) != 0
+                || libc::setuid(self.uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -101,35 +146,13 @@ pub fn drop_to(user: Option<&str>, owned: &[&Path]) -> Result<Outcome, String> {
         std::os::unix::fs::chown(p, Some(acct.uid), Some(acct.gid))
             .map_err(|e| format!("chown {} to {name}: {e}", p.display()))?;
     }
-    let cname = CString::new(name).map_err(|_| "user name contains a NUL".to_owned())?;
-    // The order matters: groups and gid while still root, then the uid.
-    // SAFETY: plain syscalls on values we own; glibc applies set*id to
-    // every thread of the process.
-    unsafe {
-        if libc::initgroups(cname.as_ptr(), acct.gid) != 0 {
-            return Err(format!(
-                "initgroups({name}): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if libc::setgid(acct.gid) != 0 {
-            return Err(format!(
-                "setgid({}): {}",
-                acct.gid,
-                std::io::Error::last_os_error()
-            ));
-        }
-        if libc::setuid(acct.uid) != 0 {
-            return Err(format!(
-                "setuid({}): {}",
-                acct.uid,
-                std::io::Error::last_os_error()
-            ));
-        }
-        // Dropped for good: root cannot be had back.
-        if libc::setuid(0) == 0 {
-            return Err("setuid(0) still succeeds after dropping privileges".into());
-        }
+    // Groups and gid while still root, then the uid; glibc applies set*id
+    // to every thread of the process.
+    acct.become_it()
+        .map_err(|e| format!("becoming {name} (uid {}): {e}", acct.uid))?;
+    // SAFETY: a plain syscall; it must fail now.
+    if unsafe { libc::setuid(0) } == 0 {
+        return Err("setuid(0) still succeeds after dropping privileges".into());
     }
     Ok(Outcome::Dropped(acct))
 }

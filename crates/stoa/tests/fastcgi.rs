@@ -1736,7 +1736,10 @@ fn issue_10_ten_slow_uploads_take_no_process_of_a_libfcgi_pool_or_of_php_fpm() {
         let r = site.get(&format!("/c/?i={i}"));
         assert_eq!(r.status, 200, "C app GET {i} beside 10 slow uploads: {r:?}");
         let r = site.get(&format!("/info.php?i={i}"));
-        assert_eq!(r.status, 200, "php-fpm GET {i} beside 10 slow uploads: {r:?}");
+        assert_eq!(
+            r.status, 200,
+            "php-fpm GET {i} beside 10 slow uploads: {r:?}"
+        );
     }
     assert!(
         t0.elapsed() < Duration::from_secs(4),

@@ -157,3 +157,56 @@ fn a_user_that_does_not_exist_is_a_config_error_naming_the_key() {
         "{text}"
     );
 }
+
+#[test]
+fn a_pool_with_its_own_user_runs_as_it_while_stoa_keeps_root_as_written() {
+    require_root();
+    let www = uid_of("www-data");
+    let dir = TempDir::new("priv-pool-user");
+    dir.mkdir("www");
+    let cfg = dir.path().join("stoa.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"root\"\n[log]\naccess = \"off\"\n\n\
+             [[pool]]\nname = \"app\"\ncommand = [\"{HELLO}\"]\nuser = \"www-data\"\n\n\
+             [[site]]\nroot = \"www\"\n\n\
+             [[site.route]]\nprefix = \"/app/\"\nfastcgi = {{ pool = \"app\" }}\n"
+        ),
+    )
+    .expect("write config");
+    let server = Server::with_config(&cfg);
+    let r = server.get("/app/");
+    assert_eq!(r.status, 200, "{r:?}\n{}", server.stderr());
+    let pid: i32 = r
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .expect("a pid");
+    assert_eq!(uids(pid), vec![www; 4], "the pool's process");
+    assert_eq!(uids(server.pid()), vec![0; 4], "Stoa itself, as written");
+}
+
+#[test]
+fn a_pool_user_without_user_root_is_a_config_error_that_says_why() {
+    let dir = TempDir::new("priv-pool-user-bad");
+    dir.mkdir("www");
+    let cfg = dir.path().join("stoa.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[pool]]\nname = \"app\"\ncommand = [\"{HELLO}\"]\nuser = \"www-data\"\n\n[[site]]\nroot = \"www\"\n"
+        ),
+    )
+    .expect("write config");
+    let out = std::process::Command::new(stoa_bin())
+        .arg("check")
+        .arg(&cfg)
+        .output()
+        .expect("run stoa check");
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("user = \"root\""), "{text}");
+}
