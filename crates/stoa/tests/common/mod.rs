@@ -791,3 +791,40 @@ pub fn require(program: &str, package: &str) {
          (apt-get install {package}); test.sh installs it when run as root"
     );
 }
+
+/// Live children of `ppid` (from /proc).
+pub fn live_children(ppid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|&(_, st, pp, _)| pp == ppid && st != 'Z' && st != 'X')
+        .map(|(p, ..)| p)
+        .collect()
+}
+
+/// Stops a server the test started that has worker children (php-fpm):
+/// SIGTERM (php-fpm's fast stop) to the master, up to 3 s for it to exit,
+/// then SIGKILL to it and to any worker of it that outlived it.
+pub fn stop_master(child: &mut Child) {
+    let pid = child.id() as i32;
+    let workers = live_children(pid);
+    // SAFETY: our child, not yet reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for w in workers {
+        // SAFETY: a worker of our child that may have outlived it; ESRCH
+        // when it is gone is fine.
+        unsafe {
+            libc::kill(w, libc::SIGKILL);
+        }
+    }
+}

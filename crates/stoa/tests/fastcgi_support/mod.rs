@@ -10,7 +10,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{Conn, Response, Server, TempDir};
+use crate::common::{stop_master, Conn, Response, Server, TempDir};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::ops::{Deref, DerefMut};
@@ -512,15 +512,6 @@ pub fn wait_gone(pids: &[i32], within: Duration) -> Result<Duration, Vec<i32>> {
     super::common::wait_until_empty(within, || survivors(pids))
 }
 
-/// Live children of `ppid`.
-pub fn live_children(ppid: i32) -> Vec<i32> {
-    processes()
-        .into_iter()
-        .filter(|&(_, st, pp, _)| pp == ppid && st != 'Z' && st != 'X')
-        .map(|(p, ..)| p)
-        .collect()
-}
-
 /// The command line of `pid`.
 pub fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -667,29 +658,7 @@ impl PhpFpm {
 
 impl Drop for PhpFpm {
     fn drop(&mut self) {
-        let workers = live_children(self.pid());
-        // SAFETY: our child, not yet reaped; SIGQUIT is php-fpm's graceful
-        // stop, SIGTERM its fast one.
-        unsafe {
-            libc::kill(self.pid(), libc::SIGTERM);
-        }
-        let until = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        for w in workers {
-            if alive(w) {
-                // SAFETY: a php-fpm worker of ours that outlived its master.
-                unsafe {
-                    libc::kill(w, libc::SIGKILL);
-                }
-            }
-        }
+        stop_master(&mut self.child);
     }
 }
 

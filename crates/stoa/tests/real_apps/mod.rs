@@ -9,7 +9,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{request, require, Response, Server, TempDir};
+use crate::common::{request, require, stop_master, Response, Server, TempDir};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -161,37 +161,8 @@ impl PhpFpm {
 
 impl Drop for PhpFpm {
     fn drop(&mut self) {
-        let workers = live_children(self.pid());
-        // SAFETY: our child, not yet reaped; SIGTERM is php-fpm's fast stop.
-        unsafe {
-            libc::kill(self.pid(), libc::SIGTERM);
-        }
-        let until = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        for w in workers {
-            // SAFETY: a php-fpm worker of ours that may have outlived its
-            // master; ESRCH if it is gone is fine.
-            unsafe {
-                libc::kill(w, libc::SIGKILL);
-            }
-        }
+        stop_master(&mut self.child);
     }
-}
-
-/// Live children of `ppid` (from /proc).
-pub fn live_children(ppid: i32) -> Vec<i32> {
-    crate::common::processes()
-        .into_iter()
-        .filter(|&(_, st, pp, _)| pp == ppid && st != 'Z' && st != 'X')
-        .map(|(p, ..)| p)
-        .collect()
 }
 
 /// The real uid of `pid` (the `Uid:` line of /proc/PID/status).
