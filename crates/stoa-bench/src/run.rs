@@ -334,9 +334,9 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         }),
         ..Summary::default()
     };
-    if s.duration_s > 0.0 {
-        s.requests_per_second = s.requests as f64 / s.duration_s;
-    }
+    s.successful = c.responses.saturating_sub(c.errors.length_mismatch);
+    s.requests_per_second = s.success_rate();
+    s.failures_per_second = s.failure_rate();
     fill_latency(&mut s, &record);
     s
 }

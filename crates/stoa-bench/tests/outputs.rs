@@ -178,3 +178,49 @@ fn the_wrk_style_report_prints_the_latency_distribution() {
         assert!(out.contains(want), "{want:?} missing: {out}");
     }
 }
+
+#[test]
+fn a_server_that_resets_every_connection_has_no_successful_rate_and_ranks_below_a_working_one() {
+    let s = TestServer::start();
+    let d = tmpdir("rank");
+    let (ok, bad) = (d.join("ok.json"), d.join("reset.json"));
+    let (code, _, err) = bench(&[
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "-k",
+        "--json",
+        &ok.to_string_lossy(),
+        &s.url("/slow?ms=5"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = bench(&[
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--json",
+        &bad.to_string_lossy(),
+        &s.url("/reset"),
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&bad).unwrap()).unwrap();
+    assert_eq!(v["requests_per_second"].as_f64(), Some(0.0), "{v}");
+    assert!(
+        v["failures_per_second"].as_f64().unwrap_or(0.0) > 0.0,
+        "{v}"
+    );
+    assert!(out.contains("Requests per second:    0.00"), "{out}");
+    assert!(out.contains("Failures per second:"), "{out}");
+    let (code, out, err) = bench(&["compare", &ok.to_string_lossy(), &bad.to_string_lossy()]);
+    assert_eq!(code, 0, "{err}");
+    let row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("requests/s "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .collect();
+    let (good, reset): (f64, f64) = (row[1].parse().unwrap(), row[2].parse().unwrap());
+    assert!(good > 0.0 && reset == 0.0, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("failures/s ")), "{out}");
+}

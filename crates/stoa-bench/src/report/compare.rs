@@ -23,10 +23,11 @@ type Row = (&'static str, Box<dyn Fn(&Summary) -> f64>, bool);
 /// The comparison table.
 pub fn table(names: &[String], runs: &[Summary]) -> String {
     let rows: Vec<Row> = vec![
+        ("requests/s", Box::new(|s: &Summary| s.success_rate()), true),
         (
-            "requests/s",
-            Box::new(|s: &Summary| s.requests_per_second),
-            true,
+            "failures/s",
+            Box::new(|s: &Summary| s.failure_rate()),
+            false,
         ),
         ("requests", Box::new(|s: &Summary| s.requests as f64), true),
         ("failed", Box::new(|s: &Summary| s.failed as f64), false),

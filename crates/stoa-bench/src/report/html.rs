@@ -336,8 +336,11 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
     });
     row(&mut o, "duration (s)", &|s| format!("{:.3}", s.duration_s));
     row(&mut o, "requests", &|s| s.requests.to_string());
-    row(&mut o, "requests per second", &|s| {
-        format!("{:.1}", s.requests_per_second)
+    row(&mut o, "successful responses per second", &|s| {
+        format!("{:.1}", s.success_rate())
+    });
+    row(&mut o, "failures per second", &|s| {
+        format!("{:.1}", s.failure_rate())
     });
     row(&mut o, "failed", &|s| s.failed.to_string());
     row(&mut o, "non-2xx responses", &|s| s.non_2xx.to_string());

@@ -125,7 +125,15 @@ pub struct Summary {
     /// Complete responses (any status).
     pub responses: u64,
     pub duration_s: f64,
+    /// Successful responses: complete responses that are not failures (any
+    /// status; only a length-differs response is complete and failed).
+    #[serde(default)]
+    pub successful: u64,
+    /// Successful responses per second (failures are not in it).
     pub requests_per_second: f64,
+    /// Failed requests (`failed`) per second.
+    #[serde(default)]
+    pub failures_per_second: f64,
     pub bytes: Bytes,
     /// Complete responses by status code ("other" for codes outside
     /// 100..=599).
@@ -149,6 +157,28 @@ pub struct Summary {
     pub latency_within_stddev_pct: f64,
     pub timeline: Vec<Second>,
     pub abort: Option<Abort>,
+}
+
+impl Summary {
+    /// Successful responses per second, recomputed from the counts (so
+    /// that JSON files written before the rate excluded failures compare
+    /// right too).
+    pub fn success_rate(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.responses.saturating_sub(self.errors.length_mismatch) as f64 / self.duration_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Failed requests per second.
+    pub fn failure_rate(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.failed as f64 / self.duration_s
+        } else {
+            0.0
+        }
+    }
 }
 
 pub fn ms(us: f64) -> f64 {

@@ -74,7 +74,18 @@ pub fn ab(s: &Summary) -> String {
     let t = s.duration_s;
     if t > 0.0 && s.requests > 0 {
         let n = s.requests as f64;
-        let _ = writeln!(o, "Requests per second:    {:.2} [#/sec] (mean)", n / t);
+        let _ = writeln!(
+            o,
+            "Requests per second:    {:.2} [#/sec] (mean)",
+            s.requests_per_second
+        );
+        if s.failed > 0 {
+            let _ = writeln!(
+                o,
+                "Failures per second:    {:.2} [#/sec] (mean)",
+                s.failures_per_second
+            );
+        }
         let _ = writeln!(
             o,
             "Time per request:       {:.3} [ms] (mean)",
@@ -287,7 +298,10 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         let _ = writeln!(o, "  Non-2xx or 3xx responses: {non_2xx_3xx}");
     }
     let t = s.duration_s.max(1e-9);
-    let _ = writeln!(o, "Requests/sec: {:>10.2}", s.responses as f64 / t);
+    let _ = writeln!(o, "Requests/sec: {:>10.2}", s.requests_per_second);
+    if s.failed > 0 {
+        let _ = writeln!(o, "Failures/sec: {:>10.2}", s.failures_per_second);
+    }
     let _ = writeln!(
         o,
         "Transfer/sec: {:>10}",
