@@ -59,6 +59,11 @@ pub struct Shared {
     /// Server software of the first response.
     pub server: Mutex<Option<String>>,
     pub active_clients: AtomicU64,
+    /// Open loop: requests in flight over all threads.
+    pub in_flight: AtomicU64,
+    /// Most clients running at once (closed loop) or requests in flight at
+    /// once (open loop).
+    pub peak_active: AtomicU64,
     pub errors: AtomicU64,
     pub abort: Mutex<Option<AbortInfo>>,
 }
@@ -75,6 +80,8 @@ impl Shared {
             doc_len: AtomicU64::new(u64::MAX),
             server: Mutex::new(None),
             active_clients: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            peak_active: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             abort: Mutex::new(None),
         }
@@ -260,6 +267,11 @@ pub struct Worker<'a> {
     /// Requests in progress.
     busy: u64,
     last_done: Option<Instant>,
+    /// Time integral of the active level (clients in the closed loop,
+    /// requests in flight in the open loop), in level-seconds, up to
+    /// `area_at`.
+    area: f64,
+    area_at: Instant,
     // Closed loop.
     spawned: u64,
     active: u64,
@@ -313,6 +325,8 @@ impl<'a> Worker<'a> {
             pending: Vec::new(),
             busy: 0,
             last_done: None,
+            area: 0.0,
+            area_at: sh.start,
             spawned: 0,
             active: 0,
             no_more_tickets: false,
@@ -335,6 +349,24 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Clients running (closed loop) or requests in flight (open loop).
+    fn level(&self) -> u64 {
+        if self.sh.plan.open_loop() {
+            self.busy
+        } else {
+            self.active
+        }
+    }
+
+    /// Adds the active level since the last change to its time integral;
+    /// called before every change of the level.
+    fn account(&mut self, now: Instant) {
+        if now > self.area_at {
+            self.area += self.level() as f64 * (now - self.area_at).as_secs_f64();
+            self.area_at = now;
+        }
+    }
+
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         let plan = &self.sh.plan;
@@ -353,6 +385,7 @@ impl<'a> Worker<'a> {
             let now = Instant::now();
             if self.sh.stopping() || self.sh.deadline.is_some_and(|d| now >= d) {
                 let end = self.sh.deadline.map_or(now, |d| d.min(now));
+                self.account(end);
                 self.stop(end);
                 break;
             }
@@ -362,6 +395,7 @@ impl<'a> Worker<'a> {
                 self.spawn_due(now);
             }
             if self.finished() {
+                self.account(now);
                 break;
             }
             if now >= self.next_sec {
@@ -444,6 +478,7 @@ impl<'a> Worker<'a> {
         }
         self.flush();
         let end = Instant::now();
+        self.rec.counters.active_area += self.area;
         self.flush_partial(end);
         let _ = self.tx.send(Msg::Done {
             thread: self.id,
@@ -497,8 +532,10 @@ impl<'a> Worker<'a> {
         while self.spawned < want {
             let client = self.id as u64 + self.spawned * t;
             self.spawned += 1;
+            self.account(now);
             self.active += 1;
-            self.sh.active_clients.fetch_add(1, Relaxed);
+            let n = self.sh.active_clients.fetch_add(1, Relaxed) + 1;
+            self.sh.peak_active.fetch_max(n, Relaxed);
             let s = self.new_slot(Rng::new(plan.seed, client), now);
             self.begin_closed(s, now);
             if self.no_more_tickets {
@@ -509,22 +546,23 @@ impl<'a> Worker<'a> {
 
     fn begin_closed(&mut self, s: usize, now: Instant) {
         if self.sh.stopping() {
-            self.finish_client(s);
+            self.finish_client(s, now);
             return;
         }
         if !self.sh.take_ticket() {
             self.no_more_tickets = true;
-            self.finish_client(s);
+            self.finish_client(s, now);
             return;
         }
         self.begin(s, now, None);
     }
 
-    fn finish_client(&mut self, s: usize) {
-        let slot = &mut self.slots[s];
-        if slot.phase == Phase::Finished {
+    fn finish_client(&mut self, s: usize, now: Instant) {
+        if self.slots[s].phase == Phase::Finished {
             return;
         }
+        self.account(now);
+        let slot = &mut self.slots[s];
         slot.phase = Phase::Finished;
         slot.stream = None;
         slot.timer_gen = slot.timer_gen.wrapping_add(1);
@@ -583,12 +621,17 @@ impl<'a> Worker<'a> {
         } else {
             plan.pick(&mut self.slots[s].rng)
         };
+        self.account(now);
+        self.busy += 1;
+        if plan.open_loop() {
+            let n = self.sh.in_flight.fetch_add(1, Relaxed) + 1;
+            self.sh.peak_active.fetch_max(n, Relaxed);
+        }
         let slot = &mut self.slots[s];
         slot.req = req;
         slot.t_start = now;
         slot.intended = intended;
         slot.retried = false;
-        self.busy += 1;
         if slot.stream.is_some() {
             slot.reused = true;
             self.send(s, now);
@@ -964,7 +1007,11 @@ impl<'a> Worker<'a> {
             }
         }
         self.last_done = Some(now);
+        self.account(now);
         self.busy -= 1;
+        if self.sh.plan.open_loop() {
+            self.sh.in_flight.fetch_sub(1, Relaxed);
+        }
         self.after(s, now, false);
     }
 
@@ -981,7 +1028,11 @@ impl<'a> Worker<'a> {
         let slot = &mut self.slots[s];
         slot.stream = None;
         self.last_done = Some(now);
+        self.account(now);
         self.busy -= 1;
+        if self.sh.plan.open_loop() {
+            self.sh.in_flight.fetch_sub(1, Relaxed);
+        }
         let backoff = matches!(f, Failure::ConnectRefused | Failure::Connect);
         self.after(s, now, backoff);
     }
@@ -1003,7 +1054,7 @@ impl<'a> Worker<'a> {
         }
         slot.done_reqs += 1;
         if plan.per_client.is_some_and(|n| slot.done_reqs >= n) || self.sh.stopping() {
-            self.finish_client(s);
+            self.finish_client(s, now);
             return;
         }
         let mut think = plan.think.sample(&mut slot.rng);

@@ -186,6 +186,10 @@ pub struct Counters {
     /// Open loop: requests due by the schedule that never went out because
     /// every connection was busy when the run ended.
     pub not_sent: u64,
+    /// Time integral of the clients running (closed loop) or requests in
+    /// flight (open loop), in client-seconds: divided by the run time, the
+    /// mean number active.
+    pub active_area: f64,
 }
 
 impl Default for Counters {
@@ -203,6 +207,7 @@ impl Default for Counters {
             retries: 0,
             in_flight_at_end: 0,
             not_sent: 0,
+            active_area: 0.0,
         }
     }
 }
@@ -256,6 +261,7 @@ impl Counters {
         self.retries += o.retries;
         self.in_flight_at_end += o.in_flight_at_end;
         self.not_sent += o.not_sent;
+        self.active_area += o.active_area;
     }
 }
 

@@ -305,6 +305,10 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             timeout_s: plan.timeout.as_secs_f64(),
             seed: plan.seed,
             scenario: plan.scenario_name.clone(),
+            varying_clients: !plan.open_loop()
+                && (!matches!(plan.load, crate::plan::Load::Fixed(_))
+                    || plan.think != crate::plan::Think::None
+                    || plan.per_client.is_some()),
         },
         requests: c.finished(),
         responses: c.responses,
@@ -325,6 +329,12 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         keep_alive_requests: c.keep_alive,
         connections: c.connections,
         retries: c.retries,
+        active_peak: sh.peak_active.load(Relaxed),
+        active_mean: c.active_area
+            / end
+                .saturating_duration_since(sh.start)
+                .as_secs_f64()
+                .max(1e-9),
         thread_rps: spread(&col.thread_rps),
         timeline: std::mem::take(&mut col.timeline),
         abort: abort.map(|a| Abort {
@@ -338,5 +348,6 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     s.requests_per_second = s.success_rate();
     s.failures_per_second = s.failure_rate();
     fill_latency(&mut s, &record);
+    s.time_per_request_ms = s.latency_ms.mean;
     s
 }

@@ -207,3 +207,43 @@ fn a_workload_tree_is_written_and_requested_file_by_file() {
         assert!(names.contains(p), "{p} is not in the tree");
     }
 }
+
+#[test]
+fn an_open_ended_ramp_reports_the_peak_and_mean_clients_and_the_mean_time_per_request() {
+    // The docs' BENCH1 shape, shortened: a client more every 100 ms, no
+    // maximum, think time 10-20 ms, for 0.5 s: 5 clients at the end, 3 on
+    // average.
+    let s = TestServer::start();
+    let sc = write(
+        "openramp",
+        &format!(
+            "[run]\nurl = \"{}\"\nduration = \"500ms\"\nkeep_alive = true\n\
+             [clients]\nstart = 1\nadd = 1\nevery = \"100ms\"\n\
+             [think]\ndistribution = \"uniform\"\nmin = \"10ms\"\nmax = \"20ms\"\n",
+            s.url("/slow?ms=5")
+        ),
+    );
+    let (code, v, out) = bench_json("openramp-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    let peak = v["active_peak"].as_u64().unwrap_or(0);
+    assert!((5..=6).contains(&peak), "peak {peak}: {out}");
+    let mean = v["active_mean"].as_f64().unwrap_or(0.0);
+    assert!((2.5..3.6).contains(&mean), "mean {mean}: {out}");
+    let tpr = v["time_per_request_ms"].as_f64().unwrap_or(0.0);
+    let lat = v["latency_ms"]["mean"].as_f64().unwrap_or(-1.0);
+    assert!(tpr >= 5.0 && tpr == lat, "{tpr} vs {lat}: {out}");
+    assert!(
+        out.contains(&format!(
+            "Concurrency Level:      {peak} (peak clients; mean"
+        )),
+        "{out}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Time per request:"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains(&format!("{tpr:.3} [ms] (mean latency)")),
+        "{out}"
+    );
+}

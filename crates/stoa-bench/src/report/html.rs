@@ -321,7 +321,11 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         s.server_software.clone().unwrap_or_default()
     });
     row(&mut o, "clients / connections", &|s| {
-        s.settings.concurrency.to_string()
+        if s.settings.varying_clients {
+            format!("peak {}, mean {:.2}", s.active_peak, s.active_mean)
+        } else {
+            s.settings.concurrency.to_string()
+        }
     });
     row(&mut o, "threads", &|s| s.settings.threads.to_string());
     row(&mut o, "keep-alive, HTTP", &|s| {

@@ -23,6 +23,12 @@ pub struct Settings {
     pub timeout_s: f64,
     pub seed: u64,
     pub scenario: Option<String>,
+    /// The number of clients varies over the run (a ramp, stages, request
+    /// quotas) or they think between requests: `concurrency` is then only
+    /// the configured maximum, and `active_peak`/`active_mean` say what
+    /// happened.
+    #[serde(default)]
+    pub varying_clients: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
@@ -147,6 +153,16 @@ pub struct Summary {
     pub keep_alive_requests: u64,
     pub connections: u64,
     pub retries: u64,
+    /// Most clients running at once (closed loop; thinking clients count)
+    /// or requests in flight at once (open loop).
+    #[serde(default)]
+    pub active_peak: u64,
+    /// The same, averaged over the run time.
+    #[serde(default)]
+    pub active_mean: f64,
+    /// Mean time per request: the mean latency of complete responses, ms.
+    #[serde(default)]
+    pub time_per_request_ms: f64,
     pub latency_ms: LatencyMs,
     pub connection_times_ms: ConnectionTimes,
     /// The latency spectrum: (percentile, milliseconds) pairs.

@@ -34,7 +34,17 @@ pub fn ab(s: &Summary) -> String {
         }
     }
     let _ = writeln!(o);
-    let _ = writeln!(o, "Concurrency Level:      {}", s.settings.concurrency);
+    if s.settings.varying_clients {
+        // A ramp, stages, quotas or think time: the configured maximum
+        // says nothing of what ran; say what did.
+        let _ = writeln!(
+            o,
+            "Concurrency Level:      {} (peak clients; mean {:.2})",
+            s.active_peak, s.active_mean
+        );
+    } else {
+        let _ = writeln!(o, "Concurrency Level:      {}", s.settings.concurrency);
+    }
     let _ = writeln!(o, "Time taken for tests:   {:.3} seconds", s.duration_s);
     let _ = writeln!(o, "Complete requests:      {}", s.requests);
     let _ = writeln!(o, "Failed requests:        {}", s.failed);
@@ -86,11 +96,21 @@ pub fn ab(s: &Summary) -> String {
                 s.failures_per_second
             );
         }
-        let _ = writeln!(
-            o,
-            "Time per request:       {:.3} [ms] (mean)",
-            s.settings.concurrency as f64 * t * 1000.0 / n
-        );
+        if s.settings.varying_clients || s.settings.open_loop {
+            // ab's concurrency * time / requests assumes every client is
+            // always waiting for a response: give the measured mean.
+            let _ = writeln!(
+                o,
+                "Time per request:       {:.3} [ms] (mean latency)",
+                s.time_per_request_ms
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "Time per request:       {:.3} [ms] (mean)",
+                s.settings.concurrency as f64 * t * 1000.0 / n
+            );
+        }
         let _ = writeln!(
             o,
             "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
@@ -230,11 +250,19 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         format!("{d:.1}s")
     };
     let _ = writeln!(o, "Running {d} test @ {}", s.url);
-    let _ = writeln!(
-        o,
-        "  {} threads and {} connections",
-        s.settings.threads, s.settings.concurrency
-    );
+    if s.settings.varying_clients {
+        let _ = writeln!(
+            o,
+            "  {} threads and {} connections (peak clients; mean {:.2})",
+            s.settings.threads, s.active_peak, s.active_mean
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "  {} threads and {} connections",
+            s.settings.threads, s.settings.concurrency
+        );
+    }
     let _ = writeln!(o, "  Thread Stats   Avg      Stdev     Max   +/- Stdev");
     let l = &s.latency_ms;
     let _ = writeln!(
