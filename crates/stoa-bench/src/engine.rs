@@ -56,6 +56,10 @@ pub struct Shared {
     /// Body length of the first complete response (ab's Document Length);
     /// `u64::MAX` until then.
     pub doc_len: AtomicU64,
+    /// Body length of the first complete response to each request of the
+    /// mix (`u64::MAX` until then): lengths are checked per URL, since
+    /// different URLs legitimately differ.
+    pub doc_lens: Vec<AtomicU64>,
     /// Server software of the first response.
     pub server: Mutex<Option<String>>,
     pub active_clients: AtomicU64,
@@ -72,6 +76,11 @@ impl Shared {
     pub fn new(plan: Plan) -> Shared {
         let start = Instant::now();
         Shared {
+            doc_lens: plan
+                .requests
+                .iter()
+                .map(|_| AtomicU64::new(u64::MAX))
+                .collect(),
             deadline: plan.duration.map(|d| start + d),
             plan,
             start,
@@ -980,7 +989,15 @@ impl<'a> Worker<'a> {
                             .unwrap_or_default(),
                     );
                 }
-            } else if self.sh.doc_len.load(Relaxed) != slot.body_bytes {
+            }
+            // ab's Length check, per URL: each request of a mix or tree
+            // is compared with the first response to that same request.
+            let len = &self.sh.doc_lens[slot.req];
+            let differs = match len.compare_exchange(u64::MAX, slot.body_bytes, Relaxed, Relaxed) {
+                Ok(_) => false,
+                Err(l) => l != slot.body_bytes,
+            };
+            if differs {
                 c.errors.length_mismatch += 1;
                 self.iv.errors += 1;
                 self.sh.errors.fetch_add(1, Relaxed);

@@ -247,3 +247,47 @@ fn an_open_ended_ramp_reports_the_peak_and_mean_clients_and_the_mean_time_per_re
         "{out}"
     );
 }
+
+#[test]
+fn responses_to_different_urls_of_a_mix_are_not_length_failures_but_a_url_that_changes_length_is() {
+    let s = TestServer::start();
+    let sc = write(
+        "lenmix",
+        &format!(
+            "[run]\nurl = \"{}\"\nrequests = 60\nkeep_alive = true\nseed = 4\n[clients]\nstart = 2\n\
+             [[mix]]\npath = \"/ok?n=1\"\n[[mix]]\npath = \"/ok?n=2\"\n[[mix]]\npath = \"/ok?n=300\"\n",
+            s.url("/")
+        ),
+    );
+    let (code, v, out) = bench_json("lenmix-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["responses"].as_u64(), Some(60), "{out}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{out}");
+    assert!(out.contains("Failed requests:        0"), "{out}");
+    // /var answers 10 bytes the first time, 20 after: still a Length
+    // failure, checked against the first response to /var itself.
+    let s = TestServer::start();
+    let sc = write(
+        "lenvar",
+        &format!(
+            "[run]\nurl = \"{}\"\nrequests = 40\nkeep_alive = true\nseed = 4\n[clients]\nstart = 1\n\
+             [[mix]]\npath = \"/ok?n=1\"\n[[mix]]\npath = \"/var\"\n",
+            s.url("/")
+        ),
+    );
+    let (code, v, out) = bench_json("lenvar-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    let vars = s
+        .paths
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| *p == "/var")
+        .count() as u64;
+    assert!(vars >= 2, "{out}");
+    assert_eq!(
+        v["errors"]["length_mismatch"].as_u64(),
+        Some(vars - 1),
+        "{out}"
+    );
+}
