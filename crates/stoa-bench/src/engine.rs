@@ -595,6 +595,19 @@ impl<'a> Worker<'a> {
         (since / self.sched_period.as_secs_f64()).floor() as u64 + 1
     }
 
+    /// Arrivals scheduled strictly before `end`: the ones a run ending at
+    /// `end` owed. An arrival due exactly at the end belongs after it.
+    /// Counted in whole nanoseconds, so that a run of 0.5 s at 100/s owes
+    /// exactly 50 whatever the rounding of floating point.
+    fn due_before(&self, end: Instant) -> u64 {
+        if end <= self.sched_t0 {
+            return 0;
+        }
+        let since = (end - self.sched_t0).as_nanos();
+        let period = self.sched_period.as_nanos().max(1);
+        since.div_ceil(period).min(u128::from(u64::MAX)) as u64
+    }
+
     /// The intended time of the next arrival if it is due (and has a ticket).
     fn next_arrival(&mut self, now: Instant) -> Option<Instant> {
         if self.no_more_tickets || self.sched_next >= self.due(now) {
@@ -1138,7 +1151,7 @@ impl<'a> Worker<'a> {
             slot.stream = None;
         }
         if self.sh.plan.open_loop() && !self.no_more_tickets {
-            let due = self.due(end);
+            let due = self.due_before(end);
             let mut missed = due.saturating_sub(self.sched_next);
             if let Some(n) = self.sh.plan.limit {
                 let left = n.saturating_sub(self.sh.issued.load(Relaxed));

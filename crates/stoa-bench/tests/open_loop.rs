@@ -78,3 +78,35 @@ fn the_open_loop_keeps_its_rate() {
     );
     assert_eq!(v["failed"].as_u64(), Some(0));
 }
+
+#[test]
+fn a_timed_run_far_below_capacity_has_nothing_not_sent() {
+    // 100/s for 0.5 s: arrivals at 0, 10, ..., 490 ms; the one that would
+    // be due at 500 ms is after the run, not behind it.
+    let s = TestServer::start();
+    for threads in ["1", "2"] {
+        let (code, v, out) = bench_json(
+            &format!("boundary{threads}"),
+            &[
+                "--rate",
+                "100",
+                "-c",
+                "4",
+                "-k",
+                "--threads",
+                threads,
+                "-d",
+                "0.5",
+                &s.url("/ok"),
+            ],
+        );
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(v["not_sent"].as_u64(), Some(0), "{out}");
+        assert!(!out.contains("Not sent"), "{out}");
+        let (r, f) = (
+            v["responses"].as_u64().unwrap_or(0),
+            v["in_flight_at_end"].as_u64().unwrap_or(0),
+        );
+        assert_eq!(r + f, 50, "{out}");
+    }
+}
