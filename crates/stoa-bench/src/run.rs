@@ -330,11 +330,9 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         connections: c.connections,
         retries: c.retries,
         active_peak: sh.peak_active.load(Relaxed),
-        active_mean: c.active_area
-            / end
-                .saturating_duration_since(sh.start)
-                .as_secs_f64()
-                .max(1e-9),
+        // Over the reported run time (to the last response of a -n run).
+        active_mean: (c.active_area / elapsed.as_secs_f64().max(1e-9))
+            .min(sh.peak_active.load(Relaxed) as f64),
         thread_rps: spread(&col.thread_rps),
         timeline: std::mem::take(&mut col.timeline),
         abort: abort.map(|a| Abort {
