@@ -985,24 +985,25 @@ impl<'a> Worker<'a> {
         c.responses += 1;
         c.count_status(slot.head.status);
         c.body_bytes += slot.body_bytes;
-        if !plan.variable_length {
-            let d = self.sh.doc_len.load(Relaxed);
-            let first = d == u64::MAX
-                && self
-                    .sh
-                    .doc_len
-                    .compare_exchange(u64::MAX, slot.body_bytes, Relaxed, Relaxed)
-                    .is_ok();
-            if first {
-                if let Ok(mut sv) = self.sh.server.lock() {
-                    *sv = Some(
-                        slot.head
-                            .header("server")
-                            .map(|v| String::from_utf8_lossy(v).into_owned())
-                            .unwrap_or_default(),
-                    );
-                }
+        // The first complete response gives the Document Length and the
+        // Server Software, with or without -l.
+        let first = self.sh.doc_len.load(Relaxed) == u64::MAX
+            && self
+                .sh
+                .doc_len
+                .compare_exchange(u64::MAX, slot.body_bytes, Relaxed, Relaxed)
+                .is_ok();
+        if first {
+            if let Ok(mut sv) = self.sh.server.lock() {
+                *sv = Some(
+                    slot.head
+                        .header("server")
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default(),
+                );
             }
+        }
+        if !plan.variable_length {
             // ab's Length check, per URL: each request of a mix or tree
             // is compared with the first response to that same request.
             let len = &self.sh.doc_lens[slot.req];
@@ -1015,8 +1016,6 @@ impl<'a> Worker<'a> {
                 self.iv.errors += 1;
                 self.sh.errors.fetch_add(1, Relaxed);
             }
-        } else if self.sh.doc_len.load(Relaxed) == u64::MAX {
-            self.sh.doc_len.store(slot.body_bytes, Relaxed);
         }
         let reuse = slot.keep && plan.keep_alive && slot.written == spec.bytes.len();
         if reuse {

@@ -206,9 +206,16 @@ fn bench(
             report::html::page(std::slice::from_ref(&summary)).as_bytes(),
         )?;
     }
-    if summary.responses == 0 && summary.failed > 0 {
+    // Not a single response: the run measured nothing (unless an abort
+    // rule stopped it, which is its result: BENCH1 stops at the first
+    // response over 3 s, and may stop before any).
+    if summary.responses == 0 && summary.abort.is_none() {
         let e = &summary.errors;
-        let why = if e.connect_refused > 0 {
+        let why = if summary.failed == 0 && summary.in_flight_at_end > 0 {
+            "every request was still in flight when the run ended"
+        } else if summary.failed == 0 {
+            "no request was made"
+        } else if e.connect_refused > 0 {
             "connection refused"
         } else if e.connect > 0 {
             "could not connect"

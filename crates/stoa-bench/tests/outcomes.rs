@@ -124,7 +124,7 @@ fn a_closed_port_is_counted_as_refused_and_exits_non_zero() {
 fn requests_in_flight_when_a_timed_run_ends_are_reported_apart() {
     let s = TestServer::start();
     let (code, v, out) = bench_json("inflight", &["-d", "0.3", "-c", "4", "-k", &s.url("/hang")]);
-    assert_eq!(code, 0, "{out}");
+    assert_eq!(code, 1, "not a single response: {out}");
     assert_eq!(n(&v, "in_flight_at_end"), 4, "{v}");
     assert_eq!(n(&v, "failed"), 0);
     assert_eq!(n(&v, "requests"), 0);
@@ -287,4 +287,27 @@ fn bad_input_gets_a_clear_message_and_a_non_zero_exit() {
     let (code, out, _) = bench(&["--help"]);
     assert_eq!(code, 0);
     assert!(out.contains("--rate R"));
+}
+
+#[test]
+fn a_timed_run_in_which_no_response_arrived_exits_1() {
+    let s = TestServer::start();
+    let (code, v, out) = bench_json("noresp", &["-d", "0.3", "-c", "2", &s.url("/hang")]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&v, "responses"), 0, "{v}");
+    assert!(out.contains("no response from"), "{out}");
+    assert!(out.contains("still in flight"), "{out}");
+}
+
+#[test]
+fn the_server_software_is_reported_with_variable_lengths_too() {
+    let s = TestServer::start();
+    let (code, v, out) = bench_json("lserver", &["-l", "-n", "5", &s.url("/var")]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["server_software"].as_str(), Some("fault-server"), "{v}");
+    assert!(
+        out.contains("Server Software:        fault-server"),
+        "{out}"
+    );
+    assert_eq!(n(&v, "failed"), 0, "{v}");
 }

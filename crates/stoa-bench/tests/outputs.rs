@@ -223,4 +223,8 @@ fn a_server_that_resets_every_connection_has_no_successful_rate_and_ranks_below_
     let (good, reset): (f64, f64) = (row[1].parse().unwrap(), row[2].parse().unwrap());
     assert!(good > 0.0 && reset == 0.0, "{out}");
     assert!(out.lines().any(|l| l.starts_with("failures/s ")), "{out}");
+    // B against A: B is 0 successful responses per second, ratio 0x; and
+    // a large finite gap is not printed as 0.00x.
+    assert_eq!(row.get(3), Some(&"0x"), "{out}");
+    assert!(!out.contains(" 0.00x"), "{out}");
 }

@@ -17,6 +17,27 @@ pub fn load(path: &Path) -> Result<Summary, CliError> {
     })
 }
 
+/// A ratio with enough digits to mean something: two decimals from 0.1 up,
+/// three significant digits below (a run 800 times slower is 0.00125x, not
+/// 0.00x), whole numbers from 100 up.
+pub fn fmt_ratio(r: f64) -> String {
+    if !r.is_finite() {
+        return "-".into();
+    }
+    if r == 0.0 {
+        return "0x".into();
+    }
+    let a = r.abs();
+    if a >= 100.0 {
+        format!("{r:.0}x")
+    } else if a >= 0.1 {
+        format!("{r:.2}x")
+    } else {
+        let decimals = ((-a.log10()).ceil() as usize + 2).min(12);
+        format!("{r:.decimals$}x")
+    }
+}
+
 /// A row of the table: label, value, whether more is better.
 type Row = (&'static str, Box<dyn Fn(&Summary) -> f64>, bool);
 
@@ -102,7 +123,7 @@ pub fn table(names: &[String], runs: &[Summary]) -> String {
             ));
             if i > 0 {
                 let ratio = if base != 0.0 {
-                    format!("{:.2}x", v / base)
+                    fmt_ratio(v / base)
                 } else {
                     "-".into()
                 };
@@ -161,4 +182,22 @@ pub fn main(args: &[String], out: &mut dyn Write) -> Result<u8, CliError> {
             .map_err(|e| CliError::Fatal(format!("{h}: {e}")))?;
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_gaps_get_a_ratio_with_significant_digits_not_zero() {
+        assert_eq!(fmt_ratio(1.0), "1.00x");
+        assert_eq!(fmt_ratio(0.5), "0.50x");
+        assert_eq!(fmt_ratio(0.0012), "0.00120x");
+        assert_eq!(fmt_ratio(0.05), "0.0500x");
+        assert_eq!(fmt_ratio(1234.4), "1234x");
+        assert_eq!(fmt_ratio(0.0), "0x");
+        for r in [0.3e-3, 2e-6, 0.09] {
+            assert_ne!(fmt_ratio(r).trim_start_matches(['0', '.']), "x", "{r}");
+        }
+    }
 }

@@ -248,12 +248,21 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
     s.latency_within_stddev_pct = if m.n == 0 {
         0.0
     } else {
-        let lo = (m.mean() - m.stddev()).max(0.0) as u64;
-        let hi = (m.mean() + m.stddev()) as u64;
+        // The mean and deviation are exact (from the sums); the values
+        // themselves are only known to the histogram's resolution (0.1%):
+        // a bucket counts when its range of values meets [mean - sd,
+        // mean + sd]. (Comparing each bucket's upper end with the bounds
+        // would put a constant 10 ms, whose bucket is 10000-10007 us,
+        // outside its own zero-width interval.)
+        let lo = (m.mean() - m.stddev()).max(0.0).floor() as u64;
+        let hi = (m.mean() + m.stddev()).ceil() as u64;
         let within: u64 = l
             .hist
             .iter_recorded()
-            .filter(|v| (lo..=hi).contains(&v.value_iterated_to()))
+            .filter(|v| {
+                let x = v.value_iterated_to();
+                l.hist.lowest_equivalent(x) <= hi && l.hist.highest_equivalent(x) >= lo
+            })
             .map(|v| v.count_at_value())
             .sum();
         100.0 * within as f64 / l.hist.len().max(1) as f64
@@ -295,4 +304,22 @@ pub fn status_map(counts: &[u64]) -> BTreeMap<String, u64> {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_constant_latency_has_every_value_within_one_standard_deviation() {
+        for us in [900, 10_000, 123_456, 2_000_000] {
+            let mut r = Record::default();
+            for _ in 0..50 {
+                r.latency.add(us);
+            }
+            let mut s = Summary::default();
+            fill_latency(&mut s, &r);
+            assert_eq!(s.latency_within_stddev_pct, 100.0, "{us} us");
+        }
+    }
 }
