@@ -39,6 +39,9 @@ pub struct Options {
     pub duration: Option<Duration>,
     pub threads: Option<usize>,
     pub latency: bool,
+    /// Closed loop: also report latencies corrected for coordinated
+    /// omission.
+    pub corrected: bool,
     pub rate: Option<f64>,
     pub json: Option<PathBuf>,
     pub html: Option<PathBuf>,
@@ -157,6 +160,7 @@ impl Options {
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
                     "latency" => o.latency = true,
+                    "corrected" => o.corrected = true,
                     "variable-length" => o.variable_length = true,
                     "quiet" | "no-progress" => o.quiet = true,
                     "help" => o.help = true,
@@ -261,6 +265,11 @@ impl Options {
         }
         if self.head as u8 + self.post_file.is_some() as u8 + self.put_file.is_some() as u8 > 1 {
             return Err(CliError::Usage("use only one of -i, -p and -u".into()));
+        }
+        if self.corrected && (self.rate.is_some() || sc_ref.is_some_and(|s| s.rate.is_some())) {
+            return Err(CliError::Usage(
+                "--corrected is for the closed loop: with --rate latency already counts from each request's intended send time".into(),
+            ));
         }
         if self.time_limit.is_some() && self.duration.is_some() {
             return Err(CliError::Usage("use either -t or -d, not both".into()));
@@ -431,6 +440,7 @@ impl Options {
             variable_length: self.variable_length
                 || sc_ref.and_then(|s| s.variable_length).unwrap_or(false),
             scenario_name: sc_ref.map(|s| s.name.clone()),
+            corrected: self.corrected,
         })
     }
 }

@@ -201,6 +201,12 @@ struct Slot {
     keep: bool,
     resp_bytes: u64,
     body_bytes: u64,
+    /// Closed loop, `--corrected`: start of this client's previous request,
+    /// and the count and sum (us) of the intervals between its starts: its
+    /// observed rate.
+    prev_start: Option<Instant>,
+    gaps: u64,
+    gap_sum_us: u64,
 }
 
 impl Slot {
@@ -228,6 +234,9 @@ impl Slot {
             keep: false,
             resp_bytes: 0,
             body_bytes: 0,
+            prev_start: None,
+            gaps: 0,
+            gap_sum_us: 0,
         }
     }
 
@@ -307,6 +316,7 @@ impl<'a> Worker<'a> {
         };
         let rec = Record {
             total: plan.open_loop().then(Phases::default),
+            corrected: (plan.corrected && !plan.open_loop()).then(Phases::default),
             ..Record::default()
         };
         Ok(Worker {
@@ -649,7 +659,20 @@ impl<'a> Worker<'a> {
             let n = self.sh.in_flight.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
         }
+        let corrected = self.rec.corrected.is_some();
         let slot = &mut self.slots[s];
+        if corrected {
+            // The interval since this client's previous request is
+            // measured before the current one counts: a slow response
+            // is corrected with the rate observed before it.
+            if let Some(p) = slot.prev_start {
+                slot.gaps += 1;
+                slot.gap_sum_us = slot
+                    .gap_sum_us
+                    .saturating_add(us(now.saturating_duration_since(p)));
+            }
+            slot.prev_start = Some(now);
+        }
         slot.req = req;
         slot.t_start = now;
         slot.intended = intended;
@@ -980,6 +1003,25 @@ impl<'a> Worker<'a> {
             .add(us(first.saturating_duration_since(written)));
         if let Some(t) = self.rec.total.as_mut() {
             t.add(us(now.saturating_duration_since(slot.t_start)));
+        }
+        if let Some(cor) = self.rec.corrected.as_mut() {
+            cor.add(latency);
+            // The requests this client would have sent, at its observed
+            // rate, while this one was outstanding: each would have waited
+            // for the end of this response. The interval known when this
+            // request started is used (its own gap is not counted yet).
+            if let Some(interval) = slot.gap_sum_us.checked_div(slot.gaps) {
+                let interval = interval.max(1);
+                let mut x = latency.saturating_sub(interval);
+                // A bound on the back-fill of one response (an hour-long
+                // stall at a microsecond's interval would be 3.6e9).
+                let mut left = 10_000_000u32;
+                while x >= interval && left > 0 {
+                    cor.add(x);
+                    x -= interval;
+                    left -= 1;
+                }
+            }
         }
         let c = &mut self.rec.counters;
         c.responses += 1;

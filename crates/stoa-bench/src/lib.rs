@@ -57,6 +57,9 @@ wrk options:
   --latency        print the latency distribution (wrk-style report)
   --rate R         open loop: R requests per second in total, latency counted
                    from each request's intended send time (no coordinated omission)
+  --corrected      closed loop: also report latencies corrected for coordinated
+                   omission (the requests each client would have sent during a
+                   slow response, at its observed rate, are back-filled)
 
 Output:
   --json FILE      machine-readable summary with the per-second timeline

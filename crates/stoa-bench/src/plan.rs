@@ -259,6 +259,9 @@ pub struct Plan {
     pub variable_length: bool,
     /// A description of the shape for the report.
     pub scenario_name: Option<String>,
+    /// Closed loop: also record latencies corrected for coordinated
+    /// omission (`--corrected`).
+    pub corrected: bool,
 }
 
 impl Plan {

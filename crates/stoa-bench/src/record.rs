@@ -325,6 +325,10 @@ pub struct Record {
     /// ab's "Total": request start to the last byte. In the closed loop it
     /// equals `latency` and is not recorded twice.
     pub total: Option<Phases>,
+    /// `--corrected` (closed loop): every latency, plus the latencies of
+    /// the requests each client would have sent during a slow response at
+    /// its observed rate (HdrHistogram's "expected interval" correction).
+    pub corrected: Option<Phases>,
 }
 
 impl Record {
@@ -337,6 +341,11 @@ impl Record {
         match (&mut self.total, &o.total) {
             (Some(a), Some(b)) => a.merge(b),
             (None, Some(b)) => self.total = Some(b.clone()),
+            _ => {}
+        }
+        match (&mut self.corrected, &o.corrected) {
+            (Some(a), Some(b)) => a.merge(b),
+            (None, Some(b)) => self.corrected = Some(b.clone()),
             _ => {}
         }
     }

@@ -110,3 +110,41 @@ fn a_timed_run_far_below_capacity_has_nothing_not_sent() {
         assert_eq!(r + f, 50, "{out}");
     }
 }
+
+#[test]
+fn a_closed_loop_report_says_which_latency_it_shows_and_corrected_shows_the_stall() {
+    // One client, request 10 stalls 300 ms. The closed-loop view (from
+    // each request's actual send) shows the stall in one request only, and
+    // says so; --corrected back-fills the requests the client would have
+    // sent during the stall at its observed rate, so the stall shows in
+    // the percentiles.
+    let s = TestServer::start();
+    let url = s.url("/stall-once?ms=300&at=10");
+    let (code, v, out) = bench_json("view", &["-c", "1", "-k", "-n", "100", &url]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["latency_view"].as_str(), Some("sent"), "{v}");
+    assert!(
+        out.contains("from each request's actual send time"),
+        "{out}"
+    );
+    assert!(v["corrected_latency_ms"].is_null(), "{v}");
+
+    let s = TestServer::start();
+    let url = s.url("/stall-once?ms=300&at=10");
+    let (code, v, out) = bench_json(
+        "corrected",
+        &["-c", "1", "-k", "-n", "100", "--corrected", &url],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        f(&v, "latency_ms", "p99") < 100.0,
+        "the sent view stays: {out}"
+    );
+    assert!(f(&v, "corrected_latency_ms", "p99") >= 200.0, "{out}");
+    assert!(f(&v, "corrected_latency_ms", "p50") >= 20.0, "{out}");
+    assert!(f(&v, "corrected_latency_ms", "max") >= 295.0, "{out}");
+    assert!(out.contains("corrected for coordinated omission"), "{out}");
+
+    let (code, _, err) = common::bench(&["--rate", "10", "-n", "5", "--corrected", &url]);
+    assert_eq!(code, 2, "{err}");
+}

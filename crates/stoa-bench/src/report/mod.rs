@@ -164,6 +164,18 @@ pub struct Summary {
     #[serde(default)]
     pub time_per_request_ms: f64,
     pub latency_ms: LatencyMs,
+    /// Which latency `latency_ms` and `percentiles_ms` are: "sent" (closed
+    /// loop: from each request's actual send time) or "intended" (open
+    /// loop: from each request's intended send time).
+    #[serde(default)]
+    pub latency_view: String,
+    /// `--corrected` (closed loop): the latency corrected for coordinated
+    /// omission; null otherwise.
+    #[serde(default)]
+    pub corrected_latency_ms: Option<LatencyMs>,
+    /// Its spectrum: (percentile, milliseconds) pairs.
+    #[serde(default)]
+    pub corrected_percentiles_ms: Vec<(f64, f64)>,
     pub connection_times_ms: ConnectionTimes,
     /// The latency spectrum: (percentile, milliseconds) pairs.
     pub percentiles_ms: Vec<(f64, f64)>,
@@ -221,10 +233,9 @@ pub const SPECTRUM: &[f64] = &[
 ];
 
 /// Builds the latency part of a summary from the merged record.
-pub fn fill_latency(s: &mut Summary, r: &Record) {
-    let l = &r.latency;
+fn latency_of(l: &Phases) -> LatencyMs {
     let m = &l.m;
-    s.latency_ms = LatencyMs {
+    LatencyMs {
         min: ms(m.min as f64),
         mean: ms(m.mean()),
         stddev: ms(m.stddev()),
@@ -233,18 +244,36 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
         p99: ms(l.at(99.0) as f64),
         p999: ms(l.at(99.9) as f64),
         max: ms(m.max as f64),
-    };
+    }
+}
+
+fn spectrum_of(l: &Phases) -> Vec<(f64, f64)> {
+    if l.m.n == 0 {
+        Vec::new()
+    } else {
+        SPECTRUM.iter().map(|&p| (p, ms(l.at(p) as f64))).collect()
+    }
+}
+
+pub fn fill_latency(s: &mut Summary, r: &Record) {
+    let l = &r.latency;
+    let m = &l.m;
+    s.latency_ms = latency_of(l);
+    s.latency_view = if r.total.is_some() {
+        "intended"
+    } else {
+        "sent"
+    }
+    .into();
+    s.corrected_latency_ms = r.corrected.as_ref().map(latency_of);
+    s.corrected_percentiles_ms = r.corrected.as_ref().map(spectrum_of).unwrap_or_default();
     s.connection_times_ms = ConnectionTimes {
         connect: phase_ms(&r.connect),
         processing: phase_ms(&r.processing),
         waiting: phase_ms(&r.waiting),
         total: phase_ms(r.total()),
     };
-    s.percentiles_ms = if m.n == 0 {
-        Vec::new()
-    } else {
-        SPECTRUM.iter().map(|&p| (p, ms(l.at(p) as f64))).collect()
-    };
+    s.percentiles_ms = spectrum_of(l);
     s.latency_within_stddev_pct = if m.n == 0 {
         0.0
     } else {

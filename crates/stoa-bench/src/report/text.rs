@@ -155,7 +155,7 @@ pub fn ab(s: &Summary) -> String {
         } else {
             let _ = writeln!(
                 o,
-                "Percentage of the requests served within a certain time (ms)"
+                "Percentage of the requests served within a certain time (ms, from each request's actual send time)"
             );
         }
         for p in [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0] {
@@ -163,6 +163,18 @@ pub fn ab(s: &Summary) -> String {
             let _ = writeln!(o, "  {p:.0}% {v:>9.3}");
         }
         let _ = writeln!(o, " 100% {:>9.3} (longest request)", s.latency_ms.max);
+        if let Some(c) = &s.corrected_latency_ms {
+            let _ = writeln!(o);
+            let _ = writeln!(
+                o,
+                "Percentage of the requests served within a certain time (ms, corrected for coordinated omission)"
+            );
+            for p in [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0] {
+                let v = interpolate(&s.corrected_percentiles_ms, p, c.max);
+                let _ = writeln!(o, "  {p:.0}% {v:>9.3}");
+            }
+            let _ = writeln!(o, " 100% {:>9.3} (longest request)", c.max);
+        }
     }
     tail(&mut o, s);
     o
@@ -170,9 +182,13 @@ pub fn ab(s: &Summary) -> String {
 
 /// Latency at percentile `p` from the summary's numbers.
 fn percentile(s: &Summary, p: f64) -> f64 {
+    interpolate(&s.percentiles_ms, p, s.latency_ms.max)
+}
+
+/// The value at percentile `p` of a spectrum, `max` past its end.
+fn interpolate(sp: &[(f64, f64)], p: f64, max: f64) -> f64 {
     // The spectrum holds fixed points; ab's table asks for 66 and 98 too,
     // so interpolate between the neighbours (both are real values).
-    let sp = &s.percentiles_ms;
     match sp.iter().position(|&(q, _)| q >= p) {
         Some(0) => sp[0].1,
         Some(i) if sp[i].0 == p => sp[i].1,
@@ -181,11 +197,22 @@ fn percentile(s: &Summary, p: f64) -> f64 {
             let (q1, v1) = sp[i];
             v0 + (v1 - v0) * (p - q0) / (q1 - q0)
         }
-        None => s.latency_ms.max,
+        None => max,
     }
 }
 
 fn tail(o: &mut String, s: &Summary) {
+    if !s.settings.open_loop && s.responses > 0 {
+        let _ = writeln!(
+            o,
+            "\nClosed loop: latency counts from each request's actual send time. A stall also delays the requests the clients have not sent yet, which this view does not count (it shows in the maximum); {}",
+            if s.corrected_latency_ms.is_some() {
+                "the corrected view adds them, at each client's observed rate."
+            } else {
+                "--corrected adds them, at each client's observed rate."
+            }
+        );
+    }
     if s.settings.open_loop {
         let _ = writeln!(
             o,
@@ -273,6 +300,15 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         fmt_time_ms(l.max),
         s.latency_within_stddev_pct
     );
+    if let Some(c) = &s.corrected_latency_ms {
+        let _ = writeln!(
+            o,
+            "    Corrected {:>8} {:>10} {:>9}   (corrected for coordinated omission)",
+            fmt_time_ms(c.mean),
+            fmt_time_ms(c.stddev),
+            fmt_time_ms(c.max),
+        );
+    }
     let r = &s.thread_rps;
     let _ = writeln!(
         o,
@@ -291,6 +327,17 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
             (99.0, l.p99),
         ] {
             let _ = writeln!(o, "     {p:.0}% {:>9}", fmt_time_ms(v));
+        }
+        if let Some(c) = &s.corrected_latency_ms {
+            let _ = writeln!(o, "  Corrected Latency Distribution");
+            for (p, v) in [
+                (50.0, c.p50),
+                (75.0, interpolate(&s.corrected_percentiles_ms, 75.0, c.max)),
+                (90.0, c.p90),
+                (99.0, c.p99),
+            ] {
+                let _ = writeln!(o, "     {p:.0}% {:>9}", fmt_time_ms(v));
+            }
         }
     }
     let _ = writeln!(
