@@ -1747,3 +1747,56 @@ fn issue_10_ten_slow_uploads_take_no_process_of_a_libfcgi_pool_or_of_php_fpm() {
         t0.elapsed()
     );
 }
+
+/// Issue 10 (found by bench/reliability.sh): after kill -9 of a
+/// single-threaded application process, no request waits for a parked
+/// connection to expire. A request sent again after its connection died
+/// used to open a new connection past a parked one, which held the new
+/// process while the new connection waited in its backlog until
+/// `keepalive_timeout` closed the parked one (stalls of ~2 s).
+#[test]
+fn issue_10_after_kill_9_of_a_single_threaded_process_no_request_stalls_behind_a_parked_connection()
+{
+    let app = c_app();
+    let dir = TempDir::new("fcgi-kill9-stall");
+    dir.mkdir("www");
+    std::fs::copy(&app, dir.join("hello_fcgi")).expect("copy the C application");
+    let site = Site::start_in(
+        dir,
+        "[[pool]]\nname = \"c\"\ncommand = [\"./hello_fcgi\"]\nprocesses = 1\nkeepalive_timeout = \"3s\"\n",
+        &route("/c/", "c"),
+    );
+    site.wait_running("c", 1);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let worst = std::thread::scope(|s| {
+        let load: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut worst = Duration::ZERO;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let t = Instant::now();
+                        let _ = try_request(&site, &get("/c/?sleep=5"));
+                        worst = worst.max(t.elapsed());
+                    }
+                    worst
+                })
+            })
+            .collect();
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(500));
+            let pid = site.wait_running("c", 1).proc(0).pid;
+            kill(pid, libc::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(800));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.into_iter()
+            .map(|h| h.join().expect("load thread"))
+            .max()
+            .unwrap_or_default()
+    });
+    assert!(
+        worst < Duration::from_millis(1500),
+        "a request took {worst:?} across four kill -9 (keepalive_timeout 3 s)\n{}",
+        site.server.stderr()
+    );
+}
