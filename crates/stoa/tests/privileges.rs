@@ -46,6 +46,19 @@ fn require_root() {
 
 const HELLO: &str = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
 
+/// `stoa check CFG` must exit 1; what it said.
+fn check_fails(cfg: &std::path::Path) -> String {
+    let out = std::process::Command::new(stoa_bin())
+        .arg("check")
+        .arg(cfg)
+        .output()
+        .expect("run stoa check");
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    text
+}
+
 /// A site whose CGI script and FastCGI application report who they run as.
 fn whoami_site(tag: &str, user_line: &str) -> (TempDir, Server) {
     let dir = TempDir::new(tag);
@@ -144,14 +157,7 @@ fn a_user_that_does_not_exist_is_a_config_error_naming_the_key() {
         "user = \"no-such-user-stoa\"\n\n[[site]]\nroot = \"www\"\n",
     )
     .expect("write config");
-    let out = std::process::Command::new(stoa_bin())
-        .arg("check")
-        .arg(&cfg)
-        .output()
-        .expect("run stoa check");
-    let text =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let text = check_fails(&cfg);
     assert!(
         text.contains("stoa.toml:1") && text.contains("no such user"),
         "{text}"
@@ -200,13 +206,6 @@ fn a_pool_user_without_user_root_is_a_config_error_that_says_why() {
         ),
     )
     .expect("write config");
-    let out = std::process::Command::new(stoa_bin())
-        .arg("check")
-        .arg(&cfg)
-        .output()
-        .expect("run stoa check");
-    let text =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let text = check_fails(&cfg);
     assert!(text.contains("user = \"root\""), "{text}");
 }
