@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 url=http://127.0.0.1:8080
-wait_s=${README_SERVE_WAIT:-300}
+wait_s=${README_SERVE_WAIT:-1200}   # a cold release build (LTO, SQLite) takes minutes
 log=$(mktemp)
 
 say() { printf 'readme-serve: %s\n' "$*"; }
