@@ -346,6 +346,6 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     s.requests_per_second = s.success_rate();
     s.failures_per_second = s.failure_rate();
     fill_latency(&mut s, &record);
-    s.time_per_request_ms = s.latency_ms.mean;
+    s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
     s
 }

@@ -228,3 +228,45 @@ fn a_server_that_resets_every_connection_has_no_successful_rate_and_ranks_below_
     assert_eq!(row.get(3), Some(&"0x"), "{out}");
     assert!(!out.contains(" 0.00x"), "{out}");
 }
+
+#[test]
+fn a_run_without_a_response_shows_no_latency_figures_rather_than_zeros() {
+    // Bind, note the port, close: every connect is refused, no response.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let d = tmpdir("empty");
+    let j = d.join("empty.json");
+    let (_, out, _) = bench(&[
+        "-d",
+        "0.3",
+        "-c",
+        "1",
+        "--latency",
+        "--json",
+        &j.to_string_lossy(),
+        &url,
+    ]);
+    assert!(!out.contains("0.00us"), "{out}");
+    let lat = out.lines().find(|l| l.contains("Latency   ")).unwrap();
+    assert!(lat.split_whitespace().skip(1).all(|w| w == "-"), "{out}");
+    let p99 = out.lines().find(|l| l.contains("     99%")).unwrap();
+    assert_eq!(p99.split_whitespace().nth(1), Some("-"), "{out}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    for k in [
+        "latency_ms",
+        "time_per_request_ms",
+        "connection_times_ms",
+        "latency_within_stddev_pct",
+    ] {
+        assert!(v[k].is_null(), "{k} should be null: {v}");
+    }
+    // compare reads it back and shows no figure either.
+    let (code, out, err) = bench(&["compare", &j.to_string_lossy(), &j.to_string_lossy()]);
+    assert_eq!(code, 0, "{err}");
+    let p50 = out.lines().find(|l| l.starts_with("latency p50")).unwrap();
+    assert!(p50.split_whitespace().skip(3).all(|w| w == "-"), "{out}");
+}

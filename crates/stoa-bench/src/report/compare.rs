@@ -39,63 +39,81 @@ pub fn fmt_ratio(r: f64) -> String {
 }
 
 /// A row of the table: label, value, whether more is better.
-type Row = (&'static str, Box<dyn Fn(&Summary) -> f64>, bool);
+type Row = (&'static str, Box<dyn Fn(&Summary) -> Option<f64>>, bool);
 
 /// The comparison table.
 pub fn table(names: &[String], runs: &[Summary]) -> String {
     let rows: Vec<Row> = vec![
-        ("requests/s", Box::new(|s: &Summary| s.success_rate()), true),
+        (
+            "requests/s",
+            Box::new(|s: &Summary| Some(s.success_rate())),
+            true,
+        ),
         (
             "failures/s",
-            Box::new(|s: &Summary| s.failure_rate()),
+            Box::new(|s: &Summary| Some(s.failure_rate())),
             false,
         ),
-        ("requests", Box::new(|s: &Summary| s.requests as f64), true),
-        ("failed", Box::new(|s: &Summary| s.failed as f64), false),
-        ("non-2xx", Box::new(|s: &Summary| s.non_2xx as f64), false),
+        (
+            "requests",
+            Box::new(|s: &Summary| Some(s.requests as f64)),
+            true,
+        ),
+        (
+            "failed",
+            Box::new(|s: &Summary| Some(s.failed as f64)),
+            false,
+        ),
+        (
+            "non-2xx",
+            Box::new(|s: &Summary| Some(s.non_2xx as f64)),
+            false,
+        ),
         (
             "in flight at end",
-            Box::new(|s: &Summary| s.in_flight_at_end as f64),
+            Box::new(|s: &Summary| Some(s.in_flight_at_end as f64)),
             false,
         ),
         (
             "latency mean ms",
-            Box::new(|s: &Summary| s.latency_ms.mean),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.mean)),
             false,
         ),
         (
             "latency stddev ms",
-            Box::new(|s: &Summary| s.latency_ms.stddev),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.stddev)),
             false,
         ),
         (
             "latency p50 ms",
-            Box::new(|s: &Summary| s.latency_ms.p50),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.p50)),
             false,
         ),
         (
             "latency p90 ms",
-            Box::new(|s: &Summary| s.latency_ms.p90),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.p90)),
             false,
         ),
         (
             "latency p99 ms",
-            Box::new(|s: &Summary| s.latency_ms.p99),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.p99)),
             false,
         ),
         (
             "latency p99.9 ms",
-            Box::new(|s: &Summary| s.latency_ms.p999),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.p999)),
             false,
         ),
         (
             "latency max ms",
-            Box::new(|s: &Summary| s.latency_ms.max),
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.max)),
             false,
         ),
         (
             "received MB/s",
-            Box::new(|s: &Summary| s.bytes.received as f64 / 1048576.0 / s.duration_s.max(1e-9)),
+            Box::new(|s: &Summary| {
+                Some(s.bytes.received as f64 / 1048576.0 / s.duration_s.max(1e-9))
+            }),
             true,
         ),
     ];
@@ -115,17 +133,17 @@ pub fn table(names: &[String], runs: &[Summary]) -> String {
             let v = f(r);
             o.push_str(&format!(
                 " {:>w$}",
-                if v.fract() == 0.0 && v.abs() < 1e15 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.3}")
+                match v {
+                    // No sample (no response completed).
+                    None => "-".to_string(),
+                    Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+                    Some(v) => format!("{v:.3}"),
                 }
             ));
             if i > 0 {
-                let ratio = if base != 0.0 {
-                    fmt_ratio(v / base)
-                } else {
-                    "-".into()
+                let ratio = match (v, base) {
+                    (Some(v), Some(b)) if b != 0.0 => fmt_ratio(v / b),
+                    _ => "-".into(),
                 };
                 o.push_str(&format!(" {ratio:>8}"));
             }

@@ -352,16 +352,17 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         s.in_flight_at_end.to_string()
     });
     row(&mut o, "latency mean ± sd (ms)", &|s| {
-        format!("{:.3} ± {:.3}", s.latency_ms.mean, s.latency_ms.stddev)
+        s.latency_ms
+            .map_or("-".into(), |l| format!("{:.3} ± {:.3}", l.mean, l.stddev))
     });
     row(&mut o, "latency p50 / p99 / p99.9 (ms)", &|s| {
-        format!(
-            "{:.3} / {:.3} / {:.3}",
-            s.latency_ms.p50, s.latency_ms.p99, s.latency_ms.p999
-        )
+        s.latency_ms.map_or("-".into(), |l| {
+            format!("{:.3} / {:.3} / {:.3}", l.p50, l.p99, l.p999)
+        })
     });
     row(&mut o, "latency min / max (ms)", &|s| {
-        format!("{:.3} / {:.3}", s.latency_ms.min, s.latency_ms.max)
+        s.latency_ms
+            .map_or("-".into(), |l| format!("{:.3} / {:.3}", l.min, l.max))
     });
     row(&mut o, "received (bytes)", &|s| {
         s.bytes.received.to_string()

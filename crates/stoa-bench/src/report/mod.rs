@@ -160,10 +160,13 @@ pub struct Summary {
     /// The same, averaged over the run time.
     #[serde(default)]
     pub active_mean: f64,
-    /// Mean time per request: the mean latency of complete responses, ms.
+    /// Mean time per request: the mean latency of complete responses, ms;
+    /// null when there is none.
     #[serde(default)]
-    pub time_per_request_ms: f64,
-    pub latency_ms: LatencyMs,
+    pub time_per_request_ms: Option<f64>,
+    /// Null when no response completed (there is no sample to show).
+    #[serde(default)]
+    pub latency_ms: Option<LatencyMs>,
     /// Which latency `latency_ms` and `percentiles_ms` are: "sent" (closed
     /// loop: from each request's actual send time) or "intended" (open
     /// loop: from each request's intended send time).
@@ -176,13 +179,17 @@ pub struct Summary {
     /// Its spectrum: (percentile, milliseconds) pairs.
     #[serde(default)]
     pub corrected_percentiles_ms: Vec<(f64, f64)>,
-    pub connection_times_ms: ConnectionTimes,
+    /// Null when no response completed.
+    #[serde(default)]
+    pub connection_times_ms: Option<ConnectionTimes>,
     /// The latency spectrum: (percentile, milliseconds) pairs.
     pub percentiles_ms: Vec<(f64, f64)>,
     /// wrk's per-thread requests per second (from the timeline).
     pub thread_rps: Spread,
-    /// Share of latencies within one standard deviation of the mean, %.
-    pub latency_within_stddev_pct: f64,
+    /// Share of latencies within one standard deviation of the mean, %;
+    /// null when no response completed.
+    #[serde(default)]
+    pub latency_within_stddev_pct: Option<f64>,
     pub timeline: Vec<Second>,
     pub abort: Option<Abort>,
 }
@@ -258,44 +265,55 @@ fn spectrum_of(l: &Phases) -> Vec<(f64, f64)> {
 pub fn fill_latency(s: &mut Summary, r: &Record) {
     let l = &r.latency;
     let m = &l.m;
-    s.latency_ms = latency_of(l);
+    if m.n == 0 {
+        // No sample: every latency figure is absent, not zero.
+        s.latency_ms = None;
+        s.connection_times_ms = None;
+        s.latency_within_stddev_pct = None;
+        s.percentiles_ms = Vec::new();
+    } else {
+        s.latency_ms = Some(latency_of(l));
+        s.connection_times_ms = Some(ConnectionTimes {
+            connect: phase_ms(&r.connect),
+            processing: phase_ms(&r.processing),
+            waiting: phase_ms(&r.waiting),
+            total: phase_ms(r.total()),
+        });
+        s.percentiles_ms = spectrum_of(l);
+        s.latency_within_stddev_pct = Some(within_stddev_pct(l));
+    }
     s.latency_view = if r.total.is_some() {
         "intended"
     } else {
         "sent"
     }
     .into();
-    s.corrected_latency_ms = r.corrected.as_ref().map(latency_of);
-    s.corrected_percentiles_ms = r.corrected.as_ref().map(spectrum_of).unwrap_or_default();
-    s.connection_times_ms = ConnectionTimes {
-        connect: phase_ms(&r.connect),
-        processing: phase_ms(&r.processing),
-        waiting: phase_ms(&r.waiting),
-        total: phase_ms(r.total()),
-    };
-    s.percentiles_ms = spectrum_of(l);
-    s.latency_within_stddev_pct = if m.n == 0 {
-        0.0
-    } else {
-        // The mean and deviation are exact (from the sums); the values
-        // themselves are only known to the histogram's resolution (0.1%):
-        // a bucket counts when its range of values meets [mean - sd,
-        // mean + sd]. (Comparing each bucket's upper end with the bounds
-        // would put a constant 10 ms, whose bucket is 10000-10007 us,
-        // outside its own zero-width interval.)
-        let lo = (m.mean() - m.stddev()).max(0.0).floor() as u64;
-        let hi = (m.mean() + m.stddev()).ceil() as u64;
-        let within: u64 = l
-            .hist
-            .iter_recorded()
-            .filter(|v| {
-                let x = v.value_iterated_to();
-                l.hist.lowest_equivalent(x) <= hi && l.hist.highest_equivalent(x) >= lo
-            })
-            .map(|v| v.count_at_value())
-            .sum();
-        100.0 * within as f64 / l.hist.len().max(1) as f64
-    };
+    let corrected = r.corrected.as_ref().filter(|c| c.m.n > 0);
+    s.corrected_latency_ms = corrected.map(latency_of);
+    s.corrected_percentiles_ms = corrected.map(spectrum_of).unwrap_or_default();
+}
+
+/// Share of the latencies within one standard deviation of the mean, %.
+fn within_stddev_pct(l: &Phases) -> f64 {
+    let m = &l.m;
+    // The mean and deviation are exact (from the sums); the values
+    // themselves are only known to the histogram's resolution (0.1%):
+    // a bucket counts when its range of values meets [mean - sd,
+    // mean + sd]. (Comparing each bucket's upper end with the bounds
+    // would put a constant 10 ms, whose bucket is 10000-10007 us,
+    // outside its own zero-width interval.)
+    let lo = (m.mean() - m.stddev()).max(0.0).floor() as u64;
+    let hi = (m.mean() + m.stddev()).ceil() as u64;
+    let within: u64 = l
+        .hist
+        .iter_recorded()
+        .filter(|v| {
+            let x = v.value_iterated_to();
+            l.hist.lowest_equivalent(x) <= hi && l.hist.highest_equivalent(x) >= lo
+        })
+        .map(|v| v.count_at_value())
+        .sum();
+    100.0 * within as f64 / l.hist.len().max(1) as f64
 }
 
 /// Mean/deviation/max of a series, with the share within one deviation.
@@ -348,7 +366,7 @@ mod tests {
             }
             let mut s = Summary::default();
             fill_latency(&mut s, &r);
-            assert_eq!(s.latency_within_stddev_pct, 100.0, "{us} us");
+            assert_eq!(s.latency_within_stddev_pct, Some(100.0), "{us} us");
         }
     }
 }

@@ -101,8 +101,9 @@ pub fn ab(s: &Summary) -> String {
             // always waiting for a response: give the measured mean.
             let _ = writeln!(
                 o,
-                "Time per request:       {:.3} [ms] (mean latency)",
+                "Time per request:       {} [ms] (mean latency)",
                 s.time_per_request_ms
+                    .map_or("-".to_string(), |t| format!("{t:.3}"))
             );
         } else {
             let _ = writeln!(
@@ -134,8 +135,7 @@ pub fn ab(s: &Summary) -> String {
             );
         }
     }
-    if s.responses > 0 {
-        let c = &s.connection_times_ms;
+    if let (Some(c), Some(l)) = (&s.connection_times_ms, &s.latency_ms) {
         let _ = writeln!(o);
         let _ = writeln!(o, "Connection Times (ms)");
         let _ = writeln!(
@@ -159,10 +159,10 @@ pub fn ab(s: &Summary) -> String {
             );
         }
         for p in [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0] {
-            let v = percentile(s, p);
+            let v = interpolate(&s.percentiles_ms, p, l.max);
             let _ = writeln!(o, "  {p:.0}% {v:>9.3}");
         }
-        let _ = writeln!(o, " 100% {:>9.3} (longest request)", s.latency_ms.max);
+        let _ = writeln!(o, " 100% {:>9.3} (longest request)", l.max);
         if let Some(c) = &s.corrected_latency_ms {
             let _ = writeln!(o);
             let _ = writeln!(
@@ -178,11 +178,6 @@ pub fn ab(s: &Summary) -> String {
     }
     tail(&mut o, s);
     o
-}
-
-/// Latency at percentile `p` from the summary's numbers.
-fn percentile(s: &Summary, p: f64) -> f64 {
-    interpolate(&s.percentiles_ms, p, s.latency_ms.max)
 }
 
 /// The value at percentile `p` of a spectrum, `max` past its end.
@@ -227,6 +222,11 @@ fn tail(o: &mut String, s: &Summary) {
             a.at_s, a.reason, a.active_clients
         );
     }
+}
+
+/// A latency in wrk's units; "-" when there is no sample.
+fn fmt_opt_ms(ms: Option<f64>) -> String {
+    ms.map_or("-".to_string(), fmt_time_ms)
 }
 
 fn fmt_time_ms(ms: f64) -> String {
@@ -291,14 +291,15 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         );
     }
     let _ = writeln!(o, "  Thread Stats   Avg      Stdev     Max   +/- Stdev");
-    let l = &s.latency_ms;
+    let l = s.latency_ms.as_ref();
     let _ = writeln!(
         o,
-        "    Latency   {:>8} {:>10} {:>9} {:>8.2}%",
-        fmt_time_ms(l.mean),
-        fmt_time_ms(l.stddev),
-        fmt_time_ms(l.max),
+        "    Latency   {:>8} {:>10} {:>9} {:>9}",
+        fmt_opt_ms(l.map(|l| l.mean)),
+        fmt_opt_ms(l.map(|l| l.stddev)),
+        fmt_opt_ms(l.map(|l| l.max)),
         s.latency_within_stddev_pct
+            .map_or("-".to_string(), |p| format!("{p:.2}%"))
     );
     if let Some(c) = &s.corrected_latency_ms {
         let _ = writeln!(
@@ -321,12 +322,12 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
     if latency {
         let _ = writeln!(o, "  Latency Distribution");
         for (p, v) in [
-            (50.0, l.p50),
-            (75.0, percentile(s, 75.0)),
-            (90.0, l.p90),
-            (99.0, l.p99),
+            (50.0, l.map(|l| l.p50)),
+            (75.0, l.map(|l| interpolate(&s.percentiles_ms, 75.0, l.max))),
+            (90.0, l.map(|l| l.p90)),
+            (99.0, l.map(|l| l.p99)),
         ] {
-            let _ = writeln!(o, "     {p:.0}% {:>9}", fmt_time_ms(v));
+            let _ = writeln!(o, "     {p:.0}% {:>9}", fmt_opt_ms(v));
         }
         if let Some(c) = &s.corrected_latency_ms {
             let _ = writeln!(o, "  Corrected Latency Distribution");
