@@ -52,8 +52,10 @@ struct ClientsT {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StageT {
-    duration: String,
-    clients: u64,
+    // Spanned: an error names the line of the stage at fault, not the
+    // first line that has a key of the same name.
+    duration: toml::Spanned<String>,
+    clients: toml::Spanned<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -324,17 +326,29 @@ impl Scenario {
             let mut stages = Vec::new();
             let mut prev = 0;
             for (i, t) in st.iter().enumerate() {
-                let d = dur(path, src, "duration", &t.duration)?;
-                if t.clients < prev {
+                let v = t.duration.get_ref();
+                let d = parse_duration(v).ok_or_else(|| {
+                    at(
+                        path,
+                        src,
+                        Some(t.duration.span().start),
+                        &format!(
+                            "stage {}: duration = {v:?}: not a duration (e.g. \"500ms\", \"3s\", \"2m\")",
+                            i + 1
+                        ),
+                    )
+                })?;
+                let clients = *t.clients.get_ref();
+                if clients < prev {
                     return Err(at(
                         path,
                         src,
-                        find_key(src, "stages"),
-                        &format!("stage {}: clients may only grow (from {prev} to {}); end the run instead", i + 1, t.clients),
+                        Some(t.clients.span().start),
+                        &format!("stage {}: clients may only grow (from {prev} to {clients}); end the run instead", i + 1),
                     ));
                 }
-                prev = t.clients;
-                stages.push((d, t.clients));
+                prev = clients;
+                stages.push((d, clients));
             }
             if stages.is_empty() {
                 return Err(at(path, src, find_key(src, "stages"), "no stages"));
@@ -613,5 +627,15 @@ latency_over = "3s"
         let e = parse("[[stages]]\nduration = \"1s\"\nclients = 5\n[[stages]]\nduration = \"1s\"\nclients = 2\n")
             .unwrap_err();
         assert!(e.contains("may only grow"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_stage_is_reported_at_its_own_line_not_the_first_stages() {
+        let e = parse("[[stages]]\nduration = \"1s\"\nclients = 5\n\n[[stages]]\nduration = \"1s\"\nclients = 2\n")
+            .unwrap_err();
+        assert!(e.starts_with("s.toml:7:") && e.contains("stage 2"), "{e}");
+        let e = parse("[run]\nduration = \"9s\"\n[[stages]]\nduration = \"1s\"\nclients = 5\n[[stages]]\nduration = \"soon\"\nclients = 6\n")
+            .unwrap_err();
+        assert!(e.starts_with("s.toml:7:") && e.contains("stage 2"), "{e}");
     }
 }
