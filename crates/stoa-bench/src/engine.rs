@@ -1178,7 +1178,15 @@ impl<'a> Worker<'a> {
                 }
             }
             if now.saturating_duration_since(slot.t_start) >= timeout {
-                self.fail(s, Failure::Timeout, now);
+                // A connect still pending at the timeout (a dropped SYN, a
+                // full accept queue) never reached the server: a connect
+                // error, not a response that did not come.
+                let f = if slot.phase == Phase::Connecting {
+                    Failure::Connect
+                } else {
+                    Failure::Timeout
+                };
+                self.fail(s, f, now);
             }
         }
     }

@@ -97,7 +97,8 @@ impl Moments {
 pub struct Errors {
     /// connect() refused (RST to the SYN: nothing listens).
     pub connect_refused: u64,
-    /// Any other connect() failure (unreachable, no ports left ...).
+    /// Any other connect() failure (unreachable, no ports left ...), and a
+    /// connect still pending at the per-request timeout (a dropped SYN).
     pub connect: u64,
     /// Connection reset or broken while sending or receiving.
     pub reset: u64,

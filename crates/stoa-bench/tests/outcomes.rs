@@ -311,3 +311,36 @@ fn the_server_software_is_reported_with_variable_lengths_too() {
     );
     assert_eq!(n(&v, "failed"), 0, "{v}");
 }
+
+#[test]
+fn a_connect_that_never_completes_is_a_connect_error_not_a_receive_timeout() {
+    use socket2::{Domain, Socket, Type};
+    use std::time::Duration;
+    // A listener that never accepts, with the smallest backlog: once its
+    // accept queue is full, Linux drops further SYNs, so a connect neither
+    // completes nor fails until the client gives up.
+    let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    l.bind(
+        &"127.0.0.1:0"
+            .parse::<std::net::SocketAddr>()
+            .unwrap()
+            .into(),
+    )
+    .unwrap();
+    l.listen(0).unwrap();
+    let addr = l.local_addr().unwrap().as_socket().unwrap();
+    // Fill the queue; connects past it time out here (and are kept).
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        if let Ok(c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            held.push(c);
+        }
+    }
+    assert!(!held.is_empty());
+    let url = format!("http://{addr}/");
+    let (code, v, out) = bench_json("syn-dropped", &["-n", "1", "-c", "1", "-s", "0.3", &url]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(n(&v, "errors.connect"), 1, "{v}");
+    assert_eq!(n(&v, "errors.timeout"), 0, "{v}");
+    drop(held);
+}
