@@ -263,7 +263,8 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         let _ = w.flush();
     }
     let abort = sh.abort.lock().ok().and_then(|a| a.clone());
-    let stopped_early = abort.is_some() || crate::engine::INTERRUPTED.load(Relaxed);
+    let interrupted = crate::engine::INTERRUPTED.load(Relaxed);
+    let stopped_early = abort.is_some() || interrupted;
     // ab's "Time taken for tests" runs to the last response of a -n run; a
     // timed (or stopped) run lasts until it was stopped.
     let elapsed = match (sh.deadline, stopped_early) {
@@ -340,6 +341,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             at_s: a.at.as_secs_f64(),
             active_clients: a.active_clients,
         }),
+        interrupted,
         ..Summary::default()
     };
     s.successful = c.responses.saturating_sub(c.errors.length_mismatch);

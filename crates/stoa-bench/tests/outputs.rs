@@ -53,6 +53,7 @@ fn the_json_summary_has_every_documented_field() {
     ] {
         assert!(!v[k].is_null(), "{k} missing: {v}");
     }
+    assert_eq!(v["interrupted"], serde_json::Value::Bool(false), "{v}");
     for k in ["min", "mean", "stddev", "p50", "p90", "p99", "p999", "max"] {
         assert!(v["latency_ms"][k].is_number(), "latency_ms.{k}");
     }

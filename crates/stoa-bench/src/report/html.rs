@@ -379,6 +379,14 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
                 a.active_clients
             );
         }
+        if s.interrupted {
+            let _ = writeln!(
+                o,
+                "<p class=\"abort\">{}interrupted (Ctrl-C) after {:.3} s: the figures cover the run up to then.</p>",
+                esc(&label(s, i, n)),
+                s.duration_s
+            );
+        }
     }
     // Charts.
     let color = |i: usize| COLORS[i % COLORS.len()];

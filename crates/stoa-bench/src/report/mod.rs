@@ -192,6 +192,10 @@ pub struct Summary {
     pub latency_within_stddev_pct: Option<f64>,
     pub timeline: Vec<Second>,
     pub abort: Option<Abort>,
+    /// The run was stopped by Ctrl-C (SIGINT): the figures cover it up to
+    /// then.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 impl Summary {

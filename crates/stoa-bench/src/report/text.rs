@@ -222,6 +222,13 @@ fn tail(o: &mut String, s: &Summary) {
             a.at_s, a.reason, a.active_clients
         );
     }
+    if s.interrupted {
+        let _ = writeln!(
+            o,
+            "\nInterrupted (Ctrl-C) after {:.3} s: the figures cover the run up to then.",
+            s.duration_s
+        );
+    }
 }
 
 /// A latency in wrk's units; "-" when there is no sample.
