@@ -21,7 +21,7 @@ use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
@@ -143,9 +143,10 @@ pub struct Interval {
     pub responses: u64,
     pub errors: u64,
     pub bytes: u64,
-    /// Clients running (closed loop) or requests in flight (open loop) at
-    /// the end of the interval.
-    pub active: u64,
+    /// Clients running (closed loop) or requests in flight (open loop),
+    /// averaged over the interval (a level sampled at its end would belong
+    /// to the next one: a ramp's step lands on the boundary).
+    pub active: f64,
 }
 
 /// What the worker threads send to the collector.
@@ -290,6 +291,9 @@ pub struct Worker<'a> {
     /// `area_at`.
     area: f64,
     area_at: Instant,
+    /// The same integral per second of the run, from the current
+    /// interval's second on (the front is `iv.sec`).
+    sec_area: VecDeque<f64>,
     // Closed loop.
     spawned: u64,
     active: u64,
@@ -337,7 +341,7 @@ impl<'a> Worker<'a> {
                 responses: 0,
                 errors: 0,
                 bytes: 0,
-                active: 0,
+                active: 0.0,
             },
             next_sec: sh.start + Duration::from_secs(1),
             rbuf: vec![0; 64 * 1024],
@@ -346,6 +350,7 @@ impl<'a> Worker<'a> {
             last_done: None,
             area: 0.0,
             area_at: sh.start,
+            sec_area: VecDeque::new(),
             spawned: 0,
             active: 0,
             no_more_tickets: false,
@@ -380,10 +385,25 @@ impl<'a> Worker<'a> {
     /// Adds the active level since the last change to its time integral;
     /// called before every change of the level.
     fn account(&mut self, now: Instant) {
-        if now > self.area_at {
-            self.area += self.level() as f64 * (now - self.area_at).as_secs_f64();
-            self.area_at = now;
+        if now <= self.area_at {
+            return;
         }
+        let level = self.level() as f64;
+        self.area += level * (now - self.area_at).as_secs_f64();
+        // The level was constant since `area_at`: split the span at the
+        // seconds of the run.
+        let mut t = self.area_at;
+        while t < now {
+            let sec = t.saturating_duration_since(self.sh.start).as_secs();
+            let end = (self.sh.start + Duration::from_secs(sec + 1)).min(now);
+            let i = sec.saturating_sub(self.iv.sec) as usize;
+            if self.sec_area.len() <= i {
+                self.sec_area.resize(i + 1, 0.0);
+            }
+            self.sec_area[i] += level * (end - t).as_secs_f64();
+            t = end;
+        }
+        self.area_at = now;
     }
 
     pub fn run(mut self) {
@@ -1212,11 +1232,9 @@ impl<'a> Worker<'a> {
 
     fn flush_interval(&mut self, now: Instant) {
         while now >= self.next_sec {
-            let active = if self.sh.plan.open_loop() {
-                self.busy
-            } else {
-                self.active
-            };
+            // The level's mean over the second that ends.
+            self.account(self.next_sec);
+            let active = self.sec_area.pop_front().unwrap_or(0.0);
             let next = Interval {
                 thread: self.id,
                 sec: self.iv.sec + 1,
@@ -1226,7 +1244,7 @@ impl<'a> Worker<'a> {
                 responses: 0,
                 errors: 0,
                 bytes: 0,
-                active: 0,
+                active: 0.0,
             };
             let mut done = std::mem::replace(&mut self.iv, next);
             self.iv.hist.reset();
@@ -1256,15 +1274,13 @@ impl<'a> Worker<'a> {
                 responses: 0,
                 errors: 0,
                 bytes: 0,
-                active: 0,
+                active: 0.0,
             },
         );
         iv.length = length;
-        iv.active = if self.sh.plan.open_loop() {
-            self.busy
-        } else {
-            self.active
-        };
+        // The level's mean over this last part of a second.
+        self.account(end);
+        iv.active = self.sec_area.pop_front().unwrap_or(0.0) / length.as_secs_f64().max(1e-9);
         let _ = self.tx.send(Msg::Interval(Box::new(iv)));
     }
 }

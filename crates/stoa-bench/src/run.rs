@@ -31,7 +31,7 @@ struct Pending {
     responses: u64,
     errors: u64,
     bytes: u64,
-    active: u64,
+    active: f64,
     length: Duration,
     reported: Vec<bool>,
 }
@@ -65,7 +65,7 @@ impl Collector<'_> {
             responses: 0,
             errors: 0,
             bytes: 0,
-            active: 0,
+            active: 0.0,
             length: Duration::ZERO,
             reported: vec![false; threads],
         });
@@ -158,7 +158,7 @@ impl Collector<'_> {
             };
             let _ = write!(
                 w,
-                "\r\x1b[K{:>5}s {:>11} requests {:>10.0}/s  errors {}  p99 {:.2} ms  {label} {}",
+                "\r\x1b[K{:>5}s {:>11} requests {:>10.0}/s  errors {}  p99 {:.2} ms  {label} {:.1}",
                 sec + 1,
                 self.total_responses + self.total_errors,
                 s.rps,

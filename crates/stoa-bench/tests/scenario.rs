@@ -162,8 +162,9 @@ fn stages_ramp_linearly_and_end_the_run() {
     assert!((1.95..2.2).contains(&d), "{out}");
     let tl = v["timeline"].as_array().unwrap();
     assert!(tl.len() >= 2, "{v}");
-    assert!(tl[0]["active"].as_u64().unwrap() <= 4);
-    assert_eq!(tl[1]["active"].as_u64(), Some(4), "{v}");
+    assert!(tl[0]["active"].as_f64().unwrap() <= 4.0);
+    let a1 = tl[1]["active"].as_f64().unwrap();
+    assert!((a1 - 4.0).abs() < 0.01, "{v}");
     assert!(tl[1]["running_mean_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(v["connections"].as_u64(), Some(4), "{out}");
 }
@@ -290,4 +291,30 @@ fn responses_to_different_urls_of_a_mix_are_not_length_failures_but_a_url_that_c
         Some(vars - 1),
         "{out}"
     );
+}
+
+#[test]
+fn the_timelines_active_clients_are_those_of_that_second_not_the_next_levels() {
+    let s = TestServer::start();
+    // One client, two from 1 s, three from 2 s.
+    let sc = write(
+        "ramp-active",
+        &format!(
+            "[run]\nurl = \"{}\"\nkeep_alive = true\nduration = \"3s\"\n\
+             [clients]\nstart = 1\nadd = 1\nevery = \"1s\"\nmax = 3\n\
+             [think]\ndistribution = \"constant\"\ntime = \"10ms\"\n",
+            s.url("/ok")
+        ),
+    );
+    let (code, v, out) = bench_json("ramp-active-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    let tl = v["timeline"].as_array().unwrap();
+    assert!(tl.len() >= 3, "{v}");
+    for (k, want) in [(0, 1.0), (1, 2.0), (2, 3.0)] {
+        let a = tl[k]["active"].as_f64().unwrap();
+        assert!(
+            (a - want).abs() < 0.2,
+            "second {k}: active {a}, want {want}: {v}"
+        );
+    }
 }

@@ -460,11 +460,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             ),
             color: color(i),
             dashed: false,
-            points: s
-                .timeline
-                .iter()
-                .map(|x| (mid(x), x.active as f64))
-                .collect(),
+            points: s.timeline.iter().map(|x| (mid(x), x.active)).collect(),
         });
         res.push(Series {
             name: format!("{l}running mean"),

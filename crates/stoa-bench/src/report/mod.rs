@@ -89,8 +89,9 @@ pub struct Second {
     pub p99_ms: f64,
     pub max_ms: f64,
     pub mean_ms: f64,
-    /// Clients running (closed loop) or requests in flight (open loop).
-    pub active: u64,
+    /// Clients running (closed loop) or requests in flight (open loop),
+    /// averaged over the second.
+    pub active: f64,
     /// Mean and standard deviation of every response time so far.
     pub running_mean_ms: f64,
     pub running_stddev_ms: f64,
