@@ -828,3 +828,27 @@ pub fn stop_master(child: &mut Child) {
         }
     }
 }
+
+/// The php-fpm binary (`/usr/sbin/php-fpm8.2` or whichever version the
+/// package installed); a clear failure naming the package when missing.
+pub fn php_fpm_binary() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/sbin")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("php-fpm"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found.pop().unwrap_or_else(|| {
+        panic!(
+            "no /usr/sbin/php-fpm*: this test needs the Debian package `php-fpm` \
+             (apt-get install php-fpm); test.sh installs it when run as root"
+        )
+    })
+}

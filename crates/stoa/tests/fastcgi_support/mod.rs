@@ -10,7 +10,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{stop_master, Conn, Response, Server, TempDir};
+use crate::common::{php_fpm_binary, stop_master, Conn, Response, Server, TempDir};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::ops::{Deref, DerefMut};
@@ -54,30 +54,6 @@ pub fn require_perl_fcgi() {
 
 pub fn require_php_cgi() {
     require(PHP_CGI, "php-cgi");
-}
-
-/// The php-fpm binary (`/usr/sbin/php-fpm8.2` or whichever version the
-/// package installed).
-pub fn php_fpm_binary() -> PathBuf {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/sbin")
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("php-fpm"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    found.pop().unwrap_or_else(|| {
-        panic!(
-            "no /usr/sbin/php-fpm*: this FastCGI test needs the Debian package `php-fpm` \
-             (apt-get install php-fpm); test.sh installs it when run as root"
-        )
-    })
 }
 
 /// `tests/fastcgi-apps/hello_fcgi.c` compiled against libfcgi, once per

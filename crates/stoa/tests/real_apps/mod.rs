@@ -9,7 +9,7 @@
 
 #![allow(dead_code)]
 
-use crate::common::{request, require, stop_master, Response, Server, TempDir};
+use crate::common::{php_fpm_binary, request, require, stop_master, Response, Server, TempDir};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -27,31 +27,6 @@ pub fn is_root() -> bool {
 
 // ---------------------------------------------------------------------------
 // php-fpm
-
-/// The php-fpm binary (`/usr/sbin/php-fpm8.2` or whichever version the
-/// package installed).
-pub fn php_fpm_binary() -> PathBuf {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/sbin")
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("php-fpm"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    match found.pop() {
-        Some(p) => p,
-        None => {
-            require("php-fpm", "php-fpm");
-            PathBuf::from("php-fpm")
-        }
-    }
-}
 
 /// How a test's php-fpm pool is set up.
 pub struct FpmOptions {
