@@ -474,6 +474,59 @@ impl RequestHead {
         }
     }
 
+    /// A bodyless request made inside the server from its parts, never
+    /// from HTTP/1 text: a local redirect (RFC 3875 §6.2.2), a subrequest,
+    /// an HTTP/2 stream's head. `target` is in origin-form; the host is
+    /// the `Host` field among `headers`, if any. Its bytes are laid out as
+    /// a head would be, so [`RequestHead::request_line`] reads
+    /// `METHOD target VERSION` for the log.
+    pub fn from_parts<'h>(
+        method: Method,
+        target: &[u8],
+        version: Version,
+        headers: impl IntoIterator<Item = (&'h [u8], &'h [u8])>,
+    ) -> RequestHead {
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(method.as_str().as_bytes());
+        buf.push(b' ');
+        let t0 = buf.len();
+        buf.extend_from_slice(target);
+        let target = t0..buf.len();
+        buf.push(b' ');
+        buf.extend_from_slice(version.as_str().as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        let mut spans = Vec::new();
+        let mut host = None;
+        for (name, value) in headers {
+            let n0 = buf.len();
+            buf.extend_from_slice(name);
+            let n = n0..buf.len();
+            buf.extend_from_slice(b": ");
+            let v0 = buf.len();
+            buf.extend_from_slice(value);
+            let v = v0..buf.len();
+            buf.extend_from_slice(b"\r\n");
+            if host.is_none() && eq_ignore_case(name, b"host") {
+                host = Some(v.clone());
+            }
+            spans.push((n, v));
+        }
+        buf.extend_from_slice(b"\r\n");
+        RequestHead {
+            buf,
+            method,
+            target,
+            version,
+            headers: spans,
+            framing: Framing::None,
+            keep_alive: true,
+            expect_continue: false,
+            host,
+            origin: None,
+            orig_target: None,
+        }
+    }
+
     /// Whether this head came from [`RequestHead::rewritten`].
     pub fn is_rewritten(&self) -> bool {
         self.orig_target.is_some()
@@ -675,6 +728,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_head_made_from_parts_reads_like_a_parsed_one() {
+        let h = RequestHead::from_parts(
+            Method::Get,
+            b"/new?x=1",
+            Version::Http11,
+            [(&b"Host"[..], &b"example.test"[..]), (b"Accept", b"*/*")],
+        );
+        assert_eq!(h.path(), b"/new");
+        assert_eq!(h.query(), Some(&b"x=1"[..]));
+        assert_eq!(h.host(), Some(&b"example.test"[..]));
+        assert_eq!(h.header("accept"), Some(&b"*/*"[..]));
+        assert_eq!(h.request_line(), b"GET /new?x=1 HTTP/1.1");
+        assert_eq!(h.original_target(), b"/new?x=1");
+        assert!(!h.has_body());
+        assert_eq!(h.headers().count(), 2);
+    }
     #[test]
     fn simple_get_is_parsed_with_target_path_query_and_host() {
         let h = complete(b"GET /a/b?x=1&y HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n");

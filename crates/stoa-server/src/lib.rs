@@ -1,19 +1,23 @@
-//! The Stoa server: listeners, connections, configuration, routing and
-//! handlers. Protocol parsing lives in `stoa-h1`; this crate does the I/O.
+//! The Stoa server. Layers, top to bottom (docs/ARCHITECTURE.md):
+//! start-up (`server`, `worker`); connection loops (`conn`) and the wire
+//! (`proto`); routing (`route`) over the config's runtime (`config`); the
+//! handler interface (`exchange`); handlers (`handler`); what gateways share
+//! (`gateway`); application processes and connections (`upstream`); and
+//! per-worker state (`local`) and HTTP semantics (`http`) beneath them all.
+//! Protocol parsing lives in the sans-IO crates; this crate does the I/O.
 
-pub mod cgi;
 pub mod config;
 pub mod conn;
-pub mod downstream;
-pub mod fastcgi;
+pub mod exchange;
+pub mod gateway;
+pub mod handler;
 pub mod http;
-pub mod mux;
-pub mod output;
-pub mod pool;
+pub mod local;
 pub mod privileges;
+pub mod proto;
+pub mod route;
 pub mod server;
-pub mod static_files;
-pub mod status;
+pub mod upstream;
 pub mod worker;
 
 pub use config::{ConfigError, Overrides, Runtime};

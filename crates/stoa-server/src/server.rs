@@ -2,8 +2,9 @@
 //! SIGTERM/SIGINT stop gracefully.
 
 use crate::config::{self, ConfigError, Overrides, Runtime};
-use crate::pool::{self, Pool};
-use crate::worker::{self, Shared};
+use crate::local::Shared;
+use crate::upstream::pool::{self, Pool};
+use crate::worker;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
@@ -131,7 +132,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     local.block_on(&signals, async { pools.attach(&mut rt) });
     let rt = Arc::new(rt);
     let workers = rt.workers;
-    crate::pool::set_worker_count(workers);
+    crate::local::set_worker_count(workers);
     // listeners[w] are worker w's sockets, one per address.
     let mut per_worker: Vec<Vec<std::net::TcpListener>> =
         (0..workers).map(|_| Vec::new()).collect();
@@ -191,7 +192,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
         let t = std::thread::Builder::new()
             .name(format!("stoa-worker-{i}"))
             .spawn(move || {
-                crate::pool::set_worker_index(i);
+                crate::local::set_worker_index(i);
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

@@ -8,3 +8,14 @@ pub mod autoindex;
 pub mod conditional;
 pub mod path;
 pub mod range;
+
+/// The host name from a Host header, without its port (case is kept;
+/// matching ignores it). Invalid or absent hosts select the first site.
+pub fn host_name(h: Option<&[u8]>) -> &str {
+    let Some(h) = h else { return "" };
+    let h = match h.iter().rposition(|&b| b == b':') {
+        Some(i) if !h[i..].contains(&b']') => &h[..i],
+        _ => h,
+    };
+    std::str::from_utf8(h).unwrap_or("")
+}

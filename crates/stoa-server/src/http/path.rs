@@ -186,6 +186,28 @@ pub fn encode_into(path: &str, out: &mut String) {
     }
 }
 
+/// Where the script part of `path` ends: after the first `marker` followed
+/// by '/' or the end of the path (nginx `fastcgi_split_path_info
+/// ^(.+?\.php)(/.*)$`). ASCII case is ignored.
+pub fn split_at(path: &str, marker: &str) -> Option<usize> {
+    let (p, m) = (path.as_bytes(), marker.as_bytes());
+    if m.is_empty() || p.len() < m.len() {
+        return None;
+    }
+    (1..=p.len() - m.len())
+        .find(|&i| {
+            p[i..i + m.len()].eq_ignore_ascii_case(m)
+                && matches!(p.get(i + m.len()), None | Some(b'/'))
+        })
+        .map(|i| i + m.len())
+}
+
+/// Whether `s` ends with `suffix`, ASCII case ignored.
+pub fn ends_with_ignore_case(s: &str, suffix: &str) -> bool {
+    s.len() >= suffix.len()
+        && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,11 @@
 //! Every error names the file, the line and the key. Relative paths in a
 //! file are taken relative to the directory holding that file.
 
-use crate::static_files::StaticConfig;
+use crate::handler::static_files::StaticConfig;
+pub use crate::http::path::{ends_with_ignore_case, split_at};
+pub use crate::local::AccessLog;
+pub use crate::proto::Limits;
+pub use crate::upstream::pool::parse_addr;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use std::fmt;
@@ -346,46 +350,6 @@ pub struct StaticRouteConfig {
 }
 
 /// Where access log lines go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLog {
-    Off,
-    Stdout,
-    File(PathBuf),
-}
-
-/// Validated limits, in the units the code uses.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub header_timeout: Duration,
-    pub keepalive_timeout: Duration,
-    pub send_timeout: Duration,
-    /// A request body gets this long, plus a second per `body_min_rate`
-    /// bytes received (Apache mod_reqtimeout's `body=20,MinRate=500`).
-    pub body_timeout: Duration,
-    pub body_min_rate: u64,
-    pub shutdown_timeout: Duration,
-    pub max_header_bytes: usize,
-    pub max_uri_bytes: usize,
-    pub max_body_bytes: u64,
-    pub max_connections: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            header_timeout: Duration::from_secs(10),
-            keepalive_timeout: Duration::from_secs(15),
-            send_timeout: Duration::from_secs(60),
-            body_timeout: Duration::from_secs(20),
-            body_min_rate: 500,
-            shutdown_timeout: Duration::from_secs(10),
-            max_header_bytes: 16 * 1024,
-            max_uri_bytes: 8 * 1024,
-            max_body_bytes: 16 << 20,
-            max_connections: 10_000,
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Cache {
@@ -463,34 +427,13 @@ impl Matcher {
     }
 }
 
-/// Whether `s` ends with `suffix`, ASCII case ignored.
-pub fn ends_with_ignore_case(s: &str, suffix: &str) -> bool {
-    s.len() >= suffix.len()
-        && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
-}
-
-/// Where the script part of `path` ends: after the first `marker` followed
-/// by '/' or the end of the path (nginx `fastcgi_split_path_info
-/// ^(.+?\.php)(/.*)$`). ASCII case is ignored.
-pub fn split_at(path: &str, marker: &str) -> Option<usize> {
-    let (p, m) = (path.as_bytes(), marker.as_bytes());
-    if m.is_empty() || p.len() < m.len() {
-        return None;
-    }
-    (1..=p.len() - m.len())
-        .find(|&i| {
-            p[i..i + m.len()].eq_ignore_ascii_case(m)
-                && matches!(p.get(i + m.len()), None | Some(b'/'))
-        })
-        .map(|i| i + m.len())
-}
 
 #[derive(Debug)]
 pub enum Handler {
     Static(Arc<StaticConfig>),
-    Cgi(Arc<crate::cgi::CgiConfig>),
-    FastCgi(Arc<crate::fastcgi::FastCgiRoute>),
-    Status(Arc<crate::status::StatusConfig>),
+    Cgi(Arc<crate::handler::cgi::CgiConfig>),
+    FastCgi(Arc<crate::handler::fastcgi::FastCgiRoute>),
+    Status(Arc<crate::handler::status::StatusConfig>),
     /// The PHP preset: FastCGI for scripts, static for other files.
     Php(Arc<PhpRoute>),
     /// 403.
@@ -500,7 +443,7 @@ pub enum Handler {
 /// `php = {...}` resolved.
 #[derive(Debug)]
 pub struct PhpRoute {
-    pub fastcgi: crate::fastcgi::FastCgiRoute,
+    pub fastcgi: crate::handler::fastcgi::FastCgiRoute,
     /// Serves the files that are not scripts (never a `.php`).
     pub statics: Arc<StaticConfig>,
     /// Run for paths that name no file; None: 404.
@@ -553,8 +496,8 @@ pub struct Runtime {
     pub sites: Vec<Site>,
     /// FastCGI pools as configured; `pools` holds the running ones, in the
     /// same order, once the server has attached them (not in `stoa check`).
-    pub pool_specs: Vec<crate::pool::PoolSpec>,
-    pub pools: Vec<Arc<crate::pool::Pool>>,
+    pub pool_specs: Vec<crate::upstream::pool::PoolSpec>,
+    pub pools: Vec<Arc<crate::upstream::pool::Pool>>,
     /// Where the runtime came from, for messages.
     pub source: String,
     /// What `stoa check` and start-up report without refusing the file
@@ -774,9 +717,9 @@ fn build(
             .iter()
             .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
             .collect();
-        crate::cgi::Globals {
+        crate::handler::cgi::Globals {
             env: Arc::new(env),
-            limiter: Arc::new(crate::cgi::Limiter::new(
+            limiter: Arc::new(crate::handler::cgi::Limiter::new(
                 g.max_processes.unwrap_or(64),
                 g.queue.unwrap_or(1024),
                 g.queue_timeout.map_or(Duration::from_secs(10), |d| d.0),
@@ -797,7 +740,7 @@ fn build(
     if fc.cgi.max_processes == Some(0) {
         return Err(err(None, "cgi.max_processes", "must be at least 1".into()));
     }
-    let mut pool_specs: Vec<crate::pool::PoolSpec> = Vec::new();
+    let mut pool_specs: Vec<crate::upstream::pool::PoolSpec> = Vec::new();
     for p in &fc.pool {
         let pc = p.get_ref();
         let key = format!("pool `{}`", pc.name);
@@ -812,7 +755,7 @@ fn build(
             Ok(c) => c,
             Err(m) => return Err(err(Some(p.span()), &format!("{key}.command"), m)),
         };
-        let spec = crate::pool::spec(
+        let spec = crate::upstream::pool::spec(
             &pc.name,
             command,
             pc.address.clone(),
@@ -823,12 +766,12 @@ fn build(
             pc.affinity.as_deref(),
             pc.balance.as_deref(),
             pc.queue,
-            pc.queue_timeout,
-            pc.timeout,
+            pc.queue_timeout.map(|d| d.0),
+            pc.timeout.map(|d| d.0),
             pc.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            pc.idle_timeout,
+            pc.idle_timeout.map(|d| d.0),
             pc.capacity,
-            pc.keepalive_timeout,
+            pc.keepalive_timeout.map(|d| d.0),
             match &pc.user {
                 None => None,
                 Some(name) => {
@@ -998,7 +941,7 @@ fn build(
             let handler = if rc.deny {
                 Handler::Deny
             } else if let Some(st) = &rc.status {
-                let cfg = crate::status::StatusConfig::new(st.get_ref().allow.as_deref())
+                let cfg = crate::handler::status::StatusConfig::new(st.get_ref().allow.as_deref())
                     .map_err(|m| err(Some(st.span()), &format!("{rkey}.status.allow"), m))?;
                 Handler::Status(Arc::new(cfg))
             } else if let Some(fc) = &rc.fastcgi {
@@ -1011,7 +954,7 @@ fn build(
                         "must not be empty".into(),
                     ));
                 }
-                Handler::FastCgi(Arc::new(crate::fastcgi::FastCgiRoute {
+                Handler::FastCgi(Arc::new(crate::handler::fastcgi::FastCgiRoute {
                     pool: idx,
                     pool_name: f.pool.clone(),
                     document_root: document_root.clone(),
@@ -1050,7 +993,7 @@ fn build(
                     }
                 };
                 Handler::Php(Arc::new(PhpRoute {
-                    fastcgi: crate::fastcgi::FastCgiRoute {
+                    fastcgi: crate::handler::fastcgi::FastCgiRoute {
                         pool: idx,
                         pool_name: f.pool.clone(),
                         document_root: document_root.clone(),
@@ -1104,12 +1047,12 @@ fn build(
                 Handler::Static(Arc::new(cfg))
             } else if let Some(cg) = &rc.cgi {
                 let c = cg.get_ref();
-                let cfg = crate::cgi::route_config(
-                    crate::cgi::RouteSpec {
+                let cfg = crate::handler::cgi::route_config(
+                    crate::handler::cgi::RouteSpec {
                         dir: c.dir.as_deref().map(&resolve),
                         interpreter: c.interpreter.as_deref().map(&resolve),
                         script: c.script.as_deref().map(&resolve),
-                        timeout: c.timeout,
+                        timeout: c.timeout.map(|d| d.0),
                         pass_authorization: c.pass_authorization,
                         buffering: rc.request_buffering.unwrap_or(true),
                         env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -1246,25 +1189,6 @@ fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> AccessLog {
     }
 }
 
-/// Accepts `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` and `:8080`
-/// (all IPv4 interfaces).
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    if let Some(port) = s.strip_prefix(':') {
-        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
-    }
-    if let Some(port) = s.strip_prefix("localhost:") {
-        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    Err(format!(
-        "`{s}` is not an address (write e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1340,7 +1264,7 @@ autoindex = false
         );
         let rt = from_str(&text, "t.toml", Path::new("/base"), &Overrides::default()).unwrap();
         let command = |i: usize| match &rt.pool_specs[i].kind {
-            crate::pool::PoolKind::Spawn { command, .. } => command.clone(),
+            crate::upstream::pool::PoolKind::Spawn { command, .. } => command.clone(),
             other => panic!("not spawned: {other:?}"),
         };
         let exe = std::env::current_exe().unwrap().display().to_string();

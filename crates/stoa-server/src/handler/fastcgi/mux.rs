@@ -11,8 +11,8 @@
 //! drains (the slow client's send timeout bounds how long). Memory stays
 //! bounded either way.
 
-use crate::fastcgi::AppStream;
-use crate::pool::{Proc, ProcState};
+use crate::upstream::pool::{Proc, ProcState};
+use crate::upstream::AppStream;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -417,10 +417,6 @@ impl MuxRequest {
         } else {
             self.notify.notified().await;
         }
-    }
-
-    pub fn ended(&self) -> bool {
-        self.ended
     }
 }
 

@@ -5,9 +5,9 @@
 //! Meta-variables and the script's response head come from `stoa-cgi`, the
 //! sans-IO crate FastCGI shares.
 
-use crate::config::Dur;
-use crate::conn::{self, BodyFail, BodyReader, Ctx, Io};
-use crate::downstream::Downstream;
+use super::Outcome;
+use crate::exchange::Exchange;
+use crate::gateway::{self, response, ClientEv, Input, Names};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -17,22 +17,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_cgi::{HeadError, Kind};
-use stoa_h1::{Framing, RequestHead, RequestLimits, Version};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, Instant};
 
-/// Local redirects followed before giving up (RFC 3875 §6.2.2 loops).
-pub(crate) const MAX_REDIRECTS: u8 = 10;
 /// Largest script head accepted.
 const MAX_HEAD: usize = 64 * 1024;
 /// Output read from a script at a time; with the pipe's own buffer this
 /// bounds what a slow client makes Stoa hold per request.
 const OUT_CHUNK: usize = 32 * 1024;
-/// Chunked request bodies are buffered in memory up to this, then in an
-/// unlinked temporary file, so CONTENT_LENGTH can be exact.
-const BODY_IN_MEMORY: usize = 256 * 1024;
 
 /// How a route finds the program to run.
 #[derive(Debug)]
@@ -91,7 +85,7 @@ pub struct RouteSpec {
     pub dir: Option<PathBuf>,
     pub interpreter: Option<PathBuf>,
     pub script: Option<PathBuf>,
-    pub timeout: Option<Dur>,
+    pub timeout: Option<Duration>,
     pub pass_authorization: bool,
     pub env: Vec<(String, String)>,
     pub buffering: bool,
@@ -227,7 +221,7 @@ pub fn route_config(
     };
     Ok(CgiConfig {
         mode,
-        timeout: timeout.map_or(Duration::from_secs(30), |d| d.0),
+        timeout: timeout.unwrap_or(Duration::from_secs(30)),
         pass_authorization,
         document_root,
         env: globals.env.clone(),
@@ -371,144 +365,37 @@ impl Drop for KillGroup {
     }
 }
 
-/// The request body as the script will read it.
-pub(crate) enum Input {
-    None,
-    /// Content-Length body, streamed from the client as the script reads.
-    Stream(u64),
-    /// A chunked body, read whole first.
-    Memory(Vec<u8>),
-    File(std::fs::File, u64),
-}
-
-impl Input {
-    /// Makes the input readable again from its start, for a request sent
-    /// anew; false for a body already (partly) taken from the client.
-    /// Whether the body could be sent again (all of it is in hand).
-    pub(crate) fn replayable(&self) -> bool {
-        !matches!(self, Input::Stream(n) if *n > 0)
-    }
-
-    pub(crate) fn rewind(&mut self) -> bool {
-        match self {
-            Input::None | Input::Memory(_) | Input::Stream(0) => true,
-            Input::Stream(_) => false,
-            Input::File(f, _) => std::io::Seek::rewind(f).is_ok(),
-        }
-    }
-
-    /// CONTENT_LENGTH for the application.
-    pub(crate) fn content_length(&self) -> Option<u64> {
-        match self {
-            Input::None => None,
-            Input::Stream(n) => Some(*n),
-            Input::Memory(v) => Some(v.len() as u64),
-            Input::File(_, n) => Some(*n),
-        }
-    }
-}
-
-/// Where an application is, as its meta-variables name it.
-pub(crate) struct Names<'a> {
-    pub script_name: &'a str,
-    pub path_info: &'a str,
-    pub document_root: &'a str,
-    pub script_filename: &'a str,
-}
-
-/// The CGI meta-variables of a request (RFC 3875 §4.1), for CGI scripts
-/// and FastCGI applications alike.
-pub(crate) fn meta_env(
-    head: &RequestHead,
-    io: &Io,
-    names: Names<'_>,
-    content_length: Option<u64>,
-    pass_authorization: bool,
-) -> stoa_cgi::Env {
-    let local = io.local_addr();
-    let host = conn::host_name(head.host());
-    let server_name = if host.is_empty() {
-        local.map(|a| a.ip().to_string()).unwrap_or_default()
-    } else {
-        host.to_owned()
-    };
-    let req = stoa_cgi::Request {
-        method: head.method.as_str(),
-        script_name: names.script_name,
-        path_info: names.path_info,
-        query: head.query().unwrap_or(b""),
-        request_uri: head.original_target(),
-        protocol: head.version.as_str(),
-        server_software: concat!("stoa/", env!("CARGO_PKG_VERSION")),
-        server_name: &server_name,
-        server_port: local.map_or(0, |a| a.port()),
-        remote_addr: Some(io.peer.ip()),
-        remote_port: io.peer.port(),
-        document_root: names.document_root,
-        script_filename: names.script_filename,
-        https: false,
-        content_length,
-        auth_type: None,
-        remote_user: None,
-        pass_authorization,
-    };
-    stoa_cgi::meta_variables(&req, head.headers())
-}
-
-/// Adds an Authorizer's variables (FastCGI §6.3) to a handler's
-/// environment, replacing any of the same name.
-pub(crate) fn add_variables(env: &mut stoa_cgi::Env, extra: &[(String, Vec<u8>)]) {
-    for (k, v) in extra {
-        env.set(k, v);
-    }
-}
-
-/// Answers a request with a status page; the request body is skipped.
-pub(crate) async fn simple(
-    head: &RequestHead,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-    status: u16,
-    extra: &[(&str, &[u8])],
-) -> bool {
-    let mut reply = ctx.reply(&mut io.out, head);
-    reply.error(status, extra);
-    let keep = conn::finish(head, ctx.worker, io.peer, reply);
-    keep && conn::consume_body_pub(head, io, ctx.rt).await
-}
-
-/// Runs a CGI script for `head`, whose decoded, normalized path is `norm`.
-/// Returns whether the connection may carry another request.
+/// Runs a CGI script for the request, whose decoded, normalized path is
+/// `norm`. `extra` are variables an Authorizer granted.
 pub async fn serve(
-    head: &RequestHead,
     cfg: &CgiConfig,
     norm: String,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-    depth: u8,
+    ex: &mut Exchange<'_>,
     extra: &[(String, Vec<u8>)],
-) -> bool {
+) -> Outcome {
     let script = match resolve(cfg, &norm) {
         Ok(s) => s,
-        Err(status) => return simple(head, io, ctx, status, &[]).await,
+        Err(status) => {
+            gateway::simple(ex, status, &[]);
+            return Outcome::Done;
+        }
     };
 
-    let input = match read_input(head, io, ctx, cfg.buffering).await {
-        Ok(i) => i,
-        Err(keep) => return keep,
+    let Some(input) = gateway::read_input(ex, cfg.buffering).await else {
+        return Outcome::Done;
     };
     let Some(_permit) = cfg.limiter.acquire().await else {
         tracing::warn!(
             "cgi: too many processes and queue full or timed out; 503 for {}",
             script.script_name
         );
-        return simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await;
+        gateway::simple(ex, 503, &[("Retry-After", b"1")]);
+        return Outcome::Done;
     };
 
     let filename = script.filename.display().to_string();
-    let mut env = meta_env(
-        head,
-        io,
+    let mut env = gateway::meta_env(
+        ex,
         Names {
             script_name: &script.script_name,
             path_info: &script.path_info,
@@ -521,7 +408,7 @@ pub async fn serve(
     for (k, v) in &cfg.route_env {
         env.set(k, v.as_bytes());
     }
-    add_variables(&mut env, extra);
+    gateway::add_variables(&mut env, extra);
 
     let mut cmd = Command::new(&script.program);
     if script.program != script.filename {
@@ -570,7 +457,8 @@ pub async fn serve(
             } else {
                 500
             };
-            return simple_now(head, io, ctx, status);
+            gateway::simple_now(ex, status);
+            return Outcome::Done;
         }
     };
     let mut group = KillGroup {
@@ -579,20 +467,17 @@ pub async fn serve(
     if let Some(stderr) = child.stderr.take() {
         tokio::task::spawn_local(log_stderr(stderr, script.script_name.clone()));
     }
-    // Only a streamed body is still to be read from the client.
-    let body_reader = streaming.then(|| BodyReader::new(head, ctx.rt));
     let pump = Pump {
         stdin: child.stdin.take(),
         pending,
         pending_pos: 0,
         incoming: Vec::new(),
-        reader: body_reader,
+        streaming,
         obuf: Vec::with_capacity(OUT_CHUNK),
         stdout_eof: false,
     };
-    let outcome = run(head, io, ctx, cfg, &script, &mut child, pump).await;
-    match outcome {
-        Outcome::Done { keep } => {
+    match run(ex, cfg, &script, &mut child, pump).await {
+        Ran::Done => {
             // Reap the script; one that lingers after closing its output is
             // given the timeout, then killed with its group.
             match tokio::time::timeout(cfg.timeout, child.wait()).await {
@@ -602,158 +487,25 @@ pub async fn serve(
                     let _ = child.wait().await;
                 }
             }
-            keep
+            Outcome::Done
         }
-        Outcome::Abort => {
+        Ran::Abort => {
+            ex.close();
             group.kill();
             let _ = child.wait().await;
-            false
+            Outcome::Done
         }
-        Outcome::Redirect {
-            location,
-            body_done,
-        } => {
+        Ran::Redirect(location) => {
             group.kill();
             let _ = child.wait().await;
-            if depth >= MAX_REDIRECTS {
-                tracing::error!("cgi: local redirect loop at {}", script.script_name);
-                return simple_now(head, io, ctx, 500);
-            }
-            redirect(head, &location, io, ctx, depth, body_done).await
+            Outcome::Redirect(location)
         }
     }
-}
-
-/// Re-dispatches a local redirect inside the server as a GET for the new
-/// path (RFC 3875 §6.2.2).
-pub(crate) async fn redirect(
-    orig: &RequestHead,
-    location: &[u8],
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-    depth: u8,
-    body_done: bool,
-) -> bool {
-    let mut wire = b"GET ".to_vec();
-    wire.extend_from_slice(location);
-    wire.extend_from_slice(if orig.version == Version::Http10 {
-        b" HTTP/1.0\r\n"
-    } else {
-        b" HTTP/1.1\r\n"
-    });
-    for (name, value) in orig.headers() {
-        if [
-            "content-length",
-            "transfer-encoding",
-            "content-type",
-            "expect",
-        ]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
-        {
-            continue;
-        }
-        wire.extend_from_slice(name);
-        wire.extend_from_slice(b": ");
-        wire.extend_from_slice(value);
-        wire.extend_from_slice(b"\r\n");
-    }
-    wire.extend_from_slice(b"\r\n");
-    let mut new = RequestHead::default();
-    let limits = RequestLimits {
-        max_head_bytes: wire.len() + 1,
-        max_uri_bytes: ctx.rt.limits.max_uri_bytes,
-    };
-    if !matches!(new.parse(&wire, &limits), Ok(Some(_))) {
-        return simple_now(orig, io, ctx, 502);
-    }
-    new.keep_alive = orig.keep_alive && body_done;
-    let (p, rewritten) = conn::pick(&new, ctx.rt);
-    let new = rewritten.unwrap_or(new);
-    let keep = conn::dispatch(p, &new, io, ctx, depth + 1, &[]).await;
-    keep && body_done
-}
-
-/// The request body as an application gets it, read before a process is
-/// taken: a slow client then holds only its connection, never a CGI slot
-/// or a FastCGI process (nginx's `proxy_request_buffering`). Without
-/// `buffering` a Content-Length body streams as the application reads; a
-/// chunked one is always read first (CGI and FastCGI need CONTENT_LENGTH).
-/// `Err` when the request was answered (413, 400) or the client left:
-/// whether the connection stays.
-pub(crate) async fn read_input(
-    head: &RequestHead,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-    buffering: bool,
-) -> Result<Input, bool> {
-    match head.framing {
-        Framing::None | Framing::Length(0) => return Ok(Input::None),
-        Framing::Length(n) if !buffering => return Ok(Input::Stream(n)),
-        _ => {}
-    }
-    buffer_body(head, io, ctx).await.map_err(|e| match e {
-        BodyFail::TooLarge => simple_now(head, io, ctx, 413),
-        BodyFail::Malformed => simple_now(head, io, ctx, 400),
-        BodyFail::Slow => simple_now(head, io, ctx, 408),
-        BodyFail::Spool => simple_now(head, io, ctx, 500),
-        BodyFail::Gone => false,
-    })
-}
-
-pub(crate) async fn buffer_body(
-    head: &RequestHead,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-) -> Result<Input, BodyFail> {
-    let mut reader = BodyReader::new(head, ctx.rt);
-    let mut mem = Vec::new();
-    let mut file: Option<(std::fs::File, u64)> = None;
-    loop {
-        let more = reader.next(io, &mut mem).await?;
-        if mem.len() > BODY_IN_MEMORY {
-            use std::io::Write;
-            let (f, n) = match &mut file {
-                Some(x) => x,
-                None => file.insert((temp_file().map_err(spool_failed)?, 0)),
-            };
-            f.write_all(&mem).map_err(spool_failed)?;
-            *n += mem.len() as u64;
-            mem.clear();
-        }
-        if !more {
-            break;
-        }
-    }
-    match file {
-        None => Ok(Input::Memory(mem)),
-        Some((mut f, n)) => {
-            use std::io::{Seek, Write};
-            f.write_all(&mem).map_err(spool_failed)?;
-            f.seek(std::io::SeekFrom::Start(0)).map_err(spool_failed)?;
-            Ok(Input::File(f, n + mem.len() as u64))
-        }
-    }
-}
-
-fn spool_failed(e: io::Error) -> BodyFail {
-    tracing::error!("request body: temporary file: {e}");
-    BodyFail::Spool
 }
 
 /// How long a script's stdout may stay quiet after the script exited
 /// before its output is taken as complete.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
-
-/// An unnamed temporary file (O_TMPFILE): nothing to clean up, ever.
-fn temp_file() -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE)
-        .open(std::env::temp_dir())
-}
 
 async fn log_stderr(stderr: tokio::process::ChildStderr, script: String) {
     let mut lines = tokio::io::BufReader::new(stderr.take(1 << 20)).split(b'\n');
@@ -766,10 +518,11 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, script: String) {
     }
 }
 
-enum Outcome {
-    Done { keep: bool },
+/// How the pump ended.
+enum Ran {
+    Done,
     Abort,
-    Redirect { location: Vec<u8>, body_done: bool },
+    Redirect(Vec<u8>),
 }
 
 /// The moving parts between client, script stdin and script stdout.
@@ -780,29 +533,22 @@ struct Pump {
     pending_pos: usize,
     /// Body bytes just read from the client, moved to `pending` when empty.
     incoming: Vec<u8>,
-    reader: Option<BodyReader>,
+    /// The body streams from the client as the script reads it.
+    streaming: bool,
     obuf: Vec<u8>,
     stdout_eof: bool,
 }
 
-impl Pump {
-    fn body_done(&self) -> bool {
-        self.reader.as_ref().is_none_or(BodyReader::is_done)
-    }
-}
-
 /// Pumps until the script's output is done. Writes the response.
 async fn run(
-    head: &RequestHead,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
+    ex: &mut Exchange<'_>,
     cfg: &CgiConfig,
     script: &Script,
     child: &mut Child,
     mut p: Pump,
-) -> Outcome {
+) -> Ran {
     let Some(mut stdout) = child.stdout.take() else {
-        return Outcome::Abort;
+        return Ran::Abort;
     };
     let mut deadline = Instant::now() + cfg.timeout;
     // Once the script has exited, its output ends when stdout is closed or
@@ -811,17 +557,18 @@ async fn run(
     // otherwise end only at the timeout, cut.
     let mut exited = false;
     let mut quiet_until = Instant::now();
-    // The response, once the script's head is known.
-    let mut down: Option<Downstream> = None;
-    if p.pending.is_empty() && p.reader.is_none() {
+    // The response head was written (or NPH output started).
+    let mut started = false;
+    // An NPH script's status, once its output began.
+    let mut nph: Option<u16> = None;
+    if p.pending.is_empty() && !p.streaming {
         p.stdin = None;
     }
     loop {
         let feed_ready = p.stdin.is_some() && p.pending_pos < p.pending.len();
-        let want_body = p.stdin.is_some()
-            && p.incoming.is_empty()
-            && p.reader.as_ref().is_some_and(|r| !r.is_done());
-        let watch_client = !want_body && p.body_done() && io.rbuf.len() < 64 * 1024;
+        let body_done = !p.streaming || ex.body_done();
+        let want_body = p.stdin.is_some() && p.incoming.is_empty() && p.streaming && !body_done;
+        let watch_client = !want_body && body_done && ex.can_watch();
         let room = p.obuf.len() < OUT_CHUNK && !p.stdout_eof;
         if !room && p.obuf.is_empty() && p.stdout_eof {
             break;
@@ -848,7 +595,7 @@ async fn run(
                         p.pending.clear();
                         p.pending_pos = 0;
                         std::mem::swap(&mut p.pending, &mut p.incoming);
-                        if p.pending.is_empty() && p.body_done() {
+                        if p.pending.is_empty() && body_done {
                             p.stdin = None; // EOF for the script
                         }
                     }
@@ -856,41 +603,41 @@ async fn run(
                 // The script closed its stdin: it wants no more body.
                 _ => p.stdin = None,
             },
-            ev = client_side(&mut p.reader, io, &mut p.incoming, want_body), if want_body || watch_client => match ev {
+            ev = gateway::client_side(ex, &mut p.incoming, want_body), if want_body || watch_client => match ev {
                 ClientEv::Body(Ok(_)) => {
                     if p.pending.is_empty() {
                         std::mem::swap(&mut p.pending, &mut p.incoming);
                         p.pending_pos = 0;
                     }
-                    if p.pending.is_empty() && p.body_done() {
+                    if p.pending.is_empty() && (!p.streaming || ex.body_done()) {
                         p.stdin = None;
                     }
                 }
                 ClientEv::Body(Err(_)) | ClientEv::Gone => {
                     // Nobody will read the output (or the body broke off):
                     // stop the script now.
-                    return Outcome::Abort;
+                    return Ran::Abort;
                 }
                 ClientEv::Nothing => {}
             },
             _ = sleep_until(deadline) => {
-                if down.is_none() {
+                if !started {
                     tracing::error!("cgi {}: no response head within {:?}", script.script_name, cfg.timeout);
-                    let keep = simple_now(head, io, ctx, 504);
-                    let _ = keep;
-                    io.flush(ctx.rt).await;
+                    gateway::fail_now(ex, 504).await;
                 } else {
                     tracing::error!("cgi {}: no output for {:?}", script.script_name, cfg.timeout);
                 }
-                return Outcome::Abort;
+                return Ran::Abort;
             }
         }
 
-        if down.is_none() {
+        if !started {
             if script.nph {
-                // NPH: the script speaks HTTP itself; pass it untouched and
-                // close afterwards (its framing is its own business).
-                down = Some(Downstream::raw(nph_status(&p.obuf)));
+                // NPH: the script speaks HTTP itself; on HTTP/1 its output
+                // passes untouched and the connection closes afterwards (its
+                // framing is its own business).
+                started = true;
+                nph = Some(nph_status(&p.obuf));
             } else {
                 match stoa_cgi::parse_head(&p.obuf, MAX_HEAD) {
                     Ok(None) if !p.stdout_eof => continue,
@@ -901,32 +648,25 @@ async fn run(
                             _ => "output ended before a complete head".to_owned(),
                         };
                         tracing::error!("cgi {}: bad response head: {why}", script.script_name);
-                        simple_now(head, io, ctx, 502);
-                        io.flush(ctx.rt).await;
-                        return Outcome::Abort;
+                        gateway::fail_now(ex, 502).await;
+                        return Ran::Abort;
                     }
                     Ok(Some((h, n))) => {
                         if let Kind::LocalRedirect(loc) = h.kind() {
-                            return Outcome::Redirect {
-                                location: loc.to_vec(),
-                                body_done: p.body_done(),
-                            };
+                            return Ran::Redirect(loc.to_vec());
                         }
                         p.obuf.drain(..n);
-                        let d = Downstream::start(&h, head, io, ctx, p.body_done(), None);
-                        if !io.flush(ctx.rt).await {
-                            return Outcome::Abort;
+                        let body_done = !p.streaming || ex.body_done();
+                        let bodyless = response::start(&h, ex, body_done, None);
+                        if !ex.flush().await {
+                            return Ran::Abort;
                         }
-                        if d.bodyless {
+                        if bodyless {
                             // HEAD or 204/304: nothing more is sent.
-                            let keep = d.finish(head, io, ctx, p.body_done());
-                            return if p.body_done() {
-                                Outcome::Done { keep }
-                            } else {
-                                Outcome::Abort
-                            };
+                            ex.finish();
+                            return if body_done { Ran::Done } else { Ran::Abort };
                         }
-                        down = Some(d);
+                        started = true;
                     }
                 }
             }
@@ -934,19 +674,27 @@ async fn run(
 
         // Forward what the script wrote (backpressure: the next read waits
         // for this write).
-        let Some(d) = down.as_mut() else { continue };
+        if !started {
+            continue;
+        }
         if !p.obuf.is_empty() {
-            if !d.send(&p.obuf, io, ctx).await {
-                return Outcome::Abort;
+            match nph {
+                Some(status) => ex.raw(&p.obuf, status),
+                None => ex.write(&p.obuf),
+            }
+            if !ex.flush().await {
+                return Ran::Abort;
             }
             p.obuf.clear();
         }
-        if p.stdout_eof || d.is_complete() {
+        if p.stdout_eof || (nph.is_none() && ex.is_complete()) {
             break;
         }
     }
-    let Some(d) = down else { return Outcome::Abort };
-    if d.truncated() {
+    if !started {
+        return Ran::Abort;
+    }
+    if ex.truncated() {
         // The script promised more than it wrote: the client must see the
         // truncation as a closed connection.
         tracing::error!(
@@ -954,53 +702,8 @@ async fn run(
             script.script_name
         );
     }
-    let body_done = p.body_done();
-    Outcome::Done {
-        keep: d.finish(head, io, ctx, body_done),
-    }
-}
-
-pub(crate) enum ClientEv {
-    Body(Result<bool, BodyFail>),
-    Gone,
-    Nothing,
-}
-
-/// The client's side of the pump: the next piece of the request body when
-/// the script wants it, else a watch for the client going away (pipelined
-/// bytes that arrive meanwhile are kept for the next request).
-pub(crate) async fn client_side(
-    reader: &mut Option<BodyReader>,
-    io: &mut Io,
-    dst: &mut Vec<u8>,
-    want_body: bool,
-) -> ClientEv {
-    if want_body {
-        return match reader {
-            Some(r) => ClientEv::Body(r.next(io, dst).await),
-            None => ClientEv::Body(Ok(false)),
-        };
-    }
-    match io
-        .stream
-        .readable()
-        .await
-        .and_then(|_| io.stream.try_read_buf(&mut io.rbuf))
-    {
-        Ok(0) => ClientEv::Gone,
-        Ok(_) => ClientEv::Nothing,
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => ClientEv::Nothing,
-        Err(_) => ClientEv::Gone,
-    }
-}
-
-/// Queues an error page and marks the connection for closing (the caller
-/// flushes): for failures after the request body was partly read.
-pub(crate) fn simple_now(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>, status: u16) -> bool {
-    let mut reply = ctx.reply(&mut io.out, head);
-    reply.keep_alive = false;
-    reply.error(status, &[]);
-    conn::finish(head, ctx.worker, io.peer, reply)
+    ex.finish();
+    Ran::Done
 }
 
 /// The status code of an NPH script's status line, for the log.

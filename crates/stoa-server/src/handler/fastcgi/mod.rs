@@ -1,22 +1,21 @@
-//! The FastCGI handler: a request goes to a process of a pool (see
-//! `pool.rs`) over a kept-alive connection, as FastCGI records built by the
-//! sans-IO `stoa-fastcgi` crate; the application's stdout goes through the
-//! same CGI head parser and `Downstream` as a CGI script's.
+//! The FastCGI handler: a request goes to a process of a pool (the
+//! upstream layer) over a kept-alive connection, as FastCGI records built
+//! by the sans-IO `stoa-fastcgi` crate; the application's stdout goes
+//! through the same CGI head parser and gateway as a CGI script's.
 
-use crate::cgi::{self, ClientEv, Input};
-use crate::conn::{BodyReader, Ctx, Io};
-use crate::downstream::Downstream;
-use crate::mux;
-use crate::pool::{Affinity, IdleConn, Lease, NoProcess, Pool, Target};
-use std::io;
+mod mux;
+
+use super::Outcome;
+use crate::exchange::Exchange;
+use crate::gateway::{self, response, ClientEv, Input};
+use crate::upstream::{AppStream, Lease, NoProcess, Pool};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use stoa_cgi::{HeadError, Kind};
 use stoa_fastcgi::gateway::{Connection, Event};
 use stoa_fastcgi::{ProtocolStatus, Role};
-use stoa_h1::RequestHead;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 /// Largest response head accepted from an application.
@@ -43,190 +42,30 @@ pub struct FastCgiRoute {
     pub buffering: bool,
 }
 
-/// A connection to an application process.
-pub enum AppStream {
-    Unix(tokio::net::UnixStream),
-    Tcp(tokio::net::TcpStream),
-}
-
-impl AppStream {
-    /// Connects, giving up after `limit` (an address that drops SYNs
-    /// would otherwise hold the request for the kernel's two minutes).
-    pub(crate) async fn connect(t: &Target, limit: std::time::Duration) -> io::Result<AppStream> {
-        let c = async {
-            match t {
-                Target::Unix(p) => tokio::net::UnixStream::connect(p)
-                    .await
-                    .map(AppStream::Unix),
-                Target::Tcp(a) => tokio::net::TcpStream::connect(a).await.map(AppStream::Tcp),
-            }
-        };
-        tokio::time::timeout(limit, c)
-            .await
-            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")))
-    }
-
-    /// Takes a kept-alive connection: as it is when this worker left it,
-    /// else moved from the other worker's event loop into this one (two
-    /// epoll_ctl).
-    pub(crate) fn from_idle(c: IdleConn) -> io::Result<AppStream> {
-        if c.owner == crate::pool::worker_index() {
-            return Ok(c.stream);
-        }
-        match c.stream {
-            AppStream::Unix(s) => {
-                tokio::net::UnixStream::from_std(s.into_std()?).map(AppStream::Unix)
-            }
-            AppStream::Tcp(s) => tokio::net::TcpStream::from_std(s.into_std()?).map(AppStream::Tcp),
-        }
-    }
-
-    /// Reads into the spare capacity of `buf` (no zeroing, no allocation).
-    pub(crate) fn poll_read_into(
-        &mut self,
-        cx: &mut Context<'_>,
-        buf: &mut Vec<u8>,
-    ) -> Poll<io::Result<usize>> {
-        let len = buf.len();
-        let mut rb = ReadBuf::uninit(buf.spare_capacity_mut());
-        match Pin::new(&mut *self).poll_read(cx, &mut rb) {
-            Poll::Ready(Ok(())) => {
-                let n = rb.filled().len();
-                // SAFETY: `ReadBuf` guarantees its first `n` bytes (filled)
-                // were initialized by the read, and they are the `n` bytes
-                // of spare capacity right after `len`.
-                unsafe { buf.set_len(len + n) };
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    /// Parks the connection for reuse by any worker, still registered here.
-    fn into_idle(self) -> IdleConn {
-        IdleConn::new(self, crate::pool::worker_index())
-    }
-
-    /// Whether a parked connection still looks usable: the application has
-    /// neither closed it nor sent anything (an idle FastCGI connection has
-    /// nothing to say). One `recv(MSG_PEEK)`.
-    fn looks_open(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        let fd = match self {
-            AppStream::Unix(s) => s.as_raw_fd(),
-            AppStream::Tcp(s) => s.as_raw_fd(),
-        };
-        let mut b = 0u8;
-        // SAFETY: `fd` is a socket this stream owns for the whole call, and
-        // the buffer is one valid byte.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                (&mut b as *mut u8).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
-    }
-}
-
-impl AsyncRead for AppStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            AppStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
-            AppStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for AppStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            AppStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-            AppStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            AppStream::Unix(s) => Pin::new(s).poll_flush(cx),
-            AppStream::Tcp(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            AppStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
-            AppStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
-/// The affinity key of a request, if the pool routes by one.
-fn affinity_key(a: &Affinity, head: &RequestHead, io: &Io) -> Option<Vec<u8>> {
-    match a {
-        Affinity::None => None,
-        Affinity::Header(h) => head.header(h).map(<[u8]>::to_vec),
-        Affinity::ClientIp => Some(io.peer.ip().to_string().into_bytes()),
-        Affinity::Cookie(name) => head
-            .headers()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
-            .find_map(|(_, v)| {
-                v.split(|&b| b == b';').find_map(|kv| {
-                    let kv = stoa_h1::trim(kv);
-                    let eq = kv.iter().position(|&b| b == b'=')?;
-                    (stoa_h1::trim(&kv[..eq]) == name.as_bytes())
-                        .then(|| stoa_h1::trim(&kv[eq + 1..]).to_vec())
-                })
-            }),
-        Affinity::Query(name) => head.query().and_then(|q| {
-            q.split(|&b| b == b'&').find_map(|kv| {
-                let (k, v) = match kv.iter().position(|&b| b == b'=') {
-                    Some(i) => (&kv[..i], &kv[i + 1..]),
-                    None => (kv, &b""[..]),
-                };
-                (k == name.as_bytes()).then(|| v.to_vec())
-            })
-        }),
-    }
-}
-
-/// Serves a request from a FastCGI pool (the Responder role). `extra` are
-/// variables an Authorizer granted. Returns whether the connection may
-/// carry another request.
+/// Serves a request from a FastCGI pool (the Responder role). `pools` are
+/// the running pools `route.pool` indexes; `extra` are variables an
+/// Authorizer granted.
 pub async fn serve(
-    head: &RequestHead,
     route: &FastCgiRoute,
     norm: String,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-    depth: u8,
+    ex: &mut Exchange<'_>,
+    pools: &[Arc<Pool>],
     extra: &[(String, Vec<u8>)],
-) -> bool {
-    let Some(pool) = ctx.rt.pools.get(route.pool).cloned() else {
+) -> Outcome {
+    let Some(pool) = pools.get(route.pool).cloned() else {
         tracing::error!("fastcgi: pool {} is not running", route.pool_name);
-        return cgi::simple(head, io, ctx, 503, &[]).await;
+        gateway::simple(ex, 503, &[]);
+        return Outcome::Done;
     };
-    let mut input = match cgi::read_input(head, io, ctx, route.buffering).await {
-        Ok(i) => i,
-        Err(keep) => return keep,
+    let Some(mut input) = gateway::read_input(ex, route.buffering).await else {
+        return Outcome::Done;
     };
     // Routing refused paths with control characters or `..` before this
     // point, so the split cannot be steered (CVE-2019-11043).
     let (script_name, path_info) = match route
         .split_path
         .as_deref()
-        .and_then(|m| crate::config::split_at(&norm, m))
+        .and_then(|m| crate::http::path::split_at(&norm, m))
     {
         Some(at) => norm.split_at(at),
         None => (norm.as_str(), ""),
@@ -236,7 +75,7 @@ pub async fn serve(
         route.document_root.trim_end_matches('/'),
         script_name
     );
-    let names = cgi::Names {
+    let names = gateway::Names {
         script_name,
         path_info,
         document_root: &route.document_root,
@@ -244,26 +83,19 @@ pub async fn serve(
     };
     // The application is the server's own business: Authorization passes
     // (php-fpm apps do their own authentication).
-    let mut params = cgi::meta_env(head, io, names, input.content_length(), true);
+    let mut params = gateway::meta_env(ex, names, input.content_length(), true);
     for (k, v) in &route.params {
         params.set(k, v.as_bytes());
     }
-    cgi::add_variables(&mut params, extra);
-    match run(
-        head,
-        &pool,
-        Role::Responder,
-        depth,
-        &params,
-        &mut input,
-        io,
-        ctx,
-    )
-    .await
-    {
-        Outcome::Sent(keep) => keep,
+    gateway::add_variables(&mut params, extra);
+    match run(&pool, Role::Responder, &params, &mut input, ex).await {
+        Ran::Sent => Outcome::Done,
+        Ran::Redirect(loc) => Outcome::Redirect(loc),
         // Only an Authorizer's answer is taken as a grant.
-        Outcome::Authorized(_) => cgi::simple_now(head, io, ctx, 502),
+        Ran::Authorized(_) => {
+            gateway::simple_now(ex, 502);
+            Outcome::Done
+        }
     }
 }
 
@@ -271,24 +103,25 @@ pub async fn serve(
 pub enum Authz {
     /// 200: go on, with these variables for the next handler.
     Allow(Vec<(String, Vec<u8>)>),
-    /// Anything else was sent to the client; whether the connection stays.
-    Answered(bool),
+    /// Anything else was sent to the client.
+    Answered,
 }
 
 /// Asks the Authorizer application of pool `pool` about a request (§6.3).
-pub async fn authorize(head: &RequestHead, pool: usize, io: &mut Io, ctx: &Ctx<'_>) -> Authz {
-    let Some(pool) = ctx.rt.pools.get(pool).cloned() else {
+pub async fn authorize(pool: usize, ex: &mut Exchange<'_>, pools: &[Arc<Pool>]) -> Authz {
+    let Some(pool) = pools.get(pool).cloned() else {
         tracing::error!("fastcgi: authorizer pool #{pool} is not running");
-        return Authz::Answered(cgi::simple(head, io, ctx, 503, &[]).await);
+        gateway::simple(ex, 503, &[]);
+        return Authz::Answered;
     };
-    let norm = crate::http::path::normalize(head.path()).unwrap_or_default();
-    let names = cgi::Names {
+    let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
+    let names = gateway::Names {
         script_name: &norm,
         path_info: "",
         document_root: "",
         script_filename: "",
     };
-    let mut params = cgi::meta_env(head, io, names, None, true);
+    let mut params = gateway::meta_env(ex, names, None, true);
     // §6.3: "The Web server does not send CONTENT_LENGTH, PATH_INFO,
     // PATH_TRANSLATED, and SCRIPT_NAME headers" (nor the file names, which
     // belong to whatever serves the request afterwards).
@@ -304,45 +137,38 @@ pub async fn authorize(head: &RequestHead, pool: usize, io: &mut Io, ctx: &Ctx<'
         )
     });
     let mut input = Input::None;
-    match run(
-        head,
-        &pool,
-        Role::Authorizer,
-        0,
-        &params,
-        &mut input,
-        io,
-        ctx,
-    )
-    .await
-    {
-        Outcome::Authorized(vars) => Authz::Allow(vars),
-        Outcome::Sent(keep) => Authz::Answered(keep),
+    match run(&pool, Role::Authorizer, &params, &mut input, ex).await {
+        Ran::Authorized(vars) => Authz::Allow(vars),
+        Ran::Sent => Authz::Answered,
+        // An Authorizer's local redirect is not a grant.
+        Ran::Redirect(_) => {
+            gateway::simple_now(ex, 502);
+            Authz::Answered
+        }
     }
 }
 
-enum Outcome {
-    /// A response went to the client (or the connection failed); whether
-    /// the connection stays.
-    Sent(bool),
+/// How a request to a pool ended.
+enum Ran {
+    /// A response went to the client (or the connection failed).
+    Sent,
     /// An Authorizer answered 200 with these variables.
     Authorized(Vec<(String, Vec<u8>)>),
+    /// A local redirect, to be routed again.
+    Redirect(Vec<u8>),
 }
 
 /// Leases a process and runs the request there, retrying elsewhere when a
 /// process refuses the connection or the request before any output.
-#[allow(clippy::too_many_arguments)]
 async fn run(
-    head: &RequestHead,
     pool: &Arc<Pool>,
     role: Role,
-    depth: u8,
     params: &stoa_cgi::Env,
     input: &mut Input,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
-) -> Outcome {
-    let key = affinity_key(&pool.spec.affinity, head, io);
+    ex: &mut Exchange<'_>,
+) -> Ran {
+    let key = gateway::affinity_key(&pool.spec.affinity, ex);
+    let head = ex.req();
     let mut skip = None;
     // What the client gets if every try fails: 502 when no process could
     // be reached, 503 when they refused the request.
@@ -369,9 +195,8 @@ async fn run(
                     },
                     pool.waiting()
                 );
-                return Outcome::Sent(
-                    cgi::simple(head, io, ctx, 503, &[("Retry-After", b"1")]).await,
-                );
+                gateway::simple(ex, 503, &[("Retry-After", b"1")]);
+                return Ran::Sent;
             }
         };
         let up = if lease.proc.multiplexes() {
@@ -380,7 +205,8 @@ async fn run(
                 Err(mux::StartError::Connect(e)) => Err(e),
                 Err(mux::StartError::Protocol(e)) => {
                     tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
-                    return Outcome::Sent(cgi::simple(head, io, ctx, 500, &[]).await);
+                    gateway::simple(ex, 500, &[]);
+                    return Ran::Sent;
                 }
             }
         } else {
@@ -403,7 +229,8 @@ async fn run(
                     Ok(d) => Ok(Upstream::Direct(Box::new(d))),
                     Err(e) => {
                         tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
-                        return Outcome::Sent(cgi::simple(head, io, ctx, 500, &[]).await);
+                        gateway::simple(ex, 500, &[]);
+                        return Ran::Sent;
                     }
                 },
                 Err(e) => Err(e),
@@ -428,7 +255,7 @@ async fn run(
             }
         };
         let proc = lease.proc.clone();
-        match exchange(head, io, ctx, pool, lease, up, role, input).await {
+        match exchange(ex, pool, lease, up, role, input).await {
             Done::Stale(reused) => {
                 // The keep-alive race: the application closed a parked
                 // connection as the request went out on it; or a process
@@ -446,8 +273,8 @@ async fn run(
                     );
                     // Part of the body may be gone to the application:
                     // answer and close (as `fail` does).
-                    fail(head, io, ctx, 502).await;
-                    return Outcome::Sent(false);
+                    gateway::fail_now(ex, 502).await;
+                    return Ran::Sent;
                 }
                 tracing::info!(
                     "fastcgi pool {}: process #{}: {} connection closed before a response; retrying on a new one",
@@ -490,20 +317,15 @@ async fn run(
                     break;
                 }
             }
-            Done::Sent(keep) => return Outcome::Sent(keep),
-            Done::Authorized(v) => return Outcome::Authorized(v),
-            Done::Redirect(loc, body_done) => {
-                // The lease is gone: the process is free before the new
-                // request runs, which may need this very pool.
-                if depth >= cgi::MAX_REDIRECTS {
-                    tracing::error!("fastcgi pool {}: local redirect loop", pool.spec.name);
-                    return Outcome::Sent(cgi::simple_now(head, io, ctx, 500));
-                }
-                return Outcome::Sent(cgi::redirect(head, &loc, io, ctx, depth, body_done).await);
-            }
+            Done::Sent => return Ran::Sent,
+            Done::Authorized(v) => return Ran::Authorized(v),
+            // The lease is gone: the process is free before the new
+            // request runs, which may need this very pool.
+            Done::Redirect(loc) => return Ran::Redirect(loc),
         }
     }
-    Outcome::Sent(cgi::simple(head, io, ctx, last.0, last.1).await)
+    gateway::simple(ex, last.0, last.1);
+    Ran::Sent
 }
 
 /// One request's own connection to a process.
@@ -783,8 +605,9 @@ impl Upstream {
 }
 
 enum Done {
-    /// A response went to the client; whether the connection stays.
-    Sent(bool),
+    /// A response went to the client (or the client connection must
+    /// close: the exchange says which).
+    Sent,
     /// The connection closed before any response byte (whether it was a
     /// kept-alive one); nothing went to the client.
     Stale(bool),
@@ -792,9 +615,8 @@ enum Done {
     /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
     Refused(ProtocolStatus),
     Authorized(Vec<(String, Vec<u8>)>),
-    /// A local redirect (RFC 3875 §6.2.2) to serve instead; whether the
-    /// request body was read to its end.
-    Redirect(Vec<u8>, bool),
+    /// A local redirect (RFC 3875 §6.2.2) to serve instead.
+    Redirect(Vec<u8>),
 }
 
 /// How the exchange loop ended.
@@ -832,9 +654,7 @@ fn release(up: &mut Option<Upstream>, lease: &mut Option<Lease>) {
 
 #[allow(clippy::too_many_arguments)]
 async fn exchange(
-    head: &RequestHead,
-    io: &mut Io,
-    ctx: &Ctx<'_>,
+    ex: &mut Exchange<'_>,
     pool: &Arc<Pool>,
     lease: Lease,
     up: Upstream,
@@ -843,7 +663,7 @@ async fn exchange(
 ) -> Done {
     let mut up = Some(up);
     let mut lease = Some(lease);
-    let mut reader = None;
+    let streaming = matches!(input, Input::Stream(_));
     let replayable = input.replayable();
     if let Some(u) = up.as_mut() {
         match input {
@@ -855,7 +675,7 @@ async fn exchange(
             // A spooled body goes out a piece at a time, as the
             // application takes it (see the loop).
             Input::File(..) => {}
-            Input::Stream(_) => reader = Some(BodyReader::new(head, ctx.rt)),
+            Input::Stream(_) => {}
         }
     }
     let timeout = pool.spec.timeout;
@@ -863,12 +683,12 @@ async fn exchange(
     tokio::pin!(sleep);
     let mut incoming = Vec::new();
     let mut out: Vec<u8> = Vec::new();
-    let mut down: Option<Downstream> = None;
+    // The response head went to the client; HEAD, 204 or 304: without a body.
+    let mut down: Option<bool> = None;
     // An Authorizer's 200: its variables, while the rest is discarded.
     let mut granted: Option<Vec<(String, Vec<u8>)>> = None;
     let mut ended = false;
     let mut client_gone = false;
-    let body_done = |r: &Option<BodyReader>| r.as_ref().is_none_or(BodyReader::is_done);
 
     let mut spool = match input {
         Input::File(f, _) => Some((f, vec![0u8; 64 * 1024])),
@@ -896,20 +716,19 @@ async fn exchange(
             }
         }
         if spool_failed {
-            break fail(head, io, ctx, 500).await;
+            break fail(ex, 500).await;
         }
         let backlogged = up.as_ref().is_some_and(Upstream::backlogged);
-        let want_body =
-            reader.as_ref().is_some_and(|r| !r.is_done()) && !backlogged && incoming.is_empty();
-        let watch_client =
-            !want_body && !client_gone && body_done(&reader) && io.rbuf.len() < 64 * 1024;
+        let body_done = !streaming || ex.body_done();
+        let want_body = streaming && !body_done && !backlogged && incoming.is_empty();
+        let watch_client = !want_body && !client_gone && body_done && ex.can_watch();
         let lost = up.as_ref().is_none_or(Upstream::lost);
         let step = tokio::select! {
             biased;
             s = step(&mut up), if !lost => Step::Up(s),
             // The request body when the application can take more, else a
             // watch for the client leaving (its request is then abandoned).
-            ev = cgi::client_side(&mut reader, io, &mut incoming, want_body), if want_body || watch_client => match ev {
+            ev = gateway::client_side(ex, &mut incoming, want_body), if want_body || watch_client => match ev {
                 ClientEv::Body(Ok(_)) => Step::Body,
                 ClientEv::Body(Err(_)) | ClientEv::Gone => Step::ClientGone,
                 ClientEv::Nothing => Step::Nothing,
@@ -924,7 +743,7 @@ async fn exchange(
                     if !incoming.is_empty() {
                         u.stdin(&incoming);
                     }
-                    if body_done(&reader) {
+                    if !streaming || ex.body_done() {
                         u.end_stdin();
                     }
                 }
@@ -932,7 +751,7 @@ async fn exchange(
                 continue;
             }
             Step::ClientGone => {
-                if !down.as_ref().is_some_and(Downstream::is_complete) {
+                if !(down.is_some() && ex.is_complete()) {
                     // Output still to come and nobody to read it: abort, so
                     // the process is free at once.
                     break End::Abort;
@@ -958,8 +777,7 @@ async fn exchange(
                         pool.spec.name,
                         timeout
                     );
-                    cgi::simple_now(head, io, ctx, 504);
-                    io.flush(ctx.rt).await;
+                    gateway::fail_now(ex, 504).await;
                 } else {
                     tracing::error!(
                         "fastcgi pool {}: no output for {:?}",
@@ -1022,7 +840,7 @@ async fn exchange(
                     "fastcgi pool {}: application refused the request ({ps:?}); 503",
                     pool.spec.name
                 );
-                break fail(head, io, ctx, 503).await;
+                break fail(ex, 503).await;
             }
         }
         if ended && !app_eof {
@@ -1037,7 +855,7 @@ async fn exchange(
                     "fastcgi pool {}: authorizer lost before its end",
                     pool.spec.name
                 );
-                break fail(head, io, ctx, 502).await;
+                break fail(ex, 502).await;
             }
             continue;
         }
@@ -1059,7 +877,7 @@ async fn exchange(
                         _ => "output ended before a complete head".to_owned(),
                     };
                     tracing::error!("fastcgi pool {}: bad response: {why}", pool.spec.name);
-                    break fail(head, io, ctx, 502).await;
+                    break fail(ex, 502).await;
                 }
                 Ok(Some((mut h, n))) => {
                     if role == Role::Authorizer {
@@ -1083,32 +901,32 @@ async fn exchange(
                         if ended && !app_eof {
                             release(&mut up, &mut lease);
                         }
-                        return Done::Redirect(loc, body_done(&reader));
+                        return Done::Redirect(loc);
                     }
                     out.drain(..n);
                     // The whole response already in hand goes out with a
                     // Content-Length, in one write.
                     let whole = (ended && !app_eof).then_some(out.len() as u64);
-                    let d =
-                        Downstream::start(&h, head, io, ctx, body_done(&reader) || ended, whole);
+                    let body_done = !streaming || ex.body_done() || ended;
+                    let bodyless = response::start(&h, ex, body_done, whole);
                     // A head with no body yet goes out now (the application
                     // may take its time over the rest).
-                    if out.is_empty() && !ended && !io.flush(ctx.rt).await {
+                    if out.is_empty() && !ended && !ex.flush().await {
                         break End::Abort;
                     }
-                    down = Some(d);
+                    down = Some(bodyless);
                 }
             }
         }
-        if let Some(d) = down.as_mut() {
+        if let Some(bodyless) = down {
             if ended {
                 // Queued: the connection loop writes it with what follows.
-                if !d.bodyless && !client_gone {
-                    d.queue(&out, io);
+                if !bodyless && !client_gone {
+                    ex.write(&out);
                 }
                 break End::Sent(!client_gone);
             }
-            if !out.is_empty() && !d.bodyless && !client_gone && !d.send(&out, io, ctx).await {
+            if !out.is_empty() && !bodyless && !client_gone && !response::send(ex, &out).await {
                 break End::Abort;
             }
             out.clear();
@@ -1135,29 +953,34 @@ async fn exchange(
     }
     match result {
         End::Abort => {
+            ex.close();
             if let Some(u) = up {
                 u.abort().await;
             }
-            Done::Sent(false)
+            Done::Sent
         }
         End::Refused(ps) => Done::Refused(ps),
         End::Stale(r) => Done::Stale(r),
         End::Authorized(v) => Done::Authorized(v),
         End::Sent(keep) => {
-            let Some(d) = down else {
-                return Done::Sent(keep);
-            };
-            let bd = body_done(&reader);
-            Done::Sent(d.finish(head, io, ctx, bd) && keep)
+            if !keep {
+                ex.close();
+            }
+            if down.is_some() {
+                if streaming && !ex.body_done() {
+                    ex.close();
+                }
+                ex.finish();
+            }
+            Done::Sent
         }
     }
 }
 
 /// Answers `status` at once (the connection closes after it) and ends the
 /// exchange.
-async fn fail(head: &RequestHead, io: &mut Io, ctx: &Ctx<'_>, status: u16) -> End {
-    cgi::simple_now(head, io, ctx, status);
-    io.flush(ctx.rt).await;
+async fn fail(ex: &mut Exchange<'_>, status: u16) -> End {
+    gateway::fail_now(ex, status).await;
     End::Abort
 }
 

@@ -6,7 +6,7 @@
 //! cache, and a blocking stat or read of a cached file costs less than a hop
 //! to a thread pool (nginx and lighttpd make the same trade).
 
-use crate::conn::Reply;
+use crate::exchange::Exchange;
 use crate::http::{autoindex, conditional, path, range};
 use bytes::Bytes;
 use std::cell::Cell;
@@ -112,7 +112,7 @@ impl StaticConfig {
         let name = name.trim_end_matches(['.', ' ']);
         self.scripts
             .iter()
-            .any(|s| crate::config::ends_with_ignore_case(name, s))
+            .any(|s| crate::http::path::ends_with_ignore_case(name, s))
     }
 }
 
@@ -229,33 +229,58 @@ impl FileCache {
     }
 }
 
-/// Serves one request from a static route.
 /// Serves one request from a static route; `norm` is the request path,
 /// decoded and normalized (`http::path::normalize`).
-pub fn serve(
-    cfg: &StaticConfig,
-    req: &RequestHead,
-    norm: &str,
-    cache: &mut FileCache,
-    reply: &mut Reply<'_>,
-) {
+pub fn serve(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str) {
+    CACHE.with(|c| match c.try_borrow_mut() {
+        Ok(mut cache) => serve_cached(cfg, ex, norm, &mut cache),
+        // Not reentrant; should a subrequest ever get here inside another
+        // static response, it goes without the cache.
+        Err(_) => {
+            let mut cache = FileCache::new(0, 0, Duration::ZERO);
+            serve_cached(cfg, ex, norm, &mut cache)
+        }
+    })
+}
+
+thread_local! {
+    /// This worker thread's cache (each worker is one thread).
+    static CACHE: std::cell::RefCell<FileCache> = std::cell::RefCell::new(FileCache::new(
+        64 << 20,
+        256 * 1024,
+        Duration::from_secs(1),
+    ));
+}
+
+/// Sets this worker's cache limits (at start and on reload): a change of
+/// size limits empties it.
+pub fn set_cache_limits(max_bytes: u64, max_file_bytes: u64, revalidate: Duration) {
+    CACHE.with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            c.set_limits(max_bytes, max_file_bytes, revalidate);
+        }
+    });
+}
+
+fn serve_cached(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, cache: &mut FileCache) {
+    let req = ex.req();
     match req.method {
         Method::Get | Method::Head => {}
         Method::Options => {
-            reply.start(204);
-            reply.header("Allow", ALLOW);
-            reply.end_head(None);
+            ex.start(204);
+            ex.header("Allow", ALLOW);
+            ex.end_head(None);
             return;
         }
         _ => {
-            reply.error(405, &[("Allow", ALLOW)]);
+            ex.error(405, &[("Allow", ALLOW)]);
             return;
         }
     }
     let name = norm.rsplit('/').next().unwrap_or("");
     if cfg.is_script(name) {
         tracing::warn!("static: {norm} is a script of this site; not served as a file");
-        reply.error(403, &[]);
+        ex.error(403, &[]);
         return;
     }
     let rel = match &cfg.strip {
@@ -271,8 +296,8 @@ pub fn serve(
     key.push_str(rel);
     cache.now = Instant::now();
     match cache.fresh(&key) {
-        Some(e) if e.body.is_some() => serve_entry(cfg, req, cache, reply, &mut key, e, None),
-        _ => serve_path(cfg, req, cache, reply, norm, &mut key),
+        Some(e) if e.body.is_some() => serve_entry(cfg, req, cache, ex, &mut key, e, None),
+        _ => serve_path(cfg, req, cache, ex, norm, &mut key),
     }
     cache.key = key;
 }
@@ -281,13 +306,13 @@ fn serve_path(
     cfg: &StaticConfig,
     req: &RequestHead,
     cache: &mut FileCache,
-    reply: &mut Reply<'_>,
+    ex: &mut Exchange<'_>,
     norm: &str,
     key: &mut String,
 ) {
     let meta = match std::fs::metadata(key.as_str()) {
         Ok(m) => m,
-        Err(e) => return reply.error(status_for(&e), &[]),
+        Err(e) => return ex.error(status_for(&e), &[]),
     };
     if meta.is_dir() {
         if !norm.ends_with('/') {
@@ -297,7 +322,7 @@ fn serve_path(
                 loc.push('?');
                 loc.push_str(&String::from_utf8_lossy(q));
             }
-            return reply.error(301, &[("Location", loc.as_bytes())]);
+            return ex.error(301, &[("Location", loc.as_bytes())]);
         }
         let dir_len = key.len();
         for name in &cfg.index {
@@ -309,21 +334,21 @@ fn serve_path(
             key.push_str(name);
             if let Ok(m) = std::fs::metadata(key.as_str()) {
                 if m.is_file() {
-                    return serve_file(cfg, req, cache, reply, key, &m, name);
+                    return serve_file(cfg, req, cache, ex, key, &m, name);
                 }
             }
         }
         key.truncate(dir_len);
         if cfg.autoindex {
-            return serve_listing(cfg, reply, norm, key);
+            return serve_listing(cfg, ex, norm, key);
         }
-        return reply.error(403, &[]);
+        return ex.error(403, &[]);
     }
     if !meta.is_file() {
-        return reply.error(403, &[]);
+        return ex.error(403, &[]);
     }
     let name = norm.rsplit('/').next().unwrap_or("");
-    serve_file(cfg, req, cache, reply, key, &meta, name)
+    serve_file(cfg, req, cache, ex, key, &meta, name)
 }
 
 fn status_for(e: &io::Error) -> u16 {
@@ -577,14 +602,14 @@ fn serve_file(
     cfg: &StaticConfig,
     req: &RequestHead,
     cache: &mut FileCache,
-    reply: &mut Reply<'_>,
+    ex: &mut Exchange<'_>,
     key: &mut String,
     meta: &Metadata,
     name: &str,
 ) {
     match lookup(cfg, cache, key, meta, name) {
-        Ok((entry, file)) => serve_entry(cfg, req, cache, reply, key, entry, file),
-        Err(e) => reply.error(status_for(&e), &[]),
+        Ok((entry, file)) => serve_entry(cfg, req, cache, ex, key, entry, file),
+        Err(e) => ex.error(status_for(&e), &[]),
     }
 }
 
@@ -594,7 +619,7 @@ fn serve_entry(
     cfg: &StaticConfig,
     req: &RequestHead,
     cache: &mut FileCache,
-    reply: &mut Reply<'_>,
+    ex: &mut Exchange<'_>,
     key: &mut String,
     entry: Rc<Entry>,
     file: Option<Rc<File>>,
@@ -621,17 +646,17 @@ fn serve_entry(
             };
             if let Some((ventry, vfile)) = variant {
                 key.truncate(base_len);
-                return respond(req, reply, &ventry, vfile, Some(coding), &cache.boundary);
+                return respond(req, ex, &ventry, vfile, Some(coding), &cache.boundary);
             }
         }
         key.truncate(base_len);
     }
-    respond(req, reply, &entry, file, None, &cache.boundary)
+    respond(req, ex, &entry, file, None, &cache.boundary)
 }
 
 fn respond(
     req: &RequestHead,
-    reply: &mut Reply<'_>,
+    ex: &mut Exchange<'_>,
     e: &Entry,
     file: Option<Rc<File>>,
     encoding: Option<&[u8]>,
@@ -649,12 +674,12 @@ fn respond(
         conditional::Outcome::NotModified => {
             // Only what updates a cache: no Content-Type, no Accept-Ranges
             // (RFC 9110 §15.4.5).
-            reply.start(304);
-            reply.raw_headers(&e.headers[e.validators_at..]);
-            reply.end_head(None);
+            ex.start(304);
+            ex.raw_headers(&e.headers[e.validators_at..]);
+            ex.end_head(None);
             return;
         }
-        conditional::Outcome::PreconditionFailed => return reply.error(412, &[]),
+        conditional::Outcome::PreconditionFailed => return ex.error(412, &[]),
     }
 
     let mut ranges = range::Ranges::Ignore;
@@ -671,73 +696,73 @@ fn respond(
     }
     match ranges {
         range::Ranges::Ignore => {
-            reply.start(200);
-            reply.raw_headers(&e.headers);
+            ex.start(200);
+            ex.raw_headers(&e.headers);
             if let Some(c) = encoding {
-                reply.header("Content-Encoding", c);
+                ex.header("Content-Encoding", c);
             }
-            reply.end_head(Some(e.size));
-            body(reply, e, &file, 0..e.size);
+            ex.end_head(Some(e.size));
+            body(ex, e, &file, 0..e.size);
         }
         range::Ranges::Unsatisfiable => {
             let cr = range::unsatisfied_range(e.size);
-            reply.error(416, &[("Content-Range", cr.as_bytes())]);
+            ex.error(416, &[("Content-Range", cr.as_bytes())]);
         }
         range::Ranges::Satisfiable(rs) if rs.len() == 1 => {
             let r = rs[0].clone();
-            reply.start(206);
-            reply.raw_headers(&e.headers);
+            ex.start(206);
+            ex.raw_headers(&e.headers);
             if let Some(c) = encoding {
-                reply.header("Content-Encoding", c);
+                ex.header("Content-Encoding", c);
             }
-            reply.header("Content-Range", range::content_range(&r, e.size).as_bytes());
-            reply.end_head(Some(r.end - r.start));
-            body(reply, e, &file, r);
+            ex.header("Content-Range", range::content_range(&r, e.size).as_bytes());
+            ex.end_head(Some(r.end - r.start));
+            body(ex, e, &file, r);
         }
         range::Ranges::Satisfiable(rs) => {
             let plan = range::multipart(&rs, e.size, e.content_type, boundary);
-            reply.start(206);
+            ex.start(206);
             // The part headers carry Content-Type; the message's is multipart.
             for line in e.headers.split(|&b| b == b'\n') {
                 if !line.is_empty() && !line.starts_with(b"Content-Type:") {
-                    reply.raw_headers(line);
-                    reply.raw_headers(b"\n");
+                    ex.raw_headers(line);
+                    ex.raw_headers(b"\n");
                 }
             }
-            reply.header(
+            ex.header(
                 "Content-Type",
                 range::multipart_content_type(boundary).as_bytes(),
             );
             if let Some(c) = encoding {
-                reply.header("Content-Encoding", c);
+                ex.header("Content-Encoding", c);
             }
-            reply.end_head(Some(plan.content_length));
+            ex.end_head(Some(plan.content_length));
             for (part_head, r) in plan.parts {
-                reply.body_bytes(&part_head);
-                body(reply, e, &file, r);
+                ex.write(&part_head);
+                body(ex, e, &file, r);
             }
-            reply.body_bytes(&plan.trailer);
+            ex.write(&plan.trailer);
         }
     }
 }
 
-fn body(reply: &mut Reply<'_>, e: &Entry, file: &Option<Rc<File>>, r: std::ops::Range<u64>) {
+fn body(ex: &mut Exchange<'_>, e: &Entry, file: &Option<Rc<File>>, r: std::ops::Range<u64>) {
     match (&e.body, file) {
-        (Some(b), _) => reply.body_mem(b.slice(r.start as usize..r.end as usize)),
-        (None, Some(f)) => reply.body_file(f.clone(), r.start, r.end - r.start),
+        (Some(b), _) => ex.body_mem(b.slice(r.start as usize..r.end as usize)),
+        (None, Some(f)) => ex.body_file(f.clone(), r.start, r.end - r.start),
         (None, None) => {}
     }
 }
 
-fn serve_listing(cfg: &StaticConfig, reply: &mut Reply<'_>, norm: &str, dir: &str) {
+fn serve_listing(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, dir: &str) {
     // A symlinked directory must not list what is outside the root.
     match Path::new(dir).canonicalize() {
         Ok(c) if c.starts_with(&cfg.root) => {}
-        _ => return reply.error(403, &[]),
+        _ => return ex.error(403, &[]),
     }
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) => return reply.error(status_for(&e), &[]),
+        Err(e) => return ex.error(status_for(&e), &[]),
     };
     let mut entries = Vec::new();
     for de in rd.flatten() {
@@ -762,8 +787,8 @@ fn serve_listing(cfg: &StaticConfig, reply: &mut Reply<'_>, norm: &str, dir: &st
         }
     }
     let page = autoindex::render(norm, &mut entries);
-    reply.start(200);
-    reply.header("Content-Type", b"text/html; charset=utf-8");
-    reply.end_head(Some(page.len() as u64));
-    reply.body_mem(Bytes::from(page.into_bytes()));
+    ex.start(200);
+    ex.header("Content-Type", b"text/html; charset=utf-8");
+    ex.end_head(Some(page.len() as u64));
+    ex.body_mem(Bytes::from(page.into_bytes()));
 }

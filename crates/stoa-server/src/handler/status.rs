@@ -3,12 +3,13 @@
 //! A route with `status = {}` serves it; only the addresses in `allow`
 //! (loopback by default) may read it.
 
-use crate::conn::{Ctx, Reply};
-use crate::pool::{Pool, PoolKind, ProcState};
+use crate::exchange::Exchange;
+use crate::local::Shared;
+use crate::upstream::{Pool, PoolKind, ProcState};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use stoa_h1::RequestHead;
+use std::sync::Arc;
 
 /// `status = { allow = [...] }` on a route, validated.
 #[derive(Debug)]
@@ -86,13 +87,9 @@ enum Format {
 }
 
 /// Answers a request for the status page.
-pub fn serve(
-    cfg: &StatusConfig,
-    head: &RequestHead,
-    ctx: &Ctx<'_>,
-    peer: IpAddr,
-    reply: &mut Reply<'_>,
-) {
+pub fn serve(cfg: &StatusConfig, reply: &mut Exchange<'_>, pools: &[Arc<Pool>]) {
+    let head = reply.req();
+    let peer = reply.peer().ip();
     if !cfg.allow.iter().any(|c| c.contains(peer)) {
         reply.error(403, &[]);
         return;
@@ -109,7 +106,7 @@ pub fn serve(
         Some(b"prometheus") => Format::Prometheus,
         _ => Format::Text,
     };
-    let snap = Snapshot::take(ctx);
+    let snap = Snapshot::take(&reply.worker().shared, pools);
     let (body, ctype): (String, &[u8]) = match format {
         Format::Text => (snap.text(), b"text/plain; charset=utf-8"),
         Format::Json => (snap.json(), b"application/json"),
@@ -122,7 +119,7 @@ pub fn serve(
     reply.header("Content-Type", ctype);
     reply.header("Cache-Control", b"no-store");
     reply.end_head(Some(body.len() as u64));
-    reply.body_bytes(body.as_bytes());
+    reply.write(body.as_bytes());
 }
 
 /// The figures, read once so the three formats agree.
@@ -165,14 +162,13 @@ fn state_name(s: ProcState) -> &'static str {
 }
 
 impl Snapshot {
-    fn take(ctx: &Ctx<'_>) -> Snapshot {
-        let shared = &ctx.worker.shared;
+    fn take(shared: &Shared, pools: &[Arc<Pool>]) -> Snapshot {
         Snapshot {
             uptime: shared.started.elapsed().as_secs(),
             workers: shared.stats.len(),
             connections: shared.connections.load(Ordering::Relaxed),
             responses: shared.responses(),
-            pools: ctx.rt.pools.iter().map(|p| pool_snap(p)).collect(),
+            pools: pools.iter().map(|p| pool_snap(p)).collect(),
         }
     }
 

@@ -11,7 +11,7 @@
 //! and outlives restarts, so connections queued in its backlog survive a
 //! crash of the process behind it.
 
-use crate::config::Dur;
+use crate::local::{worker_count, worker_index};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
@@ -127,7 +127,7 @@ impl Target {
                 base.join(p)
             }));
         }
-        crate::config::parse_addr(s).map(Target::Tcp)
+        parse_addr(s).map(Target::Tcp)
     }
 }
 
@@ -179,14 +179,14 @@ pub struct Proc {
 /// event loop of the worker that used it last (`owner`): that worker takes
 /// it back for nothing; another one moves it into its own event loop first.
 pub struct IdleConn {
-    pub stream: crate::fastcgi::AppStream,
+    pub stream: super::stream::AppStream,
     pub owner: usize,
     /// When it was parked (the pool's clock, ms).
     since: u64,
 }
 
 impl IdleConn {
-    pub fn new(stream: crate::fastcgi::AppStream, owner: usize) -> IdleConn {
+    pub fn new(stream: super::stream::AppStream, owner: usize) -> IdleConn {
         IdleConn {
             stream,
             owner,
@@ -440,31 +440,6 @@ impl WaitQueue {
     fn oldest(&self) -> Option<Instant> {
         self.waiters.lock().ok()?.front().map(|&(_, at)| at)
     }
-}
-
-/// Worker threads serving requests (set once at start).
-static WORKERS: AtomicUsize = AtomicUsize::new(1);
-
-pub fn set_worker_count(n: usize) {
-    WORKERS.store(n, Ordering::Relaxed);
-}
-
-fn worker_count() -> usize {
-    WORKERS.load(Ordering::Relaxed)
-}
-
-thread_local! {
-    /// The worker thread this is (0 elsewhere), for the pools' wait queues.
-    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Called once by each worker thread at start.
-pub fn set_worker_index(i: usize) {
-    WORKER.with(|w| w.set(i));
-}
-
-pub fn worker_index() -> usize {
-    WORKER.with(|w| w.get())
 }
 
 /// How much longer than the local one a waiter on another worker thread
@@ -1152,12 +1127,12 @@ pub fn spec(
     affinity: Option<&str>,
     balance: Option<&str>,
     queue: Option<usize>,
-    queue_timeout: Option<Dur>,
-    timeout: Option<Dur>,
+    queue_timeout: Option<Duration>,
+    timeout: Option<Duration>,
     env: Vec<(String, String)>,
-    idle_timeout: Option<Dur>,
+    idle_timeout: Option<Duration>,
     capacity: Option<usize>,
-    keepalive_timeout: Option<Dur>,
+    keepalive_timeout: Option<Duration>,
     user: Option<crate::privileges::Account>,
     base: &Path,
 ) -> Result<PoolSpec, String> {
@@ -1200,7 +1175,7 @@ pub fn spec(
                 env,
                 min,
                 max,
-                idle_timeout: idle_timeout.map_or(Duration::from_secs(10), |d| d.0),
+                idle_timeout: idle_timeout.unwrap_or(Duration::from_secs(10)),
                 user,
             }
         }
@@ -1235,14 +1210,33 @@ pub fn spec(
             }
         },
         queue: queue.unwrap_or(1024),
-        queue_timeout: queue_timeout.map_or(Duration::from_secs(10), |d| d.0),
-        timeout: timeout.map_or(Duration::from_secs(60), |d| d.0),
+        queue_timeout: queue_timeout.unwrap_or(Duration::from_secs(10)),
+        timeout: timeout.unwrap_or(Duration::from_secs(60)),
         // An external pool (php-fpm) usually runs several workers behind
         // one address; a spawned process is assumed single-threaded.
         default_capacity: if remote { 16 } else { 1 },
         stated_capacity: capacity,
-        keepalive_timeout: keepalive_timeout.map_or(Duration::from_secs(2), |d| d.0),
+        keepalive_timeout: keepalive_timeout.unwrap_or(Duration::from_secs(2)),
     })
+}
+
+/// Accepts `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` and `:8080`
+/// (all IPv4 interfaces).
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "`{s}` is not an address (write e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"
+    ))
 }
 
 #[cfg(test)]

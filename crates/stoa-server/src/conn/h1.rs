@@ -1,0 +1,231 @@
+//! One HTTP/1 client connection: read, parse with stoa-h1, route, queue
+//! the response, repeat. Pipelined requests are answered in order and
+//! their responses leave in one write once no complete request is left
+//! buffered.
+
+use crate::config::Runtime;
+use crate::exchange::Exchange;
+use crate::local::Worker;
+use crate::proto::h1::{consume_body, linger, Io};
+use crate::proto::output::Output;
+use crate::route;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use stoa_h1::response::push_status_line;
+use stoa_h1::{ParseError, RequestHead, RequestLimits};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Why the connection loop stopped reading.
+enum Wait {
+    /// The socket is readable (nothing was read yet).
+    Ready,
+    Data,
+    Eof,
+    Timeout,
+    Shutdown,
+}
+
+/// Serves a connection until it closes, fails or times out.
+pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+    let limits = RequestLimits {
+        max_head_bytes: rt.limits.max_header_bytes,
+        max_uri_bytes: rt.limits.max_uri_bytes,
+    };
+    let mut shutdown = worker.shutdown.clone();
+    let mut io = Io::new(stream, Vec::new(), peer);
+    let mut head = RequestHead::default();
+    // The first request must arrive within header_timeout of the accept.
+    let mut deadline = Instant::now() + rt.limits.header_timeout;
+    let mut awaiting_head = true;
+    let mut nodelay = false;
+    // The last request had a body that may not all have been read: closing
+    // then needs a lingering close.
+    let mut body_left = false;
+
+    loop {
+        match head.parse(&io.rbuf[io.start..], &limits) {
+            Ok(Some(n)) => {
+                io.start += n;
+                let closing = *shutdown.borrow();
+                let (p, rewritten) = route::pick(&head, &rt);
+                let head = rewritten.as_ref().unwrap_or(&head);
+                body_left = head.has_body();
+                let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing);
+                if let Some(running) = route::dispatch(p, &mut ex, &rt, 0, &[]) {
+                    running.await;
+                }
+                let mut keep = ex.keeps();
+                if keep && !io.body_done(head) {
+                    // Boxed: rare, and its state would otherwise sit in
+                    // every connection's future.
+                    keep = Box::pin(consume_body(head, &mut io, &rt.limits)).await;
+                }
+                if !keep {
+                    io.flush(rt.limits.send_timeout).await;
+                    break;
+                }
+                // Kept: the body was read to its end.
+                body_left = false;
+                awaiting_head = false;
+            }
+            Ok(None) => {
+                if !io.out.is_empty() && !io.flush(rt.limits.send_timeout).await {
+                    break;
+                }
+                if io.start > 0 {
+                    io.rbuf.drain(..io.start);
+                    io.start = 0;
+                }
+                if !awaiting_head {
+                    // Between requests: the idle limit applies until the
+                    // first byte of the next one, then the head limit.
+                    awaiting_head = true;
+                    if !nodelay {
+                        // Like nginx, only a connection that stays open needs
+                        // Nagle off (later small responses must not wait for
+                        // an ACK); one-shot connections save the syscall.
+                        nodelay = true;
+                        let _ = io.stream.set_nodelay(true);
+                    }
+                    deadline = if io.rbuf.is_empty() {
+                        Instant::now() + rt.limits.keepalive_timeout
+                    } else {
+                        Instant::now() + rt.limits.header_timeout
+                    };
+                }
+                let idle = io.rbuf.is_empty();
+                let wait = if idle {
+                    // Nothing buffered: hand the buffers back to the worker
+                    // while waiting, so an idle connection holds no buffer
+                    // memory (10,000 idle keep-alive clients cost little).
+                    worker.give_buf(std::mem::take(&mut io.rbuf));
+                    worker.give_buf(io.out.take_buf());
+                    tokio::select! {
+                        biased;
+                        r = io.stream.readable() => match r {
+                            Ok(()) => Wait::Ready,
+                            Err(_) => Wait::Eof,
+                        },
+                        _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
+                        _ = shutdown.changed() => Wait::Shutdown,
+                    }
+                } else {
+                    if io.rbuf.capacity() - io.rbuf.len() < 1024 {
+                        io.rbuf.reserve(4096);
+                    }
+                    tokio::select! {
+                        biased;
+                        r = io.stream.read_buf(&mut io.rbuf) => match r {
+                            Ok(0) | Err(_) => Wait::Eof,
+                            Ok(_) => Wait::Data,
+                        },
+                        _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
+                    }
+                };
+                match wait {
+                    Wait::Ready => {
+                        io.rbuf = worker.take_buf();
+                        match io.stream.try_read_buf(&mut io.rbuf) {
+                            Ok(0) => break,
+                            // The first byte of a head starts its clock.
+                            Ok(_) => deadline = Instant::now() + rt.limits.header_timeout,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(_) => break,
+                        }
+                        io.out.adopt_buf(worker.take_buf());
+                    }
+                    Wait::Data => {}
+                    Wait::Eof | Wait::Shutdown => break,
+                    Wait::Timeout => {
+                        if !io.rbuf.is_empty() {
+                            // A client too slow to send its head (slowloris).
+                            error_page(&mut io.out, &worker, 408);
+                            let _ = io.out.flush(&mut io.stream, Duration::from_secs(1)).await;
+                        }
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                refuse(e, &worker, &mut io.out, peer, &io.rbuf[io.start..]);
+                io.flush(rt.limits.send_timeout).await;
+                // The rest of what the client sent is unread.
+                body_left = true;
+                break;
+            }
+        }
+    }
+    if body_left || io.start < io.rbuf.len() {
+        linger(&mut io.stream).await;
+    }
+    // Dropping the stream closes it.
+}
+
+/// A complete error response on a connection about to close, outside any
+/// exchange (a head that could not be parsed, a head too slow to come).
+fn error_page(out: &mut Output, worker: &Worker, status: u16) -> u64 {
+    let b = out.buf();
+    push_status_line(b, status);
+    worker.push_date(b);
+    let reason = stoa_h1::reason_phrase(status);
+    let body =
+        format!("<!DOCTYPE html>\n<title>{status} {reason}</title>\n<h1>{status} {reason}</h1>\n");
+    b.extend_from_slice(b"Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+    stoa_h1::push_u64(b, body.len() as u64);
+    b.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    b.extend_from_slice(body.as_bytes());
+    body.len() as u64
+}
+
+/// Answers a head that could not be parsed, and logs it.
+fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, raw: &[u8]) {
+    let status = e.status();
+    let bytes = error_page(out, worker, status);
+    // The request line as far as it can be read, for the log.
+    let end = raw
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(raw.len())
+        .min(512);
+    worker.log_access(peer, &raw[..end], status, bytes, None, None);
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every connection, idle or not, holds its task's future (about 1 KiB
+    /// now; the bound only catches a regression): a large one
+    /// multiplies by 10,000 idle keep-alive clients. Buffers are borrowed
+    /// from the worker only while there are bytes to move.
+    #[test]
+    fn a_connection_future_stays_small() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let a = l.local_addr().expect("addr");
+            let c = tokio::net::TcpStream::connect(a).await.expect("connect");
+            let ov = crate::config::Overrides {
+                root: Some(".".into()),
+                ..Default::default()
+            };
+            let rt = std::sync::Arc::new(crate::config::for_dir(&ov).expect("config"));
+            let (_tx, rx) = tokio::sync::watch::channel(false);
+            let shared = std::sync::Arc::new(crate::local::Shared::new(1));
+            let w = std::rc::Rc::new(crate::local::Worker::new(&rt.access_log, rx, shared));
+            let f = super::serve(c, a, w, rt);
+            assert!(
+                std::mem::size_of_val(&f) <= 1280,
+                "{}",
+                std::mem::size_of_val(&f)
+            );
+        });
+    }
+}

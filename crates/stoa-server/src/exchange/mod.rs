@@ -1,0 +1,485 @@
+//! The one interface between the connections that carry requests and the
+//! handlers that answer them.
+//!
+//! A handler reads the request through an [`Exchange`] (method, path,
+//! query, host, headers, peer and local address, the body with
+//! [`Exchange::read_body`]) and writes the response through it (status,
+//! headers, pre-encoded header blocks, a body from memory, shared bytes or
+//! a file range, flush, end). What carries the exchange is a [`Side`]: an
+//! HTTP/1 connection today, an in-process subrequest ([`Sub`]); an HTTP/2
+//! stream is a third variant. It is an enum, so the static-file path pays
+//! a match, not a virtual call or a box. `100 Continue`, chunking,
+//! `Connection` and close-delimited bodies are decided here for HTTP/1
+//! only: handlers never branch on the framing of either direction.
+
+mod sub;
+
+pub use crate::proto::{BodyFail, Limits};
+pub use sub::{Sub, SubResponse};
+
+use crate::local::Worker;
+use crate::proto::h1::Io;
+use bytes::Bytes;
+use std::fs::File;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use stoa_h1::body::{push_chunk_header, CHUNK_END, LAST_CHUNK};
+use stoa_h1::response::push_status_line;
+use stoa_h1::{Framing, Method, RequestHead, Version};
+
+/// What carries an exchange.
+pub enum Side<'a> {
+    H1(&'a mut Io),
+    Sub(&'a mut Sub),
+}
+
+/// One request and its response, as a handler sees them.
+pub struct Exchange<'a> {
+    req: &'a RequestHead,
+    side: Side<'a>,
+    worker: &'a Worker,
+    limits: &'a Limits,
+    /// The connection may carry another request after this one.
+    keep: bool,
+    head_only: bool,
+    status: u16,
+    /// Body bytes sent (for the log).
+    sent: u64,
+    /// The body being written is framed in chunks.
+    chunked: bool,
+    /// Body bytes still allowed, once a head announced a length.
+    remaining: Option<u64>,
+}
+
+impl<'a> Exchange<'a> {
+    /// An exchange on an HTTP/1 connection. `closing`: the server is
+    /// shutting down, so the connection ends after this response.
+    pub fn h1(
+        io: &'a mut Io,
+        req: &'a RequestHead,
+        worker: &'a Worker,
+        limits: &'a Limits,
+        closing: bool,
+    ) -> Exchange<'a> {
+        io.reader = None;
+        Exchange {
+            req,
+            side: Side::H1(io),
+            worker,
+            limits,
+            keep: req.keep_alive && !closing,
+            head_only: req.method == Method::Head,
+            status: 0,
+            sent: 0,
+            chunked: false,
+            remaining: None,
+        }
+    }
+
+    /// A subrequest: the response is collected in `sub`.
+    pub fn sub(
+        sub: &'a mut Sub,
+        req: &'a RequestHead,
+        worker: &'a Worker,
+        limits: &'a Limits,
+    ) -> Exchange<'a> {
+        Exchange {
+            req,
+            side: Side::Sub(sub),
+            worker,
+            limits,
+            keep: true,
+            head_only: req.method == Method::Head,
+            status: 0,
+            sent: 0,
+            chunked: false,
+            remaining: None,
+        }
+    }
+
+    /// The same carrier with another request (a local redirect): the
+    /// response starts anew; whether the connection stays carries over.
+    pub fn redirected<'b>(&'b mut self, req: &'b RequestHead) -> Exchange<'b> {
+        let side = match &mut self.side {
+            Side::H1(io) => Side::H1(io),
+            Side::Sub(s) => Side::Sub(s),
+        };
+        Exchange {
+            req,
+            side,
+            worker: self.worker,
+            limits: self.limits,
+            keep: self.keep,
+            head_only: req.method == Method::Head,
+            status: 0,
+            sent: 0,
+            chunked: false,
+            remaining: None,
+        }
+    }
+
+    /// Takes back whether the connection stays from a redirected
+    /// exchange (which wrote and logged the response).
+    pub fn absorb_keep(&mut self, keep: bool) {
+        self.keep = keep;
+    }
+
+    // ---- the request ----
+
+    /// The request head: method, target, headers. Its framing and
+    /// connection fields belong to the carrier; handlers ask
+    /// [`Exchange::body_length`] and [`Exchange::read_body`] instead.
+    pub fn req(&self) -> &'a RequestHead {
+        self.req
+    }
+
+    pub fn worker(&self) -> &'a Worker {
+        self.worker
+    }
+
+    pub fn limits(&self) -> &'a Limits {
+        self.limits
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        match &self.side {
+            Side::H1(io) => io.peer,
+            Side::Sub(s) => s.peer,
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match &self.side {
+            Side::H1(io) => io.local_addr(),
+            Side::Sub(s) => s.local,
+        }
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        "http"
+    }
+
+    /// The protocol name applications see (SERVER_PROTOCOL).
+    pub fn protocol(&self) -> &'static str {
+        self.req.version.as_str()
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.head_only
+    }
+
+    /// Whether a body follows the head.
+    pub fn has_body(&self) -> bool {
+        self.req.has_body()
+    }
+
+    /// The body's length: `Some(0)` without one, `None` when it is not
+    /// known before its end (chunked).
+    pub fn body_length(&self) -> Option<u64> {
+        match self.req.framing {
+            Framing::None => Some(0),
+            Framing::Length(n) => Some(n),
+            Framing::Chunked | Framing::Close => None,
+        }
+    }
+
+    /// Appends the next piece of the request body to `dst`; Ok(false) once
+    /// it is complete. Bounded by `max_body_bytes`, `body_timeout` and
+    /// `body_min_rate`.
+    pub async fn read_body(&mut self, dst: &mut Vec<u8>) -> Result<bool, BodyFail> {
+        match &mut self.side {
+            Side::H1(io) => io.read_body(self.req, self.limits, dst).await,
+            Side::Sub(_) => Ok(false),
+        }
+    }
+
+    /// Whether the request body was read to its end (or there is none).
+    pub fn body_done(&self) -> bool {
+        match &self.side {
+            Side::H1(io) => io.body_done(self.req),
+            Side::Sub(_) => true,
+        }
+    }
+
+    /// Whether it makes sense to watch for the client leaving now (HTTP/1:
+    /// not while a large amount of pipelined input is already buffered).
+    pub fn can_watch(&self) -> bool {
+        match &self.side {
+            Side::H1(io) => io.rbuf.len() < 64 * 1024,
+            Side::Sub(_) => false,
+        }
+    }
+
+    /// Resolves when the client goes away (true) or sends more (false).
+    pub async fn client_gone(&mut self) -> bool {
+        match &mut self.side {
+            Side::H1(io) => io.client_gone().await,
+            Side::Sub(_) => std::future::pending().await,
+        }
+    }
+
+    // ---- the response ----
+
+    fn buf(&mut self) -> &mut Vec<u8> {
+        match &mut self.side {
+            Side::H1(io) => io.out.buf(),
+            Side::Sub(s) => &mut s.head,
+        }
+    }
+
+    /// Status line, Date and Server.
+    pub fn start(&mut self, status: u16) {
+        self.status = status;
+        if let Side::H1(io) = &self.side {
+            if io.reader.is_none() && self.req.expect_continue && self.req.has_body() {
+                // Answered before the body was asked for: the client waits
+                // for a final status and sends no body (RFC 9110 §10.1.1),
+                // so the connection cannot be reused.
+                self.keep = false;
+            }
+        }
+        match &mut self.side {
+            Side::H1(io) => {
+                let b = io.out.buf();
+                push_status_line(b, status);
+                self.worker.push_date(b);
+            }
+            Side::Sub(s) => s.status = status,
+        }
+    }
+
+    pub fn header(&mut self, name: &str, value: &[u8]) {
+        stoa_h1::response::push_header(self.buf(), name, value);
+    }
+
+    /// Pre-encoded header lines, each ending in CRLF.
+    pub fn raw_headers(&mut self, lines: &[u8]) {
+        self.buf().extend_from_slice(lines);
+    }
+
+    /// Ends a head whose body has this length (`None`: a status without a
+    /// body, or HEAD).
+    pub fn end_head(&mut self, len: Option<u64>) {
+        self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
+        let Side::H1(io) = &mut self.side else { return };
+        let b = io.out.buf();
+        if let Some(len) = len {
+            b.extend_from_slice(b"Content-Length: ");
+            stoa_h1::push_u64(b, len);
+            b.extend_from_slice(b"\r\n");
+        }
+        if !self.keep {
+            b.extend_from_slice(b"Connection: close\r\n\r\n");
+        } else if self.req.version == Version::Http10 {
+            b.extend_from_slice(b"Connection: keep-alive\r\n\r\n");
+        } else {
+            b.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// Ends a head whose body length is not known yet: HTTP/1.1 chunks it,
+    /// HTTP/1.0 delimits it by closing the connection.
+    pub fn end_head_stream(&mut self) {
+        if self.head_only {
+            self.end_head(None);
+            return;
+        }
+        match &mut self.side {
+            Side::H1(io) => {
+                if self.req.version == Version::Http10 {
+                    self.keep = false;
+                } else {
+                    io.out
+                        .buf()
+                        .extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    self.chunked = true;
+                }
+            }
+            Side::Sub(_) => {}
+        }
+        self.end_head(None);
+        self.remaining = None;
+    }
+
+    /// A shared body (a cached file); skipped for HEAD.
+    pub fn body_mem(&mut self, body: Bytes) {
+        if self.head_only {
+            return;
+        }
+        match &mut self.side {
+            Side::H1(io) if !self.chunked => {
+                self.sent += body.len() as u64;
+                if let Some(r) = self.remaining.as_mut() {
+                    *r = r.saturating_sub(body.len() as u64);
+                }
+                if body.len() <= 2048 {
+                    // Cheaper to copy than to add an iovec.
+                    io.out.buf().extend_from_slice(&body);
+                } else {
+                    io.out.push_mem(body);
+                }
+            }
+            _ => self.write(&body),
+        }
+    }
+
+    /// A piece of body, framed as the head said (chunked, or cut at the
+    /// announced length); skipped for HEAD.
+    pub fn write(&mut self, data: &[u8]) {
+        if self.head_only {
+            return;
+        }
+        let mut data = data;
+        if let Some(r) = self.remaining.as_mut() {
+            let take = (*r).min(data.len() as u64) as usize;
+            data = &data[..take];
+            *r -= take as u64;
+        }
+        if data.is_empty() {
+            return;
+        }
+        self.sent += data.len() as u64;
+        match &mut self.side {
+            Side::H1(io) => {
+                let buf = io.out.buf();
+                if self.chunked {
+                    push_chunk_header(buf, data.len());
+                    buf.extend_from_slice(data);
+                    buf.extend_from_slice(CHUNK_END);
+                } else {
+                    buf.extend_from_slice(data);
+                }
+            }
+            Side::Sub(s) => s.push_body(data),
+        }
+    }
+
+    /// A range of a file; skipped for HEAD.
+    pub fn body_file(&mut self, file: Rc<File>, offset: u64, len: u64) {
+        if self.head_only {
+            return;
+        }
+        if let Some(r) = self.remaining.as_mut() {
+            *r = r.saturating_sub(len);
+        }
+        match &mut self.side {
+            Side::H1(io) => {
+                self.sent += len;
+                io.out.push_file(file, offset, len);
+            }
+            Side::Sub(s) => {
+                self.sent += len;
+                s.push_file(&file, offset, len);
+            }
+        }
+    }
+
+    /// Output that is already a whole HTTP/1 response (an NPH script): on
+    /// HTTP/1 it goes to the client untouched and the connection closes
+    /// after it; elsewhere it is taken as the body.
+    pub fn raw(&mut self, data: &[u8], status: u16) {
+        self.status = status;
+        self.keep = false;
+        self.sent += data.len() as u64;
+        match &mut self.side {
+            Side::H1(io) => io.out.buf().extend_from_slice(data),
+            Side::Sub(s) => s.push_body(data),
+        }
+    }
+
+    /// A complete response with a small HTML body saying what happened.
+    pub fn error(&mut self, status: u16, headers: &[(&str, &[u8])]) {
+        if matches!(status, 400 | 408 | 413 | 414 | 431 | 501 | 505) {
+            // After a protocol error the rest of the stream cannot be trusted.
+            self.keep = false;
+        }
+        self.start(status);
+        for (n, v) in headers {
+            self.header(n, v);
+        }
+        let reason = stoa_h1::reason_phrase(status);
+        let mut body = Vec::with_capacity(96);
+        body.extend_from_slice(b"<!DOCTYPE html>\n<title>");
+        stoa_h1::push_u64(&mut body, u64::from(status));
+        body.push(b' ');
+        body.extend_from_slice(reason.as_bytes());
+        body.extend_from_slice(b"</title>\n<h1>");
+        stoa_h1::push_u64(&mut body, u64::from(status));
+        body.push(b' ');
+        body.extend_from_slice(reason.as_bytes());
+        body.extend_from_slice(b"</h1>\n");
+        self.header("Content-Type", b"text/html; charset=utf-8");
+        self.end_head(Some(body.len() as u64));
+        self.write(&body);
+    }
+
+    /// The connection is not to carry another request.
+    pub fn close(&mut self) {
+        self.keep = false;
+    }
+
+    /// Whether the connection may carry another request (so far).
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Whether every byte an announced length promised has been written.
+    pub fn is_complete(&self) -> bool {
+        self.remaining == Some(0)
+    }
+
+    /// Fewer bytes were written than the head announced.
+    pub fn truncated(&self) -> bool {
+        self.remaining.is_some_and(|r| r > 0)
+    }
+
+    /// Writes everything queued; false when the client is gone or stopped
+    /// reading for longer than the send timeout.
+    pub async fn flush(&mut self) -> bool {
+        match &mut self.side {
+            Side::H1(io) => io.flush(self.limits.send_timeout).await,
+            Side::Sub(_) => true,
+        }
+    }
+
+    /// Ends the response: the last chunk, and the access log line. A body
+    /// shorter than its announced length closes the connection: that is
+    /// how the client learns of the truncation.
+    pub fn finish(&mut self) {
+        if self.chunked {
+            self.chunked = false;
+            if let Side::H1(io) = &mut self.side {
+                io.out.buf().extend_from_slice(LAST_CHUNK);
+            }
+        }
+        if self.truncated() {
+            self.keep = false;
+        }
+        if let Side::H1(io) = &self.side {
+            let req = self.req;
+            self.worker.log_access(
+                io.peer,
+                req.request_line(),
+                self.status,
+                self.sent,
+                req.header("referer"),
+                req.header("user-agent"),
+            );
+        }
+    }
+}
+
+/// Runs a path through routing as a subrequest of the request being
+/// served (SSI's `include virtual`, Lua's `stoa.subrequest`): a trait so
+/// that handlers call it without knowing routing, which implements it.
+pub trait Include {
+    /// A GET for `target` (origin-form, with its query) carrying the
+    /// parent's headers; its response, collected.
+    fn include(&self, parent: &RequestHead, target: &[u8]) -> impl Future<Output = SubResponse>;
+}

@@ -1,0 +1,20 @@
+//! Handlers: each answers a request through an
+//! [`Exchange`](crate::exchange::Exchange) and knows nothing of the
+//! connection or HTTP version carrying it. They import the exchange, the
+//! gateway and upstream layers and `http`; never the connection loops,
+//! `proto`, routing, the config loader, or one another.
+
+pub mod cgi;
+pub mod fastcgi;
+pub mod static_files;
+pub mod status;
+
+/// How an asynchronous handler ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The response was written (or the client is gone).
+    Done,
+    /// Route this target again (origin-form, with its query), as a GET:
+    /// a local redirect (RFC 3875 §6.2.2).
+    Redirect(Vec<u8>),
+}

@@ -1,0 +1,58 @@
+//! The wire side of a request: what HTTP/1 (and later HTTP/2) need to carry
+//! an exchange — socket and buffers, body framing, 100-continue, the output
+//! queue. Handlers never see this module; they speak to
+//! [`crate::exchange::Exchange`].
+
+pub mod h1;
+pub mod output;
+
+use std::time::Duration;
+
+/// Why a request body could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFail {
+    /// Larger than `max_body_bytes` (413).
+    TooLarge,
+    /// Bad chunked framing (400).
+    Malformed,
+    /// The client went away.
+    Gone,
+    /// The client sent too slowly (408).
+    Slow,
+    /// The body could not be kept (a temporary file failed: 500).
+    Spool,
+}
+
+/// Validated limits, in the units the code uses.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
+    /// A request body gets this long, plus a second per `body_min_rate`
+    /// bytes received (Apache mod_reqtimeout's `body=20,MinRate=500`).
+    pub body_timeout: Duration,
+    pub body_min_rate: u64,
+    pub shutdown_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_uri_bytes: usize,
+    pub max_body_bytes: u64,
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(15),
+            send_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(20),
+            body_min_rate: 500,
+            shutdown_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 * 1024,
+            max_uri_bytes: 8 * 1024,
+            max_body_bytes: 16 << 20,
+            max_connections: 10_000,
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! Routing: the site by Host, rewrites, the route and its handler — and
+//! the only match over handlers ([`dispatch`]). A handler may end with an
+//! internal redirect ([`Outcome::Redirect`], a CGI/FastCGI local redirect);
+//! routing then runs again with a head built from parts (never from HTTP/1
+//! text), at most [`MAX_REDIRECTS`] deep (h2o's `reprocess`). [`Includer`]
+//! runs a path as a subrequest for handlers that include others (SSI, Lua).
+
+use crate::config::{Handler, Route, Runtime, Site};
+use crate::exchange::{Exchange, Include, Sub, SubResponse};
+use crate::handler::cgi::{self, CgiConfig};
+use crate::handler::fastcgi::{self, Authz, FastCgiRoute};
+use crate::handler::static_files::{self, StaticConfig};
+use crate::handler::status::{self, StatusConfig};
+use crate::handler::Outcome;
+use crate::local::Worker;
+use std::future::Future;
+use std::pin::Pin;
+use stoa_h1::{Framing, Method, RequestHead};
+
+/// CGI/FastCGI local redirects followed for one request (RFC 3875 §6.2.2).
+pub const MAX_REDIRECTS: u8 = 10;
+
+/// An asynchronous handler's run, boxed: rare next to static files, and
+/// its state would otherwise sit in every connection's future.
+pub type Running<'x> = Pin<Box<dyn Future<Output = ()> + 'x>>;
+
+/// Where a request goes.
+pub enum Pick<'r> {
+    /// With the decoded, normalized path the route was chosen by.
+    Static(&'r StaticConfig, String),
+    Cgi(&'r CgiConfig, String),
+    FastCgi(&'r FastCgiRoute, String),
+    /// A route with a FastCGI Authorizer (the pool's index): ask it first,
+    /// then pick again with [`pick_unguarded`].
+    Guarded(usize),
+    /// The status page.
+    ServerStatus(&'r StatusConfig),
+    /// Answered without a handler (404, 413, OPTIONS *...).
+    Status(u16),
+    OptionsStar,
+}
+
+/// Chooses the handler for a request: limits first, then the site by Host,
+/// then the route. When routing changed the target (a rewrite, an index or
+/// `try_files` redirect), the request as the handler is to see it comes
+/// back too; its REQUEST_URI stays the client's.
+pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
+    pick_with(head, rt, true)
+}
+
+/// [`pick`] once the route's Authorizer said yes.
+pub fn pick_unguarded<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
+    pick_with(head, rt, false)
+}
+
+/// Internal redirects (index scripts, `try_files`, front controllers)
+/// followed by one routing before giving up with 500.
+const MAX_INTERNAL: usize = 10;
+
+/// What one routing step decided.
+enum Step<'r> {
+    Done(Pick<'r>),
+    /// Route again with this path (decoded) and query.
+    Redirect(String, Option<Vec<u8>>),
+}
+
+fn pick_with<'r>(
+    head: &RequestHead,
+    rt: &'r Runtime,
+    guard: bool,
+) -> (Pick<'r>, Option<RequestHead>) {
+    if let Framing::Length(n) = head.framing {
+        if n > rt.limits.max_body_bytes {
+            return (Pick::Status(413), None);
+        }
+    }
+    if head.target() == b"*" {
+        // Asterisk form is only for server-wide OPTIONS (RFC 9112 §3.2.4).
+        let p = if head.method == Method::Options {
+            Pick::OptionsStar
+        } else {
+            Pick::Status(400)
+        };
+        return (p, None);
+    }
+    let Some(site) = rt.site_for(crate::http::host_name(head.host())) else {
+        return (Pick::Status(404), None);
+    };
+    // Routes see the path decoded and normalized, as the file system will:
+    // matching the raw path would let `/index%2ephp` or `//cgi-bin/x` miss
+    // their route and reach the static handler as source. Normalizing also
+    // refuses control characters (a `%0a` that would steer a PATH_INFO
+    // split: CVE-2019-11043) and `..` above the root.
+    let Ok(mut norm) = crate::http::path::normalize(head.path()) else {
+        return (Pick::Status(400), None);
+    };
+    let mut changed: Option<Option<Vec<u8>>> = None;
+    if !head.is_rewritten() {
+        for rw in &site.rewrites {
+            let Some(caps) = rw.from.captures(&norm) else {
+                continue;
+            };
+            let mut to = String::new();
+            caps.expand(&rw.to, &mut to);
+            let (path, q) = match to.split_once('?') {
+                Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+                None => (to, None),
+            };
+            // The request's own query follows the rule's (nginx `rewrite`).
+            let orig = changed
+                .clone()
+                .unwrap_or_else(|| head.query().map(<[u8]>::to_vec));
+            let query = match (q, orig) {
+                (Some(q), Some(o)) if !o.is_empty() => {
+                    let mut v = q.into_bytes();
+                    v.push(b'&');
+                    v.extend_from_slice(&o);
+                    Some(v)
+                }
+                (Some(q), _) => Some(q.into_bytes()),
+                (None, o) => o,
+            };
+            match crate::http::path::normalize(path.as_bytes()) {
+                Ok(n) => norm = n,
+                Err(_) => return (Pick::Status(400), None),
+            }
+            changed = Some(query);
+        }
+    }
+    for _ in 0..MAX_INTERNAL {
+        if !site.allow_dotfiles && has_dotfile(&norm) {
+            return (Pick::Status(403), rewritten_head(head, &norm, &changed));
+        }
+        let route = route(site, &norm);
+        if let (Some(pool), true) = (route.and_then(|r| r.authorizer), guard) {
+            return (Pick::Guarded(pool), rewritten_head(head, &norm, &changed));
+        }
+        let handler = route.map(|r| &r.handler).or(site.fallback.as_ref());
+        let query = match &changed {
+            Some(q) => q.as_deref(),
+            None => head.query(),
+        };
+        let step = match route.and_then(|r| r.try_files.as_deref()) {
+            Some(tf) => match try_files(site, tf, &norm, query) {
+                TryFiles::Found(path) => {
+                    norm = path;
+                    route_step(site, handler, norm, query)
+                }
+                TryFiles::Status(s) => Step::Done(Pick::Status(s)),
+                TryFiles::Redirect(path, q) => Step::Redirect(path, q),
+            },
+            None => route_step(site, handler, norm, query),
+        };
+        match step {
+            Step::Done(p) => {
+                let head = match &p {
+                    Pick::Static(_, n) | Pick::Cgi(_, n) | Pick::FastCgi(_, n) => {
+                        rewritten_head(head, n, &changed)
+                    }
+                    _ => None,
+                };
+                return (p, head);
+            }
+            Step::Redirect(path, q) => {
+                match crate::http::path::normalize(path.as_bytes()) {
+                    Ok(n) => norm = n,
+                    Err(_) => return (Pick::Status(400), None),
+                }
+                changed = Some(q);
+            }
+        }
+    }
+    tracing::error!("routing: more than {MAX_INTERNAL} internal redirects for {norm}");
+    (Pick::Status(500), None)
+}
+
+/// The request with its target replaced, when routing changed it.
+fn rewritten_head(
+    head: &RequestHead,
+    norm: &str,
+    changed: &Option<Option<Vec<u8>>>,
+) -> Option<RequestHead> {
+    let query = changed.as_ref()?;
+    let mut target = crate::http::path::encode(norm).into_bytes();
+    if let Some(q) = query {
+        target.push(b'?');
+        target.extend_from_slice(q);
+    }
+    Some(head.rewritten(&target))
+}
+
+/// A path segment starting with '.' (`.git`, `.env`, `.htpasswd`), other
+/// than `/.well-known/` (RFC 8615).
+fn has_dotfile(norm: &str) -> bool {
+    let mut rest = norm;
+    while let Some(i) = rest.find("/.") {
+        let seg = &rest[i + 1..];
+        let seg = seg.split('/').next().unwrap_or("");
+        if !(i == 0 && std::ptr::eq(rest, norm) && seg == ".well-known") {
+            return true;
+        }
+        rest = &rest[i + 2..];
+    }
+    false
+}
+
+/// The handler for a path that routing settled on.
+fn route_step<'r>(
+    site: &'r Site,
+    handler: Option<&'r Handler>,
+    mut norm: String,
+    query: Option<&[u8]>,
+) -> Step<'r> {
+    match handler {
+        Some(Handler::Static(cfg)) => {
+            // An index that a script route runs is run (an internal
+            // redirect), never served.
+            if let Some(name) = cfg.script_index(&norm) {
+                norm.push_str(name);
+                return Step::Redirect(norm, query.map(<[u8]>::to_vec));
+            }
+            Step::Done(Pick::Static(cfg, norm))
+        }
+        Some(Handler::Cgi(cfg)) => {
+            if let Some(name) = cfg.dir_index(&norm, &site.index) {
+                norm.push_str(name);
+                return Step::Redirect(norm, query.map(<[u8]>::to_vec));
+            }
+            Step::Done(Pick::Cgi(cfg, norm))
+        }
+        Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
+        Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
+        Some(Handler::Php(php)) => php_step(site, php, norm),
+        Some(Handler::Deny) => Step::Done(Pick::Status(403)),
+        None => Step::Done(Pick::Status(404)),
+    }
+}
+
+/// The PHP preset (Caddy's `php_fastcgi`): a path through a `.php` file
+/// runs it (the rest is PATH_INFO); another existing file is static (never
+/// a `.php`); a directory runs its index.php; anything else runs the front
+/// controller.
+fn php_step<'r>(site: &'r Site, php: &'r crate::config::PhpRoute, mut norm: String) -> Step<'r> {
+    let Some(root) = site.root.as_deref() else {
+        return Step::Done(Pick::Status(404));
+    };
+    let root = root.to_string_lossy();
+    let is_file = |p: &str| std::fs::metadata(format!("{root}{p}")).is_ok_and(|m| m.is_file());
+    if let Some(at) = crate::config::split_at(&norm, ".php") {
+        if is_file(&norm[..at]) {
+            return Step::Done(Pick::FastCgi(&php.fastcgi, norm));
+        }
+    } else {
+        match std::fs::metadata(format!("{root}{norm}")) {
+            Ok(m) if m.is_file() => return Step::Done(Pick::Static(&php.statics, norm)),
+            Ok(m) if m.is_dir() => {
+                if norm.ends_with('/') && is_file(&format!("{norm}index.php")) {
+                    norm.push_str("index.php");
+                    return Step::Done(Pick::FastCgi(&php.fastcgi, norm));
+                }
+                // The static handler redirects to the slash, or serves
+                // another index or a listing.
+                return Step::Done(Pick::Static(&php.statics, norm));
+            }
+            _ => {}
+        }
+    }
+    match &php.front_controller {
+        Some(fc) if is_file(fc) => Step::Done(Pick::FastCgi(&php.fastcgi, fc.clone())),
+        _ => Step::Done(Pick::Status(404)),
+    }
+}
+
+enum TryFiles {
+    /// This file or directory exists: serve it with the route's handler.
+    Found(String),
+    Status(u16),
+    /// The last entry: route again.
+    Redirect(String, Option<Vec<u8>>),
+}
+
+/// nginx `try_files`: each entry but the last names a file (a directory
+/// when it ends in '/') under the site root; `$uri` is the path,
+/// `$query_string` (or `$args`) the query. The last is a URI or `=CODE`.
+fn try_files(site: &Site, entries: &[String], norm: &str, query: Option<&[u8]>) -> TryFiles {
+    let q = String::from_utf8_lossy(query.unwrap_or(b""));
+    let expand = |e: &str| {
+        e.replace("$uri", norm)
+            .replace("$query_string", &q)
+            .replace("$args", &q)
+    };
+    let root = site
+        .root
+        .as_deref()
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (last, files) = entries.split_last().unwrap_or((&entries[0], &[]));
+    for e in files {
+        let path = expand(e);
+        let Ok(n) = crate::http::path::normalize(path.as_bytes()) else {
+            continue;
+        };
+        let found = std::fs::metadata(format!("{root}{n}")).is_ok_and(|m| {
+            if n.ends_with('/') {
+                m.is_dir()
+            } else {
+                m.is_file()
+            }
+        });
+        if found {
+            return TryFiles::Found(n);
+        }
+    }
+    if let Some(code) = last.strip_prefix('=') {
+        return TryFiles::Status(code.parse().unwrap_or(404));
+    }
+    let to = expand(last);
+    match to.split_once('?') {
+        Some((p, q)) => TryFiles::Redirect(p.to_owned(), Some(q.as_bytes().to_vec())),
+        None => TryFiles::Redirect(to, query.map(<[u8]>::to_vec)),
+    }
+}
+
+/// The first route that takes a path, in the order the config sorted
+/// them (deny, suffixes, prefixes longest first); None: the site's root.
+fn route<'s>(site: &'s Site, path: &str) -> Option<&'s Route> {
+    site.routes.iter().find(|r| r.matcher.matches(path))
+}
+
+/// Runs the handler routing chose. Synchronous handlers (static files,
+/// the status page, errors) answer at once and `None` comes back; the
+/// others come back as a future to await. `vars` are an Authorizer's
+/// grants; `depth` counts local redirects. This is the one match over
+/// handlers: a new handler is one arm here and one in `route_step`.
+pub fn dispatch<'x>(
+    p: Pick<'x>,
+    ex: &'x mut Exchange<'_>,
+    rt: &'x Runtime,
+    depth: u8,
+    vars: &'x [(String, Vec<u8>)],
+) -> Option<Running<'x>> {
+    match p {
+        Pick::Static(cfg, norm) => {
+            static_files::serve(cfg, ex, &norm);
+            ex.finish();
+            None
+        }
+        Pick::OptionsStar => {
+            ex.start(204);
+            ex.header("Allow", b"GET, HEAD, OPTIONS");
+            ex.end_head(None);
+            ex.finish();
+            None
+        }
+        Pick::Status(s) => {
+            ex.error(s, &[]);
+            ex.finish();
+            None
+        }
+        Pick::ServerStatus(cfg) => {
+            status::serve(cfg, ex, &rt.pools);
+            ex.finish();
+            None
+        }
+        Pick::Cgi(cfg, norm) => Some(Box::pin(async move {
+            let o = cgi::serve(cfg, norm, ex, vars).await;
+            follow(o, ex, rt, depth).await;
+        })),
+        Pick::FastCgi(cfg, norm) => Some(Box::pin(async move {
+            let o = fastcgi::serve(cfg, norm, ex, &rt.pools, vars).await;
+            follow(o, ex, rt, depth).await;
+        })),
+        Pick::Guarded(pool) => Some(Box::pin(guarded(pool, ex, rt, depth))),
+    }
+}
+
+/// Runs what [`dispatch`] chose to its end.
+pub async fn run(p: Pick<'_>, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
+    if let Some(f) = dispatch(p, ex, rt, depth, &[]) {
+        f.await;
+    }
+}
+
+/// A handler's outcome: a local redirect is routed again, as a GET for
+/// the new target with the client's headers but no body (RFC 3875
+/// §6.2.2).
+async fn follow(o: Outcome, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
+    let Outcome::Redirect(location) = o else {
+        return;
+    };
+    if depth >= MAX_REDIRECTS {
+        tracing::error!(
+            "local redirect loop at {}",
+            String::from_utf8_lossy(ex.req().path())
+        );
+        ex.close();
+        ex.error(500, &[]);
+        ex.finish();
+        return;
+    }
+    let new = redirect_head(ex.req(), &location);
+    let (p, rewritten) = pick(&new, rt);
+    let new = rewritten.unwrap_or(new);
+    let mut sub = ex.redirected(&new);
+    if let Some(f) = dispatch(p, &mut sub, rt, depth + 1, &[]) {
+        f.await;
+    }
+    let keep = sub.keeps();
+    ex.absorb_keep(keep);
+}
+
+/// The GET a local redirect to `location` makes of `orig`: its headers
+/// less those that described its body.
+fn redirect_head(orig: &RequestHead, location: &[u8]) -> RequestHead {
+    const BODY: [&str; 4] = [
+        "content-length",
+        "transfer-encoding",
+        "content-type",
+        "expect",
+    ];
+    RequestHead::from_parts(
+        Method::Get,
+        location,
+        orig.version,
+        orig.headers()
+            .filter(|(n, _)| !BODY.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes()))),
+    )
+}
+
+/// A request for a route with a FastCGI Authorizer (§6.3): the application
+/// answers first; on 200 the route's handler runs with the variables it
+/// granted, otherwise its response goes to the client. Local redirects come
+/// through routing again, so they are authorized too.
+async fn guarded(pool: usize, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
+    let vars = match fastcgi::authorize(pool, ex, &rt.pools).await {
+        Authz::Allow(v) => v,
+        Authz::Answered => return,
+    };
+    let (p, rewritten) = pick_unguarded(ex.req(), rt);
+    match rewritten {
+        None => {
+            if let Some(f) = dispatch(p, ex, rt, depth, &vars) {
+                f.await;
+            }
+        }
+        Some(new) => {
+            let mut sub = ex.redirected(&new);
+            if let Some(f) = dispatch(p, &mut sub, rt, depth, &vars) {
+                f.await;
+            }
+            let keep = sub.keeps();
+            ex.absorb_keep(keep);
+        }
+    }
+}
+
+/// Subrequests through routing, for handlers that include others.
+pub struct Includer<'r> {
+    pub rt: &'r Runtime,
+    pub worker: &'r Worker,
+    pub peer: std::net::SocketAddr,
+    pub local: Option<std::net::SocketAddr>,
+    /// Body bytes kept from one subrequest.
+    pub max_body: usize,
+}
+
+impl Include for Includer<'_> {
+    fn include(&self, parent: &RequestHead, target: &[u8]) -> impl Future<Output = SubResponse> {
+        let head = redirect_head(parent, target);
+        async move {
+            let mut sub = Sub::new(self.peer, self.local, self.max_body);
+            {
+                let (p, rewritten) = pick(&head, self.rt);
+                let head = rewritten.as_ref().unwrap_or(&head);
+                let mut ex = Exchange::sub(&mut sub, head, self.worker, &self.rt.limits);
+                // Boxed: an include may include again.
+                let f: Running<'_> = Box::pin(run(p, &mut ex, self.rt, 0));
+                f.await;
+            }
+            sub.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dot_segments_other_than_well_known_are_dotfiles() {
+        for p in [
+            "/.git/config",
+            "/a/.env",
+            "/a/b/.htpasswd",
+            "/.well-known/x/.git",
+            "/x/..y",
+        ] {
+            assert!(super::has_dotfile(p), "{p}");
+        }
+        for p in ["/", "/a.b/c", "/.well-known/acme-challenge/x", "/a/b."] {
+            assert!(!super::has_dotfile(p), "{p}");
+        }
+        // Only the top-level /.well-known/ is special (RFC 8615).
+        assert!(super::has_dotfile("/a/.well-known/x"));
+    }
+}

@@ -1,0 +1,139 @@
+//! Connections to applications: a Unix or TCP stream that can be parked
+//! between requests and adopted by another worker. Shared by FastCGI and
+//! the proxy; knows no protocol.
+
+use super::pool::{IdleConn, Target};
+use crate::local::worker_index;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A connection to an application process.
+pub enum AppStream {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream),
+}
+
+impl AppStream {
+    /// Connects, giving up after `limit` (an address that drops SYNs
+    /// would otherwise hold the request for the kernel's two minutes).
+    pub async fn connect(t: &Target, limit: std::time::Duration) -> io::Result<AppStream> {
+        let c = async {
+            match t {
+                Target::Unix(p) => tokio::net::UnixStream::connect(p)
+                    .await
+                    .map(AppStream::Unix),
+                Target::Tcp(a) => tokio::net::TcpStream::connect(a).await.map(AppStream::Tcp),
+            }
+        };
+        tokio::time::timeout(limit, c)
+            .await
+            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")))
+    }
+
+    /// Takes a kept-alive connection: as it is when this worker left it,
+    /// else moved from the other worker's event loop into this one (two
+    /// epoll_ctl).
+    pub fn from_idle(c: IdleConn) -> io::Result<AppStream> {
+        if c.owner == worker_index() {
+            return Ok(c.stream);
+        }
+        match c.stream {
+            AppStream::Unix(s) => {
+                tokio::net::UnixStream::from_std(s.into_std()?).map(AppStream::Unix)
+            }
+            AppStream::Tcp(s) => tokio::net::TcpStream::from_std(s.into_std()?).map(AppStream::Tcp),
+        }
+    }
+
+    /// Reads into the spare capacity of `buf` (no zeroing, no allocation).
+    pub(crate) fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Poll<io::Result<usize>> {
+        let len = buf.len();
+        let mut rb = ReadBuf::uninit(buf.spare_capacity_mut());
+        match Pin::new(&mut *self).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                // SAFETY: `ReadBuf` guarantees its first `n` bytes (filled)
+                // were initialized by the read, and they are the `n` bytes
+                // of spare capacity right after `len`.
+                unsafe { buf.set_len(len + n) };
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Parks the connection for reuse by any worker, still registered here.
+    pub fn into_idle(self) -> IdleConn {
+        IdleConn::new(self, worker_index())
+    }
+
+    /// Whether a parked connection still looks usable: the application has
+    /// neither closed it nor sent anything (an idle FastCGI connection has
+    /// nothing to say). One `recv(MSG_PEEK)`.
+    pub fn looks_open(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            AppStream::Unix(s) => s.as_raw_fd(),
+            AppStream::Tcp(s) => s.as_raw_fd(),
+        };
+        let mut b = 0u8;
+        // SAFETY: `fd` is a socket this stream owns for the whole call, and
+        // the buffer is one valid byte.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&mut b as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+    }
+}
+
+impl AsyncRead for AppStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AppStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            AppStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for AppStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            AppStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            AppStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AppStream::Unix(s) => Pin::new(s).poll_flush(cx),
+            AppStream::Tcp(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            AppStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            AppStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The layering of stoa-server (docs/ARCHITECTURE.md, "Layers"), checked
+//! from the source: every `crate::` path a file names is an import, and
+//! imports point down only.
+//!
+//! - handlers, the gateway and the upstream layer never import the
+//!   connection loops, the wire (`proto`), routing, the config loader or
+//!   start-up; no handler imports another;
+//! - connections never import handlers;
+//! - the upstream layer knows no protocol and no request: nothing of the
+//!   exchange, the gateway or handlers;
+//! - `local` and `http` are leaves.
+//!
+//! Handlers also never look at how the request was framed on the wire
+//! (`.framing`, `.keep_alive`, `.expect_continue`): the exchange decides.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The layer a source file belongs to, from its path under `src/`.
+fn layer_of(rel: &str) -> String {
+    let mut parts = rel.trim_end_matches(".rs").split('/');
+    let first = parts.next().unwrap_or("");
+    match first {
+        "handler" => match parts.next() {
+            None | Some("mod") => "handler".to_owned(),
+            Some(name) => format!("handler::{name}"),
+        },
+        "lib" | "server" | "worker" => "top".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The layer a `crate::` path names.
+fn layer_named(path: &str) -> String {
+    let mut parts = path.split("::");
+    let first = parts.next().unwrap_or("");
+    match first {
+        "handler" => match parts.next() {
+            Some(name) if name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) => {
+                format!("handler::{name}")
+            }
+            _ => "handler".to_owned(),
+        },
+        "server" | "worker" => "top".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+fn forbidden(from: &str, to: &str) -> bool {
+    let above_handlers = ["conn", "proto", "route", "config", "top"];
+    let is_handler = |l: &str| l.starts_with("handler::");
+    if from == to {
+        return false;
+    }
+    if is_handler(from) || from == "handler" || from == "gateway" || from == "upstream" {
+        if above_handlers.contains(&to) {
+            return true;
+        }
+    }
+    if is_handler(from) && is_handler(to) {
+        return true;
+    }
+    if from == "conn" && (is_handler(to) || to == "handler") {
+        return true;
+    }
+    if from == "upstream" && (to == "exchange" || to == "gateway" || is_handler(to)) {
+        return true;
+    }
+    if from == "gateway" && (is_handler(to) || to == "handler") {
+        return true;
+    }
+    if from == "exchange"
+        && ["route", "config", "conn", "gateway", "upstream", "handler", "top"]
+            .iter()
+            .any(|l| to == *l || to.starts_with("handler::"))
+    {
+        return true;
+    }
+    if from == "proto"
+        && ["exchange", "route", "config", "conn", "gateway", "upstream", "handler", "top"]
+            .iter()
+            .any(|l| to == *l || to.starts_with("handler::"))
+    {
+        return true;
+    }
+    if from == "local" || from == "http" {
+        return true;
+    }
+    false
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read src") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every `crate::a::b` named in `src` outside comments, including the
+/// items of `use crate::{a, b::c}` groups.
+fn crate_paths(src: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for line in src.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(i) = rest.find("crate::") {
+            let tail = &rest[i + 7..];
+            if let Some(group) = tail.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let item = item.trim();
+                    if !item.is_empty() {
+                        found.insert(item.to_owned());
+                    }
+                }
+            } else {
+                let end = tail
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .unwrap_or(tail.len());
+                found.insert(tail[..end].trim_end_matches(':').to_owned());
+            }
+            rest = &rest[i + 7..];
+        }
+    }
+    found
+}
+
+#[test]
+fn imports_in_stoa_server_point_down_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for f in &files {
+        let rel = f
+            .strip_prefix(&root)
+            .expect("under src")
+            .to_string_lossy()
+            .into_owned();
+        let from = layer_of(&rel);
+        let text = std::fs::read_to_string(f).expect("read source");
+        // Unit tests may reach anywhere.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for path in crate_paths(code) {
+            checked += 1;
+            let to = layer_named(&path);
+            if forbidden(&from, &to) {
+                violations.push(format!("{rel} ({from}) imports crate::{path} ({to})"));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} imports found: is the parser broken?");
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn handlers_never_branch_on_wire_framing() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&root.join("handler"), &mut files);
+    rust_files(&root.join("gateway"), &mut files);
+    assert!(files.len() >= 6, "{files:?}");
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read source");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for field in [".framing", ".keep_alive", ".expect_continue"] {
+                if code.contains(field) {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// The checker itself: a handler importing the connection loop, or another
+/// handler, is caught; importing the exchange is not.
+#[test]
+fn the_layer_rules_catch_an_upward_import() {
+    assert!(forbidden("handler::cgi", "conn"));
+    assert!(forbidden("handler::cgi", "handler::fastcgi"));
+    assert!(forbidden("upstream", "gateway"));
+    assert!(forbidden("conn", "handler::static_files"));
+    assert!(!forbidden("handler::cgi", "exchange"));
+    assert!(!forbidden("handler::cgi", "handler"));
+    assert!(!forbidden("route", "handler::cgi"));
+    assert_eq!(layer_of("handler/fastcgi/mux.rs"), "handler::fastcgi");
+    assert_eq!(layer_named("handler::fastcgi"), "handler::fastcgi");
+    let p = crate_paths("use crate::exchange::{BodyFail, Exchange};\nuse crate::{a, b::c};");
+    assert!(p.contains("exchange"), "{p:?}");
+    assert!(p.contains("b::c"));
+}
