@@ -70,16 +70,20 @@ fn forbidden(from: &str, to: &str) -> bool {
         return true;
     }
     if from == "exchange"
-        && ["route", "config", "conn", "gateway", "upstream", "handler", "top"]
-            .iter()
-            .any(|l| to == *l || to.starts_with("handler::"))
+        && [
+            "route", "config", "conn", "gateway", "upstream", "handler", "top",
+        ]
+        .iter()
+        .any(|l| to == *l || to.starts_with("handler::"))
     {
         return true;
     }
     if from == "proto"
-        && ["exchange", "route", "config", "conn", "gateway", "upstream", "handler", "top"]
-            .iter()
-            .any(|l| to == *l || to.starts_with("handler::"))
+        && [
+            "exchange", "route", "config", "conn", "gateway", "upstream", "handler", "top",
+        ]
+        .iter()
+        .any(|l| to == *l || to.starts_with("handler::"))
     {
         return true;
     }
@@ -154,7 +158,10 @@ fn imports_in_stoa_server_point_down_only() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} imports found: is the parser broken?");
+    assert!(
+        checked > 50,
+        "only {checked} imports found: is the parser broken?"
+    );
     assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 

@@ -427,7 +427,6 @@ impl Matcher {
     }
 }
 
-
 #[derive(Debug)]
 pub enum Handler {
     Static(Arc<StaticConfig>),

@@ -181,6 +181,10 @@ pub struct Proc {
 pub struct IdleConn {
     pub stream: super::stream::AppStream,
     pub owner: usize,
+    /// The application may close it right after its last request (one
+    /// that carried a body the application may have left unread): whoever
+    /// takes it checks it first.
+    pub suspect: bool,
     /// When it was parked (the pool's clock, ms).
     since: u64,
 }
@@ -190,6 +194,7 @@ impl IdleConn {
         IdleConn {
             stream,
             owner,
+            suspect: false,
             since: 0,
         }
     }
