@@ -506,3 +506,280 @@ impl Default for Parser {
         Parser::new(DEFAULT_MAX_DIRECTIVE)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An event with its text owned, adjacent texts merged: what a page
+    /// means, whatever the reads were.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Ev {
+        Text(Vec<u8>),
+        Dir(Directive),
+        Bad(Malformed, Vec<u8>),
+    }
+
+    fn run(parser: &mut Parser, pieces: &[&[u8]]) -> Vec<Ev> {
+        let mut out: Vec<Ev> = Vec::new();
+        let mut push = |out: &mut Vec<Ev>, ev: Event<'_>| match ev {
+            Event::Text(t) => {
+                assert!(!t.is_empty(), "no empty text events");
+                if let Some(Ev::Text(prev)) = out.last_mut() {
+                    prev.extend_from_slice(t);
+                } else {
+                    out.push(Ev::Text(t.to_vec()));
+                }
+            }
+            Event::Directive(d) => out.push(Ev::Dir(d)),
+            Event::Malformed { error, name } => out.push(Ev::Bad(error, name)),
+        };
+        for piece in pieces {
+            let mut input = *piece;
+            while let Some(ev) = parser.next(&mut input) {
+                push(&mut out, ev);
+            }
+            assert!(input.is_empty());
+        }
+        if let Some(ev) = parser.finish() {
+            push(&mut out, ev);
+        }
+        out
+    }
+
+    fn parse(page: &[u8]) -> Vec<Ev> {
+        run(&mut Parser::default(), &[page])
+    }
+
+    fn dir(name: &str, args: &[(&str, Option<&str>)]) -> Ev {
+        Ev::Dir(Directive {
+            name: name.as_bytes().to_vec(),
+            args: args
+                .iter()
+                .map(|(n, v)| Arg {
+                    name: n.as_bytes().to_vec(),
+                    value: v.map(|v| v.as_bytes().to_vec()),
+                })
+                .collect(),
+        })
+    }
+
+    fn text(s: &str) -> Ev {
+        Ev::Text(s.as_bytes().to_vec())
+    }
+
+    /// Pages covering every state of the machine.
+    const SAMPLES: &[&str] = &[
+        "plain text, no directive at all",
+        "a<!--#echo var=\"DATE_LOCAL\" -->b",
+        "<!--#printenv-->",
+        "<!--#ECHO Var='x' encoding=`url` -->",
+        "x <!--#set var=a value=\"q\\\"uote\\\\n\" --> y",
+        "<!--#include virtual = \"/a b\"\tfile=c\n-->",
+        "<!--#if expr=\"$a = /x/ && ($b || !$c)\" -->yes<!--#else -->no<!--#endif -->",
+        "<!- <!-- <!--x <!--#",
+        "<!--# echo var=x -->after",
+        "<!--#echo \"x\" -->",
+        "<!--#echo =x -->",
+        "<!--#a--b c---> d -->",
+        "<!--#echo var=x-->tail",
+        "<!--#echo -- -->",
+        "<!--#echo var=\"a-->b\" -->",
+        "<<<!--#-->>>",
+        "<!--#echo var=\"unterminated",
+        "text <!--",
+    ];
+
+    #[test]
+    fn directives_parse_with_apaches_rules() {
+        assert_eq!(parse(SAMPLES[0].as_bytes()), vec![text(SAMPLES[0])]);
+        assert_eq!(
+            parse(SAMPLES[1].as_bytes()),
+            vec![text("a"), dir("echo", &[("var", Some("DATE_LOCAL"))]), text("b")]
+        );
+        assert_eq!(parse(SAMPLES[2].as_bytes()), vec![dir("printenv", &[])]);
+        assert_eq!(
+            parse(SAMPLES[3].as_bytes()),
+            vec![dir("echo", &[("var", Some("x")), ("encoding", Some("url"))])]
+        );
+        // \" is a quote, \\ and \n stay as written.
+        assert_eq!(
+            parse(SAMPLES[4].as_bytes()),
+            vec![
+                text("x "),
+                dir("set", &[("var", Some("a")), ("value", Some("q\"uote\\\\n"))]),
+                text(" y")
+            ]
+        );
+        assert_eq!(
+            parse(SAMPLES[5].as_bytes()),
+            vec![dir("include", &[("virtual", Some("/a b")), ("file", Some("c"))])]
+        );
+        assert_eq!(
+            parse(SAMPLES[6].as_bytes()),
+            vec![
+                dir("if", &[("expr", Some("$a = /x/ && ($b || !$c)"))]),
+                text("yes"),
+                dir("else", &[]),
+                text("no"),
+                dir("endif", &[]),
+            ]
+        );
+    }
+
+    #[test]
+    fn near_misses_of_the_start_sequence_are_text() {
+        assert_eq!(
+            parse(SAMPLES[7].as_bytes()),
+            vec![text("<!- <!-- <!--x "), Ev::Bad(Malformed::Unterminated, vec![])]
+        );
+        assert_eq!(parse(SAMPLES[17].as_bytes()), vec![text("text <!--")]);
+        assert_eq!(
+            parse(SAMPLES[15].as_bytes()),
+            vec![text("<<"), Ev::Bad(Malformed::MissingName, vec![]), text(">>")]
+        );
+    }
+
+    #[test]
+    fn malformed_directives_are_reported_where_they_end() {
+        assert_eq!(
+            parse(SAMPLES[8].as_bytes()),
+            vec![Ev::Bad(Malformed::MissingName, vec![]), text("after")]
+        );
+        assert_eq!(
+            parse(SAMPLES[9].as_bytes()),
+            vec![Ev::Bad(Malformed::MissingArgName, b"echo".to_vec())]
+        );
+        assert_eq!(
+            parse(SAMPLES[10].as_bytes()),
+            vec![Ev::Bad(Malformed::MissingArgName, b"echo".to_vec())]
+        );
+        assert_eq!(
+            parse(SAMPLES[16].as_bytes()),
+            vec![Ev::Bad(Malformed::Unterminated, b"echo".to_vec())]
+        );
+    }
+
+    #[test]
+    fn the_end_sequence_is_matched_without_backtracking_like_apache() {
+        // "--->" after a name does not end it; the name runs to the space.
+        assert_eq!(parse(SAMPLES[11].as_bytes()), vec![dir("a--b", &[("c--->", None), ("d", None)])]);
+        // An unquoted value runs over "-->" to the next space.
+        assert_eq!(
+            parse(SAMPLES[12].as_bytes()),
+            vec![Ev::Bad(Malformed::Unterminated, b"echo".to_vec())]
+        );
+        // "--" then a space is an attribute named "--".
+        assert_eq!(parse(SAMPLES[13].as_bytes()), vec![dir("echo", &[("--", None)])]);
+        // Inside quotes "-->" is data.
+        assert_eq!(parse(SAMPLES[14].as_bytes()), vec![dir("echo", &[("var", Some("a-->b"))])]);
+    }
+
+    #[test]
+    fn every_sample_parses_the_same_split_at_every_byte_and_byte_by_byte() {
+        for s in SAMPLES {
+            let page = s.as_bytes();
+            let whole = parse(page);
+            for cut in 0..=page.len() {
+                let (a, b) = page.split_at(cut);
+                assert_eq!(run(&mut Parser::default(), &[a, b]), whole, "{s:?} cut at {cut}");
+            }
+            for cut1 in 0..=page.len() {
+                for cut2 in cut1..=page.len() {
+                    let pieces = [&page[..cut1], &page[cut1..cut2], &page[cut2..]];
+                    assert_eq!(run(&mut Parser::default(), &pieces), whole, "{s:?} cut at {cut1},{cut2}");
+                }
+            }
+            let bytes: Vec<&[u8]> = page.chunks(1).collect();
+            assert_eq!(run(&mut Parser::default(), &bytes), whole, "{s:?} byte by byte");
+        }
+    }
+
+    #[test]
+    fn text_passes_through_borrowed_before_the_page_ends() {
+        let mut p = Parser::default();
+        let chunk = b"hello <!--#echo var=x";
+        let mut input = &chunk[..];
+        let ev = p.next(&mut input);
+        match ev {
+            Some(Event::Text(t)) => assert!(std::ptr::eq(t.as_ptr(), chunk.as_ptr())),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.next(&mut input), None);
+        assert!(p.in_directive());
+    }
+
+    #[test]
+    fn a_ten_megabyte_page_without_directives_holds_nothing() {
+        let mut p = Parser::default();
+        let chunk = vec![b'x'; 65536];
+        let mut n = 0;
+        for _ in 0..160 {
+            let mut input = &chunk[..];
+            while let Some(ev) = p.next(&mut input) {
+                match ev {
+                    Event::Text(t) => n += t.len(),
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(p.buffered(), 0);
+            }
+        }
+        assert_eq!(n, 160 * 65536);
+    }
+
+    #[test]
+    fn an_unterminated_directive_in_a_ten_megabyte_page_stays_within_the_bound() {
+        for filler in [&b"x"[..], b" a=b", b" v=\"", b"-", b" --"] {
+            let mut p = Parser::new(1024);
+            let mut input = &b"before <!--#echo"[..];
+            assert_eq!(p.next(&mut input), Some(Event::Text(b"before ")));
+            assert_eq!(p.next(&mut input), None);
+            let chunk: Vec<u8> = filler.iter().copied().cycle().take(65536).collect();
+            for _ in 0..160 {
+                let mut input = &chunk[..];
+                while let Some(ev) = p.next(&mut input) {
+                    panic!("{ev:?} from {filler:?}");
+                }
+                assert!(p.buffered() <= 1024, "{} buffered", p.buffered());
+            }
+            assert!(matches!(
+                p.finish(),
+                Some(Event::Malformed {
+                    error: Malformed::Unterminated,
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_directive_longer_than_the_bound_is_too_long_and_parsing_resumes_after_it() {
+        let long = format!("<!--#echo var=\"{}\" -->after", "v".repeat(100));
+        let mut p = Parser::new(64);
+        assert_eq!(
+            run(&mut p, &[long.as_bytes()]),
+            vec![Ev::Bad(Malformed::TooLong, vec![]), text("after")]
+        );
+        // Exactly at the bound is fine.
+        let exact = "<!--#echo var=\"abcdef\" -->";
+        let mut p = Parser::new(exact.len());
+        assert_eq!(run(&mut p, &[exact.as_bytes()]), vec![dir("echo", &[("var", Some("abcdef"))])]);
+        let mut p = Parser::new(exact.len() - 1);
+        assert_eq!(run(&mut p, &[exact.as_bytes()]), vec![Ev::Bad(Malformed::TooLong, vec![])]);
+    }
+
+    #[test]
+    fn all_white_space_kinds_separate_attributes() {
+        assert_eq!(
+            parse(b"<!--#echo\x0bvar=a\x0cencoding=none\r\n-->"),
+            vec![dir("echo", &[("var", Some("a")), ("encoding", Some("none"))])]
+        );
+    }
+
+    #[test]
+    fn a_parser_is_reusable_after_finish() {
+        let mut p = Parser::default();
+        assert_eq!(run(&mut p, &[b"<!--#echo var="]), vec![Ev::Bad(Malformed::Unterminated, b"echo".to_vec())]);
+        assert_eq!(run(&mut p, &[b"<!--#endif -->"]), vec![dir("endif", &[])]);
+    }
+}
