@@ -483,7 +483,12 @@ pub(crate) fn evaluate(expr: &[u8], scope: &mut dyn Scope) -> Result<bool, ExprE
             }
             Tok::Access => {
                 let r = match nodes[c].right {
-                    Some(r) if nodes[c].left.is_none() && matches!(nodes[r].tok, Tok::Str | Tok::Re) => r,
+                    Some(r)
+                        if nodes[c].left.is_none()
+                            && matches!(nodes[r].tok, Tok::Str | Tok::Re) =>
+                    {
+                        r
+                    }
                     _ => {
                         return Err(format!(
                             "invalid expression \"{}\": -A must be followed by a URI",
@@ -492,9 +497,9 @@ pub(crate) fn evaluate(expr: &[u8], scope: &mut dyn Scope) -> Result<bool, ExprE
                     }
                 };
                 let uri = substitute(&nodes[r].text, scope);
-                nodes[c].value = scope.access(&uri).ok_or_else(|| {
-                    "-A is not supported by this server".to_owned()
-                })?;
+                nodes[c].value = scope
+                    .access(&uri)
+                    .ok_or_else(|| "-A is not supported by this server".to_owned())?;
             }
             Tok::Re => {
                 return Err(format!(
@@ -517,7 +522,9 @@ pub(crate) fn evaluate(expr: &[u8], scope: &mut dyn Scope) -> Result<bool, ExprE
 }
 
 fn substitute(text: &[u8], scope: &mut dyn Scope) -> Vec<u8> {
-    expand(text, false, &mut |name| scope.var(name).map(Cow::into_owned))
+    expand(text, false, &mut |name| {
+        scope.var(name).map(Cow::into_owned)
+    })
 }
 
 /// Bounds on a page's regex, so that one pattern cannot take the worker's
@@ -624,7 +631,10 @@ mod tests {
         assert!(t("'$s' = 'hello world'"));
         assert!(t("$s = hello world"), "adjacent strings join with a space");
         assert!(t("${a}x = 1x"));
-        assert!(t(r"\$a = 1"), "a backslash in a token only protects from the tokenizer");
+        assert!(
+            t(r"\$a = 1"),
+            "a backslash in a token only protects from the tokenizer"
+        );
         assert!(t(r"\\\$a = '\\\$a'"), "a literal $ needs both escapes");
     }
 
@@ -646,7 +656,10 @@ mod tests {
         assert!(t("!$empty"));
         assert!(!t("!$a"));
         assert!(t("!($a = 2)"));
-        assert!(ev("!$a = 2").is_err(), "Apache refuses ! before a comparison");
+        assert!(
+            ev("!$a = 2").is_err(),
+            "Apache refuses ! before a comparison"
+        );
         assert!(t("()"));
         assert!(!t("!"));
         assert!(t("((($a)))"));
@@ -679,8 +692,26 @@ mod tests {
     #[test]
     fn malformed_expressions_are_errors_not_panics() {
         for e in [
-            "= a", "a =", "a = (b)", "/re/", "a && ", "&& a", "(a", "a)", "a = b = c", "a /x/",
-            "(a) b", "a < /x/", "-A", "x = /(/", "x = /[/", "||", "((", "))", "! !", "a = 'x' 'y' /z/",
+            "= a",
+            "a =",
+            "a = (b)",
+            "/re/",
+            "a && ",
+            "&& a",
+            "(a",
+            "a)",
+            "a = b = c",
+            "a /x/",
+            "(a) b",
+            "a < /x/",
+            "-A",
+            "x = /(/",
+            "x = /[/",
+            "||",
+            "((",
+            "))",
+            "! !",
+            "a = 'x' 'y' /z/",
         ] {
             let _ = ev(e);
         }
@@ -720,7 +751,10 @@ mod tests {
             String::from_utf8(expand(s.as_bytes(), leave, look)).unwrap()
         };
         assert_eq!(e("a$x.$x_1|${x}y", false, &mut look), "aX.Y|Xy");
-        assert_eq!(e("\\$x \\n $ $. ${} $", false, &mut look), "$x \\n $ $. ${} $");
+        assert_eq!(
+            e("\\$x \\n $ $. ${} $", false, &mut look),
+            "$x \\n $ $. ${} $"
+        );
         assert_eq!(e("[$nope]", false, &mut look), "[]");
         // Apache drops the closing brace of an unset ${name} it leaves.
         assert_eq!(e("[$nope ${nope}]", true, &mut look), "[$nope ${nope]");

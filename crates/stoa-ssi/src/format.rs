@@ -224,7 +224,11 @@ fn format_tm(out: &mut Vec<u8>, fmt: &[u8], tm: &Tm, t: i64, zone: &Zone) {
             return;
         };
         i += 1;
-        let hour12 = if tm.hour % 12 == 0 { 12 } else { tm.hour % 12 };
+        let hour12 = if tm.hour.is_multiple_of(12) {
+            12
+        } else {
+            tm.hour % 12
+        };
         match conv {
             b'a' => out.extend_from_slice(&DAYS[tm.wday as usize].as_bytes()[..3]),
             b'A' => out.extend_from_slice(DAYS[tm.wday as usize].as_bytes()),
@@ -271,7 +275,13 @@ fn format_tm(out: &mut Vec<u8>, fmt: &[u8], tm: &Tm, t: i64, zone: &Zone) {
                 let off = zone.offset;
                 out.push(if off < 0 { b'-' } else { b'+' });
                 let a = off.unsigned_abs();
-                num(out, i64::from(a / 3600 * 100 + a % 3600 / 60), 4, false, Pad::Zero);
+                num(
+                    out,
+                    i64::from(a / 3600 * 100 + a % 3600 / 60),
+                    4,
+                    false,
+                    Pad::Zero,
+                );
             }
             b'Z' => out.extend_from_slice(zone.name.as_bytes()),
             b'%' => out.push(b'%'),
@@ -318,7 +328,7 @@ pub fn size_in_bytes(size: u64) -> Vec<u8> {
     let digits = size.to_string().into_bytes();
     let mut out = Vec::with_capacity(digits.len() + digits.len() / 3);
     for (i, d) in digits.iter().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(b',');
         }
         out.push(*d);
@@ -641,10 +651,19 @@ mod tests {
     #[test]
     fn every_common_conversion_matches_glibc_in_the_c_locale() {
         let z = Zone::utc();
-        assert_eq!(f("%a %b %e %j %m %y %I %p %s %%", T, &z), "Tue Nov 14 318 11 23 10 PM 1700000000 %");
+        assert_eq!(
+            f("%a %b %e %j %m %y %I %p %s %%", T, &z),
+            "Tue Nov 14 318 11 23 10 PM 1700000000 %"
+        );
         assert_eq!(f("%c", T, &z), "Tue Nov 14 22:13:20 2023");
-        assert_eq!(f("%D %F %T %R %r", T, &z), "11/14/23 2023-11-14 22:13:20 22:13 10:13:20 PM");
-        assert_eq!(f("%u %w %U %W %V %G %g %C", T, &z), "2 2 46 46 46 2023 23 20");
+        assert_eq!(
+            f("%D %F %T %R %r", T, &z),
+            "11/14/23 2023-11-14 22:13:20 22:13 10:13:20 PM"
+        );
+        assert_eq!(
+            f("%u %w %U %W %V %G %g %C", T, &z),
+            "2 2 46 46 46 2023 23 20"
+        );
         assert_eq!(f("%e|%-d|%_m|%k|%l", 0, &z), " 1|1| 1| 0|12");
         assert_eq!(f("%Q %", 0, &z), "%Q %");
         assert_eq!(f("%Ey %Od", 0, &z), "70 01");
@@ -687,14 +706,23 @@ mod tests {
         assert_eq!(s(1_258_291), "1.2M");
         assert_eq!(s(5 << 30), "5.0G");
         assert_eq!(s(u64::MAX), " 16E");
-        assert_eq!(String::from_utf8(size_in_bytes(1_234_567)).unwrap(), "1,234,567");
+        assert_eq!(
+            String::from_utf8(size_in_bytes(1_234_567)).unwrap(),
+            "1,234,567"
+        );
         assert_eq!(String::from_utf8(size_in_bytes(123)).unwrap(), "123");
-        assert_eq!(String::from_utf8(size_in_bytes(123_456)).unwrap(), "123,456");
+        assert_eq!(
+            String::from_utf8(size_in_bytes(123_456)).unwrap(),
+            "123,456"
+        );
     }
 
     #[test]
     fn escapes_match_apache() {
-        assert_eq!(escape_html(b"<a href=\"x\">&'"), b"&lt;a href=&quot;x&quot;&gt;&amp;'");
+        assert_eq!(
+            escape_html(b"<a href=\"x\">&'"),
+            b"&lt;a href=&quot;x&quot;&gt;&amp;'"
+        );
         assert_eq!(escape_uri(b"/a b/\xe9?x=1#"), b"/a%20b/%e9%3fx=1%23");
         assert_eq!(escape_urlencoded(b"a b&c/"), b"a+b%26c%2f");
         assert_eq!(unescape_url(b"a%20b%zz%4"), b"a b%zz%4");

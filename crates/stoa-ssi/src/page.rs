@@ -109,7 +109,11 @@ impl VarList {
 
     /// Adds or replaces (in place) a variable.
     pub fn set(&mut self, name: &[u8], value: &[u8]) {
-        match self.vars.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        match self
+            .vars
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             Some(v) => v.1 = value.to_vec(),
             None => self.vars.push((name.to_vec(), value.to_vec())),
         }
@@ -236,14 +240,20 @@ impl Vars {
     }
 
     fn set(&mut self, name: &[u8], value: Vec<u8>) {
-        match self.set.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        match self
+            .set
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             Some(v) => v.1 = value,
             None => self.set.push((name.to_vec(), value)),
         }
     }
 
     fn expand(&self, s: &[u8], leave_name: bool, env: &dyn Env) -> Vec<u8> {
-        expr::expand(s, leave_name, &mut |n| self.get(n, env).map(Cow::into_owned))
+        expr::expand(s, leave_name, &mut |n| {
+            self.get(n, env).map(Cow::into_owned)
+        })
     }
 }
 
@@ -465,9 +475,7 @@ impl Page {
                 self.error(format!("missing argument for {n} element"))
             }
             b"set" if argc < 2 => self.error("missing argument for set element".into()),
-            b"printenv" if argc > 0 => {
-                self.error("printenv directive does not take tags".into())
-            }
+            b"printenv" if argc > 0 => self.error("printenv directive does not take tags".into()),
             b"echo" => self.echo(args, env),
             b"set" => self.set(args, env),
             b"config" => self.config(args, env),
@@ -742,7 +750,12 @@ impl Page {
             out.push(b'\n');
         };
         env.for_each_var(&mut |n, v| {
-            let shown = match self.vars.set.iter().find(|(s, _)| s.eq_ignore_ascii_case(n)) {
+            let shown = match self
+                .vars
+                .set
+                .iter()
+                .find(|(s, _)| s.eq_ignore_ascii_case(n))
+            {
                 Some((_, s)) => Cow::Borrowed(&s[..]),
                 None => match self.vars.date(n, env) {
                     Some(d) => Cow::Owned(d),
@@ -752,9 +765,12 @@ impl Page {
             line(&mut out, n, &shown);
             listed.push(n.to_ascii_lowercase());
         });
-        let is_listed = |listed: &[Vec<u8>], n: &[u8]| listed.iter().any(|l| l.eq_ignore_ascii_case(n));
+        let is_listed =
+            |listed: &[Vec<u8>], n: &[u8]| listed.iter().any(|l| l.eq_ignore_ascii_case(n));
         for d in DATE_VARS {
-            if !is_listed(&listed, d) && !self.vars.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(d)) {
+            if !is_listed(&listed, d)
+                && !self.vars.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(d))
+            {
                 if let Some(v) = self.vars.date(d, env) {
                     line(&mut out, d, &v);
                 }
@@ -802,11 +818,9 @@ impl Page {
                             SizeFmt::Abbrev => format::strfsize(stat.size),
                             SizeFmt::Bytes => format::size_in_bytes(stat.size),
                         },
-                        InfoKind::Flastmod => format::strftime(
-                            &self.vars.timefmt,
-                            stat.mtime,
-                            &env.zone(stat.mtime),
-                        ),
+                        InfoKind::Flastmod => {
+                            format::strftime(&self.vars.timefmt, stat.mtime, &env.zone(stat.mtime))
+                        }
                     };
                     self.queue.push_back(Action::Output(text));
                 }
@@ -828,21 +842,23 @@ impl Page {
         let value = format::decode_html(&value);
         let name = &arg.name[..];
         let action = match (job.kind, name) {
-            (JobKind::Include, b"file") => match relative_path(&self.vars.expand(&value, false, env)) {
-                Some(p) => Action::Include(Source::File(p)),
-                None => {
-                    let reason = format!(
-                        "unable to include file \"{}\"",
-                        String::from_utf8_lossy(&value)
-                    );
-                    if job.last_error.is_some() {
-                        return self.end_include(job);
+            (JobKind::Include, b"file") => {
+                match relative_path(&self.vars.expand(&value, false, env)) {
+                    Some(p) => Action::Include(Source::File(p)),
+                    None => {
+                        let reason = format!(
+                            "unable to include file \"{}\"",
+                            String::from_utf8_lossy(&value)
+                        );
+                        if job.last_error.is_some() {
+                            return self.end_include(job);
+                        }
+                        job.last_error = Some(reason);
+                        self.job = Some(job);
+                        return;
                     }
-                    job.last_error = Some(reason);
-                    self.job = Some(job);
-                    return;
                 }
-            },
+            }
             (JobKind::Include, b"virtual") if job.last_error.is_none() => {
                 Action::Include(Source::Virtual(self.vars.expand(&value, false, env)))
             }

@@ -80,7 +80,10 @@ pub enum Event<'a> {
     Text(&'a [u8]),
     Directive(Directive),
     /// A directive that cannot run, with its name when it had one.
-    Malformed { error: Malformed, name: Vec<u8> },
+    Malformed {
+        error: Malformed,
+        name: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +107,10 @@ enum State {
     PreVal,
     /// Inside a value; `quote` is 0 for an unquoted one; `esc` when the
     /// previous byte was a backslash (quoted values only).
-    Val { quote: u8, esc: bool },
+    Val {
+        quote: u8,
+        esc: bool,
+    },
 }
 
 /// The streaming parser. Feed it input with [`Parser::next`] until that
@@ -522,7 +528,7 @@ mod tests {
 
     fn run(parser: &mut Parser, pieces: &[&[u8]]) -> Vec<Ev> {
         let mut out: Vec<Ev> = Vec::new();
-        let mut push = |out: &mut Vec<Ev>, ev: Event<'_>| match ev {
+        let push = |out: &mut Vec<Ev>, ev: Event<'_>| match ev {
             Event::Text(t) => {
                 assert!(!t.is_empty(), "no empty text events");
                 if let Some(Ev::Text(prev)) = out.last_mut() {
@@ -595,25 +601,38 @@ mod tests {
         assert_eq!(parse(SAMPLES[0].as_bytes()), vec![text(SAMPLES[0])]);
         assert_eq!(
             parse(SAMPLES[1].as_bytes()),
-            vec![text("a"), dir("echo", &[("var", Some("DATE_LOCAL"))]), text("b")]
+            vec![
+                text("a"),
+                dir("echo", &[("var", Some("DATE_LOCAL"))]),
+                text("b")
+            ]
         );
         assert_eq!(parse(SAMPLES[2].as_bytes()), vec![dir("printenv", &[])]);
         assert_eq!(
             parse(SAMPLES[3].as_bytes()),
-            vec![dir("echo", &[("var", Some("x")), ("encoding", Some("url"))])]
+            vec![dir(
+                "echo",
+                &[("var", Some("x")), ("encoding", Some("url"))]
+            )]
         );
         // \" is a quote, \\ and \n stay as written.
         assert_eq!(
             parse(SAMPLES[4].as_bytes()),
             vec![
                 text("x "),
-                dir("set", &[("var", Some("a")), ("value", Some("q\"uote\\\\n"))]),
+                dir(
+                    "set",
+                    &[("var", Some("a")), ("value", Some("q\"uote\\\\n"))]
+                ),
                 text(" y")
             ]
         );
         assert_eq!(
             parse(SAMPLES[5].as_bytes()),
-            vec![dir("include", &[("virtual", Some("/a b")), ("file", Some("c"))])]
+            vec![dir(
+                "include",
+                &[("virtual", Some("/a b")), ("file", Some("c"))]
+            )]
         );
         assert_eq!(
             parse(SAMPLES[6].as_bytes()),
@@ -631,12 +650,19 @@ mod tests {
     fn near_misses_of_the_start_sequence_are_text() {
         assert_eq!(
             parse(SAMPLES[7].as_bytes()),
-            vec![text("<!- <!-- <!--x "), Ev::Bad(Malformed::Unterminated, vec![])]
+            vec![
+                text("<!- <!-- <!--x "),
+                Ev::Bad(Malformed::Unterminated, vec![])
+            ]
         );
         assert_eq!(parse(SAMPLES[17].as_bytes()), vec![text("text <!--")]);
         assert_eq!(
             parse(SAMPLES[15].as_bytes()),
-            vec![text("<<"), Ev::Bad(Malformed::MissingName, vec![]), text(">>")]
+            vec![
+                text("<<"),
+                Ev::Bad(Malformed::MissingName, vec![]),
+                text(">>")
+            ]
         );
     }
 
@@ -663,16 +689,25 @@ mod tests {
     #[test]
     fn the_end_sequence_is_matched_without_backtracking_like_apache() {
         // "--->" after a name does not end it; the name runs to the space.
-        assert_eq!(parse(SAMPLES[11].as_bytes()), vec![dir("a--b", &[("c--->", None), ("d", None)])]);
+        assert_eq!(
+            parse(SAMPLES[11].as_bytes()),
+            vec![dir("a--b", &[("c--->", None), ("d", None)])]
+        );
         // An unquoted value runs over "-->" to the next space.
         assert_eq!(
             parse(SAMPLES[12].as_bytes()),
             vec![Ev::Bad(Malformed::Unterminated, b"echo".to_vec())]
         );
         // "--" then a space is an attribute named "--".
-        assert_eq!(parse(SAMPLES[13].as_bytes()), vec![dir("echo", &[("--", None)])]);
+        assert_eq!(
+            parse(SAMPLES[13].as_bytes()),
+            vec![dir("echo", &[("--", None)])]
+        );
         // Inside quotes "-->" is data.
-        assert_eq!(parse(SAMPLES[14].as_bytes()), vec![dir("echo", &[("var", Some("a-->b"))])]);
+        assert_eq!(
+            parse(SAMPLES[14].as_bytes()),
+            vec![dir("echo", &[("var", Some("a-->b"))])]
+        );
     }
 
     #[test]
@@ -682,16 +717,28 @@ mod tests {
             let whole = parse(page);
             for cut in 0..=page.len() {
                 let (a, b) = page.split_at(cut);
-                assert_eq!(run(&mut Parser::default(), &[a, b]), whole, "{s:?} cut at {cut}");
+                assert_eq!(
+                    run(&mut Parser::default(), &[a, b]),
+                    whole,
+                    "{s:?} cut at {cut}"
+                );
             }
             for cut1 in 0..=page.len() {
                 for cut2 in cut1..=page.len() {
                     let pieces = [&page[..cut1], &page[cut1..cut2], &page[cut2..]];
-                    assert_eq!(run(&mut Parser::default(), &pieces), whole, "{s:?} cut at {cut1},{cut2}");
+                    assert_eq!(
+                        run(&mut Parser::default(), &pieces),
+                        whole,
+                        "{s:?} cut at {cut1},{cut2}"
+                    );
                 }
             }
             let bytes: Vec<&[u8]> = page.chunks(1).collect();
-            assert_eq!(run(&mut Parser::default(), &bytes), whole, "{s:?} byte by byte");
+            assert_eq!(
+                run(&mut Parser::default(), &bytes),
+                whole,
+                "{s:?} byte by byte"
+            );
         }
     }
 
@@ -737,9 +784,9 @@ mod tests {
             let chunk: Vec<u8> = filler.iter().copied().cycle().take(65536).collect();
             for _ in 0..160 {
                 let mut input = &chunk[..];
-                while let Some(ev) = p.next(&mut input) {
-                    panic!("{ev:?} from {filler:?}");
-                }
+                let ev = p.next(&mut input);
+                assert_eq!(ev, None, "from {filler:?}");
+                assert!(input.is_empty());
                 assert!(p.buffered() <= 1024, "{} buffered", p.buffered());
             }
             assert!(matches!(
@@ -763,23 +810,35 @@ mod tests {
         // Exactly at the bound is fine.
         let exact = "<!--#echo var=\"abcdef\" -->";
         let mut p = Parser::new(exact.len());
-        assert_eq!(run(&mut p, &[exact.as_bytes()]), vec![dir("echo", &[("var", Some("abcdef"))])]);
+        assert_eq!(
+            run(&mut p, &[exact.as_bytes()]),
+            vec![dir("echo", &[("var", Some("abcdef"))])]
+        );
         let mut p = Parser::new(exact.len() - 1);
-        assert_eq!(run(&mut p, &[exact.as_bytes()]), vec![Ev::Bad(Malformed::TooLong, vec![])]);
+        assert_eq!(
+            run(&mut p, &[exact.as_bytes()]),
+            vec![Ev::Bad(Malformed::TooLong, vec![])]
+        );
     }
 
     #[test]
     fn all_white_space_kinds_separate_attributes() {
         assert_eq!(
             parse(b"<!--#echo\x0bvar=a\x0cencoding=none\r\n-->"),
-            vec![dir("echo", &[("var", Some("a")), ("encoding", Some("none"))])]
+            vec![dir(
+                "echo",
+                &[("var", Some("a")), ("encoding", Some("none"))]
+            )]
         );
     }
 
     #[test]
     fn a_parser_is_reusable_after_finish() {
         let mut p = Parser::default();
-        assert_eq!(run(&mut p, &[b"<!--#echo var="]), vec![Ev::Bad(Malformed::Unterminated, b"echo".to_vec())]);
+        assert_eq!(
+            run(&mut p, &[b"<!--#echo var="]),
+            vec![Ev::Bad(Malformed::Unterminated, b"echo".to_vec())]
+        );
         assert_eq!(run(&mut p, &[b"<!--#endif -->"]), vec![dir("endif", &[])]);
     }
 }
