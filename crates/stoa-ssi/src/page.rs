@@ -1,0 +1,958 @@
+//! The interpreter: one [`Page`] per document being served. It runs the
+//! parser, keeps the conditional state, the variables and the `config`
+//! settings, and tells the server what to do, one [`Action`] at a time.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use crate::expr::{self, Backrefs};
+use crate::format::{self, Zone};
+use crate::parser::{Arg, Directive, Event, Malformed, Parser, DEFAULT_MAX_DIRECTIVE};
+
+/// Apache's default `SSIErrorMsg`.
+pub const DEFAULT_ERRMSG: &[u8] = b"[an error occurred while processing this directive]";
+/// Apache's default `SSIUndefinedEcho`.
+pub const DEFAULT_ECHOMSG: &[u8] = b"(none)";
+
+/// How `fsize` prints sizes (`config sizefmt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SizeFmt {
+    /// `apr_strfsize`: `"1.2M"`.
+    #[default]
+    Abbrev,
+    /// `1,234,567`.
+    Bytes,
+}
+
+/// Per-site settings: the starting values of what `config` changes, and
+/// the server's policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `SSIErrorMsg`.
+    pub errmsg: Vec<u8>,
+    /// `SSITimeFormat`.
+    pub timefmt: Vec<u8>,
+    /// `SSIUndefinedEcho`.
+    pub echomsg: Vec<u8>,
+    pub sizefmt: SizeFmt,
+    /// The bound on one directive's length (see [`Parser::new`]).
+    pub max_directive: usize,
+    /// Whether `exec` may run (`Options +Includes`); off, `exec` prints
+    /// the error message (`IncludesNOEXEC`).
+    pub exec: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            errmsg: DEFAULT_ERRMSG.to_vec(),
+            timefmt: format::DEFAULT_TIMEFMT.to_vec(),
+            echomsg: DEFAULT_ECHOMSG.to_vec(),
+            sizefmt: SizeFmt::Abbrev,
+            max_directive: DEFAULT_MAX_DIRECTIVE,
+            exec: false,
+        }
+    }
+}
+
+/// The moments behind `DATE_LOCAL`, `DATE_GMT` and `LAST_MODIFIED`, in
+/// seconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Times {
+    /// When the request arrived.
+    pub request: i64,
+    /// The document's modification time.
+    pub last_modified: i64,
+}
+
+/// The variables the server defines, and what only it can know.
+///
+/// Names are compared without regard to ASCII case, like Apache's
+/// `subprocess_env` table (`$document_uri` finds `DOCUMENT_URI`).
+pub trait Env {
+    /// A variable: the CGI variables, `DOCUMENT_NAME`, `DOCUMENT_URI`,
+    /// `QUERY_STRING_UNESCAPED` ([`format::query_string_unescaped`]),
+    /// `USER_NAME` (the document owner's login), ... `DATE_LOCAL`,
+    /// `DATE_GMT` and `LAST_MODIFIED` come from [`Times`] and `timefmt`
+    /// and are not asked for.
+    fn var(&self, name: &[u8]) -> Option<Cow<'_, [u8]>>;
+
+    /// Every variable, in order, for `printenv`. The default lists none.
+    fn for_each_var(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        let _ = f;
+    }
+
+    /// The local time zone at `t` (what `localtime_r` says). Default UTC.
+    fn zone(&self, t: i64) -> Zone {
+        let _ = t;
+        Zone::utc()
+    }
+
+    /// `<!--#if expr="-A /uri" -->`: whether a subrequest for `uri` would
+    /// be allowed. `None` (the default) makes `-A` an error.
+    fn access(&self, uri: &[u8]) -> Option<bool> {
+        let _ = uri;
+        None
+    }
+}
+
+/// A simple [`Env`]: variables in a list, UTC.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VarList {
+    pub vars: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl VarList {
+    pub fn new() -> VarList {
+        VarList::default()
+    }
+
+    /// Adds or replaces (in place) a variable.
+    pub fn set(&mut self, name: &[u8], value: &[u8]) {
+        match self
+            .vars
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            Some(v) => v.1 = value.to_vec(),
+            None => self.vars.push((name.to_vec(), value.to_vec())),
+        }
+    }
+}
+
+impl Env for VarList {
+    fn var(&self, name: &[u8]) -> Option<Cow<'_, [u8]>> {
+        self.vars
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| Cow::Borrowed(&v[..]))
+    }
+
+    fn for_each_var(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        for (n, v) in &self.vars {
+            f(n, v);
+        }
+    }
+}
+
+/// Where an included or examined document is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A URL path (with its query string, if any), resolved through the
+    /// server's routing like a request: `include virtual`.
+    Virtual(Vec<u8>),
+    /// A path relative to the current document's directory, already
+    /// checked to stay below it (no absolute path, no `..` above it):
+    /// `include file`.
+    File(Vec<u8>),
+}
+
+/// What [`Action::FileInfo`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfoKind {
+    Flastmod,
+    Fsize,
+}
+
+/// `exec cgi` or `exec cmd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecKind {
+    /// Run the CGI script at this URL path and include its output.
+    Cgi,
+    /// Run this shell command (`/bin/sh -c`) and include its output.
+    Cmd,
+}
+
+/// What the server learns about a file for `fsize` and `flastmod`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    /// Seconds since the Unix epoch.
+    pub mtime: i64,
+}
+
+/// What the server is to do next, in page order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// Page text: write it (borrowed from the input).
+    Text(&'a [u8]),
+    /// Text the page generated (`echo`, `fsize`, `printenv`, ...): write it.
+    Output(Vec<u8>),
+    /// Run this subrequest and write its output here. Report a failure
+    /// with [`Page::failed`] before calling [`Page::next`] again (the
+    /// `onerror` attribute depends on it); saying nothing means success.
+    Include(Source),
+    /// Look this file up and answer with [`Page::file_info`] or
+    /// [`Page::failed`]; the page then prints the time or size.
+    FileInfo { kind: InfoKind, source: Source },
+    /// Only when [`Settings::exec`] allows it: run this and write its
+    /// output here; report a failure with [`Page::failed`].
+    Exec { kind: ExecKind, command: Vec<u8> },
+    /// A directive failed: write `errmsg` (the page's current
+    /// `config errmsg`) and log `reason`.
+    Error { errmsg: Vec<u8>, reason: String },
+    /// Log only (Apache's warnings, such as a missing `endif`).
+    Warning(String),
+}
+
+/// The variables of a page: `set`, `$0`..`$9`, the dates.
+#[derive(Debug)]
+struct Vars {
+    /// Set by `set`, in order (replaced in place, as Apache's table does).
+    set: Vec<(Vec<u8>, Vec<u8>)>,
+    backrefs: Backrefs,
+    timefmt: Vec<u8>,
+    times: Times,
+}
+
+const DATE_VARS: [&[u8]; 3] = [b"DATE_LOCAL", b"DATE_GMT", b"LAST_MODIFIED"];
+
+impl Vars {
+    fn date(&self, name: &[u8], env: &dyn Env) -> Option<Vec<u8>> {
+        let (t, zone) = if name.eq_ignore_ascii_case(b"DATE_LOCAL") {
+            (self.times.request, env.zone(self.times.request))
+        } else if name.eq_ignore_ascii_case(b"DATE_GMT") {
+            (self.times.request, Zone::gmt())
+        } else if name.eq_ignore_ascii_case(b"LAST_MODIFIED") {
+            (self.times.last_modified, env.zone(self.times.last_modified))
+        } else {
+            return None;
+        };
+        Some(format::strftime(&self.timefmt, t, &zone))
+    }
+
+    /// `get_include_var`: `$0`..`$9`, then `set` variables, the dates, and
+    /// the server's.
+    fn get<'e>(&self, name: &[u8], env: &'e dyn Env) -> Option<Cow<'e, [u8]>> {
+        if let [d @ b'0'..=b'9'] = name {
+            return self
+                .backrefs
+                .get(usize::from(d - b'0'))
+                .map(|v| Cow::Owned(v.to_vec()));
+        }
+        if let Some((_, v)) = self.set.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            return Some(Cow::Owned(v.clone()));
+        }
+        if let Some(v) = self.date(name, env) {
+            return Some(Cow::Owned(v));
+        }
+        env.var(name)
+    }
+
+    fn set(&mut self, name: &[u8], value: Vec<u8>) {
+        match self
+            .set
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            Some(v) => v.1 = value,
+            None => self.set.push((name.to_vec(), value)),
+        }
+    }
+
+    fn expand(&self, s: &[u8], leave_name: bool, env: &dyn Env) -> Vec<u8> {
+        expr::expand(s, leave_name, &mut |n| {
+            self.get(n, env).map(Cow::into_owned)
+        })
+    }
+}
+
+struct Scope<'a> {
+    vars: &'a mut Vars,
+    env: &'a dyn Env,
+}
+
+impl expr::Scope for Scope<'_> {
+    fn var(&mut self, name: &[u8]) -> Option<Cow<'_, [u8]>> {
+        self.vars.get(name, self.env)
+    }
+    fn set_backrefs(&mut self, b: Backrefs) {
+        self.vars.backrefs = b;
+    }
+    fn access(&mut self, uri: &[u8]) -> Option<bool> {
+        self.env.access(uri)
+    }
+}
+
+/// A directive that needs the server's answers between its steps.
+#[derive(Debug)]
+struct Job {
+    kind: JobKind,
+    args: std::vec::IntoIter<Arg>,
+    /// `include`: the failure not yet recovered by an `onerror`.
+    last_error: Option<String>,
+    /// An action went out that expects a reply.
+    waiting: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobKind {
+    Include,
+    FileInfo(InfoKind),
+    Exec,
+}
+
+/// One document being processed.
+///
+/// ```text
+/// let mut page = Page::new(settings, times);
+/// for each chunk read from the document:
+///     let mut input = &chunk[..];
+///     while let Some(action) = page.next(&mut input, &env) { do it }
+/// page.finish();
+/// while let Some(action) = page.next(&mut &[][..], &env) { do it }
+/// ```
+///
+/// Text is passed through as it arrives; only a directive (at most
+/// [`Settings::max_directive`] bytes) is held across chunks.
+#[derive(Debug)]
+pub struct Page {
+    parser: Parser,
+    errmsg: Vec<u8>,
+    echomsg: Vec<u8>,
+    sizefmt: SizeFmt,
+    exec: bool,
+    vars: Vars,
+    /// mod_include's `SSI_FLAG_PRINTING`: output is on.
+    printing: bool,
+    /// `SSI_FLAG_COND_TRUE`: a branch of the current `if` was taken.
+    cond_true: bool,
+    /// `if`s opened while not printing, whose `endif` is not yet seen.
+    /// With the two flags this is the whole conditional stack: an `if`
+    /// is evaluated only while printing, i.e. inside a taken branch.
+    nesting: usize,
+    queue: VecDeque<Action<'static>>,
+    job: Option<Job>,
+    reply: Option<Result<FileStat, String>>,
+}
+
+impl Page {
+    pub fn new(settings: Settings, times: Times) -> Page {
+        Page {
+            parser: Parser::new(settings.max_directive),
+            errmsg: settings.errmsg,
+            echomsg: settings.echomsg,
+            sizefmt: settings.sizefmt,
+            exec: settings.exec,
+            vars: Vars {
+                set: Vec::new(),
+                backrefs: Backrefs::default(),
+                timefmt: settings.timefmt,
+                times,
+            },
+            printing: true,
+            cond_true: true,
+            nesting: 0,
+            queue: VecDeque::new(),
+            job: None,
+            reply: None,
+        }
+    }
+
+    /// The variables `set` so far (for the environment of a subrequest or
+    /// of a nested page: Apache shares them).
+    pub fn vars(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.vars.set.iter().map(|(n, v)| (&n[..], &v[..]))
+    }
+
+    /// Sets a variable as `<!--#set -->` would (e.g. inherited from the
+    /// including page).
+    pub fn set_var(&mut self, name: &[u8], value: &[u8]) {
+        self.vars.set(name, value.to_vec());
+    }
+
+    /// Whether output is on at this point of the page.
+    pub fn printing(&self) -> bool {
+        self.printing
+    }
+
+    /// How many bytes of directive text the parser holds.
+    pub fn buffered(&self) -> usize {
+        self.parser.buffered()
+    }
+
+    /// The answer to an [`Action::FileInfo`].
+    pub fn file_info(&mut self, stat: FileStat) {
+        self.reply = Some(Ok(stat));
+    }
+
+    /// The [`Action::Include`], [`Action::FileInfo`] or [`Action::Exec`]
+    /// just returned failed; `reason` goes to the log.
+    pub fn failed(&mut self, reason: impl Into<String>) {
+        self.reply = Some(Err(reason.into()));
+    }
+
+    /// The next thing to do, parsing from the front of `input` (advanced
+    /// past what was used); `None` when `input` is used up.
+    pub fn next<'a>(&mut self, input: &mut &'a [u8], env: &dyn Env) -> Option<Action<'a>> {
+        loop {
+            if let Some(a) = self.queue.pop_front() {
+                return Some(a);
+            }
+            if self.job.is_some() {
+                self.step(env);
+                continue;
+            }
+            match self.parser.next(input)? {
+                Event::Text(t) => {
+                    if self.printing {
+                        return Some(Action::Text(t));
+                    }
+                }
+                ev => self.event(ev, env),
+            }
+        }
+    }
+
+    /// The end of the document: queues what remains (a held `<!--`, the
+    /// error for an unterminated directive, the warning for a missing
+    /// `endif`), to be taken with [`Page::next`] on empty input.
+    pub fn finish(&mut self) {
+        if let Some(ev) = self.parser.finish() {
+            match ev {
+                Event::Text(t) => {
+                    if self.printing {
+                        self.queue.push_back(Action::Text(t));
+                    }
+                }
+                ev => self.event(ev, &NoEnv),
+            }
+        }
+        if !self.printing {
+            self.queue
+                .push_back(Action::Warning("missing closing endif directive".into()));
+        }
+    }
+
+    fn error(&mut self, reason: String) {
+        self.queue.push_back(Action::Error {
+            errmsg: self.errmsg.clone(),
+            reason,
+        });
+    }
+
+    fn event(&mut self, ev: Event<'_>, env: &dyn Env) {
+        match ev {
+            Event::Text(_) => {}
+            Event::Malformed { error, name } => {
+                if self.printing {
+                    let name = String::from_utf8_lossy(&name);
+                    let reason = match error {
+                        Malformed::MissingName => "missing directive name".to_owned(),
+                        Malformed::MissingArgName => {
+                            format!("missing argument name for value to tag {name}")
+                        }
+                        Malformed::TooLong => "directive longer than the limit".to_owned(),
+                        Malformed::Unterminated => {
+                            "SSI directive was not properly finished at the end of the document"
+                                .to_owned()
+                        }
+                    };
+                    self.error(reason);
+                }
+            }
+            Event::Directive(d) => self.directive(d, env),
+        }
+    }
+
+    fn directive(&mut self, d: Directive, env: &dyn Env) {
+        let Directive { name, args } = d;
+        match &name[..] {
+            b"if" => return self.if_(args, env),
+            b"elif" => return self.elif(args, env),
+            b"else" => return self.else_(args),
+            b"endif" => return self.endif(args),
+            _ => {}
+        }
+        if !self.printing {
+            return;
+        }
+        let argc = args.len();
+        let n = String::from_utf8_lossy(&name).into_owned();
+        match &name[..] {
+            b"comment" => {}
+            b"echo" | b"config" | b"include" | b"fsize" | b"flastmod" | b"exec" if argc == 0 => {
+                self.error(format!("missing argument for {n} element"))
+            }
+            b"set" if argc < 2 => self.error("missing argument for set element".into()),
+            b"printenv" if argc > 0 => self.error("printenv directive does not take tags".into()),
+            b"echo" => self.echo(args, env),
+            b"set" => self.set(args, env),
+            b"config" => self.config(args, env),
+            b"printenv" => self.printenv(env),
+            b"include" => self.start(JobKind::Include, args),
+            b"fsize" => self.start(JobKind::FileInfo(InfoKind::Fsize), args),
+            b"flastmod" => self.start(JobKind::FileInfo(InfoKind::Flastmod), args),
+            b"exec" if !self.exec => self.error("exec used but not allowed".into()),
+            b"exec" => self.start(JobKind::Exec, args),
+            _ => self.error(format!("unknown directive \"{n}\"")),
+        }
+    }
+
+    /// The `expr` of an `if`/`elif`, or the reason it has none.
+    fn condition(args: Vec<Arg>, what: &str) -> Result<Vec<u8>, String> {
+        let argc = args.len();
+        let mut args = args.into_iter();
+        let arg = match (argc, args.next()) {
+            (1, Some(a)) => a,
+            (0, _) => return Err(format!("missing expr argument for {what} element")),
+            _ => return Err(format!("too many arguments for {what} element")),
+        };
+        if arg.name != b"expr" {
+            return Err(format!(
+                "unknown parameter \"{}\" to tag {what}",
+                String::from_utf8_lossy(&arg.name)
+            ));
+        }
+        arg.value
+            .ok_or_else(|| format!("missing expr value for {what} element"))
+    }
+
+    fn eval(&mut self, expr: &[u8], env: &dyn Env) -> Result<bool, String> {
+        let mut scope = Scope {
+            vars: &mut self.vars,
+            env,
+        };
+        expr::evaluate(expr, &mut scope)
+    }
+
+    fn if_(&mut self, args: Vec<Arg>, env: &dyn Env) {
+        if !self.printing {
+            self.nesting += 1;
+            return;
+        }
+        let expr = match Page::condition(args, "if") {
+            Ok(e) => e,
+            Err(reason) => return self.error(reason),
+        };
+        match self.eval(&expr, env) {
+            Ok(v) => {
+                self.printing = v;
+                self.cond_true = v;
+                self.nesting = 0;
+            }
+            Err(reason) => self.error(reason),
+        }
+    }
+
+    fn elif(&mut self, args: Vec<Arg>, env: &dyn Env) {
+        if self.nesting > 0 {
+            return;
+        }
+        // Apache prints these errors even inside a branch not taken.
+        let expr = match Page::condition(args, "elif") {
+            Ok(e) => e,
+            Err(reason) => return self.error(reason),
+        };
+        if self.cond_true {
+            self.printing = false;
+            return;
+        }
+        match self.eval(&expr, env) {
+            Ok(v) => {
+                self.printing = v;
+                self.cond_true = v;
+            }
+            Err(reason) => self.error(reason),
+        }
+    }
+
+    fn else_(&mut self, args: Vec<Arg>) {
+        if self.nesting > 0 {
+            return;
+        }
+        if !args.is_empty() {
+            if self.printing {
+                self.error("else directive does not take tags".into());
+            }
+            return;
+        }
+        if self.cond_true {
+            self.printing = false;
+        } else {
+            self.printing = true;
+            self.cond_true = true;
+        }
+    }
+
+    fn endif(&mut self, args: Vec<Arg>) {
+        if self.nesting > 0 {
+            self.nesting -= 1;
+            return;
+        }
+        if !args.is_empty() {
+            return self.error("endif directive does not take tags".into());
+        }
+        self.printing = true;
+        self.cond_true = true;
+    }
+
+    /// Applies `decoding` then `encoding` lists (comma/space separated,
+    /// any case) to `v`, as `echo` and `set` do; an unknown name is an
+    /// error, and Apache still runs the other list after one.
+    fn codings(&mut self, mut v: Vec<u8>, decoding: &[u8], encoding: &[u8]) -> Option<Vec<u8>> {
+        let mut ok = true;
+        let words = |s: &[u8]| -> Vec<Vec<u8>> {
+            s.split(|c| matches!(c, b',' | b' ' | b'\t'))
+                .filter(|w| !w.is_empty())
+                .map(|w| w.to_ascii_lowercase())
+                .collect()
+        };
+        for w in words(decoding) {
+            v = match &w[..] {
+                b"none" => v,
+                b"url" => format::unescape_url(&v),
+                b"urlencoded" => format::unescape_urlencoded(&v),
+                b"entity" => format::decode_html(&v),
+                b"base64" => format::base64_decode(&v),
+                other => {
+                    self.error(format!(
+                        "unknown value \"{}\" to parameter \"decoding\"",
+                        String::from_utf8_lossy(other)
+                    ));
+                    ok = false;
+                    break;
+                }
+            };
+        }
+        for w in words(encoding) {
+            v = match &w[..] {
+                b"none" => v,
+                b"url" => format::escape_uri(&v),
+                b"urlencoded" => format::escape_urlencoded(&v),
+                b"entity" => format::escape_html(&v),
+                b"base64" => format::base64_encode(&v),
+                other => {
+                    self.error(format!(
+                        "unknown value \"{}\" to parameter \"encoding\"",
+                        String::from_utf8_lossy(other)
+                    ));
+                    ok = false;
+                    break;
+                }
+            };
+        }
+        ok.then_some(v)
+    }
+
+    fn echo(&mut self, args: Vec<Arg>, env: &dyn Env) {
+        let mut encoding = b"entity".to_vec();
+        let mut decoding = b"none".to_vec();
+        for arg in args {
+            let Some(value) = arg.value else { break };
+            let value = format::decode_html(&value);
+            match &arg.name[..] {
+                b"var" => {
+                    let name = self.vars.expand(&value, false, env);
+                    let text = match self.vars.get(&name, env) {
+                        Some(v) => {
+                            let v = v.into_owned();
+                            match self.codings(v, &decoding, &encoding) {
+                                Some(v) => v,
+                                None => break,
+                            }
+                        }
+                        None => self.echomsg.clone(),
+                    };
+                    if !text.is_empty() {
+                        self.queue.push_back(Action::Output(text));
+                    }
+                }
+                b"decoding" => decoding = value,
+                b"encoding" => encoding = value,
+                other => {
+                    let reason = format!(
+                        "unknown parameter \"{}\" in tag echo",
+                        String::from_utf8_lossy(other)
+                    );
+                    self.error(reason);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn set(&mut self, args: Vec<Arg>, env: &dyn Env) {
+        let mut encoding = b"none".to_vec();
+        let mut decoding = b"none".to_vec();
+        let mut var: Option<Vec<u8>> = None;
+        for arg in args {
+            let Some(value) = arg.value else { break };
+            match &arg.name[..] {
+                b"var" => var = Some(self.vars.expand(&format::decode_html(&value), false, env)),
+                b"decoding" => decoding = value,
+                b"encoding" => encoding = value,
+                b"value" => {
+                    let Some(name) = var.clone() else {
+                        self.error("variable must precede value in set directive".into());
+                        break;
+                    };
+                    let v = self.vars.expand(&value, false, env);
+                    let Some(v) = self.codings(v, &decoding, &encoding) else {
+                        break;
+                    };
+                    self.vars.set(&name, v);
+                }
+                _ => {
+                    self.error("invalid tag for set directive".into());
+                    break;
+                }
+            }
+        }
+    }
+
+    fn config(&mut self, args: Vec<Arg>, env: &dyn Env) {
+        for arg in args {
+            let Some(value) = arg.value else { break };
+            let v = self.vars.expand(&value, false, env);
+            match &arg.name[..] {
+                b"errmsg" => self.errmsg = v,
+                b"echomsg" => self.echomsg = v,
+                b"timefmt" => {
+                    self.vars.timefmt = v;
+                    // Apache stores the three dates anew here, over any
+                    // `set` of them.
+                    self.vars
+                        .set
+                        .retain(|(n, _)| !DATE_VARS.iter().any(|d| d.eq_ignore_ascii_case(n)));
+                }
+                b"sizefmt" => match &v[..] {
+                    b"bytes" => self.sizefmt = SizeFmt::Bytes,
+                    b"abbrev" => self.sizefmt = SizeFmt::Abbrev,
+                    _ => {
+                        let reason = format!(
+                            "unknown value \"{}\" to parameter \"sizefmt\" of tag config",
+                            String::from_utf8_lossy(&v)
+                        );
+                        self.error(reason);
+                        break;
+                    }
+                },
+                other => {
+                    let reason = format!(
+                        "unknown parameter \"{}\" to tag config",
+                        String::from_utf8_lossy(other)
+                    );
+                    self.error(reason);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn printenv(&mut self, env: &dyn Env) {
+        let mut out = Vec::new();
+        let mut listed: Vec<Vec<u8>> = Vec::new();
+        let line = |out: &mut Vec<u8>, n: &[u8], v: &[u8]| {
+            out.extend_from_slice(&format::escape_html(n));
+            out.push(b'=');
+            out.extend_from_slice(&format::escape_html(v));
+            out.push(b'\n');
+        };
+        env.for_each_var(&mut |n, v| {
+            let shown = match self
+                .vars
+                .set
+                .iter()
+                .find(|(s, _)| s.eq_ignore_ascii_case(n))
+            {
+                Some((_, s)) => Cow::Borrowed(&s[..]),
+                None => match self.vars.date(n, env) {
+                    Some(d) => Cow::Owned(d),
+                    None => Cow::Borrowed(v),
+                },
+            };
+            line(&mut out, n, &shown);
+            listed.push(n.to_ascii_lowercase());
+        });
+        let is_listed =
+            |listed: &[Vec<u8>], n: &[u8]| listed.iter().any(|l| l.eq_ignore_ascii_case(n));
+        for d in DATE_VARS {
+            if !is_listed(&listed, d)
+                && !self.vars.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(d))
+            {
+                if let Some(v) = self.vars.date(d, env) {
+                    line(&mut out, d, &v);
+                }
+            }
+        }
+        for (n, v) in &self.vars.set {
+            if !is_listed(&listed, n) {
+                line(&mut out, n, v);
+            }
+        }
+        if !out.is_empty() {
+            self.queue.push_back(Action::Output(out));
+        }
+    }
+
+    fn start(&mut self, kind: JobKind, args: Vec<Arg>) {
+        self.job = Some(Job {
+            kind,
+            args: args.into_iter(),
+            last_error: None,
+            waiting: false,
+        });
+    }
+
+    /// Advances the current job by one action (or to its end).
+    fn step(&mut self, env: &dyn Env) {
+        let Some(mut job) = self.job.take() else {
+            return;
+        };
+        if job.waiting {
+            job.waiting = false;
+            let reply = self.reply.take();
+            match (job.kind, reply) {
+                (JobKind::Include, Some(Err(reason))) => {
+                    if job.last_error.is_some() {
+                        // `onerror` failed too: give up (one errmsg).
+                        return self.end_include(job);
+                    }
+                    job.last_error = Some(reason);
+                }
+                (JobKind::Include, _) => job.last_error = None,
+                (JobKind::FileInfo(kind), Some(Ok(stat))) => {
+                    let text = match kind {
+                        InfoKind::Fsize => match self.sizefmt {
+                            SizeFmt::Abbrev => format::strfsize(stat.size),
+                            SizeFmt::Bytes => format::size_in_bytes(stat.size),
+                        },
+                        InfoKind::Flastmod => {
+                            format::strftime(&self.vars.timefmt, stat.mtime, &env.zone(stat.mtime))
+                        }
+                    };
+                    self.queue.push_back(Action::Output(text));
+                }
+                (JobKind::FileInfo(_), Some(Err(reason))) => return self.error(reason),
+                (JobKind::FileInfo(_), None) => {
+                    return self.error("no file information from the server".into())
+                }
+                (JobKind::Exec, Some(Err(reason))) => return self.error(reason),
+                (JobKind::Exec, _) => {}
+            }
+        }
+        self.reply = None;
+        let Some(arg) = job.args.next() else {
+            return self.end_include(job);
+        };
+        let Some(value) = arg.value else {
+            return self.end_include(job);
+        };
+        let value = format::decode_html(&value);
+        let name = &arg.name[..];
+        let action = match (job.kind, name) {
+            (JobKind::Include, b"file") => {
+                match relative_path(&self.vars.expand(&value, false, env)) {
+                    Some(p) => Action::Include(Source::File(p)),
+                    None => {
+                        let reason = format!(
+                            "unable to include file \"{}\"",
+                            String::from_utf8_lossy(&value)
+                        );
+                        if job.last_error.is_some() {
+                            return self.end_include(job);
+                        }
+                        job.last_error = Some(reason);
+                        self.job = Some(job);
+                        return;
+                    }
+                }
+            }
+            (JobKind::Include, b"virtual") if job.last_error.is_none() => {
+                Action::Include(Source::Virtual(self.vars.expand(&value, false, env)))
+            }
+            (JobKind::Include, b"onerror") if job.last_error.is_some() => {
+                Action::Include(Source::Virtual(self.vars.expand(&value, false, env)))
+            }
+            (JobKind::Include, b"virtual" | b"onerror") => {
+                // Skipped: a virtual after a failure, an onerror after a
+                // success.
+                self.job = Some(job);
+                return;
+            }
+            (JobKind::FileInfo(kind), b"file") => {
+                match relative_path(&self.vars.expand(&value, false, env)) {
+                    Some(p) => Action::FileInfo {
+                        kind,
+                        source: Source::File(p),
+                    },
+                    None => {
+                        return self.error(format!(
+                            "unable to access file \"{}\"",
+                            String::from_utf8_lossy(&value)
+                        ))
+                    }
+                }
+            }
+            (JobKind::FileInfo(kind), b"virtual") => Action::FileInfo {
+                kind,
+                source: Source::Virtual(self.vars.expand(&value, false, env)),
+            },
+            (JobKind::Exec, b"cmd") => Action::Exec {
+                kind: ExecKind::Cmd,
+                command: self.vars.expand(&value, true, env),
+            },
+            (JobKind::Exec, b"cgi") => Action::Exec {
+                kind: ExecKind::Cgi,
+                command: self.vars.expand(&value, false, env),
+            },
+            (kind, other) => {
+                let tag = match kind {
+                    JobKind::Include => "include",
+                    JobKind::FileInfo(InfoKind::Fsize) => "fsize",
+                    JobKind::FileInfo(InfoKind::Flastmod) => "flastmod",
+                    JobKind::Exec => "exec",
+                };
+                self.error(format!(
+                    "unknown parameter \"{}\" to tag {tag}",
+                    String::from_utf8_lossy(other)
+                ));
+                return self.end_include(job);
+            }
+        };
+        self.queue.push_back(action);
+        job.waiting = true;
+        self.job = Some(job);
+    }
+
+    /// Ends a job; an `include` whose last failure was not recovered
+    /// prints the error message once.
+    fn end_include(&mut self, job: Job) {
+        if let Some(reason) = job.last_error {
+            self.error(reason);
+        }
+    }
+}
+
+/// The environment for events after the page ended (none needs one).
+struct NoEnv;
+
+impl Env for NoEnv {
+    fn var(&self, _: &[u8]) -> Option<Cow<'_, [u8]>> {
+        None
+    }
+}
+
+/// `include file` and `fsize file`: a path relative to the document's
+/// directory that stays below it (`apr_filepath_merge` with
+/// `SECUREROOTTEST | NOTABSOLUTE`), normalized; `None` otherwise.
+fn relative_path(p: &[u8]) -> Option<Vec<u8>> {
+    if p.starts_with(b"/") || p.contains(&0) {
+        return None;
+    }
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for seg in p.split(|&c| c == b'/') {
+        match seg {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(parts.join(&b'/'))
+}
