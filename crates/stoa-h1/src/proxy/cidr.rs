@@ -213,7 +213,16 @@ mod tests {
         assert_eq!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix));
         assert_eq!("::/129".parse::<Cidr>(), Err(CidrError::Prefix));
         assert_eq!("10.0.0.1/8".parse::<Cidr>(), Err(CidrError::HostBits));
-        for bad in ["", "10.0.0/8", "10.0.0.0/", "10.0.0.0/+8", "10.0.0.0/ 8", "x/8", "10.0.0.0/8/8", "10.0.0.0/0008"] {
+        for bad in [
+            "",
+            "10.0.0/8",
+            "10.0.0.0/",
+            "10.0.0.0/+8",
+            "10.0.0.0/ 8",
+            "x/8",
+            "10.0.0.0/8/8",
+            "10.0.0.0/0008",
+        ] {
             assert_eq!(bad.parse::<Cidr>(), Err(CidrError::Syntax), "{bad:?}");
         }
     }

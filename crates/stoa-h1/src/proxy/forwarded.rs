@@ -65,7 +65,10 @@ fn push_value(out: &mut Vec<u8>, value: &[u8]) -> bool {
         out.extend_from_slice(value);
         return true;
     }
-    if !value.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f)) {
+    if !value
+        .iter()
+        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    {
         return false;
     }
     out.push(b'"');
@@ -136,7 +139,12 @@ pub(crate) fn push_xff_node(out: &mut Vec<u8>, node: &Node<'_>) {
 mod tests {
     use super::*;
 
-    fn element(for_: Node<'_>, by: Option<Node<'_>>, host: Option<&[u8]>, proto: Option<&str>) -> String {
+    fn element(
+        for_: Node<'_>,
+        by: Option<Node<'_>>,
+        host: Option<&[u8]>,
+        proto: Option<&str>,
+    ) -> String {
         let mut out = Vec::new();
         push_forwarded_element(&mut out, &for_, by.as_ref(), host, proto);
         String::from_utf8(out).expect("ascii")
@@ -154,11 +162,20 @@ mod tests {
     #[test]
     fn ipv6_nodes_and_ports_are_quoted_with_brackets_rfc7239_6() {
         let v6 = "2001:db8:cafe::17".parse().unwrap();
-        assert_eq!(element(Node::Ip(v6), None, None, None), "for=\"[2001:db8:cafe::17]\"");
+        assert_eq!(
+            element(Node::Ip(v6), None, None, None),
+            "for=\"[2001:db8:cafe::17]\""
+        );
         let sa = "[2001:db8:cafe::17]:4711".parse().unwrap();
-        assert_eq!(element(Node::Socket(sa), None, None, None), "for=\"[2001:db8:cafe::17]:4711\"");
+        assert_eq!(
+            element(Node::Socket(sa), None, None, None),
+            "for=\"[2001:db8:cafe::17]:4711\""
+        );
         let sa = "192.0.2.43:47011".parse().unwrap();
-        assert_eq!(element(Node::Socket(sa), None, None, None), "for=\"192.0.2.43:47011\"");
+        assert_eq!(
+            element(Node::Socket(sa), None, None, None),
+            "for=\"192.0.2.43:47011\""
+        );
     }
 
     #[test]
@@ -176,10 +193,17 @@ mod tests {
             element(Node::Unknown, Some(Node::Obfuscated("_stoa.1")), None, None),
             "for=unknown;by=_stoa.1"
         );
-        assert_eq!(element(Node::Obfuscated("_hidden"), None, None, None), "for=_hidden");
+        assert_eq!(
+            element(Node::Obfuscated("_hidden"), None, None, None),
+            "for=_hidden"
+        );
         // Not a valid obfnode: told as unknown, never as raw text.
         for bad in ["hidden", "_", "_a b", "_a\"b", "_a;by=evil"] {
-            assert_eq!(element(Node::Obfuscated(bad), None, None, None), "for=unknown", "{bad}");
+            assert_eq!(
+                element(Node::Obfuscated(bad), None, None, None),
+                "for=unknown",
+                "{bad}"
+            );
         }
     }
 
@@ -194,7 +218,10 @@ mod tests {
             element(Node::Ip(ip), None, Some(b"a\"b\\"), None),
             "for=192.0.2.1;host=\"a\\\"b\\\\\""
         );
-        assert_eq!(element(Node::Ip(ip), None, Some(b"a\r\nb"), None), "for=192.0.2.1");
+        assert_eq!(
+            element(Node::Ip(ip), None, Some(b"a\r\nb"), None),
+            "for=192.0.2.1"
+        );
     }
 
     #[test]

@@ -75,7 +75,9 @@ fn connection_names_fields<'h>(headers: impl Iterator<Item = (&'h [u8], &'h [u8]
     headers
         .filter(|(n, _)| eq_ignore_case(n, b"connection"))
         .flat_map(|(_, v)| list_items(v))
-        .any(|t| !eq_ignore_case(t, b"close") && !eq_ignore_case(t, b"keep-alive") && !is_hop_by_hop(t))
+        .any(|t| {
+            !eq_ignore_case(t, b"close") && !eq_ignore_case(t, b"keep-alive") && !is_hop_by_hop(t)
+        })
 }
 
 /// Whether `name` is listed in a `Connection` field among `headers`
@@ -133,7 +135,14 @@ mod tests {
         ] {
             assert!(is_hop_by_hop(n.as_bytes()), "{n}");
         }
-        for n in ["Content-Length", "Host", "Trailers", "Tes", "Authorization", "Via"] {
+        for n in [
+            "Content-Length",
+            "Host",
+            "Trailers",
+            "Tes",
+            "Authorization",
+            "Via",
+        ] {
             assert!(!is_hop_by_hop(n.as_bytes()), "{n}");
         }
     }
@@ -141,11 +150,19 @@ mod tests {
     #[test]
     fn only_connection_tokens_that_are_not_options_name_fields() {
         let h = |v: &'static [u8]| [(&b"Connection"[..], v)];
-        assert!(!connection_names_fields(h(b"keep-alive, close").into_iter()));
+        assert!(!connection_names_fields(
+            h(b"keep-alive, close").into_iter()
+        ));
         assert!(!connection_names_fields(h(b"Upgrade, TE").into_iter()));
         assert!(connection_names_fields(h(b"close, X-Secret").into_iter()));
-        assert!(named_by_connection(h(b"close, X-Secret").into_iter(), b"x-secret"));
-        assert!(!named_by_connection(h(b"close, X-Secret").into_iter(), b"x-secre"));
+        assert!(named_by_connection(
+            h(b"close, X-Secret").into_iter(),
+            b"x-secret"
+        ));
+        assert!(!named_by_connection(
+            h(b"close, X-Secret").into_iter(),
+            b"x-secre"
+        ));
     }
 
     #[test]

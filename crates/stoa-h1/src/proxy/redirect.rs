@@ -46,7 +46,9 @@ fn push_mapped_path(out: &mut Vec<u8>, path: &[u8], rule: &RedirectRule<'_>) -> 
         _ if !path.starts_with(b"/") => (up == b"/").then_some((true, path)),
         Some(rest) if up.ends_with(b"/") => Some((true, rest)),
         // A prefix without its slash matches whole segments only.
-        Some(rest) if matches!(rest.first(), None | Some(b'/' | b'?' | b'#')) => Some((false, rest)),
+        Some(rest) if matches!(rest.first(), None | Some(b'/' | b'?' | b'#')) => {
+            Some((false, rest))
+        }
         _ => None,
     }
     .or_else(|| {
@@ -186,10 +188,22 @@ mod tests {
     #[test]
     fn an_absolute_location_naming_the_upstream_gets_the_client_origin_and_prefix() {
         let l = |v| loc(v, &STRIPPED);
-        assert_eq!(l("http://127.0.0.1:8081/login?next=/x").as_deref(), Some("https://example.com/app/login?next=/x"));
-        assert_eq!(l("HTTP://127.0.0.1:8081").as_deref(), Some("https://example.com/app/"));
-        assert_eq!(l("http://127.0.0.1:8081#f").as_deref(), Some("https://example.com/app/#f"));
-        assert_eq!(l("//127.0.0.1:8081/x").as_deref(), Some("//example.com/app/x"));
+        assert_eq!(
+            l("http://127.0.0.1:8081/login?next=/x").as_deref(),
+            Some("https://example.com/app/login?next=/x")
+        );
+        assert_eq!(
+            l("HTTP://127.0.0.1:8081").as_deref(),
+            Some("https://example.com/app/")
+        );
+        assert_eq!(
+            l("http://127.0.0.1:8081#f").as_deref(),
+            Some("https://example.com/app/#f")
+        );
+        assert_eq!(
+            l("//127.0.0.1:8081/x").as_deref(),
+            Some("//example.com/app/x")
+        );
         // Another host is someone else's URL.
         assert_eq!(l("http://other.example/x"), None);
         assert_eq!(l("http://127.0.0.1:80812/x"), None);
@@ -222,7 +236,10 @@ mod tests {
         assert_eq!(l("/apix"), None);
         assert_eq!(l("/other"), None);
         // Outside the prefix only the origin changes.
-        assert_eq!(l("http://backend:8080/other").as_deref(), Some("http://example.com/other"));
+        assert_eq!(
+            l("http://backend:8080/other").as_deref(),
+            Some("http://example.com/other")
+        );
     }
 
     #[test]
@@ -237,8 +254,14 @@ mod tests {
         assert_eq!(loc("http://example.com/app/x", &rule), None);
         assert_eq!(loc("/app/x", &rule), None);
         // But an upstream that says http behind a TLS front is corrected.
-        let tls = RedirectRule { client_scheme: "https", ..rule };
-        assert_eq!(loc("http://example.com/app/x", &tls).as_deref(), Some("https://example.com/app/x"));
+        let tls = RedirectRule {
+            client_scheme: "https",
+            ..rule
+        };
+        assert_eq!(
+            loc("http://example.com/app/x", &tls).as_deref(),
+            Some("https://example.com/app/x")
+        );
     }
 
     #[test]
@@ -264,10 +287,14 @@ mod tests {
     fn refresh_urls_are_rewritten_quoted_or_not() {
         let r = |v: &str| {
             let mut out = Vec::new();
-            rewrite_refresh(v.as_bytes(), &STRIPPED, &mut out).then(|| String::from_utf8(out).expect("ascii"))
+            rewrite_refresh(v.as_bytes(), &STRIPPED, &mut out)
+                .then(|| String::from_utf8(out).expect("ascii"))
         };
         assert_eq!(r("5; url=/x").as_deref(), Some("5; url=/app/x"));
-        assert_eq!(r("0;URL='http://127.0.0.1:8081/y'").as_deref(), Some("0;URL='https://example.com/app/y'"));
+        assert_eq!(
+            r("0;URL='http://127.0.0.1:8081/y'").as_deref(),
+            Some("0;URL='https://example.com/app/y'")
+        );
         assert_eq!(r("1; /z").as_deref(), Some("1; /app/z"));
         assert_eq!(r("5"), None);
         assert_eq!(r("5; url=http://elsewhere/"), None);

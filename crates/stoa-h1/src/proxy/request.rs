@@ -308,9 +308,8 @@ where
     // Fields the Connection header names are hop-by-hop as well; looked
     // up per field only when Connection names any (rare).
     let conn_names = connection_names_fields(req.headers.clone());
-    let hop = |n: &[u8]| {
-        is_hop_by_hop(n) || (conn_names && named_by_connection(req.headers.clone(), n))
-    };
+    let hop =
+        |n: &[u8]| is_hop_by_hop(n) || (conn_names && named_by_connection(req.headers.clone(), n));
     for (n, v) in req.headers.clone() {
         if hop(n) || rewritten_by_proxy(n) {
             continue;
@@ -353,7 +352,11 @@ where
     // Proto and Host describe the original client: a trusted proxy's
     // value stands, ours fills in when there is none.
     for (name, lower, ours) in [
-        (&b"X-Forwarded-Proto"[..], &b"x-forwarded-proto"[..], Some(req.scheme.as_bytes())),
+        (
+            &b"X-Forwarded-Proto"[..],
+            &b"x-forwarded-proto"[..],
+            Some(req.scheme.as_bytes()),
+        ),
         (b"X-Forwarded-Host", b"x-forwarded-host", req.host),
     ] {
         let theirs = incoming(lower).find(|v| !v.is_empty());
@@ -425,4 +428,622 @@ where
     }
     out.extend_from_slice(b"\r\n");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body::{BodyDecoder, LAST_CHUNK};
+    use crate::{ParseError, RequestHead, RequestLimits};
+
+    const PEER: &str = "192.0.2.7:50000";
+
+    fn opts(trusted: &TrustedProxies) -> ForwardOptions<'_> {
+        ForwardOptions {
+            version: Version::Http11,
+            upstream_host: b"127.0.0.1:8081",
+            preserve_host: false,
+            trusted,
+            forwarded: false,
+            x_forwarded: false,
+            for_node: None,
+            by: None,
+            via: None,
+            keep_alive: true,
+        }
+    }
+
+    fn parse(raw: &[u8]) -> RequestHead {
+        let mut h = RequestHead::default();
+        match h.parse(raw, &RequestLimits::default()) {
+            Ok(Some(_)) => h,
+            other => panic!("not a complete head: {other:?}"),
+        }
+    }
+
+    /// The upstream head for a raw client head, with `peer` as the client.
+    fn forward_from(
+        raw: &[u8],
+        peer: &str,
+        o: &ForwardOptions<'_>,
+    ) -> Result<String, ForwardError> {
+        let h = parse(raw);
+        let body = match body_plan(h.framing, o.version) {
+            BodyPlan::None => UpstreamBody::None,
+            BodyPlan::Length(n) => UpstreamBody::Length(n),
+            BodyPlan::Rechunk => UpstreamBody::Chunked,
+            BodyPlan::Buffer => UpstreamBody::Length(3),
+        };
+        let req = ClientRequest {
+            method: h.method.as_str(),
+            target: h.original_target(),
+            version: h.version,
+            headers: h.headers(),
+            host: h.host(),
+            peer: peer.parse().expect("peer"),
+            scheme: "http",
+            expect_continue: h.expect_continue,
+            upgrade: upgrade_protocols(h.version, h.headers()),
+        };
+        let mut out = Vec::new();
+        write_request_head(&mut out, &req, o, body)?;
+        Ok(String::from_utf8(out).expect("ascii head"))
+    }
+
+    fn forward(raw: &[u8], o: &ForwardOptions<'_>) -> String {
+        forward_from(raw, PEER, o).expect("forwarded")
+    }
+
+    /// Field lines of a head (without the request line).
+    fn fields(head: &str) -> Vec<&str> {
+        head.split("\r\n")
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn a_get_goes_upstream_with_its_fields_in_order_and_the_upstream_as_host_rfc9112_3_2() {
+        let t = TrustedProxies::default();
+        let out = forward(
+            b"GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nCookie: s=1\r\n\r\n",
+            &opts(&t),
+        );
+        assert_eq!(
+            out,
+            "GET /a?b=1 HTTP/1.1\r\nHost: 127.0.0.1:8081\r\nAccept: */*\r\nCookie: s=1\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn the_clients_host_is_kept_when_preserved_and_the_upstreams_used_when_there_is_none() {
+        let t = TrustedProxies::default();
+        let o = ForwardOptions {
+            preserve_host: true,
+            ..opts(&t)
+        };
+        let out = forward(b"GET / HTTP/1.1\r\nHost: Example.com:8080\r\n\r\n", &o);
+        assert!(
+            out.starts_with("GET / HTTP/1.1\r\nHost: Example.com:8080\r\n"),
+            "{out}"
+        );
+        // An absolute-form target's authority is the host (RFC 9112 §3.2.2).
+        let out = forward(
+            b"GET http://a.example/x HTTP/1.1\r\nHost: b.example\r\n\r\n",
+            &o,
+        );
+        assert!(
+            out.starts_with("GET /x HTTP/1.1\r\nHost: a.example\r\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("Host:").count(), 1);
+        // HTTP/1.0 without Host, and HTTP/1.1 with an empty one.
+        let out = forward(b"GET / HTTP/1.0\r\n\r\n", &o);
+        assert!(
+            out.starts_with("GET / HTTP/1.1\r\nHost: 127.0.0.1:8081\r\n"),
+            "{out}"
+        );
+        let out = forward(b"GET / HTTP/1.1\r\nHost:\r\n\r\n", &o);
+        assert!(out.contains("Host: 127.0.0.1:8081\r\n"), "{out}");
+    }
+
+    #[test]
+    fn hop_by_hop_fields_and_every_field_named_in_connection_are_removed_rfc9110_7_6_1() {
+        let t = TrustedProxies::default();
+        let out = forward(
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret, x-other\r\nKeep-Alive: timeout=5\r\n\
+Proxy-Connection: keep-alive\r\nTE: trailers\r\nTrailer: X-T\r\nUpgrade: websocket\r\n\
+Proxy-Authorization: Basic Zm9vOmJhcg==\r\nX-Secret: 1\r\nX-Other: 2\r\nX-Kept: 3\r\nConnection: x-late\r\nX-Late: 4\r\n\r\n",
+            &opts(&t),
+        );
+        assert_eq!(fields(&out), vec!["Host: 127.0.0.1:8081", "X-Kept: 3"]);
+    }
+
+    #[test]
+    fn connection_cannot_remove_the_fields_the_proxy_writes_itself() {
+        // `Connection: Host, Content-Length` would leave an upstream
+        // without a Host or a length for the body that follows.
+        let t = TrustedProxies::default();
+        let o = ForwardOptions {
+            x_forwarded: true,
+            ..opts(&t)
+        };
+        let out = forward(
+            b"POST / HTTP/1.1\r\nHost: a\r\nConnection: Host, Content-Length, X-Forwarded-For\r\nContent-Length: 3\r\n\r\n",
+            &o,
+        );
+        assert_eq!(
+            fields(&out),
+            vec![
+                "Host: 127.0.0.1:8081",
+                "X-Forwarded-For: 192.0.2.7",
+                "X-Forwarded-Proto: http",
+                "X-Forwarded-Host: a",
+                "Content-Length: 3"
+            ]
+        );
+    }
+
+    #[test]
+    fn forwarded_fields_from_an_untrusted_peer_are_replaced_not_believed_rfc7239_8_1() {
+        let t = TrustedProxies::parse(["10.0.0.0/8"]).expect("nets");
+        let o = ForwardOptions {
+            forwarded: true,
+            x_forwarded: true,
+            ..opts(&t)
+        };
+        let out = forward(
+            b"GET / HTTP/1.1\r\nHost: site.example\r\nForwarded: for=1.2.3.4\r\nX-Forwarded-For: 1.2.3.4\r\n\
+X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real: 1\r\n\r\n",
+            &o,
+        );
+        assert_eq!(
+            fields(&out),
+            vec![
+                "Host: 127.0.0.1:8081",
+                "X-Real: 1",
+                "Forwarded: for=192.0.2.7;host=site.example;proto=http",
+                "X-Forwarded-For: 192.0.2.7",
+                "X-Forwarded-Proto: http",
+                "X-Forwarded-Host: site.example",
+            ]
+        );
+        // Not adding our own does not let theirs through either.
+        let out = forward(b"GET / HTTP/1.1\r\nHost: a\r\nForwarded: for=1.2.3.4\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n", &opts(&t));
+        assert_eq!(fields(&out), vec!["Host: 127.0.0.1:8081"]);
+    }
+
+    #[test]
+    fn forwarded_fields_from_a_trusted_proxy_are_kept_and_appended_to_rfc7239_4() {
+        let t = TrustedProxies::parse(["10.0.0.0/8", "::1"]).expect("nets");
+        let o = ForwardOptions {
+            forwarded: true,
+            x_forwarded: true,
+            by: Some(Node::Obfuscated("_stoa")),
+            ..opts(&t)
+        };
+        let out = forward_from(
+            b"GET / HTTP/1.1\r\nHost: site.example\r\nForwarded: for=198.51.100.1;proto=https\r\nX-Forwarded-For: 198.51.100.1\r\n\
+Forwarded: for=\"[2001:db8::1]\"\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: www.example\r\n\r\n",
+            "10.1.1.1:4000",
+            &o,
+        )
+        .expect("forwarded");
+        assert_eq!(
+            fields(&out),
+            vec![
+                "Host: 127.0.0.1:8081",
+                "Forwarded: for=198.51.100.1;proto=https, for=\"[2001:db8::1]\", for=10.1.1.1;by=_stoa;host=site.example;proto=http",
+                "X-Forwarded-For: 198.51.100.1, 10.1.1.1",
+                // The original client's scheme and host stand.
+                "X-Forwarded-Proto: https",
+                "X-Forwarded-Host: www.example",
+            ]
+        );
+        // An IPv6 peer: quoted in brackets in Forwarded, bare in X-F-F.
+        let out = forward_from(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", "[::1]:4000", &o)
+            .expect("forwarded");
+        assert!(
+            out.contains("Forwarded: for=\"[::1]\";by=_stoa;host=a;proto=http\r\n"),
+            "{out}"
+        );
+        assert!(out.contains("X-Forwarded-For: ::1\r\n"), "{out}");
+    }
+
+    #[test]
+    fn a_hidden_client_is_named_by_its_obfuscated_identifier_rfc7239_6_3() {
+        let t = TrustedProxies::default();
+        let o = ForwardOptions {
+            forwarded: true,
+            for_node: Some(Node::Unknown),
+            ..opts(&t)
+        };
+        let out = forward(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &o);
+        assert!(
+            out.contains("Forwarded: for=unknown;host=a;proto=http\r\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn via_is_appended_with_the_protocol_the_proxy_received_rfc9110_7_6_3() {
+        let t = TrustedProxies::default();
+        let o = ForwardOptions {
+            via: Some(b"stoa"),
+            ..opts(&t)
+        };
+        let out = forward(
+            b"GET / HTTP/1.1\r\nHost: a\r\nVia: 1.1 cdn\r\nVia: 1.0 fred\r\n\r\n",
+            &o,
+        );
+        assert_eq!(
+            fields(&out),
+            vec!["Host: 127.0.0.1:8081", "Via: 1.1 cdn, 1.0 fred, 1.1 stoa"]
+        );
+        let out = forward(b"GET / HTTP/1.0\r\n\r\n", &o);
+        assert!(out.contains("Via: 1.0 stoa\r\n"), "{out}");
+        // Without our own, earlier hops still pass (Via is end-to-end).
+        let out = forward(
+            b"GET / HTTP/1.1\r\nHost: a\r\nVia: 1.1 cdn\r\n\r\n",
+            &opts(&t),
+        );
+        assert!(out.contains("Via: 1.1 cdn\r\n"), "{out}");
+    }
+
+    #[test]
+    fn a_content_length_body_keeps_its_length_and_a_chunked_one_is_rechunked_for_http11_rfc9112_6_1(
+    ) {
+        assert_eq!(
+            body_plan(Framing::Length(5), Version::Http11),
+            BodyPlan::Length(5)
+        );
+        assert_eq!(
+            body_plan(Framing::Length(5), Version::Http10),
+            BodyPlan::Length(5)
+        );
+        assert_eq!(
+            body_plan(Framing::Chunked, Version::Http11),
+            BodyPlan::Rechunk
+        );
+        assert_eq!(body_plan(Framing::None, Version::Http10), BodyPlan::None);
+        let t = TrustedProxies::default();
+        let out = forward(
+            b"PUT /f HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n",
+            &opts(&t),
+        );
+        assert!(out.ends_with("\r\nContent-Length: 5\r\n\r\n"), "{out}");
+        let out = forward(
+            b"PUT /f HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &opts(&t),
+        );
+        assert!(
+            out.ends_with("\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("Content-Length").count(), 0);
+    }
+
+    #[test]
+    fn a_chunked_body_for_an_http10_upstream_is_buffered_and_sent_with_its_length_rfc9112_6_1() {
+        assert_eq!(
+            body_plan(Framing::Chunked, Version::Http10),
+            BodyPlan::Buffer
+        );
+        let t = TrustedProxies::default();
+        let o = ForwardOptions {
+            version: Version::Http10,
+            ..opts(&t)
+        };
+        // forward_from() stands for the buffered body with a length of 3.
+        let out = forward(
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &o,
+        );
+        assert_eq!(
+            out,
+            "POST / HTTP/1.0\r\nHost: 127.0.0.1:8081\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\n"
+        );
+        // Sending it chunked anyway is refused, never written.
+        let mut out = b"kept".to_vec();
+        let h = parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+        let req = ClientRequest {
+            method: "POST",
+            target: h.target(),
+            version: h.version,
+            headers: h.headers(),
+            host: h.host(),
+            peer: PEER.parse().expect("peer"),
+            scheme: "http",
+            expect_continue: false,
+            upgrade: None,
+        };
+        assert_eq!(
+            write_request_head(&mut out, &req, &o, UpstreamBody::Chunked),
+            Err(ForwardError::ChunkedToHttp10)
+        );
+        assert_eq!(out, b"kept");
+    }
+
+    #[test]
+    fn a_post_without_a_body_says_content_length_0_rfc9110_8_6() {
+        let t = TrustedProxies::default();
+        let out = forward(
+            b"POST /f HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+            &opts(&t),
+        );
+        assert!(out.ends_with("\r\nContent-Length: 0\r\n\r\n"), "{out}");
+        let out = forward(
+            b"GET /f HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+            &opts(&t),
+        );
+        assert!(!out.contains("Content-Length"), "{out}");
+    }
+
+    #[test]
+    fn the_connection_field_says_what_the_upstream_needs_to_know_rfc9112_9_3() {
+        let t = TrustedProxies::default();
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+        // The client's close is about the client's connection.
+        assert!(!forward(raw, &opts(&t)).contains("Connection"));
+        let o = ForwardOptions {
+            keep_alive: false,
+            ..opts(&t)
+        };
+        assert!(forward(raw, &o).contains("\r\nConnection: close\r\n"));
+        let o = ForwardOptions {
+            version: Version::Http10,
+            ..opts(&t)
+        };
+        assert!(forward(raw, &o).contains("\r\nConnection: keep-alive\r\n"));
+        let o = ForwardOptions {
+            version: Version::Http10,
+            keep_alive: false,
+            ..opts(&t)
+        };
+        assert!(!forward(raw, &o).contains("Connection"));
+    }
+
+    #[test]
+    fn expect_100_continue_goes_only_to_an_http11_upstream_with_a_body_rfc9110_10_1_1() {
+        let t = TrustedProxies::default();
+        let raw = b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n";
+        assert!(forward(raw, &opts(&t)).contains("\r\nExpect: 100-continue\r\n"));
+        let o = ForwardOptions {
+            version: Version::Http10,
+            ..opts(&t)
+        };
+        assert!(!forward(raw, &o).contains("Expect"));
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n";
+        assert!(!forward(raw, &opts(&t)).contains("Expect"));
+    }
+
+    #[test]
+    fn upgrade_is_forwarded_only_for_a_tunnel_and_never_from_http10_rfc9110_7_8() {
+        let t = TrustedProxies::default();
+        let raw = b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        assert_eq!(
+            fields(&forward(raw, &opts(&t))),
+            vec![
+                "Host: 127.0.0.1:8081",
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                "Sec-WebSocket-Version: 13",
+                "Upgrade: websocket",
+                "Connection: upgrade"
+            ]
+        );
+        // Upgrade without Connection: upgrade is no request to upgrade.
+        let h = parse(b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n");
+        assert_eq!(upgrade_protocols(h.version, h.headers()), None);
+        let h = parse(b"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n");
+        assert_eq!(upgrade_protocols(h.version, h.headers()), None);
+        let o = ForwardOptions {
+            version: Version::Http10,
+            ..opts(&t)
+        };
+        assert_eq!(
+            forward_from(raw, PEER, &o),
+            Err(ForwardError::UpgradeToHttp10)
+        );
+    }
+
+    #[test]
+    fn connect_methods_and_bad_targets_are_refused() {
+        let t = TrustedProxies::default();
+        let o = opts(&t);
+        let peer = PEER.parse().expect("peer");
+        let h: [(&[u8], &[u8]); 0] = [];
+        let req = |method, target| ClientRequest {
+            method,
+            target,
+            version: Version::Http11,
+            headers: h.iter().copied(),
+            host: None,
+            peer,
+            scheme: "http",
+            expect_continue: false,
+            upgrade: None,
+        };
+        let mut out = Vec::new();
+        let mut w = |method: &'static str, target: &'static [u8]| {
+            write_request_head(&mut out, &req(method, target), &o, UpstreamBody::None)
+        };
+        assert_eq!(w("CONNECT", b"/"), Err(ForwardError::Connect));
+        assert_eq!(ForwardError::Connect.status(), 405);
+        assert_eq!(w("G T", b"/"), Err(ForwardError::Method));
+        assert_eq!(w("", b"/"), Err(ForwardError::Method));
+        for bad in [&b"/a b"[..], b"/a\r\nX: 1", b"/a\0", b"http://h/", b"a"] {
+            assert_eq!(
+                w("GET", bad),
+                Err(ForwardError::Target),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(w("OPTIONS", b"*"), Ok(()));
+        assert_eq!(w("GET", b"?q"), Ok(()));
+        assert!(String::from_utf8_lossy(&out).contains("GET /?q HTTP/1.1\r\n"));
+        assert!(out.starts_with(b"OPTIONS * HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn strip_prefix_keeps_the_slash_and_matches_whole_segments() {
+        assert_eq!(strip_prefix(b"/app/x?q", b"/app/"), Some(&b"/x?q"[..]));
+        assert_eq!(strip_prefix(b"/app/", b"/app/"), Some(&b"/"[..]));
+        assert_eq!(strip_prefix(b"/app", b"/app/"), None);
+        assert_eq!(strip_prefix(b"/app/x", b"/app"), Some(&b"/x"[..]));
+        assert_eq!(strip_prefix(b"/app?q", b"/app"), Some(&b"?q"[..]));
+        assert_eq!(strip_prefix(b"/app", b"/app"), Some(&b""[..]));
+        assert_eq!(strip_prefix(b"/apple", b"/app"), None);
+        assert_eq!(strip_prefix(b"/%61pp/x", b"/app/"), None);
+    }
+
+    // Request smuggling (RFC 9112 §11.2). The upstream must count the body
+    // exactly as the proxy did, so the proxy's own parser refuses every
+    // ambiguous head, and the forwarded head carries one framing field
+    // written from the proxy's decision, never the client's bytes.
+
+    #[test]
+    fn cl_te_and_te_cl_heads_are_refused_before_they_can_be_forwarded_rfc9112_6_3() {
+        let limits = RequestLimits::default();
+        for raw in [
+            // CL.TE: a front end that believes Content-Length, a back end
+            // that believes chunked.
+            &b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nG"[..],
+            // TE.CL: the other way round.
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n",
+            // Duplicate, differing lengths (§6.3 item 5).
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            // Chunked not last: the body would run to the close (§6.3 item 4).
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+            // Chunked in HTTP/1.0 (§6.1).
+            b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            let r = RequestHead::default().parse(raw, &limits);
+            assert_eq!(r, Err(ParseError::BadFraming), "{:?}", String::from_utf8_lossy(raw));
+        }
+        // Obfuscated codings (`xchunked`, a space before the colon, obs-fold)
+        // are refused too (501 / 400), never read as "not chunked".
+        for raw in [
+            &b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\nContent-Length: 3\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding:\r\n chunked\r\n\r\n",
+        ] {
+            assert!(
+                matches!(
+                    RequestHead::default().parse(raw, &limits),
+                    Err(ParseError::UnknownCoding | ParseError::Malformed | ParseError::BadFraming)
+                ),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+    }
+
+    #[test]
+    fn the_forwarded_head_has_exactly_one_framing_field_whatever_the_fields_say_rfc9112_6_3() {
+        // Fields handed over by a caller that did not parse them (a future
+        // HTTP/2 side, a subrequest): both framings, two lengths.
+        let fields_in: [(&[u8], &[u8]); 5] = [
+            (b"Host", b"a"),
+            (b"Content-Length", b"6"),
+            (b"Transfer-Encoding", b"chunked"),
+            (b"content-length", b"99"),
+            (b"X", b"1"),
+        ];
+        let t = TrustedProxies::default();
+        for (body, framing) in [
+            (UpstreamBody::Length(3), "Content-Length: 3"),
+            (UpstreamBody::Chunked, "Transfer-Encoding: chunked"),
+        ] {
+            let req = ClientRequest {
+                method: "POST",
+                target: b"/",
+                version: Version::Http11,
+                headers: fields_in.iter().copied(),
+                host: Some(b"a"),
+                peer: PEER.parse().expect("peer"),
+                scheme: "http",
+                expect_continue: false,
+                upgrade: None,
+            };
+            let mut out = Vec::new();
+            write_request_head(&mut out, &req, &opts(&t), body).expect("forwarded");
+            let out = String::from_utf8(out).expect("ascii");
+            assert_eq!(fields(&out), vec!["Host: 127.0.0.1:8081", "X: 1", framing]);
+        }
+    }
+
+    #[test]
+    fn a_field_value_with_cr_lf_or_nul_is_refused_not_forwarded_rfc9110_5_5() {
+        // Header injection: a value that ends a line for the upstream.
+        let t = TrustedProxies::default();
+        for bad in [
+            (&b"X"[..], &b"1\r\nContent-Length: 0"[..]),
+            (b"X", b"1\nTransfer-Encoding: chunked"),
+            (b"X", b"a\0b"),
+            (b"X Y", b"1"),
+            (b"X:", b"1"),
+            (b"", b"1"),
+        ] {
+            let h = [(&b"Host"[..], &b"a"[..]), bad];
+            let req = ClientRequest {
+                method: "GET",
+                target: b"/",
+                version: Version::Http11,
+                headers: h.iter().copied(),
+                host: Some(b"a"),
+                peer: PEER.parse().expect("peer"),
+                scheme: "http",
+                expect_continue: false,
+                upgrade: None,
+            };
+            let mut out = Vec::new();
+            assert_eq!(
+                write_request_head(&mut out, &req, &opts(&t), UpstreamBody::None),
+                Err(ForwardError::Field),
+                "{bad:?}"
+            );
+            assert!(out.is_empty());
+        }
+        // The parser already refuses obs-fold (RFC 9112 §5.2) and bare CR.
+        let limits = RequestLimits::default();
+        for raw in [
+            &b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\n folded\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: 1\rY: 2\r\n\r\n",
+        ] {
+            assert!(RequestHead::default().parse(raw, &limits).is_err());
+        }
+    }
+
+    #[test]
+    fn a_te_cl_payload_inside_a_chunked_body_stays_body_when_rechunked_rfc9112_7_1() {
+        // The client's chunked body, extensions and trailer included, is
+        // decoded and sent as the proxy's own chunks: what follows the last
+        // chunk is the client's next request (parsed and checked on its
+        // own), never a request the upstream reads from this body.
+        let body = b"5;ext=\"x\"\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n";
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        let mut up = Vec::new();
+        let mut at = 0;
+        while !d.is_done() {
+            let (n, data) = d.decode(&body[at..]).expect("valid chunks");
+            push_chunk(&mut up, data);
+            at += n;
+            assert!(n > 0);
+        }
+        up.extend_from_slice(LAST_CHUNK);
+        assert_eq!(up, b"5\r\nhello\r\n0\r\n\r\n");
+        assert_eq!(&body[at..], b"GET /admin HTTP/1.1\r\nHost: a\r\n\r\n");
+        // Chunk framing others read differently is refused outright: a
+        // bare LF in the size line, a size past 2^63.
+        for bad in [
+            &b"5\nhello\r\n0\r\n\r\n"[..],
+            b"5;a\nhello\r\n",
+            b"8000000000000000\r\n",
+        ] {
+            let mut d = BodyDecoder::new(Framing::Chunked);
+            assert!(d.decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
 }

@@ -3,7 +3,9 @@
 //! and the head the client sees.
 
 use super::redirect::{rewrite_location, rewrite_refresh, RedirectRule};
-use super::{connection_names_fields, is_field_value, is_hop_by_hop, is_token, named_by_connection};
+use super::{
+    connection_names_fields, is_field_value, is_hop_by_hop, is_token, named_by_connection,
+};
 use crate::response::ResponseError;
 use crate::{eq_ignore_case, parse_u64, trim, Framing, ResponseHead, Version};
 use std::time::Duration;
@@ -111,7 +113,10 @@ pub fn parse_keep_alive(value: &[u8]) -> KeepAlive {
 }
 
 /// Reads a parsed response head in the light of the request it answers.
-pub fn inspect_response(head: &ResponseHead, req: &SentRequest) -> Result<ResponseInfo, UpstreamError> {
+pub fn inspect_response(
+    head: &ResponseHead,
+    req: &SentRequest,
+) -> Result<ResponseInfo, UpstreamError> {
     let params = head
         .headers()
         .filter(|(n, _)| eq_ignore_case(n, b"keep-alive"))
@@ -156,7 +161,7 @@ pub fn inspect_response(head: &ResponseHead, req: &SentRequest) -> Result<Respon
     // (§6.1). The body is read as Transfer-Encoding says and re-framed for
     // the client, but the connection is not trusted with another request:
     // the upstream may count the body the other way (response-side TE.CL).
-    let suspect = (te && cl) || (te && head.version != Some(Version::Http11));
+    let suspect = te && (cl || head.version != Some(Version::Http11));
     let keep_alive = head.keep_alive()
         && framing != Framing::Close
         && !suspect
@@ -193,9 +198,8 @@ pub fn idle_timeout(own: Duration, upstream: &KeepAlive) -> Duration {
 pub fn response_headers(head: &ResponseHead) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
     let conn = connection_names_fields(head.headers());
     head.headers().filter(move |(n, _)| {
-        !is_hop_by_hop(n)
-            && !eq_ignore_case(n, b"content-length")
-            && !(conn && named_by_connection(head.headers(), n))
+        let hop = is_hop_by_hop(n) || (conn && named_by_connection(head.headers(), n));
+        !hop && !eq_ignore_case(n, b"content-length")
     })
 }
 
@@ -230,7 +234,11 @@ pub fn write_response_headers(
     r
 }
 
-fn write_fields(out: &mut Vec<u8>, head: &ResponseHead, opts: &ResponseOptions<'_>) -> Result<(), UpstreamError> {
+fn write_fields(
+    out: &mut Vec<u8>,
+    head: &ResponseHead,
+    opts: &ResponseOptions<'_>,
+) -> Result<(), UpstreamError> {
     let conn = connection_names_fields(head.headers());
     let mut vias = 0;
     for (n, v) in head.headers() {
@@ -253,7 +261,9 @@ fn write_fields(out: &mut Vec<u8>, head: &ResponseHead, opts: &ResponseOptions<'
         out.extend_from_slice(n);
         out.extend_from_slice(b": ");
         let rewritten = match opts.redirect {
-            Some(rule) if eq_ignore_case(n, b"location") || eq_ignore_case(n, b"content-location") => {
+            Some(rule)
+                if eq_ignore_case(n, b"location") || eq_ignore_case(n, b"content-location") =>
+            {
                 rewrite_location(v, rule, out)
             }
             Some(rule) if eq_ignore_case(n, b"refresh") => rewrite_refresh(v, rule, out),
@@ -288,4 +298,277 @@ fn write_fields(out: &mut Vec<u8>, head: &ResponseHead, opts: &ResponseOptions<'
         out.extend_from_slice(b"\r\n");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GET: SentRequest = SentRequest {
+        head: false,
+        upgrade: false,
+        client_expects_continue: false,
+        client_version: Version::Http11,
+    };
+
+    fn head(raw: &[u8]) -> ResponseHead {
+        let mut h = ResponseHead::default();
+        match h.parse(raw, 8192) {
+            Ok(Some(n)) if n == raw.len() => h,
+            other => panic!("not a whole head: {other:?}"),
+        }
+    }
+
+    fn info(raw: &[u8], req: &SentRequest) -> ResponseInfo {
+        inspect_response(&head(raw), req).expect("a response to pass on")
+    }
+
+    #[test]
+    fn keep_alive_parameters_are_parsed_loosely_rfc2068_19_7_1_1() {
+        let k = parse_keep_alive(b"timeout=5, max=100");
+        assert_eq!(
+            k,
+            KeepAlive {
+                timeout: Some(5),
+                max: Some(100)
+            }
+        );
+        let k = parse_keep_alive(b"Timeout = \"15\"; MAX=2, foo=bar, junk");
+        assert_eq!(
+            k,
+            KeepAlive {
+                timeout: Some(15),
+                max: Some(2)
+            }
+        );
+        assert_eq!(parse_keep_alive(b"timeout=-1, max=x"), KeepAlive::default());
+        let i = info(
+            b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=20\r\nContent-Length: 2\r\n\r\n",
+            &GET,
+        );
+        assert_eq!(i.keep_alive_params.timeout, Some(20));
+        assert!(i.keep_alive);
+    }
+
+    #[test]
+    fn the_idle_timeout_ends_before_the_upstreams_own() {
+        let own = Duration::from_secs(60);
+        assert_eq!(idle_timeout(own, &KeepAlive::default()), own);
+        let ka = |t| KeepAlive {
+            timeout: Some(t),
+            max: None,
+        };
+        assert_eq!(idle_timeout(own, &ka(5)), Duration::from_secs(4));
+        assert_eq!(idle_timeout(own, &ka(1)), Duration::from_millis(500));
+        assert_eq!(idle_timeout(own, &ka(0)), Duration::ZERO);
+        assert_eq!(
+            idle_timeout(Duration::from_secs(2), &ka(300)),
+            Duration::from_secs(2)
+        );
+    }
+
+    #[test]
+    fn a_connection_is_reused_only_after_a_whole_exchange_the_upstream_allows_rfc9112_9_3() {
+        let i = info(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", &GET);
+        assert_eq!(i.framing, Framing::Length(2));
+        assert!(i.reusable(true, true, 0));
+        // An early response while the body is still going out.
+        assert!(!i.reusable(false, true, 0));
+        // The response not read to its end.
+        assert!(!i.reusable(true, false, 0));
+        // Bytes past the end of the response: the upstream frames
+        // differently from us, and the next request would get them.
+        assert!(!i.reusable(true, true, 1));
+        for raw in [
+            &b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"[..],
+            b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n",
+            // Close-delimited: the end of the body is the end of the connection.
+            b"HTTP/1.1 200 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nKeep-Alive: max=0\r\nContent-Length: 2\r\n\r\n",
+        ] {
+            let i = info(raw, &GET);
+            assert!(
+                !i.keep_alive && !i.reusable(true, true, 0),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        let i = info(
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n",
+            &GET,
+        );
+        assert!(i.reusable(true, true, 0));
+    }
+
+    #[test]
+    fn a_response_with_both_framings_is_read_as_chunked_and_its_connection_closed_rfc9112_6_3() {
+        // Response-side TE.CL: whichever way the upstream counted, the
+        // proxy takes no second request over this connection.
+        let i = info(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &GET,
+        );
+        assert_eq!(i.framing, Framing::Chunked);
+        assert!(!i.keep_alive);
+        let i = info(
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &GET,
+        );
+        assert!(!i.keep_alive);
+        let e = inspect_response(
+            &head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n"),
+            &GET,
+        );
+        assert_eq!(e, Err(UpstreamError::Framing(ResponseError::BadFraming)));
+    }
+
+    #[test]
+    fn bodyless_responses_have_no_body_whatever_they_say_rfc9112_6_3() {
+        let head_req = SentRequest { head: true, ..GET };
+        let i = info(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n",
+            &head_req,
+        );
+        assert_eq!(i.framing, Framing::None);
+        assert!(i.keep_alive);
+        for raw in [
+            &b"HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n"[..],
+            b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            assert_eq!(info(raw, &GET).framing, Framing::None);
+        }
+    }
+
+    #[test]
+    fn a_100_continue_reaches_the_client_only_if_it_asked_for_one_rfc9110_15_2_1() {
+        let raw = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let asked = SentRequest {
+            client_expects_continue: true,
+            ..GET
+        };
+        assert_eq!(
+            info(raw, &asked).kind,
+            ResponseKind::Interim { forward: true }
+        );
+        // The proxy's own Expect (a body it holds): its 100 is its own.
+        assert_eq!(
+            info(raw, &GET).kind,
+            ResponseKind::Interim { forward: false }
+        );
+        let old = SentRequest {
+            client_version: Version::Http10,
+            ..asked
+        };
+        assert_eq!(
+            info(raw, &old).kind,
+            ResponseKind::Interim { forward: false }
+        );
+        // Other 1xx (103 Early Hints) go to HTTP/1.1 clients only (§15.2).
+        let raw = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n";
+        assert_eq!(
+            info(raw, &GET).kind,
+            ResponseKind::Interim { forward: true }
+        );
+        assert_eq!(
+            info(
+                raw,
+                &SentRequest {
+                    client_version: Version::Http10,
+                    ..GET
+                }
+            )
+            .kind,
+            ResponseKind::Interim { forward: false }
+        );
+        let i = info(raw, &GET);
+        assert!(
+            !i.reusable(true, true, 0),
+            "an interim response is not the end of an exchange"
+        );
+    }
+
+    #[test]
+    fn a_101_is_a_tunnel_only_when_an_upgrade_was_asked_for_rfc9110_15_2_2() {
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+        let ws = SentRequest {
+            upgrade: true,
+            ..GET
+        };
+        let i = info(raw, &ws);
+        assert_eq!(i.kind, ResponseKind::Tunnel);
+        assert!(!i.reusable(true, true, 0));
+        assert_eq!(
+            inspect_response(&head(raw), &GET),
+            Err(UpstreamError::UnsolicitedSwitch)
+        );
+        // A declined upgrade is an ordinary response.
+        let i = info(
+            b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n",
+            &ws,
+        );
+        assert_eq!(i.kind, ResponseKind::Final);
+    }
+
+    fn written(raw: &[u8], o: &ResponseOptions<'_>) -> String {
+        let mut out = Vec::new();
+        write_response_headers(&mut out, &head(raw), o).expect("written");
+        String::from_utf8(out).expect("ascii")
+    }
+
+    #[test]
+    fn the_client_sees_no_hop_by_hop_field_nor_any_field_named_in_connection_rfc9110_7_6_1() {
+        let raw = b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Backend\r\nKeep-Alive: timeout=5\r\n\
+Transfer-Encoding: chunked\r\nX-Backend: node-3\r\nUpgrade: h2c\r\nTrailer: X-T\r\nProxy-Authenticate: Basic\r\n\
+Content-Type: text/plain\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n";
+        assert_eq!(
+            written(raw, &ResponseOptions::default()),
+            "Content-Type: text/plain\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n"
+        );
+        let h = head(raw);
+        let seen: Vec<_> = response_headers(&h).map(|(n, _)| n).collect();
+        assert_eq!(
+            seen,
+            vec![&b"Content-Type"[..], b"Set-Cookie", b"Set-Cookie"]
+        );
+    }
+
+    #[test]
+    fn content_length_is_kept_only_where_it_describes_no_body_on_the_wire() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nETag: \"x\"\r\n\r\n";
+        assert_eq!(written(raw, &ResponseOptions::default()), "ETag: \"x\"\r\n");
+        let o = ResponseOptions {
+            keep_content_length: true,
+            ..Default::default()
+        };
+        assert_eq!(written(raw, &o), "Content-Length: 1000\r\nETag: \"x\"\r\n");
+        let o = ResponseOptions {
+            drop: &["etag"],
+            ..Default::default()
+        };
+        assert_eq!(written(raw, &o), "");
+    }
+
+    #[test]
+    fn location_content_location_and_refresh_are_rewritten_and_via_appended() {
+        let rule = RedirectRule {
+            upstream_host: b"127.0.0.1:8081",
+            upstream_prefix: b"/",
+            client_scheme: "https",
+            client_host: b"example.com",
+            client_prefix: b"/app/",
+        };
+        let o = ResponseOptions {
+            redirect: Some(&rule),
+            via: Some(b"stoa"),
+            ..Default::default()
+        };
+        let raw = b"HTTP/1.0 302 Found\r\nLocation: http://127.0.0.1:8081/login\r\nContent-Location: /x\r\n\
+Refresh: 3; url=/y\r\nLink: </z>\r\nVia: 1.1 tomcat\r\n\r\n";
+        assert_eq!(
+            written(raw, &o),
+            "Location: https://example.com/app/login\r\nContent-Location: /app/x\r\nRefresh: 3; url=/app/y\r\n\
+Link: </z>\r\nVia: 1.1 tomcat, 1.0 stoa\r\n"
+        );
+    }
 }
