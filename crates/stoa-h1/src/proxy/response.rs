@@ -240,6 +240,7 @@ fn write_fields(
     opts: &ResponseOptions<'_>,
 ) -> Result<(), UpstreamError> {
     let conn = connection_names_fields(head.headers());
+    // `Connection: via` would make Via hop-by-hop: then none is kept.
     let mut vias = 0;
     for (n, v) in head.headers() {
         let content_length = eq_ignore_case(n, b"content-length");
@@ -280,6 +281,8 @@ fn write_fields(
         }
         out.extend_from_slice(b"Via: ");
         if vias > 0 {
+            // Only the Via fields the first loop counted (none is named by
+            // Connection, or it would not have been counted).
             for v in head
                 .headers()
                 .filter(|(n, _)| eq_ignore_case(n, b"via"))
@@ -421,6 +424,22 @@ mod tests {
             &GET,
         );
         assert_eq!(e, Err(UpstreamError::Framing(ResponseError::BadFraming)));
+    }
+
+    #[test]
+    fn an_upstream_head_with_obs_fold_or_a_bare_cr_is_refused_rfc9112_5_2() {
+        // Response splitting: a folded line or a lone CR would be a
+        // different field for the client than for the proxy.
+        for raw in [
+            &b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\nContent-Length: 0\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nX: a\rSet-Cookie: s=1\r\nContent-Length: 0\r\n\r\n",
+        ] {
+            assert!(
+                ResponseHead::default().parse(raw, 8192).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
     }
 
     #[test]
