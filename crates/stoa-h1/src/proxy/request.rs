@@ -10,8 +10,8 @@
 use super::cidr::TrustedProxies;
 use super::forwarded::{push_forwarded_element, push_xff_node, Node};
 use super::{
-    connection_names_fields, is_field_value, is_hop_by_hop, is_token, named_by_connection,
-    push_field,
+    connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
+    named_by_connection, push_field,
 };
 use crate::body::{push_chunk_header, CHUNK_END};
 use crate::{eq_ignore_case, list_items, push_u64, Framing, Version};
@@ -379,7 +379,7 @@ where
         .map(|(_, v)| v);
     let had = push_list(out, b"Via", vias)?;
     if let Some(p) = opts.via {
-        if !is_token(p) {
+        if !is_via_name(p) {
             return Err(ForwardError::Field);
         }
         out.extend_from_slice(if had { b", " } else { b"Via: " });

@@ -4,7 +4,8 @@
 
 use super::redirect::{rewrite_location, rewrite_refresh, RedirectRule};
 use super::{
-    connection_names_fields, is_field_value, is_hop_by_hop, is_token, named_by_connection,
+    connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
+    named_by_connection,
 };
 use crate::response::ResponseError;
 use crate::{eq_ignore_case, parse_u64, trim, Framing, ResponseHead, Version};
@@ -276,7 +277,7 @@ fn write_fields(
         out.extend_from_slice(b"\r\n");
     }
     if let Some(p) = opts.via {
-        if !is_token(p) {
+        if !is_via_name(p) {
             return Err(UpstreamError::Field);
         }
         out.extend_from_slice(b"Via: ");
