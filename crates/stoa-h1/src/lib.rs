@@ -12,8 +12,12 @@
 //!   (server side).
 //! - [`body`]: content-length and chunked decoders (§6.2, §7.1) and the
 //!   chunked encoder.
+//! - [`proxy`]: the reverse proxy's client side: the upstream request head
+//!   (hop-by-hop fields, `Forwarded`, `Via`, body framing), reading the
+//!   upstream's response (1xx, tunnels, reuse) and the head the client sees.
 
 pub mod body;
+pub mod proxy;
 pub mod request;
 pub mod response;
 

@@ -444,7 +444,7 @@ impl RequestHead {
     }
 
     /// Every header in order, as (name, value).
-    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         self.headers
             .iter()
             .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))

@@ -137,7 +137,7 @@ impl ResponseHead {
     }
 
     /// Every header in order.
-    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         self.headers
             .iter()
             .map(|(n, v)| (&self.buf[n.clone()], &self.buf[v.clone()]))
