@@ -52,10 +52,10 @@ fn forbidden(from: &str, to: &str) -> bool {
     if from == to {
         return false;
     }
-    if is_handler(from) || from == "handler" || from == "gateway" || from == "upstream" {
-        if above_handlers.contains(&to) {
-            return true;
-        }
+    if (is_handler(from) || from == "handler" || from == "gateway" || from == "upstream")
+        && above_handlers.contains(&to)
+    {
+        return true;
     }
     if is_handler(from) && is_handler(to) {
         return true;
