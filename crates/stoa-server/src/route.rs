@@ -40,6 +40,14 @@ pub enum Pick<'r> {
     OptionsStar,
 }
 
+impl Pick<'_> {
+    /// Whether [`dispatch`] answers at once (static files, the status
+    /// page, errors) or hands back a future to await.
+    pub fn runs_async(&self) -> bool {
+        matches!(self, Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Guarded(_))
+    }
+}
+
 /// Chooses the handler for a request: limits first, then the site by Host,
 /// then the route. When routing changed the target (a rewrite, an index or
 /// `try_files` redirect), the request as the handler is to see it comes

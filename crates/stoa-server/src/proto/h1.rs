@@ -29,8 +29,9 @@ pub struct Io {
     /// The local address, looked up once (CGI and FastCGI want it for
     /// every request).
     local: std::cell::Cell<Option<SocketAddr>>,
-    /// The current request's body, once something asked for it.
-    pub(crate) reader: Option<BodyReader>,
+    /// The current request's body, once something asked for it (boxed:
+    /// it would otherwise sit in every connection's future).
+    pub(crate) reader: Option<Box<BodyReader>>,
 }
 
 impl Io {
@@ -68,7 +69,7 @@ impl Io {
     ) -> Result<bool, BodyFail> {
         let mut r = match self.reader.take() {
             Some(r) => r,
-            None => BodyReader::new(head, limits),
+            None => Box::new(BodyReader::new(head, limits)),
         };
         let res = r.next(self, dst).await;
         self.reader = Some(r);
