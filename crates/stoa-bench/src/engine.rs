@@ -70,6 +70,38 @@ pub struct Shared {
     pub peak_active: AtomicU64,
     pub errors: AtomicU64,
     pub abort: Mutex<Option<AbortInfo>>,
+    /// Closed loop: how long the run spent at each number of clients
+    /// running (changed only when a client starts or leaves, so the lock
+    /// is not on the per-request path).
+    pub level_clock: Mutex<LevelClock>,
+}
+
+/// Time spent at each level of clients running.
+#[derive(Debug)]
+pub struct LevelClock {
+    at: Instant,
+    level: u64,
+    /// Seconds at level `i`.
+    pub secs: Vec<f64>,
+}
+
+impl LevelClock {
+    /// The level is `level` from `now` on.
+    pub fn set(&mut self, level: u64, now: Instant) {
+        self.advance(now);
+        self.level = level;
+    }
+
+    /// Counts the time up to `now` at the current level.
+    pub fn advance(&mut self, now: Instant) {
+        let now = now.max(self.at);
+        let i = self.level.min(1 << 20) as usize;
+        if self.secs.len() <= i {
+            self.secs.resize(i + 1, 0.0);
+        }
+        self.secs[i] += (now - self.at).as_secs_f64();
+        self.at = now;
+    }
 }
 
 impl Shared {
@@ -93,6 +125,11 @@ impl Shared {
             peak_active: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             abort: Mutex::new(None),
+            level_clock: Mutex::new(LevelClock {
+                at: start,
+                level: 0,
+                secs: Vec::new(),
+            }),
         }
     }
 
@@ -121,6 +158,13 @@ impl Shared {
                 self.issued.fetch_add(1, Relaxed);
                 true
             }
+        }
+    }
+
+    /// A client started or left: the level of clients running changed.
+    fn clients_changed(&self, now: Instant) {
+        if let Ok(mut c) = self.level_clock.lock() {
+            c.set(self.active_clients.load(Relaxed), now);
         }
     }
 
@@ -186,6 +230,9 @@ struct Slot {
     done_reqs: u64,
     // The request in progress.
     req: usize,
+    /// Clients running (closed loop) or requests in flight (open loop)
+    /// when it started, itself included.
+    level: u32,
     written: usize,
     t_start: Instant,
     t_conn: Instant,
@@ -220,6 +267,7 @@ impl Slot {
             rng,
             done_reqs: 0,
             req: 0,
+            level: 0,
             written: 0,
             t_start: now,
             t_conn: now,
@@ -575,6 +623,7 @@ impl<'a> Worker<'a> {
             self.active += 1;
             let n = self.sh.active_clients.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
+            self.sh.clients_changed(now);
             let s = self.new_slot(Rng::new(plan.seed, client), now);
             self.begin_closed(s, now);
             if self.no_more_tickets {
@@ -607,6 +656,7 @@ impl<'a> Worker<'a> {
         slot.timer_gen = slot.timer_gen.wrapping_add(1);
         self.active -= 1;
         self.sh.active_clients.fetch_sub(1, Relaxed);
+        self.sh.clients_changed(now);
         self.free.push(s);
     }
 
@@ -675,12 +725,17 @@ impl<'a> Worker<'a> {
         };
         self.account(now);
         self.busy += 1;
-        if plan.open_loop() {
+        let level = if plan.open_loop() {
             let n = self.sh.in_flight.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
-        }
+            n
+        } else {
+            self.sh.active_clients.load(Relaxed)
+        };
         let corrected = self.rec.corrected.is_some();
         let slot = &mut self.slots[s];
+        // Bounded like `-c` (1 << 20 for a ramp without max).
+        slot.level = level.min(1 << 20) as u32;
         if corrected {
             // The interval since this client's previous request is
             // measured before the current one counts: a slow response
@@ -1011,6 +1066,10 @@ impl<'a> Worker<'a> {
         self.iv.moments.add(latency);
         self.iv.responses += 1;
         self.rec
+            .levels
+            .at(slot.level as usize)
+            .add(latency, slot.resp_bytes);
+        self.rec
             .connect
             .add(us(slot.t_conn.saturating_duration_since(slot.t_start)));
         self.rec
@@ -1108,6 +1167,7 @@ impl<'a> Worker<'a> {
 
     fn fail(&mut self, s: usize, f: Failure, now: Instant) {
         self.rec.counters.fail(f);
+        self.rec.levels.at(self.slots[s].level as usize).errors += 1;
         self.iv.errors += 1;
         let errs = self.sh.errors.fetch_add(1, Relaxed) + 1;
         if let Some(max) = self.sh.plan.abort.errors_over {

@@ -348,6 +348,15 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     s.requests_per_second = s.success_rate();
     s.failures_per_second = s.failure_rate();
     fill_latency(&mut s, &record);
+    let secs = if plan.open_loop() {
+        None
+    } else {
+        sh.level_clock.lock().ok().map(|mut c| {
+            c.advance(sh.start + elapsed);
+            std::mem::take(&mut c.secs)
+        })
+    };
+    s.levels = crate::report::levels_of(&record, secs.as_deref());
     s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
     s
 }

@@ -97,6 +97,31 @@ pub struct Second {
     pub running_stddev_ms: f64,
 }
 
+/// The requests started at one level of activity: `active` clients
+/// running (closed loop) or requests in flight (open loop), each request
+/// counting itself.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct Level {
+    pub active: u64,
+    /// Closed loop: seconds the run spent with exactly `active` clients
+    /// running; null in the open loop (its level changes with every
+    /// request).
+    pub time_s: Option<f64>,
+    /// Requests started at this level that ended (responses + failures).
+    pub requests: u64,
+    pub responses: u64,
+    pub errors: u64,
+    /// Closed loop: responses / time_s; null in the open loop or when the
+    /// run spent no measurable time at the level.
+    pub rps: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub stddev_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Abort {
     pub reason: String,
@@ -192,6 +217,10 @@ pub struct Summary {
     #[serde(default)]
     pub latency_within_stddev_pct: Option<f64>,
     pub timeline: Vec<Second>,
+    /// Latency by level of activity (BENCH2, WebBench): one entry per
+    /// number of active clients at which requests started.
+    #[serde(default)]
+    pub levels: Vec<Level>,
     pub abort: Option<Abort>,
     /// The run was stopped by Ctrl-C (SIGINT): the figures cover it up to
     /// then.
@@ -296,6 +325,41 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
     let corrected = r.corrected.as_ref().filter(|c| c.m.n > 0);
     s.corrected_latency_ms = corrected.map(latency_of);
     s.corrected_percentiles_ms = corrected.map(spectrum_of).unwrap_or_default();
+}
+
+/// The per-level table from the merged record and, in the closed loop, the
+/// time spent at each level.
+pub fn levels_of(r: &Record, secs: Option<&[f64]>) -> Vec<Level> {
+    let mut out = Vec::new();
+    let n = r.levels.0.len().max(secs.map_or(0, |s| s.len()));
+    for i in 0..n {
+        let g = r.levels.0.get(i);
+        let time_s = secs.map(|s| s.get(i).copied().unwrap_or(0.0));
+        let requests = g.map_or(0, |g| g.requests());
+        // Level 0 is the time before the first client and after the last:
+        // no request starts there.
+        if requests == 0 {
+            continue;
+        }
+        let Some(g) = g else { continue };
+        let m = &g.lat.m;
+        let some = |v: f64| (m.n > 0).then_some(v);
+        out.push(Level {
+            active: i as u64,
+            time_s,
+            requests,
+            responses: m.n,
+            errors: g.errors,
+            rps: time_s.filter(|&t| t > 1e-3).map(|t| m.n as f64 / t),
+            mean_ms: some(ms(m.mean())),
+            stddev_ms: some(ms(m.stddev())),
+            p50_ms: some(ms(g.lat.at(50.0) as f64)),
+            p90_ms: some(ms(g.lat.at(90.0) as f64)),
+            p99_ms: some(ms(g.lat.at(99.0) as f64)),
+            max_ms: some(ms(m.max as f64)),
+        });
+    }
+    out
 }
 
 /// Share of the latencies within one standard deviation of the mean, %.

@@ -196,7 +196,64 @@ fn interpolate(sp: &[(f64, f64)], p: f64, max: f64) -> f64 {
     }
 }
 
+/// The per-level table (BENCH2's mean time against clients), printed when
+/// the clients vary over the run; the JSON always has it.
+fn levels(o: &mut String, s: &Summary) {
+    if !(s.settings.varying_clients && s.levels.len() > 1) {
+        return;
+    }
+    let open = s.settings.open_loop;
+    let _ = writeln!(
+        o,
+        "\nPer {} (requests by the {} when each started; ms)",
+        if open {
+            "requests in flight"
+        } else {
+            "concurrency level"
+        },
+        if open {
+            "requests in flight"
+        } else {
+            "clients running"
+        },
+    );
+    let _ = writeln!(
+        o,
+        "{:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        if open { "inflight" } else { "clients" },
+        "time s",
+        "requests",
+        "failed",
+        "req/s",
+        "mean",
+        "sd",
+        "median",
+        "p90",
+        "p99",
+        "max"
+    );
+    let f = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
+    for l in &s.levels {
+        let _ = writeln!(
+            o,
+            "{:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            l.active,
+            f(l.time_s, 2),
+            l.requests,
+            l.errors,
+            f(l.rps, 1),
+            f(l.mean_ms, 3),
+            f(l.stddev_ms, 3),
+            f(l.p50_ms, 3),
+            f(l.p90_ms, 3),
+            f(l.p99_ms, 3),
+            f(l.max_ms, 3)
+        );
+    }
+}
+
 fn tail(o: &mut String, s: &Summary) {
+    levels(o, s);
     if !s.settings.open_loop && s.responses > 0 {
         let _ = writeln!(
             o,
