@@ -335,13 +335,16 @@ impl Options {
                 headers: &headers,
                 body: body.as_deref().map(|b| (b, ctype.as_str())),
             });
-            requests.push(RequestSpec {
+            // A -p/-u file is sent as it is; placeholders in the URL and
+            // the headers are replaced.
+            requests.push(RequestSpec::new(
                 bytes,
-                body_len: body.as_ref().map_or(0, |b| b.len()),
-                is_head: method.eq_ignore_ascii_case("HEAD"),
-                path: url.path.clone(),
-                weight: 1,
-            });
+                body.as_ref().map_or(0, |b| b.len()),
+                &method,
+                &url.path,
+                1,
+                false,
+            ));
         } else {
             for m in mix {
                 let mut h = headers.clone();
@@ -355,13 +358,14 @@ impl Options {
                     headers: &h,
                     body: m.body.as_ref().map(|(b, t)| (b.as_slice(), t.as_str())),
                 });
-                requests.push(RequestSpec {
+                requests.push(RequestSpec::new(
                     bytes,
-                    body_len: m.body.as_ref().map_or(0, |b| b.0.len()),
-                    is_head: m.method == "HEAD",
-                    path: m.path.clone(),
-                    weight: m.weight,
-                });
+                    m.body.as_ref().map_or(0, |b| b.0.len()),
+                    &m.method,
+                    &m.path,
+                    m.weight,
+                    !m.body_is_file,
+                ));
             }
         }
         let mut acc = 0;

@@ -228,8 +228,17 @@ struct Slot {
     timer_gen: u32,
     rng: Rng,
     done_reqs: u64,
+    /// The client's number from 1 (closed loop: in the order clients
+    /// start; open loop: the connection's), `{client}` in templates.
+    client: u64,
     // The request in progress.
     req: usize,
+    /// A templated request, rendered for this client (its capacity is
+    /// reused from request to request).
+    wbuf: Vec<u8>,
+    /// Length of the request and of its body (a templated one's vary).
+    req_len: usize,
+    body_len: usize,
     /// Clients running (closed loop) or requests in flight (open loop)
     /// when it started, itself included.
     level: u32,
@@ -258,7 +267,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(rng: Rng, now: Instant) -> Slot {
+    fn new(rng: Rng, client: u64, now: Instant) -> Slot {
         Slot {
             phase: Phase::Idle,
             stream: None,
@@ -266,7 +275,11 @@ impl Slot {
             timer_gen: 0,
             rng,
             done_reqs: 0,
+            client,
             req: 0,
+            wbuf: Vec::new(),
+            req_len: 0,
+            body_len: 0,
             level: 0,
             written: 0,
             t_start: now,
@@ -352,6 +365,9 @@ pub struct Worker<'a> {
     sched_t0: Instant,
     sched_period: Duration,
     open_rng: Rng,
+    /// Open loop: the number (from 1, over all threads) of the arrival
+    /// being started, `{seq}` in templates.
+    arrival_seq: u64,
 }
 
 impl<'a> Worker<'a> {
@@ -407,6 +423,7 @@ impl<'a> Worker<'a> {
             sched_t0: t0,
             sched_period: period,
             open_rng: Rng::new(plan.seed, 1 << 40 | id as u64),
+            arrival_seq: 0,
         })
     }
 
@@ -460,8 +477,9 @@ impl<'a> Worker<'a> {
         let now = Instant::now();
         if plan.open_loop() {
             let conns = self.share(plan.concurrency);
+            let t = plan.threads as u64;
             for i in 0..conns {
-                let s = self.new_slot(Rng::new(plan.seed, i), now);
+                let s = self.new_slot(Rng::new(plan.seed, i), self.id as u64 + i * t + 1, now);
                 self.idle.push(s);
             }
         }
@@ -574,16 +592,16 @@ impl<'a> Worker<'a> {
         });
     }
 
-    fn new_slot(&mut self, rng: Rng, now: Instant) -> usize {
+    fn new_slot(&mut self, rng: Rng, client: u64, now: Instant) -> usize {
         if let Some(s) = self.free.pop() {
             let old = &self.slots[s];
             let (cg, tg) = (old.conn_gen.wrapping_add(1), old.timer_gen.wrapping_add(1));
-            self.slots[s] = Slot::new(rng, now);
+            self.slots[s] = Slot::new(rng, client, now);
             self.slots[s].conn_gen = cg;
             self.slots[s].timer_gen = tg;
             s
         } else {
-            self.slots.push(Slot::new(rng, now));
+            self.slots.push(Slot::new(rng, client, now));
             self.slots.len() - 1
         }
     }
@@ -624,7 +642,7 @@ impl<'a> Worker<'a> {
             let n = self.sh.active_clients.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
             self.sh.clients_changed(now);
-            let s = self.new_slot(Rng::new(plan.seed, client), now);
+            let s = self.new_slot(Rng::new(plan.seed, client), client + 1, now);
             self.begin_closed(s, now);
             if self.no_more_tickets {
                 break;
@@ -698,6 +716,8 @@ impl<'a> Worker<'a> {
             return None;
         }
         let t = self.intended(self.sched_next);
+        // Thread k's j-th arrival is the (j * threads + k)-th of the run.
+        self.arrival_seq = self.sched_next * self.sh.plan.threads as u64 + self.id as u64 + 1;
         self.sched_next += 1;
         Some(t)
     }
@@ -749,6 +769,24 @@ impl<'a> Worker<'a> {
             slot.prev_start = Some(now);
         }
         slot.req = req;
+        let spec = &plan.requests[req];
+        match &spec.template {
+            None => {
+                slot.req_len = spec.bytes.len();
+                slot.body_len = spec.body_len;
+            }
+            Some(t) => {
+                // The client's n-th request (closed loop), or the n-th
+                // arrival of the run (open loop).
+                let seq = if plan.open_loop() {
+                    self.arrival_seq
+                } else {
+                    slot.done_reqs + 1
+                };
+                slot.body_len = t.render(slot.client, seq, &mut slot.wbuf, spec.body_len);
+                slot.req_len = slot.wbuf.len();
+            }
+        }
         slot.t_start = now;
         slot.intended = intended;
         slot.retried = false;
@@ -859,8 +897,13 @@ impl<'a> Worker<'a> {
         let Some(stream) = slot.stream.as_mut() else {
             return;
         };
-        while slot.written < spec.bytes.len() {
-            match stream.write(&spec.bytes[slot.written..]) {
+        let bytes: &[u8] = if spec.template.is_some() {
+            &slot.wbuf
+        } else {
+            &spec.bytes
+        };
+        while slot.written < bytes.len() {
+            match stream.write(&bytes[slot.written..]) {
                 Ok(0) => {
                     self.write_failed(s, now);
                     return;
@@ -877,7 +920,7 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        self.rec.counters.body_sent += spec.body_len as u64;
+        self.rec.counters.body_sent += slot.body_len as u64;
         slot.t_written = Some(now);
         slot.phase = Phase::Reading;
     }
@@ -1124,7 +1167,9 @@ impl<'a> Worker<'a> {
                 );
             }
         }
-        if !plan.variable_length {
+        // A templated request differs from client to client (a user's
+        // own page): its length is not checked.
+        if !plan.variable_length && spec.template.is_none() {
             // ab's Length check, per URL: each request of a mix or tree
             // is compared with the first response to that same request.
             let len = &self.sh.doc_lens[slot.req];
@@ -1138,7 +1183,7 @@ impl<'a> Worker<'a> {
                 self.sh.errors.fetch_add(1, Relaxed);
             }
         }
-        let reuse = slot.keep && plan.keep_alive && slot.written == spec.bytes.len();
+        let reuse = slot.keep && plan.keep_alive && slot.written == slot.req_len;
         if reuse {
             c.keep_alive += 1;
         } else {

@@ -105,6 +105,8 @@ pub struct MixEntry {
     pub method: String,
     /// Body and its content type.
     pub body: Option<(Vec<u8>, String)>,
+    /// The body is a file's bytes, sent as they are (no placeholders).
+    pub body_is_file: bool,
     pub headers: Vec<String>,
 }
 
@@ -439,7 +441,7 @@ impl Scenario {
                         format!(
                             "{}={}",
                             crate::util::form_encode(k),
-                            crate::util::form_encode(v)
+                            crate::util::form_encode_keeping_placeholders(v)
                         )
                     })
                     .collect();
@@ -493,6 +495,7 @@ impl Scenario {
                 weight: m.weight.unwrap_or(1),
                 method,
                 body,
+                body_is_file: m.body_file.is_some(),
                 headers: m.headers.clone().unwrap_or_default(),
             });
         }
@@ -527,6 +530,7 @@ impl Scenario {
                     weight: t.weight.unwrap_or(1),
                     method: "GET".into(),
                     body: None,
+                    body_is_file: false,
                     headers: Vec::new(),
                 });
             }

@@ -88,6 +88,31 @@ pub fn form_encode(s: &str) -> String {
     out
 }
 
+/// [`form_encode`], but the request placeholders (`{client}`, `{seq}`)
+/// stay as they are, to be replaced by digits (which need no encoding).
+pub fn form_encode_keeping_placeholders(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while !rest.is_empty() {
+        let next = crate::plan::PLACEHOLDERS
+            .iter()
+            .filter_map(|p| rest.find(p).map(|i| (i, p.len())))
+            .min();
+        match next {
+            Some((i, n)) => {
+                out.push_str(&form_encode(&rest[..i]));
+                out.push_str(&rest[i..i + n]);
+                rest = &rest[i + n..];
+            }
+            None => {
+                out.push_str(&form_encode(rest));
+                rest = "";
+            }
+        }
+    }
+    out
+}
+
 /// A small, fast, seedable generator (SplitMix64 seeding xoshiro256**).
 /// Scenario runs must repeat exactly with the same seed, on any machine, so
 /// the algorithm is fixed here rather than borrowed from a crate whose

@@ -79,3 +79,92 @@ fn failures_are_counted_at_the_level_their_request_started() {
     assert_eq!(errors, 6, "{out}");
     assert!(levels.iter().all(|l| l["mean_ms"].is_null()), "{out}");
 }
+
+#[test]
+fn placeholders_give_each_client_its_own_numbered_requests_in_the_url_headers_and_body() {
+    let s = TestServer::start();
+    let sc = write(
+        "templates",
+        &format!(
+            "[run]\nurl = \"{}\"\nkeep_alive = true\nthreads = 2\n\
+             [clients]\nstart = 3\nrequests = 4\n\
+             [[mix]]\npath = \"/ok?n=5&c={{client}}&s={{seq}}\"\n\
+             headers = [\"X-User: u{{client}}\"]\n\
+             form = {{ user = \"user {{client}}\", n = \"{{seq}}\" }}\n",
+            s.url("/")
+        ),
+    );
+    let (code, v, out) = bench_json("templates-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["responses"].as_u64(), Some(12), "{out}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{out}");
+    let full = s.full.lock().expect("lock").clone();
+    let mut seen = Vec::new();
+    for (path, headers, body) in &full {
+        let q = path.split_once('?').map_or("", |x| x.1);
+        let get = |k: &str| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+                .unwrap_or("?")
+                .to_string()
+        };
+        let (c, n) = (get("c"), get("s"));
+        assert!(
+            headers.contains(&format!("X-User: u{c}")),
+            "{path}: {headers:?}"
+        );
+        // Form fields in sorted order, the placeholder's digits in place,
+        // and a Content-Length that fits (the server read exactly it).
+        assert_eq!(
+            String::from_utf8_lossy(body),
+            format!("n={n}&user=user+{c}"),
+            "{path}"
+        );
+        let cl = format!("Content-Length: {}", body.len());
+        assert!(headers.contains(&cl), "{headers:?}");
+        seen.push((c, n));
+    }
+    seen.sort();
+    let want: Vec<(String, String)> = (1..=3)
+        .flat_map(|c| (1..=4).map(move |n| (c.to_string(), n.to_string())))
+        .collect();
+    assert_eq!(seen, want, "every client numbers its own requests");
+}
+
+#[test]
+fn open_loop_placeholders_number_the_arrivals_of_the_run() {
+    let s = TestServer::start();
+    let (code, v, out) = bench_json(
+        "templates-open",
+        &[
+            "--rate",
+            "200",
+            "-n",
+            "20",
+            "-c",
+            "4",
+            "--threads",
+            "2",
+            "-H",
+            "X-Conn: {client}",
+            &s.url("/ok?s={seq}"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["responses"].as_u64(), Some(20), "{out}");
+    let full = s.full.lock().expect("lock").clone();
+    let mut seqs: Vec<u64> = full
+        .iter()
+        .filter_map(|(p, _, _)| p.split_once("s=").and_then(|x| x.1.parse().ok()))
+        .collect();
+    seqs.sort();
+    assert_eq!(seqs, (1..=20).collect::<Vec<u64>>(), "{out}");
+    for (_, h, _) in &full {
+        let c: u64 = h
+            .iter()
+            .find_map(|l| l.strip_prefix("X-Conn: "))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        assert!((1..=4).contains(&c), "{h:?}");
+    }
+}
