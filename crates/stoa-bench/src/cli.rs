@@ -43,6 +43,9 @@ pub struct Options {
     /// omission.
     pub corrected: bool,
     pub rate: Option<f64>,
+    /// Closed loop: delay before each client's first request (fixed, or a
+    /// seeded uniform draw in a range).
+    pub first_delay: Option<(Duration, Duration)>,
     pub json: Option<PathBuf>,
     pub html: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
@@ -120,6 +123,7 @@ impl Options {
                         | "auth"
                         | "content-type"
                         | "post-file"
+                        | "first-delay"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -156,6 +160,24 @@ impl Options {
                     "method" => o.method = Some(value()?),
                     "content-type" => o.content_type = Some(value()?),
                     "post-file" => o.post_file = Some(value()?.into()),
+                    "first-delay" => {
+                        let v = value()?;
+                        let (a, b) = match v.split_once(',') {
+                            Some((a, b)) => {
+                                (duration("--first-delay", a)?, duration("--first-delay", b)?)
+                            }
+                            None => {
+                                let d = duration("--first-delay", &v)?;
+                                (d, d)
+                            }
+                        };
+                        if a > b {
+                            return Err(CliError::Usage(format!(
+                                "--first-delay {v:?}: the first bound is above the second"
+                            )));
+                        }
+                        o.first_delay = Some((a, b));
+                    }
                     "keepalive" | "keep-alive" => o.keep_alive = true,
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
@@ -391,6 +413,12 @@ impl Options {
             _ => Load::Fixed(concurrency),
         };
         let per_client = sc_ref.and_then(|s| s.per_client);
+        let first_delay = self.first_delay.or(sc_ref.and_then(|s| s.first_delay));
+        if first_delay.is_some() && rate.is_some() {
+            return Err(CliError::Usage(
+                "a first-request delay is for the closed loop: with --rate requests go out on the schedule".into(),
+            ));
+        }
         let duration = self
             .duration
             .or(self.time_limit)
@@ -439,6 +467,7 @@ impl Options {
             think: sc_ref.map_or(Think::None, |s| s.think),
             load,
             per_client,
+            first_delay,
             abort: sc_ref.map_or(AbortRules::default(), |s| s.abort.clone()),
             seed: self.seed.or(sc_ref.and_then(|s| s.seed)).unwrap_or(1),
             variable_length: self.variable_length

@@ -643,7 +643,23 @@ impl<'a> Worker<'a> {
             self.sh.peak_active.fetch_max(n, Relaxed);
             self.sh.clients_changed(now);
             let s = self.new_slot(Rng::new(plan.seed, client), client + 1, now);
-            self.begin_closed(s, now);
+            let delay = match plan.first_delay {
+                // Drawn from a stream of its own, so that adding a delay
+                // does not change the client's requests and think times.
+                Some((a, b)) if b > a => {
+                    let mut r = Rng::new(plan.seed, client | 1 << 41);
+                    a + (b - a).mul_f64(r.next_f64())
+                }
+                Some((a, _)) => a,
+                None => Duration::ZERO,
+            };
+            if delay.is_zero() {
+                self.begin_closed(s, now);
+            } else {
+                // Waiting for its first request, the client is running, as
+                // a thinking one is.
+                self.set_timer(s, now + delay, Phase::Thinking);
+            }
             if self.no_more_tickets {
                 break;
             }

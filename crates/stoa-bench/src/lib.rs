@@ -71,6 +71,8 @@ Scenarios:
   --scenario FILE  TOML: stages or a ramp of clients, think time, request mix,
                    form bodies, timeouts, abort rules (docs/BENCH.md)
   --seed S         seed for think times and the mix (default 1, or the scenario's)
+  --first-delay D  closed loop: wait D before each client's first request, or
+                   MIN,MAX for a seeded uniform draw per client (0s,2s)
 
 Every request ends in exactly one outcome, counted by kind: a complete response
 (by status), connect refused, connect error, reset, closed before responding,

@@ -437,6 +437,9 @@ pub struct Plan {
     pub load: Load,
     /// Requests each client makes before it leaves.
     pub per_client: Option<u64>,
+    /// Closed loop: delay between a client's start and its first request,
+    /// uniform in [min, max] (min = max: a fixed delay).
+    pub first_delay: Option<(Duration, Duration)>,
     pub abort: AbortRules,
     pub seed: u64,
     /// ab's `-l`: responses of different lengths are not failures.

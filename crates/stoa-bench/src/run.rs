@@ -309,7 +309,11 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             varying_clients: !plan.open_loop()
                 && (!matches!(plan.load, crate::plan::Load::Fixed(_))
                     || plan.think != crate::plan::Think::None
-                    || plan.per_client.is_some()),
+                    || plan.per_client.is_some()
+                    || plan.first_delay.is_some()),
+            first_delay_s: plan
+                .first_delay
+                .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64())),
         },
         requests: c.finished(),
         responses: c.responses,

@@ -47,6 +47,15 @@ struct ClientsT {
     every: Option<String>,
     max: Option<u64>,
     requests: Option<u64>,
+    first_delay: Option<DelayT>,
+}
+
+/// `first_delay = "1s"` or `first_delay = ["0s", "2s"]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DelayT {
+    Fixed(String),
+    Range(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +137,7 @@ pub struct Scenario {
     pub variable_length: Option<bool>,
     pub load: Option<Load>,
     pub per_client: Option<u64>,
+    pub first_delay: Option<(Duration, Duration)>,
     pub think: Think,
     pub mix: Vec<MixEntry>,
     pub abort: AbortRules,
@@ -287,6 +297,38 @@ impl Scenario {
         if let Some(c) = &f.clients {
             let start = c.start.unwrap_or(1);
             s.per_client = c.requests;
+            s.first_delay = match &c.first_delay {
+                None => None,
+                Some(DelayT::Fixed(d)) => {
+                    let d = dur(path, src, "first_delay", d)?;
+                    Some((d, d))
+                }
+                Some(DelayT::Range(r)) => match r.as_slice() {
+                    [a, b] => {
+                        let (a, b) = (
+                            dur(path, src, "first_delay", a)?,
+                            dur(path, src, "first_delay", b)?,
+                        );
+                        if a > b {
+                            return Err(at(
+                                path,
+                                src,
+                                find_key(src, "first_delay"),
+                                "first_delay: the first bound is above the second",
+                            ));
+                        }
+                        Some((a, b))
+                    }
+                    _ => {
+                        return Err(at(
+                            path,
+                            src,
+                            find_key(src, "first_delay"),
+                            "first_delay is a duration or [min, max]",
+                        ))
+                    }
+                },
+            };
             if c.requests == Some(0) {
                 return Err(at(
                     path,
@@ -631,6 +673,19 @@ latency_over = "3s"
         let e = parse("[[stages]]\nduration = \"1s\"\nclients = 5\n[[stages]]\nduration = \"1s\"\nclients = 2\n")
             .unwrap_err();
         assert!(e.contains("may only grow"), "{e}");
+    }
+
+    #[test]
+    fn a_first_delay_is_a_duration_or_an_ordered_range() {
+        let s = parse("[clients]\nstart = 2\nfirst_delay = \"1s\"\n").unwrap();
+        let one = Duration::from_secs(1);
+        assert_eq!(s.first_delay, Some((one, one)));
+        let s = parse("[clients]\nfirst_delay = [\"0s\", \"1s\"]\n").unwrap();
+        assert_eq!(s.first_delay, Some((Duration::ZERO, one)));
+        let e = parse("[clients]\n\nfirst_delay = [\"2s\", \"1s\"]\n").unwrap_err();
+        assert!(e.starts_with("s.toml:3:"), "{e}");
+        let e = parse("[clients]\nfirst_delay = [\"1s\"]\n").unwrap_err();
+        assert!(e.contains("[min, max]"), "{e}");
     }
 
     #[test]

@@ -168,3 +168,76 @@ fn open_loop_placeholders_number_the_arrivals_of_the_run() {
         assert!((1..=4).contains(&c), "{h:?}");
     }
 }
+
+#[test]
+fn a_fixed_first_request_delay_holds_every_client_back_and_a_range_spreads_them() {
+    // -n 4 -c 4 with a fixed 300 ms delay: nothing before 300 ms, so the
+    // run's last response comes after it.
+    let s = TestServer::start();
+    let (code, v, out) = bench_json(
+        "delay-fixed",
+        &[
+            "-n",
+            "4",
+            "-c",
+            "4",
+            "--first-delay",
+            "300ms",
+            &s.url("/ok"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let d = f(&v["duration_s"]);
+    assert!((0.3..0.6).contains(&d), "{d}: {out}");
+    assert_eq!(
+        v["settings"]["first_delay_s"][0].as_f64(),
+        Some(0.3),
+        "{out}"
+    );
+    // A range: 6 clients with one request each, delays drawn in
+    // [0, 600 ms]: their requests reach the server spread over the range,
+    // and the same seed draws the same delays.
+    let spread = |name: &str| {
+        let s = TestServer::start();
+        let sc = write(
+            name,
+            &format!(
+                "[run]\nurl = \"{}\"\nseed = 3\n\
+                 [clients]\nstart = 6\nrequests = 1\nfirst_delay = [\"0s\", \"600ms\"]\n",
+                s.url("/ok?c={client}")
+            ),
+        );
+        let t0 = std::time::Instant::now();
+        let (code, v, out) = bench_json(&format!("{name}-run"), &["--scenario", &sc]);
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(v["responses"].as_u64(), Some(6), "{out}");
+        let took = t0.elapsed().as_secs_f64();
+        // The order in which the clients' requests arrived.
+        let order = s.paths.lock().expect("lock").clone();
+        (took, order)
+    };
+    let (took, a) = spread("delay-range");
+    assert!((0.1..0.9).contains(&took), "{took}");
+    let (_, b) = spread("delay-range2");
+    assert_eq!(a, b, "the same seed draws the same delays");
+    assert_ne!(
+        a,
+        (1..=6).map(|c| format!("/ok?c={c}")).collect::<Vec<_>>(),
+        "random delays should not keep the start order"
+    );
+}
+
+#[test]
+fn a_first_request_delay_is_refused_with_an_open_loop() {
+    let (code, _, err) = common::bench(&[
+        "--rate",
+        "10",
+        "-d",
+        "1",
+        "--first-delay",
+        "1s",
+        "http://127.0.0.1:1/",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("closed loop"), "{err}");
+}

@@ -29,6 +29,10 @@ pub struct Settings {
     /// happened.
     #[serde(default)]
     pub varying_clients: bool,
+    /// Closed loop: the delay before each client's first request, `[min,
+    /// max]` seconds (equal for a fixed delay); null without one.
+    #[serde(default)]
+    pub first_delay_s: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
