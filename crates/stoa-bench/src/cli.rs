@@ -49,6 +49,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     pub html: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
+    /// The per-request log (CSV).
+    pub request_log: Option<PathBuf>,
     pub scenario: Option<PathBuf>,
     pub seed: Option<u64>,
     pub quiet: bool,
@@ -124,6 +126,8 @@ impl Options {
                         | "content-type"
                         | "post-file"
                         | "first-delay"
+                        | "log"
+                        | "request-log"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -152,6 +156,7 @@ impl Options {
                     "json" => o.json = Some(value()?.into()),
                     "html" => o.html = Some(value()?.into()),
                     "hdr-log" => o.hdr_log = Some(value()?.into()),
+                    "log" | "request-log" => o.request_log = Some(value()?.into()),
                     "scenario" => o.scenario = Some(value()?.into()),
                     "seed" => o.seed = Some(num("--seed", &value()?)?),
                     "header" => o.headers.push(value()?),

@@ -74,7 +74,16 @@ pub struct Shared {
     /// running (changed only when a client starts or leaves, so the lock
     /// is not on the per-request path).
     pub level_clock: Mutex<LevelClock>,
+    /// The per-request log (`--log`): each thread appends whole lines from
+    /// its own buffer, LOG_CHUNK bytes at a time.
+    pub log: Option<Mutex<std::fs::File>>,
+    /// The first error writing the log (logging stops there).
+    pub log_error: Mutex<Option<String>>,
 }
+
+/// A thread writes its log lines once it has this many bytes of them: one
+/// write per few hundred requests, none per request.
+const LOG_CHUNK: usize = 64 * 1024;
 
 /// Time spent at each level of clients running.
 #[derive(Debug)]
@@ -130,6 +139,8 @@ impl Shared {
                 level: 0,
                 secs: Vec::new(),
             }),
+            log: None,
+            log_error: Mutex::new(None),
         }
     }
 
@@ -310,6 +321,13 @@ impl Slot {
     }
 }
 
+/// How a logged request ended.
+#[derive(Clone, Copy)]
+enum LogStatus {
+    Code(u16),
+    Failed(Failure),
+}
+
 enum Feed {
     More,
     Done,
@@ -368,6 +386,8 @@ pub struct Worker<'a> {
     /// Open loop: the number (from 1, over all threads) of the arrival
     /// being started, `{seq}` in templates.
     arrival_seq: u64,
+    /// `--log`: this thread's lines not yet written.
+    log: Option<Vec<u8>>,
 }
 
 impl<'a> Worker<'a> {
@@ -424,6 +444,7 @@ impl<'a> Worker<'a> {
             sched_period: period,
             open_rng: Rng::new(plan.seed, 1 << 40 | id as u64),
             arrival_seq: 0,
+            log: sh.log.as_ref().map(|_| Vec::with_capacity(LOG_CHUNK + 512)),
         })
     }
 
@@ -582,6 +603,7 @@ impl<'a> Worker<'a> {
             }
         }
         self.flush();
+        self.flush_log();
         let end = Instant::now();
         self.rec.counters.active_area += self.area;
         self.flush_partial(end);
@@ -1115,7 +1137,9 @@ impl<'a> Worker<'a> {
     }
 
     fn complete(&mut self, s: usize, now: Instant) {
-        let plan = &self.sh.plan;
+        // The plan outlives the worker: not a borrow of `self`.
+        let sh: &'a Shared = self.sh;
+        let plan = &sh.plan;
         let spec = &plan.requests[self.slots[s].req];
         let slot = &mut self.slots[s];
         let from = slot.intended.unwrap_or(slot.t_start);
@@ -1124,6 +1148,10 @@ impl<'a> Worker<'a> {
         self.iv.hist.saturating_record(latency.max(1));
         self.iv.moments.add(latency);
         self.iv.responses += 1;
+        if self.log.is_some() {
+            self.log_line(s, now, LogStatus::Code(self.slots[s].head.status));
+        }
+        let slot = &mut self.slots[s];
         self.rec
             .levels
             .at(slot.level as usize)
@@ -1227,6 +1255,9 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, s: usize, f: Failure, now: Instant) {
+        if self.log.is_some() {
+            self.log_line(s, now, LogStatus::Failed(f));
+        }
         self.rec.counters.fail(f);
         self.rec.levels.at(self.slots[s].level as usize).errors += 1;
         self.iv.errors += 1;
@@ -1247,6 +1278,86 @@ impl<'a> Worker<'a> {
         }
         let backoff = matches!(f, Failure::ConnectRefused | Failure::Connect);
         self.after(s, now, backoff);
+    }
+
+    /// Appends the log line of slot `s`'s request, which ended at `now`:
+    /// `start_s,latency_ms,status,bytes,client,url`, times from the run's
+    /// start in microseconds (formatted as integers: no float formatting
+    /// per request).
+    fn log_line(&mut self, s: usize, now: Instant, status: LogStatus) {
+        use std::io::Write as _;
+        let Some(buf) = self.log.as_mut() else {
+            return;
+        };
+        let slot = &self.slots[s];
+        let from = slot.intended.unwrap_or(slot.t_start);
+        let start = us(from.saturating_duration_since(self.sh.start));
+        let lat = us(now.saturating_duration_since(from));
+        let _ = write!(
+            buf,
+            "{}.{:06},{}.{:03},",
+            start / 1_000_000,
+            start % 1_000_000,
+            lat / 1000,
+            lat % 1000
+        );
+        let _ = match status {
+            LogStatus::Code(c) => write!(buf, "{c}"),
+            LogStatus::Failed(f) => buf.write_all(f.name().as_bytes()),
+        };
+        let _ = write!(buf, ",{},{},", slot.resp_bytes, slot.client);
+        // The request target as sent (a template's, rendered): between the
+        // request line's two spaces.
+        let spec = &self.sh.plan.requests[slot.req];
+        let bytes: &[u8] = if spec.template.is_some() {
+            &slot.wbuf
+        } else {
+            &spec.bytes
+        };
+        let target = bytes
+            .split(|&b| b == b' ')
+            .nth(1)
+            .unwrap_or(spec.path.as_bytes());
+        if target.iter().any(|&b| b == b',' || b == b'"') {
+            buf.push(b'"');
+            for &b in target {
+                if b == b'"' {
+                    buf.push(b'"');
+                }
+                buf.push(b);
+            }
+            buf.push(b'"');
+        } else {
+            buf.extend_from_slice(target);
+        }
+        buf.push(b'\n');
+        if buf.len() >= LOG_CHUNK {
+            self.flush_log();
+        }
+    }
+
+    /// Writes this thread's log lines (whole lines, one write).
+    fn flush_log(&mut self) {
+        use std::io::Write as _;
+        let (Some(buf), Some(file)) = (self.log.as_mut(), self.sh.log.as_ref()) else {
+            return;
+        };
+        if buf.is_empty() {
+            return;
+        }
+        let r = match file.lock() {
+            Ok(mut f) => f.write_all(buf),
+            Err(_) => Ok(()),
+        };
+        buf.clear();
+        if let Err(e) = r {
+            if let Ok(mut le) = self.sh.log_error.lock() {
+                le.get_or_insert_with(|| e.to_string());
+            }
+            // Stop logging: the run goes on, the error is reported at
+            // its end.
+            self.log = None;
+        }
     }
 
     /// The request of slot `s` ended: start the next one, think, or leave.

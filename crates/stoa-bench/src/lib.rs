@@ -65,6 +65,8 @@ Output:
   --json FILE      machine-readable summary with the per-second timeline
   --html FILE      an HTML report with SVG plots
   --hdr-log FILE   HdrHistogram interval log (one histogram per second, us)
+  --log FILE       per-request log, CSV: start_s,latency_ms,status,bytes,client,url
+                   (buffered per thread); with --html, a scatter of every request
   -q, --quiet      no live progress (it is shown only on a terminal anyway)
 
 Scenarios:
@@ -172,6 +174,16 @@ fn bench(
     for p in [&opts.json, &opts.html].into_iter().flatten() {
         std::fs::File::create(p).map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
     }
+    let request_log = match &opts.request_log {
+        Some(p) => {
+            let mut f = std::fs::File::create(p)
+                .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
+            f.write_all(b"start_s,latency_ms,status,bytes,client,url\n")
+                .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
+            Some(f)
+        }
+        None => None,
+    };
     raise_nofile(plan.concurrency);
     if !opts.wrk_style() {
         let _ = writeln!(
@@ -188,8 +200,18 @@ fn bench(
         run::Sinks {
             hdr_log: hdr_file.as_mut().map(|f| f as &mut dyn Write),
             progress: if progress { Some(err) } else { None },
+            request_log,
         },
     );
+    let mut summary = summary;
+    if let Some(p) = &opts.request_log {
+        summary.request_log = Some(p.display().to_string());
+        if opts.html.is_some() {
+            // The scatter of every request (sampled past a bound) comes
+            // from the log just written.
+            summary.scatter = report::html::scatter_from_log(p, &summary);
+        }
+    }
     if let Some(mut f) = hdr_file {
         f.flush()
             .map_err(|e| CliError::Fatal(format!("hdr log: {e}")))?;
@@ -210,6 +232,12 @@ fn bench(
             p,
             report::html::page(std::slice::from_ref(&summary)).as_bytes(),
         )?;
+    }
+    if let Some(e) = &summary.request_log_error {
+        return Err(CliError::Fatal(format!(
+            "{}: writing the request log failed: {e}",
+            summary.request_log.as_deref().unwrap_or("log")
+        )));
     }
     // Not a single response: the run measured nothing (unless an abort
     // rule stopped it, which is its result: BENCH1 stops at the first

@@ -158,6 +158,22 @@ pub enum Failure {
     Malformed,
 }
 
+impl Failure {
+    /// The name of its `errors.*` count (and its status in the request
+    /// log).
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::ConnectRefused => "connect_refused",
+            Failure::Connect => "connect",
+            Failure::Reset => "reset",
+            Failure::Closed => "closed",
+            Failure::Timeout => "timeout",
+            Failure::ShortBody => "short_body",
+            Failure::Malformed => "malformed",
+        }
+    }
+}
+
 /// Counters of one thread (and, merged, of the run).
 #[derive(Debug, Clone)]
 pub struct Counters {

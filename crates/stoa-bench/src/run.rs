@@ -22,6 +22,8 @@ pub struct Sinks<'a> {
     pub hdr_log: Option<&'a mut dyn Write>,
     /// Live progress (a terminal), if any.
     pub progress: Option<&'a mut dyn Write>,
+    /// The per-request log, its header already written.
+    pub request_log: Option<std::fs::File>,
 }
 
 /// Seconds being assembled from the threads' intervals.
@@ -177,7 +179,8 @@ impl Collector<'_> {
 pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     let threads = plan.threads.max(1);
     let wall_start = SystemTime::now();
-    let sh = Shared::new(plan);
+    let mut sh = Shared::new(plan);
+    sh.log = sinks.request_log.map(std::sync::Mutex::new);
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut record = Record::default();
     let mut last: Option<Instant> = None;
@@ -361,6 +364,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         })
     };
     s.levels = crate::report::levels_of(&record, secs.as_deref());
+    s.request_log_error = sh.log_error.lock().ok().and_then(|e| e.clone());
     s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
     s
 }

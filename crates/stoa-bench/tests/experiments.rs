@@ -195,36 +195,48 @@ fn a_fixed_first_request_delay_holds_every_client_back_and_a_range_spreads_them(
         "{out}"
     );
     // A range: 6 clients with one request each, delays drawn in
-    // [0, 600 ms]: their requests reach the server spread over the range,
-    // and the same seed draws the same delays.
-    let spread = |name: &str| {
+    // [0, 600 ms]: the request log shows each client's first request at
+    // its delay, spread over the range, and the same seed draws the same
+    // delays.
+    let starts = |name: &str| {
         let s = TestServer::start();
         let sc = write(
             name,
             &format!(
                 "[run]\nurl = \"{}\"\nseed = 3\n\
                  [clients]\nstart = 6\nrequests = 1\nfirst_delay = [\"0s\", \"600ms\"]\n",
-                s.url("/ok?c={client}")
+                s.url("/ok")
             ),
         );
-        let t0 = std::time::Instant::now();
-        let (code, v, out) = bench_json(&format!("{name}-run"), &["--scenario", &sc]);
+        let log = tmpdir(&format!("{name}-log")).join("log.csv");
+        let (code, v, out) = bench_json(
+            &format!("{name}-run"),
+            &["--scenario", &sc, "--log", &log.to_string_lossy()],
+        );
         assert_eq!(code, 0, "{out}");
         assert_eq!(v["responses"].as_u64(), Some(6), "{out}");
-        let took = t0.elapsed().as_secs_f64();
-        // The order in which the clients' requests arrived.
-        let order = s.paths.lock().expect("lock").clone();
-        (took, order)
+        let mut by_client: Vec<(u64, f64)> = log_lines(&log)
+            .iter()
+            .map(|l| (l[4].parse().unwrap_or(0), l[0].parse().unwrap_or(-1.0)))
+            .collect();
+        by_client.sort_by_key(|x| x.0);
+        by_client
     };
-    let (took, a) = spread("delay-range");
-    assert!((0.1..0.9).contains(&took), "{took}");
-    let (_, b) = spread("delay-range2");
-    assert_eq!(a, b, "the same seed draws the same delays");
-    assert_ne!(
-        a,
-        (1..=6).map(|c| format!("/ok?c={c}")).collect::<Vec<_>>(),
-        "random delays should not keep the start order"
-    );
+    let a = starts("delay-range");
+    let b = starts("delay-range2");
+    assert_eq!(a.len(), 6);
+    for ((ca, ta), (cb, tb)) in a.iter().zip(&b) {
+        assert_eq!(ca, cb);
+        assert!((0.0..0.65).contains(ta), "{a:?}");
+        assert!(
+            (ta - tb).abs() < 0.03,
+            "the same seed, the same delays: {a:?} {b:?}"
+        );
+    }
+    let (lo, hi) = a
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.1), hi.max(x.1)));
+    assert!(hi - lo > 0.15, "delays spread over the range: {a:?}");
 }
 
 #[test]
@@ -240,4 +252,120 @@ fn a_first_request_delay_is_refused_with_an_open_loop() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("closed loop"), "{err}");
+}
+
+/// The request log's lines after the header, split into fields (a quoted
+/// URL kept whole).
+fn log_lines(p: &std::path::Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(p).expect("read the log");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("start_s,latency_ms,status,bytes,client,url")
+    );
+    lines
+        .map(|l| {
+            let (head, url) = match l.find(",\"") {
+                Some(i) => (&l[..i], l[i + 1..].to_string()),
+                None => {
+                    let i = l.rfind(',').expect("six fields");
+                    (&l[..i], l[i + 1..].to_string())
+                }
+            };
+            let mut v: Vec<String> = head.split(',').map(str::to_string).collect();
+            v.push(url);
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn the_request_log_has_a_line_per_request_with_its_start_latency_status_bytes_client_and_url() {
+    let s = TestServer::start();
+    let d = tmpdir("reqlog");
+    let log = d.join("requests.csv");
+    let html = d.join("report.html");
+    let (code, v, out) = bench_json(
+        "reqlog-run",
+        &[
+            "-n",
+            "30",
+            "-c",
+            "3",
+            "-k",
+            "--log",
+            &log.to_string_lossy(),
+            "--html",
+            &html.to_string_lossy(),
+            &s.url("/slow?ms=20&a=1,2"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let lines = log_lines(&log);
+    assert_eq!(lines.len(), 30, "{out}");
+    let dur = f(&v["duration_s"]);
+    let mut clients = std::collections::BTreeSet::new();
+    for l in &lines {
+        assert_eq!(l.len(), 6, "{l:?}");
+        let start: f64 = l[0].parse().expect("start");
+        let lat: f64 = l[1].parse().expect("latency");
+        assert!((20.0..40.0).contains(&lat), "{l:?}");
+        assert!(
+            start >= 0.0 && start + lat / 1000.0 <= dur + 0.002,
+            "{l:?} {dur}"
+        );
+        assert_eq!(l[2], "200");
+        // Head and the 100-byte body.
+        let bytes: u64 = l[3].parse().expect("bytes");
+        assert!(bytes > 100, "{l:?}");
+        clients.insert(l[4].clone());
+        // A URL with a comma is quoted.
+        assert_eq!(l[5], "\"/slow?ms=20&a=1,2\"");
+    }
+    assert_eq!(clients.into_iter().collect::<Vec<_>>(), ["1", "2", "3"]);
+    assert_eq!(
+        v["request_log"].as_str(),
+        Some(log.to_string_lossy().as_ref())
+    );
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("Latency of every request"), "no scatter");
+    assert_eq!(page.matches("h0").count(), 30, "a dot per request");
+}
+
+#[test]
+fn failures_are_logged_with_their_kind_and_many_threads_write_whole_lines() {
+    let s = TestServer::start();
+    let d = tmpdir("reqlog-fail");
+    let log = d.join("fail.csv");
+    let (code, _, out) = bench_json(
+        "reqlog-fail-run",
+        &["-n", "4", "--log", &log.to_string_lossy(), &s.url("/reset")],
+    );
+    assert_eq!(code, 1, "{out}");
+    let lines = log_lines(&log);
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines.iter().all(|l| l[2] == "reset"), "{lines:?}");
+    // Enough lines for each thread to write its buffer several times.
+    let log = d.join("many.csv");
+    let (code, v, out) = bench_json(
+        "reqlog-many-run",
+        &[
+            "-n",
+            "6000",
+            "-c",
+            "4",
+            "-k",
+            "--threads",
+            "2",
+            "--log",
+            &log.to_string_lossy(),
+            &s.url("/ok?n=10"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let lines = log_lines(&log);
+    assert_eq!(lines.len() as u64, v["requests"].as_u64().unwrap_or(0));
+    for l in &lines {
+        assert!(l.len() == 6 && l[2] == "200" && l[5] == "/ok?n=10", "{l:?}");
+    }
 }

@@ -19,6 +19,8 @@ struct Series {
     name: String,
     color: &'static str,
     dashed: bool,
+    /// Drawn as dots (a scatter), not a line.
+    dots: bool,
     points: Vec<(f64, f64)>,
 }
 
@@ -194,7 +196,22 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
         mt + ph / 2.0,
         esc(ylabel)
     );
-    for s in series {
+    for s in series.iter().filter(|s| s.dots) {
+        // One path of zero-length round-capped strokes: a dot per point at
+        // ~14 bytes each (a circle element would be ~50).
+        let mut d = String::new();
+        for &(x, y) in &s.points {
+            if x.is_finite() && y.is_finite() {
+                let _ = write!(d, "M{:.1} {:.1}h0", sx(x), sy(y));
+            }
+        }
+        let _ = write!(
+            o,
+            r#"<path fill="none" stroke="{}" stroke-opacity="0.55" stroke-width="2.6" stroke-linecap="round" d="{d}"/>"#,
+            s.color
+        );
+    }
+    for s in series.iter().filter(|s| !s.dots) {
         let mut d = String::new();
         for &(x, y) in &s.points {
             let x = if xaxis == XAxis::Percentile {
@@ -402,6 +419,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             name: format!("{l}responses/s"),
             color: color(2 * i),
             dashed: false,
+            dots: false,
             points: s.timeline.iter().map(|x| (mid(x), x.rps)).collect(),
         });
         if s.timeline.iter().any(|x| x.errors > 0) {
@@ -409,6 +427,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
                 name: format!("{l}errors/s"),
                 color: color(2 * i + 1),
                 dashed: true,
+                dots: false,
                 points: s
                     .timeline
                     .iter()
@@ -420,6 +439,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             name: format!("{l}p50"),
             color: color(2 * i),
             dashed: false,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -431,6 +451,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             name: format!("{l}p99"),
             color: color(2 * i + 1),
             dashed: true,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -442,6 +463,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             name: format!("{l}latency"),
             color: color(i),
             dashed: false,
+            dots: false,
             points: s
                 .percentiles_ms
                 .iter()
@@ -460,12 +482,14 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             ),
             color: color(i),
             dashed: false,
+            dots: false,
             points: s.timeline.iter().map(|x| (mid(x), x.active)).collect(),
         });
         res.push(Series {
             name: format!("{l}running mean"),
             color: color(2 * i),
             dashed: false,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -477,6 +501,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             name: format!("{l}running std dev"),
             color: color(2 * i + 1),
             dashed: true,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -523,6 +548,56 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         XAxis::Percentile,
     ));
     o.push_str("</div>\n");
+    if runs.iter().any(|s| !s.scatter.is_empty()) {
+        let mut sc = Vec::new();
+        for (i, s) in runs.iter().enumerate() {
+            let l = label(s, i, n);
+            sc.push(Series {
+                name: format!("{l}response"),
+                color: color(i),
+                dashed: false,
+                dots: true,
+                points: s
+                    .scatter
+                    .iter()
+                    .filter(|p| !p.2)
+                    .map(|p| (p.0, p.1))
+                    .collect(),
+            });
+            if s.scatter.iter().any(|p| p.2) {
+                sc.push(Series {
+                    name: format!("{l}failure"),
+                    color: "#d62728",
+                    dashed: false,
+                    dots: true,
+                    points: s
+                        .scatter
+                        .iter()
+                        .filter(|p| p.2)
+                        .map(|p| (p.0, p.1))
+                        .collect(),
+                });
+            }
+        }
+        let sampled = runs.iter().any(|s| s.requests as usize > SCATTER_MAX);
+        let _ = write!(
+            o,
+            "<h2>Every request</h2><p class=\"note\">From the request log: each request's latency at the time it started{}. Bands of latencies show here.</p><div class=\"charts\">\n",
+            if sampled {
+                ", every k-th request past 20000, with every failure and every response slower than p99"
+            } else {
+                ""
+            }
+        );
+        o.push_str(&chart(
+            "Latency of every request",
+            "start (s)",
+            "ms",
+            &sc,
+            XAxis::Linear,
+        ));
+        o.push_str("</div>\n");
+    }
     // Outcomes.
     o.push_str("<h2>Outcomes</h2><table>\n");
     table_row(&mut o, "", &cols);
@@ -565,6 +640,43 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         env!("CARGO_PKG_VERSION")
     );
     o
+}
+
+/// Most points a scatter draws: past it, every k-th request of the log
+/// is drawn, and every failure and every response slower than the run's
+/// p99 (up to as many again), so the outliers stay visible.
+pub const SCATTER_MAX: usize = 20_000;
+
+/// Reads the per-request log back for the scatter: (start s, latency ms,
+/// failed) per request, sampled past [`SCATTER_MAX`]. A line that does not
+/// parse is skipped (the log is the run's own, but a disk may fill up).
+pub fn scatter_from_log(path: &std::path::Path, s: &Summary) -> Vec<(f64, f64, bool)> {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let stride = (s.requests as usize).div_ceil(SCATTER_MAX).max(1);
+    let slow = s.latency_ms.map_or(f64::MAX, |l| l.p99);
+    let mut out = Vec::new();
+    let mut extra = 0;
+    for (i, line) in std::io::BufReader::new(f).lines().skip(1).enumerate() {
+        let Ok(line) = line else { break };
+        let mut it = line.splitn(4, ',');
+        let (Some(t), Some(l), Some(st)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let (Ok(t), Ok(l)) = (t.parse::<f64>(), l.parse::<f64>()) else {
+            continue;
+        };
+        let failed = !st.bytes().all(|b| b.is_ascii_digit());
+        if i % stride == 0 {
+            out.push((t, l, failed));
+        } else if (failed || l > slow) && extra < SCATTER_MAX {
+            extra += 1;
+            out.push((t, l, failed));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -230,6 +230,16 @@ pub struct Summary {
     /// then.
     #[serde(default)]
     pub interrupted: bool,
+    /// The per-request log (`--log`), if written.
+    #[serde(default)]
+    pub request_log: Option<String>,
+    /// Why writing the log failed (the run went on without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_log_error: Option<String>,
+    /// For the HTML report: (start s, latency ms, failed) of every request
+    /// of the log, or a sample of them; not in the JSON.
+    #[serde(skip)]
+    pub scatter: Vec<(f64, f64, bool)>,
 }
 
 impl Summary {
