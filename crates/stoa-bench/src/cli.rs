@@ -46,6 +46,8 @@ pub struct Options {
     /// Closed loop: delay before each client's first request (fixed, or a
     /// seeded uniform draw in a range).
     pub first_delay: Option<(Duration, Duration)>,
+    /// A point of the running mean and deviation every N responses.
+    pub running_every: Option<u64>,
     pub json: Option<PathBuf>,
     pub html: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
@@ -128,6 +130,7 @@ impl Options {
                         | "first-delay"
                         | "log"
                         | "request-log"
+                        | "running-every"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -157,6 +160,7 @@ impl Options {
                     "html" => o.html = Some(value()?.into()),
                     "hdr-log" => o.hdr_log = Some(value()?.into()),
                     "log" | "request-log" => o.request_log = Some(value()?.into()),
+                    "running-every" => o.running_every = Some(num("--running-every", &value()?)?),
                     "scenario" => o.scenario = Some(value()?.into()),
                     "seed" => o.seed = Some(num("--seed", &value()?)?),
                     "header" => o.headers.push(value()?),
@@ -419,6 +423,12 @@ impl Options {
         };
         let per_client = sc_ref.and_then(|s| s.per_client);
         let first_delay = self.first_delay.or(sc_ref.and_then(|s| s.first_delay));
+        let running_every = self.running_every.or(sc_ref.and_then(|s| s.running_every));
+        if running_every == Some(0) {
+            return Err(CliError::Usage(
+                "--running-every must be at least 1 (responses)".into(),
+            ));
+        }
         if first_delay.is_some() && rate.is_some() {
             return Err(CliError::Usage(
                 "a first-request delay is for the closed loop: with --rate requests go out on the schedule".into(),
@@ -473,6 +483,7 @@ impl Options {
             load,
             per_client,
             first_delay,
+            running_every,
             abort: sc_ref.map_or(AbortRules::default(), |s| s.abort.clone()),
             seed: self.seed.or(sc_ref.and_then(|s| s.seed)).unwrap_or(1),
             variable_length: self.variable_length

@@ -79,6 +79,26 @@ pub struct Shared {
     pub log: Option<Mutex<std::fs::File>>,
     /// The first error writing the log (logging stops there).
     pub log_error: Mutex<Option<String>>,
+    /// `running_every`: the running moments over the responses in the
+    /// order they completed (all threads), a point every N responses.
+    pub running: Option<Mutex<Running>>,
+}
+
+/// The running mean and deviation per response.
+#[derive(Debug, Default)]
+pub struct Running {
+    pub m: Moments,
+    /// (responses so far, seconds from the start, mean us, sd us).
+    pub points: Vec<(u64, f64, f64, f64)>,
+}
+
+impl Running {
+    pub fn point(&mut self, at: f64) {
+        let m = &self.m;
+        if m.n > 0 && self.points.last().is_none_or(|p| p.0 != m.n) {
+            self.points.push((m.n, at, m.mean(), m.stddev()));
+        }
+    }
 }
 
 /// A thread writes its log lines once it has this many bytes of them: one
@@ -116,6 +136,7 @@ impl LevelClock {
 impl Shared {
     pub fn new(plan: Plan) -> Shared {
         let start = Instant::now();
+        let running = plan.running_every.map(|_| Mutex::new(Running::default()));
         Shared {
             doc_lens: plan
                 .requests
@@ -141,6 +162,7 @@ impl Shared {
             }),
             log: None,
             log_error: Mutex::new(None),
+            running,
         }
     }
 
@@ -1150,6 +1172,17 @@ impl<'a> Worker<'a> {
         self.iv.responses += 1;
         if self.log.is_some() {
             self.log_line(s, now, LogStatus::Code(self.slots[s].head.status));
+        }
+        if let (Some(r), Some(every)) = (&sh.running, plan.running_every) {
+            // One lock per response, only when asked for: the order of
+            // the curve is the order in which responses completed over
+            // all threads.
+            if let Ok(mut r) = r.lock() {
+                r.m.add(latency);
+                if r.m.n % every == 0 {
+                    r.point(now.saturating_duration_since(sh.start).as_secs_f64());
+                }
+            }
         }
         let slot = &mut self.slots[s];
         self.rec

@@ -73,6 +73,7 @@ Scenarios:
   --scenario FILE  TOML: stages or a ramp of clients, think time, request mix,
                    form bodies, timeouts, abort rules (docs/BENCH.md)
   --seed S         seed for think times and the mix (default 1, or the scenario's)
+  --running-every N  the running mean and deviation every N responses (BENCH4)
   --first-delay D  closed loop: wait D before each client's first request, or
                    MIN,MAX for a seeded uniform draw per client (0s,2s)
 

@@ -440,6 +440,9 @@ pub struct Plan {
     /// Closed loop: delay between a client's start and its first request,
     /// uniform in [min, max] (min = max: a fixed delay).
     pub first_delay: Option<(Duration, Duration)>,
+    /// Record the running mean and deviation every this many responses
+    /// (BENCH4's per-response curve).
+    pub running_every: Option<u64>,
     pub abort: AbortRules,
     pub seed: u64,
     /// ab's `-l`: responses of different lengths are not failures.

@@ -365,6 +365,23 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     };
     s.levels = crate::report::levels_of(&record, secs.as_deref());
     s.request_log_error = sh.log_error.lock().ok().and_then(|e| e.clone());
+    if let Some(r) = &sh.running {
+        if let Ok(mut r) = r.lock() {
+            // The last responses, when they are not a multiple of N.
+            let last = last.map_or(elapsed, |l| l.saturating_duration_since(sh.start));
+            r.point(last.as_secs_f64());
+            s.running = r
+                .points
+                .iter()
+                .map(|&(n, t, mean, sd)| crate::report::RunningPoint {
+                    n,
+                    t,
+                    mean_ms: ms(mean),
+                    stddev_ms: ms(sd),
+                })
+                .collect();
+        }
+    }
     s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
     s
 }

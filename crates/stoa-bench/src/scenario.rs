@@ -37,6 +37,7 @@ struct RunT {
     connections: Option<u64>,
     headers: Option<Vec<String>>,
     variable_length: Option<bool>,
+    running_every: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -135,6 +136,7 @@ pub struct Scenario {
     pub connections: Option<u64>,
     pub headers: Vec<String>,
     pub variable_length: Option<bool>,
+    pub running_every: Option<u64>,
     pub load: Option<Load>,
     pub per_client: Option<u64>,
     pub first_delay: Option<(Duration, Duration)>,
@@ -248,6 +250,7 @@ impl Scenario {
             connections: r.connections,
             headers: r.headers.clone().unwrap_or_default(),
             variable_length: r.variable_length,
+            running_every: r.running_every,
             ..Scenario::default()
         };
         if let Some(d) = &r.duration {

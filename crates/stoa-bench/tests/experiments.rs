@@ -369,3 +369,47 @@ fn failures_are_logged_with_their_kind_and_many_threads_write_whole_lines() {
         assert!(l.len() == 6 && l[2] == "200" && l[5] == "/ok?n=10", "{l:?}");
     }
 }
+
+#[test]
+fn the_running_mean_and_deviation_are_given_every_n_responses_in_completion_order() {
+    // One client whose k-th request sleeps k ms ({seq} as the delay):
+    // after n responses the mean is (n + 1) / 2 ms and the deviation
+    // sqrt(n (n + 1) / 12) ms, whatever the per-second timeline says.
+    let s = TestServer::start();
+    let sc = write(
+        "running",
+        &format!(
+            "[run]\nurl = \"{}\"\nkeep_alive = true\nrunning_every = 5\n\
+             [clients]\nstart = 1\nrequests = 23\n\
+             [[mix]]\npath = \"/slow?ms={{seq}}\"\n",
+            s.url("/")
+        ),
+    );
+    let d = tmpdir("running-html");
+    let html = d.join("r.html");
+    let (code, v, out) = bench_json(
+        "running-run",
+        &["--scenario", &sc, "--html", &html.to_string_lossy()],
+    );
+    assert_eq!(code, 0, "{out}");
+    let pts = v["running"].as_array().expect("running");
+    let ns: Vec<u64> = pts.iter().map(|p| p["n"].as_u64().unwrap_or(0)).collect();
+    assert_eq!(ns, vec![5, 10, 15, 20, 23], "{out}");
+    for p in pts {
+        let n = p["n"].as_u64().unwrap_or(0) as f64;
+        // The mean of 1..=n ms, plus a little overhead per request.
+        let want = (n + 1.0) / 2.0;
+        let mean = f(&p["mean_ms"]);
+        assert!(mean >= want && mean < want + 3.0, "n {n}: {mean} vs {want}");
+        // The sample deviation of 1..=n is sqrt(n (n + 1) / 12).
+        let sd_want = (n * (n + 1.0) / 12.0).sqrt();
+        let sd = f(&p["stddev_ms"]);
+        assert!((sd - sd_want).abs() < 1.5, "n {n}: sd {sd} vs {sd_want}");
+        assert!(f(&p["t"]) > 0.0);
+    }
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("response time per response"), "no chart");
+    // Off by default: no points.
+    let (_, v, _) = bench_json("running-off", &["-n", "3", &s.url("/ok")]);
+    assert_eq!(v["running"].as_array().map(Vec::len), Some(0));
+}

@@ -539,6 +539,37 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         &res,
         XAxis::Linear,
     ));
+    if runs.iter().any(|s| !s.running.is_empty()) {
+        let mut per = Vec::new();
+        for (i, s) in runs.iter().enumerate() {
+            let l = label(s, i, n);
+            per.push(Series {
+                name: format!("{l}running mean"),
+                color: color(i),
+                dashed: false,
+                dots: false,
+                points: s.running.iter().map(|p| (p.n as f64, p.mean_ms)).collect(),
+            });
+            per.push(Series {
+                name: format!("{l}running std dev"),
+                color: color(i),
+                dashed: true,
+                dots: false,
+                points: s
+                    .running
+                    .iter()
+                    .map(|p| (p.n as f64, p.stddev_ms))
+                    .collect(),
+            });
+        }
+        o.push_str(&chart(
+            "Resilience: response time per response",
+            "responses",
+            "ms",
+            &per,
+            XAxis::Linear,
+        ));
+    }
     o.push_str("</div>\n<h2>Latency distribution</h2><div class=\"charts\">\n");
     o.push_str(&chart(
         "Latency by percentile",

@@ -101,6 +101,17 @@ pub struct Second {
     pub running_stddev_ms: f64,
 }
 
+/// A point of the running mean and deviation per response (BENCH4).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct RunningPoint {
+    /// Responses so far (over all threads, in the order they completed).
+    pub n: u64,
+    /// When the n-th completed, seconds from the start.
+    pub t: f64,
+    pub mean_ms: f64,
+    pub stddev_ms: f64,
+}
+
 /// The requests started at one level of activity: `active` clients
 /// running (closed loop) or requests in flight (open loop), each request
 /// counting itself.
@@ -225,6 +236,10 @@ pub struct Summary {
     /// number of active clients at which requests started.
     #[serde(default)]
     pub levels: Vec<Level>,
+    /// With `running_every` N: the mean and deviation of every response so
+    /// far, after every N responses (and after the last); empty otherwise.
+    #[serde(default)]
+    pub running: Vec<RunningPoint>,
     pub abort: Option<Abort>,
     /// The run was stopped by Ctrl-C (SIGINT): the figures cover it up to
     /// then.
