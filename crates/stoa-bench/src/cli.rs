@@ -335,6 +335,7 @@ impl Options {
         }
 
         let mut requests = Vec::new();
+        let mut groups: Vec<String> = Vec::new();
         let mix = sc_ref.map(|s| s.mix.as_slice()).unwrap_or(&[]);
         if mix.is_empty() || self.url.is_some() && sc_ref.is_some_and(|s| s.mix.is_empty()) {
             let (body, method) = match (&self.post_file, &self.put_file) {
@@ -376,6 +377,7 @@ impl Options {
                 1,
                 false,
             ));
+            groups.push(format!("{method} {}", url.path));
         } else {
             for m in mix {
                 let mut h = headers.clone();
@@ -389,14 +391,26 @@ impl Options {
                     headers: &h,
                     body: m.body.as_ref().map(|(b, t)| (b.as_slice(), t.as_str())),
                 });
-                requests.push(RequestSpec::new(
+                let mut spec = RequestSpec::new(
                     bytes,
                     m.body.as_ref().map_or(0, |b| b.0.len()),
                     &m.method,
                     &m.path,
                     m.weight,
                     !m.body_is_file,
-                ));
+                );
+                let name = m
+                    .group
+                    .clone()
+                    .unwrap_or_else(|| format!("{} {}", m.method, m.path));
+                spec.group = match groups.iter().position(|g| *g == name) {
+                    Some(i) => i,
+                    None => {
+                        groups.push(name);
+                        groups.len() - 1
+                    }
+                };
+                requests.push(spec);
             }
         }
         let mut acc = 0;
@@ -468,6 +482,7 @@ impl Options {
             target,
             requests,
             cumulative,
+            groups,
             concurrency,
             threads,
             keep_alive,

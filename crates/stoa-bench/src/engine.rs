@@ -224,6 +224,9 @@ pub struct Interval {
     /// averaged over the interval (a level sampled at its end would belong
     /// to the next one: a ramp's step lands on the boundary).
     pub active: f64,
+    /// Complete responses by status code in this second (a handful of
+    /// codes: a short list scanned, not a map).
+    pub status: Vec<(u16, u64)>,
 }
 
 /// What the worker threads send to the collector.
@@ -448,6 +451,7 @@ impl<'a> Worker<'a> {
                 errors: 0,
                 bytes: 0,
                 active: 0.0,
+                status: Vec::new(),
             },
             next_sec: sh.start + Duration::from_secs(1),
             rbuf: vec![0; 64 * 1024],
@@ -1170,6 +1174,11 @@ impl<'a> Worker<'a> {
         self.iv.hist.saturating_record(latency.max(1));
         self.iv.moments.add(latency);
         self.iv.responses += 1;
+        let code = self.slots[s].head.status;
+        match self.iv.status.iter_mut().find(|c| c.0 == code) {
+            Some(c) => c.1 += 1,
+            None => self.iv.status.push((code, 1)),
+        }
         if self.log.is_some() {
             self.log_line(s, now, LogStatus::Code(self.slots[s].head.status));
         }
@@ -1189,6 +1198,9 @@ impl<'a> Worker<'a> {
             .levels
             .at(slot.level as usize)
             .add(latency, slot.resp_bytes);
+        if plan.groups.len() > 1 {
+            self.rec.urls.at(spec.group).add(latency, slot.resp_bytes);
+        }
         self.rec
             .connect
             .add(us(slot.t_conn.saturating_duration_since(slot.t_start)));
@@ -1293,6 +1305,10 @@ impl<'a> Worker<'a> {
         }
         self.rec.counters.fail(f);
         self.rec.levels.at(self.slots[s].level as usize).errors += 1;
+        if self.sh.plan.groups.len() > 1 {
+            let g = self.sh.plan.requests[self.slots[s].req].group;
+            self.rec.urls.at(g).errors += 1;
+        }
         self.iv.errors += 1;
         let errs = self.sh.errors.fetch_add(1, Relaxed) + 1;
         if let Some(max) = self.sh.plan.abort.errors_over {
@@ -1510,8 +1526,10 @@ impl<'a> Worker<'a> {
                 errors: 0,
                 bytes: 0,
                 active: 0.0,
+                status: Vec::new(),
             };
             let mut done = std::mem::replace(&mut self.iv, next);
+            self.iv.status = Vec::with_capacity(done.status.len());
             self.iv.hist.reset();
             done.active = active;
             let _ = self.tx.send(Msg::Interval(Box::new(done)));
@@ -1540,6 +1558,7 @@ impl<'a> Worker<'a> {
                 errors: 0,
                 bytes: 0,
                 active: 0.0,
+                status: Vec::new(),
             },
         );
         iv.length = length;

@@ -205,6 +205,12 @@ fn bench(
         },
     );
     let mut summary = summary;
+    summary.command_line = Some(
+        std::iter::once("stoa bench".to_string())
+            .chain(args.iter().map(|a| util::shell_quote(a)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
     if let Some(p) = &opts.request_log {
         summary.request_log = Some(p.display().to_string());
         if opts.html.is_some() {

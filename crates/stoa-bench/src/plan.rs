@@ -100,6 +100,8 @@ pub struct RequestSpec {
     pub is_head: bool,
     pub path: String,
     pub weight: u64,
+    /// Its group in the per-URL breakdown (an index of `Plan::groups`).
+    pub group: usize,
     /// The request has `{client}` or `{seq}` placeholders: it is rendered
     /// per request from this template instead of sent as `bytes`.
     pub template: Option<Box<Template>>,
@@ -125,6 +127,7 @@ impl RequestSpec {
             path: path.to_string(),
             weight,
             template,
+            group: 0,
         }
     }
 }
@@ -420,6 +423,9 @@ pub struct Plan {
     pub requests: Vec<RequestSpec>,
     /// Cumulative weights of `requests` (for the weighted mix).
     pub cumulative: Vec<u64>,
+    /// Names of the groups of the per-URL breakdown: one per `[[mix]]`
+    /// entry, one per size class of a `[tree]`.
+    pub groups: Vec<String>,
     /// Clients (closed loop) or connections (open loop).
     pub concurrency: u64,
     pub threads: usize,

@@ -423,12 +423,16 @@ pub struct Record {
     /// Requests by the number of clients running (closed loop) or requests
     /// in flight (open loop) when each started, this one included.
     pub levels: Groups,
+    /// Requests by group of the mix (a `[[mix]]` entry, a `[tree]` size
+    /// class), when there is more than one.
+    pub urls: Groups,
 }
 
 impl Record {
     pub fn merge(&mut self, o: &Record) {
         self.counters.merge(&o.counters);
         self.levels.merge(&o.levels);
+        self.urls.merge(&o.urls);
         self.latency.merge(&o.latency);
         self.connect.merge(&o.connect);
         self.processing.merge(&o.processing);

@@ -36,6 +36,7 @@ struct Pending {
     active: f64,
     length: Duration,
     reported: Vec<bool>,
+    status: BTreeMap<String, u64>,
 }
 
 struct Collector<'a> {
@@ -70,7 +71,16 @@ impl Collector<'_> {
             active: 0.0,
             length: Duration::ZERO,
             reported: vec![false; threads],
+            status: BTreeMap::new(),
         });
+        for &(code, n) in &iv.status {
+            let k = if (100..600).contains(&code) {
+                code.to_string()
+            } else {
+                "other".into()
+            };
+            *p.status.entry(k).or_insert(0) += n;
+        }
         let _ = p.hist.add(&iv.hist);
         p.moments.merge(&iv.moments);
         p.responses += iv.responses;
@@ -122,6 +132,7 @@ impl Collector<'_> {
             active: p.active,
             running_mean_ms: ms(self.running.mean()),
             running_stddev_ms: ms(self.running.stddev()),
+            status: p.status,
         };
         if let Some((w, ser)) = self.hdr.as_mut() {
             // One line per interval, as HdrHistogram's interval log writer
@@ -355,6 +366,8 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     s.requests_per_second = s.success_rate();
     s.failures_per_second = s.failure_rate();
     fill_latency(&mut s, &record);
+    s.start_time = Some(crate::util::rfc3339(wall_start));
+    s.urls = crate::report::urls_of(&record, &plan.groups);
     let secs = if plan.open_loop() {
         None
     } else {

@@ -117,7 +117,22 @@ pub struct MixEntry {
     pub body: Option<(Vec<u8>, String)>,
     /// The body is a file's bytes, sent as they are (no placeholders).
     pub body_is_file: bool,
+    /// The per-URL breakdown's group (a tree's size class); `None`: the
+    /// entry is its own group.
+    pub group: Option<String>,
     pub headers: Vec<String>,
+}
+
+/// The per-URL group of a tree file: its size class when it is named as
+/// `stoa bench tree` names them (`c1_00042.html`: class 1), else the tree.
+fn tree_group(prefix: &str, rel: &str) -> String {
+    let name = rel.rsplit('/').next().unwrap_or(rel).as_bytes();
+    match name {
+        [b'c', d @ b'0'..=b'9', b'_', ..] => {
+            format!("{prefix} class {} files", *d as char)
+        }
+        _ => format!("{prefix} tree"),
+    }
 }
 
 /// A parsed, checked scenario. `None` fields leave the CLI's value.
@@ -541,6 +556,7 @@ impl Scenario {
                 method,
                 body,
                 body_is_file: m.body_file.is_some(),
+                group: None,
                 headers: m.headers.clone().unwrap_or_default(),
             });
         }
@@ -576,6 +592,7 @@ impl Scenario {
                     method: "GET".into(),
                     body: None,
                     body_is_file: false,
+                    group: Some(tree_group(&prefix, &rel)),
                     headers: Vec::new(),
                 });
             }
@@ -676,6 +693,13 @@ latency_over = "3s"
         let e = parse("[[stages]]\nduration = \"1s\"\nclients = 5\n[[stages]]\nduration = \"1s\"\nclients = 2\n")
             .unwrap_err();
         assert!(e.contains("may only grow"), "{e}");
+    }
+
+    #[test]
+    fn tree_files_are_grouped_by_their_size_class() {
+        assert_eq!(tree_group("/t/", "d000/c1_00042.html"), "/t/ class 1 files");
+        assert_eq!(tree_group("/t/", "c3_00001.html"), "/t/ class 3 files");
+        assert_eq!(tree_group("/", "other/page.html"), "/ tree");
     }
 
     #[test]

@@ -413,3 +413,89 @@ fn the_running_mean_and_deviation_are_given_every_n_responses_in_completion_orde
     let (_, v, _) = bench_json("running-off", &["-n", "3", &s.url("/ok")]);
     assert_eq!(v["running"].as_array().map(Vec::len), Some(0));
 }
+
+#[test]
+fn reports_break_the_mix_down_by_url_and_the_timeline_by_status_code() {
+    let s = TestServer::start();
+    let sc = write(
+        "by-url",
+        &format!(
+            "[run]\nurl = \"{}\"\nkeep_alive = true\nrequests = 40\nseed = 2\n\
+             [clients]\nstart = 1\n\
+             [[mix]]\npath = \"/slow?ms=10\"\n[[mix]]\npath = \"/status?code=503\"\n",
+            s.url("/")
+        ),
+    );
+    let d = tmpdir("by-url-html");
+    let html = d.join("r.html");
+    let (code, v, out) = bench_json(
+        "by-url-run",
+        &["--scenario", &sc, "--html", &html.to_string_lossy()],
+    );
+    assert_eq!(code, 0, "{out}");
+    let urls = v["urls"].as_array().expect("urls");
+    let names: Vec<&str> = urls
+        .iter()
+        .map(|u| u["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["GET /slow?ms=10", "GET /status?code=503"], "{out}");
+    let (slow, fast) = (&urls[0], &urls[1]);
+    assert!(f(&slow["mean_ms"]) >= 10.0, "{out}");
+    assert!(f(&fast["mean_ms"]) < 5.0, "{out}");
+    let n = |u: &serde_json::Value| u["requests"].as_u64().unwrap_or(0);
+    assert_eq!(n(slow) + n(fast), 40, "{out}");
+    assert!(out.contains("Per URL"), "{out}");
+    // Status codes per second add up to the responses.
+    let mut by_code = std::collections::BTreeMap::new();
+    for sec in v["timeline"].as_array().expect("timeline") {
+        for (k, c) in sec["status"].as_object().expect("status") {
+            *by_code.entry(k.clone()).or_insert(0) += c.as_u64().unwrap_or(0);
+        }
+    }
+    assert_eq!(by_code.get("503").copied(), Some(n(fast)), "{out}");
+    assert_eq!(by_code.get("200").copied(), Some(n(slow)), "{out}");
+    // The latency histogram holds every response, its bins in order.
+    let bins = v["latency_histogram"].as_array().expect("histogram");
+    let total: u64 = bins.iter().map(|b| b[2].as_u64().unwrap_or(0)).sum();
+    assert_eq!(total, 40, "{out}");
+    assert!(bins.windows(2).all(|w| f(&w[0][1]) <= f(&w[1][0]) + 1e-9));
+    let cmd = v["command_line"].as_str().unwrap_or("");
+    assert!(cmd.starts_with("stoa bench --scenario "), "{cmd}");
+    let t = v["start_time"].as_str().unwrap_or("");
+    assert!(
+        t.len() == 24 && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+        "{t}"
+    );
+    let page = std::fs::read_to_string(&html).expect("html");
+    for h in [
+        "By URL",
+        "Status codes per second",
+        "Latency histogram",
+        "503",
+    ] {
+        assert!(page.contains(h), "{h}");
+    }
+}
+
+#[test]
+fn a_ramp_plots_response_time_and_throughput_against_active_clients() {
+    let s = TestServer::start();
+    let sc = write(
+        "ramp-chart",
+        &format!(
+            "[run]\nurl = \"{}\"\nkeep_alive = true\nduration = \"600ms\"\n\
+             [clients]\nstart = 1\nadd = 1\nevery = \"200ms\"\nmax = 3\n",
+            s.url("/slow?ms=5")
+        ),
+    );
+    let d = tmpdir("ramp-chart-html");
+    let html = d.join("r.html");
+    let (code, _, out) = bench_json(
+        "ramp-chart-run",
+        &["--scenario", &sc, "--html", &html.to_string_lossy()],
+    );
+    assert_eq!(code, 0, "{out}");
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("Response time against active clients"));
+    assert!(page.contains("Throughput against active clients"));
+}

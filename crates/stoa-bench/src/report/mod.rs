@@ -99,6 +99,27 @@ pub struct Second {
     /// Mean and standard deviation of every response time so far.
     pub running_mean_ms: f64,
     pub running_stddev_ms: f64,
+    /// Complete responses in this second by status code.
+    #[serde(default)]
+    pub status: BTreeMap<String, u64>,
+}
+
+/// One group of the mix (a `[[mix]]` entry, a `[tree]` size class).
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct UrlStats {
+    /// "METHOD /path" of a mix entry, or "/prefix/ class K files".
+    pub name: String,
+    pub requests: u64,
+    pub responses: u64,
+    pub errors: u64,
+    /// Bytes received for its complete responses.
+    pub bytes: u64,
+    pub mean_ms: Option<f64>,
+    pub stddev_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
 }
 
 /// A point of the running mean and deviation per response (BENCH4).
@@ -240,6 +261,21 @@ pub struct Summary {
     /// far, after every N responses (and after the last); empty otherwise.
     #[serde(default)]
     pub running: Vec<RunningPoint>,
+    /// The per-URL breakdown: one entry per group of the mix, when there
+    /// is more than one.
+    #[serde(default)]
+    pub urls: Vec<UrlStats>,
+    /// The latency histogram: `[low_ms, high_ms, count]` bins, spaced
+    /// evenly on a log scale from the minimum to the maximum.
+    #[serde(default)]
+    pub latency_histogram: Vec<(f64, f64, u64)>,
+    /// The command line, as given (arguments joined, quoted for a shell
+    /// where needed); null when unknown.
+    #[serde(default)]
+    pub command_line: Option<String>,
+    /// When the run started, UTC, RFC 3339.
+    #[serde(default)]
+    pub start_time: Option<String>,
     pub abort: Option<Abort>,
     /// The run was stopped by Ctrl-C (SIGINT): the figures cover it up to
     /// then.
@@ -255,6 +291,10 @@ pub struct Summary {
     /// of the log, or a sample of them; not in the JSON.
     #[serde(skip)]
     pub scatter: Vec<(f64, f64, bool)>,
+    /// The run's name in a comparison (its file's, made distinct); not in
+    /// the JSON.
+    #[serde(skip)]
+    pub label: String,
 }
 
 impl Summary {
@@ -345,6 +385,7 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
         s.percentiles_ms = spectrum_of(l);
         s.latency_within_stddev_pct = Some(within_stddev_pct(l));
     }
+    s.latency_histogram = histogram_of(l);
     s.latency_view = if r.total.is_some() {
         "intended"
     } else {
@@ -354,6 +395,66 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
     let corrected = r.corrected.as_ref().filter(|c| c.m.n > 0);
     s.corrected_latency_ms = corrected.map(latency_of);
     s.corrected_percentiles_ms = corrected.map(spectrum_of).unwrap_or_default();
+}
+
+/// The per-URL breakdown from the merged record (none for a single
+/// request).
+pub fn urls_of(r: &Record, names: &[String]) -> Vec<UrlStats> {
+    if names.len() < 2 {
+        return Vec::new();
+    }
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let g = r.urls.0.get(i).cloned().unwrap_or_default();
+            let m = &g.lat.m;
+            let some = |v: f64| (m.n > 0).then_some(v);
+            UrlStats {
+                name: name.clone(),
+                requests: g.requests(),
+                responses: m.n,
+                errors: g.errors,
+                bytes: g.bytes,
+                mean_ms: some(ms(m.mean())),
+                stddev_ms: some(ms(m.stddev())),
+                p50_ms: some(ms(g.lat.at(50.0) as f64)),
+                p90_ms: some(ms(g.lat.at(90.0) as f64)),
+                p99_ms: some(ms(g.lat.at(99.0) as f64)),
+                max_ms: some(ms(m.max as f64)),
+            }
+        })
+        .collect()
+}
+
+/// Bins of the latency histogram.
+const HIST_BINS: usize = 40;
+
+/// The latency histogram, `HIST_BINS` bins evenly spaced on a log scale
+/// from the minimum to the maximum (one bin when they are within 1%).
+fn histogram_of(l: &Phases) -> Vec<(f64, f64, u64)> {
+    let m = &l.m;
+    if m.n == 0 {
+        return Vec::new();
+    }
+    let (lo, hi) = (m.min.max(1) as f64, m.max.max(1) as f64);
+    if hi <= lo * 1.01 {
+        return vec![(ms(m.min as f64), ms(m.max as f64), m.n)];
+    }
+    let span = (hi / lo).ln();
+    let mut counts = vec![0u64; HIST_BINS];
+    for v in l.hist.iter_recorded() {
+        // The bucket's middle value, kept in [min, max].
+        let x = (l.hist.median_equivalent(v.value_iterated_to()) as f64).clamp(lo, hi);
+        let i = ((x / lo).ln() / span * HIST_BINS as f64) as usize;
+        counts[i.min(HIST_BINS - 1)] += v.count_at_value();
+    }
+    let edge = |i: usize| ms(lo * (span * i as f64 / HIST_BINS as f64).exp());
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (edge(i), edge(i + 1), c))
+        .collect()
 }
 
 /// The per-level table from the merged record and, in the closed loop, the

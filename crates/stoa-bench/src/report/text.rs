@@ -252,8 +252,44 @@ fn levels(o: &mut String, s: &Summary) {
     }
 }
 
+/// The per-URL breakdown (a mix or a tree).
+fn urls(o: &mut String, s: &Summary) {
+    if s.urls.is_empty() {
+        return;
+    }
+    let w = s
+        .urls
+        .iter()
+        .map(|u| u.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(3);
+    let _ = writeln!(o, "\nPer URL (ms)");
+    let _ = writeln!(
+        o,
+        "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
+        "URL", "requests", "failed", "mean", "sd", "median", "p99", "max"
+    );
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for u in &s.urls {
+        let _ = writeln!(
+            o,
+            "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
+            u.name,
+            u.requests,
+            u.errors,
+            f(u.mean_ms),
+            f(u.stddev_ms),
+            f(u.p50_ms),
+            f(u.p99_ms),
+            f(u.max_ms)
+        );
+    }
+}
+
 fn tail(o: &mut String, s: &Summary) {
     levels(o, s);
+    urls(o, s);
     if !s.settings.open_loop && s.responses > 0 {
         let _ = writeln!(
             o,
