@@ -29,7 +29,7 @@ stoa bench: an HTTP/1.x load generator (ApacheBench and wrk compatible)
 Usage:
   stoa bench [options] URL
   stoa bench --scenario FILE [options] [URL]
-  stoa bench compare A.json B.json ... [--html FILE]
+  stoa bench compare A.json B.json ... [--html FILE] [--json FILE]
   stoa bench tree DIR [--size 61MB] [--seed S]
 
 ApacheBench options (short flags may be bundled: -kc10):

@@ -499,3 +499,81 @@ fn a_ramp_plots_response_time_and_throughput_against_active_clients() {
     assert!(page.contains("Response time against active clients"));
     assert!(page.contains("Throughput against active clients"));
 }
+
+#[test]
+fn compare_labels_runs_distinctly_keeps_each_runs_colour_and_writes_json_with_clients() {
+    let s = TestServer::start();
+    let d = tmpdir("cmp-lab");
+    let mut files = Vec::new();
+    for (dir, c) in [("one", "1"), ("four", "4")] {
+        std::fs::create_dir_all(d.join(dir)).expect("mkdir");
+        let j = d.join(dir).join("run.json");
+        let (code, out, err) = common::bench(&[
+            "-n",
+            "40",
+            "-c",
+            c,
+            "-k",
+            "--json",
+            &j.to_string_lossy(),
+            &s.url("/slow?ms=10"),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        files.push(j.to_string_lossy().into_owned());
+    }
+    let (html, json) = (d.join("cmp.html"), d.join("cmp.json"));
+    let (code, out, err) = common::bench(&[
+        "compare",
+        &files[0],
+        &files[1],
+        "--html",
+        &html.to_string_lossy(),
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Two files named run.json: labelled by their directories.
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.contains("one/run") && l.contains("four/run")),
+        "{out}"
+    );
+    let clients = out
+        .lines()
+        .find(|l| l.starts_with("clients"))
+        .expect("clients row");
+    assert_eq!(
+        clients.split_whitespace().collect::<Vec<_>>(),
+        ["clients", "1", "4"],
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs[0]["name"], "one/run");
+    assert_eq!(runs[1]["clients"]["value"].as_f64(), Some(4.0));
+    let r1 = f(&runs[1]["values"]["requests_per_second"]);
+    let r0 = f(&runs[0]["values"]["requests_per_second"]);
+    let ratio = f(&runs[1]["ratio_to_first"]["requests_per_second"]);
+    assert!((ratio - r1 / r0).abs() < 1e-9 && ratio > 2.0, "{v}");
+    assert_eq!(runs[0]["ratio_to_first"]["failed"], serde_json::Value::Null);
+    // Every legend entry of a run has that run's colour, in every chart.
+    let page = std::fs::read_to_string(&html).expect("html");
+    for (name, colour) in [("one/run", "#1f77b4"), ("four/run", "#d62728")] {
+        let mut seen = 0;
+        // A legend entry: <line ... stroke="C" stroke-width="2"/><text>NAME ...
+        for part in page.split("<line ").skip(1) {
+            let legend = &part[..part.find("</text>").unwrap_or(part.len())];
+            if legend.contains("stroke-width=\"2\"") && legend.contains(&format!(">{name} ")) {
+                assert!(
+                    legend.contains(&format!("stroke=\"{colour}\"")),
+                    "{name}: {legend}"
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen >= 6, "{name}: {seen} legend entries");
+    }
+    assert!(page.contains("Throughput against active clients"));
+}
