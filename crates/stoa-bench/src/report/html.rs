@@ -794,9 +794,9 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             }
         }
         let sampled = runs.iter().any(|s| s.requests as usize > SCATTER_MAX);
-        let _ = write!(
+        let _ = writeln!(
             o,
-            "<h2>Every request</h2><p class=\"note\">From the request log: each request's latency at the time it started{}. Bands of latencies show here.</p><div class=\"charts\">\n",
+            "<h2>Every request</h2><p class=\"note\">From the request log: each request's latency at the time it started{}. Bands of latencies show here.</p><div class=\"charts\">",
             if sampled {
                 ", every k-th request past 20000, with every failure and every response slower than p99"
             } else {
