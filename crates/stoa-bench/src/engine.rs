@@ -275,8 +275,8 @@ struct Slot {
     /// Length of the request and of its body (a templated one's vary).
     req_len: usize,
     body_len: usize,
-    /// Clients running (closed loop) or requests in flight (open loop)
-    /// when it started, itself included.
+    /// Clients running when it started, itself included (kept when the
+    /// clients vary).
     level: u32,
     written: usize,
     t_start: Instant,
@@ -413,6 +413,10 @@ pub struct Worker<'a> {
     arrival_seq: u64,
     /// `--log`: this thread's lines not yet written.
     log: Option<Vec<u8>>,
+    /// Keep the per-level table: only when the clients vary (a fixed
+    /// `-c` run has one level; its cost, a histogram record per response,
+    /// is not paid there).
+    levels_on: bool,
 }
 
 impl<'a> Worker<'a> {
@@ -471,6 +475,7 @@ impl<'a> Worker<'a> {
             open_rng: Rng::new(plan.seed, 1 << 40 | id as u64),
             arrival_seq: 0,
             log: sh.log.as_ref().map(|_| Vec::with_capacity(LOG_CHUNK + 512)),
+            levels_on: plan.varying_clients(),
         })
     }
 
@@ -809,12 +814,14 @@ impl<'a> Worker<'a> {
         };
         self.account(now);
         self.busy += 1;
-        let level = if plan.open_loop() {
+        if plan.open_loop() {
             let n = self.sh.in_flight.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
-            n
-        } else {
+        }
+        let level = if self.levels_on {
             self.sh.active_clients.load(Relaxed)
+        } else {
+            0
         };
         let corrected = self.rec.corrected.is_some();
         let slot = &mut self.slots[s];
@@ -1194,10 +1201,12 @@ impl<'a> Worker<'a> {
             }
         }
         let slot = &mut self.slots[s];
-        self.rec
-            .levels
-            .at(slot.level as usize)
-            .add(latency, slot.resp_bytes);
+        if self.levels_on {
+            self.rec
+                .levels
+                .at(slot.level as usize)
+                .add(latency, slot.resp_bytes);
+        }
         if plan.groups.len() > 1 {
             self.rec.urls.at(spec.group).add(latency, slot.resp_bytes);
         }
@@ -1304,7 +1313,9 @@ impl<'a> Worker<'a> {
             self.log_line(s, now, LogStatus::Failed(f));
         }
         self.rec.counters.fail(f);
-        self.rec.levels.at(self.slots[s].level as usize).errors += 1;
+        if self.levels_on {
+            self.rec.levels.at(self.slots[s].level as usize).errors += 1;
+        }
         if self.sh.plan.groups.len() > 1 {
             let g = self.sh.plan.requests[self.slots[s].req].group;
             self.rec.urls.at(g).errors += 1;

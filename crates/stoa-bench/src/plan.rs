@@ -475,6 +475,18 @@ impl Plan {
     pub fn open_loop(&self) -> bool {
         self.rate.is_some()
     }
+
+    /// Closed loop, and the clients running vary over the run (a ramp,
+    /// stages, quotas, think time or a first-request delay): the
+    /// configured count is only a maximum, and the per-level table is
+    /// kept.
+    pub fn varying_clients(&self) -> bool {
+        !self.open_loop()
+            && (!matches!(self.load, Load::Fixed(_))
+                || self.think != Think::None
+                || self.per_client.is_some()
+                || self.first_delay.is_some())
+    }
 }
 
 /// Options of one request to serialize.

@@ -420,8 +420,8 @@ pub struct Record {
     /// the requests each client would have sent during a slow response at
     /// its observed rate (HdrHistogram's "expected interval" correction).
     pub corrected: Option<Phases>,
-    /// Requests by the number of clients running (closed loop) or requests
-    /// in flight (open loop) when each started, this one included.
+    /// Requests by the number of clients running when each started, this
+    /// one included (closed loop, when the clients vary).
     pub levels: Groups,
     /// Requests by group of the mix (a `[[mix]]` entry, a `[tree]` size
     /// class), when there is more than one.

@@ -389,11 +389,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             timeout_s: plan.timeout.as_secs_f64(),
             seed: plan.seed,
             scenario: plan.scenario_name.clone(),
-            varying_clients: !plan.open_loop()
-                && (!matches!(plan.load, crate::plan::Load::Fixed(_))
-                    || plan.think != crate::plan::Think::None
-                    || plan.per_client.is_some()
-                    || plan.first_delay.is_some()),
+            varying_clients: plan.varying_clients(),
             first_delay_s: plan
                 .first_delay
                 .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64())),

@@ -69,7 +69,14 @@ fn the_per_level_table_gives_each_number_of_clients_its_own_time_rate_and_latenc
 #[test]
 fn failures_are_counted_at_the_level_their_request_started() {
     let s = TestServer::start();
-    let (code, v, out) = bench_json("levels-fail", &["-n", "6", "-c", "2", &s.url("/reset")]);
+    let sc = write(
+        "levels-fail",
+        &format!(
+            "[run]\nurl = \"{}\"\n[clients]\nstart = 2\nrequests = 3\n",
+            s.url("/reset")
+        ),
+    );
+    let (code, v, out) = bench_json("levels-fail-run", &["--scenario", &sc]);
     assert_eq!(code, 1, "{out}");
     let levels = v["levels"].as_array().expect("levels");
     let errors: u64 = levels
@@ -78,6 +85,10 @@ fn failures_are_counted_at_the_level_their_request_started() {
         .sum();
     assert_eq!(errors, 6, "{out}");
     assert!(levels.iter().all(|l| l["mean_ms"].is_null()), "{out}");
+    // A fixed -c run has one level (the table is not kept: it would cost
+    // a record per response for nothing).
+    let (_, v, out) = bench_json("levels-fixed", &["-n", "6", "-c", "2", &s.url("/ok")]);
+    assert_eq!(v["levels"].as_array().map(Vec::len), Some(0), "{out}");
 }
 
 #[test]

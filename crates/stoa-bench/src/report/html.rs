@@ -922,7 +922,7 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
     if rt.is_empty() && tp.is_empty() {
         return;
     }
-    o.push_str("<h2>Against active clients</h2><p class=\"note\">Each request counts at the number of clients running (open loop: requests in flight) when it started.</p><div class=\"charts\">\n");
+    o.push_str("<h2>Against active clients</h2><p class=\"note\">Each request counts at the number of clients running when it started.</p><div class=\"charts\">\n");
     if !rt.is_empty() {
         o.push_str(&chart(
             "Response time against active clients",

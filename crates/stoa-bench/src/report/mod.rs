@@ -133,22 +133,19 @@ pub struct RunningPoint {
     pub stddev_ms: f64,
 }
 
-/// The requests started at one level of activity: `active` clients
-/// running (closed loop) or requests in flight (open loop), each request
-/// counting itself.
+/// The requests started with `active` clients running, each request's
+/// client counting itself (closed loop, when the clients vary).
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 pub struct Level {
     pub active: u64,
-    /// Closed loop: seconds the run spent with exactly `active` clients
-    /// running; null in the open loop (its level changes with every
-    /// request).
+    /// Seconds the run spent with exactly `active` clients running.
     pub time_s: Option<f64>,
     /// Requests started at this level that ended (responses + failures).
     pub requests: u64,
     pub responses: u64,
     pub errors: u64,
-    /// Closed loop: responses / time_s; null in the open loop or when the
-    /// run spent no measurable time at the level.
+    /// responses / time_s; null when the run spent no measurable time
+    /// (under 1 ms) at the level.
     pub rps: Option<f64>,
     pub mean_ms: Option<f64>,
     pub stddev_ms: Option<f64>,

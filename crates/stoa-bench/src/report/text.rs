@@ -202,25 +202,14 @@ fn levels(o: &mut String, s: &Summary) {
     if !(s.settings.varying_clients && s.levels.len() > 1) {
         return;
     }
-    let open = s.settings.open_loop;
     let _ = writeln!(
         o,
-        "\nPer {} (requests by the {} when each started; ms)",
-        if open {
-            "requests in flight"
-        } else {
-            "concurrency level"
-        },
-        if open {
-            "requests in flight"
-        } else {
-            "clients running"
-        },
+        "\nPer concurrency level (requests by the clients running when each started; ms)"
     );
     let _ = writeln!(
         o,
         "{:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        if open { "inflight" } else { "clients" },
+        "clients",
         "time s",
         "requests",
         "failed",
