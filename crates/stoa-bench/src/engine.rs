@@ -224,8 +224,8 @@ pub struct Interval {
     /// averaged over the interval (a level sampled at its end would belong
     /// to the next one: a ramp's step lands on the boundary).
     pub active: f64,
-    /// Complete responses by status code in this second (a handful of
-    /// codes: a short list scanned, not a map).
+    /// Complete responses by status code in this second (code 0: outside
+    /// 100..=599).
     pub status: Vec<(u16, u64)>,
 }
 
@@ -413,6 +413,8 @@ pub struct Worker<'a> {
     arrival_seq: u64,
     /// `--log`: this thread's lines not yet written.
     log: Option<Vec<u8>>,
+    /// The status counts as of the last interval sent.
+    status_seen: Vec<u64>,
     /// Keep the per-level table: only when the clients vary (a fixed
     /// `-c` run has one level; its cost, a histogram record per response,
     /// is not paid there).
@@ -476,6 +478,7 @@ impl<'a> Worker<'a> {
             arrival_seq: 0,
             log: sh.log.as_ref().map(|_| Vec::with_capacity(LOG_CHUNK + 512)),
             levels_on: plan.varying_clients(),
+            status_seen: Vec::new(),
         })
     }
 
@@ -818,15 +821,13 @@ impl<'a> Worker<'a> {
             let n = self.sh.in_flight.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
         }
-        let level = if self.levels_on {
-            self.sh.active_clients.load(Relaxed)
-        } else {
-            0
-        };
+        let level = self.levels_on.then(|| self.sh.active_clients.load(Relaxed));
         let corrected = self.rec.corrected.is_some();
         let slot = &mut self.slots[s];
-        // Bounded like `-c` (1 << 20 for a ramp without max).
-        slot.level = level.min(1 << 20) as u32;
+        if let Some(level) = level {
+            // Bounded like `-c` (1 << 20 for a ramp without max).
+            slot.level = level.min(1 << 20) as u32;
+        }
         if corrected {
             // The interval since this client's previous request is
             // measured before the current one counts: a slow response
@@ -1181,11 +1182,6 @@ impl<'a> Worker<'a> {
         self.iv.hist.saturating_record(latency.max(1));
         self.iv.moments.add(latency);
         self.iv.responses += 1;
-        let code = self.slots[s].head.status;
-        match self.iv.status.iter_mut().find(|c| c.0 == code) {
-            Some(c) => c.1 += 1,
-            None => self.iv.status.push((code, 1)),
-        }
         if self.log.is_some() {
             self.log_line(s, now, LogStatus::Code(self.slots[s].head.status));
         }
@@ -1420,6 +1416,24 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Responses by status code since the last call: the difference of the
+    /// run's counts, once a second, rather than a count per response.
+    fn status_since_last(&mut self) -> Vec<(u16, u64)> {
+        let now = &self.rec.counters.status;
+        if self.status_seen.len() != now.len() {
+            self.status_seen = vec![0; now.len()];
+        }
+        let mut out = Vec::new();
+        for (code, (n, seen)) in now.iter().zip(self.status_seen.iter_mut()).enumerate() {
+            if *n != *seen {
+                // Index 0 holds the codes outside 100..=599.
+                out.push((code as u16, *n - *seen));
+                *seen = *n;
+            }
+        }
+        out
+    }
+
     /// The request of slot `s` ended: start the next one, think, or leave.
     fn after(&mut self, s: usize, now: Instant, backoff: bool) {
         let plan = &self.sh.plan;
@@ -1540,9 +1554,9 @@ impl<'a> Worker<'a> {
                 status: Vec::new(),
             };
             let mut done = std::mem::replace(&mut self.iv, next);
-            self.iv.status = Vec::with_capacity(done.status.len());
             self.iv.hist.reset();
             done.active = active;
+            done.status = self.status_since_last();
             let _ = self.tx.send(Msg::Interval(Box::new(done)));
             self.next_sec += Duration::from_secs(1);
         }
@@ -1573,6 +1587,7 @@ impl<'a> Worker<'a> {
             },
         );
         iv.length = length;
+        iv.status = self.status_since_last();
         // The level's mean over this last part of a second.
         self.account(end);
         iv.active = self.sec_area.pop_front().unwrap_or(0.0) / length.as_secs_f64().max(1e-9);
