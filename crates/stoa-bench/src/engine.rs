@@ -1341,7 +1341,7 @@ impl<'a> Worker<'a> {
     /// start in microseconds (formatted as integers: no float formatting
     /// per request).
     fn log_line(&mut self, s: usize, now: Instant, status: LogStatus) {
-        use std::io::Write as _;
+        use crate::plan::push_u64;
         let Some(buf) = self.log.as_mut() else {
             return;
         };
@@ -1349,19 +1349,27 @@ impl<'a> Worker<'a> {
         let from = slot.intended.unwrap_or(slot.t_start);
         let start = us(from.saturating_duration_since(self.sh.start));
         let lat = us(now.saturating_duration_since(from));
-        let _ = write!(
-            buf,
-            "{}.{:06},{}.{:03},",
-            start / 1_000_000,
-            start % 1_000_000,
-            lat / 1000,
-            lat % 1000
-        );
-        let _ = match status {
-            LogStatus::Code(c) => write!(buf, "{c}"),
-            LogStatus::Failed(f) => buf.write_all(f.name().as_bytes()),
+        // "S.UUUUUU,M.UUU,": integer digits, a fixed-width fraction.
+        let frac = |buf: &mut Vec<u8>, x: u64, unit: u64, width: usize| {
+            push_u64(buf, x / unit);
+            buf.push(b'.');
+            let f = x % unit;
+            let digits = if f == 0 { 1 } else { f.ilog10() as usize + 1 };
+            buf.extend(std::iter::repeat_n(b'0', width - digits));
+            push_u64(buf, f);
+            buf.push(b',');
         };
-        let _ = write!(buf, ",{},{},", slot.resp_bytes, slot.client);
+        frac(buf, start, 1_000_000, 6);
+        frac(buf, lat, 1000, 3);
+        match status {
+            LogStatus::Code(c) => push_u64(buf, u64::from(c)),
+            LogStatus::Failed(f) => buf.extend_from_slice(f.name().as_bytes()),
+        }
+        buf.push(b',');
+        push_u64(buf, slot.resp_bytes);
+        buf.push(b',');
+        push_u64(buf, slot.client);
+        buf.push(b',');
         // The request target as sent (a template's, rendered): between the
         // request line's two spaces.
         let spec = &self.sh.plan.requests[slot.req];

@@ -198,9 +198,10 @@ fn has_placeholder(b: &[u8]) -> bool {
         .any(|p| b.windows(p.len()).any(|w| w == p.as_bytes()))
 }
 
-/// Appends the decimal digits of `n` (no allocation).
+/// Appends the decimal digits of `n` (no allocation, no formatter: the
+/// request log formats several numbers per request).
 #[inline]
-fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {

@@ -318,6 +318,9 @@ fn the_request_log_has_a_line_per_request_with_its_start_latency_status_bytes_cl
     let mut clients = std::collections::BTreeSet::new();
     for l in &lines {
         assert_eq!(l.len(), 6, "{l:?}");
+        // Microseconds, always: six decimals of seconds, three of ms.
+        assert_eq!(l[0].split('.').nth(1).map(str::len), Some(6), "{l:?}");
+        assert_eq!(l[1].split('.').nth(1).map(str::len), Some(3), "{l:?}");
         let start: f64 = l[0].parse().expect("start");
         let lat: f64 = l[1].parse().expect("latency");
         assert!((20.0..40.0).contains(&lat), "{l:?}");
