@@ -408,13 +408,9 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
     let row = |o: &mut String, name: &str, f: &dyn Fn(&Summary) -> String| {
         table_row(o, name, &runs.iter().map(f).collect::<Vec<_>>());
     };
-    row(&mut o, "name", &|s| {
-        if s.label.is_empty() {
-            "-".into()
-        } else {
-            s.label.clone()
-        }
-    });
+    if n > 1 {
+        row(&mut o, "name", &|s| s.label.clone());
+    }
     row(&mut o, "URL", &|s| s.url.clone());
     row(&mut o, "command line", &|s| {
         s.command_line.clone().unwrap_or_else(|| "-".into())
