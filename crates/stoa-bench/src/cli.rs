@@ -43,9 +43,16 @@ pub struct Options {
     /// omission.
     pub corrected: bool,
     pub rate: Option<f64>,
+    /// Closed loop: delay before each client's first request (fixed, or a
+    /// seeded uniform draw in a range).
+    pub first_delay: Option<(Duration, Duration)>,
+    /// A point of the running mean and deviation every N responses.
+    pub running_every: Option<u64>,
     pub json: Option<PathBuf>,
     pub html: Option<PathBuf>,
     pub hdr_log: Option<PathBuf>,
+    /// The per-request log (CSV).
+    pub request_log: Option<PathBuf>,
     pub scenario: Option<PathBuf>,
     pub seed: Option<u64>,
     pub quiet: bool,
@@ -120,6 +127,10 @@ impl Options {
                         | "auth"
                         | "content-type"
                         | "post-file"
+                        | "first-delay"
+                        | "log"
+                        | "request-log"
+                        | "running-every"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -148,6 +159,8 @@ impl Options {
                     "json" => o.json = Some(value()?.into()),
                     "html" => o.html = Some(value()?.into()),
                     "hdr-log" => o.hdr_log = Some(value()?.into()),
+                    "log" | "request-log" => o.request_log = Some(value()?.into()),
+                    "running-every" => o.running_every = Some(num("--running-every", &value()?)?),
                     "scenario" => o.scenario = Some(value()?.into()),
                     "seed" => o.seed = Some(num("--seed", &value()?)?),
                     "header" => o.headers.push(value()?),
@@ -156,6 +169,24 @@ impl Options {
                     "method" => o.method = Some(value()?),
                     "content-type" => o.content_type = Some(value()?),
                     "post-file" => o.post_file = Some(value()?.into()),
+                    "first-delay" => {
+                        let v = value()?;
+                        let (a, b) = match v.split_once(',') {
+                            Some((a, b)) => {
+                                (duration("--first-delay", a)?, duration("--first-delay", b)?)
+                            }
+                            None => {
+                                let d = duration("--first-delay", &v)?;
+                                (d, d)
+                            }
+                        };
+                        if a > b {
+                            return Err(CliError::Usage(format!(
+                                "--first-delay {v:?}: the first bound is above the second"
+                            )));
+                        }
+                        o.first_delay = Some((a, b));
+                    }
                     "keepalive" | "keep-alive" => o.keep_alive = true,
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
@@ -304,6 +335,7 @@ impl Options {
         }
 
         let mut requests = Vec::new();
+        let mut groups: Vec<String> = Vec::new();
         let mix = sc_ref.map(|s| s.mix.as_slice()).unwrap_or(&[]);
         if mix.is_empty() || self.url.is_some() && sc_ref.is_some_and(|s| s.mix.is_empty()) {
             let (body, method) = match (&self.post_file, &self.put_file) {
@@ -335,13 +367,17 @@ impl Options {
                 headers: &headers,
                 body: body.as_deref().map(|b| (b, ctype.as_str())),
             });
-            requests.push(RequestSpec {
+            // A -p/-u file is sent as it is; placeholders in the URL and
+            // the headers are replaced.
+            requests.push(RequestSpec::new(
                 bytes,
-                body_len: body.as_ref().map_or(0, |b| b.len()),
-                is_head: method.eq_ignore_ascii_case("HEAD"),
-                path: url.path.clone(),
-                weight: 1,
-            });
+                body.as_ref().map_or(0, |b| b.len()),
+                &method,
+                &url.path,
+                1,
+                false,
+            ));
+            groups.push(format!("{method} {}", url.path));
         } else {
             for m in mix {
                 let mut h = headers.clone();
@@ -355,13 +391,26 @@ impl Options {
                     headers: &h,
                     body: m.body.as_ref().map(|(b, t)| (b.as_slice(), t.as_str())),
                 });
-                requests.push(RequestSpec {
+                let mut spec = RequestSpec::new(
                     bytes,
-                    body_len: m.body.as_ref().map_or(0, |b| b.0.len()),
-                    is_head: m.method == "HEAD",
-                    path: m.path.clone(),
-                    weight: m.weight,
-                });
+                    m.body.as_ref().map_or(0, |b| b.0.len()),
+                    &m.method,
+                    &m.path,
+                    m.weight,
+                    !m.body_is_file,
+                );
+                let name = m
+                    .group
+                    .clone()
+                    .unwrap_or_else(|| format!("{} {}", m.method, m.path));
+                spec.group = match groups.iter().position(|g| *g == name) {
+                    Some(i) => i,
+                    None => {
+                        groups.push(name);
+                        groups.len() - 1
+                    }
+                };
+                requests.push(spec);
             }
         }
         let mut acc = 0;
@@ -387,6 +436,18 @@ impl Options {
             _ => Load::Fixed(concurrency),
         };
         let per_client = sc_ref.and_then(|s| s.per_client);
+        let first_delay = self.first_delay.or(sc_ref.and_then(|s| s.first_delay));
+        let running_every = self.running_every.or(sc_ref.and_then(|s| s.running_every));
+        if running_every == Some(0) {
+            return Err(CliError::Usage(
+                "--running-every must be at least 1 (responses)".into(),
+            ));
+        }
+        if first_delay.is_some() && rate.is_some() {
+            return Err(CliError::Usage(
+                "a first-request delay is for the closed loop: with --rate requests go out on the schedule".into(),
+            ));
+        }
         let duration = self
             .duration
             .or(self.time_limit)
@@ -421,6 +482,7 @@ impl Options {
             target,
             requests,
             cumulative,
+            groups,
             concurrency,
             threads,
             keep_alive,
@@ -435,6 +497,8 @@ impl Options {
             think: sc_ref.map_or(Think::None, |s| s.think),
             load,
             per_client,
+            first_delay,
+            running_every,
             abort: sc_ref.map_or(AbortRules::default(), |s| s.abort.clone()),
             seed: self.seed.or(sc_ref.and_then(|s| s.seed)).unwrap_or(1),
             variable_length: self.variable_length

@@ -70,11 +70,73 @@ pub struct Shared {
     pub peak_active: AtomicU64,
     pub errors: AtomicU64,
     pub abort: Mutex<Option<AbortInfo>>,
+    /// Closed loop: how long the run spent at each number of clients
+    /// running (changed only when a client starts or leaves, so the lock
+    /// is not on the per-request path).
+    pub level_clock: Mutex<LevelClock>,
+    /// The per-request log (`--log`): each thread appends whole lines from
+    /// its own buffer, LOG_CHUNK bytes at a time.
+    pub log: Option<Mutex<std::fs::File>>,
+    /// The first error writing the log (logging stops there).
+    pub log_error: Mutex<Option<String>>,
+    /// `running_every`: the running moments over the responses in the
+    /// order they completed (all threads), a point every N responses.
+    pub running: Option<Mutex<Running>>,
+}
+
+/// The running mean and deviation per response.
+#[derive(Debug, Default)]
+pub struct Running {
+    pub m: Moments,
+    /// (responses so far, seconds from the start, mean us, sd us).
+    pub points: Vec<(u64, f64, f64, f64)>,
+}
+
+impl Running {
+    pub fn point(&mut self, at: f64) {
+        let m = &self.m;
+        if m.n > 0 && self.points.last().is_none_or(|p| p.0 != m.n) {
+            self.points.push((m.n, at, m.mean(), m.stddev()));
+        }
+    }
+}
+
+/// A thread writes its log lines once it has this many bytes of them: one
+/// write per few hundred requests, none per request.
+const LOG_CHUNK: usize = 64 * 1024;
+
+/// Time spent at each level of clients running.
+#[derive(Debug)]
+pub struct LevelClock {
+    at: Instant,
+    level: u64,
+    /// Seconds at level `i`.
+    pub secs: Vec<f64>,
+}
+
+impl LevelClock {
+    /// The level is `level` from `now` on.
+    pub fn set(&mut self, level: u64, now: Instant) {
+        self.advance(now);
+        self.level = level;
+    }
+
+    /// Counts the time up to `now` at the current level.
+    pub fn advance(&mut self, now: Instant) {
+        let now = now.max(self.at);
+        let i = self.level.min(1 << 20) as usize;
+        if self.secs.len() <= i {
+            self.secs.resize(i + 1, 0.0);
+        }
+        self.secs[i] += (now - self.at).as_secs_f64();
+        self.at = now;
+    }
 }
 
 impl Shared {
     pub fn new(plan: Plan) -> Shared {
         let start = Instant::now();
+        let running = plan.running_every.map(|_| Mutex::new(Running::default()));
         Shared {
             doc_lens: plan
                 .requests
@@ -93,6 +155,14 @@ impl Shared {
             peak_active: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             abort: Mutex::new(None),
+            level_clock: Mutex::new(LevelClock {
+                at: start,
+                level: 0,
+                secs: Vec::new(),
+            }),
+            log: None,
+            log_error: Mutex::new(None),
+            running,
         }
     }
 
@@ -124,6 +194,13 @@ impl Shared {
         }
     }
 
+    /// A client started or left: the level of clients running changed.
+    fn clients_changed(&self, now: Instant) {
+        if let Ok(mut c) = self.level_clock.lock() {
+            c.set(self.active_clients.load(Relaxed), now);
+        }
+    }
+
     fn tickets_left(&self) -> bool {
         self.plan
             .limit
@@ -147,6 +224,9 @@ pub struct Interval {
     /// averaged over the interval (a level sampled at its end would belong
     /// to the next one: a ramp's step lands on the boundary).
     pub active: f64,
+    /// Complete responses by status code in this second (code 0: outside
+    /// 100..=599).
+    pub status: Vec<(u16, u64)>,
 }
 
 /// What the worker threads send to the collector.
@@ -184,8 +264,20 @@ struct Slot {
     timer_gen: u32,
     rng: Rng,
     done_reqs: u64,
+    /// The client's number from 1 (closed loop: in the order clients
+    /// start; open loop: the connection's), `{client}` in templates.
+    client: u64,
     // The request in progress.
     req: usize,
+    /// A templated request, rendered for this client (its capacity is
+    /// reused from request to request).
+    wbuf: Vec<u8>,
+    /// Length of the request and of its body (a templated one's vary).
+    req_len: usize,
+    body_len: usize,
+    /// Clients running when it started, itself included (kept when the
+    /// clients vary).
+    level: u32,
     written: usize,
     t_start: Instant,
     t_conn: Instant,
@@ -211,7 +303,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(rng: Rng, now: Instant) -> Slot {
+    fn new(rng: Rng, client: u64, now: Instant) -> Slot {
         Slot {
             phase: Phase::Idle,
             stream: None,
@@ -219,7 +311,12 @@ impl Slot {
             timer_gen: 0,
             rng,
             done_reqs: 0,
+            client,
             req: 0,
+            wbuf: Vec::new(),
+            req_len: 0,
+            body_len: 0,
+            level: 0,
             written: 0,
             t_start: now,
             t_conn: now,
@@ -247,6 +344,13 @@ impl Slot {
             Phase::Connecting | Phase::Writing | Phase::Reading
         )
     }
+}
+
+/// How a logged request ended.
+#[derive(Clone, Copy)]
+enum LogStatus {
+    Code(u16),
+    Failed(Failure),
 }
 
 enum Feed {
@@ -304,6 +408,17 @@ pub struct Worker<'a> {
     sched_t0: Instant,
     sched_period: Duration,
     open_rng: Rng,
+    /// Open loop: the number (from 1, over all threads) of the arrival
+    /// being started, `{seq}` in templates.
+    arrival_seq: u64,
+    /// `--log`: this thread's lines not yet written.
+    log: Option<Vec<u8>>,
+    /// The status counts as of the last interval sent.
+    status_seen: Vec<u64>,
+    /// Keep the per-level table: only when the clients vary (a fixed
+    /// `-c` run has one level; its cost, a histogram record per response,
+    /// is not paid there).
+    levels_on: bool,
 }
 
 impl<'a> Worker<'a> {
@@ -342,6 +457,7 @@ impl<'a> Worker<'a> {
                 errors: 0,
                 bytes: 0,
                 active: 0.0,
+                status: Vec::new(),
             },
             next_sec: sh.start + Duration::from_secs(1),
             rbuf: vec![0; 64 * 1024],
@@ -359,6 +475,10 @@ impl<'a> Worker<'a> {
             sched_t0: t0,
             sched_period: period,
             open_rng: Rng::new(plan.seed, 1 << 40 | id as u64),
+            arrival_seq: 0,
+            log: sh.log.as_ref().map(|_| Vec::with_capacity(LOG_CHUNK + 512)),
+            levels_on: plan.varying_clients(),
+            status_seen: Vec::new(),
         })
     }
 
@@ -412,8 +532,9 @@ impl<'a> Worker<'a> {
         let now = Instant::now();
         if plan.open_loop() {
             let conns = self.share(plan.concurrency);
+            let t = plan.threads as u64;
             for i in 0..conns {
-                let s = self.new_slot(Rng::new(plan.seed, i), now);
+                let s = self.new_slot(Rng::new(plan.seed, i), self.id as u64 + i * t + 1, now);
                 self.idle.push(s);
             }
         }
@@ -516,6 +637,7 @@ impl<'a> Worker<'a> {
             }
         }
         self.flush();
+        self.flush_log();
         let end = Instant::now();
         self.rec.counters.active_area += self.area;
         self.flush_partial(end);
@@ -526,16 +648,16 @@ impl<'a> Worker<'a> {
         });
     }
 
-    fn new_slot(&mut self, rng: Rng, now: Instant) -> usize {
+    fn new_slot(&mut self, rng: Rng, client: u64, now: Instant) -> usize {
         if let Some(s) = self.free.pop() {
             let old = &self.slots[s];
             let (cg, tg) = (old.conn_gen.wrapping_add(1), old.timer_gen.wrapping_add(1));
-            self.slots[s] = Slot::new(rng, now);
+            self.slots[s] = Slot::new(rng, client, now);
             self.slots[s].conn_gen = cg;
             self.slots[s].timer_gen = tg;
             s
         } else {
-            self.slots.push(Slot::new(rng, now));
+            self.slots.push(Slot::new(rng, client, now));
             self.slots.len() - 1
         }
     }
@@ -575,8 +697,25 @@ impl<'a> Worker<'a> {
             self.active += 1;
             let n = self.sh.active_clients.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
-            let s = self.new_slot(Rng::new(plan.seed, client), now);
-            self.begin_closed(s, now);
+            self.sh.clients_changed(now);
+            let s = self.new_slot(Rng::new(plan.seed, client), client + 1, now);
+            let delay = match plan.first_delay {
+                // Drawn from a stream of its own, so that adding a delay
+                // does not change the client's requests and think times.
+                Some((a, b)) if b > a => {
+                    let mut r = Rng::new(plan.seed, client | 1 << 41);
+                    a + (b - a).mul_f64(r.next_f64())
+                }
+                Some((a, _)) => a,
+                None => Duration::ZERO,
+            };
+            if delay.is_zero() {
+                self.begin_closed(s, now);
+            } else {
+                // Waiting for its first request, the client is running, as
+                // a thinking one is.
+                self.set_timer(s, now + delay, Phase::Thinking);
+            }
             if self.no_more_tickets {
                 break;
             }
@@ -607,6 +746,7 @@ impl<'a> Worker<'a> {
         slot.timer_gen = slot.timer_gen.wrapping_add(1);
         self.active -= 1;
         self.sh.active_clients.fetch_sub(1, Relaxed);
+        self.sh.clients_changed(now);
         self.free.push(s);
     }
 
@@ -648,6 +788,8 @@ impl<'a> Worker<'a> {
             return None;
         }
         let t = self.intended(self.sched_next);
+        // Thread k's j-th arrival is the (j * threads + k)-th of the run.
+        self.arrival_seq = self.sched_next * self.sh.plan.threads as u64 + self.id as u64 + 1;
         self.sched_next += 1;
         Some(t)
     }
@@ -679,8 +821,13 @@ impl<'a> Worker<'a> {
             let n = self.sh.in_flight.fetch_add(1, Relaxed) + 1;
             self.sh.peak_active.fetch_max(n, Relaxed);
         }
+        let level = self.levels_on.then(|| self.sh.active_clients.load(Relaxed));
         let corrected = self.rec.corrected.is_some();
         let slot = &mut self.slots[s];
+        if let Some(level) = level {
+            // Bounded like `-c` (1 << 20 for a ramp without max).
+            slot.level = level.min(1 << 20) as u32;
+        }
         if corrected {
             // The interval since this client's previous request is
             // measured before the current one counts: a slow response
@@ -694,6 +841,24 @@ impl<'a> Worker<'a> {
             slot.prev_start = Some(now);
         }
         slot.req = req;
+        let spec = &plan.requests[req];
+        match &spec.template {
+            None => {
+                slot.req_len = spec.bytes.len();
+                slot.body_len = spec.body_len;
+            }
+            Some(t) => {
+                // The client's n-th request (closed loop), or the n-th
+                // arrival of the run (open loop).
+                let seq = if plan.open_loop() {
+                    self.arrival_seq
+                } else {
+                    slot.done_reqs + 1
+                };
+                slot.body_len = t.render(slot.client, seq, &mut slot.wbuf, spec.body_len);
+                slot.req_len = slot.wbuf.len();
+            }
+        }
         slot.t_start = now;
         slot.intended = intended;
         slot.retried = false;
@@ -804,8 +969,13 @@ impl<'a> Worker<'a> {
         let Some(stream) = slot.stream.as_mut() else {
             return;
         };
-        while slot.written < spec.bytes.len() {
-            match stream.write(&spec.bytes[slot.written..]) {
+        let bytes: &[u8] = if spec.template.is_some() {
+            &slot.wbuf
+        } else {
+            &spec.bytes
+        };
+        while slot.written < bytes.len() {
+            match stream.write(&bytes[slot.written..]) {
                 Ok(0) => {
                     self.write_failed(s, now);
                     return;
@@ -822,7 +992,7 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        self.rec.counters.body_sent += spec.body_len as u64;
+        self.rec.counters.body_sent += slot.body_len as u64;
         slot.t_written = Some(now);
         slot.phase = Phase::Reading;
     }
@@ -1001,7 +1171,9 @@ impl<'a> Worker<'a> {
     }
 
     fn complete(&mut self, s: usize, now: Instant) {
-        let plan = &self.sh.plan;
+        // The plan outlives the worker: not a borrow of `self`.
+        let sh: &'a Shared = self.sh;
+        let plan = &sh.plan;
         let spec = &plan.requests[self.slots[s].req];
         let slot = &mut self.slots[s];
         let from = slot.intended.unwrap_or(slot.t_start);
@@ -1010,6 +1182,30 @@ impl<'a> Worker<'a> {
         self.iv.hist.saturating_record(latency.max(1));
         self.iv.moments.add(latency);
         self.iv.responses += 1;
+        if self.log.is_some() {
+            self.log_line(s, now, LogStatus::Code(self.slots[s].head.status));
+        }
+        if let (Some(r), Some(every)) = (&sh.running, plan.running_every) {
+            // One lock per response, only when asked for: the order of
+            // the curve is the order in which responses completed over
+            // all threads.
+            if let Ok(mut r) = r.lock() {
+                r.m.add(latency);
+                if r.m.n % every == 0 {
+                    r.point(now.saturating_duration_since(sh.start).as_secs_f64());
+                }
+            }
+        }
+        let slot = &mut self.slots[s];
+        if self.levels_on {
+            self.rec
+                .levels
+                .at(slot.level as usize)
+                .add(latency, slot.resp_bytes);
+        }
+        if plan.groups.len() > 1 {
+            self.rec.urls.at(spec.group).add(latency, slot.resp_bytes);
+        }
         self.rec
             .connect
             .add(us(slot.t_conn.saturating_duration_since(slot.t_start)));
@@ -1065,7 +1261,9 @@ impl<'a> Worker<'a> {
                 );
             }
         }
-        if !plan.variable_length {
+        // A templated request differs from client to client (a user's
+        // own page): its length is not checked.
+        if !plan.variable_length && spec.template.is_none() {
             // ab's Length check, per URL: each request of a mix or tree
             // is compared with the first response to that same request.
             let len = &self.sh.doc_lens[slot.req];
@@ -1079,7 +1277,7 @@ impl<'a> Worker<'a> {
                 self.sh.errors.fetch_add(1, Relaxed);
             }
         }
-        let reuse = slot.keep && plan.keep_alive && slot.written == spec.bytes.len();
+        let reuse = slot.keep && plan.keep_alive && slot.written == slot.req_len;
         if reuse {
             c.keep_alive += 1;
         } else {
@@ -1107,7 +1305,17 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, s: usize, f: Failure, now: Instant) {
+        if self.log.is_some() {
+            self.log_line(s, now, LogStatus::Failed(f));
+        }
         self.rec.counters.fail(f);
+        if self.levels_on {
+            self.rec.levels.at(self.slots[s].level as usize).errors += 1;
+        }
+        if self.sh.plan.groups.len() > 1 {
+            let g = self.sh.plan.requests[self.slots[s].req].group;
+            self.rec.urls.at(g).errors += 1;
+        }
         self.iv.errors += 1;
         let errs = self.sh.errors.fetch_add(1, Relaxed) + 1;
         if let Some(max) = self.sh.plan.abort.errors_over {
@@ -1126,6 +1334,112 @@ impl<'a> Worker<'a> {
         }
         let backoff = matches!(f, Failure::ConnectRefused | Failure::Connect);
         self.after(s, now, backoff);
+    }
+
+    /// Appends the log line of slot `s`'s request, which ended at `now`:
+    /// `start_s,latency_ms,status,bytes,client,url`, times from the run's
+    /// start in microseconds (formatted as integers: no float formatting
+    /// per request).
+    fn log_line(&mut self, s: usize, now: Instant, status: LogStatus) {
+        use crate::plan::push_u64;
+        let Some(buf) = self.log.as_mut() else {
+            return;
+        };
+        let slot = &self.slots[s];
+        let from = slot.intended.unwrap_or(slot.t_start);
+        let start = us(from.saturating_duration_since(self.sh.start));
+        let lat = us(now.saturating_duration_since(from));
+        // "S.UUUUUU,M.UUU,": integer digits, a fixed-width fraction.
+        let frac = |buf: &mut Vec<u8>, x: u64, unit: u64, width: usize| {
+            push_u64(buf, x / unit);
+            buf.push(b'.');
+            let f = x % unit;
+            let digits = if f == 0 { 1 } else { f.ilog10() as usize + 1 };
+            buf.extend(std::iter::repeat_n(b'0', width - digits));
+            push_u64(buf, f);
+            buf.push(b',');
+        };
+        frac(buf, start, 1_000_000, 6);
+        frac(buf, lat, 1000, 3);
+        match status {
+            LogStatus::Code(c) => push_u64(buf, u64::from(c)),
+            LogStatus::Failed(f) => buf.extend_from_slice(f.name().as_bytes()),
+        }
+        buf.push(b',');
+        push_u64(buf, slot.resp_bytes);
+        buf.push(b',');
+        push_u64(buf, slot.client);
+        buf.push(b',');
+        // The request target as sent (a template's, rendered): between the
+        // request line's two spaces.
+        let spec = &self.sh.plan.requests[slot.req];
+        let bytes: &[u8] = if spec.template.is_some() {
+            &slot.wbuf
+        } else {
+            &spec.bytes
+        };
+        let target = bytes
+            .split(|&b| b == b' ')
+            .nth(1)
+            .unwrap_or(spec.path.as_bytes());
+        if target.iter().any(|&b| b == b',' || b == b'"') {
+            buf.push(b'"');
+            for &b in target {
+                if b == b'"' {
+                    buf.push(b'"');
+                }
+                buf.push(b);
+            }
+            buf.push(b'"');
+        } else {
+            buf.extend_from_slice(target);
+        }
+        buf.push(b'\n');
+        if buf.len() >= LOG_CHUNK {
+            self.flush_log();
+        }
+    }
+
+    /// Writes this thread's log lines (whole lines, one write).
+    fn flush_log(&mut self) {
+        use std::io::Write as _;
+        let (Some(buf), Some(file)) = (self.log.as_mut(), self.sh.log.as_ref()) else {
+            return;
+        };
+        if buf.is_empty() {
+            return;
+        }
+        let r = match file.lock() {
+            Ok(mut f) => f.write_all(buf),
+            Err(_) => Ok(()),
+        };
+        buf.clear();
+        if let Err(e) = r {
+            if let Ok(mut le) = self.sh.log_error.lock() {
+                le.get_or_insert_with(|| e.to_string());
+            }
+            // Stop logging: the run goes on, the error is reported at
+            // its end.
+            self.log = None;
+        }
+    }
+
+    /// Responses by status code since the last call: the difference of the
+    /// run's counts, once a second, rather than a count per response.
+    fn status_since_last(&mut self) -> Vec<(u16, u64)> {
+        let now = &self.rec.counters.status;
+        if self.status_seen.len() != now.len() {
+            self.status_seen = vec![0; now.len()];
+        }
+        let mut out = Vec::new();
+        for (code, (n, seen)) in now.iter().zip(self.status_seen.iter_mut()).enumerate() {
+            if *n != *seen {
+                // Index 0 holds the codes outside 100..=599.
+                out.push((code as u16, *n - *seen));
+                *seen = *n;
+            }
+        }
+        out
     }
 
     /// The request of slot `s` ended: start the next one, think, or leave.
@@ -1245,10 +1559,12 @@ impl<'a> Worker<'a> {
                 errors: 0,
                 bytes: 0,
                 active: 0.0,
+                status: Vec::new(),
             };
             let mut done = std::mem::replace(&mut self.iv, next);
             self.iv.hist.reset();
             done.active = active;
+            done.status = self.status_since_last();
             let _ = self.tx.send(Msg::Interval(Box::new(done)));
             self.next_sec += Duration::from_secs(1);
         }
@@ -1275,9 +1591,11 @@ impl<'a> Worker<'a> {
                 errors: 0,
                 bytes: 0,
                 active: 0.0,
+                status: Vec::new(),
             },
         );
         iv.length = length;
+        iv.status = self.status_since_last();
         // The level's mean over this last part of a second.
         self.account(end);
         iv.active = self.sec_area.pop_front().unwrap_or(0.0) / length.as_secs_f64().max(1e-9);

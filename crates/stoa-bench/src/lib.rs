@@ -29,7 +29,7 @@ stoa bench: an HTTP/1.x load generator (ApacheBench and wrk compatible)
 Usage:
   stoa bench [options] URL
   stoa bench --scenario FILE [options] [URL]
-  stoa bench compare A.json B.json ... [--html FILE]
+  stoa bench compare A.json B.json ... [--html FILE] [--json FILE]
   stoa bench tree DIR [--size 61MB] [--seed S]
 
 ApacheBench options (short flags may be bundled: -kc10):
@@ -65,12 +65,17 @@ Output:
   --json FILE      machine-readable summary with the per-second timeline
   --html FILE      an HTML report with SVG plots
   --hdr-log FILE   HdrHistogram interval log (one histogram per second, us)
+  --log FILE       per-request log, CSV: start_s,latency_ms,status,bytes,client,url
+                   (buffered per thread); with --html, a scatter of every request
   -q, --quiet      no live progress (it is shown only on a terminal anyway)
 
 Scenarios:
   --scenario FILE  TOML: stages or a ramp of clients, think time, request mix,
                    form bodies, timeouts, abort rules (docs/BENCH.md)
   --seed S         seed for think times and the mix (default 1, or the scenario's)
+  --running-every N  the running mean and deviation every N responses (BENCH4)
+  --first-delay D  closed loop: wait D before each client's first request, or
+                   MIN,MAX for a seeded uniform draw per client (0s,2s)
 
 Every request ends in exactly one outcome, counted by kind: a complete response
 (by status), connect refused, connect error, reset, closed before responding,
@@ -170,6 +175,16 @@ fn bench(
     for p in [&opts.json, &opts.html].into_iter().flatten() {
         std::fs::File::create(p).map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
     }
+    let request_log = match &opts.request_log {
+        Some(p) => {
+            let mut f = std::fs::File::create(p)
+                .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
+            f.write_all(b"start_s,latency_ms,status,bytes,client,url\n")
+                .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
+            Some(f)
+        }
+        None => None,
+    };
     raise_nofile(plan.concurrency);
     if !opts.wrk_style() {
         let _ = writeln!(
@@ -186,8 +201,24 @@ fn bench(
         run::Sinks {
             hdr_log: hdr_file.as_mut().map(|f| f as &mut dyn Write),
             progress: if progress { Some(err) } else { None },
+            request_log,
         },
     );
+    let mut summary = summary;
+    summary.command_line = Some(
+        std::iter::once("stoa bench".to_string())
+            .chain(args.iter().map(|a| util::shell_quote(a)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    if let Some(p) = &opts.request_log {
+        summary.request_log = Some(p.display().to_string());
+        if opts.html.is_some() {
+            // The scatter of every request (sampled past a bound) comes
+            // from the log just written.
+            summary.scatter = report::html::scatter_from_log(p, &summary);
+        }
+    }
     if let Some(mut f) = hdr_file {
         f.flush()
             .map_err(|e| CliError::Fatal(format!("hdr log: {e}")))?;
@@ -208,6 +239,12 @@ fn bench(
             p,
             report::html::page(std::slice::from_ref(&summary)).as_bytes(),
         )?;
+    }
+    if let Some(e) = &summary.request_log_error {
+        return Err(CliError::Fatal(format!(
+            "{}: writing the request log failed: {e}",
+            summary.request_log.as_deref().unwrap_or("log")
+        )));
     }
     // Not a single response: the run measured nothing (unless an abort
     // rule stopped it, which is its result: BENCH1 stops at the first

@@ -100,6 +100,194 @@ pub struct RequestSpec {
     pub is_head: bool,
     pub path: String,
     pub weight: u64,
+    /// Its group in the per-URL breakdown (an index of `Plan::groups`).
+    pub group: usize,
+    /// The request has `{client}` or `{seq}` placeholders: it is rendered
+    /// per request from this template instead of sent as `bytes`.
+    pub template: Option<Box<Template>>,
+}
+
+impl RequestSpec {
+    /// A request without placeholders, or with them when `templated`
+    /// (the body's only when `body_templated`: a body file is sent as it
+    /// is).
+    pub fn new(
+        bytes: Vec<u8>,
+        body_len: usize,
+        method: &str,
+        path: &str,
+        weight: u64,
+        body_templated: bool,
+    ) -> RequestSpec {
+        let template = Template::compile(&bytes, body_len, body_templated).map(Box::new);
+        RequestSpec {
+            bytes,
+            body_len,
+            is_head: method.eq_ignore_ascii_case("HEAD"),
+            path: path.to_string(),
+            weight,
+            template,
+            group: 0,
+        }
+    }
+}
+
+/// The placeholders of a request template.
+pub const PLACEHOLDERS: [&str; 2] = ["{client}", "{seq}"];
+
+/// A piece of a request template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seg {
+    /// Bytes `start..end` of the template's literal bytes.
+    Lit(usize, usize),
+    Client,
+    Seq,
+}
+
+/// A request with `{client}` / `{seq}` placeholders, split once into
+/// constant parts and slots, so that a request is rendered with a few
+/// copies and two number formats, not a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    lits: Vec<u8>,
+    /// The head; when the body is templated, up to and including
+    /// "Content-Length: " (its value is the rendered body's length).
+    head: Vec<Seg>,
+    /// A templated body; `None` when the body (if any) is in `head`.
+    body: Option<Vec<Seg>>,
+}
+
+fn split_segs(b: &[u8], lits: &mut Vec<u8>, out: &mut Vec<Seg>) {
+    let mut i = 0;
+    let mut lit_start = 0;
+    let push_lit = |lits: &mut Vec<u8>, out: &mut Vec<Seg>, piece: &[u8]| {
+        if !piece.is_empty() {
+            let s = lits.len();
+            lits.extend_from_slice(piece);
+            out.push(Seg::Lit(s, lits.len()));
+        }
+    };
+    while i < b.len() {
+        let hit = if b[i] == b'{' {
+            if b[i..].starts_with(b"{client}") {
+                Some((Seg::Client, 8))
+            } else if b[i..].starts_with(b"{seq}") {
+                Some((Seg::Seq, 5))
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        match hit {
+            Some((seg, n)) => {
+                push_lit(lits, out, &b[lit_start..i]);
+                out.push(seg);
+                i += n;
+                lit_start = i;
+            }
+            None => i += 1,
+        }
+    }
+    push_lit(lits, out, &b[lit_start..]);
+}
+
+fn has_placeholder(b: &[u8]) -> bool {
+    PLACEHOLDERS
+        .iter()
+        .any(|p| b.windows(p.len()).any(|w| w == p.as_bytes()))
+}
+
+/// Appends the decimal digits of `n` (no allocation, no formatter: the
+/// request log formats several numbers per request).
+#[inline]
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+impl Template {
+    /// Splits a serialized request (head, then `body_len` bytes of body)
+    /// at its placeholders; `None` when it has none (it is then sent as it
+    /// is, with no per-request work).
+    pub fn compile(bytes: &[u8], body_len: usize, body_templated: bool) -> Option<Template> {
+        let split = bytes.len().saturating_sub(body_len);
+        let (head, body) = bytes.split_at(split);
+        let body_has = body_templated && has_placeholder(body);
+        if !body_has && !has_placeholder(head) {
+            return None;
+        }
+        let mut t = Template {
+            lits: Vec::new(),
+            head: Vec::new(),
+            body: None,
+        };
+        if body_has {
+            // build_request ends the head with "Content-Length: N\r\n\r\n":
+            // keep it up to the value, which each rendering fills in.
+            const CL: &[u8] = b"Content-Length: ";
+            let cut = head
+                .windows(CL.len())
+                .rposition(|w| w == CL)
+                .map_or(head.len(), |i| i + CL.len());
+            split_segs(&head[..cut], &mut t.lits, &mut t.head);
+            let mut b = Vec::new();
+            split_segs(body, &mut t.lits, &mut b);
+            t.body = Some(b);
+        } else {
+            split_segs(head, &mut t.lits, &mut t.head);
+            // The body, if any, as it is (a file's bytes are not scanned).
+            if !body.is_empty() {
+                let s = t.lits.len();
+                t.lits.extend_from_slice(body);
+                t.head.push(Seg::Lit(s, t.lits.len()));
+            }
+        }
+        Some(t)
+    }
+
+    fn render_segs(&self, segs: &[Seg], client: u64, seq: u64, out: &mut Vec<u8>) {
+        for s in segs {
+            match *s {
+                Seg::Lit(a, b) => out.extend_from_slice(&self.lits[a..b]),
+                Seg::Client => push_u64(out, client),
+                Seg::Seq => push_u64(out, seq),
+            }
+        }
+    }
+
+    /// Renders the request for client number `client`'s request number
+    /// `seq` into `out` (cleared first, its capacity reused); returns the
+    /// body's length.
+    pub fn render(&self, client: u64, seq: u64, out: &mut Vec<u8>, body_len: usize) -> usize {
+        out.clear();
+        self.render_segs(&self.head, client, seq, out);
+        let Some(body) = &self.body else {
+            return body_len;
+        };
+        // The body goes after its length: render it at the end of `out`,
+        // then move it behind the Content-Length line.
+        let mark = out.len();
+        self.render_segs(body, client, seq, out);
+        let n = out.len() - mark;
+        let mut line = [0u8; 24];
+        let mut k = 0;
+        for &d in n.to_string().as_bytes().iter().chain(b"\r\n\r\n") {
+            line[k] = d;
+            k += 1;
+        }
+        out.splice(mark..mark, line[..k].iter().copied());
+        n
+    }
 }
 
 /// Per-client think time between a response and the next request.
@@ -236,6 +424,9 @@ pub struct Plan {
     pub requests: Vec<RequestSpec>,
     /// Cumulative weights of `requests` (for the weighted mix).
     pub cumulative: Vec<u64>,
+    /// Names of the groups of the per-URL breakdown: one per `[[mix]]`
+    /// entry, one per size class of a `[tree]`.
+    pub groups: Vec<String>,
     /// Clients (closed loop) or connections (open loop).
     pub concurrency: u64,
     pub threads: usize,
@@ -253,6 +444,12 @@ pub struct Plan {
     pub load: Load,
     /// Requests each client makes before it leaves.
     pub per_client: Option<u64>,
+    /// Closed loop: delay between a client's start and its first request,
+    /// uniform in [min, max] (min = max: a fixed delay).
+    pub first_delay: Option<(Duration, Duration)>,
+    /// Record the running mean and deviation every this many responses
+    /// (BENCH4's per-response curve).
+    pub running_every: Option<u64>,
     pub abort: AbortRules,
     pub seed: u64,
     /// ab's `-l`: responses of different lengths are not failures.
@@ -278,6 +475,18 @@ impl Plan {
 
     pub fn open_loop(&self) -> bool {
         self.rate.is_some()
+    }
+
+    /// Closed loop, and the clients running vary over the run (a ramp,
+    /// stages, quotas, think time or a first-request delay): the
+    /// configured count is only a maximum, and the per-level table is
+    /// kept.
+    pub fn varying_clients(&self) -> bool {
+        !self.open_loop()
+            && (!matches!(self.load, Load::Fixed(_))
+                || self.think != Think::None
+                || self.per_client.is_some()
+                || self.first_delay.is_some())
     }
 }
 
@@ -400,6 +609,46 @@ mod tests {
         assert!(!s.contains("Host: h:1"));
         assert!(s.contains("Connection: close\r\n"));
         assert!(s.ends_with("Content-Length: 3\r\n\r\na=1"));
+    }
+
+    #[test]
+    fn a_template_renders_its_placeholders_and_the_length_of_its_body() {
+        let h = ["X-U: {client}".to_string()];
+        let b = build_request(&RequestOpts {
+            method: "POST",
+            path: "/u/{client}?s={seq}",
+            authority: "h",
+            http10: false,
+            keep_alive: true,
+            headers: &h,
+            body: Some((b"id={client}&n={seq}{x}", "text/plain")),
+        });
+        let t = Template::compile(&b, 22, true).unwrap();
+        let mut out = Vec::new();
+        let n = t.render(7, 12345, &mut out, 22);
+        let r = String::from_utf8(out.clone()).unwrap();
+        assert!(r.starts_with("POST /u/7?s=12345 HTTP/1.1\r\n"), "{r}");
+        assert!(r.contains("X-U: 7\r\n"), "{r}");
+        assert!(
+            r.ends_with("Content-Length: 15\r\n\r\nid=7&n=12345{x}"),
+            "{r}"
+        );
+        assert_eq!(n, 15);
+        // A body file's bytes are sent as they are, with the length given.
+        let t = Template::compile(&b, 22, false).unwrap();
+        assert_eq!(t.render(1, 2, &mut out, 22), 22);
+        assert!(out.ends_with(b"Content-Length: 22\r\n\r\nid={client}&n={seq}{x}"));
+        // No placeholder: no template, the bytes go out as built.
+        let plain = build_request(&RequestOpts {
+            method: "GET",
+            path: "/{clients}",
+            authority: "h",
+            http10: false,
+            keep_alive: true,
+            headers: &[],
+            body: None,
+        });
+        assert_eq!(Template::compile(&plain, 0, true), None);
     }
 
     #[test]

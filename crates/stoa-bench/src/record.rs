@@ -158,6 +158,22 @@ pub enum Failure {
     Malformed,
 }
 
+impl Failure {
+    /// The name of its `errors.*` count (and its status in the request
+    /// log).
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::ConnectRefused => "connect_refused",
+            Failure::Connect => "connect",
+            Failure::Reset => "reset",
+            Failure::Closed => "closed",
+            Failure::Timeout => "timeout",
+            Failure::ShortBody => "short_body",
+            Failure::Malformed => "malformed",
+        }
+    }
+}
+
 /// Counters of one thread (and, merged, of the run).
 #[derive(Debug, Clone)]
 pub struct Counters {
@@ -310,6 +326,80 @@ impl Phases {
     }
 }
 
+/// The requests of one slice of a run (one level of active clients, one
+/// URL of the mix): their latencies and how many failed.
+///
+/// Its histogram has 2 significant digits and grows with the largest
+/// value recorded (an auto-resizing HdrHistogram starts at a few KB), so a
+/// run with hundreds of levels or URLs stays small; the mean, deviation,
+/// minimum and maximum are exact.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub lat: Phases,
+    /// Failed requests (no complete response).
+    pub errors: u64,
+    /// Bytes received for the complete responses.
+    pub bytes: u64,
+}
+
+impl Default for Group {
+    fn default() -> Self {
+        Group {
+            lat: Phases {
+                hist: Histogram::new(2).expect("valid histogram precision"),
+                m: Moments::default(),
+            },
+            errors: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl Group {
+    #[inline]
+    pub fn add(&mut self, us: u64, bytes: u64) {
+        // Clamped: an auto-resizing histogram would otherwise grow to any
+        // value it is given.
+        self.lat.hist.saturating_record(us.clamp(1, HIST_MAX_US));
+        self.lat.m.add(us);
+        self.bytes += bytes;
+    }
+
+    pub fn merge(&mut self, o: &Group) {
+        let _ = self.lat.hist.add(&o.lat.hist);
+        self.lat.m.merge(&o.lat.m);
+        self.errors += o.errors;
+        self.bytes += o.bytes;
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.lat.m.n + self.errors
+    }
+}
+
+/// Groups indexed by a small number (an active level, a URL's group),
+/// grown on demand.
+#[derive(Debug, Clone, Default)]
+pub struct Groups(pub Vec<Group>);
+
+impl Groups {
+    #[inline]
+    pub fn at(&mut self, i: usize) -> &mut Group {
+        if i >= self.0.len() {
+            self.0.resize_with(i + 1, Group::default);
+        }
+        &mut self.0[i]
+    }
+
+    pub fn merge(&mut self, o: &Groups) {
+        for (i, g) in o.0.iter().enumerate() {
+            if g.requests() > 0 {
+                self.at(i).merge(g);
+            }
+        }
+    }
+}
+
 /// Everything one worker thread measured.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
@@ -330,11 +420,19 @@ pub struct Record {
     /// the requests each client would have sent during a slow response at
     /// its observed rate (HdrHistogram's "expected interval" correction).
     pub corrected: Option<Phases>,
+    /// Requests by the number of clients running when each started, this
+    /// one included (closed loop, when the clients vary).
+    pub levels: Groups,
+    /// Requests by group of the mix (a `[[mix]]` entry, a `[tree]` size
+    /// class), when there is more than one.
+    pub urls: Groups,
 }
 
 impl Record {
     pub fn merge(&mut self, o: &Record) {
         self.counters.merge(&o.counters);
+        self.levels.merge(&o.levels);
+        self.urls.merge(&o.urls);
         self.latency.merge(&o.latency);
         self.connect.merge(&o.connect);
         self.processing.merge(&o.processing);

@@ -22,6 +22,8 @@ pub struct Sinks<'a> {
     pub hdr_log: Option<&'a mut dyn Write>,
     /// Live progress (a terminal), if any.
     pub progress: Option<&'a mut dyn Write>,
+    /// The per-request log, its header already written.
+    pub request_log: Option<std::fs::File>,
 }
 
 /// Seconds being assembled from the threads' intervals.
@@ -34,6 +36,7 @@ struct Pending {
     active: f64,
     length: Duration,
     reported: Vec<bool>,
+    status: BTreeMap<String, u64>,
 }
 
 struct Collector<'a> {
@@ -68,7 +71,16 @@ impl Collector<'_> {
             active: 0.0,
             length: Duration::ZERO,
             reported: vec![false; threads],
+            status: BTreeMap::new(),
         });
+        for &(code, n) in &iv.status {
+            let k = if (100..600).contains(&code) {
+                code.to_string()
+            } else {
+                "other".into()
+            };
+            *p.status.entry(k).or_insert(0) += n;
+        }
         let _ = p.hist.add(&iv.hist);
         p.moments.merge(&iv.moments);
         p.responses += iv.responses;
@@ -120,6 +132,7 @@ impl Collector<'_> {
             active: p.active,
             running_mean_ms: ms(self.running.mean()),
             running_stddev_ms: ms(self.running.stddev()),
+            status: p.status,
         };
         if let Some((w, ser)) = self.hdr.as_mut() {
             // One line per interval, as HdrHistogram's interval log writer
@@ -151,25 +164,94 @@ impl Collector<'_> {
             }
         }
         if let Some(w) = self.progress.as_mut() {
-            let label = if sh.plan.open_loop() {
-                "in flight"
-            } else {
-                "clients"
-            };
-            let _ = write!(
-                w,
-                "\r\x1b[K{:>5}s {:>11} requests {:>10.0}/s  errors {}  p99 {:.2} ms  {label} {:.1}",
-                sec + 1,
-                self.total_responses + self.total_errors,
-                s.rps,
-                self.total_errors,
-                s.p99_ms,
-                s.active
-            );
+            let line = progress_line(&Progress {
+                elapsed: sh.start.elapsed(),
+                sec: sec + 1,
+                ended: self.total_responses + self.total_errors,
+                errors: self.total_errors,
+                rps: s.rps,
+                p99_ms: s.p99_ms,
+                active: s.active,
+                limit: sh.plan.limit,
+                duration: sh.plan.duration,
+                rate: sh.plan.rate,
+                issued: sh.issued.load(Relaxed),
+            });
+            let _ = write!(w, "\r\x1b[K{line}");
             let _ = w.flush();
         }
         self.timeline.push(s);
     }
+}
+
+/// What the live progress line shows, once a second.
+pub struct Progress {
+    pub elapsed: Duration,
+    /// Seconds of the run reported so far.
+    pub sec: u64,
+    /// Requests ended (responses and failures) and failed.
+    pub ended: u64,
+    pub errors: u64,
+    /// Responses per second, p99 and active level of the last second.
+    pub rps: f64,
+    pub p99_ms: f64,
+    pub active: f64,
+    pub limit: Option<u64>,
+    pub duration: Option<Duration>,
+    /// Open loop: the target rate, and the requests started so far.
+    pub rate: Option<f64>,
+    pub issued: u64,
+}
+
+/// The progress line: the last second's figures, the share done and the
+/// time left of a -n or -d run (whichever ends it first), and in the open
+/// loop the target rate and how many requests the schedule is behind.
+pub fn progress_line(p: &Progress) -> String {
+    let t = p.elapsed.as_secs_f64().max(1e-9);
+    let mut done: Option<(f64, f64)> = None;
+    if let Some(d) = p.duration {
+        let d = d.as_secs_f64();
+        done = Some(((t / d).min(1.0), (d - t).max(0.0)));
+    }
+    if let Some(n) = p.limit {
+        let share = (p.ended as f64 / n.max(1) as f64).min(1.0);
+        // At the rate so far.
+        let left = if p.ended > 0 {
+            (n.saturating_sub(p.ended)) as f64 * t / p.ended as f64
+        } else {
+            f64::INFINITY
+        };
+        if done.is_none_or(|(s, _)| share > s) {
+            done = Some((share, left));
+        }
+    }
+    let mut o = format!(
+        "{:>5}s {:>11} requests {:>10.0}/s  errors {}  p99 {:.2} ms",
+        p.sec, p.ended, p.rps, p.errors, p.p99_ms
+    );
+    match p.rate {
+        Some(r) => {
+            // Arrivals due by now that have not gone out: every connection
+            // was busy.
+            let due = (r * t).floor() as u64;
+            let lag = due.saturating_sub(p.issued);
+            o.push_str(&format!(
+                "  in flight {:.1}  target {r:.0}/s lag {lag} ({:.2} s)",
+                p.active,
+                lag as f64 / r
+            ));
+        }
+        None => o.push_str(&format!("  clients {:.1}", p.active)),
+    }
+    if let Some((share, left)) = done {
+        let eta = if left.is_finite() {
+            format!("{left:.0}s")
+        } else {
+            "?".into()
+        };
+        o.push_str(&format!("  {:.0}% ETA {eta}", 100.0 * share));
+    }
+    o
 }
 
 /// Runs the plan to its end and returns the merged record, the timeline
@@ -177,7 +259,8 @@ impl Collector<'_> {
 pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     let threads = plan.threads.max(1);
     let wall_start = SystemTime::now();
-    let sh = Shared::new(plan);
+    let mut sh = Shared::new(plan);
+    sh.log = sinks.request_log.map(std::sync::Mutex::new);
     let (tx, rx) = mpsc::channel::<Msg>();
     let mut record = Record::default();
     let mut last: Option<Instant> = None;
@@ -306,10 +389,10 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             timeout_s: plan.timeout.as_secs_f64(),
             seed: plan.seed,
             scenario: plan.scenario_name.clone(),
-            varying_clients: !plan.open_loop()
-                && (!matches!(plan.load, crate::plan::Load::Fixed(_))
-                    || plan.think != crate::plan::Think::None
-                    || plan.per_client.is_some()),
+            varying_clients: plan.varying_clients(),
+            first_delay_s: plan
+                .first_delay
+                .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64())),
         },
         requests: c.finished(),
         responses: c.responses,
@@ -348,6 +431,94 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     s.requests_per_second = s.success_rate();
     s.failures_per_second = s.failure_rate();
     fill_latency(&mut s, &record);
+    s.start_time = Some(crate::util::rfc3339(wall_start));
+    s.urls = crate::report::urls_of(&record, &plan.groups);
+    let secs = if plan.open_loop() {
+        None
+    } else {
+        sh.level_clock.lock().ok().map(|mut c| {
+            c.advance(sh.start + elapsed);
+            std::mem::take(&mut c.secs)
+        })
+    };
+    s.levels = crate::report::levels_of(&record, secs.as_deref());
+    s.request_log_error = sh.log_error.lock().ok().and_then(|e| e.clone());
+    if let Some(r) = &sh.running {
+        if let Ok(mut r) = r.lock() {
+            // The last responses, when they are not a multiple of N.
+            let last = last.map_or(elapsed, |l| l.saturating_duration_since(sh.start));
+            r.point(last.as_secs_f64());
+            s.running = r
+                .points
+                .iter()
+                .map(|&(n, t, mean, sd)| crate::report::RunningPoint {
+                    n,
+                    t,
+                    mean_ms: ms(mean),
+                    stddev_ms: ms(sd),
+                })
+                .collect();
+        }
+    }
     s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> Progress {
+        Progress {
+            elapsed: Duration::from_secs(5),
+            sec: 5,
+            ended: 1000,
+            errors: 0,
+            rps: 200.0,
+            p99_ms: 1.0,
+            active: 4.0,
+            limit: None,
+            duration: None,
+            rate: None,
+            issued: 1000,
+        }
+    }
+
+    #[test]
+    fn the_progress_line_gives_the_share_done_and_time_left_of_a_timed_or_counted_run() {
+        let d = progress_line(&Progress {
+            duration: Some(Duration::from_secs(20)),
+            ..p()
+        });
+        assert!(d.ends_with("clients 4.0  25% ETA 15s"), "{d}");
+        // 1000 of 4000 in 5 s: 15 s to go at that rate.
+        let n = progress_line(&Progress {
+            limit: Some(4000),
+            ..p()
+        });
+        assert!(n.ends_with("25% ETA 15s"), "{n}");
+        // Both: whichever ends the run first.
+        let b = progress_line(&Progress {
+            limit: Some(2000),
+            duration: Some(Duration::from_secs(20)),
+            ..p()
+        });
+        assert!(b.ends_with("50% ETA 5s"), "{b}");
+        assert!(!progress_line(&p()).contains('%'));
+    }
+
+    #[test]
+    fn the_open_loop_progress_line_gives_the_target_rate_and_the_lag() {
+        // 300/s for 5 s: 1500 due, 1000 sent: 500 behind, 1.67 s.
+        let o = progress_line(&Progress {
+            rate: Some(300.0),
+            duration: Some(Duration::from_secs(10)),
+            ..p()
+        });
+        assert!(
+            o.contains("in flight 4.0  target 300/s lag 500 (1.67 s)"),
+            "{o}"
+        );
+        assert!(o.ends_with("50% ETA 5s"), "{o}");
+    }
 }

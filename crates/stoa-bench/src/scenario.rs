@@ -37,6 +37,7 @@ struct RunT {
     connections: Option<u64>,
     headers: Option<Vec<String>>,
     variable_length: Option<bool>,
+    running_every: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,6 +48,15 @@ struct ClientsT {
     every: Option<String>,
     max: Option<u64>,
     requests: Option<u64>,
+    first_delay: Option<DelayT>,
+}
+
+/// `first_delay = "1s"` or `first_delay = ["0s", "2s"]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DelayT {
+    Fixed(String),
+    Range(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,7 +115,24 @@ pub struct MixEntry {
     pub method: String,
     /// Body and its content type.
     pub body: Option<(Vec<u8>, String)>,
+    /// The body is a file's bytes, sent as they are (no placeholders).
+    pub body_is_file: bool,
+    /// The per-URL breakdown's group (a tree's size class); `None`: the
+    /// entry is its own group.
+    pub group: Option<String>,
     pub headers: Vec<String>,
+}
+
+/// The per-URL group of a tree file: its size class when it is named as
+/// `stoa bench tree` names them (`c1_00042.html`: class 1), else the tree.
+fn tree_group(prefix: &str, rel: &str) -> String {
+    let name = rel.rsplit('/').next().unwrap_or(rel).as_bytes();
+    match name {
+        [b'c', d @ b'0'..=b'9', b'_', ..] => {
+            format!("{prefix} class {} files", *d as char)
+        }
+        _ => format!("{prefix} tree"),
+    }
 }
 
 /// A parsed, checked scenario. `None` fields leave the CLI's value.
@@ -124,8 +151,10 @@ pub struct Scenario {
     pub connections: Option<u64>,
     pub headers: Vec<String>,
     pub variable_length: Option<bool>,
+    pub running_every: Option<u64>,
     pub load: Option<Load>,
     pub per_client: Option<u64>,
+    pub first_delay: Option<(Duration, Duration)>,
     pub think: Think,
     pub mix: Vec<MixEntry>,
     pub abort: AbortRules,
@@ -236,6 +265,7 @@ impl Scenario {
             connections: r.connections,
             headers: r.headers.clone().unwrap_or_default(),
             variable_length: r.variable_length,
+            running_every: r.running_every,
             ..Scenario::default()
         };
         if let Some(d) = &r.duration {
@@ -285,6 +315,38 @@ impl Scenario {
         if let Some(c) = &f.clients {
             let start = c.start.unwrap_or(1);
             s.per_client = c.requests;
+            s.first_delay = match &c.first_delay {
+                None => None,
+                Some(DelayT::Fixed(d)) => {
+                    let d = dur(path, src, "first_delay", d)?;
+                    Some((d, d))
+                }
+                Some(DelayT::Range(r)) => match r.as_slice() {
+                    [a, b] => {
+                        let (a, b) = (
+                            dur(path, src, "first_delay", a)?,
+                            dur(path, src, "first_delay", b)?,
+                        );
+                        if a > b {
+                            return Err(at(
+                                path,
+                                src,
+                                find_key(src, "first_delay"),
+                                "first_delay: the first bound is above the second",
+                            ));
+                        }
+                        Some((a, b))
+                    }
+                    _ => {
+                        return Err(at(
+                            path,
+                            src,
+                            find_key(src, "first_delay"),
+                            "first_delay is a duration or [min, max]",
+                        ))
+                    }
+                },
+            };
             if c.requests == Some(0) {
                 return Err(at(
                     path,
@@ -439,7 +501,7 @@ impl Scenario {
                         format!(
                             "{}={}",
                             crate::util::form_encode(k),
-                            crate::util::form_encode(v)
+                            crate::util::form_encode_keeping_placeholders(v)
                         )
                     })
                     .collect();
@@ -493,6 +555,8 @@ impl Scenario {
                 weight: m.weight.unwrap_or(1),
                 method,
                 body,
+                body_is_file: m.body_file.is_some(),
+                group: None,
                 headers: m.headers.clone().unwrap_or_default(),
             });
         }
@@ -527,6 +591,8 @@ impl Scenario {
                     weight: t.weight.unwrap_or(1),
                     method: "GET".into(),
                     body: None,
+                    body_is_file: false,
+                    group: Some(tree_group(&prefix, &rel)),
                     headers: Vec::new(),
                 });
             }
@@ -627,6 +693,26 @@ latency_over = "3s"
         let e = parse("[[stages]]\nduration = \"1s\"\nclients = 5\n[[stages]]\nduration = \"1s\"\nclients = 2\n")
             .unwrap_err();
         assert!(e.contains("may only grow"), "{e}");
+    }
+
+    #[test]
+    fn tree_files_are_grouped_by_their_size_class() {
+        assert_eq!(tree_group("/t/", "d000/c1_00042.html"), "/t/ class 1 files");
+        assert_eq!(tree_group("/t/", "c3_00001.html"), "/t/ class 3 files");
+        assert_eq!(tree_group("/", "other/page.html"), "/ tree");
+    }
+
+    #[test]
+    fn a_first_delay_is_a_duration_or_an_ordered_range() {
+        let s = parse("[clients]\nstart = 2\nfirst_delay = \"1s\"\n").unwrap();
+        let one = Duration::from_secs(1);
+        assert_eq!(s.first_delay, Some((one, one)));
+        let s = parse("[clients]\nfirst_delay = [\"0s\", \"1s\"]\n").unwrap();
+        assert_eq!(s.first_delay, Some((Duration::ZERO, one)));
+        let e = parse("[clients]\n\nfirst_delay = [\"2s\", \"1s\"]\n").unwrap_err();
+        assert!(e.starts_with("s.toml:3:"), "{e}");
+        let e = parse("[clients]\nfirst_delay = [\"1s\"]\n").unwrap_err();
+        assert!(e.contains("[min, max]"), "{e}");
     }
 
     #[test]

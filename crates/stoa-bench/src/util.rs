@@ -88,6 +88,67 @@ pub fn form_encode(s: &str) -> String {
     out
 }
 
+/// A time as RFC 3339 UTC to the millisecond (`2026-11-25T04:08:40.123Z`).
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Quotes an argument for a POSIX shell when it needs it.
+pub fn shell_quote(a: &str) -> String {
+    let plain = !a.is_empty()
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@%+".contains(&b));
+    if plain {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+/// [`form_encode`], but the request placeholders (`{client}`, `{seq}`)
+/// stay as they are, to be replaced by digits (which need no encoding).
+pub fn form_encode_keeping_placeholders(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while !rest.is_empty() {
+        let next = crate::plan::PLACEHOLDERS
+            .iter()
+            .filter_map(|p| rest.find(p).map(|i| (i, p.len())))
+            .min();
+        match next {
+            Some((i, n)) => {
+                out.push_str(&form_encode(&rest[..i]));
+                out.push_str(&rest[i..i + n]);
+                rest = &rest[i + n..];
+            }
+            None => {
+                out.push_str(&form_encode(rest));
+                rest = "";
+            }
+        }
+    }
+    out
+}
+
 /// A small, fast, seedable generator (SplitMix64 seeding xoshiro256**).
 /// Scenario runs must repeat exactly with the same seed, on any machine, so
 /// the algorithm is fixed here rather than borrowed from a crate whose
@@ -181,6 +242,23 @@ mod tests {
         ] {
             assert_eq!(base64(i.as_bytes()), o);
         }
+    }
+
+    #[test]
+    fn times_print_as_rfc3339_utc() {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(1_764_043_720_123);
+        assert_eq!(rfc3339(t), "2025-11-25T04:08:40.123Z");
+        assert_eq!(rfc3339(std::time::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = std::time::UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(t), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn arguments_are_quoted_for_a_shell_only_when_needed() {
+        assert_eq!(shell_quote("-kc10"), "-kc10");
+        assert_eq!(shell_quote("http://h:1/a?b=1"), "'http://h:1/a?b=1'");
+        assert_eq!(shell_quote("X-A: 1"), "'X-A: 1'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 
     #[test]

@@ -61,7 +61,23 @@ fn the_html_report_renders_in_headless_chromium() {
     ]);
     assert_eq!(code, 0, "{out}{err}");
     let page = std::fs::read_to_string(&html).unwrap();
-    assert_eq!(page.matches("<svg").count(), 5, "five plots");
+    // Throughput, status codes, bytes, latency per second, active
+    // clients, resilience, percentiles, histogram.
+    assert_eq!(page.matches("<svg").count(), 8, "eight plots");
+    for h in [
+        "requests",
+        "successful / s",
+        "errors",
+        "p50 ms",
+        "p99 ms",
+        "received / s",
+    ] {
+        assert!(page.contains(&format!("<span>{h}</span>")), "headline {h}");
+    }
+    assert!(
+        page.contains("stoa bench -d 1.3 -c 2 -k --html"),
+        "command line"
+    );
     let profile = d.join("profile");
     let png = d.join("shot.png");
     let common_args = |extra: &[String]| -> Vec<String> {
@@ -99,7 +115,7 @@ fn the_html_report_renders_in_headless_chromium() {
     // The rendered DOM still holds the plots and their polylines.
     let dom = run_chromium(&bin, &common_args(&["--dump-dom".into()]));
     assert!(
-        dom.matches("<svg").count() == 5,
+        dom.matches("<svg").count() == 8,
         "{}",
         &dom[..dom.len().min(500)]
     );

@@ -38,85 +38,118 @@ pub fn fmt_ratio(r: f64) -> String {
     }
 }
 
-/// A row of the table: label, value, whether more is better.
-type Row = (&'static str, Box<dyn Fn(&Summary) -> Option<f64>>, bool);
+/// A row of the table: label, JSON key, value, whether more is better.
+type Row = (
+    &'static str,
+    &'static str,
+    Box<dyn Fn(&Summary) -> Option<f64>>,
+    bool,
+);
 
-/// The comparison table.
-pub fn table(names: &[String], runs: &[Summary]) -> String {
-    let rows: Vec<Row> = vec![
+fn rows() -> Vec<Row> {
+    vec![
         (
             "requests/s",
+            "requests_per_second",
             Box::new(|s: &Summary| Some(s.success_rate())),
             true,
         ),
         (
             "failures/s",
+            "failures_per_second",
             Box::new(|s: &Summary| Some(s.failure_rate())),
             false,
         ),
         (
+            "requests",
             "requests",
             Box::new(|s: &Summary| Some(s.requests as f64)),
             true,
         ),
         (
             "failed",
+            "failed",
             Box::new(|s: &Summary| Some(s.failed as f64)),
             false,
         ),
         (
             "non-2xx",
+            "non_2xx",
             Box::new(|s: &Summary| Some(s.non_2xx as f64)),
             false,
         ),
         (
             "in flight at end",
+            "in_flight_at_end",
             Box::new(|s: &Summary| Some(s.in_flight_at_end as f64)),
             false,
         ),
         (
             "latency mean ms",
+            "latency_mean_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.mean)),
             false,
         ),
         (
             "latency stddev ms",
+            "latency_stddev_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.stddev)),
             false,
         ),
         (
             "latency p50 ms",
+            "latency_p50_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.p50)),
             false,
         ),
         (
             "latency p90 ms",
+            "latency_p90_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.p90)),
             false,
         ),
         (
             "latency p99 ms",
+            "latency_p99_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.p99)),
             false,
         ),
         (
             "latency p99.9 ms",
+            "latency_p999_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.p999)),
             false,
         ),
         (
             "latency max ms",
+            "latency_max_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.max)),
             false,
         ),
         (
             "received MB/s",
+            "received_mb_per_s",
             Box::new(|s: &Summary| {
                 Some(s.bytes.received as f64 / 1048576.0 / s.duration_s.max(1e-9))
             }),
             true,
         ),
-    ];
+    ]
+}
+
+/// A run's clients as the table shows them: the configured count, or the
+/// peak and mean when they varied (open loop: requests in flight).
+fn clients_cell(s: &Summary) -> String {
+    if s.settings.varying_clients || s.settings.open_loop {
+        format!("{}/{:.1}", s.active_peak, s.active_mean)
+    } else {
+        s.settings.concurrency.to_string()
+    }
+}
+
+/// The comparison table.
+pub fn table(names: &[String], runs: &[Summary]) -> String {
+    let rows = rows();
     let w = names.iter().map(|n| n.len()).max().unwrap_or(0).max(12);
     let mut o = format!("{:<18}", "");
     for (i, n) in names.iter().enumerate() {
@@ -126,7 +159,17 @@ pub fn table(names: &[String], runs: &[Summary]) -> String {
         }
     }
     o.push('\n');
-    for (label, f, _) in &rows {
+    // Clients first: a rate means little without them (peak/mean when
+    // they varied).
+    o.push_str(&format!("{:<18}", "clients"));
+    for (i, r) in runs.iter().enumerate() {
+        o.push_str(&format!(" {:>w$}", clients_cell(r)));
+        if i > 0 {
+            o.push_str(&format!(" {:>8}", ""));
+        }
+    }
+    o.push('\n');
+    for (label, _, f, _) in &rows {
         o.push_str(&format!("{label:<18}"));
         let base = f(&runs[0]);
         for (i, r) in runs.iter().enumerate() {
@@ -153,9 +196,88 @@ pub fn table(names: &[String], runs: &[Summary]) -> String {
     o
 }
 
+/// The comparison as JSON: each run's name, file, clients, values and
+/// ratios to the first run (null where there is no value or no ratio).
+pub fn json(names: &[String], files: &[String], runs: &[Summary]) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    let rows = rows();
+    let list: Vec<Value> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let (mut values, mut ratios) = (Map::new(), Map::new());
+            for (_, key, f, _) in &rows {
+                let v = f(r);
+                values.insert(key.to_string(), json!(v));
+                let ratio = match (v, f(&runs[0])) {
+                    (Some(v), Some(b)) if b != 0.0 => Some(v / b),
+                    _ => None,
+                };
+                ratios.insert(key.to_string(), json!(ratio));
+            }
+            json!({
+                "name": names[i],
+                "file": files[i],
+                "url": r.url,
+                "clients": {
+                    "configured": r.settings.concurrency,
+                    "varying": r.settings.varying_clients,
+                    "peak": r.active_peak,
+                    "mean": r.active_mean,
+                    "value": super::html::clients_of(r),
+                },
+                "values": values,
+                "ratio_to_first": ratios,
+            })
+        })
+        .collect();
+    json!({ "tool": "stoa bench compare", "runs": list })
+}
+
+/// Names for the runs: their files' stems, made distinct (with the
+/// parent directory, then a number) so that no two runs share a label.
+pub fn distinct_names(files: &[String]) -> Vec<String> {
+    let stem = |f: &String| {
+        Path::new(f)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| f.clone())
+    };
+    let with_dir = |f: &String| {
+        let p = Path::new(f);
+        match p.parent().and_then(|d| d.file_name()) {
+            Some(d) => format!("{}/{}", d.to_string_lossy(), stem(f)),
+            None => stem(f),
+        }
+    };
+    let mut names: Vec<String> = files.iter().map(stem).collect();
+    for i in 0..names.len() {
+        if names.iter().filter(|n| **n == names[i]).count() > 1 {
+            let dup = names[i].clone();
+            for (j, f) in files.iter().enumerate() {
+                if names[j] == dup {
+                    names[j] = with_dir(f);
+                }
+            }
+        }
+    }
+    // Still equal (the same file twice, or same directory names): number
+    // them.
+    for i in 0..names.len() {
+        let same: Vec<usize> = (0..names.len()).filter(|&j| names[j] == names[i]).collect();
+        if same.len() > 1 {
+            for (k, j) in same.into_iter().enumerate() {
+                names[j] = format!("{} #{}", names[j], k + 1);
+            }
+        }
+    }
+    names
+}
+
 pub fn main(args: &[String], out: &mut dyn Write) -> Result<u8, CliError> {
     let mut files = Vec::new();
     let mut html = None;
+    let mut json_out = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -164,6 +286,14 @@ pub fn main(args: &[String], out: &mut dyn Write) -> Result<u8, CliError> {
                     args.get(i + 1)
                         .cloned()
                         .ok_or_else(|| CliError::Usage("compare: --html needs a file".into()))?,
+                );
+                i += 2;
+            }
+            "--json" => {
+                json_out = Some(
+                    args.get(i + 1)
+                        .cloned()
+                        .ok_or_else(|| CliError::Usage("compare: --json needs a file".into()))?,
                 );
                 i += 2;
             }
@@ -181,20 +311,20 @@ pub fn main(args: &[String], out: &mut dyn Write) -> Result<u8, CliError> {
             "compare needs at least two --json files".into(),
         ));
     }
-    let runs = files
+    let mut runs = files
         .iter()
         .map(|f| load(Path::new(f)))
         .collect::<Result<Vec<_>, _>>()?;
-    let names: Vec<String> = files
-        .iter()
-        .map(|f| {
-            Path::new(f)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| f.clone())
-        })
-        .collect();
+    let names = distinct_names(&files);
+    for (r, n) in runs.iter_mut().zip(&names) {
+        r.label = n.clone();
+    }
     let _ = out.write_all(table(&names, &runs).as_bytes());
+    if let Some(j) = json_out {
+        let v = json(&names, &files, &runs);
+        let bytes = serde_json::to_vec_pretty(&v).map_err(|e| CliError::Fatal(e.to_string()))?;
+        std::fs::write(&j, bytes).map_err(|e| CliError::Fatal(format!("{j}: {e}")))?;
+    }
     if let Some(h) = html {
         std::fs::write(&h, super::html::page(&runs))
             .map_err(|e| CliError::Fatal(format!("{h}: {e}")))?;
@@ -205,6 +335,17 @@ pub fn main(args: &[String], out: &mut dyn Write) -> Result<u8, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_get_distinct_names_even_from_files_of_the_same_name() {
+        let f = |v: &[&str]| distinct_names(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(f(&["a.json", "b.json"]), ["a", "b"]);
+        assert_eq!(
+            f(&["stoa/run.json", "apache/run.json", "x.json"]),
+            ["stoa/run", "apache/run", "x"]
+        );
+        assert_eq!(f(&["r.json", "r.json"]), ["r #1", "r #2"]);
+    }
 
     #[test]
     fn large_gaps_get_a_ratio_with_significant_digits_not_zero() {

@@ -19,6 +19,8 @@ struct Series {
     name: String,
     color: &'static str,
     dashed: bool,
+    /// Drawn as dots (a scatter), not a line.
+    dots: bool,
     points: Vec<(f64, f64)>,
 }
 
@@ -27,6 +29,18 @@ enum XAxis {
     Linear,
     /// Percentiles on the 1/(1-p) log scale of HdrHistogram plots.
     Percentile,
+    /// A log10 scale (the latency histogram's milliseconds).
+    Log,
+}
+
+/// Where `x` goes on the axis (before scaling to pixels).
+fn axis_x(xaxis: XAxis, x: f64) -> f64 {
+    match xaxis {
+        XAxis::Linear => x,
+        XAxis::Percentile => pct_x(x),
+        XAxis::Log if x > 0.0 => x.log10(),
+        XAxis::Log => f64::NAN,
+    }
 }
 
 /// A "nice" tick step (1, 2 or 5 times a power of ten) for `range`.
@@ -90,16 +104,7 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
     let pts: Vec<(f64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())
-        .map(|(x, y)| {
-            (
-                if xaxis == XAxis::Percentile {
-                    pct_x(x)
-                } else {
-                    x
-                },
-                y,
-            )
-        })
+        .map(|(x, y)| (axis_x(xaxis, x), y))
         .filter(|(x, y)| x.is_finite() && y.is_finite())
         .collect();
     if pts.is_empty() {
@@ -118,8 +123,14 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
         x1 = x1.max(x);
         y1 = y1.max(y);
     }
-    // Time starts at 0; the percentile axis at 0% and reaches 99%.
-    x0 = x0.min(0.0);
+    // Time starts at 0; the percentile axis at 0% and reaches 99%; a log
+    // axis spans whole decades.
+    if xaxis == XAxis::Log {
+        x0 = x0.floor();
+        x1 = x1.ceil();
+    } else {
+        x0 = x0.min(0.0);
+    }
     if xaxis == XAxis::Percentile {
         x1 = x1.max(2.0);
     }
@@ -162,6 +173,20 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
                 x += step;
             }
         }
+        XAxis::Log => {
+            let mut k = x0;
+            while k <= x1 + 1e-9 {
+                let px = sx(k);
+                let _ = write!(
+                    o,
+                    r##"<line x1="{px:.1}" y1="{mt}" x2="{px:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{px:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"##,
+                    mt + ph,
+                    mt + ph + 16.0,
+                    fmt_tick(10f64.powf(k))
+                );
+                k += 1.0;
+            }
+        }
         XAxis::Percentile => {
             for (p, label) in [
                 (0.0, "0%"),
@@ -194,14 +219,25 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
         mt + ph / 2.0,
         esc(ylabel)
     );
-    for s in series {
+    for s in series.iter().filter(|s| s.dots) {
+        // One path of zero-length round-capped strokes: a dot per point at
+        // ~14 bytes each (a circle element would be ~50).
         let mut d = String::new();
         for &(x, y) in &s.points {
-            let x = if xaxis == XAxis::Percentile {
-                pct_x(x)
-            } else {
-                x
-            };
+            if x.is_finite() && y.is_finite() {
+                let _ = write!(d, "M{:.1} {:.1}h0", sx(x), sy(y));
+            }
+        }
+        let _ = write!(
+            o,
+            r#"<path fill="none" stroke="{}" stroke-opacity="0.55" stroke-width="2.6" stroke-linecap="round" d="{d}"/>"#,
+            s.color
+        );
+    }
+    for s in series.iter().filter(|s| !s.dots) {
+        let mut d = String::new();
+        for &(x, y) in &s.points {
+            let x = axis_x(xaxis, x);
             if x.is_finite() && y.is_finite() {
                 let _ = write!(d, "{:.1},{:.1} ", sx(x), sy(y));
             }
@@ -219,11 +255,7 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
         );
         if s.points.len() == 1 {
             let (x, y) = s.points[0];
-            let x = if xaxis == XAxis::Percentile {
-                pct_x(x)
-            } else {
-                x
-            };
+            let x = axis_x(xaxis, x);
             let _ = write!(
                 o,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{}"/>"#,
@@ -259,6 +291,8 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
 fn label(s: &Summary, i: usize, n: usize) -> String {
     if n == 1 {
         String::new()
+    } else if !s.label.is_empty() {
+        format!("{} ", s.label)
     } else {
         let name = s
             .settings
@@ -266,6 +300,64 @@ fn label(s: &Summary, i: usize, n: usize) -> String {
             .clone()
             .unwrap_or_else(|| format!("{}:{}", s.host, s.port));
         format!("run {} ({name}) ", i + 1)
+    }
+}
+
+/// The figures that matter first: requests, successful rate, error
+/// share, p50/p99 and bytes per second; tiles for one run, a table for
+/// several.
+fn headline(o: &mut String, runs: &[Summary]) {
+    let figs = |s: &Summary| -> Vec<(&'static str, String)> {
+        let l = s.latency_ms;
+        let pct = if s.requests > 0 {
+            100.0 * s.failed as f64 / s.requests as f64
+        } else {
+            0.0
+        };
+        vec![
+            ("requests", s.requests.to_string()),
+            ("successful / s", format!("{:.1}", s.success_rate())),
+            ("errors", format!("{pct:.2} %")),
+            ("p50 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p50))),
+            ("p99 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p99))),
+            (
+                "received / s",
+                human_bytes(s.bytes.received as f64 / s.duration_s.max(1e-9)),
+            ),
+        ]
+    };
+    if runs.len() == 1 {
+        o.push_str("<div class=\"head\">");
+        for (k, v) in figs(&runs[0]) {
+            let _ = write!(o, "<div><b>{}</b><span>{}</span></div>", esc(&v), esc(k));
+        }
+        o.push_str("</div>\n");
+        return;
+    }
+    o.push_str("<table>\n");
+    let names: Vec<String> = figs(&Summary::default())
+        .into_iter()
+        .map(|f| f.0.to_string())
+        .collect();
+    table_row(o, "", &names);
+    for (i, s) in runs.iter().enumerate() {
+        let vals: Vec<String> = figs(s).into_iter().map(|f| f.1).collect();
+        let name = label(s, i, runs.len());
+        table_row(o, name.trim_end(), &vals);
+    }
+    o.push_str("</table>\n");
+}
+
+/// Bytes per second in binary units.
+fn human_bytes(x: f64) -> String {
+    if x >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", x / 1024.0 / 1024.0 / 1024.0)
+    } else if x >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", x / 1024.0 / 1024.0)
+    } else if x >= 1024.0 {
+        format!("{:.1} KiB", x / 1024.0)
+    } else {
+        format!("{x:.0} B")
     }
 }
 
@@ -294,10 +386,13 @@ h1{{font-size:20px}} h2{{font-size:16px;margin-top:28px}}\
 table{{border-collapse:collapse;margin:8px 0;background:#fff}} th,td{{border:1px solid #ccc;padding:4px 10px;text-align:right;font-size:13px}}\
 th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;gap:12px}} .charts svg{{border:1px solid #ddd}}\
 .note{{color:#555;font-size:13px}} .abort{{color:#b00;font-weight:bold}}\
+.head{{display:flex;flex-wrap:wrap;gap:10px;margin:6px 0 4px}} .head div{{background:#fff;border:1px solid #ddd;padding:8px 14px;min-width:110px}}\
+.head b{{display:block;font-size:22px}} .head span{{font-size:12px;color:#555}} code{{font-size:12px}}\
 </style></head><body>\n<h1>{}</h1>\n",
         esc(&title),
         esc(&title)
     );
+    headline(&mut o, runs);
     // Summary table.
     o.push_str("<h2>Summary</h2><table>\n");
     let cols: Vec<String> = (0..n)
@@ -313,7 +408,16 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
     let row = |o: &mut String, name: &str, f: &dyn Fn(&Summary) -> String| {
         table_row(o, name, &runs.iter().map(f).collect::<Vec<_>>());
     };
+    if n > 1 {
+        row(&mut o, "name", &|s| s.label.clone());
+    }
     row(&mut o, "URL", &|s| s.url.clone());
+    row(&mut o, "command line", &|s| {
+        s.command_line.clone().unwrap_or_else(|| "-".into())
+    });
+    row(&mut o, "started (UTC)", &|s| {
+        s.start_time.clone().unwrap_or_else(|| "-".into())
+    });
     row(&mut o, "scenario", &|s| {
         s.settings.scenario.clone().unwrap_or_else(|| "-".into())
     });
@@ -389,7 +493,10 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         }
     }
     // Charts.
+    // A run keeps its colour in every chart of a comparison (its second
+    // series dashed); a single run's series get a colour each.
     let color = |i: usize| COLORS[i % COLORS.len()];
+    let pick = |i: usize, k: usize| if n == 1 { color(k) } else { color(i) };
     let mut thr = Vec::new();
     let mut lat = Vec::new();
     let mut spec = Vec::new();
@@ -400,15 +507,17 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         let mid = |x: &super::Second| x.t + x.length_s / 2.0;
         thr.push(Series {
             name: format!("{l}responses/s"),
-            color: color(2 * i),
+            color: pick(i, 0),
             dashed: false,
+            dots: false,
             points: s.timeline.iter().map(|x| (mid(x), x.rps)).collect(),
         });
         if s.timeline.iter().any(|x| x.errors > 0) {
             thr.push(Series {
                 name: format!("{l}errors/s"),
-                color: color(2 * i + 1),
+                color: pick(i, 1),
                 dashed: true,
+                dots: false,
                 points: s
                     .timeline
                     .iter()
@@ -418,8 +527,9 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         }
         lat.push(Series {
             name: format!("{l}p50"),
-            color: color(2 * i),
+            color: pick(i, 0),
             dashed: false,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -429,8 +539,9 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         });
         lat.push(Series {
             name: format!("{l}p99"),
-            color: color(2 * i + 1),
+            color: pick(i, 1),
             dashed: true,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -442,6 +553,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             name: format!("{l}latency"),
             color: color(i),
             dashed: false,
+            dots: false,
             points: s
                 .percentiles_ms
                 .iter()
@@ -460,12 +572,14 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
             ),
             color: color(i),
             dashed: false,
+            dots: false,
             points: s.timeline.iter().map(|x| (mid(x), x.active)).collect(),
         });
         res.push(Series {
             name: format!("{l}running mean"),
-            color: color(2 * i),
+            color: pick(i, 0),
             dashed: false,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -475,8 +589,9 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         });
         res.push(Series {
             name: format!("{l}running std dev"),
-            color: color(2 * i + 1),
+            color: pick(i, 1),
             dashed: true,
+            dots: false,
             points: s
                 .timeline
                 .iter()
@@ -491,6 +606,68 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         "time (s)",
         "per second",
         &thr,
+        XAxis::Linear,
+    ));
+    let (mut codes, mut bps) = (Vec::new(), Vec::new());
+    for (i, s) in runs.iter().enumerate() {
+        let l = label(s, i, n);
+        let mid = |x: &super::Second| x.t + x.length_s / 2.0;
+        let mut keys: Vec<&String> = s.timeline.iter().flat_map(|x| x.status.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for (k, code) in keys.into_iter().enumerate() {
+            codes.push(Series {
+                name: format!("{l}{code}"),
+                color: pick(i, k),
+                dashed: n > 1 && k > 0,
+                dots: false,
+                points: s
+                    .timeline
+                    .iter()
+                    .map(|x| {
+                        let c = x.status.get(code).copied().unwrap_or(0);
+                        (mid(x), c as f64 / x.length_s.max(1e-9))
+                    })
+                    .collect(),
+            });
+        }
+        if s.timeline.iter().any(|x| x.errors > 0) {
+            codes.push(Series {
+                name: format!("{l}failed"),
+                color: if n == 1 { "#d62728" } else { color(i) },
+                dashed: true,
+                dots: false,
+                points: s
+                    .timeline
+                    .iter()
+                    .map(|x| (mid(x), x.errors as f64 / x.length_s.max(1e-9)))
+                    .collect(),
+            });
+        }
+        bps.push(Series {
+            name: format!("{l}received"),
+            color: color(i),
+            dashed: false,
+            dots: false,
+            points: s
+                .timeline
+                .iter()
+                .map(|x| (mid(x), x.bytes as f64 / x.length_s.max(1e-9) / 1048576.0))
+                .collect(),
+        });
+    }
+    o.push_str(&chart(
+        "Status codes per second",
+        "time (s)",
+        "responses per second",
+        &codes,
+        XAxis::Linear,
+    ));
+    o.push_str(&chart(
+        "Bytes received per second",
+        "time (s)",
+        "MiB/s",
+        &bps,
         XAxis::Linear,
     ));
     o.push_str(&chart(
@@ -514,6 +691,37 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         &res,
         XAxis::Linear,
     ));
+    if runs.iter().any(|s| !s.running.is_empty()) {
+        let mut per = Vec::new();
+        for (i, s) in runs.iter().enumerate() {
+            let l = label(s, i, n);
+            per.push(Series {
+                name: format!("{l}running mean"),
+                color: color(i),
+                dashed: false,
+                dots: false,
+                points: s.running.iter().map(|p| (p.n as f64, p.mean_ms)).collect(),
+            });
+            per.push(Series {
+                name: format!("{l}running std dev"),
+                color: color(i),
+                dashed: true,
+                dots: false,
+                points: s
+                    .running
+                    .iter()
+                    .map(|p| (p.n as f64, p.stddev_ms))
+                    .collect(),
+            });
+        }
+        o.push_str(&chart(
+            "Resilience: response time per response",
+            "responses",
+            "ms",
+            &per,
+            XAxis::Linear,
+        ));
+    }
     o.push_str("</div>\n<h2>Latency distribution</h2><div class=\"charts\">\n");
     o.push_str(&chart(
         "Latency by percentile",
@@ -522,7 +730,84 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         &spec,
         XAxis::Percentile,
     ));
+    let mut hist = Vec::new();
+    for (i, s) in runs.iter().enumerate() {
+        // A step outline over the bins, as shares of the responses, so
+        // that runs of different sizes compare.
+        let total: u64 = s.latency_histogram.iter().map(|b| b.2).sum();
+        let mut pts = Vec::new();
+        for &(lo, hi, c) in &s.latency_histogram {
+            let share = 100.0 * c as f64 / total.max(1) as f64;
+            pts.push((lo, share));
+            pts.push((hi, share));
+        }
+        hist.push(Series {
+            name: format!("{}responses", label(s, i, n)),
+            color: color(i),
+            dashed: false,
+            dots: false,
+            points: pts,
+        });
+    }
+    o.push_str(&chart(
+        "Latency histogram",
+        "ms (log scale)",
+        "% of responses",
+        &hist,
+        XAxis::Log,
+    ));
     o.push_str("</div>\n");
+    clients_charts(&mut o, runs);
+    if runs.iter().any(|s| !s.scatter.is_empty()) {
+        let mut sc = Vec::new();
+        for (i, s) in runs.iter().enumerate() {
+            let l = label(s, i, n);
+            sc.push(Series {
+                name: format!("{l}response"),
+                color: color(i),
+                dashed: false,
+                dots: true,
+                points: s
+                    .scatter
+                    .iter()
+                    .filter(|p| !p.2)
+                    .map(|p| (p.0, p.1))
+                    .collect(),
+            });
+            if s.scatter.iter().any(|p| p.2) {
+                sc.push(Series {
+                    name: format!("{l}failure"),
+                    color: "#d62728",
+                    dashed: false,
+                    dots: true,
+                    points: s
+                        .scatter
+                        .iter()
+                        .filter(|p| p.2)
+                        .map(|p| (p.0, p.1))
+                        .collect(),
+                });
+            }
+        }
+        let sampled = runs.iter().any(|s| s.requests as usize > SCATTER_MAX);
+        let _ = writeln!(
+            o,
+            "<h2>Every request</h2><p class=\"note\">From the request log: each request's latency at the time it started{}. Bands of latencies show here.</p><div class=\"charts\">",
+            if sampled {
+                ", every k-th request past 20000, with every failure and every response slower than p99"
+            } else {
+                ""
+            }
+        );
+        o.push_str(&chart(
+            "Latency of every request",
+            "start (s)",
+            "ms",
+            &sc,
+            XAxis::Linear,
+        ));
+        o.push_str("</div>\n");
+    }
     // Outcomes.
     o.push_str("<h2>Outcomes</h2><table>\n");
     table_row(&mut o, "", &cols);
@@ -559,12 +844,186 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
     });
     row(&mut o, "connections opened", &|s| s.connections.to_string());
     o.push_str("</table>\n");
+    urls_tables(&mut o, runs);
     let _ = writeln!(
         o,
         "<p class=\"note\">Latency counts from each request's start (closed loop) or its intended send time (open loop) to the last byte of the response. Generated by stoa bench {}.</p>\n</body></html>",
         env!("CARGO_PKG_VERSION")
     );
     o
+}
+
+/// Response time and throughput against the number of active clients:
+/// each run's per-level table, and, comparing runs, each run as one point
+/// at its clients (WebBench's requests/s against clients).
+fn clients_charts(o: &mut String, runs: &[Summary]) {
+    let n = runs.len();
+    let color = |i: usize| COLORS[i % COLORS.len()];
+    let pick = |i: usize, k: usize| if n == 1 { color(k) } else { color(i) };
+    let mut rt = Vec::new();
+    let mut tp = Vec::new();
+    for (i, s) in runs.iter().enumerate() {
+        // A fixed -c run's levels are its own and the few requests of
+        // clients starting and leaving: nothing to plot.
+        if s.levels.len() < 2 || !s.settings.varying_clients {
+            continue;
+        }
+        let l = label(s, i, n);
+        let pts = |f: &dyn Fn(&super::Level) -> Option<f64>| -> Vec<(f64, f64)> {
+            s.levels
+                .iter()
+                .filter_map(|x| f(x).map(|v| (x.active as f64, v)))
+                .collect()
+        };
+        rt.push(Series {
+            name: format!("{l}mean"),
+            color: pick(i, 0),
+            dashed: false,
+            dots: false,
+            points: pts(&|x| x.mean_ms),
+        });
+        rt.push(Series {
+            name: format!("{l}p99"),
+            color: pick(i, 1),
+            dashed: true,
+            dots: false,
+            points: pts(&|x| x.p99_ms),
+        });
+        if s.levels.iter().any(|x| x.rps.is_some()) {
+            tp.push(Series {
+                name: format!("{l}by level"),
+                color: color(i),
+                dashed: false,
+                dots: false,
+                points: pts(&|x| x.rps),
+            });
+        }
+    }
+    if n > 1 {
+        // One point per run at its clients: the configured count, or the
+        // mean of a varying one.
+        let mut pts: Vec<(f64, f64)> = runs
+            .iter()
+            .map(|s| (clients_of(s), s.success_rate()))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        tp.push(Series {
+            name: "runs".into(),
+            color: "#333",
+            dashed: true,
+            dots: false,
+            points: pts,
+        });
+    }
+    if rt.is_empty() && tp.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Against active clients</h2><p class=\"note\">Each request counts at the number of clients running when it started.</p><div class=\"charts\">\n");
+    if !rt.is_empty() {
+        o.push_str(&chart(
+            "Response time against active clients",
+            "clients",
+            "ms",
+            &rt,
+            XAxis::Linear,
+        ));
+    }
+    if !tp.is_empty() {
+        o.push_str(&chart(
+            "Throughput against active clients",
+            "clients",
+            "successful responses per second",
+            &tp,
+            XAxis::Linear,
+        ));
+    }
+    o.push_str("</div>\n");
+}
+
+/// A run's clients for a comparison: the configured count, or the mean
+/// of a varying one (open loop: the mean in flight).
+pub fn clients_of(s: &Summary) -> f64 {
+    if s.settings.varying_clients || s.settings.open_loop {
+        s.active_mean
+    } else {
+        s.settings.concurrency as f64
+    }
+}
+
+/// The per-URL breakdown, a table per run.
+fn urls_tables(o: &mut String, runs: &[Summary]) {
+    let n = runs.len();
+    for (i, s) in runs.iter().enumerate() {
+        if s.urls.is_empty() {
+            continue;
+        }
+        let _ = writeln!(o, "<h2>{}By URL</h2><table>", esc(&label(s, i, n)));
+        table_row(
+            o,
+            "",
+            &[
+                "requests", "failed", "mean ms", "sd ms", "p50 ms", "p90 ms", "p99 ms", "max ms",
+                "bytes",
+            ]
+            .map(String::from),
+        );
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+        for u in &s.urls {
+            table_row(
+                o,
+                &u.name,
+                &[
+                    u.requests.to_string(),
+                    u.errors.to_string(),
+                    f(u.mean_ms),
+                    f(u.stddev_ms),
+                    f(u.p50_ms),
+                    f(u.p90_ms),
+                    f(u.p99_ms),
+                    f(u.max_ms),
+                    u.bytes.to_string(),
+                ],
+            );
+        }
+        o.push_str("</table>\n");
+    }
+}
+
+/// Most points a scatter draws: past it, every k-th request of the log
+/// is drawn, and every failure and every response slower than the run's
+/// p99 (up to as many again), so the outliers stay visible.
+pub const SCATTER_MAX: usize = 20_000;
+
+/// Reads the per-request log back for the scatter: (start s, latency ms,
+/// failed) per request, sampled past [`SCATTER_MAX`]. A line that does not
+/// parse is skipped (the log is the run's own, but a disk may fill up).
+pub fn scatter_from_log(path: &std::path::Path, s: &Summary) -> Vec<(f64, f64, bool)> {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let stride = (s.requests as usize).div_ceil(SCATTER_MAX).max(1);
+    let slow = s.latency_ms.map_or(f64::MAX, |l| l.p99);
+    let mut out = Vec::new();
+    let mut extra = 0;
+    for (i, line) in std::io::BufReader::new(f).lines().skip(1).enumerate() {
+        let Ok(line) = line else { break };
+        let mut it = line.splitn(4, ',');
+        let (Some(t), Some(l), Some(st)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let (Ok(t), Ok(l)) = (t.parse::<f64>(), l.parse::<f64>()) else {
+            continue;
+        };
+        let failed = !st.bytes().all(|b| b.is_ascii_digit());
+        if i % stride == 0 {
+            out.push((t, l, failed));
+        } else if (failed || l > slow) && extra < SCATTER_MAX {
+            extra += 1;
+            out.push((t, l, failed));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

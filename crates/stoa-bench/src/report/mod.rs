@@ -29,6 +29,10 @@ pub struct Settings {
     /// happened.
     #[serde(default)]
     pub varying_clients: bool,
+    /// Closed loop: the delay before each client's first request, `[min,
+    /// max]` seconds (equal for a fixed delay); null without one.
+    #[serde(default)]
+    pub first_delay_s: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
@@ -95,6 +99,60 @@ pub struct Second {
     /// Mean and standard deviation of every response time so far.
     pub running_mean_ms: f64,
     pub running_stddev_ms: f64,
+    /// Complete responses in this second by status code.
+    #[serde(default)]
+    pub status: BTreeMap<String, u64>,
+}
+
+/// One group of the mix (a `[[mix]]` entry, a `[tree]` size class).
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct UrlStats {
+    /// "METHOD /path" of a mix entry, or "/prefix/ class K files".
+    pub name: String,
+    pub requests: u64,
+    pub responses: u64,
+    pub errors: u64,
+    /// Bytes received for its complete responses.
+    pub bytes: u64,
+    pub mean_ms: Option<f64>,
+    pub stddev_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+}
+
+/// A point of the running mean and deviation per response (BENCH4).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct RunningPoint {
+    /// Responses so far (over all threads, in the order they completed).
+    pub n: u64,
+    /// When the n-th completed, seconds from the start.
+    pub t: f64,
+    pub mean_ms: f64,
+    pub stddev_ms: f64,
+}
+
+/// The requests started with `active` clients running, each request's
+/// client counting itself (closed loop, when the clients vary).
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct Level {
+    pub active: u64,
+    /// Seconds the run spent with exactly `active` clients running.
+    pub time_s: Option<f64>,
+    /// Requests started at this level that ended (responses + failures).
+    pub requests: u64,
+    pub responses: u64,
+    pub errors: u64,
+    /// responses / time_s; null when the run spent no measurable time
+    /// (under 1 ms) at the level.
+    pub rps: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub stddev_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -192,11 +250,48 @@ pub struct Summary {
     #[serde(default)]
     pub latency_within_stddev_pct: Option<f64>,
     pub timeline: Vec<Second>,
+    /// Latency by level of activity (BENCH2, WebBench): one entry per
+    /// number of active clients at which requests started.
+    #[serde(default)]
+    pub levels: Vec<Level>,
+    /// With `running_every` N: the mean and deviation of every response so
+    /// far, after every N responses (and after the last); empty otherwise.
+    #[serde(default)]
+    pub running: Vec<RunningPoint>,
+    /// The per-URL breakdown: one entry per group of the mix, when there
+    /// is more than one.
+    #[serde(default)]
+    pub urls: Vec<UrlStats>,
+    /// The latency histogram: `[low_ms, high_ms, count]` bins, spaced
+    /// evenly on a log scale from the minimum to the maximum.
+    #[serde(default)]
+    pub latency_histogram: Vec<(f64, f64, u64)>,
+    /// The command line, as given (arguments joined, quoted for a shell
+    /// where needed); null when unknown.
+    #[serde(default)]
+    pub command_line: Option<String>,
+    /// When the run started, UTC, RFC 3339.
+    #[serde(default)]
+    pub start_time: Option<String>,
     pub abort: Option<Abort>,
     /// The run was stopped by Ctrl-C (SIGINT): the figures cover it up to
     /// then.
     #[serde(default)]
     pub interrupted: bool,
+    /// The per-request log (`--log`), if written.
+    #[serde(default)]
+    pub request_log: Option<String>,
+    /// Why writing the log failed (the run went on without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_log_error: Option<String>,
+    /// For the HTML report: (start s, latency ms, failed) of every request
+    /// of the log, or a sample of them; not in the JSON.
+    #[serde(skip)]
+    pub scatter: Vec<(f64, f64, bool)>,
+    /// The run's name in a comparison (its file's, made distinct); not in
+    /// the JSON.
+    #[serde(skip)]
+    pub label: String,
 }
 
 impl Summary {
@@ -287,6 +382,7 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
         s.percentiles_ms = spectrum_of(l);
         s.latency_within_stddev_pct = Some(within_stddev_pct(l));
     }
+    s.latency_histogram = histogram_of(l);
     s.latency_view = if r.total.is_some() {
         "intended"
     } else {
@@ -296,6 +392,101 @@ pub fn fill_latency(s: &mut Summary, r: &Record) {
     let corrected = r.corrected.as_ref().filter(|c| c.m.n > 0);
     s.corrected_latency_ms = corrected.map(latency_of);
     s.corrected_percentiles_ms = corrected.map(spectrum_of).unwrap_or_default();
+}
+
+/// The per-URL breakdown from the merged record (none for a single
+/// request).
+pub fn urls_of(r: &Record, names: &[String]) -> Vec<UrlStats> {
+    if names.len() < 2 {
+        return Vec::new();
+    }
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let g = r.urls.0.get(i).cloned().unwrap_or_default();
+            let m = &g.lat.m;
+            let some = |v: f64| (m.n > 0).then_some(v);
+            UrlStats {
+                name: name.clone(),
+                requests: g.requests(),
+                responses: m.n,
+                errors: g.errors,
+                bytes: g.bytes,
+                mean_ms: some(ms(m.mean())),
+                stddev_ms: some(ms(m.stddev())),
+                p50_ms: some(ms(g.lat.at(50.0) as f64)),
+                p90_ms: some(ms(g.lat.at(90.0) as f64)),
+                p99_ms: some(ms(g.lat.at(99.0) as f64)),
+                max_ms: some(ms(m.max as f64)),
+            }
+        })
+        .collect()
+}
+
+/// Bins of the latency histogram.
+const HIST_BINS: usize = 40;
+
+/// The latency histogram, `HIST_BINS` bins evenly spaced on a log scale
+/// from the minimum to the maximum (one bin when they are within 1%).
+fn histogram_of(l: &Phases) -> Vec<(f64, f64, u64)> {
+    let m = &l.m;
+    if m.n == 0 {
+        return Vec::new();
+    }
+    let (lo, hi) = (m.min.max(1) as f64, m.max.max(1) as f64);
+    if hi <= lo * 1.01 {
+        return vec![(ms(m.min as f64), ms(m.max as f64), m.n)];
+    }
+    let span = (hi / lo).ln();
+    let mut counts = vec![0u64; HIST_BINS];
+    for v in l.hist.iter_recorded() {
+        // The bucket's middle value, kept in [min, max].
+        let x = (l.hist.median_equivalent(v.value_iterated_to()) as f64).clamp(lo, hi);
+        let i = ((x / lo).ln() / span * HIST_BINS as f64) as usize;
+        counts[i.min(HIST_BINS - 1)] += v.count_at_value();
+    }
+    let edge = |i: usize| ms(lo * (span * i as f64 / HIST_BINS as f64).exp());
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (edge(i), edge(i + 1), c))
+        .collect()
+}
+
+/// The per-level table from the merged record and, in the closed loop, the
+/// time spent at each level.
+pub fn levels_of(r: &Record, secs: Option<&[f64]>) -> Vec<Level> {
+    let mut out = Vec::new();
+    let n = r.levels.0.len().max(secs.map_or(0, |s| s.len()));
+    for i in 0..n {
+        let g = r.levels.0.get(i);
+        let time_s = secs.map(|s| s.get(i).copied().unwrap_or(0.0));
+        let requests = g.map_or(0, |g| g.requests());
+        // Level 0 is the time before the first client and after the last:
+        // no request starts there.
+        if requests == 0 {
+            continue;
+        }
+        let Some(g) = g else { continue };
+        let m = &g.lat.m;
+        let some = |v: f64| (m.n > 0).then_some(v);
+        out.push(Level {
+            active: i as u64,
+            time_s,
+            requests,
+            responses: m.n,
+            errors: g.errors,
+            rps: time_s.filter(|&t| t > 1e-3).map(|t| m.n as f64 / t),
+            mean_ms: some(ms(m.mean())),
+            stddev_ms: some(ms(m.stddev())),
+            p50_ms: some(ms(g.lat.at(50.0) as f64)),
+            p90_ms: some(ms(g.lat.at(90.0) as f64)),
+            p99_ms: some(ms(g.lat.at(99.0) as f64)),
+            max_ms: some(ms(m.max as f64)),
+        });
+    }
+    out
 }
 
 /// Share of the latencies within one standard deviation of the mean, %.

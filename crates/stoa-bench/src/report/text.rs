@@ -196,7 +196,89 @@ fn interpolate(sp: &[(f64, f64)], p: f64, max: f64) -> f64 {
     }
 }
 
+/// The per-level table (BENCH2's mean time against clients), printed when
+/// the clients vary over the run; the JSON always has it.
+fn levels(o: &mut String, s: &Summary) {
+    if !(s.settings.varying_clients && s.levels.len() > 1) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nPer concurrency level (requests by the clients running when each started; ms)"
+    );
+    let _ = writeln!(
+        o,
+        "{:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "clients",
+        "time s",
+        "requests",
+        "failed",
+        "req/s",
+        "mean",
+        "sd",
+        "median",
+        "p90",
+        "p99",
+        "max"
+    );
+    let f = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
+    for l in &s.levels {
+        let _ = writeln!(
+            o,
+            "{:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            l.active,
+            f(l.time_s, 2),
+            l.requests,
+            l.errors,
+            f(l.rps, 1),
+            f(l.mean_ms, 3),
+            f(l.stddev_ms, 3),
+            f(l.p50_ms, 3),
+            f(l.p90_ms, 3),
+            f(l.p99_ms, 3),
+            f(l.max_ms, 3)
+        );
+    }
+}
+
+/// The per-URL breakdown (a mix or a tree).
+fn urls(o: &mut String, s: &Summary) {
+    if s.urls.is_empty() {
+        return;
+    }
+    let w = s
+        .urls
+        .iter()
+        .map(|u| u.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(3);
+    let _ = writeln!(o, "\nPer URL (ms)");
+    let _ = writeln!(
+        o,
+        "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
+        "URL", "requests", "failed", "mean", "sd", "median", "p99", "max"
+    );
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for u in &s.urls {
+        let _ = writeln!(
+            o,
+            "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
+            u.name,
+            u.requests,
+            u.errors,
+            f(u.mean_ms),
+            f(u.stddev_ms),
+            f(u.p50_ms),
+            f(u.p99_ms),
+            f(u.max_ms)
+        );
+    }
+}
+
 fn tail(o: &mut String, s: &Summary) {
+    levels(o, s);
+    urls(o, s);
     if !s.settings.open_loop && s.responses > 0 {
         let _ = writeln!(
             o,

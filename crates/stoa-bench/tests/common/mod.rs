@@ -39,8 +39,18 @@ pub struct TestServer {
     /// The time each `/slow` response really took in the server, from the
     /// request's last byte to the response's last byte written.
     pub delays: Arc<Mutex<Vec<Duration>>>,
+    /// Every request: (path, header lines, body).
+    pub full: Arc<Mutex<Vec<FullRequest>>>,
     stop: Arc<AtomicBool>,
 }
+
+pub type FullRequest = (String, Vec<String>, Vec<u8>);
+type Shared = (
+    Arc<Mutex<Vec<String>>>,
+    Arc<Mutex<Vec<Duration>>>,
+    Arc<Mutex<Vec<(u64, String)>>>,
+    Arc<Mutex<Vec<FullRequest>>>,
+);
 
 impl TestServer {
     pub fn start() -> TestServer {
@@ -49,13 +59,15 @@ impl TestServer {
         let paths = Arc::new(Mutex::new(Vec::new()));
         let delays = Arc::new(Mutex::new(Vec::new()));
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let full = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-        let (p, s, dl, rq) = (
+        let (p, s, dl, rq, fu) = (
             paths.clone(),
             stop.clone(),
             delays.clone(),
             requests.clone(),
+            full.clone(),
         );
         thread::spawn(move || {
             for (id, conn) in listener.incoming().enumerate() {
@@ -63,14 +75,9 @@ impl TestServer {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (p, s, c, dl, rq) = (
-                    p.clone(),
-                    s.clone(),
-                    counters.clone(),
-                    dl.clone(),
-                    rq.clone(),
-                );
-                thread::spawn(move || serve(conn, id as u64, p, s, c, dl, rq));
+                let shared = (p.clone(), dl.clone(), rq.clone(), fu.clone());
+                let (s, c) = (s.clone(), counters.clone());
+                thread::spawn(move || serve(conn, id as u64, shared, s, c));
             }
         });
         TestServer {
@@ -78,6 +85,7 @@ impl TestServer {
             paths,
             requests,
             delays,
+            full,
             stop,
         }
     }
@@ -112,11 +120,9 @@ fn body(n: u64) -> Vec<u8> {
 fn serve(
     conn: TcpStream,
     id: u64,
-    paths: Arc<Mutex<Vec<String>>>,
+    (paths, delays, requests, full): Shared,
     stop: Arc<AtomicBool>,
     counters: Arc<(AtomicU64, AtomicU64)>,
-    delays: Arc<Mutex<Vec<Duration>>>,
-    requests: Arc<Mutex<Vec<(u64, String)>>>,
 ) {
     let _ = conn.set_nodelay(true);
     let Ok(mut out) = conn.try_clone() else {
@@ -136,6 +142,7 @@ fn serve(
         };
         let mut len = 0usize;
         let mut conn_hdr = String::new();
+        let mut lines = Vec::new();
         loop {
             let mut h = String::new();
             match r.read_line(&mut h) {
@@ -145,6 +152,7 @@ fn serve(
             if h == "\r\n" || h == "\n" {
                 break;
             }
+            lines.push(h.trim_end().to_string());
             if let Some((k, v)) = h.split_once(':') {
                 let k = k.trim().to_ascii_lowercase();
                 if k == "content-length" {
@@ -159,6 +167,9 @@ fn serve(
             return;
         }
         paths.lock().expect("paths lock").push(path.clone());
+        full.lock()
+            .expect("full lock")
+            .push((path.clone(), lines, discard.clone()));
         requests
             .lock()
             .expect("requests lock")
