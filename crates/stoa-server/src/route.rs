@@ -9,6 +9,7 @@ use crate::config::{Handler, Route, Runtime, Site};
 use crate::exchange::{Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi::{self, CgiConfig};
 use crate::handler::fastcgi::{self, Authz, FastCgiRoute};
+use crate::handler::proxy::{self, ProxyRoute};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
 use crate::handler::Outcome;
@@ -30,6 +31,7 @@ pub enum Pick<'r> {
     Static(&'r StaticConfig, String),
     Cgi(&'r CgiConfig, String),
     FastCgi(&'r FastCgiRoute, String),
+    Proxy(&'r ProxyRoute, String),
     /// A route with a FastCGI Authorizer (the pool's index): ask it first,
     /// then pick again with [`pick_unguarded`].
     Guarded(usize),
@@ -44,7 +46,10 @@ impl Pick<'_> {
     /// Whether [`dispatch`] answers at once (static files, the status
     /// page, errors) or hands back a future to await.
     pub fn runs_async(&self) -> bool {
-        matches!(self, Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Guarded(_))
+        matches!(
+            self,
+            Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Proxy(..) | Pick::Guarded(_)
+        )
     }
 }
 
@@ -162,9 +167,10 @@ fn pick_with<'r>(
         match step {
             Step::Done(p) => {
                 let head = match &p {
-                    Pick::Static(_, n) | Pick::Cgi(_, n) | Pick::FastCgi(_, n) => {
-                        rewritten_head(head, n, &changed)
-                    }
+                    Pick::Static(_, n)
+                    | Pick::Cgi(_, n)
+                    | Pick::FastCgi(_, n)
+                    | Pick::Proxy(_, n) => rewritten_head(head, n, &changed),
                     _ => None,
                 };
                 return (p, head);
@@ -237,6 +243,7 @@ fn route_step<'r>(
             Step::Done(Pick::Cgi(cfg, norm))
         }
         Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
+        Some(Handler::Proxy(cfg)) => Step::Done(Pick::Proxy(cfg, norm)),
         Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
         Some(Handler::Php(php)) => php_step(site, php, norm),
         Some(Handler::Deny) => Step::Done(Pick::Status(403)),
@@ -377,6 +384,9 @@ pub fn dispatch<'x>(
         Pick::FastCgi(cfg, norm) => Some(Box::pin(async move {
             let o = fastcgi::serve(cfg, norm, ex, &rt.pools, vars).await;
             follow(o, ex, rt, depth).await;
+        })),
+        Pick::Proxy(cfg, norm) => Some(Box::pin(async move {
+            proxy::serve(cfg, &norm, ex, &rt.pools).await;
         })),
         Pick::Guarded(pool) => Some(Box::pin(guarded(pool, ex, rt, depth))),
     }

@@ -11,7 +11,8 @@
 //! - `local` and `http` are leaves.
 //!
 //! Handlers also never look at how the request was framed on the wire
-//! (`.framing`, `.keep_alive`, `.expect_continue`): the exchange decides.
+//! (`head.framing`, `req().keep_alive`, `.expect_continue` of the request
+//! head): the exchange decides.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -177,8 +178,13 @@ fn handlers_never_branch_on_wire_framing() {
         let text = std::fs::read_to_string(f).expect("read source");
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
+            // The request's head, by the names handlers give it (an
+            // upstream response's framing is the proxy's to read).
             for field in [".framing", ".keep_alive", ".expect_continue"] {
-                if code.contains(field) {
+                let hit = ["head", "req()", "req", "orig"]
+                    .iter()
+                    .any(|h| code.contains(&format!("{h}{field}")));
+                if hit {
                     found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
                 }
             }

@@ -262,6 +262,8 @@ pub struct RouteConfig {
     pub static_: Option<Spanned<StaticRouteConfig>>,
     pub cgi: Option<Spanned<CgiRouteConfig>>,
     pub fastcgi: Option<Spanned<FastCgiRouteConfig>>,
+    /// A reverse proxy to an HTTP `[[pool]]`.
+    pub proxy: Option<Spanned<ProxyRouteConfig>>,
     /// A `[[pool]]` whose application is asked first (FastCGI Authorizer).
     pub authorizer: Option<Spanned<String>>,
     /// The status page.
@@ -301,6 +303,37 @@ pub struct FastCgiRouteConfig {
     pub params: std::collections::BTreeMap<String, String>,
 }
 
+/// `proxy = {...}`: a route served by an HTTP `[[pool]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyRouteConfig {
+    pub pool: String,
+    /// Remove the route's prefix from the path sent upstream (default false).
+    #[serde(default)]
+    pub strip_prefix: bool,
+    /// Send the client's Host (default true); else the upstream's address.
+    pub preserve_host: Option<bool>,
+    /// Peers (addresses or CIDR blocks) whose Forwarded / X-Forwarded-*
+    /// fields are kept and appended to; from others they are replaced.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Add `Forwarded` (RFC 7239; default true).
+    pub forwarded: Option<bool>,
+    /// Add `X-Forwarded-For/-Proto/-Host` (default true).
+    pub x_forwarded: Option<bool>,
+}
+
+/// `health = {...}` of an HTTP pool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    pub path: String,
+    pub interval: Option<Dur>,
+    pub timeout: Option<Dur>,
+    pub fails: Option<u32>,
+    pub passes: Option<u32>,
+}
+
 /// `[[pool]]`: a FastCGI application pool.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -322,6 +355,10 @@ pub struct PoolConfig {
     pub keepalive_timeout: Option<Dur>,
     /// Spawned processes run as this user (Stoa must keep root for it).
     pub user: Option<String>,
+    /// "fastcgi" (default) or "http".
+    pub protocol: Option<String>,
+    /// Active health checks (HTTP pools).
+    pub health: Option<HealthConfig>,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
 }
@@ -432,6 +469,7 @@ pub enum Handler {
     Static(Arc<StaticConfig>),
     Cgi(Arc<crate::handler::cgi::CgiConfig>),
     FastCgi(Arc<crate::handler::fastcgi::FastCgiRoute>),
+    Proxy(Arc<crate::handler::proxy::ProxyRoute>),
     Status(Arc<crate::handler::status::StatusConfig>),
     /// The PHP preset: FastCGI for scripts, static for other files.
     Php(Arc<PhpRoute>),
@@ -793,6 +831,49 @@ fn build(
             base,
         )
         .map_err(|m| err(Some(p.span()), &key, m))?;
+        let mut spec = spec;
+        match pc.protocol.as_deref() {
+            None | Some("fastcgi") => {
+                if pc.health.is_some() {
+                    return Err(err(
+                        Some(p.span()),
+                        &format!("{key}.health"),
+                        "health checks are for `protocol = \"http\"` pools".into(),
+                    ));
+                }
+            }
+            Some("http") => {
+                spec.protocol = crate::upstream::Protocol::Http;
+                if pc.capacity.is_none() {
+                    // Connections (and requests) at once per server, as
+                    // nginx's `keepalive 32`.
+                    spec.default_capacity = 32;
+                }
+                if let Some(h) = &pc.health {
+                    if !h.path.starts_with('/') {
+                        return Err(err(
+                            Some(p.span()),
+                            &format!("{key}.health.path"),
+                            "must start with '/'".into(),
+                        ));
+                    }
+                    spec.health = Some(crate::upstream::Health {
+                        path: h.path.clone(),
+                        interval: h.interval.as_ref().map_or(Duration::from_secs(2), |d| d.0),
+                        timeout: h.timeout.as_ref().map_or(Duration::from_secs(1), |d| d.0),
+                        fails: h.fails.unwrap_or(2).max(1),
+                        passes: h.passes.unwrap_or(2).max(1),
+                    });
+                }
+            }
+            Some(other) => {
+                return Err(err(
+                    Some(p.span()),
+                    &format!("{key}.protocol"),
+                    format!("`{other}`: use \"fastcgi\" or \"http\""),
+                ))
+            }
+        }
         pool_specs.push(spec);
     }
     let mut site_cfgs = fc.site;
@@ -888,11 +969,31 @@ fn build(
             .as_ref()
             .map(|r| r.canonicalize().unwrap_or(r.clone()).display().to_string())
             .unwrap_or_default();
-        let pool_index = |name: &str, span: std::ops::Range<usize>, k: &str| {
-            pool_specs
+        let pool_of = |name: &str,
+                       span: std::ops::Range<usize>,
+                       k: &str,
+                       want: crate::upstream::Protocol| {
+            let i = pool_specs
                 .iter()
                 .position(|p| p.name == name)
-                .ok_or_else(|| err(Some(span), k, format!("no [[pool]] named `{name}`")))
+                .ok_or_else(|| err(Some(span.clone()), k, format!("no [[pool]] named `{name}`")))?;
+            if pool_specs[i].protocol != want {
+                return Err(err(
+                    Some(span),
+                    k,
+                    format!(
+                        "pool `{name}` speaks {}",
+                        match pool_specs[i].protocol {
+                            crate::upstream::Protocol::Http => "HTTP: use `proxy`",
+                            crate::upstream::Protocol::FastCgi => "FastCGI: use `fastcgi` or `php`",
+                        }
+                    ),
+                ));
+            }
+            Ok(i)
+        };
+        let pool_index = |name: &str, span: std::ops::Range<usize>, k: &str| {
+            pool_of(name, span, k, crate::upstream::Protocol::FastCgi)
         };
         let mut routes = Vec::new();
         for (j, rc) in sc.route.iter().enumerate() {
@@ -925,13 +1026,14 @@ fn build(
             let handlers = usize::from(rc.static_.is_some())
                 + usize::from(rc.cgi.is_some())
                 + usize::from(rc.fastcgi.is_some())
+                + usize::from(rc.proxy.is_some())
                 + usize::from(rc.status.is_some())
                 + usize::from(rc.php.is_some())
                 + usize::from(rc.alias.is_some())
                 + usize::from(rc.deny);
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `php`, `status` or `deny`)"
+                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `proxy`, `php`, `status` or `deny`)"
                 } else {
                     "one handler per route"
                 };
@@ -963,6 +1065,45 @@ fn build(
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
+                    buffering: rc.request_buffering.unwrap_or(true),
+                }))
+            } else if let Some(px) = &rc.proxy {
+                let f = px.get_ref();
+                let idx = pool_of(
+                    &f.pool,
+                    px.span(),
+                    &format!("{rkey}.proxy.pool"),
+                    crate::upstream::Protocol::Http,
+                )?;
+                let trusted = stoa_h1::proxy::TrustedProxies::parse(
+                    f.trusted_proxies.iter().map(String::as_str),
+                )
+                .map_err(|e| {
+                    err(
+                        Some(px.span()),
+                        &format!("{rkey}.proxy.trusted_proxies"),
+                        e.to_string(),
+                    )
+                })?;
+                let strip_prefix = match (&rc.prefix, f.strip_prefix) {
+                    (Some(p), true) => Some(p.trim_end_matches('/').to_owned()),
+                    (None, true) => {
+                        return Err(err(
+                            Some(px.span()),
+                            &format!("{rkey}.proxy.strip_prefix"),
+                            "needs a `prefix` route".into(),
+                        ))
+                    }
+                    (_, false) => None,
+                };
+                Handler::Proxy(Arc::new(crate::handler::proxy::ProxyRoute {
+                    pool: idx,
+                    pool_name: f.pool.clone(),
+                    strip_prefix,
+                    preserve_host: f.preserve_host.unwrap_or(true),
+                    trusted,
+                    forwarded: f.forwarded.unwrap_or(true),
+                    x_forwarded: f.x_forwarded.unwrap_or(true),
                     buffering: rc.request_buffering.unwrap_or(true),
                 }))
             } else if let Some(ph) = &rc.php {

@@ -5,8 +5,11 @@
 //! affinity), the stash of kept-alive connections and its idle expiry.
 //! It imports nothing above it: no exchange, gateway, handler or config.
 
+pub mod health;
 pub mod pool;
 pub mod stream;
 
-pub use pool::{Affinity, Lease, NoProcess, Pool, PoolKind, PoolSpec, ProcState, Target};
+pub use pool::{
+    Affinity, Health, Lease, NoProcess, Pool, PoolKind, PoolSpec, ProcState, Protocol, Target,
+};
 pub use stream::AppStream;

@@ -90,6 +90,30 @@ pub struct PoolSpec {
     /// closed: to a process-per-connection server (php-fpm) a parked
     /// connection pins a whole child that its other clients then lack.
     pub keepalive_timeout: Duration,
+    /// What its processes speak (the upstream layer only records it: each
+    /// protocol's handler speaks it).
+    pub protocol: Protocol,
+    /// Active health checks (HTTP pools).
+    pub health: Option<Health>,
+}
+
+/// What a pool's processes speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    FastCgi,
+    Http,
+}
+
+/// `health = {...}`: an HTTP GET of `path` every `interval`; `fails`
+/// failures in a row take a process out of rotation, `passes` successes
+/// put it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub fails: u32,
+    pub passes: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +182,8 @@ pub struct Proc {
     /// Requests sent again on a fresh connection after a kept-alive one
     /// failed before any response byte (the keep-alive race).
     pub retries: AtomicU64,
+    /// Active health checks pass (always true without them).
+    healthy: AtomicBool,
     pub pid: AtomicI32,
     /// Connections kept alive (FCGI_KEEP_CONN), not registered with any
     /// worker's event loop while they wait here.
@@ -185,6 +211,9 @@ pub struct IdleConn {
     /// that carried a body the application may have left unread): whoever
     /// takes it checks it first.
     pub suspect: bool,
+    /// How long it may stay parked when that is shorter than the pool's
+    /// `keepalive_timeout` (an HTTP upstream's `Keep-Alive: timeout=N`).
+    pub ttl: Option<Duration>,
     /// When it was parked (the pool's clock, ms).
     since: u64,
 }
@@ -195,6 +224,7 @@ impl IdleConn {
             stream,
             owner,
             suspect: false,
+            ttl: None,
             since: 0,
         }
     }
@@ -218,6 +248,7 @@ impl Proc {
             served_total: AtomicU64::new(0),
             restarts: AtomicU32::new(0),
             retries: AtomicU64::new(0),
+            healthy: AtomicBool::new(true),
             pid: AtomicI32::new(0),
             idle: Mutex::new(Vec::new()),
             retire: Notify::new(),
@@ -257,7 +288,7 @@ impl Proc {
 
     /// Claims one request slot if the process is running and has room.
     fn try_claim(&self) -> bool {
-        if self.state() != ProcState::Running {
+        if self.state() != ProcState::Running || !self.is_healthy() {
             return false;
         }
         let cap = self.capacity();
@@ -276,6 +307,10 @@ impl Proc {
 
     /// Forgets what an earlier process in this slot said.
     fn reset_values(&self, spec: &PoolSpec) {
+        if spec.protocol == Protocol::Http {
+            self.speaks_http(spec);
+            return;
+        }
         self.values_asked.store(false, Ordering::Relaxed);
         self.learned.store(false, Ordering::Relaxed);
         self.keepalive.store(false, Ordering::Relaxed);
@@ -283,6 +318,30 @@ impl Proc {
         // One request at a time until the new process says more (or what
         // the operator stated).
         self.set_capacity(spec.stated_capacity.unwrap_or(1));
+    }
+
+    /// Whether active health checks (if any) pass.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Health checks changed their verdict; one taken out loses its parked
+    /// connections.
+    pub fn set_healthy(&self, ok: bool) {
+        if self.healthy.swap(ok, Ordering::Relaxed) != ok && !ok {
+            self.drop_idle();
+        }
+    }
+
+    /// An HTTP server says nothing of its concurrency: the operator's
+    /// `capacity` (or the pool default) caps requests (and connections)
+    /// at once, and connections are kept alive from the start.
+    fn speaks_http(&self, spec: &PoolSpec) {
+        self.values_asked.store(true, Ordering::Relaxed);
+        self.learned.store(true, Ordering::Relaxed);
+        self.mpx.store(false, Ordering::Relaxed);
+        self.set_capacity(spec.stated_capacity.unwrap_or(spec.default_capacity));
+        self.keepalive.store(true, Ordering::Relaxed);
     }
 
     /// Sizes the process's concurrency to what it said. Without
@@ -379,11 +438,22 @@ impl Proc {
 
     /// Closes connections parked since before `cutoff` (oldest first in
     /// the stash, since reuse takes from the end).
-    fn expire_idle(&self, cutoff: u64) {
+    fn expire_idle(&self, cutoff: u64, now: u64) {
         let old: Vec<IdleConn> = match self.idle.lock() {
             Ok(mut v) => {
                 let n = v.iter().take_while(|c| c.since < cutoff).count();
-                v.drain(..n).collect()
+                let mut old: Vec<IdleConn> = v.drain(..n).collect();
+                // Those with a shorter life of their own, anywhere.
+                let mut i = 0;
+                while i < v.len() {
+                    let c = &v[i];
+                    if c.ttl.is_some_and(|t| c.since + t.as_millis() as u64 <= now) {
+                        old.push(v.remove(i));
+                    } else {
+                        i += 1;
+                    }
+                }
+                old
             }
             Err(_) => return,
         };
@@ -525,7 +595,7 @@ pub struct Pool {
     tickets: AtomicU64,
     waiting: AtomicUsize,
     rr: AtomicUsize,
-    stopping: AtomicBool,
+    pub(super) stopping: AtomicBool,
     epoch: Instant,
     /// Listening sockets of spawned slots (fd 0 of their processes).
     listeners: Mutex<Vec<Option<OwnedFd>>>,
@@ -540,7 +610,11 @@ impl Pool {
                     let dir = rundir.clone().unwrap_or_default();
                     let sock = dir.join(format!("{}-{i}.sock", spec.name));
                     let cap = spec.stated_capacity.unwrap_or(spec.default_capacity);
-                    Arc::new(Proc::new(i, Target::Unix(sock), cap))
+                    let p = Proc::new(i, Target::Unix(sock), cap);
+                    if spec.protocol == Protocol::Http {
+                        p.speaks_http(&spec);
+                    }
+                    Arc::new(p)
                 })
                 .collect(),
             PoolKind::Remote { addresses } => addresses
@@ -550,6 +624,9 @@ impl Pool {
                     // One request at a time until the server says (or fails
                     // to say) how many it takes.
                     let p = Proc::new(i, t.clone(), spec.stated_capacity.unwrap_or(1));
+                    if spec.protocol == Protocol::Http {
+                        p.speaks_http(&spec);
+                    }
                     p.set_state(ProcState::Running);
                     Arc::new(p)
                 })
@@ -768,6 +845,9 @@ fn score(key: &[u8], index: usize) -> u64 {
 /// Spawns and supervises a pool's processes until it is stopped.
 pub fn start(pool: &Arc<Pool>) {
     tokio::task::spawn_local(expire_idle(pool.clone()));
+    if pool.spec.health.is_some() {
+        tokio::task::spawn_local(super::health::watch(pool.clone()));
+    }
     let PoolKind::Spawn { min, .. } = &pool.spec.kind else {
         return;
     };
@@ -789,9 +869,10 @@ async fn expire_idle(pool: Arc<Pool>) {
         if pool.stopping.load(Ordering::Acquire) {
             return;
         }
-        let cutoff = pool.clock().saturating_sub(timeout.as_millis() as u64);
+        let now = pool.clock();
+        let cutoff = now.saturating_sub(timeout.as_millis() as u64);
         for p in &pool.procs {
-            p.expire_idle(cutoff);
+            p.expire_idle(cutoff, now);
         }
     }
 }
@@ -1222,6 +1303,8 @@ pub fn spec(
         default_capacity: if remote { 16 } else { 1 },
         stated_capacity: capacity,
         keepalive_timeout: keepalive_timeout.unwrap_or(Duration::from_secs(2)),
+        protocol: Protocol::FastCgi,
+        health: None,
     })
 }
 

@@ -74,6 +74,14 @@ impl AppStream {
         IdleConn::new(self, worker_index())
     }
 
+    /// The socket's pending error (SO_ERROR), taking it.
+    pub fn take_error(&self) -> Option<io::Error> {
+        match self {
+            AppStream::Unix(s) => s.take_error().ok().flatten(),
+            AppStream::Tcp(s) => s.take_error().ok().flatten(),
+        }
+    }
+
     /// Whether a parked connection still looks usable: the application has
     /// neither closed it nor sent anything (an idle FastCGI connection has
     /// nothing to say). One `recv(MSG_PEEK)`.

@@ -1,0 +1,566 @@
+//! The reverse proxy: a request goes to an HTTP/1.1 application server of a
+//! pool (`protocol = "http"`) over a kept-alive connection from the
+//! upstream layer's stash; the head is rewritten by the sans-IO
+//! `stoa_h1::proxy` (hop-by-hop fields, `Forwarded`, `X-Forwarded-*`), and
+//! the response comes back through the exchange with backpressure.
+//!
+//! The keep-alive race (the application closes an idle connection just as
+//! a request goes out on it) costs no request: a connection reused for a
+//! request that could not be sent again is peeked first, and a request
+//! that fails on a reused connection before any response byte goes again
+//! on a fresh one — any method when the upstream reset the connection (it
+//! closed without reading the request), an idempotent one (or one with
+//! `Idempotency-Key`) when it closed cleanly. Never once a response byte
+//! reached the client.
+
+use super::Outcome;
+use crate::exchange::Exchange;
+use crate::gateway::{self, Input};
+use crate::upstream::{AppStream, Lease, NoProcess, Pool};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use stoa_h1::body::BodyDecoder;
+use stoa_h1::proxy::{
+    inspect_response, write_request_head, write_response_headers, ClientRequest, ForwardOptions,
+    KeepAlive, Node, RedirectRule, ResponseKind, ResponseOptions, SentRequest, TrustedProxies,
+    UpstreamBody,
+};
+use stoa_h1::response::ResponseHead;
+use stoa_h1::{Framing, Method, Version};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::timeout;
+
+/// Largest response head accepted from an upstream.
+const MAX_HEAD: usize = 64 * 1024;
+/// Read size from the upstream; also bounds what a slow client makes Stoa
+/// hold per request (the next read waits for the client).
+const READ_CHUNK: usize = 64 * 1024;
+/// Connecting gives up after this.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A `proxy = {...}` route, validated.
+#[derive(Debug)]
+pub struct ProxyRoute {
+    /// Index into the running pools.
+    pub pool: usize,
+    pub pool_name: String,
+    /// Remove this prefix (the route's) from the path sent upstream.
+    pub strip_prefix: Option<String>,
+    /// Send the client's Host (else the upstream's address).
+    pub preserve_host: bool,
+    /// Peers whose `Forwarded` / `X-Forwarded-*` fields are kept (and
+    /// appended to); from anyone else they are replaced.
+    pub trusted: TrustedProxies,
+    pub forwarded: bool,
+    pub x_forwarded: bool,
+    /// Read the request body before a connection is taken (default true):
+    /// a slow client then holds no upstream connection, and any request
+    /// can be sent again after the keep-alive race.
+    pub buffering: bool,
+}
+
+/// Serves a request from an HTTP pool.
+/// `norm` is the path routing matched, decoded and normalized.
+pub async fn serve(
+    route: &ProxyRoute,
+    norm: &str,
+    ex: &mut Exchange<'_>,
+    pools: &[Arc<Pool>],
+) -> Outcome {
+    let Some(pool) = pools.get(route.pool).cloned() else {
+        tracing::error!("proxy: pool {} is not running", route.pool_name);
+        gateway::simple(ex, 503, &[]);
+        return Outcome::Done;
+    };
+    let Some(mut input) = gateway::read_input(ex, route.buffering).await else {
+        return Outcome::Done;
+    };
+    let head = ex.req();
+    // The path routing matched (decoded and normalized), encoded again: an
+    // upstream never sees `/app/../admin` that the route table saw as
+    // `/admin` (path confusion between proxy and application).
+    let mut target = crate::http::path::encode(norm).into_bytes();
+    if let Some(p) = &route.strip_prefix {
+        if let Some(rest) = stoa_h1::proxy::strip_prefix(&target, p.as_bytes()) {
+            target = rest.to_vec();
+        }
+    }
+    if let Some(q) = head.query() {
+        target.push(b'?');
+        target.extend_from_slice(q);
+    }
+    let key = gateway::affinity_key(&pool.spec.affinity, ex);
+    let idempotent = head.method.is_idempotent() || head.header("idempotency-key").is_some();
+    let mut skip = None;
+    let mut stale_left = 2u8;
+    let mut tries = pool.procs.len().clamp(2, 4);
+    while tries > 0 {
+        tries -= 1;
+        let lease = match pool.lease(key.as_deref(), skip).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(
+                    "proxy pool {}: {}; 503",
+                    pool.spec.name,
+                    if e == NoProcess::QueueFull {
+                        "queue full"
+                    } else {
+                        "no server free in time"
+                    }
+                );
+                gateway::simple(ex, 503, &[("Retry-After", b"1")]);
+                return Outcome::Done;
+            }
+        };
+        // A parked connection the upstream closed meanwhile fails before
+        // any response byte; one for a request that could not go again is
+        // checked first (one recv(MSG_PEEK)).
+        let parked = std::iter::from_fn(|| lease.proc.take_idle())
+            .filter_map(|c| AppStream::from_idle(c).ok())
+            .find(|s| idempotent || s.looks_open());
+        let reused = parked.is_some();
+        let mut app = match parked {
+            Some(s) => s,
+            None => match AppStream::connect(&lease.proc.target, CONNECT_TIMEOUT).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(
+                        "proxy pool {}: server #{}: connect: {e}",
+                        pool.spec.name,
+                        lease.proc.index
+                    );
+                    lease.failed();
+                    if pool.procs.len() < 2 {
+                        break;
+                    }
+                    skip = Some(lease.proc.index);
+                    continue;
+                }
+            },
+        };
+        let proc = lease.proc.clone();
+        match exchange(ex, route, &pool, &lease, &mut app, &target, &mut input).await {
+            Done::Sent { reuse } => {
+                if let Some(ttl) = reuse {
+                    let mut idle = app.into_idle();
+                    idle.ttl = ttl;
+                    lease.park(idle);
+                }
+                return Outcome::Done;
+            }
+            Done::Failed => return Outcome::Done,
+            Done::Stale { reset } => {
+                // The keep-alive race. Nothing reached the client. A reset
+                // means the upstream closed with the request unread, so
+                // any method may go again; a clean close might have
+                // followed a crash mid-request, so only an idempotent one.
+                let again = reused
+                    && stale_left > 0
+                    && (idempotent || reset)
+                    && input.replayable()
+                    && input.rewind();
+                if !again {
+                    tracing::error!(
+                        "proxy pool {}: server #{}: connection closed before a response ({}{})",
+                        pool.spec.name,
+                        proc.index,
+                        head.method.as_str(),
+                        if reused {
+                            " not sent again"
+                        } else {
+                            ", a new connection"
+                        }
+                    );
+                    gateway::fail_now(ex, 502).await;
+                    return Outcome::Done;
+                }
+                tracing::info!(
+                    "proxy pool {}: server #{}: kept-alive connection closed before a response; retrying on a new one",
+                    pool.spec.name,
+                    proc.index
+                );
+                stale_left -= 1;
+                proc.retried();
+                tries = tries.max(1);
+            }
+        }
+    }
+    gateway::simple(ex, 502, &[]);
+    Outcome::Done
+}
+
+/// How one try ended.
+enum Done {
+    /// A response went to the client; `Some(ttl)`: the connection may
+    /// carry another request (for at most `ttl` when the upstream said).
+    Sent { reuse: Option<Option<Duration>> },
+    /// Answered with an error or aborted; the connection is dropped.
+    Failed,
+    /// The connection closed (reset: `reset`) before any response byte;
+    /// nothing went to the client.
+    Stale { reset: bool },
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+/// Sends the request on `app` and passes the response to the client.
+#[allow(clippy::too_many_arguments)]
+async fn exchange(
+    ex: &mut Exchange<'_>,
+    route: &ProxyRoute,
+    pool: &Pool,
+    lease: &Lease,
+    app: &mut AppStream,
+    target: &[u8],
+    input: &mut Input,
+) -> Done {
+    let head = ex.req();
+    let limit = pool.spec.timeout;
+    let peer = ex.peer();
+    let local = ex.local_addr();
+    let upstream_host = upstream_host(&lease.proc.target);
+    let body = match input {
+        Input::None => UpstreamBody::None,
+        _ => UpstreamBody::Length(input.content_length().unwrap_or(0)),
+    };
+    let mut w = Vec::with_capacity(1024);
+    let req = ClientRequest {
+        method: head.method.as_str(),
+        target,
+        version: head.version,
+        headers: head.headers(),
+        host: head.host(),
+        peer,
+        scheme: ex.scheme(),
+        expect_continue: false,
+        upgrade: None,
+    };
+    let opts = ForwardOptions {
+        version: Version::Http11,
+        upstream_host: upstream_host.as_bytes(),
+        preserve_host: route.preserve_host,
+        trusted: &route.trusted,
+        forwarded: route.forwarded,
+        x_forwarded: route.x_forwarded,
+        for_node: Some(Node::Ip(peer.ip())),
+        by: local.map(|a| Node::Ip(a.ip())),
+        via: None,
+        keep_alive: true,
+    };
+    if let Err(e) = write_request_head(&mut w, &req, &opts, body) {
+        tracing::warn!(
+            "proxy pool {}: request not forwarded: {e:?}",
+            pool.spec.name
+        );
+        gateway::simple(ex, e.status(), &[]);
+        return Done::Failed;
+    }
+    // The head and a body in memory leave in one write.
+    if let Input::Memory(b) = input {
+        w.extend_from_slice(b);
+    }
+    let mut sent_all = true;
+    match timeout(limit, app.write_all(&w)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            // Nothing of the request is known to have arrived.
+            return Done::Stale {
+                reset: is_reset(&e),
+            };
+        }
+        Err(_) => {
+            tracing::error!(
+                "proxy pool {}: sending the request timed out",
+                pool.spec.name
+            );
+            gateway::fail_now(ex, 504).await;
+            return Done::Failed;
+        }
+    }
+    match input {
+        Input::File(f, _) => {
+            let mut chunk = vec![0u8; READ_CHUNK];
+            loop {
+                let n = match std::io::Read::read(f, &mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::error!("proxy: request body spool: {e}");
+                        gateway::fail_now(ex, 500).await;
+                        return Done::Failed;
+                    }
+                };
+                if !matches!(timeout(limit, app.write_all(&chunk[..n])).await, Ok(Ok(()))) {
+                    // An upstream that answers early (413) stops reading:
+                    // its answer may still be there.
+                    sent_all = false;
+                    break;
+                }
+            }
+        }
+        Input::Stream(_) => {
+            let mut piece = Vec::with_capacity(READ_CHUNK);
+            loop {
+                piece.clear();
+                match ex.read_body(&mut piece).await {
+                    Ok(more) => {
+                        if !piece.is_empty()
+                            && !matches!(timeout(limit, app.write_all(&piece)).await, Ok(Ok(())))
+                        {
+                            sent_all = false;
+                            break;
+                        }
+                        if !more {
+                            break;
+                        }
+                    }
+                    Err(_) => {
+                        // The client's body broke off: the upstream got a
+                        // short request, which it will take as an error.
+                        ex.close();
+                        return Done::Failed;
+                    }
+                }
+            }
+        }
+        Input::None | Input::Memory(_) => {}
+    }
+
+    // The response head (1xx interim responses are dropped).
+    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut rh = ResponseHead::default();
+    let sent = SentRequest {
+        head: head.method == Method::Head,
+        upgrade: false,
+        client_expects_continue: false,
+        client_version: head.version,
+    };
+    let info = loop {
+        let n = match rh.parse(&rbuf, MAX_HEAD) {
+            Ok(Some(n)) => n,
+            Ok(None) => match read_more(app, &mut rbuf, limit, ex).await {
+                Read::Data => continue,
+                Read::Eof if rbuf.is_empty() => {
+                    return Done::Stale {
+                        reset: refused_unread(app).await,
+                    }
+                }
+                Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
+                Read::Eof | Read::Reset => {
+                    tracing::error!(
+                        "proxy pool {}: connection closed in the response head",
+                        pool.spec.name
+                    );
+                    gateway::fail_now(ex, 502).await;
+                    return Done::Failed;
+                }
+                Read::Timeout => {
+                    tracing::error!(
+                        "proxy pool {}: server #{}: no response within {limit:?}",
+                        pool.spec.name,
+                        lease.proc.index
+                    );
+                    gateway::fail_now(ex, 504).await;
+                    return Done::Failed;
+                }
+                Read::ClientGone => {
+                    ex.close();
+                    return Done::Failed;
+                }
+            },
+            Err(e) => {
+                tracing::error!("proxy pool {}: bad response head: {e:?}", pool.spec.name);
+                gateway::fail_now(ex, 502).await;
+                return Done::Failed;
+            }
+        };
+        match inspect_response(&rh, &sent) {
+            Ok(i) if matches!(i.kind, ResponseKind::Interim { .. }) => {
+                rbuf.drain(..n);
+            }
+            Ok(i) if i.kind == ResponseKind::Final => {
+                rbuf.drain(..n);
+                break i;
+            }
+            Ok(_) | Err(_) => {
+                tracing::error!("proxy pool {}: response not passed on", pool.spec.name);
+                gateway::fail_now(ex, 502).await;
+                return Done::Failed;
+            }
+        }
+    };
+
+    // The client's head.
+    let status = rh.status;
+    let client_host = head.host().unwrap_or(b"");
+    let strip = route.strip_prefix.as_deref().unwrap_or("");
+    let rule = RedirectRule {
+        upstream_host: upstream_host.as_bytes(),
+        upstream_prefix: b"",
+        client_scheme: ex.scheme(),
+        client_host,
+        client_prefix: strip.trim_end_matches('/').as_bytes(),
+    };
+    let bodyless = stoa_h1::response::bodyless(ex.is_head(), status);
+    let mut fields = Vec::with_capacity(512);
+    let ropts = ResponseOptions {
+        redirect: (!route.preserve_host || !strip.is_empty()).then_some(&rule),
+        via: None,
+        keep_content_length: ex.is_head() || status == 304,
+        drop: &["server", "date"],
+    };
+    if write_response_headers(&mut fields, &rh, &ropts).is_err() {
+        tracing::error!(
+            "proxy pool {}: a response field cannot be passed on",
+            pool.spec.name
+        );
+        gateway::fail_now(ex, 502).await;
+        return Done::Failed;
+    }
+    if !sent_all || !ex.body_done() {
+        // The upstream answered before taking the whole body: this
+        // connection's stream cannot be trusted for the next request.
+        ex.close();
+    }
+    ex.start(status);
+    ex.raw_headers(&fields);
+    let framing = info.framing;
+    if bodyless {
+        ex.end_head(None);
+    } else if let Framing::Length(n) = framing {
+        ex.end_head(Some(n));
+    } else {
+        ex.end_head_stream();
+    }
+    // The body, a piece at a time: each is flushed to the client before
+    // the next is read (a slow client holds at most READ_CHUNK here).
+    let mut dec = BodyDecoder::new(if bodyless { Framing::None } else { framing });
+    loop {
+        let mut consumed = 0;
+        while !dec.is_done() {
+            match dec.decode(&rbuf[consumed..]) {
+                Ok((0, _)) => break,
+                Ok((n, data)) => {
+                    ex.write(data);
+                    consumed += n;
+                }
+                Err(_) => {
+                    tracing::error!("proxy pool {}: bad response body framing", pool.spec.name);
+                    ex.close();
+                    return Done::Failed;
+                }
+            }
+        }
+        rbuf.drain(..consumed);
+        if dec.is_done() {
+            break;
+        }
+        if !ex.flush().await {
+            ex.close();
+            return Done::Failed;
+        }
+        match read_more(app, &mut rbuf, limit, ex).await {
+            Read::Data => {}
+            Read::Eof if dec.eof() => break,
+            Read::Eof | Read::Reset => {
+                // Cut short: no last chunk, so the client sees the
+                // truncation instead of taking it for a whole body.
+                tracing::error!(
+                    "proxy pool {}: connection lost mid-response",
+                    pool.spec.name
+                );
+                ex.close();
+                return Done::Failed;
+            }
+            Read::Timeout => {
+                tracing::error!("proxy pool {}: no output for {limit:?}", pool.spec.name);
+                ex.close();
+                return Done::Failed;
+            }
+            Read::ClientGone => {
+                ex.close();
+                return Done::Failed;
+            }
+        }
+    }
+    ex.finish();
+    let reusable = info.reusable(sent_all, true, rbuf.len());
+    Done::Sent {
+        reuse: reusable.then(|| ttl(pool.spec.keepalive_timeout, &info.keep_alive_params)),
+    }
+}
+
+/// After a clean close with no response: whether the upstream also reset
+/// the connection, which it does when our request reached a socket it had
+/// already closed (its FIN was in flight as the request went out: the
+/// keep-alive race), so the request was never read. The FIN is read
+/// first (a read after it returns 0), so the reset shows only in
+/// SO_ERROR, and on a network it comes a round trip after the FIN: a few
+/// short looks, only on this rare path.
+async fn refused_unread(app: &AppStream) -> bool {
+    for _ in 0..10 {
+        if let Some(e) = app.take_error() {
+            return is_reset(&e);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    false
+}
+
+/// How long a connection may stay parked: the pool's own limit, shorter
+/// when the upstream said it keeps idle connections less long.
+fn ttl(own: Duration, ka: &KeepAlive) -> Option<Duration> {
+    let t = stoa_h1::proxy::idle_timeout(own, ka);
+    (t < own).then_some(t)
+}
+
+/// The upstream's authority for Host (when the client's is not kept) and
+/// for recognising its own redirects.
+fn upstream_host(t: &crate::upstream::Target) -> String {
+    match t {
+        crate::upstream::Target::Tcp(SocketAddr::V4(a)) => a.to_string(),
+        crate::upstream::Target::Tcp(SocketAddr::V6(a)) => a.to_string(),
+        crate::upstream::Target::Unix(_) => "localhost".to_owned(),
+    }
+}
+
+enum Read {
+    Data,
+    Eof,
+    Reset,
+    Timeout,
+    ClientGone,
+}
+
+/// Reads more from the upstream, watching for the client leaving.
+async fn read_more(
+    app: &mut AppStream,
+    rbuf: &mut Vec<u8>,
+    limit: Duration,
+    ex: &mut Exchange<'_>,
+) -> Read {
+    if rbuf.capacity() - rbuf.len() < 4096 {
+        rbuf.reserve(READ_CHUNK);
+    }
+    let watch = ex.can_watch();
+    tokio::select! {
+        biased;
+        r = timeout(limit, app.read_buf(rbuf)) => match r {
+            Ok(Ok(0)) => Read::Eof,
+            Ok(Ok(_)) => Read::Data,
+            Ok(Err(e)) if is_reset(&e) => Read::Reset,
+            Ok(Err(_)) => Read::Eof,
+            Err(_) => Read::Timeout,
+        },
+        gone = ex.client_gone(), if watch => if gone { Read::ClientGone } else { Read::Data },
+    }
+}
