@@ -323,3 +323,122 @@ fn issue_12_a_route_naming_a_pool_of_the_other_protocol_is_refused() {
         "{err}"
     );
 }
+
+/// A WebSocket through the proxy (RFC 6455 §4, RFC 9110 §7.8 Upgrade): the
+/// 101 comes back with its Upgrade and Connection fields, then frames
+/// cross both ways (the server speaks first, then 5 echoes of 70 kB, after
+/// an idle second) until the client closes.
+#[test]
+fn rfc_9110_7_8_a_websocket_upgrade_is_tunnelled_both_ways() {
+    require("python3", "python3");
+    let ws = peers_dir().join("ws_echo.py");
+    let mut server = Command::new("python3")
+        .arg(&ws)
+        .args(["serve", "--port", "0", "--hello", "hi"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ws_echo.py");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its first line");
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("ws_echo.py said {line:?}"));
+    let dir = TempDir::new("proxy-ws");
+    let s = stoa(&dir, &http_pool(&[addr], ""), ", tunnel_timeout = \"5s\"");
+    let out = Command::new("python3")
+        .arg(&ws)
+        .args(["client", &s.addr.to_string(), "--path", "/app/ws"])
+        .args(["--count", "5", "--size", "70000", "--hello", "--idle", "1"])
+        .output()
+        .expect("run the client");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        s.stderr()
+    );
+}
+
+/// A server that dies under load (its sockets reset) costs no idempotent
+/// request: each goes again on the other server, and the dead one is left
+/// out of rotation meanwhile (issue 12: "only in-flight non-idempotent
+/// requests may fail").
+#[test]
+fn issue_12_a_server_killed_under_load_fails_no_idempotent_request() {
+    let dying = Backend::start(&["--name", "dying", "--die-after", "7"]);
+    let other = Backend::start(&["--name", "other"]);
+    let dir = TempDir::new("proxy-die");
+    let s = stoa(
+        &dir,
+        &http_pool(&[dying.addr, other.addr], "balance = \"round-robin\""),
+        "",
+    );
+    let statuses: Vec<u16> = (0..40)
+        .map(|i| s.get(&format!("/app/r{i}")).status)
+        .collect();
+    assert!(
+        statuses.iter().all(|&st| st == 200),
+        "{statuses:?}\n{}",
+        s.stderr()
+    );
+    // The death was met (and the request went again), not missed.
+    let log = s.stderr();
+    assert!(
+        log.contains("retrying on a new one") || log.contains("trying another server"),
+        "{log}"
+    );
+}
+
+/// A large response to a client that stops reading: Stoa holds a bounded
+/// amount of it (one read from the upstream, and the sockets' buffers),
+/// not the response (issue 12: "a slow client never makes Stoa hold a
+/// large response").
+#[test]
+fn issue_12_a_client_that_stops_reading_makes_stoa_hold_little() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-slow");
+    let s = stoa(&dir, &http_pool(&[b.addr], ""), ", strip_prefix = true");
+    let rss = |pid: i32| -> u64 {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        st.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .expect("VmRSS")
+    };
+    let before = rss(s.pid());
+    let mut c = s.connect();
+    c.set_recv_buffer(64 * 1024);
+    c.send(b"GET /app/big?size=268435456 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let head = c.read_head();
+    assert_eq!(head.status, 200, "{}", s.stderr());
+    // Not reading: the upstream keeps sending for a while, Stoa must not
+    // buffer what the client does not take.
+    std::thread::sleep(Duration::from_secs(2));
+    let during = rss(s.pid());
+    assert!(
+        during < before + 16 * 1024,
+        "RSS grew from {before} kB to {during} kB while the client did not read"
+    );
+    // And the response is intact when the client reads it after all.
+    let mut total = c.take_pending().len() as u64;
+    let mut buf = vec![0u8; 1 << 20];
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    loop {
+        match c.stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => total += n as u64,
+            Err(e) => panic!("reading the body: {e}"),
+        }
+    }
+    assert_eq!(total, 268_435_456);
+}

@@ -321,6 +321,9 @@ pub struct ProxyRouteConfig {
     pub forwarded: Option<bool>,
     /// Add `X-Forwarded-For/-Proto/-Host` (default true).
     pub x_forwarded: Option<bool>,
+    /// An upgraded (WebSocket) connection closes after this long idle
+    /// (default 1 h).
+    pub tunnel_timeout: Option<Dur>,
 }
 
 /// `health = {...}` of an HTTP pool.
@@ -1105,6 +1108,10 @@ fn build(
                     forwarded: f.forwarded.unwrap_or(true),
                     x_forwarded: f.x_forwarded.unwrap_or(true),
                     buffering: rc.request_buffering.unwrap_or(true),
+                    tunnel_timeout: f
+                        .tunnel_timeout
+                        .as_ref()
+                        .map_or(Duration::from_secs(3600), |d| d.0),
                 }))
             } else if let Some(ph) = &rc.php {
                 let f = ph.get_ref();

@@ -448,6 +448,54 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// After a `101 Switching Protocols` written with [`Exchange::raw`]:
+    /// copies bytes both ways between the client and `other` until either
+    /// side closes or neither sends for `idle` (HTTP/1 only: an HTTP/2
+    /// stream or a subrequest has no connection to give away, and says
+    /// false at once). The connection closes afterwards.
+    pub async fn tunnel<S>(&mut self, other: &mut S, idle: std::time::Duration) -> bool
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.keep = false;
+        let Side::H1(io) = &mut self.side else {
+            return false;
+        };
+        if !io.flush(self.limits.send_timeout).await {
+            return false;
+        }
+        // What the client sent after its request head (a first frame).
+        if io.start < io.rbuf.len() {
+            if other.write_all(&io.rbuf[io.start..]).await.is_err() {
+                return false;
+            }
+            io.start = io.rbuf.len();
+        }
+        let mut up = vec![0u8; 16 * 1024];
+        let mut down = vec![0u8; 16 * 1024];
+        loop {
+            let step = tokio::select! {
+                r = io.stream.read(&mut up) => match r {
+                    Ok(n) if n > 0 => other.write_all(&up[..n]).await.is_ok(),
+                    _ => false,
+                },
+                r = other.read(&mut down) => match r {
+                    Ok(n) if n > 0 => {
+                        self.sent += n as u64;
+                        io.stream.write_all(&down[..n]).await.is_ok()
+                    }
+                    _ => false,
+                },
+                _ = tokio::time::sleep(idle) => false,
+            };
+            if !step {
+                let _ = other.shutdown().await;
+                return true;
+            }
+        }
+    }
+
     /// Ends the response: the last chunk, and the access log line. A body
     /// shorter than its announced length closes the connection: that is
     /// how the client learns of the truncation.

@@ -37,6 +37,9 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Read size from the upstream; also bounds what a slow client makes Stoa
 /// hold per request (the next read waits for the client).
 const READ_CHUNK: usize = 64 * 1024;
+/// A server that refused a connection or died mid-request is left out of
+/// rotation this long (when the pool has others).
+const HOLD_OFF: Duration = Duration::from_secs(2);
 /// Connecting gives up after this.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -59,6 +62,9 @@ pub struct ProxyRoute {
     /// a slow client then holds no upstream connection, and any request
     /// can be sent again after the keep-alive race.
     pub buffering: bool,
+    /// An upgraded connection (WebSocket) closes after this long with no
+    /// byte either way.
+    pub tunnel_timeout: Duration,
 }
 
 /// Serves a request from an HTTP pool.
@@ -131,7 +137,7 @@ pub async fn serve(
                         pool.spec.name,
                         lease.proc.index
                     );
-                    lease.failed();
+                    lease.hold_off(HOLD_OFF);
                     if pool.procs.len() < 2 {
                         break;
                     }
@@ -142,6 +148,13 @@ pub async fn serve(
         };
         let proc = lease.proc.clone();
         match exchange(ex, route, &pool, &lease, &mut app, &target, &mut input).await {
+            Done::Upgraded => {
+                // A tunnel is not a request in flight: the slot goes back
+                // (a server's `capacity` bounds requests, not WebSockets).
+                drop(lease);
+                ex.tunnel(&mut app, route.tunnel_timeout).await;
+                return Outcome::Done;
+            }
             Done::Sent { reuse } => {
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
@@ -156,9 +169,15 @@ pub async fn serve(
                 // means the upstream closed with the request unread, so
                 // any method may go again; a clean close might have
                 // followed a crash mid-request, so only an idempotent one.
-                let again = reused
-                    && stale_left > 0
-                    && (idempotent || reset)
+                // On a new connection it was no race: the server failed
+                // (died, or closed at once); an idempotent request tries
+                // another server.
+                let again = stale_left > 0
+                    && (if reused {
+                        idempotent || reset
+                    } else {
+                        idempotent
+                    })
                     && input.replayable()
                     && input.rewind();
                 if !again {
@@ -177,12 +196,21 @@ pub async fn serve(
                     return Outcome::Done;
                 }
                 tracing::info!(
-                    "proxy pool {}: server #{}: kept-alive connection closed before a response; retrying on a new one",
+                    "proxy pool {}: server #{}: {}",
                     pool.spec.name,
-                    proc.index
+                    proc.index,
+                    if reused {
+                        "kept-alive connection closed before a response; retrying on a new one"
+                    } else {
+                        "connection failed before a response; trying another server"
+                    }
                 );
                 stale_left -= 1;
                 proc.retried();
+                if !reused {
+                    lease.hold_off(HOLD_OFF);
+                    skip = Some(proc.index);
+                }
                 tries = tries.max(1);
             }
         }
@@ -198,6 +226,8 @@ enum Done {
     Sent { reuse: Option<Option<Duration>> },
     /// Answered with an error or aborted; the connection is dropped.
     Failed,
+    /// A 101 went to the client: copy both ways from here.
+    Upgraded,
     /// The connection closed (reset: `reset`) before any response byte;
     /// nothing went to the client.
     Stale { reset: bool },
@@ -233,6 +263,7 @@ async fn exchange(
         _ => UpstreamBody::Length(input.content_length().unwrap_or(0)),
     };
     let mut w = Vec::with_capacity(1024);
+    let upgrade = stoa_h1::proxy::upgrade_protocols(head.version, head.headers());
     let req = ClientRequest {
         method: head.method.as_str(),
         target,
@@ -242,7 +273,7 @@ async fn exchange(
         peer,
         scheme: ex.scheme(),
         expect_continue: false,
-        upgrade: None,
+        upgrade,
     };
     let opts = ForwardOptions {
         version: Version::Http11,
@@ -340,7 +371,7 @@ async fn exchange(
     let mut rh = ResponseHead::default();
     let sent = SentRequest {
         head: head.method == Method::Head,
-        upgrade: false,
+        upgrade: upgrade.is_some(),
         client_expects_continue: false,
         client_version: head.version,
     };
@@ -390,6 +421,26 @@ async fn exchange(
             Ok(i) if i.kind == ResponseKind::Final => {
                 rbuf.drain(..n);
                 break i;
+            }
+            Ok(i) if i.kind == ResponseKind::Tunnel => {
+                // 101: the head as HTTP/1 (the fields the upgrade needs
+                // put back), then whatever the server sent after it.
+                let mut raw = b"HTTP/1.1 101 Switching Protocols\r\n".to_vec();
+                let ropts = ResponseOptions {
+                    drop: &["server", "date"],
+                    ..ResponseOptions::default()
+                };
+                if write_response_headers(&mut raw, &rh, &ropts).is_err() {
+                    gateway::fail_now(ex, 502).await;
+                    return Done::Failed;
+                }
+                raw.extend_from_slice(b"Connection: Upgrade\r\nUpgrade: ");
+                raw.extend_from_slice(rh.header("upgrade").unwrap_or(b""));
+                raw.extend_from_slice(b"\r\n\r\n");
+                raw.extend_from_slice(&rbuf[n..]);
+                ex.raw(&raw, 101);
+                ex.finish();
+                return Done::Upgraded;
             }
             Ok(_) | Err(_) => {
                 tracing::error!("proxy pool {}: response not passed on", pool.spec.name);

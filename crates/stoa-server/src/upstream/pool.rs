@@ -184,6 +184,9 @@ pub struct Proc {
     pub retries: AtomicU64,
     /// Active health checks pass (always true without them).
     healthy: AtomicBool,
+    /// Out of rotation until this time (the pool's clock, ms) after a
+    /// failure: passive health, as nginx's `max_fails=1 fail_timeout`.
+    down_until: AtomicU64,
     pub pid: AtomicI32,
     /// Connections kept alive (FCGI_KEEP_CONN), not registered with any
     /// worker's event loop while they wait here.
@@ -249,6 +252,7 @@ impl Proc {
             restarts: AtomicU32::new(0),
             retries: AtomicU64::new(0),
             healthy: AtomicBool::new(true),
+            down_until: AtomicU64::new(0),
             pid: AtomicI32::new(0),
             idle: Mutex::new(Vec::new()),
             retire: Notify::new(),
@@ -287,8 +291,11 @@ impl Proc {
     }
 
     /// Claims one request slot if the process is running and has room.
-    fn try_claim(&self) -> bool {
-        if self.state() != ProcState::Running || !self.is_healthy() {
+    fn try_claim(&self, now: u64) -> bool {
+        if self.state() != ProcState::Running
+            || !self.is_healthy()
+            || now < self.down_until.load(Ordering::Relaxed)
+        {
             return false;
         }
         let cap = self.capacity();
@@ -556,6 +563,16 @@ impl Lease {
         self.proc.drop_idle();
     }
 
+    /// The server failed (refused a connection, died mid-request): out of
+    /// rotation for `d` when the pool has another to offer.
+    pub fn hold_off(&self, d: Duration) {
+        self.proc.drop_idle();
+        if self.pool.procs.len() > 1 {
+            let until = self.pool.clock() + d.as_millis() as u64;
+            self.proc.down_until.store(until, Ordering::Relaxed);
+        }
+    }
+
     /// Parks a connection that ended its request cleanly for the next one.
     pub fn park(&self, c: IdleConn) {
         self.proc.put_idle(c, self.pool.clock());
@@ -748,7 +765,16 @@ impl Pool {
     }
 
     fn try_lease(self: &Arc<Self>, key: Option<&[u8]>, skip: Option<usize>) -> Option<Lease> {
-        let usable = |p: &Arc<Proc>| Some(p.index) != skip && p.state() == ProcState::Running;
+        let now = self.clock();
+        // Running, passing its health checks, not held off after a
+        // failure: an affinity key whose process is out falls to the
+        // next-best one instead of waiting for it.
+        let usable = |p: &Arc<Proc>| {
+            Some(p.index) != skip
+                && p.state() == ProcState::Running
+                && p.is_healthy()
+                && now >= p.down_until.load(Ordering::Relaxed)
+        };
         let lease = |p: &Arc<Proc>| Lease {
             proc: p.clone(),
             pool: self.clone(),
@@ -761,14 +787,14 @@ impl Pool {
                 .iter()
                 .filter(|p| usable(p))
                 .max_by_key(|p| score(key, p.index))?;
-            return best.try_claim().then(|| lease(best));
+            return best.try_claim(now).then(|| lease(best));
         }
         let n = self.procs.len();
         let start = self.rr.fetch_add(1, Ordering::Relaxed);
         match self.spec.balance {
             Balance::RoundRobin => (0..n)
                 .map(|i| &self.procs[(start + i) % n])
-                .find(|p| usable(p) && p.try_claim())
+                .find(|p| usable(p) && p.try_claim(now))
                 .map(lease),
             Balance::LeastBusy => {
                 // Fewest requests in flight relative to capacity; ties go
@@ -800,7 +826,7 @@ impl Pool {
                         }
                     }
                     let (_, j) = best?;
-                    if self.procs[j].try_claim() {
+                    if self.procs[j].try_claim(now) {
                         return Some(lease(&self.procs[j]));
                     }
                     if n <= 64 {
