@@ -387,7 +387,13 @@ def main():
 
     Handler.protocol_version = "HTTP/1.0" if opts.http10 else "HTTP/1.1"
     fd = opts.fd
-    if fd is None and os.environ.get("LISTEN_FDS") == "1":
+    # Socket activation as sd_listen_fds(3) reads it: LISTEN_PID must be
+    # this process, or the variables were meant for someone else.
+    if (
+        fd is None
+        and os.environ.get("LISTEN_FDS") == "1"
+        and os.environ.get("LISTEN_PID") == str(os.getpid())
+    ):
         fd = 3
     if fd is not None:
         sock = socket.socket(fileno=fd)

@@ -442,3 +442,64 @@ fn issue_12_a_client_that_stops_reading_makes_stoa_hold_little() {
     }
     assert_eq!(total, 268_435_456);
 }
+
+/// An HTTP pool Stoa spawns and supervises: the listening socket reaches
+/// the application as fd 0, or by systemd socket activation (fd 3 with
+/// LISTEN_FDS=1 and LISTEN_PID its own pid), and requests are served.
+#[test]
+fn issue_12_spawned_http_servers_get_their_socket_as_fd_0_or_by_socket_activation() {
+    require("python3", "python3");
+    let backend = peers_dir().join("backend.py");
+    for (tag, args, extra) in [
+        ("fd0", "\"--fd\", \"0\", \"--name\", \"fd0\"", ""),
+        ("sd", "\"--name\", \"sd\"", "socket_activation = true\n"),
+    ] {
+        let dir = TempDir::new(&format!("proxy-spawn-{tag}"));
+        let pool = format!(
+            "[[pool]]\nname = \"app\"\nprotocol = \"http\"\ncommand = [\"/usr/bin/python3\", \"{}\", {args}]\nprocesses = 2\n{extra}",
+            backend.display()
+        );
+        let s = stoa(&dir, &pool, "");
+        let until = Instant::now() + Duration::from_secs(10);
+        let r = loop {
+            let r = s.get("/app/echo");
+            if r.status == 200 || Instant::now() > until {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(r.status, 200, "{tag}: {}", s.stderr());
+        assert_eq!(r.header("x-backend"), Some(tag), "{}", s.stderr());
+    }
+}
+
+/// `balance = "p2c-ewma"`: of two servers, the one answering in 200 ms
+/// gets (after its first answer) no more requests while the fast one has
+/// no queue; the status page shows each one's latency estimate.
+#[test]
+fn issue_12_p2c_ewma_sends_requests_to_the_faster_server() {
+    let slow = Backend::start(&["--name", "slow", "--delay", "0.2"]);
+    let fast = Backend::start(&["--name", "fast"]);
+    let dir = TempDir::new("proxy-p2c");
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nproxy = {{ pool = \"app\" }}\n[[site.route]]\nprefix = \"/status\"\nstatus = {{}}\n",
+            http_pool(&[slow.addr, fast.addr], "balance = \"p2c-ewma\"")
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    let mut to_slow = 0;
+    for i in 0..30 {
+        let r = s.get(&format!("/app/p{i}"));
+        assert_eq!(r.status, 200, "{}", s.stderr());
+        if r.header("x-backend") == Some("slow") {
+            to_slow += 1;
+        }
+    }
+    assert!(to_slow >= 1 && to_slow <= 2, "{to_slow} of 30 to the slow server");
+    let st = s.get("/status?format=json").text();
+    assert!(st.contains("\"latency_ewma_ms\""), "{st}");
+    assert!(st.contains("\"healthy\":true"), "{st}");
+}

@@ -362,6 +362,9 @@ pub struct PoolConfig {
     pub protocol: Option<String>,
     /// Active health checks (HTTP pools).
     pub health: Option<HealthConfig>,
+    /// Spawned processes also get their socket as fd 3 with LISTEN_FDS=1.
+    #[serde(default)]
+    pub socket_activation: bool,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
 }
@@ -835,6 +838,16 @@ fn build(
         )
         .map_err(|m| err(Some(p.span()), &key, m))?;
         let mut spec = spec;
+        if pc.socket_activation {
+            if pc.command.is_none() {
+                return Err(err(
+                    Some(p.span()),
+                    &format!("{key}.socket_activation"),
+                    "is for spawned pools (`command`)".into(),
+                ));
+            }
+            spec.socket_activation = true;
+        }
         match pc.protocol.as_deref() {
             None | Some("fastcgi") => {
                 if pc.health.is_some() {

@@ -147,6 +147,7 @@ pub async fn serve(
             },
         };
         let proc = lease.proc.clone();
+        let began = std::time::Instant::now();
         match exchange(ex, route, &pool, &lease, &mut app, &target, &mut input).await {
             Done::Upgraded => {
                 // A tunnel is not a request in flight: the slot goes back
@@ -156,6 +157,7 @@ pub async fn serve(
                 return Outcome::Done;
             }
             Done::Sent { reuse } => {
+                proc.record_latency(began.elapsed());
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
                     idle.ttl = ttl;

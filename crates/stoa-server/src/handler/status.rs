@@ -149,6 +149,10 @@ struct ProcSnap {
     served: u64,
     restarts: u32,
     retries: u64,
+    /// Passing its health checks (and not held off after a failure).
+    healthy: bool,
+    /// Peak-EWMA response time (HTTP pools), microseconds; 0: none yet.
+    latency_us: u64,
 }
 
 fn state_name(s: ProcState) -> &'static str {
@@ -243,6 +247,8 @@ impl Snapshot {
                     "served": c.served,
                     "restarts": c.restarts,
                     "retries": c.retries,
+                    "healthy": c.healthy,
+                    "latency_ewma_ms": c.latency_us as f64 / 1000.0,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
@@ -289,7 +295,7 @@ impl Snapshot {
             let _ = writeln!(s, "stoa_pool_waiting{{pool=\"{}\"}} {}", p.name, p.waiting);
         }
         type Field = fn(&ProcSnap) -> u64;
-        let per_proc: [(&str, &str, &str, Field); 7] = [
+        let per_proc: [(&str, &str, &str, Field); 9] = [
             (
                 "pool_process_up",
                 "gauge",
@@ -331,6 +337,18 @@ impl Snapshot {
                 "counter",
                 "Requests sent again on a new connection after a kept-alive one closed before answering.",
                 |c| c.retries,
+            ),
+            (
+                "pool_process_healthy",
+                "gauge",
+                "1 while the process passes its health checks and is in rotation.",
+                |c| u64::from(c.healthy),
+            ),
+            (
+                "pool_process_latency_ewma_microseconds",
+                "gauge",
+                "Peak-EWMA response time of the process (HTTP pools).",
+                |c| c.latency_us,
             ),
         ];
         for (name, kind, help, f) in per_proc {
@@ -377,6 +395,8 @@ fn pool_snap(p: &Pool) -> PoolSnap {
                 served: c.served_total.load(Ordering::Relaxed),
                 restarts: c.restarts.load(Ordering::Relaxed),
                 retries: c.retries.load(Ordering::Relaxed),
+                healthy: c.in_rotation(),
+                latency_us: c.ewma_us(),
             })
             .collect(),
     }

@@ -58,11 +58,22 @@ impl Affinity {
     }
 }
 
+/// Milliseconds on a process-wide monotonic clock (for `down_until`,
+/// which outlives any one pool's clock).
+fn mono_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
 /// Least-busy or round-robin, when no affinity key applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Balance {
     LeastBusy,
     RoundRobin,
+    /// Power of two choices on peak-EWMA latency (Finagle, Linkerd): two
+    /// servers drawn at random, the one with the lower latency estimate
+    /// times (requests in flight + 1) gets the request.
+    P2cEwma,
 }
 
 /// A pool as configured. Two specs that compare equal describe the same
@@ -95,6 +106,10 @@ pub struct PoolSpec {
     pub protocol: Protocol,
     /// Active health checks (HTTP pools).
     pub health: Option<Health>,
+    /// Spawned processes also get their listening socket as fd 3 with
+    /// LISTEN_FDS=1 and LISTEN_PID (systemd socket activation), besides
+    /// fd 0.
+    pub socket_activation: bool,
 }
 
 /// What a pool's processes speak.
@@ -177,6 +192,8 @@ pub struct Proc {
     busy: AtomicUsize,
     capacity: AtomicUsize,
     pub served: AtomicU64,
+    /// Peak-EWMA of response times, in microseconds (0: no sample yet).
+    ewma_us: AtomicU64,
     pub served_total: AtomicU64,
     pub restarts: AtomicU32,
     /// Requests sent again on a fresh connection after a kept-alive one
@@ -248,6 +265,7 @@ impl Proc {
             busy: AtomicUsize::new(0),
             capacity: AtomicUsize::new(capacity),
             served: AtomicU64::new(0),
+            ewma_us: AtomicU64::new(0),
             served_total: AtomicU64::new(0),
             restarts: AtomicU32::new(0),
             retries: AtomicU64::new(0),
@@ -325,6 +343,29 @@ impl Proc {
         // One request at a time until the new process says more (or what
         // the operator stated).
         self.set_capacity(spec.stated_capacity.unwrap_or(1));
+    }
+
+    /// Records a response time: a slower one is taken at once (peak), a
+    /// faster one moves the estimate a tenth of the way.
+    pub fn record_latency(&self, d: Duration) {
+        let x = d.as_micros().min(u128::from(u32::MAX)) as u64;
+        let _ = self
+            .ewma_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
+                Some(if e == 0 || x > e { x } else { e - (e - x) / 10 })
+            });
+    }
+
+    /// The latency estimate, in microseconds.
+    pub fn ewma_us(&self) -> u64 {
+        self.ewma_us.load(Ordering::Relaxed)
+    }
+
+    /// Whether it takes requests: health checks pass and no failure holds
+    /// it off (for the status page).
+    pub fn in_rotation(&self) -> bool {
+        let now = mono_ms();
+        self.is_healthy() && now >= self.down_until.load(Ordering::Relaxed)
     }
 
     /// Whether active health checks (if any) pass.
@@ -568,7 +609,7 @@ impl Lease {
     pub fn hold_off(&self, d: Duration) {
         self.proc.drop_idle();
         if self.pool.procs.len() > 1 {
-            let until = self.pool.clock() + d.as_millis() as u64;
+            let until = mono_ms() + d.as_millis() as u64;
             self.proc.down_until.store(until, Ordering::Relaxed);
         }
     }
@@ -765,7 +806,7 @@ impl Pool {
     }
 
     fn try_lease(self: &Arc<Self>, key: Option<&[u8]>, skip: Option<usize>) -> Option<Lease> {
-        let now = self.clock();
+        let now = mono_ms();
         // Running, passing its health checks, not held off after a
         // failure: an affinity key whose process is out falls to the
         // next-best one instead of waiting for it.
@@ -792,6 +833,28 @@ impl Pool {
         let n = self.procs.len();
         let start = self.rr.fetch_add(1, Ordering::Relaxed);
         match self.spec.balance {
+            Balance::P2cEwma => {
+                // Two distinct candidates from a cheap hash of the counter
+                // (no RNG on the request path); unknown latency counts as
+                // the best known, so a new server gets tried.
+                let a = (start.wrapping_mul(0x9E37_79B9)) % n;
+                let b = if n > 1 {
+                    (a + 1 + (start >> 7) % (n - 1)) % n
+                } else {
+                    a
+                };
+                let cost = |p: &Arc<Proc>| (p.ewma_us().max(1)) * (p.busy() as u64 + 1);
+                let mut order = [a, b];
+                if cost(&self.procs[b]) < cost(&self.procs[a]) {
+                    order = [b, a];
+                }
+                order
+                    .iter()
+                    .map(|&j| &self.procs[j])
+                    .chain((0..n).map(|i| &self.procs[(start + i) % n]))
+                    .find(|p| usable(p) && p.try_claim(now))
+                    .map(lease)
+            }
             Balance::RoundRobin => (0..n)
                 .map(|i| &self.procs[(start + i) % n])
                 .find(|p| usable(p) && p.try_claim(now))
@@ -1003,11 +1066,28 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
                 break;
             }
         };
-        let mut cmd = tokio::process::Command::new(&command[0]);
-        cmd.args(&command[1..])
-            .current_dir(&cwd)
+        let activation = pool.spec.socket_activation;
+        let mut cmd = if activation {
+            // LISTEN_PID must name the application's own pid, known only
+            // after the fork, and std builds the environment before it: a
+            // shell sets it to its own pid and execs the program, which
+            // keeps that pid.
+            let mut c = tokio::process::Command::new("/bin/sh");
+            c.arg("-c")
+                .arg("LISTEN_PID=$$; export LISTEN_PID; exec \"$0\" \"$@\"")
+                .args(&command[..]);
+            c
+        } else {
+            let mut c = tokio::process::Command::new(&command[0]);
+            c.args(&command[1..]);
+            c
+        };
+        cmd.current_dir(&cwd)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)));
+        if activation {
+            cmd.env("LISTEN_FDS", "1");
+        }
         cmd.stdin(stdin)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -1016,14 +1096,18 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
         // A pool's own user, when Stoa kept root to allow it (checked at
         // load; not root here means nothing to switch).
         let run_as = user.clone().filter(|_| crate::privileges::is_root());
-        // SAFETY: prctl, getppid, setgroups, setgid and setuid are plain
-        // syscalls, safe between fork and exec; the account was looked up
+        // SAFETY: dup2, prctl, getppid, setgroups, setgid and setuid are
+        // plain syscalls, safe between fork and exec; the account was looked up
         // before the fork. PR_SET_PDEATHSIG makes the kernel stop the
         // application if Stoa itself dies, so no process is ever orphaned;
         // a Stoa that died before the prctl took effect is seen by its
         // pid, and the child gives up.
         unsafe {
             cmd.pre_exec(move || {
+                // Socket activation's fd 3 is the same listening socket.
+                if activation && libc::dup2(0, 3) != 3 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -1315,9 +1399,10 @@ pub fn spec(
         balance: match balance.unwrap_or("least-busy") {
             "least-busy" => Balance::LeastBusy,
             "round-robin" => Balance::RoundRobin,
+            "p2c-ewma" => Balance::P2cEwma,
             other => {
                 return Err(format!(
-                    "balance `{other}`: \"least-busy\" or \"round-robin\""
+                    "balance `{other}`: \"least-busy\", \"round-robin\" or \"p2c-ewma\""
                 ))
             }
         },
@@ -1331,6 +1416,7 @@ pub fn spec(
         keepalive_timeout: keepalive_timeout.unwrap_or(Duration::from_secs(2)),
         protocol: Protocol::FastCgi,
         health: None,
+        socket_activation: false,
     })
 }
 
