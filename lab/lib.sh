@@ -22,6 +22,22 @@ lab_init() {
     log "lab $LAB_NAME (quick=$QUICK): work in $RUN, results in $OUT"
 }
 
+# ensure_pkgs PKG...: Debian packages without a command of their own
+# (libraries, tomcat10), installed with apt-get when root.
+ensure_pkgs() {
+    local p missing=()
+    for p; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    [ ${#missing[@]} = 0 ] && return 0
+    [ "$(id -u)" = 0 ] || die "missing Debian packages: ${missing[*]} (apt-get install ${missing[*]})"
+    wait_for_apt
+    log "installing ${missing[*]}"
+    # tomcat10's postinst would start a system service where services may
+    # start: the lab runs its own instance, so none is started.
+    RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+        { apt-get update >&2 && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; } ||
+        die "apt-get install ${missing[*]} failed"
+}
+
 # the machine, for summaries
 machine() {
     printf '%s cores, %s, %s GiB, Linux %s' "$(nproc)" \
@@ -57,8 +73,7 @@ tomcat_start() {
     local port=$1 base="$RUN/tomcat" f i
     shift
     ensure_tools java:default-jre-headless javac:default-jdk-headless
-    [ -x /usr/share/tomcat10/bin/catalina.sh ] || ensure_tools tomcat10-noop:tomcat10
-    [ -r /usr/share/java/sqlite-jdbc.jar ] || ensure_tools sqlite-jdbc-noop:libxerial-sqlite-jdbc-java
+    ensure_pkgs tomcat10 libxerial-sqlite-jdbc-java
     [ -x /usr/share/tomcat10/bin/catalina.sh ] || die "tomcat10 is not installed (apt-get install tomcat10)"
     rm -rf "$base"
     sh "$REPO_DIR/tests/proxy-peers/tomcat/tomcat.sh" setup "$base" "$port" tomcat >&2
