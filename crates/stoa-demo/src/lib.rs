@@ -8,6 +8,8 @@
 //!   the comments), stored in SQLite.
 //! - [`authorizer`]: a FastCGI Authorizer (§6.3) that lets HTTP Basic
 //!   `demo:demo` through and answers 401 otherwise.
+//! - [`personalized`]: the personalized-content application of the FastCGI
+//!   paper (§5), for the lab.
 //!
 //! This crate sits above `stoa-fastcgi` and beside the server: only the
 //! `stoa` binary depends on it, so `stoa-server` never links SQLite.
@@ -16,12 +18,17 @@ pub mod authorizer;
 pub mod comments;
 mod form;
 mod html;
+pub mod personalized;
 
 /// One of the demo's applications.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum App {
     Comments,
     Authorizer,
+    /// The personalized-content application (FastCGI).
+    Personalized,
+    /// The same as a CGI program (one request, from the environment).
+    PersonalizedCgi,
 }
 
 /// Serves `app` on the listening socket passed as fd 0 (FastCGI §2.2), as
@@ -31,6 +38,8 @@ pub fn run(app: App) -> Result<(), String> {
     match app {
         App::Comments => comments::run(),
         App::Authorizer => authorizer::run(),
+        App::Personalized => personalized::run(),
+        App::PersonalizedCgi => personalized::cgi(),
     }
 }
 

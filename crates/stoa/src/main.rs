@@ -61,6 +61,10 @@ enum DemoApp {
     Comments,
     /// A FastCGI Authorizer: HTTP Basic demo:demo gets through, anything else 401.
     Authorizer,
+    /// The FastCGI paper's personalized-content application (STOA_PERSONALIZED_* variables).
+    Personalized,
+    /// The same, as a CGI program.
+    PersonalizedCgi,
 }
 
 /// The demo site's config: `demo/stoa.toml` under the working directory,
@@ -101,6 +105,8 @@ fn main() -> ExitCode {
             let app = match app {
                 DemoApp::Comments => stoa_demo::App::Comments,
                 DemoApp::Authorizer => stoa_demo::App::Authorizer,
+                DemoApp::Personalized => stoa_demo::App::Personalized,
+                DemoApp::PersonalizedCgi => stoa_demo::App::PersonalizedCgi,
             };
             match stoa_demo::run(app) {
                 Ok(()) => ExitCode::SUCCESS,

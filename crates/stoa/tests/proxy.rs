@@ -498,7 +498,10 @@ fn issue_12_p2c_ewma_sends_requests_to_the_faster_server() {
             to_slow += 1;
         }
     }
-    assert!((1..=2).contains(&to_slow), "{to_slow} of 30 to the slow server");
+    assert!(
+        (1..=2).contains(&to_slow),
+        "{to_slow} of 30 to the slow server"
+    );
     let st = s.get("/status?format=json").text();
     assert!(st.contains("\"latency_ewma_ms\""), "{st}");
     assert!(st.contains("\"healthy\":true"), "{st}");
