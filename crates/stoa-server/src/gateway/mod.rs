@@ -7,8 +7,9 @@
 pub mod response;
 
 use crate::exchange::{BodyFail, Exchange};
-use crate::upstream::Affinity;
+use crate::upstream::{Affinity, Lease, NoProcess, Pool};
 use std::io;
+use std::sync::Arc;
 
 /// Request bodies are buffered in memory up to this, then in an unlinked
 /// temporary file, so CONTENT_LENGTH can be exact.
@@ -203,6 +204,36 @@ fn temp_file() -> io::Result<std::fs::File> {
         .write(true)
         .custom_flags(libc::O_TMPFILE)
         .open(std::env::temp_dir())
+}
+
+/// A slot on a process (or server) of `pool`, chosen by `key` (affinity)
+/// and avoiding `skip`; when none frees up (queue full, or
+/// `queue_timeout`), the client gets 503 with `Retry-After` and `None`
+/// comes back. `kind` names the pool's protocol in the log.
+pub async fn lease(
+    pool: &Arc<Pool>,
+    key: Option<&[u8]>,
+    skip: Option<usize>,
+    ex: &mut Exchange<'_>,
+    kind: &str,
+) -> Option<Lease> {
+    match pool.lease(key, skip).await {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!(
+                "{kind} pool {}: {} ({} waiting); 503",
+                pool.spec.name,
+                if e == NoProcess::QueueFull {
+                    "queue full"
+                } else {
+                    "none free in time"
+                },
+                pool.waiting()
+            );
+            simple(ex, 503, &[("Retry-After", b"1")]);
+            None
+        }
+    }
 }
 
 /// What the client's side of a pump brought.

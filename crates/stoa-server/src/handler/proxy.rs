@@ -16,7 +16,7 @@
 use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::{self, Input};
-use crate::upstream::{AppStream, Lease, NoProcess, Pool};
+use crate::upstream::{AppStream, Lease, Pool};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -104,21 +104,8 @@ pub async fn serve(
     let mut tries = pool.procs.len().clamp(2, 4);
     while tries > 0 {
         tries -= 1;
-        let lease = match pool.lease(key.as_deref(), skip).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(
-                    "proxy pool {}: {}; 503",
-                    pool.spec.name,
-                    if e == NoProcess::QueueFull {
-                        "queue full"
-                    } else {
-                        "no server free in time"
-                    }
-                );
-                gateway::simple(ex, 503, &[("Retry-After", b"1")]);
-                return Outcome::Done;
-            }
+        let Some(lease) = gateway::lease(&pool, key.as_deref(), skip, ex, "proxy").await else {
+            return Outcome::Done;
         };
         // A parked connection the upstream closed meanwhile fails before
         // any response byte; one for a request that could not go again is

@@ -8,7 +8,7 @@ mod mux;
 use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::{self, response, ClientEv, Input};
-use crate::upstream::{AppStream, Lease, NoProcess, Pool};
+use crate::upstream::{AppStream, Lease, Pool};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -182,22 +182,8 @@ async fn run(
     let mut tries = pool.procs.len().clamp(2, 4);
     while tries > 0 {
         tries -= 1;
-        let lease = match pool.lease(key.as_deref(), skip).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(
-                    "fastcgi pool {}: {} ({} waiting); 503",
-                    pool.spec.name,
-                    if e == NoProcess::QueueFull {
-                        "queue full"
-                    } else {
-                        "no process free in time"
-                    },
-                    pool.waiting()
-                );
-                gateway::simple(ex, 503, &[("Retry-After", b"1")]);
-                return Ran::Sent;
-            }
+        let Some(lease) = gateway::lease(pool, key.as_deref(), skip, ex, "fastcgi").await else {
+            return Ran::Sent;
         };
         let up = if lease.proc.multiplexes() {
             match mux::start(&lease.proc, role, params, pool.spec.timeout).await {
