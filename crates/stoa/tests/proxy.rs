@@ -506,3 +506,30 @@ fn issue_12_p2c_ewma_sends_requests_to_the_faster_server() {
     assert!(st.contains("\"latency_ewma_ms\""), "{st}");
     assert!(st.contains("\"healthy\":true"), "{st}");
 }
+
+/// An HTTP/1.0 upstream (RFC 9112 §6.3: its response ends when it closes):
+/// the request goes as HTTP/1.0 with a Content-Length, the close-delimited
+/// response reaches an HTTP/1.1 client chunked and whole, and the
+/// connection, which the server closes, is not kept.
+#[test]
+fn rfc_9112_6_3_an_http_1_0_upstream_is_spoken_to_in_http_1_0() {
+    let b = Backend::start(&["--http10"]);
+    let dir = TempDir::new("proxy-10");
+    let s = stoa(&dir, &http_pool(&[b.addr], ""), ", http_version = \"1.0\"");
+    for i in 0..3 {
+        let req = format!(
+            "POST /app/e{i} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        )
+        .into_bytes();
+        let r = s.request(&req);
+        assert_eq!(r.status, 200, "{}", s.stderr());
+        let t = r.text();
+        assert!(t.contains("\"version\": \"HTTP/1.0\""), "{t}");
+        assert!(t.contains("\"body_length\": 5"), "{t}");
+    }
+    assert_eq!(
+        b.stat("connections"),
+        4,
+        "a connection per request (and /stats)"
+    );
+}

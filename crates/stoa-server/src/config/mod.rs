@@ -324,6 +324,10 @@ pub struct ProxyRouteConfig {
     /// An upgraded (WebSocket) connection closes after this long idle
     /// (default 1 h).
     pub tunnel_timeout: Option<Dur>,
+    /// Connecting gives up after this (default 5 s).
+    pub connect_timeout: Option<Dur>,
+    /// "1.1" (default) or "1.0": the protocol the upstream speaks.
+    pub http_version: Option<String>,
 }
 
 /// `health = {...}` of an HTTP pool.
@@ -1125,6 +1129,21 @@ fn build(
                         .tunnel_timeout
                         .as_ref()
                         .map_or(Duration::from_secs(3600), |d| d.0),
+                    connect_timeout: f
+                        .connect_timeout
+                        .as_ref()
+                        .map_or(Duration::from_secs(5), |d| d.0),
+                    http10: match f.http_version.as_deref() {
+                        None | Some("1.1") => false,
+                        Some("1.0") => true,
+                        Some(other) => {
+                            return Err(err(
+                                Some(px.span()),
+                                &format!("{rkey}.proxy.http_version"),
+                                format!("`{other}`: \"1.1\" or \"1.0\""),
+                            ))
+                        }
+                    },
                 }))
             } else if let Some(ph) = &rc.php {
                 let f = ph.get_ref();

@@ -40,8 +40,6 @@ const READ_CHUNK: usize = 64 * 1024;
 /// A server that refused a connection or died mid-request is left out of
 /// rotation this long (when the pool has others).
 const HOLD_OFF: Duration = Duration::from_secs(2);
-/// Connecting gives up after this.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A `proxy = {...}` route, validated.
 #[derive(Debug)]
@@ -65,6 +63,11 @@ pub struct ProxyRoute {
     /// An upgraded connection (WebSocket) closes after this long with no
     /// byte either way.
     pub tunnel_timeout: Duration,
+    /// Connecting gives up after this (then another server, or 502).
+    pub connect_timeout: Duration,
+    /// The upstream speaks HTTP/1.0: no chunked bodies toward it, and a
+    /// connection is kept only when it says `Connection: keep-alive`.
+    pub http10: bool,
 }
 
 /// Serves a request from an HTTP pool.
@@ -116,7 +119,7 @@ pub async fn serve(
         let reused = parked.is_some();
         let mut app = match parked {
             Some(s) => s,
-            None => match AppStream::connect(&lease.proc.target, CONNECT_TIMEOUT).await {
+            None => match AppStream::connect(&lease.proc.target, route.connect_timeout).await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(
@@ -265,7 +268,11 @@ async fn exchange(
         upgrade,
     };
     let opts = ForwardOptions {
-        version: Version::Http11,
+        version: if route.http10 {
+            Version::Http10
+        } else {
+            Version::Http11
+        },
         upstream_host: upstream_host.as_bytes(),
         preserve_host: route.preserve_host,
         trusted: &route.trusted,
