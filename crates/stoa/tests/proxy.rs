@@ -533,3 +533,38 @@ fn rfc_9112_6_3_an_http_1_0_upstream_is_spoken_to_in_http_1_0() {
         "a connection per request (and /stats)"
     );
 }
+
+/// With `request_buffering = false`, a chunked request body streams to an
+/// HTTP/1.1 upstream as chunks (RFC 9112 §7.1) while the client sends it:
+/// the application has the first part before the client sends the rest.
+#[test]
+fn rfc_9112_7_1_an_unbuffered_chunked_body_streams_to_the_upstream() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-stream");
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nrequest_buffering = false\nproxy = {{ pool = \"app\" }}\n",
+            http_pool(&[b.addr], "")
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    let mut c = s.connect();
+    c.send(
+        b"POST /app/up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst \r\n",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // The upstream is reading the body by now: it has one connection.
+    assert_eq!(
+        b.stat("connections"),
+        2,
+        "the request did not reach the upstream while the body came"
+    );
+    c.send(b"4\r\nlast\r\n0\r\n\r\n");
+    let r = c.read();
+    assert_eq!(r.status, 200, "{}", s.stderr());
+    let t = r.text();
+    assert!(t.contains("\"body_length\": 10"), "{t}");
+    assert!(t.contains("first last"), "{t}");
+}

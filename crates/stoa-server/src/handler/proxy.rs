@@ -83,8 +83,16 @@ pub async fn serve(
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
-    let Some(mut input) = gateway::read_input(ex, route.buffering).await else {
-        return Outcome::Done;
+    // Without buffering, a chunked body streams to an HTTP/1.1 upstream
+    // in chunks of Stoa's own as it arrives (it cannot be sent again).
+    let rechunk = !route.buffering && !route.http10 && ex.body_length().is_none();
+    let mut input = if rechunk {
+        Input::None
+    } else {
+        match gateway::read_input(ex, route.buffering).await {
+            Some(i) => i,
+            None => return Outcome::Done,
+        }
     };
     let head = ex.req();
     // The path routing matched (decoded and normalized), encoded again: an
@@ -138,7 +146,11 @@ pub async fn serve(
         };
         let proc = lease.proc.clone();
         let began = std::time::Instant::now();
-        match exchange(ex, route, &pool, &lease, &mut app, &target, &mut input).await {
+        match exchange(
+            ex, route, &pool, &lease, &mut app, &target, &mut input, rechunk,
+        )
+        .await
+        {
             Done::Upgraded => {
                 // A tunnel is not a request in flight: the slot goes back
                 // (a server's `capacity` bounds requests, not WebSockets).
@@ -165,6 +177,7 @@ pub async fn serve(
                 // (died, or closed at once); an idempotent request tries
                 // another server.
                 let again = stale_left > 0
+                    && !rechunk
                     && (if reused {
                         idempotent || reset
                     } else {
@@ -244,6 +257,7 @@ async fn exchange(
     app: &mut AppStream,
     target: &[u8],
     input: &mut Input,
+    rechunk: bool,
 ) -> Done {
     let head = ex.req();
     let limit = pool.spec.timeout;
@@ -251,6 +265,7 @@ async fn exchange(
     let local = ex.local_addr();
     let upstream_host = upstream_host(&lease.proc.target);
     let body = match input {
+        Input::None if rechunk => UpstreamBody::Chunked,
         Input::None => UpstreamBody::None,
         _ => UpstreamBody::Length(input.content_length().unwrap_or(0)),
     };
@@ -356,6 +371,34 @@ async fn exchange(
                         ex.close();
                         return Done::Failed;
                     }
+                }
+            }
+        }
+        Input::None if rechunk => {
+            let mut piece = Vec::with_capacity(READ_CHUNK);
+            let mut framed = Vec::with_capacity(READ_CHUNK + 16);
+            loop {
+                piece.clear();
+                framed.clear();
+                let more = match ex.read_body(&mut piece).await {
+                    Ok(more) => more,
+                    Err(_) => {
+                        ex.close();
+                        return Done::Failed;
+                    }
+                };
+                stoa_h1::proxy::push_chunk(&mut framed, &piece);
+                if !more {
+                    framed.extend_from_slice(stoa_h1::body::LAST_CHUNK);
+                }
+                if !framed.is_empty()
+                    && !matches!(timeout(limit, app.write_all(&framed)).await, Ok(Ok(())))
+                {
+                    sent_all = false;
+                    break;
+                }
+                if !more {
+                    break;
                 }
             }
         }
