@@ -151,6 +151,8 @@ struct ProcSnap {
     retries: u64,
     /// Passing its health checks (and not held off after a failure).
     healthy: bool,
+    /// Refused connections and failed requests.
+    failures: u64,
     /// Peak-EWMA response time (HTTP pools), microseconds; 0: none yet.
     latency_us: u64,
 }
@@ -248,6 +250,7 @@ impl Snapshot {
                     "restarts": c.restarts,
                     "retries": c.retries,
                     "healthy": c.healthy,
+                    "failures": c.failures,
                     "latency_ewma_ms": c.latency_us as f64 / 1000.0,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -295,7 +298,7 @@ impl Snapshot {
             let _ = writeln!(s, "stoa_pool_waiting{{pool=\"{}\"}} {}", p.name, p.waiting);
         }
         type Field = fn(&ProcSnap) -> u64;
-        let per_proc: [(&str, &str, &str, Field); 9] = [
+        let per_proc: [(&str, &str, &str, Field); 10] = [
             (
                 "pool_process_up",
                 "gauge",
@@ -337,6 +340,12 @@ impl Snapshot {
                 "counter",
                 "Requests sent again on a new connection after a kept-alive one closed before answering.",
                 |c| c.retries,
+            ),
+            (
+                "pool_process_failures_total",
+                "counter",
+                "Connections the process (server) refused and requests it failed.",
+                |c| c.failures,
             ),
             (
                 "pool_process_healthy",
@@ -396,6 +405,7 @@ fn pool_snap(p: &Pool) -> PoolSnap {
                 restarts: c.restarts.load(Ordering::Relaxed),
                 retries: c.retries.load(Ordering::Relaxed),
                 healthy: c.in_rotation(),
+                failures: c.failures.load(Ordering::Relaxed),
                 latency_us: c.ewma_us(),
             })
             .collect(),

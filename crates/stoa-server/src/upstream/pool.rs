@@ -194,6 +194,8 @@ pub struct Proc {
     pub served: AtomicU64,
     /// Peak-EWMA of response times, in microseconds (0: no sample yet).
     ewma_us: AtomicU64,
+    /// Connections refused or requests failed by the process (server).
+    pub failures: AtomicU64,
     pub served_total: AtomicU64,
     pub restarts: AtomicU32,
     /// Requests sent again on a fresh connection after a kept-alive one
@@ -266,6 +268,7 @@ impl Proc {
             capacity: AtomicUsize::new(capacity),
             served: AtomicU64::new(0),
             ewma_us: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
             served_total: AtomicU64::new(0),
             restarts: AtomicU32::new(0),
             retries: AtomicU64::new(0),
@@ -601,12 +604,14 @@ impl Lease {
     /// stale too. (A spawned process that died is seen to by its
     /// supervisor; a remote address stays in rotation.)
     pub fn failed(&self) {
+        self.proc.failures.fetch_add(1, Ordering::Relaxed);
         self.proc.drop_idle();
     }
 
     /// The server failed (refused a connection, died mid-request): out of
     /// rotation for `d` when the pool has another to offer.
     pub fn hold_off(&self, d: Duration) {
+        self.proc.failures.fetch_add(1, Ordering::Relaxed);
         self.proc.drop_idle();
         if self.pool.procs.len() > 1 {
             let until = mono_ms() + d.as_millis() as u64;
