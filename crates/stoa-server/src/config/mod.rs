@@ -268,6 +268,8 @@ pub struct RouteConfig {
     pub status: Option<Spanned<StatusRouteConfig>>,
     /// The PHP preset.
     pub php: Option<Spanned<PhpRouteConfig>>,
+    /// Server-side includes (Apache mod_include syntax).
+    pub ssi: Option<Spanned<SsiRouteConfig>>,
     /// 403 for everything the matcher takes.
     #[serde(default)]
     pub deny: bool,
@@ -279,6 +281,32 @@ pub struct RouteConfig {
     pub try_files: Option<Vec<String>>,
     /// Read request bodies before an application is taken (default true).
     pub request_buffering: Option<bool>,
+}
+
+/// `ssi = {...}`: pages parsed for server-side includes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsiRouteConfig {
+    /// Allow `<!--#exec cgi/cmd -->` (default false: `IncludesNOEXEC`).
+    #[serde(default)]
+    pub exec: bool,
+    /// Send the page's Last-Modified (Apache `XBitHack full`; default false).
+    #[serde(default)]
+    pub last_modified: bool,
+    /// The starting `config errmsg` (`SSIErrorMsg`).
+    pub errmsg: Option<String>,
+    /// The starting `config timefmt` (`SSITimeFormat`).
+    pub timefmt: Option<String>,
+    /// The starting `config sizefmt`: "abbrev" (default) or "bytes".
+    pub sizefmt: Option<String>,
+    /// What `echo` prints for an undefined variable (`SSIUndefinedEcho`).
+    pub echomsg: Option<String>,
+    /// How long an `exec cmd` may run (default 10s).
+    pub exec_timeout: Option<Dur>,
+    /// Body bytes kept from one include (default 16 MiB).
+    pub max_include: Option<Size>,
+    /// The bound on one directive's length (default 8 KiB).
+    pub max_directive: Option<Size>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -433,6 +461,7 @@ pub enum Handler {
     Cgi(Arc<crate::handler::cgi::CgiConfig>),
     FastCgi(Arc<crate::handler::fastcgi::FastCgiRoute>),
     Status(Arc<crate::handler::status::StatusConfig>),
+    Ssi(Arc<crate::handler::ssi::SsiConfig>),
     /// The PHP preset: FastCGI for scripts, static for other files.
     Php(Arc<PhpRoute>),
     /// 403.
@@ -927,11 +956,12 @@ fn build(
                 + usize::from(rc.fastcgi.is_some())
                 + usize::from(rc.status.is_some())
                 + usize::from(rc.php.is_some())
+                + usize::from(rc.ssi.is_some())
                 + usize::from(rc.alias.is_some())
                 + usize::from(rc.deny);
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `php`, `status` or `deny`)"
+                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `php`, `ssi`, `status` or `deny`)"
                 } else {
                     "one handler per route"
                 };
@@ -1044,6 +1074,33 @@ fn build(
                 )
                 .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
                 Handler::Static(Arc::new(cfg))
+            } else if let Some(ss) = &rc.ssi {
+                let Some(root) = &site_root else {
+                    return Err(err(
+                        Some(ss.span()),
+                        &format!("{rkey}.ssi"),
+                        "parses files under the site's `root`, and the site has none".into(),
+                    ));
+                };
+                let c = ss.get_ref();
+                let cfg = crate::handler::ssi::SsiConfig::new(
+                    root,
+                    crate::handler::ssi::SsiSpec {
+                        exec: c.exec,
+                        last_modified: c.last_modified,
+                        errmsg: c.errmsg.clone(),
+                        timefmt: c.timefmt.clone(),
+                        sizefmt: c.sizefmt.clone(),
+                        echomsg: c.echomsg.clone(),
+                        exec_timeout: c.exec_timeout.map(|d| d.0),
+                        max_include: c.max_include.map(|s| s.0),
+                        max_directive: c.max_directive.map(|s| s.0),
+                        follow_symlinks: sc.follow_symlinks,
+                        document_root: document_root.clone(),
+                    },
+                )
+                .map_err(|m| err(Some(ss.span()), &format!("{rkey}.ssi"), m))?;
+                Handler::Ssi(Arc::new(cfg))
             } else if let Some(cg) = &rc.cgi {
                 let c = cg.get_ref();
                 let cfg = crate::handler::cgi::route_config(
