@@ -9,6 +9,7 @@ use crate::config::{Handler, Route, Runtime, Site};
 use crate::exchange::{Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi::{self, CgiConfig};
 use crate::handler::fastcgi::{self, Authz, FastCgiRoute};
+use crate::handler::lua::{self, LuaConfig};
 use crate::handler::ssi::{self, SsiConfig};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
@@ -39,6 +40,8 @@ pub enum Pick<'r> {
     FastCgi(&'r FastCgiRoute, String),
     /// A page parsed for server-side includes.
     Ssi(&'r SsiConfig, String),
+    /// A Lua script.
+    Lua(&'r LuaConfig, String),
     /// A route with a FastCGI Authorizer (the pool's index): ask it first,
     /// then pick again with [`pick_unguarded`].
     Guarded(usize),
@@ -55,7 +58,7 @@ impl Pick<'_> {
     pub fn runs_async(&self) -> bool {
         matches!(
             self,
-            Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Ssi(..) | Pick::Guarded(_)
+            Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Ssi(..) | Pick::Lua(..) | Pick::Guarded(_)
         )
     }
 }
@@ -252,6 +255,7 @@ fn route_step<'r>(
         Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
         Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
         Some(Handler::Ssi(cfg)) => Step::Done(Pick::Ssi(cfg, norm)),
+        Some(Handler::Lua(cfg)) => Step::Done(Pick::Lua(cfg, norm)),
         Some(Handler::Php(php)) => php_step(site, php, norm),
         Some(Handler::Deny) => Step::Done(Pick::Status(403)),
         None => Step::Done(Pick::Status(404)),
@@ -412,6 +416,11 @@ fn dispatch_in<'x>(
             let shared = nest.and_then(|n| n.ssi.clone()).unwrap_or_default();
             let inc = Includer::inside(rt, ex, cfg.max_include, nest, &norm, Some(shared.clone()));
             let o = ssi::serve(cfg, norm, ex, &inc, &shared, vars).await;
+            follow(o, ex, rt, depth, nest).await;
+        })),
+        Pick::Lua(cfg, norm) => Some(Box::pin(async move {
+            let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
+            let o = lua::serve(cfg, norm, ex, &inc).await;
             follow(o, ex, rt, depth, nest).await;
         })),
         Pick::Guarded(pool) => Some(Box::pin(guarded(pool, ex, rt, depth, nest))),

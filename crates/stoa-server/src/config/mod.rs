@@ -270,6 +270,8 @@ pub struct RouteConfig {
     pub php: Option<Spanned<PhpRouteConfig>>,
     /// Server-side includes (Apache mod_include syntax).
     pub ssi: Option<Spanned<SsiRouteConfig>>,
+    /// An embedded Lua handler.
+    pub lua: Option<Spanned<LuaRouteConfig>>,
     /// 403 for everything the matcher takes.
     #[serde(default)]
     pub deny: bool,
@@ -281,6 +283,21 @@ pub struct RouteConfig {
     pub try_files: Option<Vec<String>>,
     /// Read request bodies before an application is taken (default true).
     pub request_buffering: Option<bool>,
+}
+
+/// `lua = {...}`: a Lua script answers (docs/LUA.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LuaRouteConfig {
+    /// The script (relative to the config file's directory); it returns
+    /// the function called for each request.
+    pub script: String,
+    /// The whole request, Lua and what it waits for (default 5s).
+    pub timeout: Option<Dur>,
+    /// What one worker's interpreter may allocate (default 64 MiB).
+    pub memory: Option<Size>,
+    /// VM instructions one request may run (default 1e9).
+    pub max_instructions: Option<u64>,
 }
 
 /// `ssi = {...}`: pages parsed for server-side includes.
@@ -462,6 +479,7 @@ pub enum Handler {
     FastCgi(Arc<crate::handler::fastcgi::FastCgiRoute>),
     Status(Arc<crate::handler::status::StatusConfig>),
     Ssi(Arc<crate::handler::ssi::SsiConfig>),
+    Lua(Arc<crate::handler::lua::LuaConfig>),
     /// The PHP preset: FastCGI for scripts, static for other files.
     Php(Arc<PhpRoute>),
     /// 403.
@@ -957,11 +975,12 @@ fn build(
                 + usize::from(rc.status.is_some())
                 + usize::from(rc.php.is_some())
                 + usize::from(rc.ssi.is_some())
+                + usize::from(rc.lua.is_some())
                 + usize::from(rc.alias.is_some())
                 + usize::from(rc.deny);
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `php`, `ssi`, `status` or `deny`)"
+                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `php`, `ssi`, `lua`, `status` or `deny`)"
                 } else {
                     "one handler per route"
                 };
@@ -1074,6 +1093,16 @@ fn build(
                 )
                 .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
                 Handler::Static(Arc::new(cfg))
+            } else if let Some(lu) = &rc.lua {
+                let c = lu.get_ref();
+                let cfg = crate::handler::lua::LuaConfig::new(
+                    resolve(&c.script),
+                    c.timeout.map(|d| d.0),
+                    c.memory.map(|m| m.0),
+                    c.max_instructions,
+                )
+                .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.script"), m))?;
+                Handler::Lua(Arc::new(cfg))
             } else if let Some(ss) = &rc.ssi {
                 let Some(root) = &site_root else {
                     return Err(err(

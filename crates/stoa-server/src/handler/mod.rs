@@ -6,6 +6,7 @@
 
 pub mod cgi;
 pub mod fastcgi;
+pub mod lua;
 pub mod ssi;
 pub mod static_files;
 pub mod status;
