@@ -103,6 +103,8 @@ function R:flush() return yield("flush") end
 function R:start(status, headers) yield("start", status, headers) end
 stoa.sleep = function(s) yield("sleep", s) end
 stoa.subrequest = function(p) return yield("subrequest", p) end
+-- One script must not end the whole server process.
+os.exit = nil
 return R
 "#;
 
