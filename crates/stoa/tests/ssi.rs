@@ -479,3 +479,60 @@ fn issue_13_output_starts_before_a_slow_include_ends() {
         );
     }
 }
+
+#[test]
+fn issue_13_a_directive_split_at_every_byte_across_reads_prints_the_same() {
+    // Stoa reads pages 16 KiB at a time: pad each page so that the read
+    // boundary falls at every byte of the directive, and one past it.
+    const READ: usize = 16 * 1024;
+    let directive = b"<!--#echo var=\"DOCUMENT_NAME\" encoding=\"none\" -->";
+    let dir = TempDir::new("ssi-split");
+    for k in 0..=directive.len() {
+        let mut page = vec![b'.'; READ - k];
+        page.extend_from_slice(directive);
+        page.extend_from_slice(b"|end");
+        dir.write(&format!("www/p{k}.shtml"), page);
+    }
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[site]]\nroot = \"{}/www\"\n\n[[site.route]]\nsuffix = \".shtml\"\nssi = {{}}\n",
+            dir.path().display()
+        ),
+    );
+    let stoa = Server::with_config(&cfg);
+    for k in 0..=directive.len() {
+        let r = stoa.get(&format!("/p{k}.shtml"));
+        assert_eq!(r.status, 200);
+        let want = format!("{}p{k}.shtml|end", ".".repeat(READ - k));
+        assert!(r.text() == want, "split {k} bytes into the directive");
+    }
+}
+
+#[test]
+fn issue_13_printenv_lists_the_include_and_cgi_variables() {
+    let dir = TempDir::new("ssi-printenv");
+    dir.write(
+        "www/e.shtml",
+        "<!--#set var=\"mine\" value=\"a<b\" --><!--#printenv -->",
+    );
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[site]]\nroot = \"{}/www\"\n\n[[site.route]]\nsuffix = \".shtml\"\nssi = {{}}\n",
+            dir.path().display()
+        ),
+    );
+    let stoa = Server::with_config(&cfg);
+    let text = stoa.get("/e.shtml?x=%41").text();
+    for line in [
+        "DOCUMENT_URI=/e.shtml\n",
+        "DOCUMENT_NAME=e.shtml\n",
+        "QUERY_STRING=x=%41\n",
+        "QUERY_STRING_UNESCAPED=x=A\n",
+        "REQUEST_METHOD=GET\n",
+        "mine=a&lt;b\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+}
