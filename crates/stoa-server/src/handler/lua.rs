@@ -49,6 +49,9 @@ pub struct LuaConfig {
     pub max_instructions: u64,
     /// Body bytes kept from one `stoa.subrequest`.
     pub max_subrequest: usize,
+    /// Alive as long as this config: a worker drops interpreters whose
+    /// config is gone (replaced by a reload).
+    alive: std::sync::Arc<()>,
 }
 
 impl LuaConfig {
@@ -72,13 +75,13 @@ impl LuaConfig {
             memory: memory.unwrap_or(64 << 20) as usize,
             max_instructions: max_instructions.unwrap_or(1_000_000_000),
             max_subrequest: 16 << 20,
+            alive: std::sync::Arc::new(()),
         })
     }
 }
 
 /// One worker's interpreter for one route.
 struct Vm {
-    id: u64,
     lua: Lua,
     /// What the script returned.
     handler: mlua::Function,
@@ -86,9 +89,12 @@ struct Vm {
     req_meta: Table,
 }
 
+/// An interpreter and whether its route's config still exists.
+type Entry = (std::sync::Weak<()>, Rc<Vm>);
+
 thread_local! {
-    /// Interpreters of this worker, by script.
-    static VMS: RefCell<HashMap<PathBuf, Rc<Vm>>> = RefCell::new(HashMap::new());
+    /// Interpreters of this worker, by route id.
+    static VMS: RefCell<HashMap<u64, Entry>> = RefCell::new(HashMap::new());
 }
 
 /// What Lua code yields to the handler: implemented in Lua so that it
@@ -109,13 +115,17 @@ return R
 "#;
 
 fn vm_for(cfg: &LuaConfig) -> Result<Rc<Vm>, String> {
-    if let Some(vm) = VMS.with(|v| v.borrow().get(&cfg.script).cloned()) {
-        if vm.id == cfg.id {
-            return Ok(vm);
-        }
+    if let Some((_, vm)) = VMS.with(|v| v.borrow().get(&cfg.id).cloned()) {
+        return Ok(vm);
     }
     let vm = Rc::new(load(cfg).map_err(|e| e.to_string())?);
-    VMS.with(|v| v.borrow_mut().insert(cfg.script.clone(), vm.clone()));
+    VMS.with(|v| {
+        let mut v = v.borrow_mut();
+        // Interpreters of configs a reload replaced (and whose last
+        // request ended) go; each holds up to its `memory`.
+        v.retain(|_, (alive, _)| alive.strong_count() > 0);
+        v.insert(cfg.id, (std::sync::Arc::downgrade(&cfg.alive), vm.clone()));
+    });
     Ok(vm)
 }
 
@@ -141,7 +151,6 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     let req_meta: Table = lua.load(PRELUDE).set_name("=stoa").eval()?;
     let handler: mlua::Function = lua.load(cfg.script.as_path()).eval()?;
     Ok(Vm {
-        id: cfg.id,
         lua,
         handler,
         req_meta,
