@@ -9,7 +9,7 @@ missing=()
 command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://rustup.rs)")
 
 # Debian packages the tests use.
-apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2-utils chromium
+apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do

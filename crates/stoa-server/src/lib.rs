@@ -9,6 +9,7 @@
 pub mod config;
 pub mod conn;
 pub mod exchange;
+pub mod fs;
 pub mod gateway;
 pub mod handler;
 pub mod http;

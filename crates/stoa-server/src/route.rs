@@ -9,17 +9,25 @@ use crate::config::{Handler, Route, Runtime, Site};
 use crate::exchange::{Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi::{self, CgiConfig};
 use crate::handler::fastcgi::{self, Authz, FastCgiRoute};
+use crate::handler::lua::{self, LuaConfig};
 use crate::handler::proxy::{self, ProxyRoute};
+use crate::handler::ssi::{self, SsiConfig};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
 use crate::handler::Outcome;
 use crate::local::Worker;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use stoa_h1::{Framing, Method, RequestHead};
 
 /// CGI/FastCGI local redirects followed for one request (RFC 3875 §6.2.2).
 pub const MAX_REDIRECTS: u8 = 10;
+
+/// Subrequests nested in one another (SSI includes, Lua subrequests):
+/// Apache's `LimitInternalRecursion` default.
+pub const MAX_INCLUDE_DEPTH: usize = 10;
 
 /// An asynchronous handler's run, boxed: rare next to static files, and
 /// its state would otherwise sit in every connection's future.
@@ -32,6 +40,10 @@ pub enum Pick<'r> {
     Cgi(&'r CgiConfig, String),
     FastCgi(&'r FastCgiRoute, String),
     Proxy(&'r ProxyRoute, String),
+    /// A page parsed for server-side includes.
+    Ssi(&'r SsiConfig, String),
+    /// A Lua script.
+    Lua(&'r LuaConfig, String),
     /// A route with a FastCGI Authorizer (the pool's index): ask it first,
     /// then pick again with [`pick_unguarded`].
     Guarded(usize),
@@ -48,7 +60,12 @@ impl Pick<'_> {
     pub fn runs_async(&self) -> bool {
         matches!(
             self,
-            Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Proxy(..) | Pick::Guarded(_)
+            Pick::Cgi(..)
+                | Pick::FastCgi(..)
+                | Pick::Proxy(..)
+                | Pick::Ssi(..)
+                | Pick::Lua(..)
+                | Pick::Guarded(_)
         )
     }
 }
@@ -170,7 +187,8 @@ fn pick_with<'r>(
                     Pick::Static(_, n)
                     | Pick::Cgi(_, n)
                     | Pick::FastCgi(_, n)
-                    | Pick::Proxy(_, n) => rewritten_head(head, n, &changed),
+                    | Pick::Proxy(_, n)
+                    | Pick::Ssi(_, n) => rewritten_head(head, n, &changed),
                     _ => None,
                 };
                 return (p, head);
@@ -245,6 +263,8 @@ fn route_step<'r>(
         Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
         Some(Handler::Proxy(cfg)) => Step::Done(Pick::Proxy(cfg, norm)),
         Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
+        Some(Handler::Ssi(cfg)) => Step::Done(Pick::Ssi(cfg, norm)),
+        Some(Handler::Lua(cfg)) => Step::Done(Pick::Lua(cfg, norm)),
         Some(Handler::Php(php)) => php_step(site, php, norm),
         Some(Handler::Deny) => Step::Done(Pick::Status(403)),
         None => Step::Done(Pick::Status(404)),
@@ -354,6 +374,20 @@ pub fn dispatch<'x>(
     depth: u8,
     vars: &'x [(String, Vec<u8>)],
 ) -> Option<Running<'x>> {
+    dispatch_in(p, ex, rt, depth, vars, None)
+}
+
+/// [`dispatch`] inside a subrequest: `nest` is what the including
+/// documents pass down (their chain, for loop detection; SSI's shared
+/// environment).
+fn dispatch_in<'x>(
+    p: Pick<'x>,
+    ex: &'x mut Exchange<'_>,
+    rt: &'x Runtime,
+    depth: u8,
+    vars: &'x [(String, Vec<u8>)],
+    nest: Option<&'x Nest>,
+) -> Option<Running<'x>> {
     match p {
         Pick::Static(cfg, norm) => {
             static_files::serve(cfg, ex, &norm);
@@ -379,16 +413,29 @@ pub fn dispatch<'x>(
         }
         Pick::Cgi(cfg, norm) => Some(Box::pin(async move {
             let o = cgi::serve(cfg, norm, ex, vars).await;
-            follow(o, ex, rt, depth).await;
+            follow(o, ex, rt, depth, nest).await;
         })),
         Pick::FastCgi(cfg, norm) => Some(Box::pin(async move {
             let o = fastcgi::serve(cfg, norm, ex, &rt.pools, vars).await;
-            follow(o, ex, rt, depth).await;
+            follow(o, ex, rt, depth, nest).await;
         })),
         Pick::Proxy(cfg, norm) => Some(Box::pin(async move {
             proxy::serve(cfg, &norm, ex, &rt.pools).await;
         })),
-        Pick::Guarded(pool) => Some(Box::pin(guarded(pool, ex, rt, depth))),
+        Pick::Ssi(cfg, norm) => Some(Box::pin(async move {
+            // A nested page runs in the environment of the page that
+            // started the includes (Apache's "kludge" in includes_filter).
+            let shared = nest.and_then(|n| n.ssi.clone()).unwrap_or_default();
+            let inc = Includer::inside(rt, ex, cfg.max_include, nest, &norm, Some(shared.clone()));
+            let o = ssi::serve(cfg, norm, ex, &inc, &shared, vars).await;
+            follow(o, ex, rt, depth, nest).await;
+        })),
+        Pick::Lua(cfg, norm) => Some(Box::pin(async move {
+            let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
+            let o = lua::serve(cfg, norm, ex, &inc).await;
+            follow(o, ex, rt, depth, nest).await;
+        })),
+        Pick::Guarded(pool) => Some(Box::pin(guarded(pool, ex, rt, depth, nest))),
     }
 }
 
@@ -402,7 +449,7 @@ pub async fn run(p: Pick<'_>, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
 /// A handler's outcome: a local redirect is routed again, as a GET for
 /// the new target with the client's headers but no body (RFC 3875
 /// §6.2.2).
-async fn follow(o: Outcome, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
+async fn follow(o: Outcome, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8, nest: Option<&Nest>) {
     let Outcome::Redirect(location) = o else {
         return;
     };
@@ -420,7 +467,7 @@ async fn follow(o: Outcome, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
     let (p, rewritten) = pick(&new, rt);
     let new = rewritten.unwrap_or(new);
     let mut sub = ex.redirected(&new);
-    if let Some(f) = dispatch(p, &mut sub, rt, depth + 1, &[]) {
+    if let Some(f) = dispatch_in(p, &mut sub, rt, depth + 1, &[], nest) {
         f.await;
     }
     let keep = sub.keeps();
@@ -449,7 +496,7 @@ fn redirect_head(orig: &RequestHead, location: &[u8]) -> RequestHead {
 /// answers first; on 200 the route's handler runs with the variables it
 /// granted, otherwise its response goes to the client. Local redirects come
 /// through routing again, so they are authorized too.
-async fn guarded(pool: usize, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
+async fn guarded(pool: usize, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8, nest: Option<&Nest>) {
     let vars = match fastcgi::authorize(pool, ex, &rt.pools).await {
         Authz::Allow(v) => v,
         Authz::Answered => return,
@@ -457,19 +504,29 @@ async fn guarded(pool: usize, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
     let (p, rewritten) = pick_unguarded(ex.req(), rt);
     match rewritten {
         None => {
-            if let Some(f) = dispatch(p, ex, rt, depth, &vars) {
+            if let Some(f) = dispatch_in(p, ex, rt, depth, &vars, nest) {
                 f.await;
             }
         }
         Some(new) => {
             let mut sub = ex.redirected(&new);
-            if let Some(f) = dispatch(p, &mut sub, rt, depth, &vars) {
+            if let Some(f) = dispatch_in(p, &mut sub, rt, depth, &vars, nest) {
                 f.await;
             }
             let keep = sub.keeps();
             ex.absorb_keep(keep);
         }
     }
+}
+
+/// What a document passes down to the subrequests it makes.
+#[derive(Default, Clone)]
+pub struct Nest {
+    /// The documents being included, outermost first, as (normalized
+    /// path, query): including one of them again is a loop.
+    pub chain: Vec<(String, Vec<u8>)>,
+    /// SSI: the environment and `set` variables nested pages share.
+    pub ssi: Option<Rc<RefCell<ssi::Shared>>>,
 }
 
 /// Subrequests through routing, for handlers that include others.
@@ -480,24 +537,108 @@ pub struct Includer<'r> {
     pub local: Option<std::net::SocketAddr>,
     /// Body bytes kept from one subrequest.
     pub max_body: usize,
+    /// The including documents, this one last.
+    pub nest: Nest,
+}
+
+impl<'r> Includer<'r> {
+    /// The includer of the document `norm` being served on `ex`, itself
+    /// included by `outer` (if any).
+    pub fn inside(
+        rt: &'r Runtime,
+        ex: &Exchange<'r>,
+        max_body: usize,
+        outer: Option<&Nest>,
+        norm: &str,
+        ssi: Option<Rc<RefCell<ssi::Shared>>>,
+    ) -> Includer<'r> {
+        let mut chain = outer.map(|n| n.chain.clone()).unwrap_or_default();
+        chain.push((norm.to_owned(), ex.req().query().unwrap_or(b"").to_vec()));
+        Includer {
+            rt,
+            worker: ex.worker(),
+            peer: ex.peer(),
+            local: ex.local_addr(),
+            max_body,
+            nest: Nest { chain, ssi },
+        }
+    }
 }
 
 impl Include for Includer<'_> {
     fn include(&self, parent: &RequestHead, target: &[u8]) -> impl Future<Output = SubResponse> {
-        let head = redirect_head(parent, target);
+        let head = include_head(parent, target);
         async move {
+            let key = (
+                crate::http::path::normalize(head.path()).unwrap_or_default(),
+                head.query().unwrap_or(b"").to_vec(),
+            );
+            // Apache refuses an include of a document already being
+            // included with the same arguments, and stops at a depth.
+            if self.nest.chain.contains(&key) || self.nest.chain.len() > MAX_INCLUDE_DEPTH {
+                let why = if self.nest.chain.contains(&key) {
+                    "includes itself"
+                } else {
+                    "nests too deep"
+                };
+                tracing::error!(
+                    "subrequest for {}: {why} (via {})",
+                    String::from_utf8_lossy(target),
+                    self.nest
+                        .chain
+                        .iter()
+                        .map(|(p, _)| p.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" -> ")
+                );
+                return SubResponse {
+                    status: 508,
+                    ..SubResponse::default()
+                };
+            }
             let mut sub = Sub::new(self.peer, self.local, self.max_body);
             {
                 let (p, rewritten) = pick(&head, self.rt);
                 let head = rewritten.as_ref().unwrap_or(&head);
                 let mut ex = Exchange::sub(&mut sub, head, self.worker, &self.rt.limits);
                 // Boxed: an include may include again.
-                let f: Running<'_> = Box::pin(run(p, &mut ex, self.rt, 0));
+                let f: Running<'_> = Box::pin(async {
+                    if let Some(f) = dispatch_in(p, &mut ex, self.rt, 0, &[], Some(&self.nest)) {
+                        f.await;
+                    }
+                });
                 f.await;
             }
             sub.into_response()
         }
     }
+}
+
+/// The GET a subrequest makes: the parent's headers less those that
+/// described its body, and less those that would make the answer other
+/// than the whole representation as is (a 304, a range, a precompressed
+/// variant) - mod_include would otherwise paste those into the page.
+fn include_head(orig: &RequestHead, target: &[u8]) -> RequestHead {
+    const DROP: [&str; 11] = [
+        "content-length",
+        "transfer-encoding",
+        "content-type",
+        "expect",
+        "range",
+        "if-range",
+        "if-match",
+        "if-none-match",
+        "if-modified-since",
+        "if-unmodified-since",
+        "accept-encoding",
+    ];
+    RequestHead::from_parts(
+        Method::Get,
+        target,
+        orig.version,
+        orig.headers()
+            .filter(|(n, _)| !DROP.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes()))),
+    )
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! - connections never import handlers;
 //! - the upstream layer knows no protocol and no request: nothing of the
 //!   exchange, the gateway or handlers;
-//! - `local` and `http` are leaves.
+//! - `local`, `http` and `fs` are leaves.
 //!
 //! Handlers also never look at how the request was framed on the wire
 //! (`head.framing`, `req().keep_alive`, `.expect_continue` of the request
@@ -88,7 +88,7 @@ fn forbidden(from: &str, to: &str) -> bool {
     {
         return true;
     }
-    if from == "local" || from == "http" {
+    if from == "local" || from == "http" || from == "fs" {
         return true;
     }
     false

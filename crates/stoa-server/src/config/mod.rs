@@ -270,6 +270,10 @@ pub struct RouteConfig {
     pub status: Option<Spanned<StatusRouteConfig>>,
     /// The PHP preset.
     pub php: Option<Spanned<PhpRouteConfig>>,
+    /// Server-side includes (Apache mod_include syntax).
+    pub ssi: Option<Spanned<SsiRouteConfig>>,
+    /// An embedded Lua handler.
+    pub lua: Option<Spanned<LuaRouteConfig>>,
     /// 403 for everything the matcher takes.
     #[serde(default)]
     pub deny: bool,
@@ -281,6 +285,47 @@ pub struct RouteConfig {
     pub try_files: Option<Vec<String>>,
     /// Read request bodies before an application is taken (default true).
     pub request_buffering: Option<bool>,
+}
+
+/// `lua = {...}`: a Lua script answers (docs/LUA.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LuaRouteConfig {
+    /// The script (relative to the config file's directory); it returns
+    /// the function called for each request.
+    pub script: String,
+    /// The whole request, Lua and what it waits for (default 5s).
+    pub timeout: Option<Dur>,
+    /// What one worker's interpreter may allocate (default 64 MiB).
+    pub memory: Option<Size>,
+    /// VM instructions one request may run (default 1e9).
+    pub max_instructions: Option<u64>,
+}
+
+/// `ssi = {...}`: pages parsed for server-side includes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsiRouteConfig {
+    /// Allow `<!--#exec cgi/cmd -->` (default false: `IncludesNOEXEC`).
+    #[serde(default)]
+    pub exec: bool,
+    /// Send the page's Last-Modified (Apache `XBitHack full`; default false).
+    #[serde(default)]
+    pub last_modified: bool,
+    /// The starting `config errmsg` (`SSIErrorMsg`).
+    pub errmsg: Option<String>,
+    /// The starting `config timefmt` (`SSITimeFormat`).
+    pub timefmt: Option<String>,
+    /// The starting `config sizefmt`: "abbrev" (default) or "bytes".
+    pub sizefmt: Option<String>,
+    /// What `echo` prints for an undefined variable (`SSIUndefinedEcho`).
+    pub echomsg: Option<String>,
+    /// How long an `exec cmd` may run (default 10s).
+    pub exec_timeout: Option<Dur>,
+    /// Body bytes kept from one include (default 16 MiB).
+    pub max_include: Option<Size>,
+    /// The bound on one directive's length (default 8 KiB).
+    pub max_directive: Option<Size>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -481,6 +526,8 @@ pub enum Handler {
     FastCgi(Arc<crate::handler::fastcgi::FastCgiRoute>),
     Proxy(Arc<crate::handler::proxy::ProxyRoute>),
     Status(Arc<crate::handler::status::StatusConfig>),
+    Ssi(Arc<crate::handler::ssi::SsiConfig>),
+    Lua(Arc<crate::handler::lua::LuaConfig>),
     /// The PHP preset: FastCGI for scripts, static for other files.
     Php(Arc<PhpRoute>),
     /// 403.
@@ -1049,11 +1096,13 @@ fn build(
                 + usize::from(rc.proxy.is_some())
                 + usize::from(rc.status.is_some())
                 + usize::from(rc.php.is_some())
+                + usize::from(rc.ssi.is_some())
+                + usize::from(rc.lua.is_some())
                 + usize::from(rc.alias.is_some())
                 + usize::from(rc.deny);
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `proxy`, `php`, `status` or `deny`)"
+                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `proxy`, `php`, `ssi`, `lua`, `status` or `deny`)"
                 } else {
                     "one handler per route"
                 };
@@ -1224,6 +1273,43 @@ fn build(
                 )
                 .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
                 Handler::Static(Arc::new(cfg))
+            } else if let Some(lu) = &rc.lua {
+                let c = lu.get_ref();
+                let cfg = crate::handler::lua::LuaConfig::new(
+                    resolve(&c.script),
+                    c.timeout.map(|d| d.0),
+                    c.memory.map(|m| m.0),
+                    c.max_instructions,
+                )
+                .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.script"), m))?;
+                Handler::Lua(Arc::new(cfg))
+            } else if let Some(ss) = &rc.ssi {
+                let Some(root) = &site_root else {
+                    return Err(err(
+                        Some(ss.span()),
+                        &format!("{rkey}.ssi"),
+                        "parses files under the site's `root`, and the site has none".into(),
+                    ));
+                };
+                let c = ss.get_ref();
+                let cfg = crate::handler::ssi::SsiConfig::new(
+                    root,
+                    crate::handler::ssi::SsiSpec {
+                        exec: c.exec,
+                        last_modified: c.last_modified,
+                        errmsg: c.errmsg.clone(),
+                        timefmt: c.timefmt.clone(),
+                        sizefmt: c.sizefmt.clone(),
+                        echomsg: c.echomsg.clone(),
+                        exec_timeout: c.exec_timeout.map(|d| d.0),
+                        max_include: c.max_include.map(|s| s.0),
+                        max_directive: c.max_directive.map(|s| s.0),
+                        follow_symlinks: sc.follow_symlinks,
+                        document_root: document_root.clone(),
+                    },
+                )
+                .map_err(|m| err(Some(ss.span()), &format!("{rkey}.ssi"), m))?;
+                Handler::Ssi(Arc::new(cfg))
             } else if let Some(cg) = &rc.cgi {
                 let c = cg.get_ref();
                 let cfg = crate::handler::cgi::route_config(

@@ -6,7 +6,9 @@
 
 pub mod cgi;
 pub mod fastcgi;
+pub mod lua;
 pub mod proxy;
+pub mod ssi;
 pub mod static_files;
 pub mod status;
 

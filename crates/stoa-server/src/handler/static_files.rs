@@ -7,16 +7,15 @@
 //! to a thread pool (nginx and lighttpd make the same trade).
 
 use crate::exchange::Exchange;
+use crate::fs::Root;
 use crate::http::{autoindex, conditional, path, range};
 use bytes::Bytes;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 use stoa_h1::{Method, RequestHead};
@@ -27,11 +26,10 @@ const ALLOW: &[u8] = b"GET, HEAD, OPTIONS";
 /// A static route's configuration, opened at load time.
 #[derive(Debug)]
 pub struct StaticConfig {
-    /// The canonical root, without a trailing '/'.
-    pub root: PathBuf,
+    /// The root directory, opened for `openat2(RESOLVE_BENEATH)`.
+    pub root: Root,
+    /// `root.path_str`, for building cache keys.
     root_str: String,
-    /// The root directory, for `openat2(RESOLVE_BENEATH)`.
-    root_fd: OwnedFd,
     pub index: Vec<String>,
     pub autoindex: bool,
     /// Open symlinks that lead out of the root (default: refused).
@@ -46,24 +44,11 @@ pub struct StaticConfig {
 
 impl StaticConfig {
     pub fn open(root: &Path, index: Vec<String>, autoindex: bool) -> Result<StaticConfig, String> {
-        let canon = root
-            .canonicalize()
-            .map_err(|e| format!("root `{}`: {e}", root.display()))?;
-        if !canon.is_dir() {
-            return Err(format!("root `{}` is not a directory", canon.display()));
-        }
-        let dir = File::open(&canon).map_err(|e| format!("root `{}`: {e}", canon.display()))?;
-        let mut root_str = canon
-            .to_str()
-            .ok_or_else(|| format!("root `{}` is not UTF-8", canon.display()))?
-            .to_owned();
-        while root_str.ends_with('/') {
-            root_str.pop();
-        }
+        let root = Root::open(root)?;
+        let root_str = root.path_str.clone();
         Ok(StaticConfig {
-            root: canon,
+            root,
             root_str,
-            root_fd: dir.into(),
             index,
             autoindex,
             follow_symlinks: false,
@@ -497,77 +482,10 @@ fn text_with_charset(t: &'static str) -> &'static str {
     s
 }
 
-/// Opens `rel` (starting with '/') beneath the root: the kernel refuses any
-/// path, `..` or symlink that resolves outside it (openat2 RESOLVE_BENEATH).
+/// Opens `rel` (starting with '/') beneath the root ([`Root::open_beneath`]).
 fn open_beneath(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
-    let full = rel;
-    let rel = rel.trim_start_matches('/');
-    let rel = if rel.is_empty() { "." } else { rel };
-    let c = CString::new(rel).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut how: libc::open_how = zeroed_open_how();
-    // O_NONBLOCK: a FIFO planted in the root must not hang the worker.
-    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY) as u64;
-    // The path is normalized (no `..`), so only a symlink can lead out of
-    // the root; `follow_symlinks` allows that (Debian's DokuWiki links
-    // lib/tpl out of its root).
-    how.resolve = if cfg.follow_symlinks {
-        libc::RESOLVE_NO_MAGICLINKS
-    } else {
-        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS
-    };
-    // SAFETY: the root fd is open for the life of `cfg`; `c` is a valid
-    // NUL-terminated string; `how` is a properly initialised open_how whose
-    // size we pass.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            cfg.root_fd.as_raw_fd(),
-            c.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd >= 0 {
-        // SAFETY: the kernel just returned this descriptor to us and nobody
-        // else owns it.
-        return Ok(unsafe { File::from_raw_fd(fd as i32) });
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::ENOSYS) => open_checked(cfg, rel),
-        Some(libc::EXDEV) | Some(libc::ELOOP) => {
-            tracing::warn!(
-                "static: {}{full}: a symlink leads out of the root (follow_symlinks = false): 403",
-                cfg.root_str
-            );
-            Err(io::ErrorKind::PermissionDenied.into())
-        }
-        _ => Err(err),
-    }
+    cfg.root.open_beneath(rel, cfg.follow_symlinks)
 }
-
-fn zeroed_open_how() -> libc::open_how {
-    // SAFETY: open_how is a plain C struct of integers; all-zero is its
-    // documented "no flags" value.
-    unsafe { std::mem::zeroed() }
-}
-
-/// Kernels before 5.6 lack openat2: resolve the path and check it is still
-/// under the root. Racy against a concurrent symlink swap, hence only a
-/// fallback.
-fn open_checked(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
-    let full = cfg.root.join(rel);
-    let canon = full.canonicalize()?;
-    if !cfg.follow_symlinks && !canon.starts_with(&cfg.root) {
-        return Err(io::ErrorKind::PermissionDenied.into());
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(canon)
-}
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// Which precompressed variant the client takes, best first.
 fn accepted_encodings(req: &RequestHead) -> (bool, bool) {
@@ -757,7 +675,7 @@ fn body(ex: &mut Exchange<'_>, e: &Entry, file: &Option<Rc<File>>, r: std::ops::
 fn serve_listing(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, dir: &str) {
     // A symlinked directory must not list what is outside the root.
     match Path::new(dir).canonicalize() {
-        Ok(c) if c.starts_with(&cfg.root) => {}
+        Ok(c) if c.starts_with(&cfg.root.path) => {}
         _ => return ex.error(403, &[]),
     }
     let rd = match std::fs::read_dir(dir) {

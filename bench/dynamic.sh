@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# bench/dynamic.sh - one "hello" page from every route Stoa has, side by side in one run (issue 13):
+#   static    the page as a file
+#   ssi       an .shtml page: its first half as text, the second half by <!--#include virtual -->
+#   lua       a Lua handler returning the page (read once per worker at load)
+#   fastcgi   bench/src/hello.c built against libfcgi, a [[pool]] of 2 processes started by Stoa
+#   cgi       bench/src/hello.c as a CGI program
+#   nginx-lua the Lua handler under nginx's Lua module (Debian libnginx-mod-http-lua), when it installs
+# Every route must answer 200 with the byte-identical page first. Then `wrk -t1 -c$CONC -d$DUR --latency`
+# per route; prints a Markdown table: requests/s, p99, and server CPU per request (utime+stime of the
+# server's processes and cutime+cstime of the children it reaped, /proc/PID/stat fields 14-17, after
+# minus before, over the requests wrk completed; for nginx its master and workers).
+#
+# Usage: bench/dynamic.sh     (as root installs wrk / libfcgi-dev / nginx's Lua module when missing)
+# Knobs: DUR=5s CONC=16 WORKERS=1 RUN=/tmp/stoa-bench-dynamic STOA=target/release/stoa
+#        CASES="static ssi lua fastcgi cgi nginx-lua"
+# Ports: stoa 18260, nginx 18261. Everything is started here on loopback and stopped by PID at exit.
+set -euo pipefail
+case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+RUN=${RUN:-/tmp/stoa-bench-dynamic}
+DUR=${DUR:-5s} CONC=${CONC:-16} WORKERS=${WORKERS:-1}
+CASES=${CASES:-static ssi lua fastcgi cgi nginx-lua}
+STOA=${STOA:-$REPO/target/release/stoa}
+PORT=18260 NGINX_PORT=18261
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+need() {  # need CMD PACKAGE
+    command -v "$1" >/dev/null 2>&1 && return 0
+    [ "$(id -u)" = 0 ] || { echo "missing $1 (apt-get install $2)" >&2; exit 2; }
+    apt-get install -y -qq "$2" >/dev/null
+}
+need wrk wrk
+need cc gcc
+[ -f /usr/include/fcgi_stdio.h ] || need /nonexistent libfcgi-dev
+[ -x "$STOA" ] || cargo build --release -p stoa
+
+rm -rf "$RUN"; mkdir -p "$RUN/www/cgi-bin" "$RUN/raw"
+cc -O2 -o "$RUN/www/cgi-bin/hello" bench/src/hello.c
+cc -O2 -DFCGI -o "$RUN/hello_fcgi" bench/src/hello.c -lfcgi
+# The page every route returns: the CGI program's output for q=hello, less its head.
+QUERY_STRING=q=hello "$RUN/www/cgi-bin/hello" | sed '1,/^\r\{0,1\}$/d' > "$RUN/expected.html"
+cp "$RUN/expected.html" "$RUN/www/hello.html"
+half=$(( $(wc -c < "$RUN/expected.html") / 2 ))
+head -c "$half" "$RUN/expected.html" > "$RUN/www/hello.shtml"
+tail -c +"$((half + 1))" "$RUN/expected.html" > "$RUN/www/part2.html"
+printf '<!--#include virtual="/part2.html" -->' >> "$RUN/www/hello.shtml"
+cat > "$RUN/hello.lua" <<EOF
+local f = assert(io.open("$RUN/expected.html", "rb"))
+local page = f:read("a")
+f:close()
+return function(req)
+  return 200, { ["content-type"] = "text/html" }, page
+end
+EOF
+
+cat > "$RUN/stoa.toml" <<EOF
+listen = ["127.0.0.1:$PORT"]
+workers = $WORKERS
+user = "root"
+[log]
+access = "off"
+[[pool]]
+name = "hello"
+command = ["$RUN/hello_fcgi"]
+processes = 2
+[[site]]
+root = "$RUN/www"
+[[site.route]]
+suffix = ".shtml"
+ssi = {}
+[[site.route]]
+prefix = "/lua/"
+lua = { script = "$RUN/hello.lua" }
+[[site.route]]
+prefix = "/fcgi/"
+fastcgi = { pool = "hello" }
+[[site.route]]
+prefix = "/cgi-bin/"
+cgi = { dir = "$RUN/www/cgi-bin" }
+EOF
+"$STOA" serve --config "$RUN/stoa.toml" 2> "$RUN/stoa.log" &
+STOA_PID=$!; PIDS+=("$STOA_PID")
+
+NGINX_PID=
+if [[ " $CASES " == *" nginx-lua "* ]]; then
+    if [ ! -f /usr/share/nginx/modules-available/mod-http-lua.conf ] && [ "$(id -u)" = 0 ]; then
+        apt-get install -y -qq libnginx-mod-http-lua >/dev/null 2>&1 || true
+    fi
+    mod=$(ls /usr/lib/nginx/modules/ngx_http_lua_module.so 2>/dev/null || true)
+    ndk=$(ls /usr/lib/nginx/modules/ndk_http_module.so 2>/dev/null || true)
+    if [ -n "$mod" ] && command -v nginx >/dev/null; then
+        cat > "$RUN/nginx.conf" <<EOF
+${ndk:+load_module $ndk;}
+load_module $mod;
+worker_processes $WORKERS;
+pid $RUN/nginx.pid;
+error_log $RUN/nginx-error.log;
+daemon off;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  lua_package_path "$RUN/?.lua;;";
+  init_by_lua_block { local f = io.open("$RUN/expected.html", "rb"); page = f:read("a"); f:close() }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    location /lua/ { default_type text/html; content_by_lua_block { ngx.print(page) } }
+  }
+}
+EOF
+        nginx -c "$RUN/nginx.conf" -p "$RUN" 2> "$RUN/nginx.log" &
+        NGINX_PID=$!; PIDS+=("$NGINX_PID")
+    else
+        echo "nginx-lua: the Debian package libnginx-mod-http-lua is not installed: skipped" >&2
+        CASES=${CASES//nginx-lua/}
+    fi
+fi
+sleep 1
+
+url_of() {
+    case $1 in
+        static) echo "http://127.0.0.1:$PORT/hello.html" ;;
+        ssi) echo "http://127.0.0.1:$PORT/hello.shtml" ;;
+        lua) echo "http://127.0.0.1:$PORT/lua/hello" ;;
+        fastcgi) echo "http://127.0.0.1:$PORT/fcgi/hello?q=hello" ;;
+        cgi) echo "http://127.0.0.1:$PORT/cgi-bin/hello?q=hello" ;;
+        nginx-lua) echo "http://127.0.0.1:$NGINX_PORT/lua/hello" ;;
+    esac
+}
+pids_of() {  # the server's processes: the main one and its descendants
+    local root=$1
+    echo "$root"
+    for c in $(cat /proc/"$root"/task/*/children 2>/dev/null); do pids_of "$c"; done
+}
+ticks() {  # utime+stime+cutime+cstime of the server's processes
+    local sum=0
+    for p in $(pids_of "$1"); do
+        # Fields after the ")" of comm: 14-17 are the 12th-15th.
+        set -- $(sed 's/.*) //' /proc/"$p"/stat 2>/dev/null || echo)
+        [ $# -ge 15 ] && sum=$((sum + ${12} + ${13} + ${14} + ${15}))
+    done
+    echo "$sum"
+}
+
+HZ=$(getconf CLK_TCK)
+echo "| route | requests/s | p99 | server CPU µs/request |"
+echo "|---|---|---|---|"
+for c in $CASES; do
+    url=$(url_of "$c")
+    pid=$STOA_PID; [ "$c" = nginx-lua ] && pid=$NGINX_PID
+    for _ in $(seq 50); do curl -fsS -o /dev/null "$url" 2>/dev/null && break; sleep 0.1; done
+    if ! curl -fsS "$url" | cmp -s - "$RUN/expected.html"; then
+        echo "| $c | FAILED: not the expected page | | |"
+        continue
+    fi
+    wrk -t1 -c"$CONC" -d1s "$url" > /dev/null  # warm-up
+    before=$(ticks "$pid")
+    wrk -t1 -c"$CONC" -d"$DUR" --latency "$url" > "$RUN/raw/$c.txt"
+    after=$(ticks "$pid")
+    rps=$(awk '/^Requests\/sec/ {print $2}' "$RUN/raw/$c.txt")
+    p99=$(awk '$1 == "99%" {print $2}' "$RUN/raw/$c.txt")
+    n=$(awk '/requests in/ {print $1}' "$RUN/raw/$c.txt")
+    cpu=$(awk -v t=$((after - before)) -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.1f", n ? t / hz * 1e6 / n : 0 }')
+    echo "| $c | $rps | $p99 | $cpu |"
+done

@@ -1,0 +1,559 @@
+//! Server-side includes: a page under the site root, read in chunks and
+//! run through `stoa_ssi::Page` as it is read, so that output starts before
+//! the page is parsed to its end and memory is bounded by one chunk plus
+//! one directive. What the page asks for is done here: `include virtual`
+//! (and `include file`, `exec cgi`) as subrequests through routing (the
+//! [`Include`] hook), `flastmod`/`fsize` by a stat beneath the root, `exec
+//! cmd` by `/bin/sh` with a time limit (only with `exec = true`: a page
+//! that may run commands is a shell for whoever can write pages,
+//! CVE-2009-1195).
+//!
+//! Pages are parsed on every request: no parsed template is cached (the
+//! file's bytes come from the page cache; parsing is a single pass).
+
+use crate::exchange::{Exchange, Include};
+use crate::fs::Root;
+use crate::gateway::{self, Names};
+use crate::handler::Outcome;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::ffi::CStr;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use stoa_h1::Method;
+use stoa_ssi::{
+    Action, Env, ExecKind, FileStat, InfoKind, Page, Settings, SizeFmt, Source, Times, VarList,
+    Zone,
+};
+use tokio::io::AsyncReadExt;
+
+/// How much of the page is read at a time: output leaves after each read.
+pub const CHUNK: usize = 16 * 1024;
+
+/// What the config file says (`ssi = {...}`), before validation.
+#[derive(Debug, Default)]
+pub struct SsiSpec {
+    pub exec: bool,
+    pub last_modified: bool,
+    pub errmsg: Option<String>,
+    pub timefmt: Option<String>,
+    pub sizefmt: Option<String>,
+    pub echomsg: Option<String>,
+    pub exec_timeout: Option<Duration>,
+    pub max_include: Option<u64>,
+    pub max_directive: Option<u64>,
+    pub follow_symlinks: bool,
+    /// DOCUMENT_ROOT for the CGI variables.
+    pub document_root: String,
+}
+
+/// An `ssi` route, validated.
+#[derive(Debug)]
+pub struct SsiConfig {
+    root: Root,
+    follow_symlinks: bool,
+    /// The starting `config` values and whether `exec` may run.
+    settings: Settings,
+    /// Send Last-Modified (Apache `XBitHack full`).
+    last_modified: bool,
+    exec_timeout: Duration,
+    /// Body bytes kept from one include or `exec cmd`.
+    pub max_include: usize,
+    document_root: String,
+}
+
+impl SsiConfig {
+    pub fn new(root: &std::path::Path, spec: SsiSpec) -> Result<SsiConfig, String> {
+        let mut settings = Settings {
+            exec: spec.exec,
+            ..Settings::default()
+        };
+        if let Some(m) = spec.errmsg {
+            settings.errmsg = m.into_bytes();
+        }
+        if let Some(t) = spec.timefmt {
+            settings.timefmt = t.into_bytes();
+        }
+        if let Some(e) = spec.echomsg {
+            settings.echomsg = e.into_bytes();
+        }
+        settings.sizefmt = match spec.sizefmt.as_deref() {
+            None | Some("abbrev") => SizeFmt::Abbrev,
+            Some("bytes") => SizeFmt::Bytes,
+            Some(o) => return Err(format!("sizefmt `{o}`: write \"abbrev\" or \"bytes\"")),
+        };
+        if let Some(n) = spec.max_directive {
+            if !(64..=1 << 20).contains(&n) {
+                return Err("max_directive: between 64 bytes and 1 MiB".into());
+            }
+            settings.max_directive = n as usize;
+        }
+        let max_include = spec.max_include.unwrap_or(16 << 20);
+        if max_include == 0 || max_include > 1 << 30 {
+            return Err("max_include: between 1 byte and 1 GiB".into());
+        }
+        Ok(SsiConfig {
+            root: Root::open(root)?,
+            follow_symlinks: spec.follow_symlinks,
+            settings,
+            last_modified: spec.last_modified,
+            exec_timeout: spec.exec_timeout.unwrap_or(Duration::from_secs(10)),
+            max_include: max_include as usize,
+            document_root: spec.document_root,
+        })
+    }
+}
+
+/// What nested pages share with the page that included them: Apache runs
+/// a nested page in the base document's environment (its DOCUMENT_URI,
+/// LAST_MODIFIED...), and `set` in one is seen by the other.
+#[derive(Debug, Default)]
+pub struct Shared {
+    base: Option<(VarList, Times)>,
+    set: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The variables a page sees.
+struct PageEnv {
+    vars: VarList,
+}
+
+impl Env for PageEnv {
+    fn var(&self, name: &[u8]) -> Option<Cow<'_, [u8]>> {
+        self.vars.var(name)
+    }
+
+    fn for_each_var(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        self.vars.for_each_var(f)
+    }
+
+    fn zone(&self, t: i64) -> Zone {
+        local_zone(t)
+    }
+}
+
+/// Serves the page at `norm` (decoded, normalized) beneath the root.
+/// `inc` runs subrequests; `shared` is the environment of the outermost
+/// page; `extra` are an Authorizer's variables.
+pub async fn serve(
+    cfg: &SsiConfig,
+    norm: String,
+    ex: &mut Exchange<'_>,
+    inc: &impl Include,
+    shared: &RefCell<Shared>,
+    extra: &[(String, Vec<u8>)],
+) -> Outcome {
+    let m = &ex.req().method;
+    if *m != Method::Get && *m != Method::Head {
+        gateway::simple(ex, 405, &[("Allow", b"GET, HEAD")]);
+        return Outcome::Done;
+    }
+    let mut file = match cfg.root.open_beneath(&norm, cfg.follow_symlinks) {
+        Ok(f) => f,
+        Err(e) => {
+            let status = match e.kind() {
+                std::io::ErrorKind::NotFound => 404,
+                std::io::ErrorKind::PermissionDenied => 403,
+                _ => {
+                    tracing::error!("ssi: {}{norm}: {e}", cfg.root.path_str);
+                    500
+                }
+            };
+            gateway::simple(ex, status, &[]);
+            return Outcome::Done;
+        }
+    };
+    let meta = match file.metadata() {
+        Ok(m) if m.is_file() => m,
+        // A directory or a FIFO named like a page: nothing to parse.
+        Ok(_) => {
+            gateway::simple(ex, 403, &[]);
+            return Outcome::Done;
+        }
+        Err(e) => {
+            tracing::error!("ssi: {}{norm}: {e}", cfg.root.path_str);
+            gateway::simple(ex, 500, &[]);
+            return Outcome::Done;
+        }
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (env, times) = {
+        let mut sh = shared.borrow_mut();
+        match &sh.base {
+            Some((vars, times)) => (
+                PageEnv { vars: vars.clone() },
+                Times {
+                    request: now,
+                    last_modified: times.last_modified,
+                },
+            ),
+            None => {
+                let vars = page_vars(cfg, ex, &norm, meta.uid(), extra);
+                let times = Times {
+                    request: now,
+                    last_modified: meta.mtime(),
+                };
+                sh.base = Some((vars.clone(), times));
+                (PageEnv { vars }, times)
+            }
+        }
+    };
+
+    ex.start(200);
+    ex.header("Content-Type", b"text/html");
+    if cfg.last_modified {
+        let t = UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64);
+        ex.header("Last-Modified", httpdate::fmt_http_date(t).as_bytes());
+    }
+    // No ETag: the output changes with what is included, not with the file.
+    ex.end_head_stream();
+    if ex.is_head() {
+        ex.finish();
+        return Outcome::Done;
+    }
+
+    let mut page = Page::new(cfg.settings.clone(), times);
+    for (n, v) in &shared.borrow().set {
+        page.set_var(n, v);
+    }
+    let mut doc = Doc {
+        cfg,
+        norm: &norm,
+        env: &env,
+        inc,
+        shared,
+    };
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // The head is out: all that can be done is to end here.
+                tracing::error!("ssi: reading {}{norm}: {e}", cfg.root.path_str);
+                break;
+            }
+        };
+        let mut input = &buf[..n];
+        while let Some(a) = page.next(&mut input, &env) {
+            doc.act(a, &mut page, ex).await;
+        }
+        if !ex.flush().await {
+            return Outcome::Done;
+        }
+    }
+    page.finish();
+    while let Some(a) = page.next(&mut &[][..], &env) {
+        doc.act(a, &mut page, ex).await;
+    }
+    shared.borrow_mut().set = page.vars().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+    ex.finish();
+    Outcome::Done
+}
+
+/// One page being served, for carrying out its actions.
+struct Doc<'d, I> {
+    cfg: &'d SsiConfig,
+    norm: &'d str,
+    env: &'d PageEnv,
+    inc: &'d I,
+    shared: &'d RefCell<Shared>,
+}
+
+impl<I: Include> Doc<'_, I> {
+    async fn act(&mut self, a: Action<'_>, page: &mut Page, ex: &mut Exchange<'_>) {
+        match a {
+            Action::Text(t) => ex.write(t),
+            Action::Output(v) => ex.write(&v),
+            Action::Include(src) => {
+                let target = self.target(&src);
+                match self.subrequest(&target, page, ex).await {
+                    Ok(()) => {}
+                    Err(why) => page.failed(format!(
+                        "unable to include \"{}\" in parsed file {}: {why}",
+                        String::from_utf8_lossy(&target),
+                        self.norm
+                    )),
+                }
+            }
+            Action::FileInfo { kind, source } => match self.stat(&source) {
+                Ok(st) => page.file_info(st),
+                Err(why) => page.failed(format!(
+                    "unable to get information about \"{}\" in parsed file {} ({}): {why}",
+                    String::from_utf8_lossy(match &source {
+                        Source::Virtual(v) | Source::File(v) => v,
+                    }),
+                    self.norm,
+                    match kind {
+                        InfoKind::Flastmod => "flastmod",
+                        InfoKind::Fsize => "fsize",
+                    }
+                )),
+            },
+            Action::Exec { kind, command } => {
+                let res = match kind {
+                    ExecKind::Cgi => {
+                        let target = self.target(&Source::Virtual(command.clone()));
+                        self.subrequest(&target, page, ex).await
+                    }
+                    ExecKind::Cmd => self.exec_cmd(&command, ex).await,
+                };
+                if let Err(why) = res {
+                    page.failed(format!(
+                        "execution failure for \"{}\" in parsed file {}: {why}",
+                        String::from_utf8_lossy(&command),
+                        self.norm
+                    ));
+                }
+            }
+            Action::Error { errmsg, reason } => {
+                tracing::error!("ssi: {}: {reason}", self.norm);
+                ex.write(&errmsg);
+            }
+            Action::Warning(w) => tracing::warn!("ssi: {}: {w}", self.norm),
+        }
+    }
+
+    /// The URL a source names: `virtual` relative to the page's URL,
+    /// `file` relative to its directory (routed like `virtual`, so that
+    /// an included page is parsed too, as in Apache).
+    fn target(&self, src: &Source) -> Vec<u8> {
+        let dir = &self.norm[..self.norm.rfind('/').map_or(0, |i| i + 1)];
+        match src {
+            Source::Virtual(v) if v.starts_with(b"/") => v.clone(),
+            Source::Virtual(v) => {
+                let mut t = crate::http::path::encode(dir).into_bytes();
+                t.extend_from_slice(v);
+                t
+            }
+            Source::File(f) => {
+                let mut p = dir.to_owned();
+                p.push_str(&String::from_utf8_lossy(f));
+                crate::http::path::encode(&p).into_bytes()
+            }
+        }
+    }
+
+    /// Runs `target` through routing and writes its body here; the body
+    /// of an answer other than 200 is not included (Apache).
+    async fn subrequest(
+        &mut self,
+        target: &[u8],
+        page: &mut Page,
+        ex: &mut Exchange<'_>,
+    ) -> Result<(), String> {
+        // What came before the include reaches the client first.
+        if !ex.flush().await {
+            return Ok(());
+        }
+        self.shared.borrow_mut().set = page.vars().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        let resp = self.inc.include(ex.req(), target).await;
+        // What a nested page `set` is seen here after it (Apache shares
+        // one table).
+        for (n, v) in &self.shared.borrow().set {
+            page.set_var(n, v);
+        }
+        if resp.status != 200 {
+            return Err(format!("status {}", resp.status));
+        }
+        if resp.cut {
+            tracing::warn!(
+                "ssi: {}: the include of {} was cut at {} bytes (max_include)",
+                self.norm,
+                String::from_utf8_lossy(target),
+                self.cfg.max_include
+            );
+        }
+        ex.write(&resp.body);
+        Ok(())
+    }
+
+    /// `flastmod` and `fsize`: a stat beneath the root.
+    fn stat(&self, src: &Source) -> Result<FileStat, String> {
+        let target = self.target(src);
+        let path = target.split(|&b| b == b'?').next().unwrap_or(b"");
+        let norm = crate::http::path::normalize(path).map_err(|e| format!("{e:?}"))?;
+        let f = self
+            .cfg
+            .root
+            .open_beneath(&norm, self.cfg.follow_symlinks)
+            .map_err(|e| e.to_string())?;
+        let m = f.metadata().map_err(|e| e.to_string())?;
+        Ok(FileStat {
+            size: m.size(),
+            mtime: m.mtime(),
+        })
+    }
+
+    /// `exec cmd`: `/bin/sh -c` in the page's directory with the page's
+    /// variables, its output (up to `max_include`) written here; killed
+    /// after `exec_timeout`.
+    async fn exec_cmd(&mut self, command: &[u8], ex: &mut Exchange<'_>) -> Result<(), String> {
+        if !ex.flush().await {
+            return Ok(());
+        }
+        let rel = &self.norm[..self.norm.rfind('/').map_or(0, |i| i + 1)];
+        let dir: PathBuf = self.cfg.root.path.join(rel.trim_start_matches('/'));
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(os_str(command)?)
+            .current_dir(dir)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            // Its own group, so a timeout kills what the shell started too.
+            .process_group(0)
+            .kill_on_drop(true);
+        self.env.vars.for_each_var(&mut |n, v| {
+            if let (Ok(n), Ok(v)) = (os_str(n), os_str(v)) {
+                cmd.env(n, v);
+            }
+        });
+        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        let pid = child.id();
+        let Some(mut out) = child.stdout.take() else {
+            return Err("no stdout".into());
+        };
+        let max = self.cfg.max_include;
+        let mut body = Vec::new();
+        let read = async {
+            let mut chunk = vec![0u8; 16 * 1024];
+            loop {
+                match out.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let room = max.saturating_sub(body.len());
+                        body.extend_from_slice(&chunk[..n.min(room)]);
+                        if n > room {
+                            break;
+                        }
+                    }
+                }
+            }
+            child.wait().await
+        };
+        let res = tokio::time::timeout(self.cfg.exec_timeout, read).await;
+        if let Some(pid) = pid {
+            // SAFETY: kill(2) on the group of a child we spawned with
+            // process_group(0); a group already gone is ESRCH, harmless.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+            }
+        }
+        ex.write(&body);
+        match res {
+            Ok(Ok(st)) if st.success() => Ok(()),
+            // Apache includes the output whatever the exit status.
+            Ok(Ok(st)) => {
+                tracing::warn!("ssi: {}: exec cmd exited with {st}", self.norm);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("timed out after {:?}", self.cfg.exec_timeout)),
+        }
+    }
+}
+
+/// Bytes as an OS string; a NUL byte (which no C string can carry) is
+/// an error, not a panic in `Command`.
+fn os_str(b: &[u8]) -> Result<&std::ffi::OsStr, String> {
+    use std::os::unix::ffi::OsStrExt;
+    if b.contains(&0) {
+        return Err("a NUL byte in a command or variable".into());
+    }
+    Ok(std::ffi::OsStr::from_bytes(b))
+}
+
+/// The CGI variables of the request and mod_include's own.
+fn page_vars(
+    cfg: &SsiConfig,
+    ex: &Exchange<'_>,
+    norm: &str,
+    uid: u32,
+    extra: &[(String, Vec<u8>)],
+) -> VarList {
+    let filename = format!("{}{norm}", cfg.root.path_str);
+    let meta = gateway::meta_env(
+        ex,
+        Names {
+            script_name: norm,
+            path_info: "",
+            document_root: &cfg.document_root,
+            script_filename: &filename,
+        },
+        None,
+        false,
+    );
+    let mut vars = VarList::new();
+    for (n, v) in meta.iter() {
+        vars.set(n.as_bytes(), v);
+    }
+    for (n, v) in extra {
+        vars.set(n.as_bytes(), v);
+    }
+    let name = norm.rsplit('/').next().unwrap_or("");
+    let query = ex.req().query().unwrap_or(b"");
+    vars.set(b"DOCUMENT_NAME", name.as_bytes());
+    vars.set(b"DOCUMENT_URI", norm.as_bytes());
+    vars.set(b"DOCUMENT_ARGS", query);
+    vars.set(
+        b"QUERY_STRING_UNESCAPED",
+        &stoa_ssi::format::query_string_unescaped(query),
+    );
+    vars.set(b"USER_NAME", user_name(uid).as_bytes());
+    vars
+}
+
+/// The login of `uid`, or Apache's "<unknown>".
+fn user_name(uid: u32) -> String {
+    let mut pw: libc::passwd = unsafe_zeroed_passwd();
+    let mut buf = vec![0 as libc::c_char; 2048];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to live, properly sized storage owned here;
+    // getpwuid_r writes only within `buf` (whose length we pass) and `pw`.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || pw.pw_name.is_null() {
+        return "<unknown>".to_owned();
+    }
+    // SAFETY: on success pw_name points to a NUL-terminated string in `buf`.
+    unsafe { CStr::from_ptr(pw.pw_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn unsafe_zeroed_passwd() -> libc::passwd {
+    // SAFETY: passwd is a C struct of pointers and integers; all-zero
+    // (null pointers) is a valid value that getpwuid_r overwrites.
+    unsafe { std::mem::zeroed() }
+}
+
+/// The local zone at `t`, as `localtime_r` says (DATE_LOCAL).
+fn local_zone(t: i64) -> Zone {
+    let tt = t as libc::time_t;
+    // SAFETY: tm is a C struct of integers and a pointer; all-zero is valid.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals.
+    let ok = unsafe { !libc::localtime_r(&tt, &mut tm).is_null() };
+    if !ok {
+        return Zone::utc();
+    }
+    let name = if tm.tm_zone.is_null() {
+        "UTC".to_owned()
+    } else {
+        // SAFETY: glibc points tm_zone at a static, NUL-terminated name.
+        unsafe { CStr::from_ptr(tm.tm_zone) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Zone {
+        offset: tm.tm_gmtoff as i32,
+        name,
+    }
+}

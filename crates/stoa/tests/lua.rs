@@ -1,0 +1,226 @@
+//! The embedded Lua handler (issue 13): one interpreter per worker whose
+//! module state persists across requests, errors and runaway code
+//! contained (a 500 with the file and line in the log, and the worker
+//! goes on), memory capped, subrequests through routing (and Lua output
+//! included by an SSI page), streaming, SQLite kept open across requests,
+//! and a new script after SIGHUP.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+const APP: &str = r#"
+local hits = 0                      -- module state: per worker
+local db = stoa.sqlite("comments.db")
+db:exec("CREATE TABLE IF NOT EXISTS c (id INTEGER PRIMARY KEY, who TEXT, text TEXT)")
+
+return function(req)
+  local p = req.path
+  if p == "/lua/hits" then
+    hits = hits + 1
+    return 200, { ["content-type"] = "text/plain" }, "hello " .. (req.args.name or "") .. " " .. hits
+  elseif p == "/lua/error" then
+    error("boom")
+  elseif p == "/lua/runaway" then
+    while true do end
+  elseif p == "/lua/memory" then
+    local t = {}
+    for i = 1, 1e9 do t[i] = string.rep("x", 1024) .. i end
+  elseif p == "/lua/sub" then
+    local status, body, headers = stoa.subrequest("/static/part.txt?x=1")
+    local s2 = stoa.subrequest("/static/missing.txt")
+    return 200, { ["x-sub-type"] = headers["content-type"] },
+      "sub " .. status .. " " .. body .. " missing " .. s2
+  elseif p == "/lua/self" then
+    local status = stoa.subrequest("/lua/self")
+    return 200, {}, "self " .. status
+  elseif p == "/lua/stream" then
+    req:start(201, { ["x-kind"] = "stream" })
+    req:write("one ")
+    req:flush()
+    stoa.sleep(0.05)
+    req:write("two")
+    return
+  elseif p == "/lua/comments" then
+    if req.method == "POST" then
+      db:exec("INSERT INTO c (who, text) VALUES (?, ?)", req.args.who, req.args.text)
+      return 303, { location = "/lua/comments" }, ""
+    end
+    local out = {}
+    for _, row in ipairs(db:query("SELECT id, who, text FROM c ORDER BY id")) do
+      out[#out + 1] = row.id .. ":" .. row.who .. ":" .. row.text
+    end
+    return 200, { ["content-type"] = "text/plain" }, table.concat(out, "\n")
+  elseif p == "/lua/echo" then
+    return 200, { ["content-type"] = "text/plain" },
+      req.method .. " " .. (req.query or "-") .. " " .. (req.headers["x-test"] or "-") ..
+      " " .. req:body() .. " " .. req.remote_addr
+  end
+  return 404, {}, "no such page"
+end
+"#;
+
+fn site(tag: &str, lua_keys: &str) -> (TempDir, Server) {
+    let dir = TempDir::new(tag);
+    dir.write("app.lua", APP);
+    dir.write("www/static/part.txt", "PART");
+    dir.write(
+        "www/page.shtml",
+        "[<!--#include virtual=\"/lua/hits?name=ssi\" -->]",
+    );
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[site]]\nroot = \"{}/www\"\n\n\
+             [[site.route]]\nprefix = \"/lua/\"\nlua = {{ script = \"app.lua\"{lua_keys} }}\n\n\
+             [[site.route]]\nsuffix = \".shtml\"\nssi = {{}}\n",
+            dir.path().display()
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    (dir, s)
+}
+
+#[test]
+fn issue_13_module_state_persists_across_requests_in_a_worker() {
+    let (_d, s) = site("lua-state", "");
+    let a = s.get("/lua/hits?name=ada%20l");
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("content-type"), Some("text/plain"));
+    assert_eq!(a.text(), "hello ada l 1");
+    assert_eq!(s.get("/lua/hits").text(), "hello  2");
+    // An SSI page includes Lua output through the same interpreter.
+    assert_eq!(s.get("/page.shtml").text(), "[hello ssi 3]");
+    let mut c = Conn::connect(s.addr);
+    let mut req = request(
+        "POST",
+        "/lua/echo?q=1",
+        &["X-Test: yes", "Content-Length: 4"],
+    );
+    req.extend_from_slice(b"body");
+    let e = c.request(&req);
+    assert_eq!(e.text(), "POST q=1 yes body 127.0.0.1");
+}
+
+#[test]
+fn issue_13_a_lua_error_is_a_500_naming_file_and_line_and_the_worker_goes_on() {
+    let (_d, s) = site("lua-error", "");
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+    let r = s.get("/lua/error");
+    assert_eq!(r.status, 500);
+    assert!(
+        s.wait_stderr(0, "app.lua:12: boom", Duration::from_secs(5)),
+        "{}",
+        s.stderr()
+    );
+    // Same interpreter, state intact.
+    assert_eq!(s.get("/lua/hits").text(), "hello  2");
+}
+
+#[test]
+fn issue_13_a_runaway_loop_is_stopped_by_the_instruction_hook_lua_nginx_module_770() {
+    let (_d, s) = site("lua-runaway", ", timeout = \"1s\"");
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+    let t = Instant::now();
+    let r = s.get("/lua/runaway");
+    assert_eq!(r.status, 500);
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    // The log line may reach stderr just after the response.
+    assert!(
+        s.wait_stderr(0, "limit reached", Duration::from_secs(5)),
+        "{}",
+        s.stderr()
+    );
+    // The instruction budget alone stops it too, well before the timeout.
+    assert_eq!(s.get("/lua/hits").text(), "hello  2");
+    let (_d2, s2) = site(
+        "lua-budget",
+        ", timeout = \"30s\", max_instructions = 1000000",
+    );
+    let t = Instant::now();
+    assert_eq!(s2.get("/lua/runaway").status, 500);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        s2.wait_stderr(0, "instruction limit", Duration::from_secs(5)),
+        "{}",
+        s2.stderr()
+    );
+    assert_eq!(s2.get("/lua/hits").text(), "hello  1");
+}
+
+#[test]
+fn issue_13_the_memory_cap_fails_the_request_not_the_worker() {
+    let (_d, s) = site("lua-memory", ", memory = \"16 MiB\"");
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+    assert_eq!(s.get("/lua/memory").status, 500);
+    assert!(
+        s.wait_stderr(0, "memory", Duration::from_secs(5)),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/lua/hits").text(), "hello  2");
+}
+
+#[test]
+fn issue_13_subrequests_run_through_routing_and_a_self_subrequest_is_refused() {
+    let (_d, s) = site("lua-sub", "");
+    let r = s.get("/lua/sub");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "sub 200 PART missing 404");
+    assert_eq!(r.header("x-sub-type"), Some("text/plain; charset=utf-8"));
+    // 508 (a loop) comes back to the script as a status.
+    assert_eq!(s.get("/lua/self").text(), "self 508");
+}
+
+#[test]
+fn issue_13_req_write_streams_a_chunked_body_with_the_status_of_req_start() {
+    let (_d, s) = site("lua-stream", "");
+    let r = s.get("/lua/stream");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("x-kind"), Some("stream"));
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(r.text(), "one two");
+}
+
+#[test]
+fn issue_13_sqlite_rows_persist_across_requests_through_a_connection_kept_per_worker() {
+    let (_d, s) = site("lua-sqlite", "");
+    for (who, text) in [("ada", "first+post"), ("bob", "caf%C3%A9")] {
+        let body = format!("who={who}&text={text}");
+        let mut req = request(
+            "POST",
+            "/lua/comments",
+            &[
+                "Content-Type: application/x-www-form-urlencoded",
+                &format!("Content-Length: {}", body.len()),
+            ],
+        );
+        req.extend_from_slice(body.as_bytes());
+        let r = Conn::connect(s.addr).request(&req);
+        assert_eq!(r.status, 303, "{}", s.stderr());
+        assert_eq!(r.header("location"), Some("/lua/comments"));
+    }
+    assert_eq!(
+        s.get("/lua/comments").text(),
+        "1:ada:first post\n2:bob:café"
+    );
+}
+
+#[test]
+fn issue_13_sighup_loads_the_new_script_in_each_worker() {
+    let (d, s) = site("lua-reload", "");
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+    d.write(
+        "app.lua",
+        "return function(req) return 200, {}, 'new script' end",
+    );
+    let mark = s.stderr().len();
+    s.signal(libc::SIGHUP);
+    assert!(
+        s.wait_stderr(mark, "reload", Duration::from_secs(10)),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/lua/hits").text(), "new script");
+}
