@@ -145,6 +145,7 @@ fn main() -> ExitCode {
                     rt.listen
                         .iter()
                         .map(|a| a.to_string())
+                        .chain(rt.tls.iter().map(|(a, _)| format!("{a} (TLS)")))
                         .collect::<Vec<_>>()
                         .join(", ")
                 );

@@ -172,6 +172,10 @@ impl H2Stream {
         if self.ended {
             return false;
         }
+        if self.status == 0 && !end {
+            // Nothing started yet: there is no head to send.
+            return true;
+        }
         self.seal();
         if let Some(mut respond) = self.respond.take() {
             let empty = self.queue.is_empty();
