@@ -151,7 +151,7 @@ fn rfc6066_3_sni_selects_the_certificate_of_the_name_the_client_asks_for() {
     let (b_cert, b_key) = make_cert(&dir.join("b"), &["b.test"]);
     let cfg = dir.write(
         "stoa.toml",
-        &format!(
+        format!(
             "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\nhosts = [\"a.test\"]\n\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\nhosts = [\"b.test\"]\n\n\
@@ -247,7 +247,7 @@ fn sighup_reloads_certificates_and_a_bad_one_keeps_the_old_and_names_its_path() 
     std::fs::copy(&cert, &first).expect("copy");
     let cfg = dir.write(
         "stoa.toml",
-        &format!(
+        format!(
             "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
              [[site]]\nroot = \"www\"\n",
@@ -307,7 +307,7 @@ fn gateway_site(tag: &str) -> (TempDir, Server, PathBuf) {
     let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
     let cfg = dir.write(
         "stoa.toml",
-        &format!(
+        format!(
             "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
              [[pool]]\nname = \"app\"\ncommand = [\"{HELLO_FCGI}\"]\nprocesses = 1\n\n\
