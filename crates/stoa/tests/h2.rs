@@ -88,6 +88,39 @@ fn rfc9113_3_3_h2c_with_prior_knowledge_and_http1_share_the_cleartext_port() {
 }
 
 #[test]
+fn the_access_log_names_the_protocol_http_2_0() {
+    let dir = TempDir::new("h2c-log");
+    dir.write("www/index.html", "logged\n");
+    let log = dir.join("access.log");
+    let server = Server::spawn([
+        "serve".as_ref(),
+        dir.join("www").as_os_str(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--workers".as_ref(),
+        "1".as_ref(),
+        "--access-log".as_ref(),
+        log.as_os_str(),
+    ]);
+    let (status, _, _) = curl_h2c(server.addr, "/index.html?q=1", &[]);
+    assert_eq!(status, 200);
+    // Lines are written once a second.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut text = String::new();
+    while Instant::now() < deadline {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if !text.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        text.contains("\"GET /index.html?q=1 HTTP/2.0\" 200 7"),
+        "{text}"
+    );
+}
+
+#[test]
 fn rfc9113_8_every_handler_kind_answers_over_h2c_cgi_fastcgi_and_status() {
     let (_dir, server) = site("h2c-handlers");
     let (status, _, body) = curl_h2c(server.addr, "/cgi-bin/hop.sh", &[]);

@@ -300,9 +300,13 @@ fn gateway_site(tag: &str) -> (TempDir, Server, PathBuf) {
         "cgi-bin/env.sh",
         "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nenv\n",
     );
-    {
+    let echo = dir.write(
+        "cgi-bin/echo.sh",
+        "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\n\\r\\n'\nexec cat\n",
+    );
+    for p in [env, echo] {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
     let cfg = dir.write(
@@ -345,5 +349,24 @@ fn rfc3875_cgi_and_fastcgi_see_https_on_and_the_tls_version_over_both_protocols(
         let text = String::from_utf8_lossy(&g.body);
         assert_eq!(var(&text, "param ", "HTTPS"), Some("on"), "{text}");
         assert_eq!(var(&text, "param ", "SERVER_PROTOCOL"), Some(version));
+    }
+}
+
+#[test]
+fn rfc9110_10_1_1_a_request_body_with_100_continue_reaches_cgi_whole_over_tls_on_both_protocols() {
+    let (dir, server, cert) = gateway_site("tls-body");
+    let body = pattern(2_500_000, 5);
+    let file = dir.write("upload.bin", &body);
+    let arg = format!("@{}", file.display());
+    for proto in ["--http1.1", "--http2"] {
+        let g = curl(
+            &server,
+            "localhost",
+            &cert,
+            "/cgi-bin/echo.sh",
+            &[proto, "-H", "Expect: 100-continue", "--data-binary", &arg],
+        );
+        assert_eq!(g.status, 200, "{proto}: {}", g.stderr);
+        assert!(g.body == body, "{proto}: {} bytes back", g.body.len());
     }
 }
