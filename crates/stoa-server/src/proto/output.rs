@@ -122,7 +122,9 @@ impl Output {
     pub async fn flush(&mut self, stream: &mut Stream, idle: Duration) -> io::Result<()> {
         let stream = match stream {
             Stream::Plain(s) => s,
-            Stream::Tls(t) => return self.flush_tls(t, idle).await,
+            // Boxed: the TLS writer's state stays out of the plaintext
+            // path's future.
+            Stream::Tls(t) => return Box::pin(self.flush_tls(t, idle)).await,
         };
         self.seal();
         let mut corked = false;

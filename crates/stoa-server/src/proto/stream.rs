@@ -22,6 +22,7 @@ pub enum Stream {
 
 impl Stream {
     /// The socket under the stream (for socket options and addresses).
+    #[inline]
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
@@ -29,6 +30,7 @@ impl Stream {
         }
     }
 
+    #[inline]
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
     }
@@ -51,40 +53,20 @@ impl Stream {
     /// Waits until a read would return something (data or end of stream).
     /// Over TLS, decrypted bytes may already wait inside the session, with
     /// nothing left on the socket.
+    #[inline]
     pub async fn readable(&mut self) -> io::Result<()> {
         match self {
             Stream::Plain(s) => s.readable().await,
-            Stream::Tls(t) => {
-                let pending = match t.get_mut().1.process_new_packets() {
-                    Ok(st) => st.plaintext_bytes_to_read() > 0 || st.peer_has_closed(),
-                    // The error surfaces on the next read.
-                    Err(_) => true,
-                };
-                if pending {
-                    return Ok(());
-                }
-                t.get_ref().0.readable().await
-            }
+            Stream::Tls(t) => tls_readable(t).await,
         }
     }
 
     /// Reads what is there without waiting: `WouldBlock` when nothing is.
+    #[inline]
     pub fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         match self {
             Stream::Plain(s) => s.try_read_buf(buf),
-            Stream::Tls(t) => {
-                // One poll with a waker that does nothing: a record that is
-                // not complete yet leaves the read pending, which is what
-                // `WouldBlock` means here; the caller waits with `readable`
-                // again, which registers the real waker.
-                let mut cx = Context::from_waker(std::task::Waker::noop());
-                let fut = t.read_buf(buf);
-                let mut fut = std::pin::pin!(fut);
-                match fut.as_mut().poll(&mut cx) {
-                    Poll::Ready(r) => r,
-                    Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
-                }
-            }
+            Stream::Tls(t) => tls_try_read_buf(t, buf),
         }
     }
 
@@ -92,7 +74,10 @@ impl Stream {
     /// can tell the end from a truncation), then the socket's FIN.
     pub async fn shutdown_write(&mut self) {
         if let Stream::Tls(t) = self {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), t.shutdown()).await;
+            // Boxed: keeps this state out of every plaintext connection's
+            // future.
+            let close = tokio::time::timeout(std::time::Duration::from_secs(1), t.shutdown());
+            let _ = Box::pin(close).await;
         }
         let _ = socket2::SockRef::from(self.tcp()).shutdown(std::net::Shutdown::Write);
     }
@@ -104,6 +89,34 @@ impl Stream {
             Stream::Plain(s) => s.read(sink).await,
             Stream::Tls(t) => t.get_mut().0.read(sink).await,
         }
+    }
+}
+
+/// [`Stream::readable`] over TLS, out of the plaintext path's way.
+async fn tls_readable(t: &mut TlsStream<TcpStream>) -> io::Result<()> {
+    let pending = match t.get_mut().1.process_new_packets() {
+        Ok(st) => st.plaintext_bytes_to_read() > 0 || st.peer_has_closed(),
+        // The error surfaces on the next read.
+        Err(_) => true,
+    };
+    if pending {
+        return Ok(());
+    }
+    t.get_ref().0.readable().await
+}
+
+/// [`Stream::try_read_buf`] over TLS: one poll with a waker that does
+/// nothing. A record that is not complete yet leaves the read pending,
+/// which is what `WouldBlock` means here; the caller waits with
+/// `readable` again, which registers the real waker.
+#[inline(never)]
+fn tls_try_read_buf(t: &mut TlsStream<TcpStream>, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let fut = t.read_buf(buf);
+    let mut fut = std::pin::pin!(fut);
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
     }
 }
 
@@ -120,6 +133,7 @@ pub fn tls_info(c: &rustls::ServerConnection) -> Option<(&'static str, &'static 
 }
 
 impl AsyncRead for Stream {
+    #[inline]
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -133,6 +147,7 @@ impl AsyncRead for Stream {
 }
 
 impl AsyncWrite for Stream {
+    #[inline]
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
