@@ -6,7 +6,7 @@ use crate::config::Runtime;
 use crate::conn;
 use crate::handler::static_files;
 use crate::local::{Shared, Worker};
-use crate::proto::stream::Stream;
+use crate::proto::stream::{Rewind, Stream};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -155,15 +155,30 @@ async fn accept_loop(
             worker: worker.clone(),
         };
         let w = worker.clone();
-        match tls {
-            None => tokio::task::spawn_local(async move {
-                conn::h1::serve(Stream::Plain(stream), peer, w, rt).await;
-                drop(guard);
-            }),
-            Some(addr) => tokio::task::spawn_local(async move {
-                conn::tls(stream, addr, peer, w, rt).await;
-                drop(guard);
-            }),
-        };
+        // One task shape for both kinds, and `conn::h1::serve` called from
+        // this one place only: so it stays inlined into the task, as it was
+        // before TLS (measured: a second caller cost the static path 2.4 %
+        // more instructions per request).
+        tokio::task::spawn_local(async move {
+            let stream = match tls {
+                None => Stream::Plain(stream),
+                Some(addr) => {
+                    // Boxed: the handshake's state stays out of plaintext
+                    // connections' futures.
+                    match Box::pin(conn::tls(stream, addr, peer, &rt)).await {
+                        Some((s, false)) => s,
+                        Some((s, true)) => {
+                            Box::pin(conn::h2::serve(Rewind::new(Vec::new(), s), peer, w, rt))
+                                .await;
+                            drop(guard);
+                            return;
+                        }
+                        None => return,
+                    }
+                }
+            };
+            conn::h1::serve(stream, peer, w, rt).await;
+            drop(guard);
+        });
     }
 }

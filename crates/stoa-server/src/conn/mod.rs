@@ -6,37 +6,29 @@ pub mod h1;
 pub mod h2;
 
 use crate::config::Runtime;
-use crate::local::Worker;
-use crate::proto::stream::{Rewind, Stream};
+use crate::proto::stream::Stream;
 use std::net::SocketAddr;
-use std::rc::Rc;
-use std::sync::Arc;
 
-/// A connection to a TLS address: the handshake (within
-/// `header_timeout`, with the certificates of `addr` in the current
-/// runtime), then HTTP/2 if ALPN chose it, else HTTP/1.1.
+/// The TLS handshake of a connection to a TLS address, within
+/// `header_timeout`, with the certificates `addr` has in the current
+/// runtime: the stream and whether ALPN chose HTTP/2 (the caller then
+/// runs `h2::serve`, else `h1::serve`). None: the handshake failed.
 pub async fn tls(
     tcp: tokio::net::TcpStream,
     addr: SocketAddr,
     peer: SocketAddr,
-    worker: Rc<Worker>,
-    rt: Arc<Runtime>,
-) {
+    rt: &Runtime,
+) -> Option<(Stream, bool)> {
     let Some((_, acceptor)) = rt.tls.iter().find(|(a, _)| *a == addr) else {
-        return;
+        tracing::warn!("{addr}: no TLS certificates in the running configuration");
+        return None;
     };
     let deadline = tokio::time::Instant::now() + rt.limits.header_timeout;
-    let (stream, h2) = match acceptor.accept(tcp, deadline).await {
-        Ok(x) => x,
+    match acceptor.accept(tcp, deadline).await {
+        Ok((stream, h2)) => Some((Stream::Tls(Box::new(stream)), h2)),
         Err(e) => {
             tracing::debug!("TLS handshake with {peer}: {e}");
-            return;
+            None
         }
-    };
-    let stream = Stream::Tls(Box::new(stream));
-    if h2 {
-        h2::serve(Rewind::new(Vec::new(), stream), peer, worker, rt).await;
-    } else {
-        h1::serve(stream, peer, worker, rt).await;
     }
 }
