@@ -10,7 +10,7 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 
 # Debian packages the tests use.
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
-  dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin)
+  dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
@@ -21,6 +21,20 @@ if ((${#need_apt[@]})); then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
     missing+=("Debian packages: ${need_apt[*]} (apt-get install ${need_apt[*]})")
+  fi
+fi
+# h2spec (Go), the HTTP/2 conformance suite run by crates/stoa/tests/h2.rs:
+# installed with `go install` from the Go module proxy when it is missing.
+h2spec_mod=github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+if command -v go >/dev/null 2>&1; then
+  export PATH="$PATH:$(go env GOPATH)/bin"
+fi
+if ! command -v h2spec >/dev/null 2>&1; then
+  if command -v go >/dev/null 2>&1; then
+    echo "test.sh: installing h2spec with go install"
+    go install "$h2spec_mod" || missing+=("h2spec (go install $h2spec_mod failed)")
+  else
+    missing+=("h2spec (needs Go: go install $h2spec_mod)")
   fi
 fi
 if ((${#missing[@]})); then

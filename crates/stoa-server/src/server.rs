@@ -106,8 +106,12 @@ fn raise_nofile() {
 }
 
 /// Runs the server until SIGTERM/SIGINT. `on_ready` is called with the
-/// bound addresses once every listener is open.
-pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), StartError> {
+/// bound addresses, each with its scheme (`http` or `https`), once every
+/// listener is open.
+pub fn run(
+    source: Source,
+    on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
+) -> Result<(), StartError> {
     let mut rt = source.load().map_err(StartError::Config)?;
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
@@ -133,17 +137,23 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
     let rt = Arc::new(rt);
     let workers = rt.workers;
     crate::local::set_worker_count(workers);
-    // listeners[w] are worker w's sockets, one per address.
-    let mut per_worker: Vec<Vec<std::net::TcpListener>> =
-        (0..workers).map(|_| Vec::new()).collect();
+    // listeners[w] are worker w's sockets, one per address, each with
+    // its configured address when it speaks TLS (the key to its
+    // certificates in every later runtime).
+    let mut per_worker: Vec<Vec<worker::Listener>> = (0..workers).map(|_| Vec::new()).collect();
     let mut bound = Vec::new();
-    for addr in &rt.listen {
-        let socks = bind_all(*addr, workers)?;
+    let plain = rt.listen.iter().map(|a| (*a, false));
+    let tls = rt.tls.iter().map(|(a, _)| (*a, true));
+    for (addr, is_tls) in plain.chain(tls) {
+        let socks = bind_all(addr, workers)?;
         if let Some(a) = socks.first().and_then(|s| s.local_addr().ok()) {
-            bound.push(a);
+            bound.push((if is_tls { "https" } else { "http" }, a));
         }
         for (w, s) in socks.into_iter().enumerate() {
-            per_worker[w].push(s);
+            per_worker[w].push(worker::Listener {
+                socket: s,
+                tls: is_tls.then_some(addr),
+            });
         }
     }
     // Listeners are bound: root is no longer needed (before any worker,
@@ -214,7 +224,7 @@ pub fn run(source: Source, on_ready: impl FnOnce(&[SocketAddr])) -> Result<(), S
         env!("CARGO_PKG_VERSION"),
         bound
             .iter()
-            .map(|a| a.to_string())
+            .map(|(scheme, a)| format!("{scheme}://{a}"))
             .collect::<Vec<_>>()
             .join(", "),
         workers,
@@ -348,9 +358,13 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
         Ok(mut new) => {
             pools.attach(&mut new);
             let old = tx.borrow().clone();
-            if new.listen != old.listen || new.workers != old.workers {
+            let tls_addrs = |rt: &Runtime| rt.tls.iter().map(|(a, _)| *a).collect::<Vec<_>>();
+            if new.listen != old.listen
+                || new.workers != old.workers
+                || tls_addrs(&new) != tls_addrs(&old)
+            {
                 tracing::warn!(
-                    "reload: `listen` and `workers` changes take effect on restart only"
+                    "reload: `listen`, `tls.listen` and `workers` changes take effect on restart only"
                 );
             }
             let _ = tx.send(Arc::new(new));

@@ -35,6 +35,19 @@ enum Command {
         /// Access log: a path, "-" for stdout, or "off" (replaces `log.access`).
         #[arg(long, value_name = "DEST")]
         access_log: Option<String>,
+        /// Certificate chain (PEM): the --listen addresses speak TLS (default 127.0.0.1:8443).
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The certificate's private key (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
+    /// Write a self-signed certificate for local testing: DIR/cert.pem and DIR/key.pem.
+    Cert {
+        /// Directory to write into (created if missing).
+        dir: PathBuf,
+        /// Names the certificate is for (default: localhost, 127.0.0.1, ::1).
+        names: Vec<String>,
     },
     /// Load generator (ApacheBench/wrk compatible); see `stoa bench --help`.
     #[command(disable_help_flag = true)]
@@ -116,6 +129,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Cert { dir, names } => match stoa_server::cert::self_signed(&dir, &names) {
+            Ok((cert, key)) => {
+                println!("{}\n{}", cert.display(), key.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("stoa cert: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Check { file } => match stoa_server::config::load(&file, &Overrides::default()) {
             Ok(rt) => {
                 for w in &rt.warnings {
@@ -128,6 +151,7 @@ fn main() -> ExitCode {
                     rt.listen
                         .iter()
                         .map(|a| a.to_string())
+                        .chain(rt.tls.iter().map(|(a, _)| format!("{a} (TLS)")))
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
@@ -144,6 +168,8 @@ fn main() -> ExitCode {
             config,
             workers,
             access_log,
+            tls_cert,
+            tls_key,
         } => {
             let config = match (&dir, config) {
                 (None, None) => match demo_config() {
@@ -163,12 +189,14 @@ fn main() -> ExitCode {
                     listen,
                     workers,
                     access_log,
+                    tls_cert,
+                    tls_key,
                 },
             };
             match stoa_server::run(source, |addrs| {
-                for a in addrs {
+                for (scheme, a) in addrs {
                     // Tests and scripts read this line to learn the port.
-                    eprintln!("stoa: listening on http://{a}/");
+                    eprintln!("stoa: listening on {scheme}://{a}/");
                 }
             }) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -158,6 +158,28 @@ pub struct FileConfig {
     pub pool: Vec<Spanned<PoolConfig>>,
     #[serde(default)]
     pub site: Vec<SiteConfig>,
+    /// `[[tls]]`: addresses that speak TLS, each block one certificate.
+    #[serde(default)]
+    pub tls: Vec<Spanned<TlsConfig>>,
+}
+
+/// `[[tls]]`: a certificate and the addresses and names it serves.
+/// Several blocks on one address: the client's SNI name picks the block
+/// whose `hosts` list it; the first block answers every other name.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Addresses to accept TLS connections on.
+    pub listen: Vec<String>,
+    /// The certificate chain, PEM, leaf first.
+    pub cert: String,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: String,
+    /// SNI names this certificate serves (`*.example.com` allowed).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// ALPN protocols in order of preference: "h2", "http/1.1".
+    pub protocols: Option<Vec<String>>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -581,6 +603,9 @@ pub struct Site {
 #[derive(Debug)]
 pub struct Runtime {
     pub listen: Vec<SocketAddr>,
+    /// TLS addresses, each with its certificates (a `[[tls]]` block's
+    /// addresses; several blocks may share one).
+    pub tls: Vec<(SocketAddr, Arc<crate::proto::tls::Acceptor>)>,
     pub workers: usize,
     /// `user`: whom to run as when started as root (checked to exist).
     pub user: Option<String>,
@@ -627,6 +652,10 @@ pub struct Overrides {
     pub listen: Vec<String>,
     pub workers: Option<usize>,
     pub access_log: Option<String>,
+    /// `--tls-cert`/`--tls-key`: the `--listen` addresses speak TLS
+    /// (replacing the file's `listen` and `[[tls]]`).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -746,7 +775,8 @@ fn build(
             listen.push(parse_addr(l).map_err(|m| err(None, "--listen", m))?);
         }
     }
-    if listen.is_empty() {
+    let tls = build_tls(&fc, ov, &mut listen, &err, &resolve)?;
+    if listen.is_empty() && tls.is_empty() {
         listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
     }
 
@@ -1433,6 +1463,7 @@ fn build(
 
     Ok(Runtime {
         listen,
+        tls,
         workers,
         user,
         access_log,
@@ -1444,6 +1475,99 @@ fn build(
         source: file.to_owned(),
         warnings,
     })
+}
+
+/// Makes a config error at a span of the file, for a key.
+type ErrAt<'a> = dyn Fn(Option<std::ops::Range<usize>>, &str, String) -> ConfigError + 'a;
+
+/// The TLS listeners: `[[tls]]` blocks grouped by address, or the
+/// command line's `--tls-cert`/`--tls-key` for every `--listen` address
+/// (which then leave `listen`). Certificates and keys are read here, so
+/// that a bad one fails start-up or a reload with its path.
+fn build_tls(
+    fc: &FileConfig,
+    ov: &Overrides,
+    listen: &mut Vec<SocketAddr>,
+    err: &ErrAt<'_>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Result<Vec<(SocketAddr, Arc<crate::proto::tls::Acceptor>)>, ConfigError> {
+    use crate::proto::tls::{self, Acceptor, TlsSite};
+    let default_protocols: Vec<String> = tls::PROTOCOLS.iter().map(|p| p.to_string()).collect();
+    let mut out: Vec<(SocketAddr, Acceptor)> = Vec::new();
+    let mut add = |addr: SocketAddr, site: TlsSite| match out.iter_mut().find(|(a, _)| *a == addr) {
+        Some((_, acc)) => acc.sites.push(site),
+        None => out.push((addr, Acceptor { sites: vec![site] })),
+    };
+    match (&ov.tls_cert, &ov.tls_key) {
+        (Some(cert), Some(key)) => {
+            let config =
+                tls::load(cert, key, &default_protocols).map_err(|m| err(None, "--tls-cert", m))?;
+            let config = Arc::new(config);
+            let addrs = if ov.listen.is_empty() {
+                vec![SocketAddr::from(([127, 0, 0, 1], 8443))]
+            } else {
+                std::mem::take(listen)
+            };
+            for a in addrs {
+                let site = TlsSite {
+                    hosts: Vec::new(),
+                    cert: cert.clone(),
+                    config: config.clone(),
+                };
+                add(a, site);
+            }
+        }
+        (None, None) => {
+            for b in &fc.tls {
+                let span = Some(b.span());
+                let t = b.get_ref();
+                let protocols = t.protocols.clone().unwrap_or(default_protocols.clone());
+                if protocols.is_empty() {
+                    return Err(err(span, "tls.protocols", "is empty".into()));
+                }
+                if let Some(p) = protocols
+                    .iter()
+                    .find(|p| !tls::PROTOCOLS.contains(&p.as_str()))
+                {
+                    return Err(err(
+                        span,
+                        "tls.protocols",
+                        format!("`{p}`: Stoa speaks \"h2\" and \"http/1.1\""),
+                    ));
+                }
+                if t.listen.is_empty() {
+                    return Err(err(span, "tls.listen", "no address".into()));
+                }
+                let cert = resolve(&t.cert);
+                let key = resolve(&t.key);
+                let config =
+                    tls::load(&cert, &key, &protocols).map_err(|m| err(span.clone(), "tls", m))?;
+                let config = Arc::new(config);
+                let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+                for l in &t.listen {
+                    let a = parse_addr(l).map_err(|m| err(span.clone(), "tls.listen", m))?;
+                    if listen.contains(&a) {
+                        return Err(err(
+                            span.clone(),
+                            "tls.listen",
+                            format!("{a} is also in `listen`: one address speaks TLS or not"),
+                        ));
+                    }
+                    add(
+                        a,
+                        TlsSite {
+                            hosts: hosts.clone(),
+                            cert: cert.clone(),
+                            config: config.clone(),
+                        },
+                    );
+                }
+            }
+        }
+        (Some(_), None) => return Err(err(None, "--tls-cert", "needs --tls-key".into())),
+        (None, Some(_)) => return Err(err(None, "--tls-key", "needs --tls-cert".into())),
+    }
+    Ok(out.into_iter().map(|(a, acc)| (a, Arc::new(acc))).collect())
 }
 
 fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> AccessLog {

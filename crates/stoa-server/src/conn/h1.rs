@@ -8,6 +8,7 @@ use crate::exchange::Exchange;
 use crate::local::Worker;
 use crate::proto::h1::{consume_body, linger, Io};
 use crate::proto::output::Output;
+use crate::proto::stream::{Rewind, Stream};
 use crate::route;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -16,7 +17,6 @@ use std::time::Duration;
 use stoa_h1::response::push_status_line;
 use stoa_h1::{ParseError, RequestHead, RequestLimits};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Why the connection loop stopped reading.
@@ -30,7 +30,7 @@ enum Wait {
 }
 
 /// Serves a connection until it closes, fails or times out.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
     let limits = RequestLimits {
         max_head_bytes: rt.limits.max_header_bytes,
         max_uri_bytes: rt.limits.max_uri_bytes,
@@ -45,11 +45,15 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
     // The last request had a body that may not all have been read: closing
     // then needs a lingering close.
     let mut body_left = false;
+    // No request yet: the bytes may be HTTP/2's preface instead.
+    let mut first = true;
+    let mut h2c = false;
 
     loop {
         match head.parse(&io.rbuf[io.start..], &limits) {
             Ok(Some(n)) => {
                 io.start += n;
+                first = false;
                 let closing = *shutdown.borrow();
                 let (p, rewritten) = route::pick(&head, &rt);
                 let head = rewritten.as_ref().unwrap_or(&head);
@@ -161,6 +165,12 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
                     }
                 }
             }
+            Err(_) if first && io.rbuf[io.start..].starts_with(H2_PREFACE) => {
+                // HTTP/2 with prior knowledge (RFC 9113 §3.3): its preface
+                // starts like a request line HTTP/1 cannot take.
+                h2c = true;
+                break;
+            }
             Err(e) => {
                 refuse(e, &worker, &mut io.out, peer, &io.rbuf[io.start..]);
                 io.flush(rt.limits.send_timeout).await;
@@ -170,11 +180,25 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, worker: Rc<Worker>, rt: 
             }
         }
     }
+    if h2c {
+        let pre = std::mem::take(&mut io.rbuf);
+        // Boxed: its state would otherwise sit in every HTTP/1
+        // connection's future.
+        let conn = Rewind::new(pre, io.stream);
+        Box::pin(super::h2::serve(conn, peer, worker, rt)).await;
+        return;
+    }
     if body_left || io.start < io.rbuf.len() {
         linger(&mut io.stream).await;
+    } else if io.stream.is_tls() {
+        // close_notify: the client can tell the end from a truncation.
+        io.stream.shutdown_write().await;
     }
     // Dropping the stream closes it.
 }
+
+/// The start of HTTP/2's connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
 
 /// A complete error response on a connection about to close, outside any
 /// exchange (a head that could not be parsed, a head too slow to come).
@@ -231,7 +255,7 @@ mod tests {
             let (_tx, rx) = tokio::sync::watch::channel(false);
             let shared = std::sync::Arc::new(crate::local::Shared::new(1));
             let w = std::rc::Rc::new(crate::local::Worker::new(&rt.access_log, rx, shared));
-            let f = super::serve(c, a, w, rt);
+            let f = super::serve(crate::proto::stream::Stream::Plain(c), a, w, rt);
             // 1256 bytes before the connection/handler seam, 1288 after
             // it (the connection's Io carries the request's body reader).
             assert!(

@@ -3,3 +3,32 @@
 //! never import handlers.
 
 pub mod h1;
+pub mod h2;
+
+use crate::config::Runtime;
+use crate::proto::stream::Stream;
+use std::net::SocketAddr;
+
+/// The TLS handshake of a connection to a TLS address, within
+/// `header_timeout`, with the certificates `addr` has in the current
+/// runtime: the stream and whether ALPN chose HTTP/2 (the caller then
+/// runs `h2::serve`, else `h1::serve`). None: the handshake failed.
+pub async fn tls(
+    tcp: tokio::net::TcpStream,
+    addr: SocketAddr,
+    peer: SocketAddr,
+    rt: &Runtime,
+) -> Option<(Stream, bool)> {
+    let Some((_, acceptor)) = rt.tls.iter().find(|(a, _)| *a == addr) else {
+        tracing::warn!("{addr}: no TLS certificates in the running configuration");
+        return None;
+    };
+    let deadline = tokio::time::Instant::now() + rt.limits.header_timeout;
+    match acceptor.accept(tcp, deadline).await {
+        Ok((stream, h2)) => Some((Stream::Tls(Box::new(stream)), h2)),
+        Err(e) => {
+            tracing::debug!("TLS handshake with {peer}: {e}");
+            None
+        }
+    }
+}

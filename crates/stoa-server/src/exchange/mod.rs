@@ -19,6 +19,7 @@ pub use sub::{Sub, SubResponse};
 
 use crate::local::Worker;
 use crate::proto::h1::Io;
+use crate::proto::h2::H2Stream;
 use bytes::Bytes;
 use std::fs::File;
 use std::future::Future;
@@ -32,6 +33,7 @@ use stoa_h1::{Framing, Method, RequestHead, Version};
 pub enum Side<'a> {
     H1(&'a mut Io),
     Sub(&'a mut Sub),
+    H2(&'a mut H2Stream),
 }
 
 /// One request and its response, as a handler sees them.
@@ -77,6 +79,27 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// An exchange on an HTTP/2 stream.
+    pub fn h2(
+        stream: &'a mut H2Stream,
+        req: &'a RequestHead,
+        worker: &'a Worker,
+        limits: &'a Limits,
+    ) -> Exchange<'a> {
+        Exchange {
+            req,
+            side: Side::H2(stream),
+            worker,
+            limits,
+            keep: true,
+            head_only: req.method == Method::Head,
+            status: 0,
+            sent: 0,
+            chunked: false,
+            remaining: None,
+        }
+    }
+
     /// A subrequest: the response is collected in `sub`.
     pub fn sub(
         sub: &'a mut Sub,
@@ -104,6 +127,7 @@ impl<'a> Exchange<'a> {
         let side = match &mut self.side {
             Side::H1(io) => Side::H1(io),
             Side::Sub(s) => Side::Sub(s),
+            Side::H2(s) => Side::H2(s),
         };
         Exchange {
             req,
@@ -146,6 +170,7 @@ impl<'a> Exchange<'a> {
         match &self.side {
             Side::H1(io) => io.peer,
             Side::Sub(s) => s.peer,
+            Side::H2(s) => s.peer,
         }
     }
 
@@ -153,17 +178,40 @@ impl<'a> Exchange<'a> {
         match &self.side {
             Side::H1(io) => io.local_addr(),
             Side::Sub(s) => s.local,
+            Side::H2(s) => s.local,
         }
     }
 
     /// `http` or `https`.
     pub fn scheme(&self) -> &'static str {
-        "http"
+        let tls = match &self.side {
+            Side::H1(io) => io.is_tls(),
+            Side::Sub(_) => false,
+            Side::H2(s) => s.tls.is_some(),
+        };
+        if tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// The TLS version and cipher suite (SSL_PROTOCOL, SSL_CIPHER), over
+    /// TLS.
+    pub fn tls_info(&self) -> Option<(&'static str, &'static str)> {
+        match &self.side {
+            Side::H1(io) => io.stream.tls_info(),
+            Side::Sub(_) => None,
+            Side::H2(s) => s.tls,
+        }
     }
 
     /// The protocol name applications see (SERVER_PROTOCOL).
     pub fn protocol(&self) -> &'static str {
-        self.req.version.as_str()
+        match self.side {
+            Side::H2(_) => "HTTP/2.0",
+            _ => self.req.version.as_str(),
+        }
     }
 
     pub fn is_head(&self) -> bool {
@@ -192,6 +240,7 @@ impl<'a> Exchange<'a> {
         match &mut self.side {
             Side::H1(io) => io.read_body(self.req, self.limits, dst).await,
             Side::Sub(_) => Ok(false),
+            Side::H2(s) => s.read_body(self.limits, dst).await,
         }
     }
 
@@ -200,6 +249,7 @@ impl<'a> Exchange<'a> {
         match &self.side {
             Side::H1(io) => io.body_done(self.req),
             Side::Sub(_) => true,
+            Side::H2(s) => s.body_done(),
         }
     }
 
@@ -209,6 +259,7 @@ impl<'a> Exchange<'a> {
         match &self.side {
             Side::H1(io) => io.rbuf.len() < 64 * 1024,
             Side::Sub(_) => false,
+            Side::H2(_) => true,
         }
     }
 
@@ -217,6 +268,7 @@ impl<'a> Exchange<'a> {
         match &mut self.side {
             Side::H1(io) => io.client_gone().await,
             Side::Sub(_) => std::future::pending().await,
+            Side::H2(s) => s.client_gone().await,
         }
     }
 
@@ -226,6 +278,7 @@ impl<'a> Exchange<'a> {
         match &mut self.side {
             Side::H1(io) => io.out.buf(),
             Side::Sub(s) => &mut s.head,
+            Side::H2(s) => &mut s.head,
         }
     }
 
@@ -247,6 +300,10 @@ impl<'a> Exchange<'a> {
                 self.worker.push_date(b);
             }
             Side::Sub(s) => s.status = status,
+            Side::H2(s) => {
+                s.start(status);
+                self.worker.push_date(&mut s.head);
+            }
         }
     }
 
@@ -263,6 +320,14 @@ impl<'a> Exchange<'a> {
     /// body, or HEAD).
     pub fn end_head(&mut self, len: Option<u64>) {
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
+        if let Side::H2(s) = &mut self.side {
+            if let Some(len) = len {
+                s.head.extend_from_slice(b"content-length: ");
+                stoa_h1::push_u64(&mut s.head, len);
+                s.head.extend_from_slice(b"\r\n");
+            }
+            return;
+        }
         let Side::H1(io) = &mut self.side else { return };
         let b = io.out.buf();
         if let Some(len) = len {
@@ -297,7 +362,7 @@ impl<'a> Exchange<'a> {
                     self.chunked = true;
                 }
             }
-            Side::Sub(_) => {}
+            Side::Sub(_) | Side::H2(_) => {}
         }
         self.end_head(None);
         self.remaining = None;
@@ -320,6 +385,15 @@ impl<'a> Exchange<'a> {
                 } else {
                     io.out.push_mem(body);
                 }
+            }
+            Side::H2(s) => {
+                let n = body.len() as u64;
+                let n = self.remaining.map_or(n, |r| r.min(n));
+                self.sent += n;
+                if let Some(r) = self.remaining.as_mut() {
+                    *r -= n;
+                }
+                s.push_mem(body.slice(..n as usize));
             }
             _ => self.write(&body),
         }
@@ -353,6 +427,7 @@ impl<'a> Exchange<'a> {
                 }
             }
             Side::Sub(s) => s.push_body(data),
+            Side::H2(s) => s.push(data),
         }
     }
 
@@ -373,6 +448,10 @@ impl<'a> Exchange<'a> {
                 self.sent += len;
                 s.push_file(&file, offset, len);
             }
+            Side::H2(s) => {
+                self.sent += len;
+                s.push_file(file, offset, len);
+            }
         }
     }
 
@@ -386,6 +465,12 @@ impl<'a> Exchange<'a> {
         match &mut self.side {
             Side::H1(io) => io.out.buf().extend_from_slice(data),
             Side::Sub(s) => s.push_body(data),
+            // HTTP/2 has no way to pass an HTTP/1 response through: what
+            // the script wrote becomes the body of a 502.
+            Side::H2(s) => {
+                s.start(502);
+                s.push(data);
+            }
         }
     }
 
@@ -445,6 +530,7 @@ impl<'a> Exchange<'a> {
         match &mut self.side {
             Side::H1(io) => io.flush(self.limits.send_timeout).await,
             Side::Sub(_) => true,
+            Side::H2(s) => s.flush(false, self.limits.send_timeout).await,
         }
     }
 
@@ -509,16 +595,32 @@ impl<'a> Exchange<'a> {
         if self.truncated() {
             self.keep = false;
         }
-        if let Side::H1(io) = &self.side {
-            let req = self.req;
-            self.worker.log_access(
+        let req = self.req;
+        match &self.side {
+            Side::H1(io) => self.worker.log_access(
                 io.peer,
                 req.request_line(),
                 self.status,
                 self.sent,
                 req.header("referer"),
                 req.header("user-agent"),
-            );
+            ),
+            Side::H2(s) => {
+                // The head was built as HTTP/1.1; the log says what the
+                // client spoke.
+                let line = req.request_line();
+                let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
+                l.extend_from_slice(b"HTTP/2.0");
+                self.worker.log_access(
+                    s.peer,
+                    &l,
+                    self.status,
+                    self.sent,
+                    req.header("referer"),
+                    req.header("user-agent"),
+                );
+            }
+            Side::Sub(_) => {}
         }
     }
 }

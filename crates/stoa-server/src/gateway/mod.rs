@@ -98,7 +98,13 @@ pub fn meta_env(
         remote_user: None,
         pass_authorization,
     };
-    stoa_cgi::meta_variables(&req, head.headers())
+    let mut env = stoa_cgi::meta_variables(&req, head.headers());
+    if let Some((version, cipher)) = ex.tls_info() {
+        // mod_ssl's names, which applications look for.
+        env.set("SSL_PROTOCOL", version.as_bytes());
+        env.set("SSL_CIPHER", cipher.as_bytes());
+    }
+    env
 }
 
 /// Adds an Authorizer's variables (FastCGI §6.3) to a handler's

@@ -6,12 +6,12 @@
 //! [`Io::out`]; nothing here knows about handlers.
 
 use super::output::Output;
+use super::stream::Stream;
 use super::{BodyFail, Limits};
 use std::net::SocketAddr;
 use std::time::Duration;
 use stoa_h1::{BodyDecoder, Framing, RequestHead};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 /// Bodies nobody asked for (a POST to a static file) are read and dropped
@@ -20,7 +20,7 @@ const MAX_DISCARD: u64 = 1 << 20;
 
 /// A connection's socket and buffers, lent to the exchange of each request.
 pub struct Io {
-    pub stream: TcpStream,
+    pub stream: Stream,
     /// Bytes read and not yet consumed start at `start`.
     pub rbuf: Vec<u8>,
     pub start: usize,
@@ -35,7 +35,7 @@ pub struct Io {
 }
 
 impl Io {
-    pub fn new(stream: TcpStream, rbuf: Vec<u8>, peer: SocketAddr) -> Io {
+    pub fn new(stream: Stream, rbuf: Vec<u8>, peer: SocketAddr) -> Io {
         Io {
             stream,
             rbuf,
@@ -52,6 +52,10 @@ impl Io {
             self.local.set(self.stream.local_addr().ok());
         }
         self.local.get()
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
     }
 
     /// Writes everything queued; fails when a client stops reading for
@@ -177,10 +181,13 @@ impl BodyReader {
                 // The client waits for this before sending the body
                 // (RFC 9110 §10.1.1).
                 self.continue_pending = false;
-                if timeout_at(
-                    self.deadline,
-                    io.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n"),
-                )
+                if timeout_at(self.deadline, async {
+                    io.stream
+                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        .await?;
+                    // TLS may hold the record back until flushed.
+                    io.stream.flush().await
+                })
                 .await
                 .is_err()
                 {
@@ -246,15 +253,15 @@ pub async fn consume_body(head: &RequestHead, io: &mut Io, limits: &Limits) -> b
 /// the client. So: shut down writing (the client sees the response, then
 /// EOF), then read and discard until the client closes, each read waiting
 /// at most [`LINGER_READ`], in all at most [`LINGER_TOTAL`].
-pub async fn linger(stream: &mut TcpStream) {
-    let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
+pub async fn linger(stream: &mut Stream) {
+    stream.shutdown_write().await;
     // A heap buffer: a stack array here would sit in every connection's
     // future for its whole life.
     let mut sink = vec![0u8; 16 * 1024];
     let until = Instant::now() + LINGER_TOTAL;
     loop {
         let step = (Instant::now() + LINGER_READ).min(until);
-        match timeout_at(step, stream.read(&mut sink)).await {
+        match timeout_at(step, stream.read_raw(&mut sink)).await {
             Ok(Ok(n)) if n > 0 => {}
             _ => break,
         }

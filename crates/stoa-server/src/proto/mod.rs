@@ -4,7 +4,10 @@
 //! [`crate::exchange::Exchange`].
 
 pub mod h1;
+pub mod h2;
 pub mod output;
+pub mod stream;
+pub mod tls;
 
 use std::time::Duration;
 

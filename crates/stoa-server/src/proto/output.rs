@@ -5,15 +5,18 @@
 //! connection has no more complete requests buffered, so a burst of
 //! pipelined requests costs one write.
 
+use super::stream::Stream;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Duration};
+use tokio_rustls::server::TlsStream;
 
 /// Most iovecs handed to one writev (Linux allows 1024; more buys nothing).
 const MAX_IOV: usize = 16;
@@ -116,7 +119,13 @@ impl Output {
     /// `idle` (a client that stops reading is cut off; a slow one is not).
     /// On error the queue is left partly written; the connection is to be
     /// dropped.
-    pub async fn flush(&mut self, stream: &mut TcpStream, idle: Duration) -> io::Result<()> {
+    pub async fn flush(&mut self, stream: &mut Stream, idle: Duration) -> io::Result<()> {
+        let stream = match stream {
+            Stream::Plain(s) => s,
+            // Boxed: the TLS writer's state stays out of the plaintext
+            // path's future.
+            Stream::Tls(t) => return Box::pin(self.flush_tls(t, idle)).await,
+        };
         self.seal();
         let mut corked = false;
         while let Some(front) = self.segs.front_mut() {
@@ -190,6 +199,100 @@ impl Output {
         self.front_done = 0;
         Ok(())
     }
+}
+
+impl Output {
+    /// [`Output::flush`] over TLS: no sendfile (the kernel would send the
+    /// file's bytes unencrypted; see docs/ARCHITECTURE.md on kTLS), so
+    /// memory segments are gathered and file ranges read with `pread`
+    /// into this worker's reused buffer, each piece encrypted by rustls
+    /// and written. Pieces of [`TLS_PIECE`] bytes fill whole records.
+    async fn flush_tls(
+        &mut self,
+        tls: &mut TlsStream<TcpStream>,
+        idle: Duration,
+    ) -> io::Result<()> {
+        self.seal();
+        let mut buf = TLS_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        let r = self.flush_tls_with(tls, idle, &mut buf).await;
+        buf.clear();
+        if buf.capacity() <= 2 * TLS_PIECE {
+            TLS_BUF.with(|b| *b.borrow_mut() = buf);
+        }
+        r
+    }
+
+    async fn flush_tls_with(
+        &mut self,
+        tls: &mut TlsStream<TcpStream>,
+        idle: Duration,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        // A flush that fails leaves the queue partly written; the
+        // connection is dropped then, as on plaintext.
+        while let Some(seg) = self.segs.pop_front() {
+            buf.clear();
+            match seg {
+                Seg::Head { start, end } => buf.extend_from_slice(&self.head[start..end]),
+                Seg::Mem(b) => buf.extend_from_slice(&b),
+                Seg::File { file, offset, len } => {
+                    let mut offset = offset;
+                    let mut left = len;
+                    while left > 0 {
+                        let want = left.min(TLS_PIECE as u64) as usize;
+                        buf.resize(want, 0);
+                        let n = file.read_at(&mut buf[..want], offset)?;
+                        if n == 0 {
+                            // The file shrank under us: the promised length
+                            // cannot be sent, so the connection must be cut.
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "file truncated while sending",
+                            ));
+                        }
+                        timeout(idle, tls.write_all(&buf[..n]))
+                            .await
+                            .map_err(|_| timed_out())??;
+                        offset += n as u64;
+                        left -= n as u64;
+                    }
+                    continue;
+                }
+            }
+            // Small segments that follow go into the same write (one
+            // record, one syscall) rather than one each.
+            while buf.len() < TLS_PIECE {
+                match self.segs.front() {
+                    Some(Seg::Head { start, end }) => {
+                        buf.extend_from_slice(&self.head[*start..*end]);
+                    }
+                    Some(Seg::Mem(b)) => buf.extend_from_slice(b),
+                    _ => break,
+                }
+                self.segs.pop_front();
+            }
+            timeout(idle, tls.write_all(buf))
+                .await
+                .map_err(|_| timed_out())??;
+        }
+        timeout(idle, tls.flush())
+            .await
+            .map_err(|_| timed_out())??;
+        self.head.clear();
+        self.head_mark = 0;
+        self.front_done = 0;
+        Ok(())
+    }
+}
+
+/// How much of a file one TLS write carries (a multiple of the 16 KiB
+/// record size).
+const TLS_PIECE: usize = 64 * 1024;
+
+thread_local! {
+    /// The worker's buffer for file ranges read for TLS: reused, so a
+    /// large file over TLS costs no allocation per piece.
+    static TLS_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Sets or clears TCP_CORK; a failure only costs an extra segment.

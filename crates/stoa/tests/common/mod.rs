@@ -165,7 +165,7 @@ impl Server {
         }
     }
 
-    /// Starts the binary and waits for `stoa: listening on http://ADDR/` on
+    /// Starts the binary and waits for `stoa: listening on http(s)://ADDR/` on
     /// its stderr. Stderr keeps being collected for the server's lifetime.
     pub fn try_spawn<I, S>(args: I) -> Result<Server, String>
     where
@@ -196,7 +196,12 @@ impl Server {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
                     }
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                    // The first address, plain or TLS.
+                    let rest = line
+                        .split("listening on http://")
+                        .nth(1)
+                        .or_else(|| line.split("listening on https://").nth(1));
+                    if let Some(rest) = rest {
                         let addr = rest.trim().trim_end_matches('/');
                         if let (Ok(a), Some(tx)) = (addr.parse::<SocketAddr>(), tx.take()) {
                             let _ = tx.send(a);

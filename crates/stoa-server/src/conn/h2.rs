@@ -1,0 +1,221 @@
+//! One HTTP/2 connection (after ALPN `h2`, or with prior knowledge over
+//! cleartext), driven with the `h2` crate: this task owns the connection
+//! and accepts streams; each stream is a task of its own on the worker's
+//! runtime, which builds the request head, routes it and runs the
+//! handler through an [`Exchange`] over [`H2Stream`], exactly as an
+//! HTTP/1 request would be. See docs/ARCHITECTURE.md, "Lifecycle of an
+//! HTTP/2 request".
+
+use crate::config::Runtime;
+use crate::exchange::Exchange;
+use crate::local::Worker;
+use crate::proto::h2::H2Stream;
+use crate::proto::stream::Rewind;
+use crate::route;
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use stoa_h1::{Framing, Method, RequestHead, Version};
+use tokio::time::Instant;
+
+/// Flow-control windows, per stream and per connection (hyper's server
+/// defaults): large enough that one stream fills a fast link.
+pub const WINDOW: u32 = 1 << 20;
+/// Most streams open at once per connection (hyper's server default).
+pub const MAX_STREAMS: u32 = 200;
+/// Largest header list a request may carry, decoded (hyper's default;
+/// also what bounds an HPACK bomb or a CONTINUATION flood).
+pub const MAX_HEADER_LIST: u32 = 16 << 10;
+/// Response bytes h2 buffers per stream before it stops granting window
+/// to the handler (hyper's default).
+pub const MAX_SEND_BUFFER: usize = 400 << 10;
+/// Streams a client may reset before they are even accepted, at once
+/// (CVE-2023-44487; h2's default, as hyper keeps it).
+pub const MAX_PENDING_RESETS: usize = 20;
+/// Streams this server may reset because of client errors before it
+/// closes the connection (hyper's default).
+pub const MAX_ERROR_RESETS: usize = 1024;
+
+/// Keeps the connection's count of live stream tasks.
+struct Live(Rc<Cell<usize>>);
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Serves an HTTP/2 connection until the client or the server ends it.
+pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+    let local = io.inner.local_addr().ok();
+    let tls = io.inner.tls_info();
+    let _ = io.inner.set_nodelay(true);
+    let mut b = h2::server::Builder::new();
+    b.initial_window_size(WINDOW)
+        .initial_connection_window_size(WINDOW)
+        .max_header_list_size(MAX_HEADER_LIST)
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
+    let deadline = Instant::now() + rt.limits.header_timeout;
+    let mut conn = match tokio::time::timeout_at(deadline, b.handshake::<_, Bytes>(io)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!("h2 {peer}: handshake: {e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let live = Rc::new(Cell::new(0usize));
+    let mut shutdown = worker.shutdown.clone();
+    let mut closing = false;
+    if *shutdown.borrow() {
+        conn.graceful_shutdown();
+        closing = true;
+    }
+    let mut idle_until = Instant::now() + rt.limits.keepalive_timeout;
+    loop {
+        tokio::select! {
+            r = conn.accept() => match r {
+                Some(Ok((req, respond))) => {
+                    if live.get() >= 2 * MAX_STREAMS as usize {
+                        // Streams come faster than their tasks end: a
+                        // client opening and cancelling streams without
+                        // end (CVE-2023-44487) gets GOAWAY.
+                        tracing::warn!("h2 {peer}: too many streams in progress, closing");
+                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        continue;
+                    }
+                    live.set(live.get() + 1);
+                    let guard = Live(live.clone());
+                    let worker = worker.clone();
+                    let rt = rt.clone();
+                    tokio::task::spawn_local(async move {
+                        stream(req, respond, peer, local, tls, &worker, &rt).await;
+                        drop(guard);
+                    });
+                }
+                Some(Err(e)) => {
+                    tracing::debug!("h2 {peer}: {e}");
+                    break;
+                }
+                None => break,
+            },
+            r = shutdown.changed(), if !closing => {
+                if r.is_err() || *shutdown.borrow() {
+                    // GOAWAY: streams in progress finish, no new ones.
+                    conn.graceful_shutdown();
+                    closing = true;
+                }
+            }
+            _ = tokio::time::sleep_until(idle_until) => {
+                if live.get() == 0 && !closing {
+                    conn.graceful_shutdown();
+                    closing = true;
+                }
+                idle_until = Instant::now() + rt.limits.keepalive_timeout;
+            }
+        }
+    }
+}
+
+/// One stream: the request head from its pseudo-headers and fields, then
+/// routing and the handler, then the end of the response.
+async fn stream(
+    req: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    tls: Option<(&'static str, &'static str)>,
+    worker: &Worker,
+    rt: &Runtime,
+) {
+    let (parts, body) = req.into_parts();
+    let expect_continue = parts
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let mut side = H2Stream::new(respond, body, peer, local, tls, expect_continue);
+    if side.was_reset() {
+        return;
+    }
+    let head = request_head(&parts, side.body_done());
+    let (p, rewritten) = route::pick(&head, rt);
+    let head = rewritten.as_ref().unwrap_or(&head);
+    let truncated = {
+        let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits);
+        route::run(p, &mut ex, rt, 0).await;
+        ex.truncated()
+    };
+    if truncated {
+        side.reset();
+        return;
+    }
+    side.flush(true, rt.limits.send_timeout).await;
+}
+
+/// The request as an HTTP/1.1 head, which is what routing and handlers
+/// read: `:authority` becomes Host (RFC 9113 §8.3.1), split `cookie`
+/// fields are joined with "; " (§8.2.3), the body's framing is its
+/// content-length or unknown.
+fn request_head(parts: &http::request::Parts, ended: bool) -> RequestHead {
+    let method = match parts.method {
+        http::Method::GET => Method::Get,
+        http::Method::HEAD => Method::Head,
+        http::Method::POST => Method::Post,
+        http::Method::PUT => Method::Put,
+        http::Method::DELETE => Method::Delete,
+        http::Method::OPTIONS => Method::Options,
+        http::Method::PATCH => Method::Patch,
+        http::Method::TRACE => Method::Trace,
+        http::Method::CONNECT => Method::Connect,
+        ref m => Method::Other(m.as_str().to_owned()),
+    };
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let target = if method == Method::Options && target == "/*" {
+        "*"
+    } else {
+        target
+    };
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    let mut cookie: Vec<u8> = Vec::new();
+    let mut fields: Vec<(&[u8], &[u8])> = Vec::with_capacity(parts.headers.len() + 1);
+    if let Some(a) = authority {
+        fields.push((b"host", a.as_bytes()));
+    }
+    for (name, value) in &parts.headers {
+        if name == http::header::HOST && authority.is_some() {
+            continue;
+        }
+        if name == http::header::COOKIE {
+            if !cookie.is_empty() {
+                cookie.extend_from_slice(b"; ");
+            }
+            cookie.extend_from_slice(value.as_bytes());
+            continue;
+        }
+        fields.push((name.as_str().as_bytes(), value.as_bytes()));
+    }
+    if !cookie.is_empty() {
+        fields.push((b"cookie", &cookie));
+    }
+    let length = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| stoa_h1::parse_u64(v.as_bytes()));
+    let mut head = RequestHead::from_parts(method, target.as_bytes(), Version::Http11, fields);
+    head.framing = match (ended, length) {
+        (true, _) => Framing::None,
+        (false, Some(n)) => Framing::Length(n),
+        // Delimited by END_STREAM: like chunked, its length is known at
+        // its end only.
+        (false, None) => Framing::Chunked,
+    };
+    head.expect_continue = false;
+    head
+}

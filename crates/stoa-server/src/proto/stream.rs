@@ -1,0 +1,258 @@
+//! The byte stream under a connection: a TCP socket, or TLS over one.
+//!
+//! An enum rather than a trait object or a type parameter: the plaintext
+//! path pays one match per read or write (no box, no virtual call, no
+//! second copy of every connection loop), and the TLS session, which is
+//! large, is boxed so that plaintext connections' futures stay small.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// A client connection's byte stream.
+pub enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The socket under the stream (for socket options and addresses).
+    #[inline]
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    #[inline]
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.tcp().set_nodelay(on)
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp().local_addr()
+    }
+
+    /// The TLS version and cipher suite, as CGI's SSL_PROTOCOL and
+    /// SSL_CIPHER name them.
+    pub fn tls_info(&self) -> Option<(&'static str, &'static str)> {
+        let Stream::Tls(t) = self else { return None };
+        tls_info(t.get_ref().1)
+    }
+
+    /// Waits until a read would return something (data or end of stream).
+    /// Over TLS, decrypted bytes may already wait inside the session, with
+    /// nothing left on the socket.
+    #[inline]
+    pub async fn readable(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.readable().await,
+            Stream::Tls(t) => tls_readable(t).await,
+        }
+    }
+
+    /// Reads what is there without waiting: `WouldBlock` when nothing is.
+    #[inline]
+    pub fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.try_read_buf(buf),
+            Stream::Tls(t) => tls_try_read_buf(t, buf),
+        }
+    }
+
+    /// Closes the sending side: a TLS close_notify first (so the client
+    /// can tell the end from a truncation), then the socket's FIN.
+    pub async fn shutdown_write(&mut self) {
+        if let Stream::Tls(t) = self {
+            // Boxed: keeps this state out of every plaintext connection's
+            // future.
+            let close = tokio::time::timeout(std::time::Duration::from_secs(1), t.shutdown());
+            let _ = Box::pin(close).await;
+        }
+        let _ = socket2::SockRef::from(self.tcp()).shutdown(std::net::Shutdown::Write);
+    }
+
+    /// Reads and drops raw bytes from the socket (a lingering close: after
+    /// the shutdown nothing the client sends matters, TLS or not).
+    pub async fn read_raw(&mut self, sink: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(sink).await,
+            Stream::Tls(t) => t.get_mut().0.read(sink).await,
+        }
+    }
+}
+
+/// [`Stream::readable`] over TLS, out of the plaintext path's way.
+async fn tls_readable(t: &mut TlsStream<TcpStream>) -> io::Result<()> {
+    let pending = match t.get_mut().1.process_new_packets() {
+        Ok(st) => st.plaintext_bytes_to_read() > 0 || st.peer_has_closed(),
+        // The error surfaces on the next read.
+        Err(_) => true,
+    };
+    if pending {
+        return Ok(());
+    }
+    t.get_ref().0.readable().await
+}
+
+/// [`Stream::try_read_buf`] over TLS: one poll with a waker that does
+/// nothing. A record that is not complete yet leaves the read pending,
+/// which is what `WouldBlock` means here; the caller waits with
+/// `readable` again, which registers the real waker.
+#[inline(never)]
+fn tls_try_read_buf(t: &mut TlsStream<TcpStream>, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let fut = t.read_buf(buf);
+    let mut fut = std::pin::pin!(fut);
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+    }
+}
+
+/// The version and cipher suite of a TLS session, in OpenSSL's names
+/// (what mod_ssl gives CGI: `TLSv1.3`, `TLS_AES_128_GCM_SHA256`).
+pub fn tls_info(c: &rustls::ServerConnection) -> Option<(&'static str, &'static str)> {
+    let version = match c.protocol_version()? {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        _ => "TLS",
+    };
+    let suite = c.negotiated_cipher_suite()?.suite().as_str().unwrap_or("");
+    Some((version, suite))
+}
+
+impl AsyncRead for Stream {
+    #[inline]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(t) => Pin::new(&mut **t).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    #[inline]
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(t) => Pin::new(&mut **t).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(t) => Pin::new(&mut **t).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(t) => t.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(t) => Pin::new(&mut **t).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(t) => Pin::new(&mut **t).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A stream with bytes already read from it put back in front (the
+/// HTTP/2 preface the HTTP/1 loop read before it knew).
+pub struct Rewind {
+    pre: Vec<u8>,
+    at: usize,
+    pub inner: Stream,
+}
+
+impl Rewind {
+    pub fn new(pre: Vec<u8>, inner: Stream) -> Rewind {
+        Rewind { pre, at: 0, inner }
+    }
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        if me.at < me.pre.len() {
+            let n = (me.pre.len() - me.at).min(buf.remaining());
+            buf.put_slice(&me.pre[me.at..me.at + n]);
+            me.at += n;
+            if me.at == me.pre.len() {
+                me.pre = Vec::new();
+                me.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut me.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}

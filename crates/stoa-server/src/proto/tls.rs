@@ -1,0 +1,179 @@
+//! TLS termination with rustls (ring provider): certificates and keys
+//! loaded from PEM files, one `ServerConfig` per `[[tls]]` block, chosen
+//! by the client's SNI name when several blocks share an address, ALPN,
+//! and session resumption shared by every worker.
+//!
+//! Resumption: TLS 1.3 tickets (and TLS 1.2 ones) are sealed by one
+//! `Ticketer` for the whole process, whose key rotates every 6 hours
+//! (rustls keeps the previous key to open older tickets); TLS 1.2
+//! session ids go to one shared in-memory cache. Both outlive reloads, so
+//! a SIGHUP does not cost every client a full handshake.
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ServerConfig, ServerSessionMemoryCache, StoresServerSessions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::LazyConfigAcceptor;
+
+/// ALPN names Stoa speaks.
+pub const PROTOCOLS: [&str; 2] = ["h2", "http/1.1"];
+
+/// One `[[tls]]` block, loaded: the names it serves and its config.
+#[derive(Clone)]
+pub struct TlsSite {
+    /// SNI names (lower case; `*.example.com` matches one label). Empty:
+    /// any name.
+    pub hosts: Vec<String>,
+    pub cert: PathBuf,
+    pub config: Arc<ServerConfig>,
+}
+
+impl std::fmt::Debug for TlsSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSite")
+            .field("hosts", &self.hosts)
+            .field("cert", &self.cert)
+            .finish()
+    }
+}
+
+/// The TLS side of one listening address: its blocks in file order; the
+/// first answers clients whose SNI name no block lists (or who send none).
+#[derive(Debug, Clone)]
+pub struct Acceptor {
+    pub sites: Vec<TlsSite>,
+}
+
+impl Acceptor {
+    fn pick(&self, sni: Option<&str>) -> Option<&TlsSite> {
+        if let Some(name) = sni {
+            let name = name.to_ascii_lowercase();
+            let hit = self
+                .sites
+                .iter()
+                .find(|s| s.hosts.iter().any(|h| name_matches(h, &name)));
+            if hit.is_some() {
+                return hit;
+            }
+        }
+        self.sites.first()
+    }
+
+    /// Runs the handshake on an accepted socket, by `deadline`. Returns the
+    /// stream and whether ALPN chose HTTP/2.
+    pub async fn accept(
+        &self,
+        tcp: TcpStream,
+        deadline: Instant,
+    ) -> io::Result<(TlsStream<TcpStream>, bool)> {
+        let lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
+        let start = timeout_at(deadline, lazy)
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        let hello = start.client_hello();
+        let site = self
+            .pick(hello.server_name())
+            .ok_or_else(|| io::Error::other("no certificate"))?;
+        let config = site.config.clone();
+        let stream = timeout_at(deadline, start.into_stream(config))
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+        Ok((stream, h2))
+    }
+}
+
+/// `*.example.com` matches `a.example.com`, not `example.com` nor
+/// `a.b.example.com` (RFC 6125 §6.4.3).
+fn name_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(rest) => name
+            .split_once('.')
+            .is_some_and(|(label, tail)| !label.is_empty() && tail == rest),
+        None => pattern == name,
+    }
+}
+
+/// The process's ticket sealer, shared by every worker and reload.
+fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, String> {
+    static T: OnceLock<Result<Arc<dyn rustls::server::ProducesTickets>, String>> = OnceLock::new();
+    T.get_or_init(|| {
+        rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))
+    })
+    .clone()
+}
+
+fn session_cache() -> Arc<dyn StoresServerSessions> {
+    static C: OnceLock<Arc<dyn StoresServerSessions>> = OnceLock::new();
+    C.get_or_init(|| ServerSessionMemoryCache::new(4096))
+        .clone()
+}
+
+/// Reads a PEM certificate chain and key and builds a server config
+/// offering `protocols` by ALPN. Errors name the file at fault.
+pub fn load(cert: &Path, key: &Path, protocols: &[String]) -> Result<ServerConfig, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("{}: {}", cert.display(), pem_error(e)))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {}", cert.display(), pem_error(e)))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "{}: no certificate in it (a PEM file with a CERTIFICATE block is needed)",
+            cert.display()
+        ));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => format!(
+            "{}: no private key in it (a PEM PRIVATE KEY block is needed)",
+            key.display()
+        ),
+        e => format!("{}: {}", key.display(), pem_error(e)),
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key_der)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => format!(
+                "{}: this key does not belong to the certificate in {}",
+                key.display(),
+                cert.display()
+            ),
+            e => format!("{} / {}: {e}", cert.display(), key.display()),
+        })?;
+    config.alpn_protocols = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
+    config.ticketer = ticketer()?;
+    config.session_storage = session_cache();
+    // Clients resume with tickets; the server keeps no state per client.
+    config.send_tls13_tickets = 2;
+    Ok(config)
+}
+
+fn pem_error(e: rustls::pki_types::pem::Error) -> String {
+    match e {
+        rustls::pki_types::pem::Error::Io(e) => format!("cannot read: {e}"),
+        rustls::pki_types::pem::Error::NoItemsFound => "nothing PEM-encoded in it".to_owned(),
+        e => format!("not a valid PEM file: {e:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_matches;
+
+    #[test]
+    fn a_wildcard_matches_one_label_only_rfc6125_6_4_3() {
+        assert!(name_matches("*.example.test", "a.example.test"));
+        assert!(!name_matches("*.example.test", "example.test"));
+        assert!(!name_matches("*.example.test", "a.b.example.test"));
+        assert!(name_matches("example.test", "example.test"));
+        assert!(!name_matches("example.test", "other.test"));
+    }
+}

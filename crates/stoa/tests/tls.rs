@@ -1,0 +1,372 @@
+//! TLS (RFC 8446) end to end: the real `stoa` binary with certificates
+//! made by `stoa cert`, checked with curl and openssl s_client: HTTPS over
+//! HTTP/1.1 and HTTP/2 (ALPN), files larger than a record, SNI selection
+//! between two certificates, session resumption, no TLS 1.1, reload of
+//! certificates on SIGHUP (a bad one keeps the old), clear start-up
+//! errors, and what CGI and FastCGI applications see (HTTPS=on).
+//!
+//! Needs the Debian packages curl (with HTTP/2) and openssl.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const HELLO_FCGI: &str = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
+
+/// `stoa cert DIR NAMES...`: returns (cert, key).
+fn make_cert(dir: &Path, names: &[&str]) -> (PathBuf, PathBuf) {
+    let out = Command::new(stoa_bin())
+        .arg("cert")
+        .arg(dir)
+        .args(names)
+        .output()
+        .expect("run stoa cert");
+    assert!(out.status.success(), "stoa cert: {out:?}");
+    (dir.join("cert.pem"), dir.join("key.pem"))
+}
+
+/// What curl got: status, HTTP version ("1.1", "2") and body.
+#[derive(Debug)]
+struct Got {
+    ok: bool,
+    status: u16,
+    version: String,
+    body: Vec<u8>,
+    stderr: String,
+}
+
+/// `curl` with bounded time, `NAME` resolving to the server's address,
+/// trusting `ca`. The last line of stdout is "status version".
+fn curl(server: &Server, name: &str, ca: &Path, path: &str, extra: &[&str]) -> Got {
+    require("curl", "curl");
+    let port = server.addr.port();
+    let out: Output = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--resolve"])
+        .arg(format!("{name}:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(ca)
+        .args(extra)
+        .args(["-w", "\n%{http_code} %{http_version}"])
+        .arg(format!("https://{name}:{port}{path}"))
+        .output()
+        .expect("run curl");
+    let stdout = out.stdout;
+    let cut = stdout
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap_or(stdout.len());
+    let tail = String::from_utf8_lossy(&stdout[(cut + 1).min(stdout.len())..]).into_owned();
+    let (status, version) = tail.split_once(' ').unwrap_or(("0", ""));
+    Got {
+        ok: out.status.success(),
+        status: status.parse().unwrap_or(0),
+        version: version.to_owned(),
+        body: stdout[..cut].to_vec(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A directory with `www/index.html`, `www/big.bin` (3 MB), a certificate
+/// for localhost, and a server on it with `--tls-cert`/`--tls-key`.
+fn tls_dir(tag: &str) -> (TempDir, Server, PathBuf, Vec<u8>) {
+    let dir = TempDir::new(tag);
+    dir.write("www/index.html", "hello over tls\n");
+    let big = pattern(3_000_000, 7);
+    dir.write("www/big.bin", &big);
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost", "127.0.0.1"]);
+    let server = Server::spawn([
+        "serve".as_ref(),
+        dir.join("www").as_os_str(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--workers".as_ref(),
+        "1".as_ref(),
+        "--access-log".as_ref(),
+        "off".as_ref(),
+        "--tls-cert".as_ref(),
+        cert.as_os_str(),
+        "--tls-key".as_ref(),
+        key.as_os_str(),
+    ]);
+    (dir, server, cert, big)
+}
+
+#[test]
+fn rfc8446_https_serves_a_file_to_curl_trusting_a_certificate_from_stoa_cert() {
+    let (_dir, server, cert, _) = tls_dir("tls-basic");
+    let g = curl(&server, "localhost", &cert, "/index.html", &["--http1.1"]);
+    assert!(g.ok, "{g:?}");
+    assert_eq!((g.status, g.version.as_str()), (200, "1.1"), "{g:?}");
+    assert_eq!(g.body, b"hello over tls\n");
+    // Several requests on one TLS connection (keep-alive).
+    let port = server.addr.port();
+    let url = format!("https://localhost:{port}/index.html");
+    let out = Command::new("curl")
+        .args(["-sS", "--http1.1", "--max-time", "10", "--resolve"])
+        .arg(format!("localhost:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(&cert)
+        .args([&url, &url, &url])
+        .output()
+        .expect("curl");
+    assert_eq!(out.stdout, b"hello over tls\n".repeat(3), "{out:?}");
+}
+
+#[test]
+fn rfc7301_alpn_chooses_http2_for_curl_http2_over_tls_rfc9113_3_2() {
+    let (_dir, server, cert, _) = tls_dir("tls-alpn");
+    let g = curl(&server, "localhost", &cert, "/index.html", &["--http2"]);
+    assert_eq!((g.status, g.version.as_str()), (200, "2"), "{g:?}");
+    assert_eq!(g.body, b"hello over tls\n");
+}
+
+#[test]
+fn rfc8446_a_file_larger_than_many_records_arrives_whole_without_sendfile_over_both_protocols() {
+    let (_dir, server, cert, big) = tls_dir("tls-big");
+    for proto in ["--http1.1", "--http2"] {
+        let g = curl(&server, "localhost", &cert, "/big.bin", &[proto]);
+        assert_eq!(g.status, 200, "{proto}: {}", g.stderr);
+        assert!(g.body == big, "{proto}: {} bytes differ", g.body.len());
+        // A range from the middle, read with pread over TLS.
+        let g = curl(
+            &server,
+            "localhost",
+            &cert,
+            "/big.bin",
+            &[proto, "-r", "1000000-1000099"],
+        );
+        assert_eq!(g.status, 206, "{proto}: {}", g.stderr);
+        assert_eq!(g.body, &big[1_000_000..1_000_100], "{proto}");
+    }
+}
+
+#[test]
+fn rfc6066_3_sni_selects_the_certificate_of_the_name_the_client_asks_for() {
+    let dir = TempDir::new("tls-sni");
+    dir.write("www/index.html", "sni\n");
+    let (a_cert, a_key) = make_cert(&dir.join("a"), &["a.test"]);
+    let (b_cert, b_key) = make_cert(&dir.join("b"), &["b.test"]);
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\nhosts = [\"a.test\"]\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\nhosts = [\"b.test\"]\n\n\
+             [[site]]\nroot = \"www\"\n",
+            a_cert.display(),
+            a_key.display(),
+            b_cert.display(),
+            b_key.display()
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    for (name, ca) in [("a.test", &a_cert), ("b.test", &b_cert)] {
+        let g = curl(&server, name, ca, "/index.html", &[]);
+        assert_eq!(g.status, 200, "{name}: {g:?}");
+        assert_eq!(g.body, b"sni\n");
+    }
+    // b.test is not served with a.test's certificate: trusting only that
+    // one, the client refuses the connection.
+    let g = curl(&server, "b.test", &a_cert, "/index.html", &[]);
+    assert!(!g.ok && g.status == 0, "{g:?}");
+    // A name no block lists gets the first block's certificate.
+    let g = curl(
+        &server,
+        "a.test",
+        &a_cert,
+        "/index.html",
+        &["-H", "Host: other"],
+    );
+    assert_eq!(g.status, 200, "{g:?}");
+}
+
+#[test]
+fn rfc8446_2_2_a_session_is_resumed_with_a_ticket_and_tls_1_1_is_refused() {
+    require("openssl", "openssl");
+    let (dir, server, _cert, _) = tls_dir("tls-resume");
+    let sess = dir.join("session.pem");
+    let connect = format!("127.0.0.1:{}", server.addr.port());
+    let s_client = |args: &[&str]| -> String {
+        let out = Command::new("timeout")
+            .args(["10", "openssl", "s_client", "-connect", &connect])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("openssl s_client");
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let sess_s = sess.display().to_string();
+    let first = s_client(&["-tls1_2", "-sess_out", &sess_s]);
+    assert!(first.contains("New, TLSv1.2"), "{first}");
+    let again = s_client(&["-tls1_2", "-sess_in", &sess_s]);
+    assert!(again.contains("Reused, TLSv1.2"), "{again}");
+    let old = s_client(&["-tls1_1"]);
+    assert!(
+        !old.contains("New, TLSv1.1") && !old.contains("Cipher is ECDHE"),
+        "{old}"
+    );
+}
+
+#[test]
+fn a_missing_or_mismatched_key_stops_start_up_with_a_message_naming_the_file() {
+    let dir = TempDir::new("tls-badkey");
+    dir.write("www/index.html", "x");
+    let (cert, _) = make_cert(&dir.join("a"), &["localhost"]);
+    let (_, other_key) = make_cert(&dir.join("b"), &["localhost"]);
+    let missing = dir.join("nope.key");
+    for (key, says) in [
+        (&missing, "nope.key"),
+        (&other_key, "does not belong to the certificate"),
+    ] {
+        let out = Command::new(stoa_bin())
+            .arg("serve")
+            .arg(dir.join("www"))
+            .args(["--listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(key)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run stoa");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains(&key.display().to_string()), "{err}");
+    }
+}
+
+#[test]
+fn sighup_reloads_certificates_and_a_bad_one_keeps_the_old_and_names_its_path() {
+    let dir = TempDir::new("tls-reload");
+    dir.write("www/index.html", "reload\n");
+    let (cert, key) = make_cert(&dir.join("live"), &["localhost"]);
+    let first = dir.join("first.pem");
+    std::fs::copy(&cert, &first).expect("copy");
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+             [[site]]\nroot = \"www\"\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    server.wait_for_handler(libc::SIGHUP);
+    assert_eq!(curl(&server, "localhost", &first, "/", &[]).status, 200);
+
+    // A broken certificate: the reload fails, the old one stays.
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nbroken\n").expect("write");
+    let from = server.stderr().len();
+    server.signal(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(from, "reload failed", Duration::from_secs(5)),
+        "{}",
+        server.stderr()
+    );
+    assert!(
+        server.stderr()[from..].contains(&cert.display().to_string()),
+        "{}",
+        server.stderr()
+    );
+    let g = curl(&server, "localhost", &first, "/", &[]);
+    assert_eq!(g.status, 200, "{g:?}");
+
+    // A good new certificate: new connections get it.
+    let (cert2, key2) = make_cert(&dir.join("second"), &["localhost"]);
+    std::fs::copy(&cert2, &cert).expect("copy");
+    std::fs::copy(&key2, &key).expect("copy");
+    let from = server.stderr().len();
+    server.signal(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(from, "reloaded", Duration::from_secs(5)),
+        "{}",
+        server.stderr()
+    );
+    assert_eq!(curl(&server, "localhost", &cert2, "/", &[]).status, 200);
+    assert!(!curl(&server, "localhost", &first, "/", &[]).ok);
+}
+
+/// A site over TLS with a CGI script and a FastCGI pool that print their
+/// environment.
+fn gateway_site(tag: &str) -> (TempDir, Server, PathBuf) {
+    let dir = TempDir::new(tag);
+    dir.write("www/index.html", "x");
+    let env = dir.write(
+        "cgi-bin/env.sh",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nenv\n",
+    );
+    let echo = dir.write(
+        "cgi-bin/echo.sh",
+        "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\n\\r\\n'\nexec cat\n",
+    );
+    for p in [env, echo] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+             [[pool]]\nname = \"app\"\ncommand = [\"{HELLO_FCGI}\"]\nprocesses = 1\n\n\
+             [[site]]\nroot = \"www\"\n\n\
+             [[site.route]]\nprefix = \"/cgi-bin/\"\ncgi = {{ dir = \"cgi-bin\" }}\n\n\
+             [[site.route]]\nprefix = \"/app/\"\nfastcgi = {{ pool = \"app\" }}\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    (dir, server, cert)
+}
+
+fn var<'a>(text: &'a str, prefix: &str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+}
+
+#[test]
+fn rfc3875_cgi_and_fastcgi_see_https_on_and_the_tls_version_over_both_protocols() {
+    let (_dir, server, cert) = gateway_site("tls-cgi");
+    for (proto, version) in [("--http1.1", "HTTP/1.1"), ("--http2", "HTTP/2.0")] {
+        let g = curl(&server, "localhost", &cert, "/cgi-bin/env.sh", &[proto]);
+        assert_eq!(g.status, 200, "{proto}: {g:?}");
+        let text = String::from_utf8_lossy(&g.body);
+        assert_eq!(var(&text, "", "HTTPS"), Some("on"), "{proto}: {text}");
+        assert_eq!(var(&text, "", "REQUEST_SCHEME"), Some("https"), "{text}");
+        assert_eq!(var(&text, "", "SSL_PROTOCOL"), Some("TLSv1.3"), "{text}");
+        assert_eq!(var(&text, "", "SERVER_PROTOCOL"), Some(version), "{text}");
+
+        let g = curl(&server, "localhost", &cert, "/app/x?params=1", &[proto]);
+        assert_eq!(g.status, 200, "{proto}: {g:?}");
+        let text = String::from_utf8_lossy(&g.body);
+        assert_eq!(var(&text, "param ", "HTTPS"), Some("on"), "{text}");
+        assert_eq!(var(&text, "param ", "SERVER_PROTOCOL"), Some(version));
+    }
+}
+
+#[test]
+fn rfc9110_10_1_1_a_request_body_with_100_continue_reaches_cgi_whole_over_tls_on_both_protocols() {
+    let (dir, server, cert) = gateway_site("tls-body");
+    let body = pattern(2_500_000, 5);
+    let file = dir.write("upload.bin", &body);
+    let arg = format!("@{}", file.display());
+    for proto in ["--http1.1", "--http2"] {
+        let g = curl(
+            &server,
+            "localhost",
+            &cert,
+            "/cgi-bin/echo.sh",
+            &[proto, "-H", "Expect: 100-continue", "--data-binary", &arg],
+        );
+        assert_eq!(g.status, 200, "{proto}: {}", g.stderr);
+        assert!(g.body == body, "{proto}: {} bytes back", g.body.len());
+    }
+}
