@@ -511,8 +511,30 @@ fn page_vars(
     vars
 }
 
-/// The login of `uid`, or Apache's "<unknown>".
+thread_local! {
+    /// Logins by uid: an NSS lookup reads /etc/passwd, too slow to do on
+    /// every page. Renamed users show the old name until a restart.
+    static USERS: RefCell<std::collections::HashMap<u32, String>> =
+        RefCell::new(std::collections::HashMap::new());
+}
+
+/// The login of `uid`, or Apache's "<unknown>" (cached per worker).
 fn user_name(uid: u32) -> String {
+    if let Some(n) = USERS.with(|u| u.borrow().get(&uid).cloned()) {
+        return n;
+    }
+    let n = lookup_user(uid);
+    USERS.with(|u| {
+        let mut u = u.borrow_mut();
+        // Bounded: a site's files have few owners.
+        if u.len() < 1024 {
+            u.insert(uid, n.clone());
+        }
+    });
+    n
+}
+
+fn lookup_user(uid: u32) -> String {
     let mut pw: libc::passwd = unsafe_zeroed_passwd();
     let mut buf = vec![0 as libc::c_char; 2048];
     let mut out: *mut libc::passwd = std::ptr::null_mut();
