@@ -42,6 +42,11 @@ return function(req)
     stoa.sleep(0.05)
     req:write("two")
     return
+  elseif p == "/lua/cut" then
+    req:start(200, {})
+    req:write("partial ")
+    req:flush()
+    error("failed mid-body")
   elseif p == "/lua/comments" then
     if req.method == "POST" then
       db:exec("INSERT INTO c (who, text) VALUES (?, ?)", req.args.who, req.args.text)
@@ -223,4 +228,23 @@ fn issue_13_sighup_loads_the_new_script_in_each_worker() {
         s.stderr()
     );
     assert_eq!(s.get("/lua/hits").text(), "new script");
+}
+
+/// An error after part of a streamed body went out cuts the response: no
+/// last chunk (RFC 9112 §7.1), so the client can tell it from a whole body,
+/// and the connection closes.
+#[test]
+fn rfc_9112_7_1_a_lua_error_mid_stream_is_a_visible_cut() {
+    let (_d, s) = site("lua-cut", "");
+    let mut c = s.connect();
+    c.send(b"GET /lua/cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    let (_, bytes) = c
+        .wait_closed(Duration::from_secs(5))
+        .expect("the connection closes");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("partial "), "{text}");
+    assert!(
+        !text.ends_with("0\r\n\r\n"),
+        "a last chunk was sent: {text:?}"
+    );
 }

@@ -582,6 +582,15 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// Ends a response cut short (the producer failed mid-body): no last
+    /// chunk, so a chunked client sees the truncation; the connection
+    /// closes; the access log line is written.
+    pub fn abort(&mut self) {
+        self.chunked = false;
+        self.keep = false;
+        self.finish();
+    }
+
     /// Ends the response: the last chunk, and the access log line. A body
     /// shorter than its announced length closes the connection: that is
     /// how the client learns of the truncation.

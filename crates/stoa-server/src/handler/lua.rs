@@ -410,8 +410,7 @@ pub async fn serve(
             tracing::error!("lua: {}: {e}", cfg.script.display());
             if started.get() {
                 // Part of the body is out: the client must see a cut.
-                ex.close();
-                ex.finish();
+                ex.abort();
             } else {
                 gateway::simple(ex, 500, &[]);
             }
