@@ -545,7 +545,7 @@ async fn exchange(
                 }
                 Err(_) => {
                     tracing::error!("proxy pool {}: bad response body framing", pool.spec.name);
-                    ex.close();
+                    ex.abort();
                     return Done::Failed;
                 }
             }
@@ -555,7 +555,7 @@ async fn exchange(
             break;
         }
         if !ex.flush().await {
-            ex.close();
+            ex.abort();
             return Done::Failed;
         }
         match read_more(app, &mut rbuf, limit, ex).await {
@@ -568,16 +568,16 @@ async fn exchange(
                     "proxy pool {}: connection lost mid-response",
                     pool.spec.name
                 );
-                ex.close();
+                ex.abort();
                 return Done::Failed;
             }
             Read::Timeout => {
                 tracing::error!("proxy pool {}: no output for {limit:?}", pool.spec.name);
-                ex.close();
+                ex.abort();
                 return Done::Failed;
             }
             Read::ClientGone => {
-                ex.close();
+                ex.abort();
                 return Done::Failed;
             }
         }
