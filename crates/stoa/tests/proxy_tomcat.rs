@@ -287,7 +287,7 @@ fn load(addr: SocketAddr, stop: Arc<AtomicBool>, client: usize) -> Vec<Done> {
     let limit = Instant::now() + Duration::from_secs(30);
     while !stop.load(Ordering::Relaxed) && Instant::now() < limit {
         k += 1;
-        let post = k % 2 == 0;
+        let post = k.is_multiple_of(2);
         let req = if post {
             let form = format!("name=load{client}&email=&comments=n{k}");
             format!(
