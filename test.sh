@@ -8,9 +8,11 @@ cd "$(dirname "$0")"
 missing=()
 command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://rustup.rs)")
 
-# Debian packages the tests use.
+# Debian packages the tests use (the reverse proxy's: python3 for tests/proxy-peers/backend.py;
+# tomcat10, libxerial-sqlite-jdbc-java and default-jdk-headless, for javac, for proxy_tomcat.rs).
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
-  dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl)
+  dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
+  python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")

@@ -13,6 +13,7 @@
 
 use crate::local::{worker_count, worker_index};
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -663,7 +664,17 @@ pub struct Pool {
     /// Listening sockets of spawned slots (fd 0 of their processes).
     listeners: Mutex<Vec<Option<OwnedFd>>>,
     rundir: Option<PathBuf>,
+    /// Affinity keys a process gave out itself (the session cookie of an
+    /// HTTP pool's `affinity = "cookie:NAME"`, seen in `Set-Cookie`): they
+    /// go back to that process, not to the one hashing would pick, which
+    /// does not know the session (HAProxy's `stick store-response`). At
+    /// most [`LEARNED_MAX`].
+    learned: Mutex<HashMap<Vec<u8>, usize>>,
 }
+
+/// Learned affinity keys kept per pool; past it an arbitrary one is
+/// forgotten (its requests are then hashed).
+const LEARNED_MAX: usize = 65536;
 
 impl Pool {
     pub fn new(spec: PoolSpec, rundir: Option<PathBuf>) -> Pool {
@@ -707,6 +718,7 @@ impl Pool {
             epoch: Instant::now(),
             listeners: Mutex::new((0..n).map(|_| None).collect()),
             rundir,
+            learned: Mutex::new(HashMap::new()),
         }
     }
 
@@ -826,6 +838,11 @@ impl Pool {
             pool: self.clone(),
         };
         if let Some(key) = key {
+            // A key its process gave out goes back to it.
+            let owner = self.learned.lock().ok().and_then(|m| m.get(key).copied());
+            if let Some(p) = owner.and_then(|i| self.procs.get(i)).filter(|p| usable(p)) {
+                return p.try_claim(now).then(|| lease(p));
+            }
             // Rendezvous hashing: the running process with the highest score
             // for this key. A process added or lost moves only its own keys.
             let best = self
@@ -905,6 +922,20 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// Process `index` gave out affinity key `key` (a session cookie it
+    /// set): later requests with it go to that process while it is usable.
+    pub fn learn(&self, key: &[u8], index: usize) {
+        let Ok(mut m) = self.learned.lock() else {
+            return;
+        };
+        if m.len() >= LEARNED_MAX && !m.contains_key(key) {
+            if let Some(k) = m.keys().next().cloned() {
+                m.remove(&k);
+            }
+        }
+        m.insert(key.to_vec(), index);
     }
 
     /// One line per process, for SIGUSR1 and the logs.
