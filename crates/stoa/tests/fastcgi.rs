@@ -531,6 +531,27 @@ fn issue_4_affinity_cookie_sends_a_session_to_the_same_process_and_spreads_sessi
     }
 }
 
+/// A session the application starts (its `Set-Cookie: SID=...`) stays
+/// with the process that started it and knows it, wherever rendezvous
+/// hashing would have sent that value (issue 12's fix, shared by FastCGI
+/// pools): without it about half of new sessions moved on their second
+/// request.
+#[test]
+fn issue_12_a_session_cookie_an_application_sets_brings_its_requests_back_to_it() {
+    let site = hello_site("fcgi-learn", "processes = 2\naffinity = \"cookie:SID\"");
+    site.wait_running("app", 2);
+    let mut moved = Vec::new();
+    for s in 0..16 {
+        let first = ok_report(&site.request(&get(&format!("/app/?setcookie=new{s}"))));
+        let again =
+            ok_report(&site.request(&request("GET", "/app/", &[&format!("Cookie: SID=new{s}")])));
+        if pid_of(&first) != pid_of(&again) {
+            moved.push(s);
+        }
+    }
+    assert!(moved.is_empty(), "sessions that moved: {moved:?}");
+}
+
 #[test]
 fn issue_4_affinity_by_query_parameter_and_by_header_is_sticky_too() {
     let pools = format!(

@@ -242,6 +242,40 @@ pub async fn lease(
     }
 }
 
+/// With `affinity = "cookie:NAME"`, a `Set-Cookie: NAME=value` in an
+/// application's response makes later requests carrying that value go to
+/// the process that set it (HAProxy's `stick store-response`): rendezvous
+/// hashing alone would send a new session to whichever process the hash
+/// picks, which does not know it.
+pub fn learn_session<'h>(
+    pool: &Pool,
+    process: usize,
+    headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+) {
+    let Affinity::Cookie(name) = &pool.spec.affinity else {
+        return;
+    };
+    if let Some(v) = set_cookie_value(headers, name) {
+        pool.learn(v, process);
+    }
+}
+
+/// The value `Set-Cookie: NAME=value; ...` gives cookie `name`, if any.
+fn set_cookie_value<'h>(
+    mut headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    name: &str,
+) -> Option<&'h [u8]> {
+    headers.find_map(|(n, v)| {
+        if !n.eq_ignore_ascii_case(b"set-cookie") {
+            return None;
+        }
+        let pair = v.split(|&b| b == b';').next()?;
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let value = stoa_h1::trim(&pair[eq + 1..]);
+        (stoa_h1::trim(&pair[..eq]) == name.as_bytes() && !value.is_empty()).then_some(value)
+    })
+}
+
 /// What the client's side of a pump brought.
 pub enum ClientEv {
     Body(Result<bool, BodyFail>),

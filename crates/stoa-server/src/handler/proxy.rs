@@ -16,7 +16,7 @@
 use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::{self, Input};
-use crate::upstream::{Affinity, AppStream, Lease, Pool};
+use crate::upstream::{AppStream, Lease, Pool};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -490,11 +490,7 @@ async fn exchange(
     };
 
     // A session cookie this server gave out sticks to it.
-    if let Affinity::Cookie(name) = &pool.spec.affinity {
-        if let Some(v) = set_cookie_value(&rh, name) {
-            pool.learn(v, lease.proc.index);
-        }
-    }
+    gateway::learn_session(pool, lease.proc.index, rh.headers());
 
     // The client's head.
     let status = rh.status;
@@ -611,18 +607,6 @@ async fn refused_unread(app: &AppStream) -> bool {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     false
-}
-
-/// The value `Set-Cookie: NAME=value; ...` gives cookie `name`, if any.
-fn set_cookie_value<'a>(rh: &'a ResponseHead, name: &str) -> Option<&'a [u8]> {
-    rh.headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie"))
-        .find_map(|(_, v)| {
-            let pair = v.split(|&b| b == b';').next()?;
-            let eq = pair.iter().position(|&b| b == b'=')?;
-            let value = stoa_h1::trim(&pair[eq + 1..]);
-            (stoa_h1::trim(&pair[..eq]) == name.as_bytes() && !value.is_empty()).then_some(value)
-        })
 }
 
 /// How long a connection may stay parked: the pool's own limit, shorter

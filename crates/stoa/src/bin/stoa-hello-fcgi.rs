@@ -416,9 +416,13 @@ fn respond(req: &Request, out: &mut Output) -> u32 {
             ));
         }
     }
+    // `setcookie=V`: a new session, `Set-Cookie: SID=V` (affinity tests).
+    let cookie = q("setcookie").map_or(String::new(), |v| {
+        format!("Set-Cookie: SID={v}; Path=/\r\n")
+    });
     let _ = write!(
         out,
-        "{status_line}Content-Type: text/plain\r\nX-Pid: {}\r\nContent-Length: {}\r\n\r\n{body}",
+        "{status_line}{cookie}Content-Type: text/plain\r\nX-Pid: {}\r\nContent-Length: {}\r\n\r\n{body}",
         pid(),
         body.len()
     );

@@ -664,6 +664,7 @@ async fn exchange(
     role: Role,
     input: &mut Input,
 ) -> Done {
+    let process = lease.proc.index;
     let mut up = Some(up);
     let mut lease = Some(lease);
     let streaming = matches!(input, Input::Stream(_));
@@ -911,6 +912,12 @@ async fn exchange(
                     // Content-Length, in one write.
                     let whole = (ended && !app_eof).then_some(out.len() as u64);
                     let body_done = !streaming || ex.body_done() || ended;
+                    // A session cookie this process gave out sticks to it.
+                    gateway::learn_session(
+                        pool,
+                        process,
+                        h.headers.iter().map(|(n, v)| (n.as_bytes(), v.as_slice())),
+                    );
                     let bodyless = response::start(&h, ex, body_done, whole);
                     // A head with no body yet goes out now (the application
                     // may take its time over the rest).
