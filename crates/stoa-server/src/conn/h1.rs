@@ -185,7 +185,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         // Boxed: its state would otherwise sit in every HTTP/1
         // connection's future.
         let conn = Rewind::new(pre, io.stream);
-        Box::pin(super::h2::serve(conn, peer, worker, rt)).await;
+        crate::proto::stream::cold(super::h2::serve(conn, peer, worker, rt)).await;
         return;
     }
     if body_left || io.start < io.rbuf.len() {
