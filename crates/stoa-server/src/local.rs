@@ -159,6 +159,7 @@ impl Worker {
     }
 
     /// A buffer for a connection that has bytes to read or write.
+    #[inline]
     pub fn take_buf(&self) -> Vec<u8> {
         self.bufs
             .borrow_mut()
@@ -168,6 +169,7 @@ impl Worker {
 
     /// Returns a connection's buffer to the pool; large or surplus ones are
     /// freed so the pool stays small.
+    #[inline]
     pub fn give_buf(&self, mut buf: Vec<u8>) {
         let mut pool = self.bufs.borrow_mut();
         if buf.capacity() >= BUF_SIZE && buf.capacity() <= 64 * 1024 && pool.len() < 1024 {

@@ -119,14 +119,18 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     // memory (10,000 idle keep-alive clients cost little).
                     worker.give_buf(std::mem::take(&mut io.rbuf));
                     worker.give_buf(io.out.take_buf());
-                    tokio::select! {
-                        biased;
-                        r = io.stream.readable() => match r {
-                            Ok(()) => Wait::Ready,
-                            Err(_) => Wait::Eof,
-                        },
-                        _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
-                        _ = shutdown.changed() => Wait::Shutdown,
+                    if io.stream.tls_pending() {
+                        Wait::Ready
+                    } else {
+                        tokio::select! {
+                            biased;
+                            r = io.stream.tcp().readable() => match r {
+                                Ok(()) => Wait::Ready,
+                                Err(_) => Wait::Eof,
+                            },
+                            _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
+                            _ = shutdown.changed() => Wait::Shutdown,
+                        }
                     }
                 } else {
                     if io.rbuf.capacity() - io.rbuf.len() < 1024 {
@@ -185,14 +189,14 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         // Boxed: its state would otherwise sit in every HTTP/1
         // connection's future.
         let conn = Rewind::new(pre, io.stream);
-        Box::pin(super::h2::serve(conn, peer, worker, rt)).await;
+        crate::proto::stream::cold(super::h2::serve(conn, peer, worker, rt)).await;
         return;
     }
     if body_left || io.start < io.rbuf.len() {
         linger(&mut io.stream).await;
     } else if io.stream.is_tls() {
         // close_notify: the client can tell the end from a truncation.
-        io.stream.shutdown_write().await;
+        io.stream.shutdown_write();
     }
     // Dropping the stream closes it.
 }

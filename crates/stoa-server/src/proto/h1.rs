@@ -254,14 +254,14 @@ pub async fn consume_body(head: &RequestHead, io: &mut Io, limits: &Limits) -> b
 /// EOF), then read and discard until the client closes, each read waiting
 /// at most [`LINGER_READ`], in all at most [`LINGER_TOTAL`].
 pub async fn linger(stream: &mut Stream) {
-    stream.shutdown_write().await;
+    stream.shutdown_write();
     // A heap buffer: a stack array here would sit in every connection's
     // future for its whole life.
     let mut sink = vec![0u8; 16 * 1024];
     let until = Instant::now() + LINGER_TOTAL;
     loop {
         let step = (Instant::now() + LINGER_READ).min(until);
-        match timeout_at(step, stream.read_raw(&mut sink)).await {
+        match timeout_at(step, stream.tcp_mut().read(&mut sink)).await {
             Ok(Ok(n)) if n > 0 => {}
             _ => break,
         }

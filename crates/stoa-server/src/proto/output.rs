@@ -122,9 +122,9 @@ impl Output {
     pub async fn flush(&mut self, stream: &mut Stream, idle: Duration) -> io::Result<()> {
         let stream = match stream {
             Stream::Plain(s) => s,
-            // Boxed: the TLS writer's state stays out of the plaintext
-            // path's future.
-            Stream::Tls(t) => return Box::pin(self.flush_tls(t, idle)).await,
+            // Boxed and called virtually: the TLS writer stays out of the
+            // plaintext path's future and code (see `stream::cold`).
+            Stream::Tls(t) => return super::stream::cold(self.flush_tls(t, idle)).await,
         };
         self.seal();
         let mut corked = false;
