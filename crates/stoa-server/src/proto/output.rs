@@ -123,7 +123,8 @@ impl Output {
             if let Seg::File { file, offset, len } = front {
                 let fd = file.as_raw_fd();
                 while *len > 0 {
-                    let n = timeout(idle, send_file(stream, fd, offset, *len))
+                    let piece = (*len).min(sendfile_piece());
+                    let n = timeout(idle, send_file(stream, fd, offset, piece))
                         .await
                         .map_err(|_| timed_out())??;
                     *len -= n as u64;
@@ -132,6 +133,12 @@ impl Output {
                         // the rest flows as usual.
                         cork(stream, false);
                         corked = false;
+                    }
+                    if *len > 0 {
+                        // Let the worker's other connections run between
+                        // pieces: a client that reads as fast as loopback
+                        // would otherwise hold the worker for a whole file.
+                        tokio::task::yield_now().await;
                     }
                 }
                 self.segs.pop_front();
@@ -190,6 +197,17 @@ impl Output {
         self.front_done = 0;
         Ok(())
     }
+}
+
+/// TEMPORARY measurement knob (STOA_SENDFILE_PIECE, bytes).
+fn sendfile_piece() -> u64 {
+    static P: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *P.get_or_init(|| {
+        std::env::var("STOA_SENDFILE_PIECE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 30)
+    })
 }
 
 /// Sets or clears TCP_CORK; a failure only costs an extra segment.
