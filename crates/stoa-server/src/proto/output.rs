@@ -15,6 +15,13 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Duration};
 
+/// Most bytes handed to one sendfile before the worker yields to its other
+/// connections. Measured on 1 MiB files (wrk -c60, BENCHMARKS.md, issue 16):
+/// 256 KiB pieces cost 155-160 µs of server CPU per response against
+/// 128-136 µs for whole-file calls, so the piece is 1 MiB: a 1 MiB file still
+/// goes in one call, and only larger files are cut.
+const SENDFILE_PIECE: u64 = 1 << 20;
+
 /// Most iovecs handed to one writev (Linux allows 1024; more buys nothing).
 const MAX_IOV: usize = 16;
 
@@ -123,7 +130,7 @@ impl Output {
             if let Seg::File { file, offset, len } = front {
                 let fd = file.as_raw_fd();
                 while *len > 0 {
-                    let piece = (*len).min(sendfile_piece());
+                    let piece = (*len).min(SENDFILE_PIECE);
                     let n = timeout(idle, send_file(stream, fd, offset, piece))
                         .await
                         .map_err(|_| timed_out())??;
@@ -197,17 +204,6 @@ impl Output {
         self.front_done = 0;
         Ok(())
     }
-}
-
-/// TEMPORARY measurement knob (STOA_SENDFILE_PIECE, bytes).
-fn sendfile_piece() -> u64 {
-    static P: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *P.get_or_init(|| {
-        std::env::var("STOA_SENDFILE_PIECE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1 << 30)
-    })
 }
 
 /// Sets or clears TCP_CORK; a failure only costs an extra segment.
