@@ -292,7 +292,7 @@ thread_local! {
     /// This worker thread's cache (each worker is one thread).
     static CACHE: std::cell::RefCell<FileCache> = std::cell::RefCell::new(FileCache::new(
         64 << 20,
-        256 * 1024,
+        64 * 1024,
         Duration::from_secs(1),
     ));
 }
