@@ -2,7 +2,8 @@
 #
 # Servers are started in the foreground mode of each program, in the background of the script, and
 # tracked by PID (SRV_PID[name]); srv_stop_all (installed as an EXIT trap by bench_init) stops
-# exactly those PIDs. Names: nginx, lighttpd, stoa-wN (Stoa with `workers = N`; 0 = one per core).
+# exactly those PIDs. Names: nginx, lighttpd, stoa-wN (Stoa with `workers = N`; 0 = one per core),
+# stoa-wN-TAG (the same with the binary $STOA_TAG).
 #
 # Caller sets RUN (work folder) before bench_init. Knobs read here: STOA (binary), PORT_<name>.
 
@@ -183,8 +184,15 @@ srv_start() {  # srv_start NAME ROOT - start, wait until it answers; returns 1 (
             lighttpd -D -f "$RUN/lighttpd.conf" > "$RUN/logs/$name.out" 2>&1 &
             pid=$! ;;
         stoa-w[0-9]*)
-            render_conf "$BENCH_DIR/conf/stoa.toml" "$RUN/$name.toml" PORT="$port" ROOT="$root" WORKERS="${name#stoa-w}"
-            "$STOA" serve --config "$RUN/$name.toml" > "$RUN/logs/$name.out" 2>&1 &
+            # stoa-wN-TAG: a second Stoa binary, $STOA_TAG (e.g. SERVERS="stoa-w1 stoa-w1-before"
+            # STOA_before=/work/bin-before/stoa compares two builds in the same alternating runs)
+            local workers=${name#stoa-w} bin=$STOA tag
+            if [[ $workers = *-* ]]; then
+                tag=STOA_${workers#*-}; workers=${workers%%-*}
+                bin=${!tag:-}; [ -x "$bin" ] || die "$name: set $tag to a Stoa binary"
+            fi
+            render_conf "$BENCH_DIR/conf/stoa.toml" "$RUN/$name.toml" PORT="$port" ROOT="$root" WORKERS="$workers"
+            "$bin" serve --config "$RUN/$name.toml" > "$RUN/logs/$name.out" 2>&1 &
             pid=$! ;;
         *) die "unknown server name: $name" ;;
     esac

@@ -20,6 +20,8 @@
 #              wake-up. This is what makes instruction counts repeatable: under the saturated load,
 #              whether the server finds the next request already there or sleeps for it depends on
 #              timing, and that alone moved instructions per request by 5-15 % between runs.
+#   file-N  GET /N.html (SIZES="75264 1048576" adds these; 75264 is in the small-file cache, 1048576 is
+#           sent with sendfile; issue 16)
 # Measurements, per binary and route, everything divided by the requests served:
 #   a. syscalls per request, started after a warm-up and a start-up check (not counted):
 #      - perf stat on syscall tracepoints (unperturbed; recvfrom split into all and failed, i.e. EAGAIN)
@@ -32,7 +34,7 @@
 #   c. (--cpu only; meant for a quiet machine) server CPU per request, utime+stime from /proc, under
 #      `wrk -t1 -c$CPU_CONC -d$CPU_DUR` on /index.html, $CPU_REPS rounds alternating the binaries
 #      (lib.sh run_load; the "other %" column says how disturbed each run was).
-# Knobs (environment): PORT=18290 CONC=10 SYS_N=20000 LOCK_N=2000 IR_N1=2000 IR_N2=12000 IR_REPS=1
+# Knobs (environment): SIZES="" PORT=18290 CONC=10 SYS_N=20000 LOCK_N=2000 IR_N1=2000 IR_N2=12000 IR_REPS=1
 #   CPU_DUR=10s CPU_CONC=60 CPU_REPS=3  RUN=/tmp/stoa-seam-guard  OUT=$RUN/results.txt
 # Output: a plain-text report on stdout and in $OUT; raw tool output in $RUN/raw.
 # Exit status: 0 if every server started and every load completed with 200s only, else 1.
@@ -54,7 +56,7 @@ RUN=${RUN:-/tmp/stoa-seam-guard}
 OUT=${OUT:-$RUN/results.txt}
 PORT=${PORT:-18290} CONC=${CONC:-10} SYS_N=${SYS_N:-20000} LOCK_N=${LOCK_N:-2000}
 IR_N1=${IR_N1:-2000} IR_N2=${IR_N2:-12000} IR_REPS=${IR_REPS:-1}
-CPU_DUR=${CPU_DUR:-10s} CPU_CONC=${CPU_CONC:-60} CPU_REPS=${CPU_REPS:-3}
+CPU_DUR=${CPU_DUR:-10s} CPU_CONC=${CPU_CONC:-60} CPU_REPS=${CPU_REPS:-3} SIZES=${SIZES:-}
 [ "$IR_N2" -gt "$IR_N1" ] || die "IR_N2 must be larger than IR_N1"
 LOADGEN=${BINS[0]}
 
@@ -80,6 +82,7 @@ chmod 755 "$RUN"; chmod 1777 "$RUN/cg"
 W=$RUN/www
 gen_docroot "$W"
 ROUTES=(static)
+for z in $SIZES; do [ -f "$W/$z.html" ] || die "no $z.html in the doc root (lib.sh gen_docroot)"; ROUTES+=("file-$z"); done
 if [ $FCGI = 1 ]; then
     HELLO_C=$BENCH_DIR/src/hello.c
     cc -O2 -Wall -DFCGI -o "$RUN/bin/hello_fcgi" "$HELLO_C" -lfcgi || die "cc -O2 -DFCGI $HELLO_C -lfcgi failed"
@@ -104,7 +107,7 @@ EOF
     chmod 644 "$RUN/fcgi.toml"
     ROUTES+=(fcgi)
 fi
-route_path() { case $1 in static) echo /index.html ;; fcgi) echo '/fcgi/?q=hello' ;; esac; }
+route_path() { case $1 in static) echo /index.html ;; fcgi) echo '/fcgi/?q=hello' ;; file-*) echo "/${1#file-}.html" ;; esac; }
 port_free "$PORT" || die "port $PORT is in use (PORT=...)"
 
 # sg_start NAME BINARY ROUTE [CALLGRIND_OUT]: start one server (under callgrind when CALLGRIND_OUT is
@@ -112,7 +115,7 @@ port_free "$PORT" || die "port $PORT is in use (PORT=...)"
 sg_start() {
     local name=$1 bin=$2 route=$3 cg=${4:-} pid i args pre=()
     case $route in
-        static) args=(serve -l "127.0.0.1:$PORT" -w 1 --access-log off "$W") ;;
+        static|file-*) args=(serve -l "127.0.0.1:$PORT" -w 1 --access-log off "$W") ;;
         fcgi)   args=(serve --config "$RUN/fcgi.toml" -w 1 --access-log off) ;;
     esac
     [ -n "$cg" ] && pre=(valgrind --tool=callgrind --vgdb=no --trace-children=no --child-silent-after-fork=yes
@@ -124,7 +127,7 @@ sg_start() {
         alive "$pid" || break
         if curl -s -o "$RUN/raw/check-body" --max-time 5 -w '%{http_code}' "http://127.0.0.1:$PORT$(route_path "$route")" 2>/dev/null | grep -qx 200; then
             SIZE=$(stat -c %s "$RUN/raw/check-body")
-            [ "$route" = static ] && ! cmp -s "$RUN/raw/check-body" "$W/index.html" && { warn "$name: wrong body"; srv_stop "$name"; return 1; }
+            [ "$route" != fcgi ] && ! cmp -s "$RUN/raw/check-body" "$W$(route_path "$route")" && { warn "$name: wrong body"; srv_stop "$name"; return 1; }
             return 0
         fi
         sleep 0.2
@@ -201,7 +204,7 @@ FAILED=0
     echo "# bench/seam-guard.sh $(date '+%F %H:%M %Z')"
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "tools: $(valgrind --version), $(strace -V | head -1), $([ $PERF = 1 ] && perf --version || echo 'no perf'), load generator $LOADGEN bench"
-    echo "knobs: CONC=$CONC SYS_N=$SYS_N LOCK_N=$LOCK_N IR_N1=$IR_N1 IR_N2=$IR_N2 IR_REPS=$IR_REPS"
+    echo "knobs: SIZES=\"$SIZES\" CONC=$CONC SYS_N=$SYS_N LOCK_N=$LOCK_N IR_N1=$IR_N1 IR_N2=$IR_N2 IR_REPS=$IR_REPS"
 } | tee "$RUN/raw/report.txt"
 declare -A IR=()
 for i in "${!BINS[@]}"; do

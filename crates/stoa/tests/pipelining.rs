@@ -174,3 +174,46 @@ fn a_thousand_pipelined_requests_are_all_answered_rfc9112_9_3_2() {
     }
     t.join().expect("writer").expect("write");
 }
+
+/// After a read that returns less than the buffer had room for, the server
+/// stops trusting the socket's read readiness (issue 16: it skips the read
+/// that would fail with EAGAIN). A request that arrives right after such a
+/// short read (before, while or after the server clears readiness) must
+/// still wake it. Each round sends the first request, then the second one
+/// after a pause that sweeps the window around the server's read, on one
+/// keep-alive connection; a lost wake-up shows as a read timeout.
+#[test]
+fn a_request_arriving_just_after_a_short_read_is_answered_rfc9112_9_3() {
+    let (_d, s) = site(2);
+    let mut c = s.connect();
+    let first = get("/f0.txt");
+    let second = get("/f1.txt");
+    for round in 0..400u64 {
+        c.send(&first);
+        // 0 to ~200 µs: the server's recvfrom and readiness clearing take a
+        // few µs, so some rounds land on each side of them.
+        let pause = Duration::from_micros((round * 37) % 211);
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+        c.send(&second);
+        assert_eq!(c.read().body, body_of(0), "round {round}");
+        assert_eq!(c.read().body, body_of(1), "round {round}");
+    }
+}
+
+/// The same with the second request split across two writes, so that the
+/// short read sees only a partial head and the rest arrives later.
+#[test]
+fn the_rest_of_a_head_arriving_after_a_short_read_is_answered_rfc9112_9_3() {
+    let (_d, s) = site(2);
+    let mut c = s.connect();
+    let req = get("/f1.txt");
+    for round in 0..200u64 {
+        let cut = 1 + (round as usize % (req.len() - 1));
+        c.send(&req[..cut]);
+        std::thread::sleep(Duration::from_micros((round * 53) % 307));
+        c.send(&req[cut..]);
+        assert_eq!(c.read().body, body_of(1), "round {round}, cut at {cut}");
+    }
+}

@@ -120,6 +120,13 @@ struct Entry {
     compressible: bool,
     /// The whole file, when small enough to keep.
     body: Option<Bytes>,
+    /// For a file too large to keep: its open descriptor, so that serving
+    /// it again within `revalidate` costs no openat2/statx/close (the 1 MiB
+    /// row of issue 16: lighttpd and nginx keep descriptors open too).
+    /// Checked like `body` (same_file against a fresh stat), and closed
+    /// when the entry goes (eviction, replacement, reload) and the last
+    /// response sending from it ends.
+    file: Option<Rc<File>>,
     /// When a stat last confirmed this entry.
     checked: Cell<Instant>,
 }
@@ -141,6 +148,8 @@ pub struct FileCache {
     bytes: u64,
     max_bytes: u64,
     max_file_bytes: u64,
+    /// Entries holding an open descriptor, at most `MAX_OPEN_FILES`.
+    open_files: usize,
     /// How long a stat result stays trusted (0: stat on every use).
     revalidate: Duration,
     /// The time of the request being served.
@@ -161,6 +170,7 @@ impl FileCache {
             bytes: 0,
             max_bytes,
             max_file_bytes,
+            open_files: 0,
             revalidate,
             now: Instant::now(),
             key: String::with_capacity(256),
@@ -173,8 +183,27 @@ impl FileCache {
         if (max_bytes, max_file_bytes) != (self.max_bytes, self.max_file_bytes) {
             self.map.clear();
             self.bytes = 0;
+            self.open_files = 0;
             self.max_bytes = max_bytes;
             self.max_file_bytes = max_file_bytes;
+        }
+        // Close every kept descriptor (called on reload): a reload is how an
+        // operator makes sure nothing of the old tree stays open.
+        let before = self.map.len();
+        self.map.retain(|_, e| e.file.is_none());
+        self.bytes -= (before - self.map.len()) as u64 * ENTRY_COST;
+        self.open_files = 0;
+    }
+
+    /// What an entry costs against `max_bytes`.
+    fn cost(e: &Entry) -> u64 {
+        e.body.as_ref().map_or(0, |b| b.len() as u64) + ENTRY_COST
+    }
+
+    fn forget(&mut self, old: &Entry) {
+        self.bytes -= FileCache::cost(old);
+        if old.file.is_some() {
+            self.open_files -= 1;
         }
     }
 
@@ -185,10 +214,10 @@ impl FileCache {
         (self.now.saturating_duration_since(e.checked.get()) < self.revalidate).then(|| e.clone())
     }
 
-    fn insert(&mut self, key: &str, e: Entry) -> Rc<Entry> {
-        let cost = e.body.as_ref().map_or(0, |b| b.len() as u64) + 256;
+    fn insert(&mut self, key: &str, mut e: Entry) -> Rc<Entry> {
+        let cost = FileCache::cost(&e);
         if let Some(old) = self.map.remove(key) {
-            self.bytes -= old.body.as_ref().map_or(0, |b| b.len() as u64) + 256;
+            self.forget(&old);
         }
         if self.bytes + cost > self.max_bytes {
             // Make room by dropping about a quarter of the entries; the hash
@@ -201,18 +230,34 @@ impl FileCache {
                 .collect();
             for k in drop {
                 if let Some(old) = self.map.remove(&k) {
-                    self.bytes -= old.body.as_ref().map_or(0, |b| b.len() as u64) + 256;
+                    self.forget(&old);
                 }
             }
+        }
+        if e.file.is_some() && self.open_files >= MAX_OPEN_FILES {
+            // No room for another descriptor: this file is opened per
+            // request, as all large files were before.
+            e.file = None;
         }
         let e = Rc::new(e);
         if self.bytes + cost <= self.max_bytes {
             self.bytes += cost;
+            if e.file.is_some() {
+                self.open_files += 1;
+            }
             self.map.insert(key.into(), e.clone());
         }
         e
     }
 }
+
+/// What an entry costs against the cache's byte budget, besides its body.
+const ENTRY_COST: u64 = 256;
+
+/// Descriptors of large files a worker keeps open (nginx's
+/// `open_file_cache max=` is the analogue); well below the default
+/// 1024-descriptor soft limit shared with the connections.
+const MAX_OPEN_FILES: usize = 256;
 
 /// Serves one request from a static route; `norm` is the request path,
 /// decoded and normalized (`http::path::normalize`).
@@ -232,7 +277,7 @@ thread_local! {
     /// This worker thread's cache (each worker is one thread).
     static CACHE: std::cell::RefCell<FileCache> = std::cell::RefCell::new(FileCache::new(
         64 << 20,
-        256 * 1024,
+        64 * 1024,
         Duration::from_secs(1),
     ));
 }
@@ -281,7 +326,10 @@ fn serve_cached(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, cache: &m
     key.push_str(rel);
     cache.now = Instant::now();
     match cache.fresh(&key) {
-        Some(e) if e.body.is_some() => serve_entry(cfg, req, cache, ex, &mut key, e, None),
+        Some(e) if e.body.is_some() || e.file.is_some() => {
+            let f = e.file.clone();
+            serve_entry(cfg, req, cache, ex, &mut key, e, f)
+        }
         _ => serve_path(cfg, req, cache, ex, norm, &mut key),
     }
     cache.key = key;
@@ -356,8 +404,9 @@ fn lookup(
         if e.same_file(meta) {
             e.checked.set(cache.now);
             let e = e.clone();
-            if e.body.is_some() {
-                return Ok((e, None));
+            if e.body.is_some() || e.file.is_some() {
+                let f = e.file.clone();
+                return Ok((e, f));
             }
             let f = open_beneath(cfg, &key[cfg.root_str.len()..])?;
             return Ok((e, Some(Rc::new(f))));
@@ -379,10 +428,14 @@ fn lookup(
     } else {
         None
     };
-    let entry = make_entry(&m, name, body);
-    let keep_file = entry.body.is_none();
+    let keep_file = body.is_none();
+    let file = Rc::new(file);
+    let mut entry = make_entry(&m, name, body);
+    if keep_file {
+        entry.file = Some(file.clone());
+    }
     let e = cache.insert(key, entry);
-    Ok((e, keep_file.then(|| Rc::new(file))))
+    Ok((e, keep_file.then_some(file)))
 }
 
 fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
@@ -422,6 +475,7 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
         validators_at,
         compressible,
         body,
+        file: None,
         checked: Cell::new(Instant::now()),
     }
 }
@@ -552,7 +606,10 @@ fn serve_entry(
             key.truncate(base_len);
             key.push_str(ext);
             let variant = match cache.fresh(key) {
-                Some(v) if v.body.is_some() => Some((v, None)),
+                Some(v) if v.body.is_some() || v.file.is_some() => {
+                    let f = v.file.clone();
+                    Some((v, f))
+                }
                 _ => std::fs::metadata(key.as_str())
                     .ok()
                     .filter(Metadata::is_file)
