@@ -55,6 +55,28 @@ pub struct Exchange<'a> {
 }
 
 impl<'a> Exchange<'a> {
+    /// A fresh response on `side` for `req`.
+    fn on(
+        side: Side<'a>,
+        req: &'a RequestHead,
+        worker: &'a Worker,
+        limits: &'a Limits,
+        keep: bool,
+    ) -> Exchange<'a> {
+        Exchange {
+            req,
+            side,
+            worker,
+            limits,
+            keep,
+            head_only: req.method == Method::Head,
+            status: 0,
+            sent: 0,
+            chunked: false,
+            remaining: None,
+        }
+    }
+
     /// An exchange on an HTTP/1 connection. `closing`: the server is
     /// shutting down, so the connection ends after this response.
     pub fn h1(
@@ -65,18 +87,8 @@ impl<'a> Exchange<'a> {
         closing: bool,
     ) -> Exchange<'a> {
         io.reader = None;
-        Exchange {
-            req,
-            side: Side::H1(io),
-            worker,
-            limits,
-            keep: req.keep_alive && !closing,
-            head_only: req.method == Method::Head,
-            status: 0,
-            sent: 0,
-            chunked: false,
-            remaining: None,
-        }
+        let keep = req.keep_alive && !closing;
+        Exchange::on(Side::H1(io), req, worker, limits, keep)
     }
 
     /// An exchange on an HTTP/2 stream.
@@ -86,18 +98,7 @@ impl<'a> Exchange<'a> {
         worker: &'a Worker,
         limits: &'a Limits,
     ) -> Exchange<'a> {
-        Exchange {
-            req,
-            side: Side::H2(stream),
-            worker,
-            limits,
-            keep: true,
-            head_only: req.method == Method::Head,
-            status: 0,
-            sent: 0,
-            chunked: false,
-            remaining: None,
-        }
+        Exchange::on(Side::H2(stream), req, worker, limits, true)
     }
 
     /// A subrequest: the response is collected in `sub`.
@@ -107,18 +108,7 @@ impl<'a> Exchange<'a> {
         worker: &'a Worker,
         limits: &'a Limits,
     ) -> Exchange<'a> {
-        Exchange {
-            req,
-            side: Side::Sub(sub),
-            worker,
-            limits,
-            keep: true,
-            head_only: req.method == Method::Head,
-            status: 0,
-            sent: 0,
-            chunked: false,
-            remaining: None,
-        }
+        Exchange::on(Side::Sub(sub), req, worker, limits, true)
     }
 
     /// The same carrier with another request (a local redirect): the
@@ -129,18 +119,7 @@ impl<'a> Exchange<'a> {
             Side::Sub(s) => Side::Sub(s),
             Side::H2(s) => Side::H2(s),
         };
-        Exchange {
-            req,
-            side,
-            worker: self.worker,
-            limits: self.limits,
-            keep: self.keep,
-            head_only: req.method == Method::Head,
-            status: 0,
-            sent: 0,
-            chunked: false,
-            remaining: None,
-        }
+        Exchange::on(side, req, self.worker, self.limits, self.keep)
     }
 
     /// Takes back whether the connection stays from a redirected
