@@ -101,8 +101,11 @@ render_conf() {  # render_conf TEMPLATE OUTPUT KEY=VALUE... - replaces @KEY@ (va
 }
 
 # ---------------------------------------------------------------- Stoa binary
+# The default binary: cargo's target directory ($CARGO_TARGET_DIR when set).
+DEFAULT_STOA=${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/stoa
+
 ensure_stoa() {  # build target/release/stoa when it is missing (or BUILD=1) and STOA is the default
-    if [ "$STOA" = "$REPO_DIR/target/release/stoa" ] && { [ ! -x "$STOA" ] || [ "${BUILD:-0}" = 1 ]; }; then
+    if [ "$STOA" = "$DEFAULT_STOA" ] && { [ ! -x "$STOA" ] || [ "${BUILD:-0}" = 1 ]; }; then
         log "building Stoa: cargo build --release (in $REPO_DIR)"
         (cd "$REPO_DIR" && cargo build --release -p stoa >&2) || die "cargo build --release failed"
     fi
@@ -112,7 +115,7 @@ ensure_stoa() {  # build target/release/stoa when it is missing (or BUILD=1) and
 ensure_fresh_stoa() {  # ensure_stoa, and rebuild the default binary when it is older than the sources;
     ensure_stoa        # if the tree does not build right now, the existing binary is kept (a `stoa check`
                        # of the run's config then says whether it is new enough)
-    if [ "$STOA" = "$REPO_DIR/target/release/stoa" ] &&
+    if [ "$STOA" = "$DEFAULT_STOA" ] &&
        [ -n "$(find "$REPO_DIR/crates" "$REPO_DIR/Cargo.lock" -newer "$STOA" \( -name '*.rs' -o -name 'Cargo.*' \) -print -quit 2>/dev/null)" ]; then
         log "$STOA is older than the sources: cargo build --release -p stoa"
         (cd "$REPO_DIR" && cargo build --release -p stoa >&2) || warn "cargo build failed: using the existing $STOA"

@@ -6,7 +6,7 @@ LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../bench/lib.sh
 source "$LAB_DIR/../bench/lib.sh"
 
-STOA=${STOA:-$REPO_DIR/target/release/stoa}
+STOA=${STOA:-$DEFAULT_STOA}
 NOFILE=${NOFILE:-4096}
 
 # lab_init: RUN (work folder), OUT (results), traps. Full runs write into
