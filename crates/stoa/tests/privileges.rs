@@ -192,6 +192,26 @@ fn a_pool_with_its_own_user_runs_as_it_while_stoa_keeps_root_as_written() {
         .expect("a pid");
     assert_eq!(uids(pid), vec![www; 4], "the pool's process");
     assert_eq!(uids(server.pid()), vec![0; 4], "Stoa itself, as written");
+    // Stoa killed outright: the pool's process goes too. Its parent-death
+    // signal (prctl(2) PR_SET_PDEATHSIG) is cleared by a change of
+    // credentials, so it must be set after the switch to www-data: set
+    // before, every such process outlived its Stoa.
+    let mut server = server;
+    server.signal_now(libc::SIGKILL);
+    let _ = server.wait_exit(std::time::Duration::from_secs(5));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let gone = state.is_empty() || state.split(") ").nth(1).is_some_and(|r| r.starts_with('Z'));
+        if gone {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the pool's process {pid} outlived its Stoa"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[test]

@@ -1144,14 +1144,17 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
                 if activation && libc::dup2(0, 3) != 3 {
                     return Err(std::io::Error::last_os_error());
                 }
+                // The user switch first: a change of credentials clears the
+                // parent-death signal (prctl(2)), and a pool with its own
+                // `user` outlived a killed Stoa when it came after.
+                if let Some(a) = &run_as {
+                    a.become_it()?;
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 if libc::getppid() != parent {
                     return Err(std::io::Error::other("stoa exited while starting it"));
-                }
-                if let Some(a) = &run_as {
-                    a.become_it()?;
                 }
                 Ok(())
             });
