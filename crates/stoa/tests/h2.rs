@@ -373,20 +373,11 @@ fn h2spec_passes_over_h2c_and_tls_except_the_listed_cases_rfc9113() {
         .output()
         .expect("stoa cert");
     assert!(out.status.success(), "{out:?}");
-    let tls = Server::spawn([
-        "serve".as_ref(),
-        dir.join("www").as_os_str(),
-        "--listen".as_ref(),
-        "127.0.0.1:0".as_ref(),
-        "--workers".as_ref(),
-        "1".as_ref(),
-        "--access-log".as_ref(),
-        "off".as_ref(),
-        "--tls-cert".as_ref(),
-        dir.join("certs/cert.pem").as_os_str(),
-        "--tls-key".as_ref(),
-        dir.join("certs/key.pem").as_os_str(),
-    ]);
+    let tls = Server::serve_dir_tls(
+        &dir.join("www"),
+        &dir.join("certs/cert.pem"),
+        &dir.join("certs/key.pem"),
+    );
     for (server, is_tls) in [(&plain, false), (&tls, true)] {
         let (failed, text) = h2spec_failures(server.addr, is_tls);
         let unexpected: Vec<&String> = failed

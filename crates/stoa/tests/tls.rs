@@ -77,20 +77,7 @@ fn tls_dir(tag: &str) -> (TempDir, Server, PathBuf, Vec<u8>) {
     let big = pattern(3_000_000, 7);
     dir.write("www/big.bin", &big);
     let (cert, key) = make_cert(&dir.join("certs"), &["localhost", "127.0.0.1"]);
-    let server = Server::spawn([
-        "serve".as_ref(),
-        dir.join("www").as_os_str(),
-        "--listen".as_ref(),
-        "127.0.0.1:0".as_ref(),
-        "--workers".as_ref(),
-        "1".as_ref(),
-        "--access-log".as_ref(),
-        "off".as_ref(),
-        "--tls-cert".as_ref(),
-        cert.as_os_str(),
-        "--tls-key".as_ref(),
-        key.as_os_str(),
-    ]);
+    let server = Server::serve_dir_tls(&dir.join("www"), &cert, &key);
     (dir, server, cert, big)
 }
 

@@ -145,6 +145,25 @@ impl Server {
         ])
     }
 
+    /// `stoa serve DIR` over HTTPS with this certificate and key, otherwise
+    /// as [`Server::serve_dir`].
+    pub fn serve_dir_tls(dir: &Path, cert: &Path, key: &Path) -> Server {
+        Server::spawn([
+            OsStr::new("serve"),
+            dir.as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--workers"),
+            OsStr::new("1"),
+            OsStr::new("--access-log"),
+            OsStr::new("off"),
+            OsStr::new("--tls-cert"),
+            cert.as_os_str(),
+            OsStr::new("--tls-key"),
+            key.as_os_str(),
+        ])
+    }
+
     /// `stoa serve --config FILE`.
     pub fn with_config(file: &Path) -> Server {
         Server::spawn([
