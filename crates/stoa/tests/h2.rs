@@ -360,6 +360,11 @@ const H2SPEC_EXCEPTIONS: &[(&str, &str)] = &[
     // an error for arrives; h2spec takes the response as the failure.
     ("http2/5.1/8", "the response can leave before the bad frame"),
     ("http2/8.1/1", "the response can leave before the bad frame"),
+    // Timing, in the h2 crate: a WINDOW_UPDATE on a stream whose response
+    // has already ended (END_STREAM sent) is ignored — there is nothing
+    // left to send, so no window to overflow. When Stoa's response leaves
+    // before the two WINDOW_UPDATEs are read, h2spec sees no RST_STREAM.
+    ("http2/6.9.1/3", "the response can end before the WINDOW_UPDATEs are read"),
 ];
 
 #[test]

@@ -156,7 +156,9 @@ async fn stream(
         side.reset();
         return;
     }
-    side.flush(true, rt.limits.send_timeout).await;
+    if side.flush(true, rt.limits.send_timeout).await {
+        side.drain().await;
+    }
 }
 
 /// The request as an HTTP/1.1 head, which is what routing and handlers

@@ -7,16 +7,13 @@
 
 use super::output::Output;
 use super::stream::Stream;
-use super::{BodyFail, Limits};
+use super::{BodyFail, Limits, MAX_DISCARD};
 use std::net::SocketAddr;
 use std::time::Duration;
 use stoa_h1::{BodyDecoder, Framing, RequestHead};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{timeout_at, Instant};
 
-/// Bodies nobody asked for (a POST to a static file) are read and dropped
-/// up to this size to keep the connection; past it the connection closes.
-const MAX_DISCARD: u64 = 1 << 20;
 
 /// A connection's socket and buffers, lent to the exchange of each request.
 pub struct Io {

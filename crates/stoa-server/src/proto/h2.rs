@@ -7,7 +7,7 @@
 //! is given back only as the handler reads, so a slow application slows
 //! the client down instead of filling memory.
 
-use super::{BodyFail, Limits};
+use super::{BodyFail, Limits, MAX_DISCARD};
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
@@ -282,6 +282,36 @@ impl H2Stream {
         }
     }
 
+    /// After a complete response, reads and drops what is left of the
+    /// request body — at most [`MAX_DISCARD`] bytes, each piece within
+    /// [`DRAIN_READ`] — so the stream ends as the client meant it to. A
+    /// frame that breaks the protocol on the stream meanwhile still gets
+    /// its stream error (RFC 9113 §5.4.2, §8.1.1) instead of landing on a
+    /// stream already closed, whatever order the frames were read in.
+    /// Past the bounds the stream is dropped, which resets it with
+    /// NO_ERROR (§8.1). A client still waiting for `100 Continue` sends
+    /// no body (RFC 9110 §10.1.1), so it is not waited for.
+    pub(crate) async fn drain(&mut self) {
+        if self.recv_done || self.continue_pending || !self.ended {
+            return;
+        }
+        let mut dropped = 0u64;
+        while dropped <= MAX_DISCARD {
+            let recv = &mut self.recv;
+            match timeout(DRAIN_READ, poll_fn(|cx| recv.poll_data(cx))).await {
+                Ok(Some(Ok(data))) => {
+                    dropped += data.len() as u64;
+                    let _ = self.recv.flow_control().release_capacity(data.len());
+                    if self.recv.is_end_stream() {
+                        return;
+                    }
+                }
+                // The end, a stream error, or no more within the bound.
+                Ok(None) | Ok(Some(Err(_))) | Err(_) => return,
+            }
+        }
+    }
+
     /// Resolves when the client resets the stream (true).
     pub async fn client_gone(&mut self) -> bool {
         if let Some(s) = self.send.as_mut() {
@@ -317,6 +347,9 @@ impl H2Stream {
         self.ended = true;
     }
 }
+
+/// How long [`H2Stream::drain`] waits for each piece of an unread body.
+const DRAIN_READ: Duration = Duration::from_secs(2);
 
 /// Waits for window to send up to `want` bytes; the amount granted, or
 /// None when the stream failed or no window came within `idle`.

@@ -11,6 +11,12 @@ pub mod tls;
 
 use std::time::Duration;
 
+/// Bodies nobody asked for (a POST to a static file) are read and dropped
+/// up to this size: on HTTP/1 to keep the connection (past it the
+/// connection closes), on HTTP/2 to let the stream end as the client
+/// meant it to (past it the stream is reset with NO_ERROR).
+pub(crate) const MAX_DISCARD: u64 = 1 << 20;
+
 /// Why a request body could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyFail {
