@@ -364,7 +364,10 @@ const H2SPEC_EXCEPTIONS: &[(&str, &str)] = &[
     // has already ended (END_STREAM sent) is ignored — there is nothing
     // left to send, so no window to overflow. When Stoa's response leaves
     // before the two WINDOW_UPDATEs are read, h2spec sees no RST_STREAM.
-    ("http2/6.9.1/3", "the response can end before the WINDOW_UPDATEs are read"),
+    (
+        "http2/6.9.1/3",
+        "the response can end before the WINDOW_UPDATEs are read",
+    ),
 ];
 
 #[test]

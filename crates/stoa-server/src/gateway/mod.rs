@@ -4,7 +4,10 @@
 //! and an application's response head written to the
 //! [`Exchange`](crate::exchange::Exchange) ([`response`]).
 
+pub mod bufs;
 pub mod response;
+
+pub use bufs::Bufs;
 
 use crate::exchange::{BodyFail, Exchange};
 use crate::upstream::{Affinity, Lease, NoProcess, Pool};

@@ -15,10 +15,9 @@
 
 use super::Outcome;
 use crate::exchange::Exchange;
-use crate::gateway::{self, Input};
+use crate::gateway::{self, Bufs, Input};
 use crate::upstream::{AppStream, Lease, Pool};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_h1::body::BodyDecoder;
@@ -263,13 +262,16 @@ async fn exchange(
     let limit = pool.spec.timeout;
     let peer = ex.peer();
     let local = ex.local_addr();
-    let upstream_host = upstream_host(&lease.proc.target);
+    let upstream_host = &lease.proc.authority;
     let body = match input {
         Input::None if rechunk => UpstreamBody::Chunked,
         Input::None => UpstreamBody::None,
         _ => UpstreamBody::Length(input.content_length().unwrap_or(0)),
     };
-    let mut w = Vec::with_capacity(1024);
+    // The request head (then the response's fields) and the upstream's
+    // output, in buffers the worker keeps between requests.
+    let mut bufs = Bufs::take(READ_CHUNK);
+    let Bufs { w, r: rbuf, .. } = &mut bufs;
     let upgrade = stoa_h1::proxy::upgrade_protocols(head.version, head.headers());
     let req = ClientRequest {
         method: head.method.as_str(),
@@ -298,7 +300,7 @@ async fn exchange(
         via: None,
         keep_alive: true,
     };
-    if let Err(e) = write_request_head(&mut w, &req, &opts, body) {
+    if let Err(e) = write_request_head(w, &req, &opts, body) {
         tracing::warn!(
             "proxy pool {}: request not forwarded: {e:?}",
             pool.spec.name
@@ -311,7 +313,7 @@ async fn exchange(
         w.extend_from_slice(b);
     }
     let mut sent_all = true;
-    match timeout(limit, app.write_all(&w)).await {
+    match timeout(limit, app.write_all(w)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             // Nothing of the request is known to have arrived.
@@ -406,7 +408,6 @@ async fn exchange(
     }
 
     // The response head (1xx interim responses are dropped).
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut rh = ResponseHead::default();
     let sent = SentRequest {
         head: head.method == Method::Head,
@@ -417,7 +418,7 @@ async fn exchange(
     let info = loop {
         let n = match rh.parse(&rbuf, MAX_HEAD) {
             Ok(Some(n)) => n,
-            Ok(None) => match read_more(app, &mut rbuf, limit, ex).await {
+            Ok(None) => match read_more(app, rbuf, limit, ex).await {
                 Read::Data => continue,
                 Read::Eof if rbuf.is_empty() => {
                     return Done::Stale {
@@ -504,14 +505,15 @@ async fn exchange(
         client_prefix: strip.trim_end_matches('/').as_bytes(),
     };
     let bodyless = stoa_h1::response::bodyless(ex.is_head(), status);
-    let mut fields = Vec::with_capacity(512);
+    let fields = w;
+    fields.clear();
     let ropts = ResponseOptions {
         redirect: (!route.preserve_host || !strip.is_empty()).then_some(&rule),
         via: None,
         keep_content_length: ex.is_head() || status == 304,
         drop: &["server", "date"],
     };
-    if write_response_headers(&mut fields, &rh, &ropts).is_err() {
+    if write_response_headers(fields, &rh, &ropts).is_err() {
         tracing::error!(
             "proxy pool {}: a response field cannot be passed on",
             pool.spec.name
@@ -525,7 +527,7 @@ async fn exchange(
         ex.close();
     }
     ex.start(status);
-    ex.raw_headers(&fields);
+    ex.raw_headers(fields);
     let framing = info.framing;
     if bodyless {
         ex.end_head(None);
@@ -561,7 +563,7 @@ async fn exchange(
             ex.abort();
             return Done::Failed;
         }
-        match read_more(app, &mut rbuf, limit, ex).await {
+        match read_more(app, rbuf, limit, ex).await {
             Read::Data => {}
             Read::Eof if dec.eof() => break,
             Read::Eof | Read::Reset => {
@@ -614,16 +616,6 @@ async fn refused_unread(app: &AppStream) -> bool {
 fn ttl(own: Duration, ka: &KeepAlive) -> Option<Duration> {
     let t = stoa_h1::proxy::idle_timeout(own, ka);
     (t < own).then_some(t)
-}
-
-/// The upstream's authority for Host (when the client's is not kept) and
-/// for recognising its own redirects.
-fn upstream_host(t: &crate::upstream::Target) -> String {
-    match t {
-        crate::upstream::Target::Tcp(SocketAddr::V4(a)) => a.to_string(),
-        crate::upstream::Target::Tcp(SocketAddr::V6(a)) => a.to_string(),
-        crate::upstream::Target::Unix(_) => "localhost".to_owned(),
-    }
 }
 
 enum Read {

@@ -14,7 +14,6 @@ use stoa_h1::{BodyDecoder, Framing, RequestHead};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{timeout_at, Instant};
 
-
 /// A connection's socket and buffers, lent to the exchange of each request.
 pub struct Io {
     pub stream: Stream,

@@ -189,6 +189,11 @@ pub enum ProcState {
 pub struct Proc {
     pub index: usize,
     pub target: Target,
+    /// The target as an HTTP authority (`127.0.0.1:8081`, `localhost` for
+    /// a Unix socket): an HTTP upstream's Host when the client's is not
+    /// kept, and how its own redirects are recognised. Written once here,
+    /// not per request.
+    pub authority: String,
     state: AtomicU8,
     busy: AtomicUsize,
     capacity: AtomicUsize,
@@ -261,9 +266,14 @@ impl std::fmt::Debug for IdleConn {
 
 impl Proc {
     fn new(index: usize, target: Target, capacity: usize) -> Proc {
+        let authority = match &target {
+            Target::Tcp(a) => a.to_string(),
+            Target::Unix(_) => "localhost".to_owned(),
+        };
         Proc {
             index,
             target,
+            authority,
             state: AtomicU8::new(ProcState::Stopped as u8),
             busy: AtomicUsize::new(0),
             capacity: AtomicUsize::new(capacity),

@@ -7,7 +7,7 @@ mod mux;
 
 use super::Outcome;
 use crate::exchange::Exchange;
-use crate::gateway::{self, response, ClientEv, Input};
+use crate::gateway::{self, response, Bufs, ClientEv, Input};
 use crate::upstream::{AppStream, Lease, Pool};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -340,48 +340,6 @@ struct Direct {
     had_body: bool,
 }
 
-/// A request's read and write buffers, kept by the worker for the next one
-/// (a fresh 32 KiB read buffer per request cost a malloc_consolidate).
-struct Bufs {
-    w: Vec<u8>,
-    r: Vec<u8>,
-}
-
-thread_local! {
-    static SPARE: std::cell::RefCell<Vec<Bufs>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-impl Bufs {
-    fn take() -> Bufs {
-        SPARE
-            .with(|s| s.borrow_mut().pop())
-            .unwrap_or_else(|| Bufs {
-                w: Vec::with_capacity(2048),
-                r: Vec::with_capacity(READ_CHUNK),
-            })
-    }
-}
-
-impl Drop for Bufs {
-    fn drop(&mut self) {
-        // Only ordinary sizes go back (a large request body grows `w`).
-        if self.w.capacity() > 64 * 1024 || self.r.capacity() != READ_CHUNK {
-            return;
-        }
-        let (mut w, mut r) = (std::mem::take(&mut self.w), std::mem::take(&mut self.r));
-        w.clear();
-        r.clear();
-        // `try_with`: at thread exit the pool itself is being dropped.
-        let _ = SPARE.try_with(|s| {
-            if let Ok(mut s) = s.try_borrow_mut() {
-                if s.len() < 64 {
-                    s.push(Bufs { w, r });
-                }
-            }
-        });
-    }
-}
-
 impl Direct {
     fn start(
         app: AppStream,
@@ -391,7 +349,7 @@ impl Direct {
         reused: bool,
     ) -> Result<Direct, stoa_fastcgi::Error> {
         let mut gw = Connection::new();
-        let mut bufs = Bufs::take();
+        let mut bufs = Bufs::take(READ_CHUNK);
         if lease.proc.ask_values() {
             gw.query_values(&mut bufs.w);
         }
