@@ -416,7 +416,7 @@ async fn exchange(
         client_version: head.version,
     };
     let info = loop {
-        let n = match rh.parse(&rbuf, MAX_HEAD) {
+        let n = match rh.parse(rbuf, MAX_HEAD) {
             Ok(Some(n)) => n,
             Ok(None) => match read_more(app, rbuf, limit, ex).await {
                 Read::Data => continue,
