@@ -568,3 +568,45 @@ fn rfc_9112_7_1_an_unbuffered_chunked_body_streams_to_the_upstream() {
     assert!(t.contains("\"body_length\": 10"), "{t}");
     assert!(t.contains("first last"), "{t}");
 }
+
+/// RFC 9110 §10.1.1: with the body still with the client
+/// (`request_buffering = false`), `Expect: 100-continue` goes to the
+/// application, which decides: its 417 reaches the client before any body
+/// is asked for; its 100 lets the body through; one that never answers the
+/// expectation gets the body after a second all the same.
+#[test]
+fn rfc_9110_10_1_1_expect_100_continue_is_decided_by_the_application_end_to_end() {
+    for (mode, first) in [("reject", 417), ("continue", 100), ("ignore", 100)] {
+        let b = Backend::start(&["--expect", mode]);
+        let dir = TempDir::new("proxy-expect");
+        dir.mkdir("www");
+        let cfg = dir.config(
+            "stoa.toml",
+            &format!(
+                "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nrequest_buffering = false\nproxy = {{ pool = \"app\" }}\n",
+                http_pool(&[b.addr], "")
+            ),
+        );
+        let s = Server::with_config(&cfg);
+        let mut c = s.connect();
+        c.send(
+            b"POST /app/up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+        );
+        let r = c.read_head();
+        assert_eq!(r.status, first, "{mode}: {}", s.stderr());
+        if first != 100 {
+            // The body was never asked for, so the connection ends.
+            assert!(c.wait_closed(Duration::from_secs(5)).is_some(), "{mode}");
+            continue;
+        }
+        c.send(b"hello");
+        let r = c.read_final();
+        assert_eq!(r.status, 200, "{mode}: {}", s.stderr());
+        let t = r.text();
+        assert!(t.contains("\"body\": \"hello\""), "{mode}: {t}");
+        assert!(
+            t.contains("[\"Expect\", \"100-continue\"]"),
+            "{mode}: the application did not see the expectation: {t}"
+        );
+    }
+}

@@ -36,6 +36,9 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Read size from the upstream; also bounds what a slow client makes Stoa
 /// hold per request (the next read waits for the client).
 const READ_CHUNK: usize = 64 * 1024;
+/// How long an application may take to answer `Expect: 100-continue`
+/// before the body goes anyway (curl waits 1 s too).
+const EXPECT_WAIT: Duration = Duration::from_secs(1);
 /// A server that refused a connection or died mid-request is left out of
 /// rotation this long (when the pool has others).
 const HOLD_OFF: Duration = Duration::from_secs(2);
@@ -273,6 +276,12 @@ async fn exchange(
     let mut bufs = Bufs::take(READ_CHUNK);
     let Bufs { w, r: rbuf, .. } = &mut bufs;
     let upgrade = stoa_h1::proxy::upgrade_protocols(head.version, head.headers());
+    // The client's `Expect: 100-continue` goes on when its body is still
+    // with it (streamed, not buffered): the application decides.
+    let expect = head.expect_continue
+        && !route.http10
+        && !ex.body_done()
+        && (rechunk || matches!(input, Input::Stream(n) if *n > 0));
     let req = ClientRequest {
         method: head.method.as_str(),
         target,
@@ -281,7 +290,7 @@ async fn exchange(
         host: head.host(),
         peer,
         scheme: ex.scheme(),
-        expect_continue: false,
+        expect_continue: expect,
         upgrade,
     };
     let opts = ForwardOptions {
@@ -330,7 +339,52 @@ async fn exchange(
             return Done::Failed;
         }
     }
+    // Expect end to end: the application's 100 lets the body come (the
+    // exchange sends the client its own 100 on the first read); its final
+    // answer (401, 413, 417) goes back without the body ever being asked
+    // for. One that says nothing within EXPECT_WAIT gets the body anyway
+    // (RFC 9110 §10.1.1).
+    let mut rh = ResponseHead::default();
+    let mut hold_body = false;
+    while expect {
+        match rh.parse(rbuf, MAX_HEAD) {
+            Ok(Some(n)) if rh.status == 100 => {
+                rbuf.drain(..n);
+                break;
+            }
+            Ok(Some(n)) if rh.status > 101 && rh.status < 200 => {
+                rbuf.drain(..n);
+            }
+            // A final answer, or a bad head the response loop reports.
+            Ok(Some(_)) | Err(_) => {
+                hold_body = true;
+                break;
+            }
+            Ok(None) => match read_more(app, rbuf, EXPECT_WAIT, ex).await {
+                Read::Data => {}
+                Read::Timeout => break,
+                Read::Eof if rbuf.is_empty() => {
+                    return Done::Stale {
+                        reset: refused_unread(app).await,
+                    }
+                }
+                Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
+                Read::Eof | Read::Reset => {
+                    hold_body = true;
+                    break;
+                }
+                Read::ClientGone => {
+                    ex.close();
+                    return Done::Failed;
+                }
+            },
+        }
+    }
+    if hold_body {
+        sent_all = false;
+    }
     match input {
+        _ if hold_body => {}
         Input::File(f, _) => {
             let mut chunk = vec![0u8; READ_CHUNK];
             loop {
@@ -408,11 +462,10 @@ async fn exchange(
     }
 
     // The response head (1xx interim responses are dropped).
-    let mut rh = ResponseHead::default();
     let sent = SentRequest {
         head: head.method == Method::Head,
         upgrade: upgrade.is_some(),
-        client_expects_continue: false,
+        client_expects_continue: expect,
         client_version: head.version,
     };
     let info = loop {
