@@ -346,38 +346,41 @@ async fn exchange(
     // (RFC 9110 §10.1.1).
     let mut rh = ResponseHead::default();
     let mut hold_body = false;
-    while expect {
-        match rh.parse(rbuf, MAX_HEAD) {
-            Ok(Some(n)) if rh.status == 100 => {
-                rbuf.drain(..n);
-                break;
-            }
-            Ok(Some(n)) if rh.status > 101 && rh.status < 200 => {
-                rbuf.drain(..n);
-            }
-            // A final answer, or a bad head the response loop reports.
-            Ok(Some(_)) | Err(_) => {
-                hold_body = true;
-                break;
-            }
-            Ok(None) => match read_more(app, rbuf, EXPECT_WAIT, ex).await {
-                Read::Data => {}
-                Read::Timeout => break,
-                Read::Eof if rbuf.is_empty() => {
-                    return Done::Stale {
-                        reset: refused_unread(app).await,
-                    }
+    // (`loop` inside `if`: the expectation is fixed for the request.)
+    if expect {
+        loop {
+            match rh.parse(rbuf, MAX_HEAD) {
+                Ok(Some(n)) if rh.status == 100 => {
+                    rbuf.drain(..n);
+                    break;
                 }
-                Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
-                Read::Eof | Read::Reset => {
+                Ok(Some(n)) if rh.status > 101 && rh.status < 200 => {
+                    rbuf.drain(..n);
+                }
+                // A final answer, or a bad head the response loop reports.
+                Ok(Some(_)) | Err(_) => {
                     hold_body = true;
                     break;
                 }
-                Read::ClientGone => {
-                    ex.close();
-                    return Done::Failed;
-                }
-            },
+                Ok(None) => match read_more(app, rbuf, EXPECT_WAIT, ex).await {
+                    Read::Data => {}
+                    Read::Timeout => break,
+                    Read::Eof if rbuf.is_empty() => {
+                        return Done::Stale {
+                            reset: refused_unread(app).await,
+                        }
+                    }
+                    Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
+                    Read::Eof | Read::Reset => {
+                        hold_body = true;
+                        break;
+                    }
+                    Read::ClientGone => {
+                        ex.close();
+                        return Done::Failed;
+                    }
+                },
+            }
         }
     }
     if hold_body {
