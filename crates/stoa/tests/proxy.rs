@@ -86,6 +86,22 @@ fn stoa(dir: &TempDir, pools: &str, proxy_opts: &str) -> Server {
     Server::with_config(&cfg)
 }
 
+/// Stoa with one `/app/` route to `b` that streams request bodies
+/// (`request_buffering = false`).
+fn unbuffered(b: &Backend) -> (TempDir, Server) {
+    let dir = TempDir::new("proxy-stream");
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nrequest_buffering = false\nproxy = {{ pool = \"app\" }}\n",
+            http_pool(&[b.addr], "")
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    (dir, s)
+}
+
 fn http_pool(addrs: &[SocketAddr], extra: &str) -> String {
     let list: Vec<String> = addrs.iter().map(|a| format!("\"{a}\"")).collect();
     format!(
@@ -540,16 +556,7 @@ fn rfc_9112_6_3_an_http_1_0_upstream_is_spoken_to_in_http_1_0() {
 #[test]
 fn rfc_9112_7_1_an_unbuffered_chunked_body_streams_to_the_upstream() {
     let b = Backend::start(&[]);
-    let dir = TempDir::new("proxy-stream");
-    dir.mkdir("www");
-    let cfg = dir.config(
-        "stoa.toml",
-        &format!(
-            "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nrequest_buffering = false\nproxy = {{ pool = \"app\" }}\n",
-            http_pool(&[b.addr], "")
-        ),
-    );
-    let s = Server::with_config(&cfg);
+    let (_dir, s) = unbuffered(&b);
     let mut c = s.connect();
     c.send(
         b"POST /app/up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst \r\n",
@@ -578,16 +585,7 @@ fn rfc_9112_7_1_an_unbuffered_chunked_body_streams_to_the_upstream() {
 fn rfc_9110_10_1_1_expect_100_continue_is_decided_by_the_application_end_to_end() {
     for (mode, first) in [("reject", 417), ("continue", 100), ("ignore", 100)] {
         let b = Backend::start(&["--expect", mode]);
-        let dir = TempDir::new("proxy-expect");
-        dir.mkdir("www");
-        let cfg = dir.config(
-            "stoa.toml",
-            &format!(
-                "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nrequest_buffering = false\nproxy = {{ pool = \"app\" }}\n",
-                http_pool(&[b.addr], "")
-            ),
-        );
-        let s = Server::with_config(&cfg);
+        let (_dir, s) = unbuffered(&b);
         let mut c = s.connect();
         c.send(
             b"POST /app/up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
