@@ -14,6 +14,7 @@ Routes (any method):
                       &rate=B at most B bytes/s (a slow response)
   /status/NNN         that status; &location=URL adds a Location
   /redirect?to=URL    302 to URL (&status=301, 303, 307, 308)
+  /early-hints        103 Early Hints with a Link field, then 200 "final"
   anything else       echo: the request head as JSON: method, target,
                       version, headers [[name, value], ...], body_length,
                       body (the first 64 KiB, UTF-8 with replacement),
@@ -230,6 +231,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, json.dumps(s).encode() + b"\n", "application/json")
         if path == "/big":
             return self.big(q)
+        if path == "/early-hints":
+            # 103 Early Hints (RFC 8297) ahead of the final response.
+            self.send_response_only(103, "Early Hints")
+            self.send_header("Link", "</style.css>; rel=preload; as=style")
+            self.end_headers()
+            self.wfile.flush()
+            return self.reply(200, b"final\n")
         if path.startswith("/status/"):
             try:
                 code = int(path[8:])

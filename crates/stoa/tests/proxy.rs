@@ -608,3 +608,42 @@ fn rfc_9110_10_1_1_expect_100_continue_is_decided_by_the_application_end_to_end(
         );
     }
 }
+
+/// RFC 9110 §15.2 and RFC 8297: an application's 103 Early Hints reaches an
+/// HTTP/1.1 client ahead of the final response, with its fields; an
+/// HTTP/1.0 client, which cannot take a 1xx, gets only the final one.
+#[test]
+fn rfc_8297_early_hints_from_the_application_reach_http_1_1_clients_only() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-103");
+    let s = stoa(&dir, &http_pool(&[b.addr], ""), ", strip_prefix = true");
+    let mut c = s.connect();
+    c.send(b"GET /app/early-hints HTTP/1.1\r\nHost: t\r\n\r\n");
+    let hints = c.read_head();
+    assert_eq!(hints.status, 103, "{}", s.stderr());
+    assert_eq!(
+        hints.header("link"),
+        Some("</style.css>; rel=preload; as=style")
+    );
+    let r = c.read();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "final\n");
+
+    let mut c = s.connect();
+    c.send(b"GET /app/early-hints HTTP/1.0\r\nHost: t\r\n\r\n");
+    let r = c.read();
+    assert_eq!(r.status, 200, "an HTTP/1.0 client got a 1xx first");
+    assert_eq!(r.text(), "final\n");
+
+    // Over HTTP/2 (h2c) the hints are a HEADERS frame of their own.
+    require("curl", "curl");
+    let out = Command::new("curl")
+        .args(["-sv", "--http2-prior-knowledge", "--max-time", "10"])
+        .arg(format!("http://{}/app/early-hints", s.addr))
+        .output()
+        .expect("curl");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("< HTTP/2 103"), "{err}");
+    assert!(err.contains("< link: </style.css>"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "final\n");
+}

@@ -434,6 +434,32 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// An informational response (1xx other than 100 and 101, such as 103
+    /// Early Hints) ahead of the final one, sent at once. `lines`: header
+    /// lines, each ending in CRLF. HTTP/1.1 and HTTP/2 clients get it; an
+    /// HTTP/1.0 client and a subrequest get none (RFC 9110 §15.2). False
+    /// when the client is gone.
+    pub async fn interim(&mut self, status: u16, lines: &[u8]) -> bool {
+        if self.status != 0 || !(102..200).contains(&status) {
+            return true;
+        }
+        match &mut self.side {
+            Side::H1(io) => {
+                if self.req.version != stoa_h1::Version::Http11 {
+                    return true;
+                }
+                let b = io.out.buf();
+                push_status_line(b, status);
+                b.extend_from_slice(lines);
+                b.extend_from_slice(b"\r\n");
+                io.out.seal();
+                io.flush(self.limits.send_timeout).await
+            }
+            Side::Sub(_) => true,
+            Side::H2(s) => s.interim(status, lines),
+        }
+    }
+
     /// Output that is already a whole HTTP/1 response (an NPH script): on
     /// HTTP/1 it goes to the client untouched and the connection closes
     /// after it; elsewhere it is taken as the body.

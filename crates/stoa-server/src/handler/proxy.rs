@@ -512,6 +512,22 @@ async fn exchange(
         };
         match inspect_response(&rh, &sent) {
             Ok(i) if matches!(i.kind, ResponseKind::Interim { .. }) => {
+                // 103 Early Hints and the like go on to the client as they
+                // come (its fields cleaned as a final response's are); a
+                // 100 was for Stoa, which sends the client its own.
+                if i.kind == (ResponseKind::Interim { forward: true }) && rh.status != 100 {
+                    w.clear();
+                    let ropts = ResponseOptions {
+                        drop: &["server", "date"],
+                        ..ResponseOptions::default()
+                    };
+                    if write_response_headers(w, &rh, &ropts).is_ok()
+                        && !ex.interim(rh.status, w).await
+                    {
+                        ex.close();
+                        return Done::Failed;
+                    }
+                }
                 rbuf.drain(..n);
             }
             Ok(i) if i.kind == ResponseKind::Final => {

@@ -134,33 +134,17 @@ impl H2Stream {
 
     /// The response head, as `http` wants it.
     fn response(&self) -> http::Response<()> {
-        let mut resp = http::Response::new(());
         let status = if self.status == 0 { 500 } else { self.status };
-        *resp.status_mut() =
-            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        let headers = resp.headers_mut();
-        for line in self.head.split(|&b| b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(colon) = line.iter().position(|&b| b == b':') else {
-                continue;
-            };
-            let name = &line[..colon];
-            let value = stoa_h1::trim(&line[colon + 1..]);
-            let Ok(name) = http::HeaderName::from_bytes(name) else {
-                tracing::debug!("h2: dropped a header field with an invalid name");
-                continue;
-            };
-            if CONNECTION_SPECIFIC.contains(&name.as_str()) {
-                continue;
-            }
-            match http::HeaderValue::from_bytes(value) {
-                Ok(v) => {
-                    headers.append(name, v);
-                }
-                Err(_) => tracing::debug!("h2: dropped header {name}: invalid value"),
-            }
+        head_of(status, &self.head)
+    }
+
+    /// Sends an informational response (103 Early Hints ...) before the
+    /// final one; false when the stream is gone.
+    pub(crate) fn interim(&mut self, status: u16, lines: &[u8]) -> bool {
+        match self.respond.as_mut() {
+            Some(r) => r.send_informational(head_of(status, lines)).is_ok(),
+            None => false,
         }
-        resp
     }
 
     /// Sends the head if it has not gone yet, then every queued piece of
@@ -346,6 +330,37 @@ impl H2Stream {
         }
         self.ended = true;
     }
+}
+
+/// A response head from `status` and header lines as the exchange encodes
+/// them (`Name: value\r\n`), without the fields HTTP/2 forbids.
+fn head_of(status: u16, lines: &[u8]) -> http::Response<()> {
+    let mut resp = http::Response::new(());
+    *resp.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = resp.headers_mut();
+    for line in lines.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = &line[..colon];
+        let value = stoa_h1::trim(&line[colon + 1..]);
+        let Ok(name) = http::HeaderName::from_bytes(name) else {
+            tracing::debug!("h2: dropped a header field with an invalid name");
+            continue;
+        };
+        if CONNECTION_SPECIFIC.contains(&name.as_str()) {
+            continue;
+        }
+        match http::HeaderValue::from_bytes(value) {
+            Ok(v) => {
+                headers.append(name, v);
+            }
+            Err(_) => tracing::debug!("h2: dropped header {name}: invalid value"),
+        }
+    }
+    resp
 }
 
 /// How long [`H2Stream::drain`] waits for each piece of an unread body.
