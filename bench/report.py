@@ -174,7 +174,15 @@ def main():
                     row += f" {a / b:.2f} |" if a and b else " - |"
                 p(row)
             p("")
-            p(f"(× relative to -c{base}.)")
+            # wrk opens all N connections inside the run, so with few requests per connection a
+            # row is mostly connection set-up (accept, first read), not keep-alive serving
+            per = []
+            for c in cs:
+                ns = [cell[c, s]["n"] / reps for s in servers if (c, s) in cell and cell[c, s]["n"]]
+                per.append(f"-c{c[3]} {min(ns) / int(c[3]):,.1f}" if ns and c[3].isdigit() else f"-c{c[3]} -")
+            p(f"(× relative to -c{base}. Requests per connection per run, the fewest of the servers:"
+              f" {'; '.join(per)}: where that is small, the row is mostly connection set-up; a longer DUR"
+              " makes it keep-alive serving.)")
             p("")
 
     stoas = [s for s in servers if s.startswith("stoa")]
