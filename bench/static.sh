@@ -72,6 +72,10 @@ MAXC=$HOLD_CONNS
 for c in "${CONNS_ARR[@]}"; do [ "$c" -le "$MAXC" ] || MAXC=$c; done
 # wrk -cN needs N descriptors, the server N plus its own (each inherits this limit)
 [ "$NOFILE" -ge $(( MAXC + 1000 )) ] || warn "open-files limit is $NOFILE: too low for $MAXC connections"
+# lighttpd allows at most max-fds/2 connections (bench/lib.sh gives it NOFILE/2, at most 12,000);
+# at that limit it stops accepting for a while ("sockets disabled" in its log)
+[[ " $SERVERS " != *" lighttpd "* ]] || [ $(( NOFILE / 2 )) -gt "$MAXC" ] ||
+    warn "open-files limit $NOFILE: lighttpd takes at most $(( NOFILE / 2 )) connections, $MAXC will make it pause accepting"
 export NOFILE
 
 bench_init
@@ -215,7 +219,7 @@ done
 
 for s in "${UP[@]}"; do  # anything the servers logged (errors, warnings, panics), less start-up notes
     msgs=$(cat "$RUN/logs/$s.out" "$RUN/logs/$s-error.log" 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' |
-           grep -Ev 'server started|  ?INFO |^stoa: listening on' || true)
+           grep -Ev 'server started|  ?INFO |^(stoa: )?listening on' || true)
     [ -z "$msgs" ] || { warn "$s logged (see $RUN/logs):"; tail -n 10 <<< "$msgs" | sed 's/^/    /' >&2; }
 done
 srv_stop_all
