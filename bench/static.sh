@@ -113,8 +113,12 @@ check_file() {  # check_file SERVER URL FILE [SAVE_HEAD]: check_url, but floor's
 # ---- start every server, check every file, sample idle RSS, warm up ----
 STOA_VERSION="stoa: not run"   # what was started, as it was when started
 if [[ " $SERVERS " = *" stoa"* ]]; then
-    STOA_VERSION="stoa at commit $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '(none)')"
-    git -C "$REPO_DIR" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null | grep -q . && STOA_VERSION+=" + uncommitted changes"
+    if [ "$STOA" = "$DEFAULT_STOA" ]; then
+        STOA_VERSION="stoa at commit $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '(none)')"
+        git -C "$REPO_DIR" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null | grep -q . && STOA_VERSION+=" + uncommitted changes"
+    else  # built elsewhere: this tree's commit would say nothing about it
+        STOA_VERSION="stoa from outside this tree"
+    fi
     STOA_VERSION+=", binary $STOA built $(stat -c '%y' "$STOA" | cut -c1-19) (sha256 $(sha256sum "$STOA" | cut -c1-12))"
 fi
 UP=()
