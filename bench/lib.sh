@@ -2,10 +2,13 @@
 #
 # Servers are started in the foreground mode of each program, in the background of the script, and
 # tracked by PID (SRV_PID[name]); srv_stop_all (installed as an EXIT trap by bench_init) stops
-# exactly those PIDs. Names: nginx, lighttpd, stoa-wN (Stoa with `workers = N`; 0 = one per core),
-# stoa-wN-TAG (the same with the binary $STOA_TAG).
+# exactly those PIDs. Names: nginx (2 workers), nginx-wN (N workers), lighttpd, stoa-wN (Stoa with
+# `workers = N`; 0 = one per core), stoa-wN-TAG (the same with the binary $STOA_TAG), floor (the
+# canned-response epoll server tests/proxy-peers/canned.c, answering every request with a 200 whose
+# body is FLOOR_BODY bytes: the least CPU per request an HTTP server can spend here).
 #
-# Caller sets RUN (work folder) before bench_init. Knobs read here: STOA (binary), PORT_<name>.
+# Caller sets RUN (work folder) before bench_init. Knobs read here: STOA (binary), PORT_<name>,
+# FLOOR_BODY (floor's body size, read when it starts), LOAD_CONNS and WRK_TIMEOUT (run_load).
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
@@ -123,14 +126,16 @@ ensure_fresh_stoa() {  # ensure_stoa, and rebuild the default binary when it is 
 }
 
 # ---------------------------------------------------------------- server processes
-srv_assign_ports() {  # srv_assign_ports NAME... - nginx 18180, lighttpd 18182, stoa-w* 18183, 18184, ...
-    local n seq=0 v                            # (override one with PORT_<name>, '-' read as '_')
-    for n; do
+srv_assign_ports() {  # srv_assign_ports NAME... - nginx 18180, floor 18181, lighttpd 18182, stoa-w* 18183,
+    local n seq=0 nseq=0 v                     # 18184, ..., nginx-w* 18170, 18171, ...
+    for n; do                                  # (override one with PORT_<name>, '-' read as '_')
         case $n in
             nginx) SRV_PORT[$n]=18180 ;;
+            nginx-w[0-9]*) SRV_PORT[$n]=$(( 18170 + nseq )); nseq=$(( nseq + 1 )) ;;
+            floor) SRV_PORT[$n]=18181 ;;
             lighttpd) SRV_PORT[$n]=18182 ;;
             stoa-w[0-9]*) SRV_PORT[$n]=$(( 18183 + seq )); seq=$(( seq + 1 )) ;;
-            *) die "unknown server name: $n (nginx, lighttpd, stoa-wN)" ;;
+            *) die "unknown server name: $n (nginx, nginx-wN, lighttpd, stoa-wN, floor)" ;;
         esac
         v=PORT_${n//-/_}
         [ -z "${!v:-}" ] || SRV_PORT[$n]=${!v}
@@ -172,11 +177,23 @@ srv_start() {  # srv_start NAME ROOT - start, wait until it answers; returns 1 (
     port=${SRV_PORT[$name]}
     port_free "$port" || { warn "$name: port $port is already in use by someone else"; return 1; }
     case $name in
-        nginx)
-            mkdir -p "$RUN/nginx-tmp"
-            render_conf "$BENCH_DIR/conf/nginx.conf" "$RUN/nginx.conf" RUN="$RUN" PORT="$port" ROOT="$root" \
-                NOFILE="$NOFILE" WORKER_CONNS=$(( NOFILE < 16384 ? NOFILE - 64 : 16384 ))
-            nginx -p "$RUN" -e "$RUN/logs/nginx-error.log" -c "$RUN/nginx.conf" > "$RUN/logs/$name.out" 2>&1 &
+        nginx|nginx-w[0-9]*)
+            # nginx: 2 workers (= cores of the reference machine); nginx-wN: N (nginx-w1 = one server
+            # process serving, as lighttpd, stoa-w1 and floor; its master only waits)
+            local nw=2
+            [ "$name" = nginx ] || nw=${name#nginx-w}
+            mkdir -p "$RUN/$name-tmp"
+            render_conf "$BENCH_DIR/conf/nginx.conf" "$RUN/$name.conf" RUN="$RUN" NAME="$name" PORT="$port" ROOT="$root" \
+                NOFILE="$NOFILE" WORKERS="$nw" WORKER_CONNS=$(( NOFILE < 16384 ? NOFILE - 64 : 16384 ))
+            nginx -p "$RUN" -e "$RUN/logs/$name-error.log" -c "$RUN/$name.conf" > "$RUN/logs/$name.out" 2>&1 &
+            pid=$! ;;
+        floor)
+            # built here, not kept in bench/src/: proxy.sh uses the same source (one copy to maintain)
+            local src=$REPO_DIR/tests/proxy-peers/canned.c
+            if [ ! -x "$RUN/canned" ] || [ "$src" -nt "$RUN/canned" ]; then
+                cc -O2 -Wall -o "$RUN/canned" "$src" || die "cannot build $src"
+            fi
+            "$RUN/canned" "$port" "${FLOOR_BODY:-1358}" 1 > "$RUN/logs/$name.out" 2>&1 &
             pid=$! ;;
         lighttpd)
             render_conf "$BENCH_DIR/conf/lighttpd.conf" "$RUN/lighttpd.conf" RUN="$RUN" PORT="$port" ROOT="$root" \
@@ -295,7 +312,9 @@ wait_quiet() {  # wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy wi
     echo "$b"
 }
 
-# run_load SERVER TOOL URL EXPECTED_SIZE RAWFILE - TOOL: wrk | ab | abk. Sets R_* globals:
+# run_load SERVER TOOL URL EXPECTED_SIZE RAWFILE - TOOL: wrk | wrkclose | ab | abk (wrkclose = wrk
+# sending "Connection: close": a new connection per request). wrk opens ${LOAD_CONNS:-$CONC}
+# connections; WRK_TIMEOUT (when set) is its --timeout. Sets R_* globals:
 # R_STATUS (ok / failure text), R_RPS, R_REQS, R_NON2XX, R_ERRS (wrk socket errors, ab failed),
 # R_KA (ab keep-alive requests; "-" for wrk), R_TICKS, R_USREQ (server CPU us per request),
 # R_P50, R_P99 (ms), R_LGCPU (load generator CPU, % of one core), R_SECS (wall), R_OTHER (CPU used
@@ -306,9 +325,11 @@ run_load() {
     local st0 st1
     st0=($(head -1 /proc/stat))
     t0=$(srv_cpu_ticks "$srv")
-    local TIMEFORMAT='TIME %3U %3S %3R'
+    local TIMEFORMAT='TIME %3U %3S %3R' wrk_args=(-t1 -c"${LOAD_CONNS:-$CONC}" -d"$DUR" -s "$BENCH_DIR/wrk-report.lua")
+    [ -z "${WRK_TIMEOUT:-}" ] || wrk_args+=(--timeout "$WRK_TIMEOUT")
+    [ "$tool" = wrkclose ] && wrk_args+=(-H "Connection: close")
     case $tool in
-        wrk) { time timeout $(( $(dur_secs "$DUR") + 30 )) wrk -t1 -c"$CONC" -d"$DUR" -s "$BENCH_DIR/wrk-report.lua" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
+        wrk|wrkclose) { time timeout $(( $(dur_secs "$DUR") + 30 )) wrk "${wrk_args[@]}" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
         ab)  { time timeout 300 ab -r -n "$ABN" -c "$CONC" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
         abk) { time timeout 300 ab -r -k -n "$ABN" -c "$CONC" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
     esac
@@ -317,7 +338,7 @@ run_load() {
     tm=($(awk '/^TIME / {print $2, $3, $4}' "$f"))
     R_SECS=${tm[2]:-0}
     R_LGCPU=$(awk -v u="${tm[0]:-0}" -v s="${tm[1]:-0}" -v r="${tm[2]:-0}" 'BEGIN {printf "%.0f", (r > 0 ? 100 * (u + s) / r : 0)}')
-    if [ "$tool" = wrk ]; then
+    if [ "$tool" = wrk ] || [ "$tool" = wrkclose ]; then
         local x
         x=($(awk '/^RESULT / {print $2, $3, $4, $5, $6 + $7 + $8 + $9, $10, $11}' "$f"))
         if [ ${#x[@]} = 7 ]; then

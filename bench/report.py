@@ -3,15 +3,22 @@
 
 META: key=value lines (date, command, machine, versions, params). RUNS_TSV, RSS_TSV: as written by
 static.sh. With several rounds (REPS) the tables show medians. Ratios compare every `stoa*` server
-with every other server: req/s ratio = stoa / peer (> 1: Stoa faster), CPU/request ratio =
-stoa / peer (< 1: Stoa cheaper).
+with every other server (nginx*, lighttpd, floor): req/s ratio = stoa / peer (> 1: Stoa faster),
+CPU/request ratio = stoa / peer (< 1: Stoa cheaper). A case is (file, tool, connections); the
+connection table shows CPU per request against the number of keep-alive connections (CONNS_LIST)
+with each count's ratio to the smallest.
 """
 import csv
 import math
 import statistics
 import sys
 
-TOOL_LABEL = {"wrk": "wrk -t1 (keep-alive)", "ab": "ab (no keep-alive)", "abk": "ab -k"}
+TOOL_LABEL = {"wrk": "wrk -t1 (keep-alive)", "wrkclose": "wrk -t1, Connection: close",
+              "ab": "ab (no keep-alive)", "abk": "ab -k"}
+
+
+def load_label(tool, conns):
+    return f"{TOOL_LABEL.get(tool, tool)} -c{conns}"
 
 
 def num(x):
@@ -52,7 +59,8 @@ def main():
     for r in runs:
         if r["server"] not in servers:
             servers.append(r["server"])
-        c = (r["file"], r["size"], r["tool"])
+        r.setdefault("conns", None)  # runs.tsv from before the conns column
+        c = (r["file"], r["size"], r["tool"], r["conns"] or "?")
         if c not in cases:
             cases.append(c)
     reps = max((int(r["rep"]) for r in runs), default=1)
@@ -60,7 +68,7 @@ def main():
     cell = {}
     for c in cases:
         for s in servers:
-            rs = [r for r in runs if (r["file"], r["size"], r["tool"]) == c and r["server"] == s]
+            rs = [r for r in runs if (r["file"], r["size"], r["tool"], r["conns"] or "?") == c and r["server"] == s]
             if not rs:
                 continue
             bad = [r["status"] for r in rs if r["status"] != "ok"]
@@ -87,12 +95,14 @@ def main():
 
     out = []
     p = out.append
-    p(f"# Static files: Stoa vs nginx and lighttpd ({meta.get('date', '?')})")
+    p(f"# Static files: Stoa vs nginx, lighttpd and the floor ({meta.get('date', '?')})")
     p("")
     p(f"- command: `{meta.get('command', '?')}`")
     p(f"- machine: {meta.get('machine', '?')}; load generator and servers share the cores, loopback only")
     p(f"- versions: {meta.get('versions', '?')}")
     p(f"- load: {meta.get('params', '?')}")
+    if meta.get("loadavg"):
+        p(f"- load average (1, 5, 15 min): {meta['loadavg']}")
     p("- CPU/req = server utime+stime (all its processes and threads, /proc/PID/stat) during the run"
       " / requests completed, in microseconds. loadgen = wrk/ab CPU, % of one core. busy = whole box"
       " busy % in the second before the run (runs wait up to QUIET_MAX s for < QUIET_PCT %). other = CPU used during"
@@ -115,10 +125,65 @@ def main():
             rps = fmt(x["rps"])
             if reps > 1 and x["rps"] is not None:
                 rps += f" ({fmt(x['spread'][0])}–{fmt(x['spread'][1])})"
-            p(f"| {file_label(c[0], c[1])} | {TOOL_LABEL.get(c[2], c[2])} | {s} | {rps} | {fmt(x['us'], 1)} | {x['n']:,}"
+            p(f"| {file_label(c[0], c[1])} | {load_label(c[2], c[3])} | {s} | {rps} | {fmt(x['us'], 1)} | {x['n']:,}"
               f" | {x['non2xx']} | {x['err']} | {x['ka']} | {fmt(x['p50'], 2)} | {fmt(x['p99'], 2)}"
               f" | {fmt(x['lg'])} | {x['busy']} | {fmt(x['other'])} | {x['status']} |")
     p("")
+
+    p("## Side by side")
+    p("")
+    p("Per server: CPU µs per request · req/s · p99 ms (medians; `-`: no clean run).")
+    p("")
+    p("| file | load |" + "".join(f" {s} |" for s in servers))
+    p("|---|---|" + "---|" * len(servers))
+    for c in cases:
+        row = f"| {file_label(c[0], c[1])} | {load_label(c[2], c[3])} |"
+        for s in servers:
+            x = cell.get((c, s))
+            row += (f" {fmt(x['us'], 1)} · {fmt(x['rps'])} · {fmt(x['p99'], 2)}"
+                    f"{' (disturbed)' if x.get('disturbed') else ''} |" if x else " |")
+        p(row)
+    p("")
+
+    # the same file and tool at several connection counts (CONNS_LIST)
+    groups = {}
+    for c in cases:
+        groups.setdefault(c[:3], []).append(c)
+    multi = {g: sorted(cs, key=lambda c: int(c[3]) if c[3].isdigit() else 0)
+             for g, cs in groups.items() if len(cs) > 1}
+    if multi:
+        p("## CPU per request against the number of connections")
+        p("")
+        p("CPU µs per request (p99 ms) at each number of keep-alive connections; × N = CPU per request"
+          " at N connections / at the fewest (the issue's target: 5,000 within 1.15 × of 60).")
+        p("")
+        for g, cs in multi.items():
+            p(f"{file_label(g[0], g[1])}, {TOOL_LABEL.get(g[2], g[2])}:")
+            p("")
+            base = cs[0][3]
+            p("| server |" + "".join(f" -c{c[3]} |" for c in cs) + "".join(f" × {c[3]} |" for c in cs[1:]))
+            p("|---|" + "--:|" * (2 * len(cs) - 1))
+            for s in servers:
+                row = f"| {s} |"
+                for c in cs:
+                    x = cell.get((c, s), {})
+                    row += f" {fmt(x.get('us'), 1)} ({fmt(x.get('p99'), 2)}) |"
+                b = cell.get((cs[0], s), {}).get("us")
+                for c in cs[1:]:
+                    a = cell.get((c, s), {}).get("us")
+                    row += f" {a / b:.2f} |" if a and b else " - |"
+                p(row)
+            p("")
+            # wrk opens all N connections inside the run, so with few requests per connection a
+            # row is mostly connection set-up (accept, first read), not keep-alive serving
+            per = []
+            for c in cs:
+                ns = [cell[c, s]["n"] / reps for s in servers if (c, s) in cell and cell[c, s]["n"]]
+                per.append(f"-c{c[3]} {min(ns) / int(c[3]):,.1f}" if ns and c[3].isdigit() else f"-c{c[3]} -")
+            p(f"(× relative to -c{base}. Requests per connection per run, the fewest of the servers:"
+              f" {'; '.join(per)}: where that is small, the row is mostly connection set-up; a longer DUR"
+              " makes it keep-alive serving.)")
+            p("")
 
     stoas = [s for s in servers if s.startswith("stoa")]
     peers = [s for s in servers if not s.startswith("stoa")]
@@ -137,7 +202,7 @@ def main():
         logs = {(s, q, k): [] for s in stoas for q in peers for k in ("rps", "us")}
         for c in cases:
             for s in stoas:
-                row = f"| {file_label(c[0], c[1])} | {TOOL_LABEL.get(c[2], c[2])} | {s} |"
+                row = f"| {file_label(c[0], c[1])} | {load_label(c[2], c[3])} | {s} |"
                 for q in peers:
                     for k in ("rps", "us"):
                         a, b = cell.get((c, s), {}).get(k), cell.get((c, q), {}).get(k)

@@ -1,10 +1,16 @@
 /*
  * canned: a canned-response HTTP/1.1 backend for bench/proxy.sh (issue 12),
- * fast enough that the proxy in front of it, not the backend, is measured.
+ * fast enough that the proxy in front of it, not the backend, is measured;
+ * also the floor server of bench/static.sh (issue 16, server name `floor`):
+ * the least work an HTTP server can do per request on this machine.
  *
  * One epoll loop per process; per readiness one read() and, for every
  * request head completed in it, the same canned 200 response, all of them
- * in one write(). Connections are kept alive until the client closes.
+ * in one write(). Connections are kept alive until the client closes, or
+ * until a read holding a request with "Connection: close" is answered (one
+ * response, with "Connection: close", then close(): the per-new-connection
+ * floor for wrk -H "Connection: close", which otherwise would reuse the
+ * connection and measure keep-alive instead).
  * GET requests without bodies only (what wrk sends): a request body would
  * be read as the start of the next head. Level-triggered, so a short write
  * keeps the rest and waits for EPOLLOUT.
@@ -44,16 +50,19 @@
 
 struct conn {
     unsigned char match; /* bytes of "\r\n\r\n" seen at the end of the last read */
+    unsigned char close_after; /* close once the pending output is written */
     char *pending;       /* unwritten output after a short write */
     size_t pending_len, pending_off;
 };
 
 static struct conn *conns;
-static char *response;
-static size_t response_len;
+static char *response, *close_response;
+static size_t response_len, close_response_len;
 
-static void close_conn(int ep, int fd) {
-    epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+static void close_conn(int fd) {
+    /* No EPOLL_CTL_DEL: close() of the only descriptor of the socket
+     * removes it from the epoll set, and the floor should not pay a
+     * syscall a server need not make. */
     free(conns[fd].pending);
     memset(&conns[fd], 0, sizeof conns[fd]);
     close(fd);
@@ -83,7 +92,7 @@ static void serve(int lfd) {
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
-    static char in[READ_SIZE];
+    static char in[READ_SIZE + 1]; /* + 1: a NUL for strcasestr */
     char *out = malloc(response_len * MAX_BATCH);
     struct epoll_event events[256];
     if (!out) {
@@ -119,41 +128,60 @@ static void serve(int lfd) {
                 /* Finish the short write before reading more. */
                 ssize_t w = send(fd, c->pending + c->pending_off, c->pending_len - c->pending_off, MSG_NOSIGNAL);
                 if (w < 0 && errno != EAGAIN) {
-                    close_conn(ep, fd);
+                    close_conn(fd);
                     continue;
                 }
                 if (w > 0) c->pending_off += (size_t)w;
                 if (c->pending_off < c->pending_len) continue;
+                if (c->close_after) {
+                    close_conn(fd);
+                    continue;
+                }
                 free(c->pending);
                 c->pending = NULL;
                 struct epoll_event cev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
                 epoll_ctl(ep, EPOLL_CTL_MOD, fd, &cev);
                 continue;
             }
-            ssize_t n = read(fd, in, sizeof in);
+            ssize_t n = read(fd, in, READ_SIZE);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                close_conn(ep, fd);
+                close_conn(fd);
                 continue;
             }
             if (n < 0) continue;
             int heads = count_heads(c, in, n);
             if (heads > MAX_BATCH) heads = MAX_BATCH;
             if (heads == 0) continue;
+            in[n] = '\0';
+            /* A client asking to close sends one request per connection (wrk
+             * -H "Connection: close", ab): answer it alone, then close. */
+            int closing = strcasestr(in, "\r\nconnection: close\r\n") != NULL;
+            const char *src = out;
             size_t len = 0;
-            for (int h = 0; h < heads; h++, len += response_len) memcpy(out + len, response, response_len);
-            ssize_t w = send(fd, out, len, MSG_NOSIGNAL);
+            if (closing) {
+                src = close_response;
+                len = close_response_len;
+            } else {
+                for (int h = 0; h < heads; h++, len += response_len) memcpy(out + len, response, response_len);
+            }
+            ssize_t w = send(fd, src, len, MSG_NOSIGNAL);
             if (w < 0 && errno != EAGAIN) {
-                close_conn(ep, fd);
+                close_conn(fd);
                 continue;
             }
             if (w < 0) w = 0;
+            if (closing && (size_t)w == len) {
+                close_conn(fd);
+                continue;
+            }
             if ((size_t)w < len) {
                 c->pending = malloc(len - (size_t)w);
                 if (!c->pending) {
-                    close_conn(ep, fd);
+                    close_conn(fd);
                     continue;
                 }
-                memcpy(c->pending, out + w, len - (size_t)w);
+                memcpy(c->pending, src + w, len - (size_t)w);
+                c->close_after = (unsigned char)closing;
                 c->pending_len = len - (size_t)w;
                 c->pending_off = 0;
                 struct epoll_event cev = {.events = EPOLLOUT | EPOLLRDHUP, .data.fd = fd};
@@ -192,6 +220,20 @@ int main(int argc, char **argv) {
     memset(response + hl, 'x', (size_t)body_len);
     memcpy(response + hl, "Hello, world\n", body_len < 13 ? (size_t)body_len : 13);
     if (body_len >= 13) response[response_len - 1] = '\n';
+    /* The same response with "Connection: close" (see the top comment). */
+    static const char ka_hdr[] = "Content-Type: text/plain\r\n";
+    static const char close_hdr[] = "Content-Type: text/plain\r\nConnection: close\r\n";
+    char *at = memmem(response, (size_t)hl, ka_hdr, sizeof ka_hdr - 1);
+    size_t pre = (size_t)(at - response), extra = sizeof close_hdr - sizeof ka_hdr;
+    close_response_len = response_len + extra;
+    close_response = malloc(close_response_len);
+    if (!close_response) {
+        perror("malloc");
+        return 1;
+    }
+    memcpy(close_response, response, pre);
+    memcpy(close_response + pre, close_hdr, sizeof close_hdr - 1);
+    memcpy(close_response + pre + sizeof close_hdr - 1, at + sizeof ka_hdr - 1, response_len - pre - (sizeof ka_hdr - 1));
 
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
