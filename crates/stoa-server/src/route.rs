@@ -224,14 +224,16 @@ fn rewritten_head(
 /// A path segment starting with '.' (`.git`, `.env`, `.htpasswd`), other
 /// than `/.well-known/` (RFC 8615).
 fn has_dotfile(norm: &str) -> bool {
-    let mut rest = norm;
-    while let Some(i) = rest.find("/.") {
-        let seg = &rest[i + 1..];
-        let seg = seg.split('/').next().unwrap_or("");
-        if !(i == 0 && std::ptr::eq(rest, norm) && seg == ".well-known") {
-            return true;
+    // A byte scan: `str::find("/.")` sets up a two-way searcher on every
+    // request (callgrind: 2 % of a small static response).
+    let b = norm.as_bytes();
+    for i in 0..b.len().saturating_sub(1) {
+        if b[i] == b'/' && b[i + 1] == b'.' {
+            let seg = norm[i + 1..].split('/').next().unwrap_or("");
+            if !(i == 0 && seg == ".well-known") {
+                return true;
+            }
         }
-        rest = &rest[i + 2..];
     }
     false
 }

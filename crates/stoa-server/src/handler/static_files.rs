@@ -11,7 +11,7 @@ use crate::fs::Root;
 use crate::http::{autoindex, conditional, path, range};
 use bytes::Bytes;
 use std::cell::Cell;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -144,7 +144,7 @@ impl Entry {
 /// checked against a fresh `stat` on use, so a change of size, mtime or
 /// inode (a replaced file) is seen at once.
 pub struct FileCache {
-    map: HashMap<Box<str>, Rc<Entry>>,
+    map: FxHashMap<Box<str>, Rc<Entry>>,
     bytes: u64,
     max_bytes: u64,
     max_file_bytes: u64,
@@ -166,7 +166,7 @@ impl FileCache {
             .unwrap_or(Duration::ZERO)
             .as_nanos();
         FileCache {
-            map: HashMap::new(),
+            map: FxHashMap::default(),
             bytes: 0,
             max_bytes,
             max_file_bytes,
