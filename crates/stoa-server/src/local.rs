@@ -151,6 +151,11 @@ impl Worker {
         }
     }
 
+    /// This worker's counters.
+    pub fn stats(&self) -> Option<&WorkerStats> {
+        self.shared.stats.get(self.index)
+    }
+
     /// Appends the Date and Server header lines for the current second.
     pub fn push_date(&self, buf: &mut Vec<u8>) {
         let mut c = self.clock.borrow_mut();
@@ -309,6 +314,20 @@ impl Shared {
         }
     }
 
+    /// Sums a per-worker array of counters over all workers.
+    pub fn sum<const N: usize, A: Counter>(
+        &self,
+        field: impl Fn(&WorkerStats) -> &[A; N],
+    ) -> [u64; N] {
+        let mut t = [0u64; N];
+        for w in &self.stats {
+            for (i, c) in field(w).iter().enumerate() {
+                t[i] += c.get();
+            }
+        }
+        t
+    }
+
     /// Responses sent, by status class (1xx to 5xx), over all workers.
     pub fn responses(&self) -> [u64; 5] {
         let mut t = [0u64; 5];
@@ -321,6 +340,23 @@ impl Shared {
     }
 }
 
+/// An atomic counter or gauge, read as a u64.
+pub trait Counter {
+    fn get(&self) -> u64;
+}
+
+impl Counter for std::sync::atomic::AtomicU64 {
+    fn get(&self) -> u64 {
+        self.load(Ordering::Relaxed)
+    }
+}
+
+impl Counter for AtomicUsize {
+    fn get(&self) -> u64 {
+        self.load(Ordering::Relaxed) as u64
+    }
+}
+
 /// A worker's counters, on a cache line of their own so that counting
 /// never contends with another worker.
 #[derive(Default)]
@@ -328,6 +364,80 @@ impl Shared {
 pub struct WorkerStats {
     /// Responses by status class: 1xx, 2xx, 3xx, 4xx, 5xx.
     pub responses: [std::sync::atomic::AtomicU64; 5],
+    /// Connections by protocol ([`Proto`] order), counted once the
+    /// protocol is known (HTTP/1: at the first request; HTTP/2: after
+    /// its handshake).
+    pub connections: [std::sync::atomic::AtomicU64; 4],
+    /// Of those, the ones open now.
+    pub connections_open: [AtomicUsize; 4],
+    /// HTTP/2 streams accepted, over TLS (`h2`) and cleartext (`h2c`).
+    pub streams: [std::sync::atomic::AtomicU64; 2],
+    pub streams_open: [AtomicUsize; 2],
+    /// TLS handshakes: full, resumed, failed.
+    pub handshakes: [std::sync::atomic::AtomicU64; 3],
+}
+
+/// The protocol a client connection speaks, for the status page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// HTTP/1.x over cleartext.
+    Http1 = 0,
+    /// HTTP/1.x over TLS.
+    Http1Tls = 1,
+    /// HTTP/2 over TLS (ALPN `h2`).
+    H2 = 2,
+    /// HTTP/2 over cleartext with prior knowledge.
+    H2c = 3,
+}
+
+impl Proto {
+    pub const ALL: [Proto; 4] = [Proto::Http1, Proto::Http1Tls, Proto::H2, Proto::H2c];
+
+    /// The name the status page uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Http1 => "http/1.1",
+            Proto::Http1Tls => "http/1.1+tls",
+            Proto::H2 => "h2",
+            Proto::H2c => "h2c",
+        }
+    }
+}
+
+/// How a TLS handshake ended, for the status page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handshake {
+    Full = 0,
+    Resumed = 1,
+    Failed = 2,
+}
+
+impl WorkerStats {
+    /// A connection's protocol is known: counted, and open until
+    /// [`WorkerStats::closed`].
+    pub fn opened(&self, p: Proto) {
+        self.connections[p as usize].fetch_add(1, Ordering::Relaxed);
+        self.connections_open[p as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn closed(&self, p: Proto) {
+        self.connections_open[p as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// An HTTP/2 stream was accepted (`tls`: over h2, else h2c).
+    pub fn stream_opened(&self, tls: bool) {
+        let i = usize::from(!tls);
+        self.streams[i].fetch_add(1, Ordering::Relaxed);
+        self.streams_open[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn stream_closed(&self, tls: bool) {
+        self.streams_open[usize::from(!tls)].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn handshake(&self, h: Handshake) {
+        self.handshakes[h as usize].fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

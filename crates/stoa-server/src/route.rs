@@ -51,6 +51,9 @@ pub enum Pick<'r> {
     ServerStatus(&'r StatusConfig),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
+    /// A cleartext request to a site with `https_redirect`: 308 to the
+    /// same URL over https.
+    HttpsRedirect,
     OptionsStar,
 }
 
@@ -76,6 +79,84 @@ impl Pick<'_> {
 /// back too; its REQUEST_URI stays the client's.
 pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
     pick_with(head, rt, true)
+}
+
+/// [`pick`] for a request as it arrived on a connection, over TLS or
+/// not: first its site's transport rules. A cleartext request to a site
+/// with `https_redirect` is redirected (ACME HTTP-01 challenges under
+/// `/.well-known/acme-challenge/` excepted: they must be answered over
+/// http, RFC 8555 §8.3); a request over TLS to a site with `hsts` gets
+/// that value to send as `Strict-Transport-Security` (only over TLS:
+/// RFC 6797 §7.2).
+pub fn pick_request<'r>(
+    head: &RequestHead,
+    rt: &'r Runtime,
+    tls: bool,
+) -> (Pick<'r>, Option<RequestHead>, Option<&'r [u8]>) {
+    let mut hsts = None;
+    if rt.transport_rules {
+        if let Some(site) = rt.site_for(crate::http::host_name(head.host())) {
+            if tls {
+                hsts = site.hsts.as_deref();
+            } else if site.https_redirect && !is_acme_challenge(head.path()) {
+                return (Pick::HttpsRedirect, None, None);
+            }
+        }
+    }
+    let (p, rewritten) = pick(head, rt);
+    (p, rewritten, hsts)
+}
+
+/// Whether a path is an ACME HTTP-01 challenge (RFC 8555 §8.3), decoded
+/// and normalized as routing will see it.
+fn is_acme_challenge(path: &[u8]) -> bool {
+    crate::http::path::normalize(path).is_ok_and(|p| p.starts_with("/.well-known/acme-challenge/"))
+}
+
+/// The `Location` of an https redirect: the request's host (its port
+/// replaced by the https one), path and query, as the client sent them.
+/// None when the Host is missing or not a plain host name or address.
+fn https_location(head: &RequestHead, port: Option<u16>) -> Option<Vec<u8>> {
+    let host = crate::http::host_name(head.host());
+    let ok = if let Some(v6) = host.strip_prefix('[') {
+        v6.strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok())
+    } else {
+        !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+    };
+    if !ok {
+        return None;
+    }
+    let mut loc = b"https://".to_vec();
+    loc.extend_from_slice(host.as_bytes());
+    if let Some(p) = port {
+        loc.push(b':');
+        stoa_h1::push_u64(&mut loc, u64::from(p));
+    }
+    loc.extend_from_slice(head.path());
+    if let Some(q) = head.query() {
+        loc.push(b'?');
+        loc.extend_from_slice(q);
+    }
+    Some(loc)
+}
+
+/// The port the first TLS listener got when it was configured with port
+/// 0 (0: none such), for `https_redirect`. Listen addresses change only
+/// on restart, so one value serves every runtime.
+static BOUND_HTTPS_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// Records the port a TLS listener configured with port 0 was given.
+pub fn set_bound_https_port(port: u16) {
+    let _ = BOUND_HTTPS_PORT.compare_exchange(
+        0,
+        port,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
 }
 
 /// [`pick`] once the route's Authorizer said yes.
@@ -405,6 +486,19 @@ fn dispatch_in<'x>(
         }
         Pick::Status(s) => {
             ex.error(s, &[]);
+            ex.finish();
+            None
+        }
+        Pick::HttpsRedirect => {
+            let port = match rt.https_port {
+                Some(0) => Some(BOUND_HTTPS_PORT.load(std::sync::atomic::Ordering::Relaxed)),
+                p => p,
+            };
+            match https_location(ex.req(), port) {
+                // 308 keeps the method and body (RFC 9110 §15.4.9).
+                Some(loc) => ex.error(308, &[("Location", &loc)]),
+                None => ex.error(400, &[]),
+            }
             ex.finish();
             None
         }

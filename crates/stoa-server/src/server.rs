@@ -148,6 +148,9 @@ pub fn run(
         let socks = bind_all(addr, workers)?;
         if let Some(a) = socks.first().and_then(|s| s.local_addr().ok()) {
             bound.push((if is_tls { "https" } else { "http" }, a));
+            if is_tls && addr.port() == 0 {
+                crate::route::set_bound_https_port(a.port());
+            }
         }
         for (w, s) in socks.into_iter().enumerate() {
             per_worker[w].push(worker::Listener {

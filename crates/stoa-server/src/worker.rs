@@ -162,7 +162,7 @@ async fn accept_loop(
         tokio::task::spawn_local(async move {
             let stream = match tls {
                 None => Stream::Plain(stream),
-                Some(addr) => match cold(conn::tls(stream, addr, peer, &rt)).await {
+                Some(addr) => match cold(conn::tls(stream, addr, peer, &rt, &w)).await {
                     Some((s, false)) => s,
                     Some((s, true)) => {
                         let conn = Rewind::new(Vec::new(), s);

@@ -139,7 +139,13 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Check { file } => match stoa_server::config::load(&file, &Overrides::default()) {
+        Command::Check { file } => match stoa_server::config::load(
+            &file,
+            &Overrides {
+                dry_run: true,
+                ..Overrides::default()
+            },
+        ) {
             Ok(rt) => {
                 for w in &rt.warnings {
                     eprintln!("warning: {w}");
@@ -191,6 +197,7 @@ fn main() -> ExitCode {
                     access_log,
                     tls_cert,
                     tls_key,
+                    dry_run: false,
                 },
             };
             match stoa_server::run(source, |addrs| {

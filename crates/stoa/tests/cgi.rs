@@ -795,6 +795,89 @@ fn rfc3875_5_an_nph_script_output_is_passed_untouched() {
     );
 }
 
+/// `curl --http2-prior-knowledge -i`: (exit ok, head and body as text).
+fn curl_h2c(addr: std::net::SocketAddr, path: &str, extra: &[&str]) -> (bool, String) {
+    require("curl", "curl");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "10", "--http2-prior-knowledge"])
+        .args(extra)
+        .arg(format!("http://{addr}{path}"))
+        .output()
+        .expect("run curl");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn rfc3875_5_an_nph_script_over_http2_has_its_status_line_and_fields_re_emitted_rfc9113_8_3_2() {
+    let site = Site::default_site();
+    let script = |name: &str, text: &str| {
+        let p = site.cgi_bin.join(name);
+        std::fs::write(&p, text).expect("write script");
+        chmod(&p, 0o755);
+    };
+    // Chunked, with fields HTTP/2 forbids (RFC 9113 §8.2.2) and its own
+    // Date and Server, which give way to Stoa's.
+    script(
+        "nph-chunked.sh",
+        "#!/bin/sh\nprintf 'HTTP/1.1 201 Made\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\
+         Date: Thu, 01 Jan 1970 00:00:00 GMT\r\nServer: nph\r\nX-Nph: chunked\r\n\r\n'\n\
+         printf '5\r\nhello\r\n'\nsleep 0.1\nprintf '7\r\n, world\r\n0\r\n\r\n'\n",
+    );
+    script(
+        "nph-length.sh",
+        "#!/bin/sh\nprintf 'HTTP/1.0 200 OK\r\nContent-Length: 4\r\nContent-Type: text/plain\r\n\r\nfourIGNORED'\n",
+    );
+    script("nph-garbage.sh", "#!/bin/sh\necho 'this is not HTTP'\n");
+
+    // Close-delimited (no length): the body is what follows the head.
+    let (ok, text) = curl_h2c(site.addr, "/cgi-bin/nph-raw.sh", &[]);
+    assert!(ok, "{text}");
+    assert!(text.starts_with("HTTP/2 299"), "{text}");
+    assert!(text.contains("\r\nx-nph: raw\r\n"), "{text}");
+    assert!(text.contains("\r\ncontent-type: text/plain\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nnph body, not chunked\n"), "{text}");
+
+    // curl refuses a response with connection-specific fields: ok means
+    // they were dropped; the chunks arrive as one body.
+    let (ok, text) = curl_h2c(site.addr, "/cgi-bin/nph-chunked.sh", &[]);
+    assert!(ok, "{text}");
+    assert!(text.starts_with("HTTP/2 201"), "{text}");
+    assert!(text.contains("\r\nx-nph: chunked\r\n"), "{text}");
+    assert!(text.contains("\r\nserver: stoa\r\n"), "{text}");
+    assert_eq!(text.matches("server:").count(), 1, "{text}");
+    assert!(!text.contains("1970"), "{text}");
+    assert!(text.ends_with("\r\n\r\nhello, world"), "{text}");
+
+    // A Content-Length: exactly that many bytes.
+    let (ok, text) = curl_h2c(site.addr, "/cgi-bin/nph-length.sh", &[]);
+    assert!(ok, "{text}");
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(text.contains("content-length: 4\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nfour"), "{text}");
+    // HEAD: the head, the length, no body.
+    let (ok, text) = curl_h2c(site.addr, "/cgi-bin/nph-length.sh", &["-I"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("content-length: 4\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "{text}");
+
+    // Output that is not an HTTP response: 502.
+    let (ok, text) = curl_h2c(site.addr, "/cgi-bin/nph-garbage.sh", &[]);
+    assert!(ok, "{text}");
+    assert!(text.starts_with("HTTP/2 502"), "{text}");
+
+    // HTTP/1.1 on the same server still gets the bytes untouched.
+    let mut c = site.connect();
+    c.send(&get("/cgi-bin/nph-chunked.sh"));
+    let (_, raw) = c.wait_closed(Duration::from_secs(5)).expect("closed");
+    assert!(
+        raw.starts_with(b"HTTP/1.1 201 Made\r\nConnection: keep-alive\r\n"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+}
+
 #[test]
 fn rfc3875_6_3_3_a_status_404_from_a_script_reaches_the_client_with_its_body() {
     let site = Site::default_site();

@@ -52,8 +52,9 @@ impl Drop for Demo {
     }
 }
 
-/// `stoa serve --config COPY/demo/stoa.toml` on an ephemeral port, the file
-/// unchanged; the flags only move the listener and quiet the access log.
+/// `stoa serve --config COPY/demo/stoa.toml` on ephemeral ports, the file
+/// unchanged but for its TLS port; the flags only move the cleartext
+/// listener and quiet the access log.
 /// Returns once every pool process runs: a server stopped while it is
 /// still spawning one could leave that process behind.
 fn demo(tag: &str) -> Demo {
@@ -78,6 +79,14 @@ fn demo(tag: &str) -> Demo {
             .expect("chown the demo copy to nobody");
     }
     let cfg = dir.join("demo/stoa.toml");
+    // The TLS port is the file's own (8443), which tests running side by
+    // side cannot share: an ephemeral one instead.
+    let text = std::fs::read_to_string(&cfg).expect("read the demo config");
+    assert!(
+        text.contains("\"127.0.0.1:8443\""),
+        "the demo has no TLS listener"
+    );
+    std::fs::write(&cfg, text.replace("\"127.0.0.1:8443\"", "\"127.0.0.1:0\"")).expect("write");
     let server = Server::spawn([
         OsStr::new("serve"),
         OsStr::new("--config"),
@@ -267,4 +276,43 @@ fn the_status_page_lists_both_demo_pools() {
     let text = s.get("/stoa-status");
     assert_eq!(text.status, 200);
     assert!(text.text().contains("pool demo-auth"), "{}", text.text());
+}
+
+#[test]
+fn the_demo_serves_https_and_http2_with_a_self_signed_certificate_it_writes_on_first_start() {
+    require("curl", "curl");
+    let s = demo("demo-https");
+    let cert = s.dir.join("demo/certs/cert.pem");
+    assert!(cert.is_file(), "no certificate written");
+    assert!(
+        s.stderr().contains("wrote a self-signed certificate"),
+        "{}",
+        s.stderr()
+    );
+    assert!(s.wait_stderr(
+        0,
+        "listening on https://",
+        std::time::Duration::from_secs(5)
+    ));
+    let port = s
+        .stderr()
+        .lines()
+        .find_map(|l| l.split("listening on https://127.0.0.1:").nth(1))
+        .and_then(|p| p.trim().trim_end_matches('/').parse::<u16>().ok())
+        .expect("the TLS port");
+    for (proto, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "10", proto, "--cacert"])
+            .arg(&cert)
+            .args(["-o", "/dev/null", "-w", "%{http_code} %{http_version}"])
+            .arg(format!("https://localhost:{port}/"))
+            .output()
+            .expect("curl");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("200 {version}"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -3,7 +3,9 @@
 //! HTTP/1.1 and HTTP/2 (ALPN), files larger than a record, SNI selection
 //! between two certificates, session resumption, no TLS 1.1, reload of
 //! certificates on SIGHUP (a bad one keeps the old), clear start-up
-//! errors, and what CGI and FastCGI applications see (HTTPS=on).
+//! errors, what CGI and FastCGI applications see (HTTPS=on), the
+//! testssl-style checks that matter (no TLS 1.0/1.1, no weak suites),
+//! `https_redirect` and `hsts`, and the status page's counts by protocol.
 //!
 //! Needs the Debian packages curl (with HTTP/2) and openssl.
 
@@ -41,8 +43,12 @@ struct Got {
 /// `curl` with bounded time, `NAME` resolving to the server's address,
 /// trusting `ca`. The last line of stdout is "status version".
 fn curl(server: &Server, name: &str, ca: &Path, path: &str, extra: &[&str]) -> Got {
+    curl_port(server.addr.port(), name, ca, path, extra)
+}
+
+/// [`curl`] to another port of 127.0.0.1.
+fn curl_port(port: u16, name: &str, ca: &Path, path: &str, extra: &[&str]) -> Got {
     require("curl", "curl");
-    let port = server.addr.port();
     let out: Output = Command::new("curl")
         .args(["-sS", "--max-time", "10", "--resolve"])
         .arg(format!("{name}:{port}:127.0.0.1"))
@@ -356,4 +362,349 @@ fn rfc9110_10_1_1_a_request_body_with_100_continue_reaches_cgi_whole_over_tls_on
         assert_eq!(g.status, 200, "{proto}: {}", g.stderr);
         assert!(g.body == body, "{proto}: {} bytes back", g.body.len());
     }
+}
+
+/// `n` GETs of `path`, one after the other on one h2c connection: their
+/// statuses.
+fn h2c_gets(addr: std::net::SocketAddr, path: &str, n: usize) -> Vec<u16> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+        let driver = tokio::spawn(conn);
+        let mut statuses = Vec::new();
+        for _ in 0..n {
+            let mut c = client.clone().ready().await.expect("ready");
+            let req = http::Request::get(format!("http://{addr}{path}"))
+                .body(())
+                .expect("request");
+            let (resp, _) = c.send_request(req, true).expect("send");
+            let resp = tokio::time::timeout(Duration::from_secs(5), resp)
+                .await
+                .expect("in time")
+                .expect("response");
+            statuses.push(resp.status().as_u16());
+            let mut body = resp.into_body();
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk.expect("body");
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+        }
+        drop(client);
+        let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+        statuses
+    })
+}
+
+/// The port of the server's first TLS listener, from its ready lines.
+fn tls_port(server: &Server) -> u16 {
+    // The lines come one after the other; the harness returns on the first.
+    assert!(server.wait_stderr(0, "listening on https://", Duration::from_secs(5)));
+    server
+        .stderr()
+        .lines()
+        .find_map(|l| l.split("listening on https://").nth(1))
+        .and_then(|a| {
+            a.trim()
+                .trim_end_matches('/')
+                .parse::<std::net::SocketAddr>()
+                .ok()
+        })
+        .map(|a| a.port())
+        .expect("a TLS listener")
+}
+
+/// `openssl s_client` against `port` with `args`: what it printed.
+fn s_client(port: u16, args: &[&str]) -> String {
+    require("openssl", "openssl");
+    let out = Command::new("timeout")
+        .args(["10", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl s_client");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The cipher suite a handshake agreed on, if it succeeded.
+fn negotiated(out: &str) -> Option<&str> {
+    out.lines()
+        .find_map(|l| l.split("Cipher is ").nth(1))
+        .map(str::trim)
+        .filter(|c| *c != "(NONE)")
+}
+
+#[test]
+fn testssl_tls_1_0_and_1_1_and_weak_cipher_suites_are_refused_by_the_server() {
+    let (_dir, server, _cert, _) = tls_dir("tls-testssl");
+    let port = server.addr.port();
+    // `@SECLEVEL=0` lets OpenSSL 3 offer what it would otherwise refuse
+    // itself, so the refusal seen is the server's (a handshake_failure
+    // alert in answer to the ClientHello), not the client's.
+    let weak: &[(&str, &[&str])] = &[
+        ("TLS 1.0", &["-tls1", "-cipher", "DEFAULT:@SECLEVEL=0"]),
+        ("TLS 1.1", &["-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"]),
+        (
+            "NULL, anonymous, export, RC4, DES, MD5, static RSA, PSK, SRP suites",
+            &[
+                "-tls1_2",
+                "-cipher",
+                "NULL:aNULL:eNULL:EXPORT:RC4:3DES:DES:MD5:kRSA:PSK:SRP:CAMELLIA:SEED:IDEA:ARIA:@SECLEVEL=0",
+            ],
+        ),
+        (
+            "CBC suites (Lucky13, no AEAD)",
+            &[
+                "-tls1_2",
+                "-cipher",
+                "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-ECDSA-AES128-SHA256:\
+                 ECDHE-ECDSA-AES256-SHA384:ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA:@SECLEVEL=0",
+            ],
+        ),
+    ];
+    for (what, args) in weak {
+        let out = s_client(port, args);
+        assert_eq!(negotiated(&out), None, "{what} was accepted:\n{out}");
+        assert!(
+            out.contains("alert handshake failure") || out.contains("alert protocol version"),
+            "{what}: not refused by the server:\n{out}"
+        );
+    }
+    // What is left: forward-secret AEAD suites only.
+    let out = s_client(port, &["-tls1_2"]);
+    let suite = negotiated(&out).unwrap_or_else(|| panic!("TLS 1.2 failed:\n{out}"));
+    assert!(
+        suite.starts_with("ECDHE-") && (suite.contains("GCM") || suite.contains("CHACHA20")),
+        "{suite}"
+    );
+    let out = s_client(port, &["-tls1_3"]);
+    assert!(
+        negotiated(&out).is_some_and(|c| c.starts_with("TLS_")),
+        "{out}"
+    );
+}
+
+/// A cleartext port and a TLS port; `localhost` redirects to https and
+/// sends HSTS, `plain.test` only sends HSTS (over TLS).
+fn redirect_site(tag: &str) -> (TempDir, Server, PathBuf) {
+    let dir = TempDir::new(tag);
+    dir.write("www/dir/page.html", "page\n");
+    dir.write("www/.well-known/acme-challenge/tok3n", "acme-response\n");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost", "plain.test"]);
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+             [[site]]\nhosts = [\"localhost\"]\nroot = \"www\"\nhttps_redirect = true\n\
+             hsts = \"max-age=31536000; includeSubDomains\"\n\n\
+             [[site]]\nhosts = [\"plain.test\"]\nroot = \"www\"\nhsts = \"max-age=60\"\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    (dir, server, cert)
+}
+
+#[test]
+fn rfc9110_15_4_9_https_redirect_sends_cleartext_requests_to_the_same_url_over_https_with_308() {
+    let (_dir, server, cert) = redirect_site("tls-redirect");
+    let tls = tls_port(&server);
+    let plain = server.addr.port();
+    for method in ["GET", "POST", "HEAD"] {
+        let mut c = server.connect();
+        c.send(
+            format!(
+                "{method} /dir/page.html?q=1&r=%2F HTTP/1.1\r\nHost: localhost:{plain}\r\n\
+                 Content-Length: 0\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        let r = if method == "HEAD" {
+            c.read_head()
+        } else {
+            c.read()
+        };
+        assert_eq!(r.status, 308, "{method}: {r:?}");
+        assert_eq!(
+            r.header("location"),
+            Some(format!("https://localhost:{tls}/dir/page.html?q=1&r=%2F").as_str()),
+            "{method}"
+        );
+        // HSTS only over TLS (RFC 6797 §7.2).
+        assert_eq!(r.header("strict-transport-security"), None, "{r:?}");
+    }
+    // An ACME HTTP-01 challenge is answered over http (RFC 8555 §8.3).
+    let mut c = server.connect();
+    let r = c.request(b"GET /.well-known/acme-challenge/tok3n HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"acme-response\n"[..])
+    );
+    // h2c is cleartext too.
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--http2-prior-knowledge",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["-w", "%{http_code} %{redirect_url}"])
+        .arg(format!("http://localhost:{plain}/dir/page.html"))
+        .output()
+        .expect("curl");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("308 https://localhost:{tls}/dir/page.html")
+    );
+    // Followed, it lands on the page over https, which carries HSTS on
+    // both protocols.
+    for proto in ["--http1.1", "--http2"] {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "-L", "-i", proto, "--cacert"])
+            .arg(&cert)
+            .arg(format!("http://localhost:{plain}/dir/page.html"))
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(text.contains(" 308"), "{proto}: {text}");
+        assert!(text.ends_with("\r\n\r\npage\n"), "{proto}: {text}");
+        let https_part = &text[text.find(" 308").expect("308")..];
+        assert!(
+            https_part.contains("strict-transport-security: max-age=31536000; includesubdomains"),
+            "{proto}: {text}"
+        );
+    }
+    // A site without https_redirect: served over http, without HSTS; with
+    // it over https.
+    let mut c = server.connect();
+    let r = c.request(b"GET /dir/page.html HTTP/1.1\r\nHost: plain.test\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("strict-transport-security"), None);
+    let g = curl_port(tls, "plain.test", &cert, "/dir/page.html", &["-i"]);
+    let text = String::from_utf8_lossy(&g.body).to_ascii_lowercase();
+    assert!(
+        text.contains("strict-transport-security: max-age=60\r\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_status_page_counts_connections_and_streams_by_protocol_and_tls_handshakes() {
+    let dir = TempDir::new("tls-status");
+    dir.write("www/index.html", "counted\n");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\n\
+             [[site]]\nroot = \"www\"\n\n\
+             [[site.route]]\nprefix = \"/stoa-status\"\nstatus = {{}}\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    let tls = tls_port(&server);
+    // Cleartext HTTP/1.1: two connections.
+    for _ in 0..2 {
+        assert_eq!(server.get("/index.html").status, 200);
+    }
+    // h2c: one connection, two streams (with the h2 crate: curl 7.88
+    // cannot reuse a prior-knowledge connection, curl/curl#10634).
+    assert_eq!(h2c_gets(server.addr, "/index.html", 2), [200, 200]);
+    // HTTPS/1.1: one connection; h2 over TLS: one connection, three streams.
+    let g = curl_port(tls, "localhost", &cert, "/index.html", &["--http1.1"]);
+    assert_eq!(g.status, 200, "{g:?}");
+    let url = format!("https://localhost:{tls}/index.html");
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--http2", "--resolve"])
+        .arg(format!("localhost:{tls}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(&cert)
+        .args([&url, &url, &url])
+        .output()
+        .expect("curl");
+    assert_eq!(out.stdout, b"counted\n".repeat(3), "{out:?}");
+    // A full handshake then a resumed one (no request on either), and a
+    // failed one (cleartext to the TLS port).
+    let sess = dir.join("session.pem").display().to_string();
+    assert!(s_client(tls, &["-tls1_2", "-sess_out", &sess]).contains("New, TLSv1.2"));
+    assert!(s_client(tls, &["-tls1_2", "-sess_in", &sess]).contains("Reused, TLSv1.2"));
+    let mut c = Conn::connect(std::net::SocketAddr::from(([127, 0, 0, 1], tls)));
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(c.wait_closed(Duration::from_secs(5)).is_some());
+
+    // The counts settle once the clients' connections are seen closed.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let v = loop {
+        let r = server.get("/stoa-status?format=json");
+        assert_eq!(r.status, 200, "{r:?}");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
+        let p = &v["protocols"];
+        let settled = p["h2"]["connections_open"] == 0
+            && p["h2c"]["connections_open"] == 0
+            && p["http/1.1+tls"]["connections_open"] == 0
+            && v["tls_handshakes"]["failed"] == 1;
+        if settled || std::time::Instant::now() > until {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let p = &v["protocols"];
+    // Two GETs and the status requests so far (each on its own connection).
+    assert!(
+        p["http/1.1"]["connections_total"].as_u64() >= Some(3),
+        "{v}"
+    );
+    assert_eq!(p["http/1.1"]["connections_open"], 1, "{v}");
+    assert_eq!(p["http/1.1+tls"]["connections_total"], 1, "{v}");
+    assert_eq!(p["h2"]["connections_total"], 1, "{v}");
+    assert_eq!(p["h2"]["streams_total"], 3, "{v}");
+    assert_eq!(p["h2"]["streams_open"], 0, "{v}");
+    assert_eq!(p["h2c"]["connections_total"], 1, "{v}");
+    assert_eq!(p["h2c"]["streams_total"], 2, "{v}");
+    // curl twice (no session kept between processes) and s_client once.
+    assert_eq!(v["tls_handshakes"]["full"], 3, "{v}");
+    assert_eq!(v["tls_handshakes"]["resumed"], 1, "{v}");
+    assert_eq!(v["tls_handshakes"]["failed"], 1, "{v}");
+
+    let r = server.get("/stoa-status?format=prometheus");
+    let text = r.text();
+    for line in [
+        "stoa_protocol_connections_total{protocol=\"h2\"} 1",
+        "stoa_protocol_connections_total{protocol=\"h2c\"} 1",
+        "stoa_protocol_connections_total{protocol=\"http/1.1+tls\"} 1",
+        "stoa_protocol_connections_open{protocol=\"h2\"} 0",
+        "stoa_h2_streams_total{protocol=\"h2\"} 3",
+        "stoa_h2_streams_total{protocol=\"h2c\"} 2",
+        "stoa_h2_streams_open{protocol=\"h2c\"} 0",
+        "stoa_tls_handshakes_total{result=\"full\"} 3",
+        "stoa_tls_handshakes_total{result=\"resumed\"} 1",
+        "stoa_tls_handshakes_total{result=\"failed\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
+    // The status page itself over h2: a stream is open while it is served.
+    let g = curl_port(
+        tls,
+        "localhost",
+        &cert,
+        "/stoa-status?format=json",
+        &["--http2"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&g.body).expect("json");
+    assert_eq!(v["protocols"]["h2"]["streams_open"], 1, "{v}");
+    let text = server.get("/stoa-status").text();
+    assert!(text.contains("h2: 2 connections"), "{text}");
+    assert!(
+        text.contains("tls handshakes: 4 full, 1 resumed, 1 failed"),
+        "{text}"
+    );
 }

@@ -5,6 +5,7 @@
 //! Every error names the file, the line and the key. Relative paths in a
 //! file are taken relative to the directory holding that file.
 
+pub use crate::conn::h2::Http2Limits;
 use crate::handler::static_files::StaticConfig;
 pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
@@ -152,6 +153,9 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// `[http2]`: limits of HTTP/2 connections.
+    #[serde(default)]
+    pub http2: Http2Config,
     #[serde(default)]
     pub cgi: CgiGlobalConfig,
     #[serde(default)]
@@ -180,6 +184,10 @@ pub struct TlsConfig {
     pub hosts: Vec<String>,
     /// ALPN protocols in order of preference: "h2", "http/1.1".
     pub protocols: Option<Vec<String>>,
+    /// When `cert` or `key` is missing, write a self-signed certificate
+    /// there (for `hosts`, else localhost) at start-up, as `stoa cert`.
+    #[serde(default)]
+    pub self_signed: bool,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -218,6 +226,21 @@ pub struct LimitsConfig {
     pub max_connections: Option<usize>,
 }
 
+/// `[http2]`: every key defaults to [`Http2Limits::default`].
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Http2Config {
+    pub max_concurrent_streams: Option<u32>,
+    pub initial_window_size: Option<Size>,
+    pub initial_connection_window_size: Option<Size>,
+    pub max_frame_size: Option<Size>,
+    pub max_header_list_size: Option<Size>,
+    pub max_send_buffer: Option<Size>,
+    pub max_pending_accept_reset_streams: Option<usize>,
+    pub max_local_error_reset_streams: Option<usize>,
+    pub max_control_frames: Option<u32>,
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
@@ -245,6 +268,12 @@ pub struct SiteConfig {
     /// `.htaccess`); `/.well-known/` is always served.
     #[serde(default)]
     pub allow_dotfiles: bool,
+    /// Cleartext requests get 308 to the same URL over https (ACME
+    /// challenges excepted).
+    #[serde(default)]
+    pub https_redirect: bool,
+    /// `Strict-Transport-Security` on responses sent over TLS.
+    pub hsts: Option<Spanned<String>>,
     #[serde(default)]
     pub route: Vec<RouteConfig>,
     /// Regular-expression rewrites of the path, in order, before routing.
@@ -600,6 +629,10 @@ pub struct Site {
     pub index: Vec<String>,
     pub rewrites: Vec<Rewrite>,
     pub allow_dotfiles: bool,
+    /// Cleartext requests are redirected to https (308).
+    pub https_redirect: bool,
+    /// The `Strict-Transport-Security` value for responses over TLS.
+    pub hsts: Option<Vec<u8>>,
 }
 
 /// Everything the workers need, validated and precompiled. Immutable: a
@@ -616,7 +649,16 @@ pub struct Runtime {
     pub access_log: AccessLog,
     pub limits: Limits,
     pub cache: Cache,
+    /// `[http2]`.
+    pub http2: Http2Limits,
     pub sites: Vec<Site>,
+    /// Some site has `https_redirect` or `hsts`: requests look their
+    /// site up before routing (otherwise they need not).
+    pub transport_rules: bool,
+    /// The port `https_redirect` sends clients to: the first TLS
+    /// listener's, or none (443) when one listens on 443 or none is
+    /// configured (TLS terminated in front of Stoa).
+    pub https_port: Option<u16>,
     /// FastCGI pools as configured; `pools` holds the running ones, in the
     /// same order, once the server has attached them (not in `stoa check`).
     pub pool_specs: Vec<crate::upstream::pool::PoolSpec>,
@@ -660,6 +702,9 @@ pub struct Overrides {
     /// (replacing the file's `listen` and `[[tls]]`).
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Only checking (`stoa check`): nothing is written (a `self_signed`
+    /// certificate is made in a temporary directory and removed).
+    pub dry_run: bool,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -828,6 +873,7 @@ fn build(
             "must be at least 1".into(),
         ));
     }
+    let http2 = build_http2(&fc.http2, &err)?;
     let dc = Cache::default();
     let cache = Cache {
         max_file_bytes: fc.cache.max_file_bytes.map_or(dc.max_file_bytes, |v| v.0),
@@ -989,6 +1035,8 @@ fn build(
                 autoindex: false,
                 follow_symlinks: false,
                 allow_dotfiles: false,
+                https_redirect: false,
+                hsts: None,
                 route: Vec::new(),
                 rewrite: Vec::new(),
             }),
@@ -1462,8 +1510,22 @@ fn build(
             index,
             rewrites,
             allow_dotfiles: sc.allow_dotfiles,
+            https_redirect: sc.https_redirect,
+            hsts: match &sc.hsts {
+                Some(v) => Some(
+                    check_hsts(v.get_ref())
+                        .map_err(|m| err(Some(v.span()), &format!("{key}.hsts"), m))?
+                        .into_bytes(),
+                ),
+                None => None,
+            },
         });
     }
+    let transport_rules = sites.iter().any(|s| s.https_redirect || s.hsts.is_some());
+    let https_port = match tls.iter().map(|(a, _)| a.port()).collect::<Vec<_>>() {
+        ports if ports.is_empty() || ports.contains(&443) => None,
+        ports => Some(ports[0]),
+    };
 
     Ok(Runtime {
         listen,
@@ -1473,7 +1535,10 @@ fn build(
         access_log,
         limits,
         cache,
+        http2,
         sites,
+        transport_rules,
+        https_port,
         pool_specs,
         pools: Vec::new(),
         source: file.to_owned(),
@@ -1544,13 +1609,18 @@ fn build_tls(
                 }
                 let cert = resolve(&t.cert);
                 let key = resolve(&t.key);
-                let config =
-                    tls::load(&cert, &key, &protocols).map_err(|m| err(span.clone(), "tls", m))?;
+                let config = if t.self_signed && !(cert.exists() && key.exists()) {
+                    self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run)
+                } else {
+                    tls::load(&cert, &key, &protocols)
+                }
+                .map_err(|m| err(span.clone(), "tls", m))?;
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                 for l in &t.listen {
                     let a = parse_addr(l).map_err(|m| err(span.clone(), "tls.listen", m))?;
-                    if listen.contains(&a) {
+                    // Port 0: each listener gets a port of its own.
+                    if a.port() != 0 && listen.contains(&a) {
                         return Err(err(
                             span.clone(),
                             "tls.listen",
@@ -1572,6 +1642,149 @@ fn build_tls(
         (None, Some(_)) => return Err(err(None, "--tls-key", "needs --tls-cert".into())),
     }
     Ok(out.into_iter().map(|(a, acc)| (a, Arc::new(acc))).collect())
+}
+
+/// A `Strict-Transport-Security` value (RFC 6797 §6.1): directives
+/// separated by `;`, one of them `max-age=SECONDS`; returned trimmed.
+fn check_hsts(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    if !v
+        .bytes()
+        .all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic())
+    {
+        return Err("must be printable ASCII".into());
+    }
+    let mut max_age = false;
+    for d in v.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+        let (name, value) = match d.split_once('=') {
+            Some((n, val)) => (n.trim(), Some(val.trim().trim_matches('"'))),
+            None => (d, None),
+        };
+        if name.eq_ignore_ascii_case("max-age") {
+            if max_age
+                || !value.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return Err(format!("`{d}`: write one max-age=SECONDS"));
+            }
+            max_age = true;
+        } else if !(name.eq_ignore_ascii_case("includeSubDomains")
+            || name.eq_ignore_ascii_case("preload"))
+            || value.is_some()
+        {
+            return Err(format!(
+                "`{d}`: unknown directive (max-age=N, includeSubDomains, preload)"
+            ));
+        }
+    }
+    if !max_age {
+        return Err("needs max-age=SECONDS, e.g. \"max-age=31536000\"".into());
+    }
+    Ok(v.to_owned())
+}
+
+/// `[http2]`, validated: windows and frame sizes within what RFC 9113
+/// allows (§6.5.2, §6.9.1), none so small that a connection cannot work.
+fn build_http2(h: &Http2Config, err: &ErrAt<'_>) -> Result<Http2Limits, ConfigError> {
+    let d = Http2Limits::default();
+    let in_range =
+        |key: &str, v: Option<Size>, lo: u64, hi: u64, def: u64| -> Result<u64, ConfigError> {
+            let n = v.map_or(def, |s| s.0);
+            if !(lo..=hi).contains(&n) {
+                return Err(err(
+                    None,
+                    &format!("http2.{key}"),
+                    format!("{n} is outside {lo}..={hi}"),
+                ));
+            }
+            Ok(n)
+        };
+    const MAX_WINDOW: u64 = (1 << 31) - 1;
+    let limits = Http2Limits {
+        max_concurrent_streams: h.max_concurrent_streams.unwrap_or(d.max_concurrent_streams),
+        initial_window_size: in_range(
+            "initial_window_size",
+            h.initial_window_size,
+            1024,
+            MAX_WINDOW,
+            u64::from(d.initial_window_size),
+        )? as u32,
+        initial_connection_window_size: in_range(
+            "initial_connection_window_size",
+            h.initial_connection_window_size,
+            65_535,
+            MAX_WINDOW,
+            u64::from(d.initial_connection_window_size),
+        )? as u32,
+        max_frame_size: in_range(
+            "max_frame_size",
+            h.max_frame_size,
+            16_384,
+            (1 << 24) - 1,
+            u64::from(d.max_frame_size),
+        )? as u32,
+        max_header_list_size: in_range(
+            "max_header_list_size",
+            h.max_header_list_size,
+            1024,
+            16 << 20,
+            u64::from(d.max_header_list_size),
+        )? as u32,
+        max_send_buffer: in_range(
+            "max_send_buffer",
+            h.max_send_buffer,
+            1024,
+            1 << 30,
+            d.max_send_buffer as u64,
+        )? as usize,
+        max_pending_accept_reset_streams: h
+            .max_pending_accept_reset_streams
+            .unwrap_or(d.max_pending_accept_reset_streams),
+        max_local_error_reset_streams: h
+            .max_local_error_reset_streams
+            .unwrap_or(d.max_local_error_reset_streams),
+        max_control_frames: h.max_control_frames.unwrap_or(d.max_control_frames),
+    };
+    if limits.max_concurrent_streams == 0 {
+        return Err(err(
+            None,
+            "http2.max_concurrent_streams",
+            "must be at least 1".into(),
+        ));
+    }
+    Ok(limits)
+}
+
+/// A `self_signed` block whose files are missing: a certificate for
+/// `hosts` (else localhost) written where `cert` and `key` say, then
+/// loaded; with `dry_run`, written to a temporary directory instead and
+/// removed once loaded.
+fn self_signed(
+    cert: &Path,
+    key: &Path,
+    hosts: &[String],
+    protocols: &[String],
+    dry_run: bool,
+) -> Result<rustls::ServerConfig, String> {
+    let (cert, key, tmp) = if dry_run {
+        let d = std::env::temp_dir().join(format!("stoa-check-{}", std::process::id()));
+        (d.join("cert.pem"), d.join("key.pem"), Some(d))
+    } else {
+        (cert.to_path_buf(), key.to_path_buf(), None)
+    };
+    let made = crate::cert::write_self_signed(&cert, &key, hosts)
+        .and_then(|()| crate::proto::tls::load(&cert, &key, protocols));
+    match tmp {
+        Some(d) => {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        None if made.is_ok() => tracing::info!(
+            "wrote a self-signed certificate to {} and its key to {} (tls.self_signed)",
+            cert.display(),
+            key.display()
+        ),
+        None => {}
+    }
+    made
 }
 
 fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> AccessLog {
@@ -1784,6 +1997,117 @@ autoindex = false
             let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);
             assert_eq!(e.key, key, "{e}");
         }
+    }
+
+    #[test]
+    fn hsts_needs_max_age_and_known_directives_and_names_its_line() {
+        let d = dir();
+        let root = d.display();
+        for (v, ok) in [
+            ("max-age=31536000", true),
+            ("max-age=0; includeSubDomains; preload", true),
+            ("Max-Age=\\\"60\\\" ; includesubdomains", true),
+            ("includeSubDomains", false),
+            ("max-age=soon", false),
+            ("max-age=1; max-age=2", false),
+            ("max-age=1; report-uri=x", false),
+        ] {
+            let text = format!("[[site]]\nroot = \"{root}\"\n\nhsts = \"{v}\"\n");
+            match from_str(&text, "t.toml", &d, &Overrides::default()) {
+                Ok(rt) => {
+                    assert!(ok, "{v} was accepted");
+                    assert!(rt.transport_rules);
+                    assert!(rt.sites[0].hsts.is_some());
+                }
+                Err(e) => {
+                    assert!(!ok, "{v}: {e}");
+                    assert_eq!((e.key.as_str(), e.line), ("site[0].hsts", Some(4)), "{e}");
+                }
+            }
+        }
+        let text = format!("[[site]]\nroot = \"{root}\"\n");
+        let rt = from_str(&text, "t.toml", &d, &Overrides::default()).unwrap();
+        assert!(!rt.transport_rules);
+    }
+
+    #[test]
+    fn the_http2_table_defaults_to_hypers_limits_and_refuses_what_rfc9113_forbids() {
+        let d = dir();
+        let root = d.display();
+        let rt = from_str(
+            &format!("[[site]]\nroot = \"{root}\"\n"),
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(rt.http2, Http2Limits::default());
+        assert_eq!(rt.http2.initial_window_size, 1 << 20);
+        assert_eq!(rt.http2.max_header_list_size, 16 << 10);
+        let rt = from_str(
+            &format!(
+                "[http2]\nmax_concurrent_streams = 50\ninitial_window_size = \"64 KiB\"\n\
+                 max_frame_size = \"1 MiB\"\nmax_control_frames = 0\n[[site]]\nroot = \"{root}\"\n"
+            ),
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(rt.http2.max_concurrent_streams, 50);
+        assert_eq!(rt.http2.initial_window_size, 64 << 10);
+        assert_eq!(rt.http2.max_frame_size, 1 << 20);
+        assert_eq!(rt.http2.max_control_frames, 0);
+        for (body, key) in [
+            ("max_frame_size = 1000", "http2.max_frame_size"),
+            ("max_frame_size = \"16 MiB\"", "http2.max_frame_size"),
+            (
+                "initial_window_size = \"2 GiB\"",
+                "http2.initial_window_size",
+            ),
+            (
+                "initial_connection_window_size = 1000",
+                "http2.initial_connection_window_size",
+            ),
+            ("max_concurrent_streams = 0", "http2.max_concurrent_streams"),
+        ] {
+            let text = format!("[http2]\n{body}\n[[site]]\nroot = \"{root}\"\n");
+            let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);
+            assert_eq!(e.key, key, "{e}");
+        }
+        let e = from_str(
+            "[http2]\nmax_streams = 1\n",
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("max_streams"), "{e}");
+    }
+
+    #[test]
+    fn https_redirect_goes_to_the_first_tls_port_unless_one_is_443() {
+        let d = dir();
+        let (cert, key) = crate::cert::self_signed(&d.join("certs"), &[]).unwrap();
+        let tls = |ports: &[u16]| {
+            let mut t = String::new();
+            for p in ports {
+                t.push_str(&format!(
+                    "[[tls]]\nlisten = [\"127.0.0.1:{p}\"]\ncert = {:?}\nkey = {:?}\n",
+                    cert.display().to_string(),
+                    key.display().to_string()
+                ));
+            }
+            let text = format!(
+                "{t}[[site]]\nroot = {:?}\nhttps_redirect = true\n",
+                d.display().to_string()
+            );
+            from_str(&text, "t.toml", &d, &Overrides::default()).unwrap()
+        };
+        assert_eq!(tls(&[]).https_port, None);
+        assert_eq!(tls(&[8443]).https_port, Some(8443));
+        assert_eq!(tls(&[8443, 443]).https_port, None);
+        assert!(tls(&[]).transport_rules);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::config::Runtime;
 use crate::exchange::Exchange;
-use crate::local::Worker;
+use crate::local::{Proto, Worker};
 use crate::proto::h1::{consume_body, linger, Io};
 use crate::proto::output::Output;
 use crate::proto::stream::{Rewind, Stream};
@@ -53,9 +53,14 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         match head.parse(&io.rbuf[io.start..], &limits) {
             Ok(Some(n)) => {
                 io.start += n;
-                first = false;
+                if first {
+                    first = false;
+                    if let Some(s) = worker.stats() {
+                        s.opened(proto(&io));
+                    }
+                }
                 let closing = *shutdown.borrow();
-                let (p, rewritten) = route::pick(&head, &rt);
+                let (p, rewritten, hsts) = route::pick_request(&head, &rt, io.stream.is_tls());
                 let head = rewritten.as_ref().unwrap_or(&head);
                 body_left = head.has_body();
                 let mut keep = if p.runs_async() {
@@ -63,13 +68,15 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     // and its state would otherwise sit in every
                     // connection's future.
                     Box::pin(async {
-                        let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing);
+                        let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing)
+                            .with_hsts(hsts);
                         route::run(p, &mut ex, &rt, 0).await;
                         ex.keeps()
                     })
                     .await
                 } else {
-                    let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing);
+                    let mut ex =
+                        Exchange::h1(&mut io, head, &worker, &rt.limits, closing).with_hsts(hsts);
                     let sync = route::dispatch(p, &mut ex, &rt, 0, &[]).is_none();
                     debug_assert!(sync, "runs_async and dispatch disagree");
                     ex.keeps()
@@ -188,6 +195,11 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
             }
         }
     }
+    if !first {
+        if let Some(s) = worker.stats() {
+            s.closed(proto(&io));
+        }
+    }
     if h2c {
         let pre = std::mem::take(&mut io.rbuf);
         // Boxed: its state would otherwise sit in every HTTP/1
@@ -203,6 +215,15 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         io.stream.shutdown_write();
     }
     // Dropping the stream closes it.
+}
+
+/// What the status page counts this connection as.
+fn proto(io: &Io) -> Proto {
+    if io.stream.is_tls() {
+        Proto::Http1Tls
+    } else {
+        Proto::Http1
+    }
 }
 
 /// The start of HTTP/2's connection preface (RFC 9113 §3.4).

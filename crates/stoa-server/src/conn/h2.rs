@@ -8,7 +8,9 @@
 
 use crate::config::Runtime;
 use crate::exchange::Exchange;
+use crate::local::Proto;
 use crate::local::Worker;
+use crate::proto::flood::Guard;
 use crate::proto::h2::H2Stream;
 use crate::proto::stream::Rewind;
 use crate::route;
@@ -19,33 +21,89 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 use stoa_h1::{Framing, Method, RequestHead, Version};
 use tokio::time::Instant;
 
-/// Flow-control windows, per stream and per connection (hyper's server
-/// defaults): large enough that one stream fills a fast link.
-pub const WINDOW: u32 = 1 << 20;
-/// Most streams open at once per connection (hyper's server default).
-pub const MAX_STREAMS: u32 = 200;
-/// Largest header list a request may carry, decoded (hyper's default;
-/// also what bounds an HPACK bomb or a CONTINUATION flood).
-pub const MAX_HEADER_LIST: u32 = 16 << 10;
-/// Response bytes h2 buffers per stream before it stops granting window
-/// to the handler (hyper's default).
-pub const MAX_SEND_BUFFER: usize = 400 << 10;
-/// Streams a client may reset before they are even accepted, at once
-/// (CVE-2023-44487; h2's default, as hyper keeps it).
-pub const MAX_PENDING_RESETS: usize = 20;
-/// Streams this server may reset because of client errors before it
-/// closes the connection (hyper's default).
-pub const MAX_ERROR_RESETS: usize = 1024;
+/// `[http2]`: the limits of every HTTP/2 connection. The defaults are
+/// hyper's server's (h2's where hyper keeps them), plus the control
+/// frame budget of [`crate::proto::flood`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Most streams open at once per connection.
+    pub max_concurrent_streams: u32,
+    /// Flow-control window per stream: large enough that one stream
+    /// fills a fast link.
+    pub initial_window_size: u32,
+    /// Flow-control window of the whole connection.
+    pub initial_connection_window_size: u32,
+    /// Largest frame payload the server accepts.
+    pub max_frame_size: u32,
+    /// Largest header list a request may carry, decoded (also what bounds
+    /// an HPACK bomb or a CONTINUATION flood).
+    pub max_header_list_size: u32,
+    /// Response bytes h2 buffers per stream before it stops granting
+    /// window to the handler.
+    pub max_send_buffer: usize,
+    /// Streams a client may reset before they are even accepted, at once
+    /// (CVE-2023-44487).
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams this server may reset because of client errors before it
+    /// closes the connection.
+    pub max_local_error_reset_streams: usize,
+    /// PING and SETTINGS frames at once, refilled at a tenth of this per
+    /// second (CVE-2019-9512, CVE-2019-9515).
+    pub max_control_frames: u32,
+}
 
-/// Keeps the connection's count of live stream tasks.
-struct Live(Rc<Cell<usize>>);
+impl Default for Http2Limits {
+    fn default() -> Self {
+        Http2Limits {
+            max_concurrent_streams: 200,
+            initial_window_size: 1 << 20,
+            initial_connection_window_size: 1 << 20,
+            max_frame_size: 16 << 10,
+            max_header_list_size: 16 << 10,
+            max_send_buffer: 400 << 10,
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 1024,
+            max_control_frames: 1000,
+        }
+    }
+}
+
+/// How long a connection that was told to go away (GOAWAY) may take to
+/// end before it is dropped: a client that stops reading cannot even be
+/// sent its GOAWAY.
+const GOAWAY_GRACE: Duration = Duration::from_secs(2);
+
+/// Keeps the connection's count of live stream tasks, and the worker's.
+struct Live {
+    count: Rc<Cell<usize>>,
+    worker: Rc<Worker>,
+    tls: bool,
+}
 
 impl Drop for Live {
     fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
+        self.count.set(self.count.get() - 1);
+        if let Some(s) = self.worker.stats() {
+            s.stream_closed(self.tls);
+        }
+    }
+}
+
+/// Counts the connection as open for its protocol until it ends.
+struct Open {
+    worker: Rc<Worker>,
+    proto: Proto,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(s) = self.worker.stats() {
+            s.closed(self.proto);
+        }
     }
 }
 
@@ -54,14 +112,17 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
     let local = io.inner.local_addr().ok();
     let tls = io.inner.tls_info();
     let _ = io.inner.set_nodelay(true);
+    let l = &rt.http2;
+    let (io, alarm) = Guard::new(io, l.max_control_frames);
     let mut b = h2::server::Builder::new();
-    b.initial_window_size(WINDOW)
-        .initial_connection_window_size(WINDOW)
-        .max_header_list_size(MAX_HEADER_LIST)
-        .max_concurrent_streams(MAX_STREAMS)
-        .max_send_buffer_size(MAX_SEND_BUFFER)
-        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
-        .max_local_error_reset_streams(Some(MAX_ERROR_RESETS));
+    b.initial_window_size(l.initial_window_size)
+        .initial_connection_window_size(l.initial_connection_window_size)
+        .max_frame_size(l.max_frame_size)
+        .max_header_list_size(l.max_header_list_size)
+        .max_concurrent_streams(l.max_concurrent_streams)
+        .max_send_buffer_size(l.max_send_buffer)
+        .max_pending_accept_reset_streams(l.max_pending_accept_reset_streams)
+        .max_local_error_reset_streams(Some(l.max_local_error_reset_streams));
     let deadline = Instant::now() + rt.limits.header_timeout;
     let mut conn = match tokio::time::timeout_at(deadline, b.handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
@@ -71,28 +132,48 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         }
         Err(_) => return,
     };
+    let is_tls = tls.is_some();
+    let proto = if is_tls { Proto::H2 } else { Proto::H2c };
+    if let Some(s) = worker.stats() {
+        s.opened(proto);
+    }
+    let _open = Open {
+        worker: worker.clone(),
+        proto,
+    };
     let live = Rc::new(Cell::new(0usize));
     let mut shutdown = worker.shutdown.clone();
     let mut closing = false;
+    // Told to go away and not gone by then: dropped.
+    let mut gone_by: Option<Instant> = None;
     if *shutdown.borrow() {
         conn.graceful_shutdown();
         closing = true;
     }
+    let max_live = 2 * l.max_concurrent_streams as usize;
     let mut idle_until = Instant::now() + rt.limits.keepalive_timeout;
     loop {
         tokio::select! {
             r = conn.accept() => match r {
                 Some(Ok((req, respond))) => {
-                    if live.get() >= 2 * MAX_STREAMS as usize {
+                    if live.get() >= max_live {
                         // Streams come faster than their tasks end: a
                         // client opening and cancelling streams without
                         // end (CVE-2023-44487) gets GOAWAY.
                         tracing::warn!("h2 {peer}: too many streams in progress, closing");
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        gone_by.get_or_insert(Instant::now() + GOAWAY_GRACE);
                         continue;
                     }
                     live.set(live.get() + 1);
-                    let guard = Live(live.clone());
+                    if let Some(s) = worker.stats() {
+                        s.stream_opened(is_tls);
+                    }
+                    let guard = Live {
+                        count: live.clone(),
+                        worker: worker.clone(),
+                        tls: is_tls,
+                    };
                     let worker = worker.clone();
                     let rt = rt.clone();
                     tokio::task::spawn_local(async move {
@@ -106,15 +187,32 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
                 }
                 None => break,
             },
+            () = alarm.notify.notified() => {
+                let what = alarm.flood().map_or("frames", |f| f.describe());
+                tracing::warn!("h2 {peer}: flood of {what}: GOAWAY ENHANCE_YOUR_CALM");
+                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                closing = true;
+                gone_by.get_or_insert(Instant::now() + GOAWAY_GRACE);
+            }
             r = shutdown.changed(), if !closing => {
                 if r.is_err() || *shutdown.borrow() {
                     // GOAWAY: streams in progress finish, no new ones.
                     conn.graceful_shutdown();
                     closing = true;
+                    idle_until = Instant::now() + rt.limits.keepalive_timeout;
                 }
             }
+            () = tokio::time::sleep_until(gone_by.unwrap_or(idle_until)), if gone_by.is_some() => {
+                tracing::debug!("h2 {peer}: did not end after GOAWAY, dropped");
+                break;
+            }
             _ = tokio::time::sleep_until(idle_until) => {
-                if live.get() == 0 && !closing {
+                if live.get() == 0 {
+                    if closing {
+                        // GOAWAY went (or could not go) a whole idle
+                        // period ago: a client that does not read.
+                        break;
+                    }
                     conn.graceful_shutdown();
                     closing = true;
                 }
@@ -145,10 +243,10 @@ async fn stream(
         return;
     }
     let head = request_head(&parts, side.body_done());
-    let (p, rewritten) = route::pick(&head, rt);
+    let (p, rewritten, hsts) = route::pick_request(&head, rt, tls.is_some());
     let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
-        let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits);
+        let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits).with_hsts(hsts);
         route::run(p, &mut ex, rt, 0).await;
         ex.truncated()
     };

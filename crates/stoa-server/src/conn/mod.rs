@@ -6,6 +6,7 @@ pub mod h1;
 pub mod h2;
 
 use crate::config::Runtime;
+use crate::local::{Handshake, Worker};
 use crate::proto::stream::Stream;
 use std::net::SocketAddr;
 
@@ -18,13 +19,25 @@ pub async fn tls(
     addr: SocketAddr,
     peer: SocketAddr,
     rt: &Runtime,
+    worker: &Worker,
 ) -> Option<(Stream, bool)> {
     let Some((_, acceptor)) = rt.tls.iter().find(|(a, _)| *a == addr) else {
         tracing::warn!("{addr}: no TLS certificates in the running configuration");
         return None;
     };
     let deadline = tokio::time::Instant::now() + rt.limits.header_timeout;
-    match acceptor.accept(tcp, deadline).await {
+    let r = acceptor.accept(tcp, deadline).await;
+    let kind = match &r {
+        Ok((s, _)) if s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) => {
+            Handshake::Resumed
+        }
+        Ok(_) => Handshake::Full,
+        Err(_) => Handshake::Failed,
+    };
+    if let Some(s) = worker.stats() {
+        s.handshake(kind);
+    }
+    match r {
         Ok((stream, h2)) => Some((Stream::Tls(Box::new(stream)), h2)),
         Err(e) => {
             tracing::debug!("TLS handshake with {peer}: {e}");

@@ -12,6 +12,7 @@
 //! `Connection` and close-delimited bodies are decided here for HTTP/1
 //! only: handlers never branch on the framing of either direction.
 
+mod nph;
 mod sub;
 
 pub use crate::proto::{BodyFail, Limits};
@@ -52,6 +53,10 @@ pub struct Exchange<'a> {
     chunked: bool,
     /// Body bytes still allowed, once a head announced a length.
     remaining: Option<u64>,
+    /// `Strict-Transport-Security`, sent with every head (over TLS).
+    hsts: Option<&'a [u8]>,
+    /// An NPH script's response being re-emitted (HTTP/2).
+    nph: Option<Box<nph::Relay>>,
 }
 
 impl<'a> Exchange<'a> {
@@ -74,7 +79,17 @@ impl<'a> Exchange<'a> {
             sent: 0,
             chunked: false,
             remaining: None,
+            hsts: None,
+            nph: None,
         }
+    }
+
+    /// Every response head of this exchange carries
+    /// `Strict-Transport-Security: value` (routing decides, over TLS only).
+    #[inline]
+    pub fn with_hsts(mut self, value: Option<&'a [u8]>) -> Exchange<'a> {
+        self.hsts = value;
+        self
     }
 
     /// An exchange on an HTTP/1 connection. `closing`: the server is
@@ -119,7 +134,9 @@ impl<'a> Exchange<'a> {
             Side::Sub(s) => Side::Sub(s),
             Side::H2(s) => Side::H2(s),
         };
-        Exchange::on(side, req, self.worker, self.limits, self.keep)
+        let mut ex = Exchange::on(side, req, self.worker, self.limits, self.keep);
+        ex.hsts = self.hsts;
+        ex
     }
 
     /// Takes back whether the connection stays from a redirected
@@ -283,6 +300,9 @@ impl<'a> Exchange<'a> {
                 s.start(status);
                 self.worker.push_date(&mut s.head);
             }
+        }
+        if let Some(v) = self.hsts {
+            self.header("Strict-Transport-Security", v);
         }
     }
 
@@ -460,23 +480,20 @@ impl<'a> Exchange<'a> {
         }
     }
 
-    /// Output that is already a whole HTTP/1 response (an NPH script): on
-    /// HTTP/1 it goes to the client untouched and the connection closes
-    /// after it; elsewhere it is taken as the body.
+    /// Output that is already a whole HTTP/1 response (an NPH script),
+    /// in as many pieces as it comes: on HTTP/1 it goes to the client
+    /// untouched and the connection closes after it; on HTTP/2 its head
+    /// is parsed and sent as the stream's response and its body
+    /// de-framed ([`nph`]); in a subrequest it is taken as the body.
     pub fn raw(&mut self, data: &[u8], status: u16) {
-        self.status = status;
-        self.keep = false;
-        self.sent += data.len() as u64;
         match &mut self.side {
             Side::H1(io) => io.out.buf().extend_from_slice(data),
             Side::Sub(s) => s.push_body(data),
-            // HTTP/2 has no way to pass an HTTP/1 response through: what
-            // the script wrote becomes the body of a 502.
-            Side::H2(s) => {
-                s.start(502);
-                s.push(data);
-            }
+            Side::H2(_) => return self.relay_nph(data),
         }
+        self.status = status;
+        self.keep = false;
+        self.sent += data.len() as u64;
     }
 
     /// A complete response with a small HTML body saying what happened.
@@ -600,6 +617,9 @@ impl<'a> Exchange<'a> {
     /// shorter than its announced length closes the connection: that is
     /// how the client learns of the truncation.
     pub fn finish(&mut self) {
+        if self.nph.is_some() {
+            self.relay_end();
+        }
         if self.chunked {
             self.chunked = false;
             if let Side::H1(io) = &mut self.side {

@@ -4,7 +4,7 @@
 //! (loopback by default) may read it.
 
 use crate::exchange::Exchange;
-use crate::local::Shared;
+use crate::local::{Proto, Shared};
 use crate::upstream::{Pool, PoolKind, ProcState};
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -128,6 +128,12 @@ struct Snapshot {
     workers: usize,
     connections: usize,
     responses: [u64; 5],
+    /// By protocol, in [`Proto::ALL`] order: connections counted, open.
+    by_proto: [(u64, u64); 4],
+    /// HTTP/2 streams over TLS and cleartext: accepted, open.
+    streams: [(u64, u64); 2],
+    /// TLS handshakes: full, resumed, failed.
+    handshakes: [u64; 3],
     pools: Vec<PoolSnap>,
 }
 
@@ -174,6 +180,17 @@ impl Snapshot {
             workers: shared.stats.len(),
             connections: shared.connections.load(Ordering::Relaxed),
             responses: shared.responses(),
+            by_proto: {
+                let total = shared.sum(|w| &w.connections);
+                let open = shared.sum(|w| &w.connections_open);
+                std::array::from_fn(|i| (total[i], open[i]))
+            },
+            streams: {
+                let total = shared.sum(|w| &w.streams);
+                let open = shared.sum(|w| &w.streams_open);
+                std::array::from_fn(|i| (total[i], open[i]))
+            },
+            handshakes: shared.sum(|w| &w.handshakes),
             pools: pools.iter().map(|p| pool_snap(p)).collect(),
         }
     }
@@ -194,6 +211,19 @@ impl Snapshot {
             r[2],
             r[3],
             r[4]
+        );
+        for (p, (total, open)) in Proto::ALL.iter().zip(self.by_proto) {
+            let _ = write!(s, "{}: {total} connections, {open} open", p.name());
+            if let Some((st, so)) = self.h2_streams(*p) {
+                let _ = write!(s, "; {st} streams, {so} open");
+            }
+            s.push('\n');
+        }
+        let h = &self.handshakes;
+        let _ = writeln!(
+            s,
+            "tls handshakes: {} full, {} resumed, {} failed",
+            h[0], h[1], h[2]
         );
         for p in &self.pools {
             let _ = writeln!(
@@ -223,8 +253,30 @@ impl Snapshot {
         s
     }
 
+    /// The stream counts of an HTTP/2 protocol.
+    fn h2_streams(&self, p: Proto) -> Option<(u64, u64)> {
+        match p {
+            Proto::H2 => Some(self.streams[0]),
+            Proto::H2c => Some(self.streams[1]),
+            _ => None,
+        }
+    }
+
     fn json(&self) -> String {
         let r = &self.responses;
+        let mut protocols = serde_json::Map::new();
+        for (p, (total, open)) in Proto::ALL.iter().zip(self.by_proto) {
+            let mut o = serde_json::json!({
+                "connections_total": total,
+                "connections_open": open,
+            });
+            if let Some((st, so)) = self.h2_streams(*p) {
+                o["streams_total"] = st.into();
+                o["streams_open"] = so.into();
+            }
+            protocols.insert(p.name().to_owned(), o);
+        }
+        let h = &self.handshakes;
         let v = serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_seconds": self.uptime,
@@ -234,6 +286,8 @@ impl Snapshot {
                 "total": r.iter().sum::<u64>(),
                 "1xx": r[0], "2xx": r[1], "3xx": r[2], "4xx": r[3], "5xx": r[4],
             },
+            "protocols": protocols,
+            "tls_handshakes": { "full": h[0], "resumed": h[1], "failed": h[2] },
             "pools": self.pools.iter().map(|p| serde_json::json!({
                 "name": p.name,
                 "kind": if p.spawned { "spawned" } else { "address" },
@@ -287,6 +341,63 @@ impl Snapshot {
         );
         for (i, n) in self.responses.iter().enumerate() {
             let _ = writeln!(s, "stoa_responses_total{{class=\"{}xx\"}} {n}", i + 1);
+        }
+        metric(
+            &mut s,
+            "protocol_connections_total",
+            "counter",
+            "Connections by protocol (http/1.1, http/1.1+tls, h2, h2c), counted once it is known.",
+        );
+        for (p, (total, _)) in Proto::ALL.iter().zip(self.by_proto) {
+            let _ = writeln!(
+                s,
+                "stoa_protocol_connections_total{{protocol=\"{}\"}} {total}",
+                p.name()
+            );
+        }
+        metric(
+            &mut s,
+            "protocol_connections_open",
+            "gauge",
+            "Connections open, by protocol.",
+        );
+        for (p, (_, open)) in Proto::ALL.iter().zip(self.by_proto) {
+            let _ = writeln!(
+                s,
+                "stoa_protocol_connections_open{{protocol=\"{}\"}} {open}",
+                p.name()
+            );
+        }
+        for (name, kind, help, open) in [
+            (
+                "h2_streams_total",
+                "counter",
+                "HTTP/2 streams accepted, over TLS (h2) and cleartext (h2c).",
+                false,
+            ),
+            (
+                "h2_streams_open",
+                "gauge",
+                "HTTP/2 streams being served.",
+                true,
+            ),
+        ] {
+            metric(&mut s, name, kind, help);
+            for p in [Proto::H2, Proto::H2c] {
+                if let Some((total, o)) = self.h2_streams(p) {
+                    let n = if open { o } else { total };
+                    let _ = writeln!(s, "stoa_{name}{{protocol=\"{}\"}} {n}", p.name());
+                }
+            }
+        }
+        metric(
+            &mut s,
+            "tls_handshakes_total",
+            "counter",
+            "TLS handshakes: full, resumed, failed.",
+        );
+        for (kind, n) in ["full", "resumed", "failed"].iter().zip(self.handshakes) {
+            let _ = writeln!(s, "stoa_tls_handshakes_total{{result=\"{kind}\"}} {n}");
         }
         metric(
             &mut s,
