@@ -86,25 +86,38 @@ pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<Reques
 /// with `https_redirect` is redirected (ACME HTTP-01 challenges under
 /// `/.well-known/acme-challenge/` excepted: they must be answered over
 /// http, RFC 8555 §8.3); a request over TLS to a site with `hsts` gets
-/// that value to send as `Strict-Transport-Security` (only over TLS:
-/// RFC 6797 §7.2).
+/// that value (in `hsts`) to send as `Strict-Transport-Security` (only
+/// over TLS: RFC 6797 §7.2).
+#[inline]
 pub fn pick_request<'r>(
     head: &RequestHead,
     rt: &'r Runtime,
     tls: bool,
-) -> (Pick<'r>, Option<RequestHead>, Option<&'r [u8]>) {
-    let mut hsts = None;
+    hsts: &mut Option<&'r [u8]>,
+) -> (Pick<'r>, Option<RequestHead>) {
     if rt.transport_rules {
-        if let Some(site) = rt.site_for(crate::http::host_name(head.host())) {
-            if tls {
-                hsts = site.hsts.as_deref();
-            } else if site.https_redirect && !is_acme_challenge(head.path()) {
-                return (Pick::HttpsRedirect, None, None);
-            }
+        return pick_with_rules(head, rt, tls, hsts);
+    }
+    // The common case costs one test: the same call as before the rules.
+    pick(head, rt)
+}
+
+/// [`pick_request`] when some site has transport rules.
+#[inline(never)]
+fn pick_with_rules<'r>(
+    head: &RequestHead,
+    rt: &'r Runtime,
+    tls: bool,
+    hsts: &mut Option<&'r [u8]>,
+) -> (Pick<'r>, Option<RequestHead>) {
+    if let Some(site) = rt.site_for(crate::http::host_name(head.host())) {
+        if tls {
+            *hsts = site.hsts.as_deref();
+        } else if site.https_redirect && !is_acme_challenge(head.path()) {
+            return (Pick::HttpsRedirect, None);
         }
     }
-    let (p, rewritten) = pick(head, rt);
-    (p, rewritten, hsts)
+    pick(head, rt)
 }
 
 /// Whether a path is an ACME HTTP-01 challenge (RFC 8555 §8.3), decoded

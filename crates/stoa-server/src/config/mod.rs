@@ -683,6 +683,7 @@ fn same_matcher(a: &Matcher, b: &Matcher) -> bool {
 impl Runtime {
     /// The site for a Host header value (port removed, case folded by the
     /// caller), or the first site.
+    #[inline]
     pub fn site_for(&self, host: &str) -> Option<&Site> {
         self.sites
             .iter()

@@ -60,7 +60,8 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     }
                 }
                 let closing = *shutdown.borrow();
-                let (p, rewritten, hsts) = route::pick_request(&head, &rt, io.stream.is_tls());
+                let mut hsts = None;
+                let (p, rewritten) = route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts);
                 let head = rewritten.as_ref().unwrap_or(&head);
                 body_left = head.has_body();
                 let mut keep = if p.runs_async() {

@@ -243,7 +243,8 @@ async fn stream(
         return;
     }
     let head = request_head(&parts, side.body_done());
-    let (p, rewritten, hsts) = route::pick_request(&head, rt, tls.is_some());
+    let mut hsts = None;
+    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts);
     let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
         let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits).with_hsts(hsts);

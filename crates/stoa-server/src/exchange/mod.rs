@@ -55,8 +55,6 @@ pub struct Exchange<'a> {
     remaining: Option<u64>,
     /// `Strict-Transport-Security`, sent with every head (over TLS).
     hsts: Option<&'a [u8]>,
-    /// An NPH script's response being re-emitted (HTTP/2).
-    nph: Option<Box<nph::Relay>>,
 }
 
 impl<'a> Exchange<'a> {
@@ -80,7 +78,6 @@ impl<'a> Exchange<'a> {
             chunked: false,
             remaining: None,
             hsts: None,
-            nph: None,
         }
     }
 
@@ -617,8 +614,10 @@ impl<'a> Exchange<'a> {
     /// shorter than its announced length closes the connection: that is
     /// how the client learns of the truncation.
     pub fn finish(&mut self) {
-        if self.nph.is_some() {
-            self.relay_end();
+        if let Side::H2(s) = &self.side {
+            if s.nph.is_some() {
+                self.relay_end();
+            }
         }
         if self.chunked {
             self.chunked = false;

@@ -6,7 +6,8 @@
 //! framing (Content-Length, chunked, or up to the end of the output).
 //! Handlers keep calling [`Exchange::raw`] and never learn the difference.
 
-use super::Exchange;
+use super::{Exchange, Side};
+use crate::proto::h2::NphRelay as Relay;
 use stoa_h1::body::BodyDecoder;
 use stoa_h1::proxy::{write_response_headers, ResponseOptions};
 use stoa_h1::response::ResponseHead;
@@ -15,25 +16,16 @@ use stoa_h1::{parse_u64, Framing};
 /// Largest head an NPH script may write (as for other CGI heads).
 const MAX_HEAD: usize = 64 * 1024;
 
-/// The relay's state across the pieces of output.
-#[derive(Default)]
-pub(super) struct Relay {
-    /// Output before the head was complete.
-    head: Vec<u8>,
-    /// Once the head went out: the body's framing.
-    body: Option<BodyDecoder>,
-    /// The output was not a response: a 502 went out instead, the rest
-    /// is dropped.
-    failed: bool,
-}
-
 impl Exchange<'_> {
     /// The next piece of an NPH script's output, re-emitted through this
     /// exchange.
     pub(super) fn relay_nph(&mut self, data: &[u8]) {
-        let mut relay = self.nph.take().unwrap_or_default();
+        let Side::H2(s) = &mut self.side else { return };
+        let mut relay = s.nph.take().unwrap_or_default();
         self.relay_piece(&mut relay, data);
-        self.nph = Some(relay);
+        if let Side::H2(s) = &mut self.side {
+            s.nph = Some(relay);
+        }
     }
 
     fn relay_piece(&mut self, relay: &mut Relay, data: &[u8]) {
@@ -124,12 +116,12 @@ impl Exchange<'_> {
 
     /// At the end of the output: a head that never completed is a 502.
     pub(super) fn relay_end(&mut self) {
-        if let Some(relay) = self.nph.as_mut() {
-            if relay.body.is_none() && !relay.failed {
-                tracing::error!("nph script: output ended before a complete head");
-                relay.failed = true;
-                self.error(502, &[]);
-            }
+        let Side::H2(s) = &mut self.side else { return };
+        let Some(relay) = s.nph.as_mut() else { return };
+        if relay.body.is_none() && !relay.failed {
+            tracing::error!("nph script: output ended before a complete head");
+            relay.failed = true;
+            self.error(502, &[]);
         }
     }
 }

@@ -65,6 +65,22 @@ pub struct H2Stream {
     body_started: Option<Instant>,
     /// END_STREAM went out, or the stream failed.
     ended: bool,
+    /// An NPH script's output being re-emitted (`exchange::nph`).
+    pub(crate) nph: Option<Box<NphRelay>>,
+}
+
+/// Where `exchange::nph` is in an NPH script's output: kept with the
+/// stream, the only carrier that needs it, so that an HTTP/1 exchange
+/// carries nothing for it.
+#[derive(Default)]
+pub(crate) struct NphRelay {
+    /// Output before the head was complete.
+    pub head: Vec<u8>,
+    /// Once the head went out: the body's framing.
+    pub body: Option<stoa_h1::BodyDecoder>,
+    /// The output was not a response: a 502 went out instead, the rest
+    /// is dropped.
+    pub failed: bool,
 }
 
 impl H2Stream {
@@ -93,6 +109,7 @@ impl H2Stream {
             body_seen: 0,
             body_started: None,
             ended: false,
+            nph: None,
         }
     }
 
