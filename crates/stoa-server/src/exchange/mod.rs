@@ -226,6 +226,17 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// The client asked for `100 Continue` and has not had it: it sends
+    /// no body until the first [`Exchange::read_body`] asks for it, and a
+    /// final answer given before that ends the wait (RFC 9110 §10.1.1).
+    pub fn awaits_continue(&self) -> bool {
+        match &self.side {
+            Side::H1(io) => io.reader.is_none() && self.req.expect_continue && self.req.has_body(),
+            Side::Sub(_) => false,
+            Side::H2(s) => s.continue_pending(),
+        }
+    }
+
     /// Appends the next piece of the request body to `dst`; Ok(false) once
     /// it is complete. Bounded by `max_body_bytes`, `body_timeout` and
     /// `body_min_rate`.

@@ -278,7 +278,7 @@ async fn exchange(
     let upgrade = stoa_h1::proxy::upgrade_protocols(head.version, head.headers());
     // The client's `Expect: 100-continue` goes on when its body is still
     // with it (streamed, not buffered): the application decides.
-    let expect = head.expect_continue
+    let expect = ex.awaits_continue()
         && !route.http10
         && !ex.body_done()
         && (rechunk || matches!(input, Input::Stream(n) if *n > 0));

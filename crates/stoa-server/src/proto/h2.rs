@@ -145,6 +145,11 @@ impl H2Stream {
         }
     }
 
+    /// The client waits for `100 Continue` before sending its body.
+    pub fn continue_pending(&self) -> bool {
+        self.continue_pending
+    }
+
     pub fn body_done(&self) -> bool {
         self.recv_done
     }
