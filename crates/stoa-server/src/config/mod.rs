@@ -1158,7 +1158,11 @@ fn build(
                 + usize::from(rc.status.is_some())
                 + usize::from(rc.php.is_some())
                 + usize::from(rc.ssi.is_some())
-                + usize::from(rc.lua.as_ref().is_some_and(|l| l.get_ref().script.is_some()))
+                + usize::from(
+                    rc.lua
+                        .as_ref()
+                        .is_some_and(|l| l.get_ref().script.is_some()),
+                )
                 + usize::from(rc.alias.is_some())
                 + usize::from(rc.deny);
             if handlers != 1 {

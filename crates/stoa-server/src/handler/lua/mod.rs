@@ -234,7 +234,9 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     let running = Rc::new(Running::default());
     lua.set_hook(hook_triggers(), hook(running.clone()));
     // The script's top level runs under the same limits as a request.
-    running.budget.set(cfg.max_instructions / u64::from(HOOK_EVERY));
+    running
+        .budget
+        .set(cfg.max_instructions / u64::from(HOOK_EVERY));
     running.deadline.set(Some(Instant::now() + cfg.timeout));
     let handler: mlua::Function = lua.load(cfg.script.as_path()).eval()?;
     running.budget.set(u64::MAX);
@@ -315,9 +317,11 @@ fn number(v: Option<Value>, default: i64) -> mlua::Result<shared::Stored> {
 
 impl UserData for SharedDict {
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("get", |lua, d, key: mlua::String| match d.0.get(&key.as_bytes()) {
-            Some(v) => from_stored(lua, v),
-            None => Ok(Value::Nil),
+        m.add_method("get", |lua, d, key: mlua::String| {
+            match d.0.get(&key.as_bytes()) {
+                Some(v) => from_stored(lua, v),
+                None => Ok(Value::Nil),
+            }
         });
         // d:set(key, value, ttl) -> true | false, "no memory"
         m.add_method(
@@ -664,13 +668,15 @@ async fn run_logged(
 ) -> Option<Ended> {
     let started = Cell::new(false);
     let res = match req {
-        Ok(req) => match tokio::time::timeout(cfg.timeout, run(cfg, vm, req, ex, inc, &started)).await {
-            Ok(r) => r,
-            Err(_) => Err(mlua::Error::runtime(format!(
-                "timed out after {:?}",
-                cfg.timeout
-            ))),
-        },
+        Ok(req) => {
+            match tokio::time::timeout(cfg.timeout, run(cfg, vm, req, ex, inc, &started)).await {
+                Ok(r) => r,
+                Err(_) => Err(mlua::Error::runtime(format!(
+                    "timed out after {:?}",
+                    cfg.timeout
+                ))),
+            }
+        }
         Err(e) => Err(e),
     };
     match res {
@@ -781,7 +787,13 @@ fn grants(v: Option<&Value>) -> mlua::Result<Vec<(String, Vec<u8>)>> {
             Value::String(s) => s.as_bytes().to_vec(),
             Value::Integer(i) => i.to_string().into_bytes(),
             Value::Number(n) => n.to_string().into_bytes(),
-            Value::Boolean(b) => if b { b"1".to_vec() } else { Vec::new() },
+            Value::Boolean(b) => {
+                if b {
+                    b"1".to_vec()
+                } else {
+                    Vec::new()
+                }
+            }
             other => {
                 return Err(mlua::Error::runtime(format!(
                     "variable {name} cannot be a {}",

@@ -110,7 +110,12 @@ impl Conn {
 fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => {
-            let mut s = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+            let mut s = format!(
+                "{}: {} (SQLSTATE {})",
+                db.severity(),
+                db.message(),
+                db.code().code()
+            );
             if let Some(d) = db.detail() {
                 s.push_str(": ");
                 s.push_str(d);
@@ -199,7 +204,10 @@ pub enum Cell {
 }
 
 impl<'a> FromSql<'a> for Cell {
-    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Cell, Box<dyn std::error::Error + Sync + Send>> {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> Result<Cell, Box<dyn std::error::Error + Sync + Send>> {
         let be = |n: usize| -> Result<u64, Box<dyn std::error::Error + Sync + Send>> {
             if raw.len() != n {
                 return Err(format!("{ty}: {} bytes", raw.len()).into());
@@ -207,6 +215,7 @@ impl<'a> FromSql<'a> for Cell {
             Ok(raw.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b)))
         };
         Ok(match *ty {
+            Type::VOID => Cell::Null,
             Type::BOOL => Cell::Bool(be(1)? != 0),
             Type::INT2 => Cell::Int(i64::from(be(2)? as u16 as i16)),
             Type::INT4 => Cell::Int(i64::from(be(4)? as u32 as i32)),
@@ -232,8 +241,15 @@ impl<'a> FromSql<'a> for Cell {
             Type::UUID if raw.len() == 16 => {
                 let h: String = raw.iter().map(|b| format!("{b:02x}")).collect();
                 Cell::Bytes(
-                    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
-                        .into_bytes(),
+                    format!(
+                        "{}-{}-{}-{}-{}",
+                        &h[..8],
+                        &h[8..12],
+                        &h[12..16],
+                        &h[16..20],
+                        &h[20..]
+                    )
+                    .into_bytes(),
                 )
             }
             _ => {

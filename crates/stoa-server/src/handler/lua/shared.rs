@@ -168,7 +168,12 @@ impl Dict {
     }
 
     /// Stores `value` (None: deletes) for `ttl` (None or zero: forever).
-    pub fn set(&self, key: &[u8], value: Option<Stored>, ttl: Option<Duration>) -> Result<(), SetError> {
+    pub fn set(
+        &self,
+        key: &[u8],
+        value: Option<Stored>,
+        ttl: Option<Duration>,
+    ) -> Result<(), SetError> {
         let now = Instant::now();
         let mut d = self.lock();
         match value {
@@ -188,7 +193,13 @@ impl Dict {
 
     /// Adds `by` to the number at `key` (missing: `init`, which expires
     /// after `ttl`); the new value. An existing entry keeps its expiry.
-    pub fn incr(&self, key: &[u8], by: Stored, init: Stored, ttl: Option<Duration>) -> Result<Stored, SetError> {
+    pub fn incr(
+        &self,
+        key: &[u8],
+        by: Stored,
+        init: Stored,
+        ttl: Option<Duration>,
+    ) -> Result<Stored, SetError> {
         let now = Instant::now();
         let mut d = self.lock();
         let (old, expires) = match d.live(key, now) {
@@ -273,11 +284,13 @@ mod tests {
     #[test]
     fn set_get_delete_and_ttl() {
         let d = fresh(4096);
-        d.set(b"a", Some(Stored::Str(b"x".to_vec().into())), None).unwrap();
+        d.set(b"a", Some(Stored::Str(b"x".to_vec().into())), None)
+            .unwrap();
         assert_eq!(d.get(b"a"), Some(Stored::Str(b"x".to_vec().into())));
         d.delete(b"a");
         assert_eq!(d.get(b"a"), None);
-        d.set(b"t", Some(Stored::Int(1)), Some(Duration::from_millis(20))).unwrap();
+        d.set(b"t", Some(Stored::Int(1)), Some(Duration::from_millis(20)))
+            .unwrap();
         assert_eq!(d.get(b"t"), Some(Stored::Int(1)));
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(d.get(b"t"), None);
@@ -287,10 +300,20 @@ mod tests {
     #[test]
     fn incr_starts_at_init_and_refuses_strings() {
         let d = fresh(4096);
-        assert_eq!(d.incr(b"c", Stored::Int(1), Stored::Int(0), None), Ok(Stored::Int(1)));
-        assert_eq!(d.incr(b"c", Stored::Int(5), Stored::Int(0), None), Ok(Stored::Int(6)));
-        assert_eq!(d.incr(b"c", Stored::Num(0.5), Stored::Int(0), None), Ok(Stored::Num(6.5)));
-        d.set(b"s", Some(Stored::Str(b"x".to_vec().into())), None).unwrap();
+        assert_eq!(
+            d.incr(b"c", Stored::Int(1), Stored::Int(0), None),
+            Ok(Stored::Int(1))
+        );
+        assert_eq!(
+            d.incr(b"c", Stored::Int(5), Stored::Int(0), None),
+            Ok(Stored::Int(6))
+        );
+        assert_eq!(
+            d.incr(b"c", Stored::Num(0.5), Stored::Int(0), None),
+            Ok(Stored::Num(6.5))
+        );
+        d.set(b"s", Some(Stored::Str(b"x".to_vec().into())), None)
+            .unwrap();
         assert_eq!(
             d.incr(b"s", Stored::Int(1), Stored::Int(0), None),
             Err(SetError::NotANumber)
@@ -302,7 +325,8 @@ mod tests {
         let per = cost(b"k0", &Stored::Int(0));
         let d = fresh(per * 3);
         for i in 0..5 {
-            d.set(format!("k{i}").as_bytes(), Some(Stored::Int(i)), None).unwrap();
+            d.set(format!("k{i}").as_bytes(), Some(Stored::Int(i)), None)
+                .unwrap();
         }
         assert_eq!(d.get(b"k0"), None);
         assert_eq!(d.get(b"k1"), None);
