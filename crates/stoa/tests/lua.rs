@@ -57,6 +57,10 @@ return function(req)
       out[#out + 1] = row.id .. ":" .. row.who .. ":" .. row.text
     end
     return 200, { ["content-type"] = "text/plain" }, table.concat(out, "\n")
+  elseif p == "/lua/late" then
+    stoa.sleep(0.6)
+    stoa.sleep(0.6)
+    return 200, {}, "late"
   elseif p == "/lua/echo" then
     return 200, { ["content-type"] = "text/plain" },
       req.method .. " " .. (req.query or "-") .. " " .. (req.headers["x-test"] or "-") ..
@@ -428,4 +432,24 @@ fn issue_13_the_shared_dictionary_is_one_across_workers() {
     s.signal(libc::SIGHUP);
     assert!(s.wait_stderr(mark, "reload", Duration::from_secs(10)));
     assert_eq!(s.get("/s/get?k=hits").text(), "60");
+}
+
+/// The route's timeout covers what the script waits for (sleeps,
+/// subrequests, queries), not only the Lua code the hook sees.
+#[test]
+fn issue_13_the_timeout_covers_waits() {
+    let (_d, s) = site("lua-late", ", timeout = \"1s\"");
+    let t = Instant::now();
+    assert_eq!(s.get("/lua/late").status, 500);
+    assert!(
+        t.elapsed() < Duration::from_millis(1150),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        s.wait_stderr(0, "timed out after 1s", Duration::from_secs(5)),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
 }

@@ -668,15 +668,7 @@ async fn run_logged(
 ) -> Option<Ended> {
     let started = Cell::new(false);
     let res = match req {
-        Ok(req) => {
-            match tokio::time::timeout(cfg.timeout, run(cfg, vm, req, ex, inc, &started)).await {
-                Ok(r) => r,
-                Err(_) => Err(mlua::Error::runtime(format!(
-                    "timed out after {:?}",
-                    cfg.timeout
-                ))),
-            }
-        }
+        Ok(req) => run(cfg, vm, req, ex, inc, &started).await,
         Err(e) => Err(e),
     };
     match res {
@@ -827,6 +819,19 @@ impl Limits<'_> {
     }
 }
 
+/// Awaits `f` until the request's deadline: the timeout is armed only
+/// when the script waits for something (a request that runs straight
+/// through, checked by the hook, sets no timer).
+async fn until<T>(
+    deadline: Instant,
+    cfg: &LuaConfig,
+    f: impl std::future::Future<Output = T>,
+) -> mlua::Result<T> {
+    tokio::time::timeout_at(deadline.into(), f)
+        .await
+        .map_err(|_| mlua::Error::runtime(format!("timed out after {:?}", cfg.timeout)))
+}
+
 async fn run(
     cfg: &LuaConfig,
     vm: &Vm,
@@ -837,10 +842,11 @@ async fn run(
 ) -> mlua::Result<Ended> {
     let lua = &vm.lua;
     let th = lua.create_thread(vm.handler.clone())?;
+    let deadline = Instant::now() + cfg.timeout;
     let mut limits = Limits {
         running: &vm.running,
         budget: cfg.max_instructions / u64::from(HOOK_EVERY),
-        deadline: Instant::now() + cfg.timeout,
+        deadline,
     };
     let mut args = MultiValue::from_iter([Value::Table(req)]);
     loop {
@@ -882,7 +888,7 @@ async fn run(
                 }
             }
             b"flush" => {
-                let ok = ex.flush().await;
+                let ok = until(deadline, cfg, ex.flush()).await?;
                 args = MultiValue::from_iter([Value::Boolean(ok)]);
                 if !ok {
                     // The client is gone: nothing more to do for it.
@@ -896,7 +902,7 @@ async fn run(
                     _ => 0.0,
                 };
                 let d = Duration::from_secs_f64(secs.clamp(0.0, cfg.timeout.as_secs_f64()));
-                tokio::time::sleep(d).await;
+                until(deadline, cfg, tokio::time::sleep(d)).await?;
             }
             b"subrequest" => {
                 let target = match out.next() {
@@ -909,7 +915,7 @@ async fn run(
                         ))
                     }
                 };
-                let r = inc.include(ex.req(), &target).await;
+                let r = until(deadline, cfg, inc.include(ex.req(), &target)).await?;
                 let headers = lua.create_table()?;
                 for line in r.head.split(|&b| b == b'\n') {
                     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -943,13 +949,14 @@ async fn run(
                     .map(pg::param)
                     .collect::<Result<Vec<_>, String>>()
                     .map_err(mlua::Error::runtime)?;
-                args = match pg::run(lua, &handle, op, &sql, &params).await? {
-                    Ok(v) => MultiValue::from_iter([Value::Boolean(true), v]),
-                    Err(e) => MultiValue::from_iter([
-                        Value::Boolean(false),
-                        Value::String(lua.create_string(e)?),
-                    ]),
-                };
+                args =
+                    match until(deadline, cfg, pg::run(lua, &handle, op, &sql, &params)).await?? {
+                        Ok(v) => MultiValue::from_iter([Value::Boolean(true), v]),
+                        Err(e) => MultiValue::from_iter([
+                            Value::Boolean(false),
+                            Value::String(lua.create_string(e)?),
+                        ]),
+                    };
             }
             other => {
                 return Err(mlua::Error::runtime(format!(
