@@ -115,11 +115,70 @@ struct Running {
 /// One worker's interpreter for one script.
 struct Vm {
     lua: Lua,
-    /// What the script returned.
-    handler: mlua::Function,
-    /// The metatable of request objects (`req:body()`, `req:write()`...).
-    req_meta: Table,
+    /// The script's function wrapped by the prelude's `entry` (as a
+    /// handler) and `access_entry` (as an access check): each takes a
+    /// request's id, makes its `req` table in Lua and returns the
+    /// response's headers as one string.
+    entry: mlua::Function,
+    access_entry: mlua::Function,
     running: Rc<Running>,
+    /// The requests being run, by id (`req._id`), for their lazy fields.
+    reqs: Rc<RefCell<Requests>>,
+    /// Finished coroutines, reset and reused.
+    threads: RefCell<Vec<mlua::Thread>>,
+}
+
+/// Coroutines kept for reuse per interpreter.
+const KEEP_THREADS: usize = 32;
+
+/// The requests an interpreter is running, by id: `req` tables hold only
+/// their id (no userdata per request).
+#[derive(Default)]
+struct Requests {
+    slots: Vec<Option<RawReq>>,
+    free: Vec<usize>,
+}
+
+impl Requests {
+    fn insert(&mut self, r: RawReq) -> i64 {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(r);
+                i
+            }
+            None => {
+                self.slots.push(Some(r));
+                self.slots.len() - 1
+            }
+        };
+        i as i64 + 1
+    }
+
+    fn get(&self, id: i64) -> Option<&RawReq> {
+        let i = usize::try_from(id.checked_sub(1)?).ok()?;
+        self.slots.get(i)?.as_ref()
+    }
+
+    fn remove(&mut self, id: i64) {
+        let i = (id - 1) as usize;
+        if let Some(slot) = self.slots.get_mut(i) {
+            if slot.take().is_some() {
+                self.free.push(i);
+            }
+        }
+    }
+}
+
+/// Frees a request's slot when its run ends, however it ends.
+struct Registered<'v> {
+    vm: &'v Vm,
+    id: i64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.vm.reqs.borrow_mut().remove(self.id);
+    }
 }
 
 /// An interpreter and whether its script's config still exists.
@@ -135,23 +194,50 @@ thread_local! {
 /// Request fields other than `method` and `path` are made on first use
 /// (`field`) and kept in the request's table.
 const PRELUDE: &str = r#"
-local yield, rawget, rawset, error = coroutine.yield, rawget, rawset, error
+local yield, rawget, rawset, error, type, pairs, ipairs, tostring, find, concat, setmetatable =
+  coroutine.yield, rawget, rawset, error, type, pairs, ipairs, tostring, string.find,
+  table.concat, setmetatable
 local field, newpg = stoa._field, stoa._pg
 stoa._field, stoa._pg = nil, nil
 local R = {}
 R.__index = function(t, k)
   local m = R[k]
   if m ~= nil then return m end
-  local raw = rawget(t, "_raw")
-  if raw == nil then return nil end
-  local v = field(raw, k)
+  local v = field(rawget(t, "_id"), k)
   if v ~= nil then rawset(t, k, v) end
   return v
 end
-function R:body() return field(rawget(self, "_raw"), "body") end
+-- Response headers as one string, "name\0value\0...", that Stoa checks.
+local function put(out, n, k, v)
+  local tv = type(v)
+  if tv == "number" then
+    v = tostring(v)
+  elseif tv ~= "string" then
+    error("a header value must be a string", 0)
+  end
+  if find(k, "\0", 1, true) or find(v, "\0", 1, true) then
+    error("a header value holds CR, LF or NUL", 0)
+  end
+  out[n + 1], out[n + 2] = k, v
+  return n + 2
+end
+local function flat(h)
+  if type(h) ~= "table" then return nil end
+  local out, n = {}, 0
+  for k, v in pairs(h) do
+    if type(k) ~= "string" then error("a header name must be a string", 0) end
+    if type(v) == "table" then
+      for _, x in ipairs(v) do n = put(out, n, k, x) end
+    else
+      n = put(out, n, k, v)
+    end
+  end
+  return concat(out, "\0")
+end
+function R:body() return field(rawget(self, "_id"), "body") end
 function R:write(s) yield("write", tostring(s)) end
 function R:flush() return yield("flush") end
-function R:start(status, headers) yield("start", status, headers) end
+function R:start(status, headers) yield("start", status, flat(headers)) end
 stoa.sleep = function(s) yield("sleep", s) end
 stoa.subrequest = function(p) return yield("subrequest", p) end
 local PG = {}
@@ -176,7 +262,22 @@ stoa.postgres = function(conninfo)
 end
 -- One script must not end the whole server process.
 os.exit = nil
-return R
+-- What each request's coroutine runs: the request's table is made here,
+-- in Lua, from its id.
+local function entry(handler)
+  return function(id)
+    local status, headers, body = handler(setmetatable({ _id = id }, R))
+    return status, flat(headers), body
+  end
+end
+local function access_entry(handler)
+  return function(id)
+    local a, b, c = handler(setmetatable({ _id = id }, R))
+    if type(a) == "number" then return a, flat(b), c end
+    return a, b, c
+  end
+end
+return entry, access_entry
 "#;
 
 fn vm_for(cfg: &LuaConfig) -> Result<Rc<Vm>, String> {
@@ -220,14 +321,25 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
                 .map_err(mlua::Error::runtime)
         })?,
     )?;
-    stoa.set("_field", lua.create_function(field)?)?;
+    let reqs = Rc::new(RefCell::new(Requests::default()));
+    let r = reqs.clone();
+    stoa.set(
+        "_field",
+        lua.create_function(move |lua, (id, key): (i64, mlua::String)| {
+            match r.borrow().get(id) {
+                Some(raw) => field(lua, raw, &key.as_bytes()),
+                None => Ok(Value::Nil),
+            }
+        })?,
+    )?;
     let dicts = lua.create_table()?;
     for d in cfg.shared.iter() {
         dicts.set(d.name.as_str(), SharedDict(d.clone()))?;
     }
     stoa.set("shared", dicts)?;
     lua.globals().set("stoa", stoa)?;
-    let req_meta: Table = lua.load(PRELUDE).set_name("=stoa").eval()?;
+    let (entry, access_entry): (mlua::Function, mlua::Function) =
+        lua.load(PRELUDE).set_name("=stoa").eval()?;
     // The hook reads the budget of whichever request is running; mlua
     // keeps one hooked thread per interpreter, so each resume hooks its
     // coroutine again (see `Limits::resume`).
@@ -239,13 +351,19 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
         .set(cfg.max_instructions / u64::from(HOOK_EVERY));
     running.deadline.set(Some(Instant::now() + cfg.timeout));
     let handler: mlua::Function = lua.load(cfg.script.as_path()).eval()?;
+    let entry: mlua::Function = entry.call(&handler)?;
+    let access_entry: mlua::Function = access_entry.call(&handler)?;
+    // Generational collection: each request leaves young garbage only.
+    lua.gc_gen(0, 0);
     running.budget.set(u64::MAX);
     running.deadline.set(None);
     Ok(Vm {
         lua,
-        handler,
-        req_meta,
+        entry,
+        access_entry,
         running,
+        reqs,
+        threads: RefCell::new(Vec::new()),
     })
 }
 
@@ -445,9 +563,11 @@ fn decode_pairs(t: &Table, lua: &Lua, s: &[u8]) -> mlua::Result<()> {
     Ok(())
 }
 
-/// What a request's lazy fields are made from (`req._raw`).
+/// What a request's lazy fields are made from.
 struct RawReq {
     head: RequestHead,
+    /// The decoded, normalized path.
+    path: String,
     peer: std::net::SocketAddr,
     body: Vec<u8>,
     /// The body is `application/x-www-form-urlencoded`: its fields join
@@ -456,14 +576,13 @@ struct RawReq {
     vars: Vec<(String, Vec<u8>)>,
 }
 
-impl UserData for RawReq {}
-
-/// `req.query`, `req.args`, `req.headers`, `req.remote_addr`, `req.vars`
-/// and `req:body()`, on first use.
-fn field(lua: &Lua, (raw, key): (mlua::AnyUserData, mlua::String)) -> mlua::Result<Value> {
-    let raw = raw.borrow::<RawReq>()?;
+/// `req.method`, `req.path`, `req.query`, `req.args`, `req.headers`,
+/// `req.remote_addr`, `req.vars` and `req:body()`, on first use.
+fn field(lua: &Lua, raw: &RawReq, key: &[u8]) -> mlua::Result<Value> {
     let head = &raw.head;
-    Ok(match &*key.as_bytes() {
+    Ok(match key {
+        b"method" => Value::String(lua.create_string(head.method.as_str())?),
+        b"path" => Value::String(lua.create_string(&raw.path)?),
         b"query" => match head.query() {
             Some(q) => Value::String(lua.create_string(q)?),
             None => Value::Nil,
@@ -511,60 +630,59 @@ fn field(lua: &Lua, (raw, key): (mlua::AnyUserData, mlua::String)) -> mlua::Resu
     })
 }
 
-/// The request object the script's function gets: `method` and `path`
-/// now, the rest when the script asks.
-fn request_table(
-    vm: &Vm,
+/// Registers a request with the interpreter: the script's `req` table is
+/// made from the id in Lua, its fields on first use.
+fn register<'v>(
+    vm: &'v Vm,
     ex: &Exchange<'_>,
     norm: &str,
     body: Vec<u8>,
     vars: &[(String, Vec<u8>)],
-) -> mlua::Result<Table> {
-    let lua = &vm.lua;
+) -> Registered<'v> {
     let head = ex.req();
-    let t = lua.create_table_with_capacity(0, 4)?;
-    t.raw_set("method", head.method.as_str())?;
-    t.raw_set("path", norm)?;
     let form = !body.is_empty()
         && head.header("content-type").is_some_and(|c| {
             c.get(..33)
                 .is_some_and(|p| p.eq_ignore_ascii_case(b"application/x-www-form-urlencoded"))
         });
-    t.raw_set(
-        "_raw",
-        RawReq {
-            head: head.clone(),
-            peer: ex.peer(),
-            body,
-            form,
-            vars: vars.to_vec(),
-        },
-    )?;
-    t.set_metatable(Some(vm.req_meta.clone()));
-    Ok(t)
+    let id = vm.reqs.borrow_mut().insert(RawReq {
+        head: head.clone(),
+        path: norm.to_owned(),
+        peer: ex.peer(),
+        body,
+        form,
+        vars: vars.to_vec(),
+    });
+    Registered { vm, id }
 }
 
-/// Response headers from a Lua table (`name = "value"` or
-/// `name = { "v1", "v2" }`), checked before anything is written so that a
-/// bad one is still a clean 500; whether a Content-Type was among them.
-type Headers = Vec<(String, Vec<u8>)>;
-
-fn collect_headers(headers: Option<Table>) -> mlua::Result<(Headers, bool)> {
+/// Response headers as the prelude flattens them (`name\0value\0...`),
+/// checked before anything is written so that a bad one is still a clean
+/// 500; whether a Content-Type was among them.
+fn collect_headers(flat: &[u8]) -> mlua::Result<(Vec<(&str, &[u8])>, bool)> {
     let mut out = Vec::new();
     let mut typed = false;
-    let Some(h) = headers else {
+    if flat.is_empty() {
         return Ok((out, typed));
-    };
-    for pair in h.pairs::<mlua::String, Value>() {
-        let (n, v) = pair?;
-        let name = n.to_str()?.to_string();
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
-        {
-            return Err(mlua::Error::runtime(format!("bad header name {name:?}")));
-        }
+    }
+    let mut parts = flat.split(|&b| b == 0);
+    while let (Some(n), Some(v)) = (parts.next(), parts.next()) {
+        let name = match std::str::from_utf8(n) {
+            Ok(name)
+                if !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b)) =>
+            {
+                name
+            }
+            _ => {
+                return Err(mlua::Error::runtime(format!(
+                    "bad header name {:?}",
+                    String::from_utf8_lossy(n)
+                )))
+            }
+        };
         // Framing is the exchange's business.
         if ["content-length", "transfer-encoding", "connection"]
             .iter()
@@ -573,30 +691,18 @@ fn collect_headers(headers: Option<Table>) -> mlua::Result<(Headers, bool)> {
             continue;
         }
         typed |= name.eq_ignore_ascii_case("content-type");
-        let values: Vec<Value> = match v {
-            Value::Table(list) => list
-                .sequence_values::<Value>()
-                .collect::<mlua::Result<_>>()?,
-            v => vec![v],
-        };
-        for v in values {
-            let s = match v {
-                Value::String(s) => s.as_bytes().to_vec(),
-                Value::Integer(i) => i.to_string().into_bytes(),
-                Value::Number(n) => n.to_string().into_bytes(),
-                _ => return Err(mlua::Error::runtime("a header value must be a string")),
-            };
-            if s.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
-                return Err(mlua::Error::runtime("a header value holds CR, LF or NUL"));
-            }
-            out.push((name.clone(), s));
+        if v.iter().any(|&b| b == b'\r' || b == b'\n') {
+            return Err(mlua::Error::runtime("a header value holds CR, LF or NUL"));
         }
+        out.push((name, v));
     }
     Ok((out, typed))
 }
 
 /// Status line and headers.
-fn start(ex: &mut Exchange<'_>, status: u16, headers: &Headers, typed: bool) {
+fn start(ex: &mut Exchange<'_>, status: u16, flat: Option<&mlua::String>) -> mlua::Result<()> {
+    let bytes = flat.map(|f| f.as_bytes());
+    let (headers, typed) = collect_headers(bytes.as_deref().unwrap_or(b""))?;
     ex.start(status);
     for (n, v) in headers {
         ex.header(n, v);
@@ -604,6 +710,7 @@ fn start(ex: &mut Exchange<'_>, status: u16, headers: &Headers, typed: bool) {
     if !typed {
         ex.header("Content-Type", b"text/html; charset=utf-8");
     }
+    Ok(())
 }
 
 fn status_of(v: Option<Value>) -> mlua::Result<u16> {
@@ -662,15 +769,13 @@ fn vm_or_500(cfg: &LuaConfig, ex: &mut Exchange<'_>) -> Option<Rc<Vm>> {
 async fn run_logged(
     cfg: &LuaConfig,
     vm: &Vm,
-    req: mlua::Result<Table>,
+    entry: &mlua::Function,
+    id: i64,
     ex: &mut Exchange<'_>,
     inc: &impl Include,
 ) -> Option<Ended> {
     let started = Cell::new(false);
-    let res = match req {
-        Ok(req) => run(cfg, vm, req, ex, inc, &started).await,
-        Err(e) => Err(e),
-    };
+    let res = run(cfg, vm, entry, id, ex, inc, &started).await;
     match res {
         Ok(e) => Some(e),
         Err(e) => {
@@ -702,8 +807,8 @@ pub async fn serve(
     let Some(body) = body_of(ex).await else {
         return Outcome::Done;
     };
-    let req = request_table(&vm, ex, &norm, body, vars);
-    match run_logged(cfg, &vm, req, ex, inc).await {
+    let req = register(&vm, ex, &norm, body, vars);
+    match run_logged(cfg, &vm, &vm.entry, req.id, ex, inc).await {
         Some(Ended::Returned(out)) => {
             if let Err(e) = respond(ex, out) {
                 tracing::error!("lua: {}: {e}", cfg.script.display());
@@ -727,8 +832,8 @@ pub async fn access(cfg: &LuaConfig, ex: &mut Exchange<'_>, inc: &impl Include) 
         return Authz::Answered;
     };
     let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
-    let req = request_table(&vm, ex, &norm, Vec::new(), &[]);
-    let out = match run_logged(cfg, &vm, req, ex, inc).await {
+    let req = register(&vm, ex, &norm, Vec::new(), &[]);
+    let out = match run_logged(cfg, &vm, &vm.access_entry, req.id, ex, inc).await {
         Some(Ended::Returned(out)) => out,
         Some(Ended::Streamed) => {
             ex.finish();
@@ -835,23 +940,36 @@ async fn until<T>(
 async fn run(
     cfg: &LuaConfig,
     vm: &Vm,
-    req: Table,
+    entry: &mlua::Function,
+    id: i64,
     ex: &mut Exchange<'_>,
     inc: &impl Include,
     started: &Cell<bool>,
 ) -> mlua::Result<Ended> {
     let lua = &vm.lua;
-    let th = lua.create_thread(vm.handler.clone())?;
+    // A finished coroutine of an earlier request, reset, or a new one.
+    let pooled = vm.threads.borrow_mut().pop();
+    let th = match pooled {
+        Some(t) => {
+            t.reset(entry.clone())?;
+            t
+        }
+        None => lua.create_thread(entry.clone())?,
+    };
     let deadline = Instant::now() + cfg.timeout;
     let mut limits = Limits {
         running: &vm.running,
         budget: cfg.max_instructions / u64::from(HOOK_EVERY),
         deadline,
     };
-    let mut args = MultiValue::from_iter([Value::Table(req)]);
+    let mut args = MultiValue::from_iter([Value::Integer(id)]);
     loop {
         let out: MultiValue = limits.resume(&th, args)?;
         if th.status() != ThreadStatus::Resumable {
+            let mut pool = vm.threads.borrow_mut();
+            if pool.len() < KEEP_THREADS {
+                pool.push(th);
+            }
             return Ok(if started.get() {
                 Ended::Streamed
             } else {
@@ -868,18 +986,17 @@ async fn run(
             b"start" if !started.get() => {
                 let status = status_of(out.next())?;
                 let headers = match out.next() {
-                    Some(Value::Table(t)) => Some(t),
+                    Some(Value::String(s)) => Some(s),
                     _ => None,
                 };
-                let (h, typed) = collect_headers(headers)?;
-                start(ex, status, &h, typed);
+                start(ex, status, headers.as_ref())?;
                 ex.end_head_stream();
                 started.set(true);
             }
             b"start" => return Err(mlua::Error::runtime("req:start() after the head was sent")),
             b"write" => {
                 if !started.get() {
-                    start(ex, 200, &Vec::new(), false);
+                    start(ex, 200, None)?;
                     ex.end_head_stream();
                     started.set(true);
                 }
@@ -973,14 +1090,13 @@ fn respond(ex: &mut Exchange<'_>, out: MultiValue) -> mlua::Result<()> {
     let mut out = out.into_iter();
     let status = status_of(out.next())?;
     let headers = match out.next() {
-        Some(Value::Table(t)) => Some(t),
+        Some(Value::String(s)) => Some(s),
         _ => None,
     };
-    let (h, typed) = collect_headers(headers)?;
     let body = match out.next() {
         Some(Value::String(s)) => s,
         None | Some(Value::Nil) => {
-            start(ex, status, &h, typed);
+            start(ex, status, headers.as_ref())?;
             ex.end_head(Some(0));
             ex.finish();
             return Ok(());
@@ -993,7 +1109,7 @@ fn respond(ex: &mut Exchange<'_>, out: MultiValue) -> mlua::Result<()> {
         }
     };
     let body = body.as_bytes();
-    start(ex, status, &h, typed);
+    start(ex, status, headers.as_ref())?;
     ex.end_head(Some(body.len() as u64));
     ex.write(&body);
     ex.finish();
