@@ -57,6 +57,12 @@ return function(req)
       out[#out + 1] = row.id .. ":" .. row.who .. ":" .. row.text
     end
     return 200, { ["content-type"] = "text/plain" }, table.concat(out, "\n")
+  elseif p == "/lua/badheader" then
+    return 200, { ["x-a"] = "a\r\nx-injected: 1" }, "no"
+  elseif p == "/lua/badname" then
+    return 200, { ["x a"] = "1" }, "no"
+  elseif p == "/lua/headers" then
+    return 201, { ["x-list"] = { "a", "b" }, ["x-n"] = 7, ["content-length"] = "999" }, "ok"
   elseif p == "/lua/late" then
     stoa.sleep(0.6)
     stoa.sleep(0.6)
@@ -451,5 +457,25 @@ fn issue_13_the_timeout_covers_waits() {
         "{}",
         s.stderr()
     );
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+}
+
+/// Response headers: lists repeat a field, numbers are text, framing
+/// fields are Stoa's; a CR/LF in a value or a bad name is a 500 (no
+/// header injection).
+#[test]
+fn issue_13_response_headers_are_checked() {
+    let (_d, s) = site("lua-headers", "");
+    let r = s.get("/lua/headers");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header_count("x-list"), 2);
+    assert_eq!(r.header("x-n"), Some("7"));
+    assert_eq!(r.header("content-length"), Some("2"));
+    assert_eq!(r.text(), "ok");
+    for p in ["/lua/badheader", "/lua/badname"] {
+        let r = s.get(p);
+        assert_eq!(r.status, 500, "{p}");
+        assert_eq!(r.header("x-injected"), None);
+    }
     assert_eq!(s.get("/lua/hits").text(), "hello  1");
 }

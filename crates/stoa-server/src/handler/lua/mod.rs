@@ -121,6 +121,8 @@ struct Vm {
     /// response's headers as one string.
     entry: mlua::Function,
     access_entry: mlua::Function,
+    /// Where the prelude puts a response's header fields.
+    scratch: Table,
     running: Rc<Running>,
     /// The requests being run, by id (`req._id`), for their lazy fields.
     reqs: Rc<RefCell<Requests>>,
@@ -197,8 +199,8 @@ const PRELUDE: &str = r#"
 local yield, rawget, rawset, error, type, pairs, ipairs, tostring, find, concat, setmetatable =
   coroutine.yield, rawget, rawset, error, type, pairs, ipairs, tostring, string.find,
   table.concat, setmetatable
-local field, newpg = stoa._field, stoa._pg
-stoa._field, stoa._pg = nil, nil
+local field, newpg, scratch = stoa._field, stoa._pg, stoa._scratch
+stoa._field, stoa._pg, stoa._scratch = nil, nil, nil
 local R = {}
 R.__index = function(t, k)
   local m = R[k]
@@ -207,32 +209,30 @@ R.__index = function(t, k)
   if v ~= nil then rawset(t, k, v) end
   return v
 end
--- Response headers as one string, "name\0value\0...", that Stoa checks.
-local function put(out, n, k, v)
+-- Response headers as name, value, name, value... in `scratch` (reused:
+-- Stoa reads it before this interpreter runs anything else); their count.
+local function put(n, k, v)
   local tv = type(v)
   if tv == "number" then
     v = tostring(v)
   elseif tv ~= "string" then
     error("a header value must be a string", 0)
   end
-  if find(k, "\0", 1, true) or find(v, "\0", 1, true) then
-    error("a header value holds CR, LF or NUL", 0)
-  end
-  out[n + 1], out[n + 2] = k, v
+  scratch[n + 1], scratch[n + 2] = k, v
   return n + 2
 end
 local function flat(h)
   if type(h) ~= "table" then return nil end
-  local out, n = {}, 0
+  local n = 0
   for k, v in pairs(h) do
     if type(k) ~= "string" then error("a header name must be a string", 0) end
     if type(v) == "table" then
-      for _, x in ipairs(v) do n = put(out, n, k, x) end
+      for _, x in ipairs(v) do n = put(n, k, x) end
     else
-      n = put(out, n, k, v)
+      n = put(n, k, v)
     end
   end
-  return concat(out, "\0")
+  return n
 end
 function R:body() return field(rawget(self, "_id"), "body") end
 function R:write(s) yield("write", tostring(s)) end
@@ -321,6 +321,8 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
                 .map_err(mlua::Error::runtime)
         })?,
     )?;
+    let scratch = lua.create_table()?;
+    stoa.set("_scratch", scratch.clone())?;
     let reqs = Rc::new(RefCell::new(Requests::default()));
     let r = reqs.clone();
     stoa.set(
@@ -359,6 +361,7 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     running.deadline.set(None);
     Ok(Vm {
         lua,
+        scratch,
         entry,
         access_entry,
         running,
@@ -656,33 +659,41 @@ fn register<'v>(
     Registered { vm, id }
 }
 
-/// Response headers as the prelude flattens them (`name\0value\0...`),
-/// checked before anything is written so that a bad one is still a clean
-/// 500; whether a Content-Type was among them.
-fn collect_headers(flat: &[u8]) -> mlua::Result<(Vec<(&str, &[u8])>, bool)> {
-    let mut out = Vec::new();
-    let mut typed = false;
-    if flat.is_empty() {
-        return Ok((out, typed));
+/// Response headers as the prelude lays them out (`n` strings in the
+/// scratch table: name, value, name, value...), checked before anything
+/// is written so that a bad one is still a clean 500.
+fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua::Result<()> {
+    let n = match n {
+        Some(Value::Integer(n)) => n,
+        _ => 0,
+    };
+    let mut fields = Vec::with_capacity(n as usize);
+    for i in 1..=n {
+        fields.push(vm.scratch.raw_get::<mlua::String>(i)?);
     }
-    let mut parts = flat.split(|&b| b == 0);
-    while let (Some(n), Some(v)) = (parts.next(), parts.next()) {
-        let name = match std::str::from_utf8(n) {
+    let mut typed = false;
+    let mut checked = Vec::with_capacity(fields.len() / 2);
+    for pair in fields.chunks_exact(2) {
+        let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
+        let name = match std::str::from_utf8(&n) {
             Ok(name)
                 if !name.is_empty()
                     && name
                         .bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b)) =>
             {
-                name
+                name.to_owned()
             }
             _ => {
                 return Err(mlua::Error::runtime(format!(
                     "bad header name {:?}",
-                    String::from_utf8_lossy(n)
+                    String::from_utf8_lossy(&n)
                 )))
             }
         };
+        if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+            return Err(mlua::Error::runtime("a header value holds CR, LF or NUL"));
+        }
         // Framing is the exchange's business.
         if ["content-length", "transfer-encoding", "connection"]
             .iter()
@@ -691,21 +702,11 @@ fn collect_headers(flat: &[u8]) -> mlua::Result<(Vec<(&str, &[u8])>, bool)> {
             continue;
         }
         typed |= name.eq_ignore_ascii_case("content-type");
-        if v.iter().any(|&b| b == b'\r' || b == b'\n') {
-            return Err(mlua::Error::runtime("a header value holds CR, LF or NUL"));
-        }
-        out.push((name, v));
+        checked.push((name, pair[1].clone()));
     }
-    Ok((out, typed))
-}
-
-/// Status line and headers.
-fn start(ex: &mut Exchange<'_>, status: u16, flat: Option<&mlua::String>) -> mlua::Result<()> {
-    let bytes = flat.map(|f| f.as_bytes());
-    let (headers, typed) = collect_headers(bytes.as_deref().unwrap_or(b""))?;
     ex.start(status);
-    for (n, v) in headers {
-        ex.header(n, v);
+    for (n, v) in &checked {
+        ex.header(n, &v.as_bytes());
     }
     if !typed {
         ex.header("Content-Type", b"text/html; charset=utf-8");
@@ -810,7 +811,7 @@ pub async fn serve(
     let req = register(&vm, ex, &norm, body, vars);
     match run_logged(cfg, &vm, &vm.entry, req.id, ex, inc).await {
         Some(Ended::Returned(out)) => {
-            if let Err(e) = respond(ex, out) {
+            if let Err(e) = respond(ex, &vm, out) {
                 tracing::error!("lua: {}: {e}", cfg.script.display());
                 gateway::simple(ex, 500, &[]);
             }
@@ -846,7 +847,7 @@ pub async fn access(cfg: &LuaConfig, ex: &mut Exchange<'_>, inc: &impl Include) 
         Some(Value::Boolean(false)) => Ok(None),
         Some(_) => {
             // An answer, as a handler gives it.
-            if let Err(e) = respond(ex, out) {
+            if let Err(e) = respond(ex, &vm, out) {
                 tracing::error!("lua: {}: {e}", cfg.script.display());
                 gateway::simple(ex, 500, &[]);
             }
@@ -985,18 +986,14 @@ async fn run(
         match &*op.as_bytes() {
             b"start" if !started.get() => {
                 let status = status_of(out.next())?;
-                let headers = match out.next() {
-                    Some(Value::String(s)) => Some(s),
-                    _ => None,
-                };
-                start(ex, status, headers.as_ref())?;
+                start(ex, vm, status, out.next())?;
                 ex.end_head_stream();
                 started.set(true);
             }
             b"start" => return Err(mlua::Error::runtime("req:start() after the head was sent")),
             b"write" => {
                 if !started.get() {
-                    start(ex, 200, None)?;
+                    start(ex, vm, 200, None)?;
                     ex.end_head_stream();
                     started.set(true);
                 }
@@ -1086,17 +1083,14 @@ async fn run(
 }
 
 /// What the function returned: `status, headers, body`.
-fn respond(ex: &mut Exchange<'_>, out: MultiValue) -> mlua::Result<()> {
+fn respond(ex: &mut Exchange<'_>, vm: &Vm, out: MultiValue) -> mlua::Result<()> {
     let mut out = out.into_iter();
     let status = status_of(out.next())?;
-    let headers = match out.next() {
-        Some(Value::String(s)) => Some(s),
-        _ => None,
-    };
+    let headers = out.next();
     let body = match out.next() {
         Some(Value::String(s)) => s,
         None | Some(Value::Nil) => {
-            start(ex, status, headers.as_ref())?;
+            start(ex, vm, status, headers)?;
             ex.end_head(Some(0));
             ex.finish();
             return Ok(());
@@ -1109,7 +1103,7 @@ fn respond(ex: &mut Exchange<'_>, out: MultiValue) -> mlua::Result<()> {
         }
     };
     let body = body.as_bytes();
-    start(ex, status, headers.as_ref())?;
+    start(ex, vm, status, headers)?;
     ex.end_head(Some(body.len() as u64));
     ex.write(&body);
     ex.finish();
