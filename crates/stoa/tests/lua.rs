@@ -24,6 +24,8 @@ return function(req)
     error("boom")
   elseif p == "/lua/runaway" then
     while true do end
+  elseif p == "/lua/sneaky" then
+    while true do pcall(function() while true do end end) end
   elseif p == "/lua/memory" then
     local t = {}
     for i = 1, 1e9 do t[i] = string.rep("x", 1024) .. i end
@@ -147,6 +149,10 @@ fn issue_13_a_runaway_loop_is_stopped_by_the_instruction_hook_lua_nginx_module_7
         "{}",
         s.stderr()
     );
+    // A pcall does not catch the stop.
+    let t = Instant::now();
+    assert_eq!(s.get("/lua/sneaky").status, 500);
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     // The instruction budget alone stops it too, well before the timeout.
     assert_eq!(s.get("/lua/hits").text(), "hello  2");
     let (_d2, s2) = site(

@@ -23,6 +23,7 @@
 
 pub mod pg;
 pub mod shared;
+mod watch;
 
 use crate::exchange::{Exchange, Include};
 use crate::gateway;
@@ -110,6 +111,9 @@ struct Running {
     /// Hook calls left before the instruction limit.
     budget: Cell<u64>,
     deadline: Cell<Option<Instant>>,
+    /// Set by the watchdog's hook when it stopped the request (the
+    /// coroutine yielded with nothing): why.
+    stopped: Cell<Option<&'static [u8]>>,
 }
 
 /// One worker's interpreter for one script.
@@ -327,12 +331,12 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     let r = reqs.clone();
     stoa.set(
         "_field",
-        lua.create_function(move |lua, (id, key): (i64, mlua::String)| {
-            match r.borrow().get(id) {
+        lua.create_function(
+            move |lua, (id, key): (i64, mlua::String)| match r.borrow().get(id) {
                 Some(raw) => field(lua, raw, &key.as_bytes()),
                 None => Ok(Value::Nil),
-            }
-        })?,
+            },
+        )?,
     )?;
     let dicts = lua.create_table()?;
     for d in cfg.shared.iter() {
@@ -359,6 +363,9 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     lua.gc_gen(0, 0);
     running.budget.set(u64::MAX);
     running.deadline.set(None);
+    // Requests are watched by `watch` instead: a hook on the main state
+    // would be inherited by every coroutine.
+    lua.remove_hook();
     Ok(Vm {
         lua,
         scratch,
@@ -916,11 +923,17 @@ impl Limits<'_> {
     fn resume(&mut self, th: &mlua::Thread, args: MultiValue) -> mlua::Result<MultiValue> {
         self.running.budget.set(self.budget);
         self.running.deadline.set(Some(self.deadline));
-        th.set_hook(hook_triggers(), hook(self.running.clone()));
-        let r = th.resume(args);
+        self.running.stopped.set(None);
+        let r = watch::resume(th, self.running, args);
         self.budget = self.running.budget.get();
         self.running.budget.set(u64::MAX);
         self.running.deadline.set(None);
+        if let Some(why) = self.running.stopped.take() {
+            if th.status() == ThreadStatus::Resumable {
+                let why = String::from_utf8_lossy(why.strip_suffix(b"\0").unwrap_or(why));
+                return Err(mlua::Error::runtime(why.into_owned()));
+            }
+        }
         r
     }
 }
@@ -976,6 +989,14 @@ async fn run(
             } else {
                 Ended::Returned(out)
             });
+        }
+        // Code that yields often is hooked by no watchdog: its time is
+        // counted here.
+        if Instant::now() > deadline {
+            return Err(mlua::Error::runtime(format!(
+                "timed out after {:?}",
+                cfg.timeout
+            )));
         }
         let mut out = out.into_iter();
         let op = match out.next() {
