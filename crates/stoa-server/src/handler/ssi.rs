@@ -70,7 +70,9 @@ pub struct SsiConfig {
     exec_timeout: Duration,
     /// Body bytes kept from one include or `exec cmd`.
     pub max_include: usize,
-    document_root: String,
+    document_root: std::sync::Arc<str>,
+    /// `root.path_str`, shared with the pages' lazy variables.
+    root_str: std::sync::Arc<str>,
 }
 
 impl SsiConfig {
@@ -103,14 +105,16 @@ impl SsiConfig {
         if max_include == 0 || max_include > 1 << 30 {
             return Err("max_include: between 1 byte and 1 GiB".into());
         }
+        let root = Root::open(root)?;
         Ok(SsiConfig {
-            root: Root::open(root)?,
+            root_str: root.path_str.as_str().into(),
+            root,
             follow_symlinks: spec.follow_symlinks,
             settings,
             last_modified: spec.last_modified,
             exec_timeout: spec.exec_timeout.unwrap_or(Duration::from_secs(10)),
             max_include: max_include as usize,
-            document_root: spec.document_root,
+            document_root: spec.document_root.into(),
         })
     }
 }
@@ -132,8 +136,8 @@ struct BaseVars {
     head: stoa_h1::RequestHead,
     info: gateway::ConnInfo,
     norm: String,
-    filename: String,
-    document_root: String,
+    root: std::sync::Arc<str>,
+    document_root: std::sync::Arc<str>,
     uid: u32,
     extra: Vec<(String, Vec<u8>)>,
 }
@@ -383,7 +387,7 @@ pub async fn serve(
                     vars: OnceCell::new(),
                     head: ex.req().clone(),
                     info: gateway::ConnInfo::of(ex),
-                    filename: format!("{}{norm}", cfg.root.path_str),
+                    root: cfg.root_str.clone(),
                     norm: norm.clone(),
                     document_root: cfg.document_root.clone(),
                     uid,
@@ -700,6 +704,7 @@ fn os_str(b: &[u8]) -> Result<&std::ffi::OsStr, String> {
 /// The CGI variables of the request and mod_include's own.
 fn page_vars(b: &BaseVars) -> VarList {
     let norm = b.norm.as_str();
+    let filename = format!("{}{norm}", b.root);
     let meta = gateway::meta_env_of(
         &b.head,
         &b.info,
@@ -707,7 +712,7 @@ fn page_vars(b: &BaseVars) -> VarList {
             script_name: norm,
             path_info: "",
             document_root: &b.document_root,
-            script_filename: &b.filename,
+            script_filename: &filename,
         },
         None,
         false,
