@@ -11,7 +11,8 @@
 //! instruction budget and deadline every [`super::HOOK_EVERY`]
 //! instructions and raises a Lua error past either. The handler removes
 //! the hook when the resume returns. A request that runs straight
-//! through, as almost all do, never has a hook.
+//! through, as almost all do, never has a hook. An idle server's
+//! watchdog checks ten times a second instead of every tick.
 
 use mlua::ffi;
 use std::cell::Cell;
@@ -20,6 +21,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// The watchdog's period.
 pub const TICK_MS: u64 = 5;
+
+/// Ticks per check once no Lua has run for a second.
+const IDLE_TICKS: u64 = 20;
 
 /// One worker thread's registration.
 struct Slot {
@@ -34,6 +38,8 @@ struct Slot {
 
 struct Watchdog {
     tick: AtomicU64,
+    /// A resume started since the last check.
+    seen: AtomicBool,
     slots: Mutex<Vec<Arc<Slot>>>,
 }
 
@@ -46,6 +52,7 @@ fn watchdog() -> &'static Watchdog {
     W.get_or_init(|| {
         let w: &'static Watchdog = Box::leak(Box::new(Watchdog {
             tick: AtomicU64::new(1),
+            seen: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
         }));
         // SAFETY: installs a handler that only reads this thread's
@@ -61,21 +68,36 @@ fn watchdog() -> &'static Watchdog {
         }
         let spawned = std::thread::Builder::new()
             .name("stoa-lua-watch".into())
-            .spawn(move || loop {
-                std::thread::sleep(std::time::Duration::from_millis(TICK_MS));
-                let now = w.tick.fetch_add(1, Ordering::Relaxed) + 1;
-                let slots = w.slots.lock().unwrap_or_else(|p| p.into_inner());
-                for s in slots.iter() {
-                    let since = s.since.load(Ordering::Acquire);
-                    if since != 0
-                        && now >= since + 2
-                        && !s.gone.load(Ordering::Acquire)
-                        && !s.signalled.swap(true, Ordering::AcqRel)
-                    {
-                        // SAFETY: the thread registered itself and has not
-                        // marked itself gone.
-                        unsafe { libc::pthread_kill(s.thread, signal_number()) };
+            .spawn(move || {
+                // Ticks since a resume was last seen running: past a
+                // second of that the watchdog checks ten times a second
+                // only (a runaway resume is then caught within 0.1 s).
+                let mut quiet = 0u64;
+                loop {
+                    let step = if quiet > 1000 / TICK_MS {
+                        IDLE_TICKS
+                    } else {
+                        1
+                    };
+                    std::thread::sleep(std::time::Duration::from_millis(TICK_MS * step));
+                    let now = w.tick.fetch_add(step, Ordering::Relaxed) + step;
+                    let slots = w.slots.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut busy = false;
+                    for s in slots.iter() {
+                        let since = s.since.load(Ordering::Acquire);
+                        busy |= since != 0;
+                        if since != 0
+                            && now >= since + 2
+                            && !s.gone.load(Ordering::Acquire)
+                            && !s.signalled.swap(true, Ordering::AcqRel)
+                        {
+                            // SAFETY: the thread registered itself and has
+                            // not marked itself gone.
+                            unsafe { libc::pthread_kill(s.thread, signal_number()) };
+                        }
                     }
+                    let seen = w.seen.swap(false, Ordering::Relaxed);
+                    quiet = if busy || seen { 0 } else { quiet + step };
                 }
             });
         if let Err(e) = spawned {
@@ -190,8 +212,12 @@ pub fn resume(
         ARMED.with(|a| a.set(false));
         LIMITS.with(|p| p.set(limits));
         slot.signalled.store(false, Ordering::Release);
+        let w = watchdog();
+        if !w.seen.load(Ordering::Relaxed) {
+            w.seen.store(true, Ordering::Relaxed);
+        }
         slot.since
-            .store(watchdog().tick.load(Ordering::Relaxed), Ordering::Release);
+            .store(w.tick.load(Ordering::Relaxed), Ordering::Release);
         let r = th.resume(args);
         slot.since.store(0, Ordering::Release);
         CURRENT.with(|c| c.set(std::ptr::null_mut()));
