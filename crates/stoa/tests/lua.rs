@@ -65,6 +65,11 @@ return function(req)
     return 200, { ["x a"] = "1" }, "no"
   elseif p == "/lua/headers" then
     return 201, { ["x-list"] = { "a", "b" }, ["x-n"] = 7, ["content-length"] = "999" }, "ok"
+  elseif p == "/lua/keep" then
+    -- A req kept past its request shows nothing of later requests.
+    local before = KEPT and tostring(KEPT.query) or "none"
+    KEPT = req
+    return 200, {}, before .. " " .. tostring(req.headers["x-test"])
   elseif p == "/lua/late" then
     stoa.sleep(0.6)
     stoa.sleep(0.6)
@@ -487,4 +492,19 @@ fn issue_13_response_headers_are_checked() {
         assert_eq!(r.header("x-injected"), None);
     }
     assert_eq!(s.get("/lua/hits").text(), "hello  1");
+}
+
+#[test]
+fn issue_13_a_req_kept_past_its_request_reads_nothing_of_later_ones() {
+    let (_d, s) = site("lua-keep", "");
+    let get = |q: &str, v: &str| {
+        let h = format!("X-Test: {v}");
+        Conn::connect(s.addr)
+            .request(&request("GET", &format!("/lua/keep?{q}"), &[&h]))
+            .text()
+    };
+    assert_eq!(get("secret=1", "one"), "none one");
+    // The first request's table was never asked for its query: it is gone
+    // with it, and never the later request's (whose slot it had).
+    assert_eq!(get("q=2", "two"), "nil two");
 }

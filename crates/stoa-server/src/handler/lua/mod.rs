@@ -138,37 +138,42 @@ struct Vm {
 const KEEP_THREADS: usize = 32;
 
 /// The requests an interpreter is running, by id: `req` tables hold only
-/// their id (no userdata per request).
+/// their id (no userdata per request). An id names its slot and the
+/// slot's generation, so a `req` a script kept past its request reads
+/// nothing (never a later request's fields).
 #[derive(Default)]
 struct Requests {
-    slots: Vec<Option<RawReq>>,
+    slots: Vec<(u32, Option<RawReq>)>,
     free: Vec<usize>,
 }
 
 impl Requests {
     fn insert(&mut self, r: RawReq) -> i64 {
         let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(r);
-                i
-            }
+            Some(i) => i,
             None => {
-                self.slots.push(Some(r));
+                self.slots.push((0, None));
                 self.slots.len() - 1
             }
         };
-        i as i64 + 1
+        let slot = &mut self.slots[i];
+        slot.0 = slot.0.wrapping_add(1);
+        slot.1 = Some(r);
+        (i64::from(slot.0) << 32) | i as i64
     }
 
     fn get(&self, id: i64) -> Option<&RawReq> {
-        let i = usize::try_from(id.checked_sub(1)?).ok()?;
-        self.slots.get(i)?.as_ref()
+        let (gen, i) = ((id >> 32) as u32, (id & 0xffff_ffff) as usize);
+        match self.slots.get(i)? {
+            (g, Some(r)) if *g == gen => Some(r),
+            _ => None,
+        }
     }
 
     fn remove(&mut self, id: i64) {
-        let i = (id - 1) as usize;
+        let (gen, i) = ((id >> 32) as u32, (id & 0xffff_ffff) as usize);
         if let Some(slot) = self.slots.get_mut(i) {
-            if slot.take().is_some() {
+            if slot.0 == gen && slot.1.take().is_some() {
                 self.free.push(i);
             }
         }
