@@ -2,7 +2,7 @@
 # Runs the README's first command exactly as written, `cargo run --release
 # -- serve`, from the repository root (the release build comes first, so
 # the wait is long), and checks that the demo answers on 127.0.0.1:8080:
-# `/` and the comments page must be 200. Then stops the server by its PID
+# `/` and the comments pages (FastCGI and Lua) must be 200. Then stops the server by its PID
 # and makes sure port 8080 is free again, so tests that run after it are
 # not disturbed.
 set -euo pipefail
@@ -112,7 +112,7 @@ until answers; do
 done
 say "answering after $((SECONDS - t0))s (stoa PID $(stoa_pids | tr '\n' ' '))"
 
-for path in / /comments/; do
+for path in / /comments/ /lua-comments/; do
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "$url$path") || code=000
   [ "$code" = 200 ] || fail "GET $path: $code, expected 200"
   say "GET $path: 200"

@@ -14,7 +14,7 @@
 # Usage: bench/dynamic.sh     (as root installs wrk / libfcgi-dev / nginx's Lua module when missing)
 # Knobs: DUR=5s CONC=16 WORKERS=1 RUN=/tmp/stoa-bench-dynamic STOA=target/release/stoa
 #        CASES="static ssi lua fastcgi cgi nginx-lua"
-# Ports: stoa 18260, nginx 18261. Everything is started here on loopback and stopped by PID at exit.
+# Ports: stoa $PORT (18260), nginx $NGINX_PORT (18261). Everything is started here on loopback and stopped by PID at exit.
 set -euo pipefail
 case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
@@ -24,7 +24,7 @@ RUN=${RUN:-/tmp/stoa-bench-dynamic}
 DUR=${DUR:-5s} CONC=${CONC:-16} WORKERS=${WORKERS:-1}
 CASES=${CASES:-static ssi lua fastcgi cgi nginx-lua}
 STOA=${STOA:-$REPO/target/release/stoa}
-PORT=18260 NGINX_PORT=18261
+PORT=${PORT:-18260} NGINX_PORT=${NGINX_PORT:-18261}
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM

@@ -8,13 +8,13 @@
 use crate::config::{Handler, Route, Runtime, Site};
 use crate::exchange::{Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi::{self, CgiConfig};
-use crate::handler::fastcgi::{self, Authz, FastCgiRoute};
+use crate::handler::fastcgi::{self, FastCgiRoute};
 use crate::handler::lua::{self, LuaConfig};
 use crate::handler::proxy::{self, ProxyRoute};
 use crate::handler::ssi::{self, SsiConfig};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
-use crate::handler::Outcome;
+use crate::handler::{Authz, Outcome};
 use crate::local::Worker;
 use std::cell::RefCell;
 use std::future::Future;
@@ -44,9 +44,9 @@ pub enum Pick<'r> {
     Ssi(&'r SsiConfig, String),
     /// A Lua script.
     Lua(&'r LuaConfig, String),
-    /// A route with a FastCGI Authorizer (the pool's index): ask it first,
-    /// then pick again with [`pick_unguarded`].
-    Guarded(usize),
+    /// A route with an access check: ask it first, then pick again with
+    /// [`pick_unguarded`].
+    Guarded(Guard<'r>),
     /// The status page.
     ServerStatus(&'r StatusConfig),
     /// Answered without a handler (404, 413, OPTIONS *...).
@@ -68,9 +68,17 @@ impl Pick<'_> {
                 | Pick::Proxy(..)
                 | Pick::Ssi(..)
                 | Pick::Lua(..)
-                | Pick::Guarded(_)
+                | Pick::Guarded(..)
         )
     }
+}
+
+/// What is asked before a route's handler runs.
+pub enum Guard<'r> {
+    /// A FastCGI Authorizer (the pool's index).
+    FastCgi(usize),
+    /// A Lua `access` script.
+    Lua(&'r LuaConfig),
 }
 
 /// Chooses the handler for a request: limits first, then the site by Host,
@@ -256,8 +264,15 @@ fn pick_with<'r>(
             return (Pick::Status(403), rewritten_head(head, &norm, &changed));
         }
         let route = route(site, &norm);
-        if let (Some(pool), true) = (route.and_then(|r| r.authorizer), guard) {
-            return (Pick::Guarded(pool), rewritten_head(head, &norm, &changed));
+        if let (Some(r), true) = (route, guard) {
+            let g = match (r.authorizer, &r.access) {
+                (Some(pool), _) => Some(Guard::FastCgi(pool)),
+                (None, Some(lua)) => Some(Guard::Lua(lua)),
+                (None, None) => None,
+            };
+            if let Some(g) = g {
+                return (Pick::Guarded(g), rewritten_head(head, &norm, &changed));
+            }
         }
         let handler = route.map(|r| &r.handler).or(site.fallback.as_ref());
         let query = match &changed {
@@ -541,10 +556,10 @@ fn dispatch_in<'x>(
         })),
         Pick::Lua(cfg, norm) => Some(Box::pin(async move {
             let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
-            let o = lua::serve(cfg, norm, ex, &inc).await;
+            let o = lua::serve(cfg, norm, ex, &inc, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::Guarded(pool) => Some(Box::pin(guarded(pool, ex, rt, depth, nest))),
+        Pick::Guarded(g) => Some(Box::pin(guarded(g, ex, rt, depth, nest))),
     }
 }
 
@@ -601,12 +616,27 @@ fn redirect_head(orig: &RequestHead, location: &[u8]) -> RequestHead {
     )
 }
 
-/// A request for a route with a FastCGI Authorizer (§6.3): the application
-/// answers first; on 200 the route's handler runs with the variables it
-/// granted, otherwise its response goes to the client. Local redirects come
-/// through routing again, so they are authorized too.
-async fn guarded(pool: usize, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8, nest: Option<&Nest>) {
-    let vars = match fastcgi::authorize(pool, ex, &rt.pools).await {
+/// A request for a route with an access check, a FastCGI Authorizer
+/// (§6.3) or a Lua `access` script: it answers first; when it lets the
+/// request through, the route's handler runs with the variables it
+/// granted, otherwise its response goes to the client. Local redirects
+/// come through routing again, so they are checked too.
+async fn guarded(
+    g: Guard<'_>,
+    ex: &mut Exchange<'_>,
+    rt: &Runtime,
+    depth: u8,
+    nest: Option<&Nest>,
+) {
+    let authz = match g {
+        Guard::FastCgi(pool) => fastcgi::authorize(pool, ex, &rt.pools).await,
+        Guard::Lua(cfg) => {
+            let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
+            let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
+            lua::access(cfg, ex, &inc).await
+        }
+    };
+    let vars = match authz {
         Authz::Allow(v) => v,
         Authz::Answered => return,
     };

@@ -4,7 +4,7 @@
 
 use crate::config::Runtime;
 use crate::conn;
-use crate::handler::static_files;
+use crate::handler::{ssi, static_files};
 use crate::local::{Shared, Worker};
 use crate::proto::stream::{cold, Rewind, Stream};
 use std::rc::Rc;
@@ -53,6 +53,7 @@ pub async fn run(
         rt.cache.max_file_bytes,
         rt.cache.revalidate,
     );
+    ssi::set_template_revalidate(rt.cache.revalidate);
     let mut tokio_listeners = Vec::new();
     for l in listeners {
         match TcpListener::from_std(l.socket) {
@@ -89,6 +90,7 @@ pub async fn run(
                 let rt = runtime.borrow_and_update().clone();
                 worker.set_access_log(&rt.access_log);
                 static_files::set_cache_limits(rt.cache.max_bytes, rt.cache.max_file_bytes, rt.cache.revalidate);
+                ssi::set_template_revalidate(rt.cache.revalidate);
             }
             r = sd.changed() => {
                 if r.is_err() || *sd.borrow() { break; }

@@ -4,7 +4,7 @@
 //! the same in both places.
 
 use crate::parser::{Event, Parser};
-use crate::{Action, Env, FileStat, Page, Settings, Times, VarList};
+use crate::{Action, Env, FileStat, Page, Settings, Template, Times, VarList};
 
 /// A small bound, so that short inputs reach the too-long path.
 const MAX: usize = 64;
@@ -19,8 +19,9 @@ const MAX: usize = 64;
 /// - the text events, concatenated, are a subsequence of the page (no
 ///   byte invented) made of whole runs outside directives;
 /// - the interpreter, with every reply a scripted server may give, gives
-///   the same output for the whole page and for the two pieces, and never
-///   panics.
+///   the same output for the whole page, for the two pieces and for the
+///   page parsed once into a [`Template`] (what the server caches), and
+///   never panics.
 pub fn fuzz_check(data: &[u8]) {
     let (cut, page) = match data {
         [a, b, rest @ ..] => (usize::from(u16::from_le_bytes([*a, *b])), rest),
@@ -62,6 +63,8 @@ pub fn fuzz_check(data: &[u8]) {
             one,
             "output differs when split at {cut}"
         );
+        let t = Template::parse(page.to_vec(), MAX);
+        assert_eq!(render_in(&settings, &t), one, "a template's output differs");
     }
 }
 
@@ -99,8 +102,57 @@ fn events(pieces: &[&[u8]]) -> Vec<Owned> {
     out
 }
 
+/// [`render`] of a page parsed once.
+fn render_in(settings: &Settings, t: &Template) -> Vec<u8> {
+    render_with(settings, &mut |page, env, out, handle| {
+        let mut pos = 0;
+        let mut drain = |page: &mut Page, out: &mut Vec<u8>| {
+            while let Some(action) = page.next_in(t, &mut pos, env) {
+                if let Action::Text(t) = action {
+                    out.extend_from_slice(t);
+                    continue;
+                }
+                handle(page, action, out);
+            }
+        };
+        drain(page, out);
+        page.finish_template();
+        drain(page, out);
+    })
+}
+
+/// A driver of a page: the page, its environment, the output, and what
+/// handles an action that is not text.
+type Handler<'h> = dyn FnMut(&mut Page, Action<'_>, &mut Vec<u8>) + 'h;
+type Driver<'d> = dyn FnMut(&mut Page, &dyn Env, &mut Vec<u8>, &mut Handler<'_>) + 'd;
+
 /// The page's output with a server that fails every other request.
 fn render(settings: &Settings, pieces: &[&[u8]]) -> Vec<u8> {
+    render_with(settings, &mut |page, env, out, handle| {
+        for piece in pieces {
+            let mut input = *piece;
+            while let Some(action) = page.next(&mut input, env) {
+                // Only requests count towards `n`, so that both runs script
+                // the same replies whatever the text's pieces.
+                if let Action::Text(t) = action {
+                    out.extend_from_slice(t);
+                    continue;
+                }
+                handle(page, action, out);
+            }
+        }
+        page.finish();
+        while let Some(action) = page.next(&mut &[][..], env) {
+            if let Action::Text(t) = action {
+                out.extend_from_slice(t);
+                continue;
+            }
+            handle(page, action, out);
+        }
+    })
+}
+
+fn render_with(settings: &Settings, drive: &mut Driver<'_>) -> Vec<u8> {
     let mut env = VarList::new();
     env.set(b"DOCUMENT_URI", b"/a/b.shtml");
     env.set(b"QUERY_STRING", b"x=1&y=%41");
@@ -113,7 +165,7 @@ fn render(settings: &Settings, pieces: &[&[u8]]) -> Vec<u8> {
     );
     let mut out = Vec::new();
     let mut n = 0u32;
-    let mut handle = |page: &mut Page, action: Action<'_>, out: &mut Vec<u8>| {
+    let mut handle = move |page: &mut Page, action: Action<'_>, out: &mut Vec<u8>| {
         n += 1;
         match action {
             Action::Text(t) => out.extend_from_slice(t),
@@ -140,26 +192,7 @@ fn render(settings: &Settings, pieces: &[&[u8]]) -> Vec<u8> {
         }
     };
     let env: &dyn Env = &env;
-    for piece in pieces {
-        let mut input = *piece;
-        while let Some(action) = page.next(&mut input, env) {
-            // Only requests count towards `n`, so that both runs script
-            // the same replies whatever the text's pieces.
-            if let Action::Text(t) = action {
-                out.extend_from_slice(t);
-                continue;
-            }
-            handle(&mut page, action, &mut out);
-        }
-    }
-    page.finish();
-    while let Some(action) = page.next(&mut &[][..], env) {
-        if let Action::Text(t) = action {
-            out.extend_from_slice(t);
-            continue;
-        }
-        handle(&mut page, action, &mut out);
-    }
+    drive(&mut page, env, &mut out, &mut handle);
     out
 }
 

@@ -56,7 +56,7 @@ pub mod parser;
 pub use expr::Backrefs;
 pub use format::Zone;
 pub use page::{
-    Action, Env, ExecKind, FileStat, InfoKind, Page, Settings, SizeFmt, Source, Times, VarList,
-    DEFAULT_ECHOMSG, DEFAULT_ERRMSG,
+    Action, Env, ExecKind, FileStat, InfoKind, Page, Settings, SizeFmt, Source, Template, Times,
+    VarList, DEFAULT_ECHOMSG, DEFAULT_ERRMSG,
 };
 pub use parser::{Arg, Directive, Event, Malformed, Parser};

@@ -404,6 +404,51 @@ impl Page {
         }
     }
 
+    /// [`Page::next`] over a page parsed once ([`Template`]): `pos` is
+    /// where this run is in it (start at 0). When it returns `None` the
+    /// page is done; call [`Page::finish_template`] and take what that
+    /// queued with `next_in` again.
+    pub fn next_in<'a>(
+        &mut self,
+        t: &'a Template,
+        pos: &mut usize,
+        env: &dyn Env,
+    ) -> Option<Action<'a>> {
+        loop {
+            if let Some(a) = self.queue.pop_front() {
+                return Some(a);
+            }
+            if self.job.is_some() {
+                self.step(env);
+                continue;
+            }
+            let ev = t.events.get(*pos)?;
+            *pos += 1;
+            match ev {
+                Cached::Text(r) => {
+                    if self.printing {
+                        return Some(Action::Text(&t.bytes[r.clone()]));
+                    }
+                }
+                Cached::Static(s) => {
+                    if self.printing {
+                        return Some(Action::Text(s));
+                    }
+                }
+                Cached::Event(ev) => self.event(ev.clone(), env),
+            }
+        }
+    }
+
+    /// The end of a [`Template`]'s run: the parser's end was part of the
+    /// template; what remains is the warning for a missing `endif`.
+    pub fn finish_template(&mut self) {
+        if !self.printing {
+            self.queue
+                .push_back(Action::Warning("missing closing endif directive".into()));
+        }
+    }
+
     /// The end of the document: queues what remains (a held `<!--`, the
     /// error for an unterminated directive, the warning for a missing
     /// `endif`), to be taken with [`Page::next`] on empty input.
@@ -955,4 +1000,93 @@ fn relative_path(p: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     Some(parts.join(&b'/'))
+}
+
+/// One parser event of a [`Template`].
+#[derive(Debug)]
+enum Cached {
+    /// Text of the page, as a range of its bytes.
+    Text(std::ops::Range<usize>),
+    /// Text the parser made (a held `<!--` at the end of the page).
+    Static(Vec<u8>),
+    /// A directive or a malformed one, evaluated on each run.
+    Event(Event<'static>),
+}
+
+/// A page parsed once and run many times ([`Page::next_in`]): its bytes
+/// and the parser's events, text as ranges of the bytes. Parsing is the
+/// same as [`Page::next`]'s (the same directive bound), so a run gives
+/// the same actions; only evaluation (variables, conditions, includes)
+/// is done per run. What a server keeps in a template cache.
+#[derive(Debug)]
+pub struct Template {
+    bytes: Box<[u8]>,
+    events: Vec<Cached>,
+}
+
+impl Template {
+    /// Parses a whole page with directives of at most `max_directive`
+    /// bytes (as [`Settings::max_directive`]).
+    pub fn parse(bytes: Vec<u8>, max_directive: usize) -> Template {
+        let bytes = bytes.into_boxed_slice();
+        let mut events = Vec::new();
+        let base = bytes.as_ptr() as usize;
+        let range_of = |t: &[u8]| -> Option<std::ops::Range<usize>> {
+            let at = (t.as_ptr() as usize).checked_sub(base)?;
+            (at + t.len() <= bytes.len()).then_some(at..at + t.len())
+        };
+        let push = |ev: Event<'_>, events: &mut Vec<Cached>| match ev {
+            Event::Text(t) => match range_of(t) {
+                // Adjacent text (the parser may split it) is one range.
+                Some(r) => match events.last_mut() {
+                    Some(Cached::Text(prev)) if prev.end == r.start => prev.end = r.end,
+                    _ => events.push(Cached::Text(r)),
+                },
+                None => events.push(Cached::Static(t.to_vec())),
+            },
+            Event::Directive(d) => events.push(Cached::Event(Event::Directive(d))),
+            Event::Malformed { error, name } => {
+                events.push(Cached::Event(Event::Malformed { error, name }))
+            }
+        };
+        let mut parser = Parser::new(max_directive);
+        let mut input = &bytes[..];
+        while let Some(ev) = parser.next(&mut input) {
+            push(ev, &mut events);
+        }
+        if let Some(ev) = parser.finish() {
+            push(ev, &mut events);
+        }
+        Template { bytes, events }
+    }
+
+    /// The page's bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Roughly what it holds in memory (for a cache's bound).
+    pub fn cost(&self) -> usize {
+        self.bytes.len()
+            + self.events.len() * std::mem::size_of::<Cached>()
+            + self
+                .events
+                .iter()
+                .map(|e| match e {
+                    Cached::Static(s) => s.len(),
+                    Cached::Event(Event::Directive(d)) => {
+                        d.name.len()
+                            + d.args
+                                .iter()
+                                .map(|a| a.name.len() + a.value.as_ref().map_or(0, Vec::len) + 48)
+                                .sum::<usize>()
+                    }
+                    _ => 0,
+                })
+                .sum::<usize>()
+    }
 }

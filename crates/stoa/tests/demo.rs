@@ -14,7 +14,8 @@ fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("read demo dir") {
         let entry = entry.expect("dir entry");
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with("comments.db") {
+        let n = name.to_string_lossy();
+        if n.starts_with("comments.db") || n.starts_with("lua-comments.db") {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
@@ -161,6 +162,7 @@ fn the_index_page_links_to_every_route_and_static_files_are_served() {
         "href=\"docs/\"",
         "href=\"cgi-bin/hello.sh",
         "href=\"comments/\"",
+        "href=\"lua-comments/\"",
         "href=\"private/\"",
         "href=\"stoa-status\"",
     ] {
@@ -315,4 +317,55 @@ fn the_demo_serves_https_and_http2_with_a_self_signed_certificate_it_writes_on_f
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// The seeds' comments form (Figure 1) as a Lua handler on SQLite: a
+/// POST stored, a page listing every comment, escaped; the script's
+/// connection and the shared visit counter kept across requests.
+#[test]
+fn issue_13_the_lua_comments_form_stores_a_post_in_sqlite_and_lists_it() {
+    let s = demo("demo-lua-comments");
+    let r = s.get("/lua-comments/");
+    assert_eq!(r.status, 200, "{}\n{}", r.text(), s.server.stderr());
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert!(r.text().contains("<form method=\"post\""), "{}", r.text());
+    assert!(r.text().contains("No comments yet"), "{}", r.text());
+    assert!(
+        s.dir.join("demo/lua-comments.db").is_file(),
+        "no database made"
+    );
+
+    let r = s.request(&post_form(
+        "/lua-comments/",
+        "name=Mallory+%26+co&comment=%3Cscript%3Ealert(%22hi%22)%3C%2Fscript%3E",
+    ));
+    assert_eq!(r.status, 303, "{}\n{}", r.text(), s.server.stderr());
+    assert_eq!(r.header("location"), Some("/lua-comments/"));
+    assert_eq!(
+        s.request(&post_form("/lua-comments/", "name=ada&comment=caf%C3%A9"))
+            .status,
+        303
+    );
+    assert_eq!(
+        s.request(&post_form("/lua-comments/", "name=a&comment=+"))
+            .status,
+        400
+    );
+    let long = format!("name=a&comment={}", "x".repeat(2001));
+    assert_eq!(s.request(&post_form("/lua-comments/", &long)).status, 413);
+
+    let page = s.get("/lua-comments/").text();
+    assert!(page.contains("<h2>2 comments</h2>"), "{page}");
+    assert!(page.contains("<strong>Mallory &amp; co</strong>"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(&quot;hi&quot;)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(!page.contains("<script>"), "unescaped: {page}");
+    // Newest first.
+    assert!(
+        page.find("café").unwrap() < page.find("Mallory").unwrap(),
+        "{page}"
+    );
+    assert!(page.contains("shown 2 times"), "{page}");
 }

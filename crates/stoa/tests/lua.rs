@@ -24,6 +24,8 @@ return function(req)
     error("boom")
   elseif p == "/lua/runaway" then
     while true do end
+  elseif p == "/lua/sneaky" then
+    while true do pcall(function() while true do end end) end
   elseif p == "/lua/memory" then
     local t = {}
     for i = 1, 1e9 do t[i] = string.rep("x", 1024) .. i end
@@ -57,6 +59,21 @@ return function(req)
       out[#out + 1] = row.id .. ":" .. row.who .. ":" .. row.text
     end
     return 200, { ["content-type"] = "text/plain" }, table.concat(out, "\n")
+  elseif p == "/lua/badheader" then
+    return 200, { ["x-a"] = "a\r\nx-injected: 1" }, "no"
+  elseif p == "/lua/badname" then
+    return 200, { ["x a"] = "1" }, "no"
+  elseif p == "/lua/headers" then
+    return 201, { ["x-list"] = { "a", "b" }, ["x-n"] = 7, ["content-length"] = "999" }, "ok"
+  elseif p == "/lua/keep" then
+    -- A req kept past its request shows nothing of later requests.
+    local before = KEPT and tostring(KEPT.query) or "none"
+    KEPT = req
+    return 200, {}, before .. " " .. tostring(req.headers["x-test"])
+  elseif p == "/lua/late" then
+    stoa.sleep(0.6)
+    stoa.sleep(0.6)
+    return 200, {}, "late"
   elseif p == "/lua/echo" then
     return 200, { ["content-type"] = "text/plain" },
       req.method .. " " .. (req.query or "-") .. " " .. (req.headers["x-test"] or "-") ..
@@ -137,12 +154,19 @@ fn issue_13_a_runaway_loop_is_stopped_by_the_instruction_hook_lua_nginx_module_7
         "{}",
         s.stderr()
     );
+    // A pcall does not catch the stop.
+    let t = Instant::now();
+    assert_eq!(s.get("/lua/sneaky").status, 500);
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     // The instruction budget alone stops it too, well before the timeout.
     assert_eq!(s.get("/lua/hits").text(), "hello  2");
     let (_d2, s2) = site(
         "lua-budget",
         ", timeout = \"30s\", max_instructions = 1000000",
     );
+    // An idle watchdog (no Lua for a second) still catches it.
+    assert_eq!(s2.get("/lua/hits").text(), "hello  1");
+    std::thread::sleep(Duration::from_millis(1500));
     let t = Instant::now();
     assert_eq!(s2.get("/lua/runaway").status, 500);
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
@@ -151,7 +175,7 @@ fn issue_13_a_runaway_loop_is_stopped_by_the_instruction_hook_lua_nginx_module_7
         "{}",
         s2.stderr()
     );
-    assert_eq!(s2.get("/lua/hits").text(), "hello  1");
+    assert_eq!(s2.get("/lua/hits").text(), "hello  2");
 }
 
 #[test]
@@ -247,4 +271,240 @@ fn rfc_9112_7_1_a_lua_error_mid_stream_is_a_visible_cut() {
         !text.ends_with("0\r\n\r\n"),
         "a last chunk was sent: {text:?}"
     );
+}
+
+const AUTH: &str = r#"
+local seen = 0
+return function(req)
+  seen = seen + 1
+  if req.args.go == "away" then
+    return 302, { location = "/login" }, ""
+  end
+  local auth = req.headers.authorization
+  if auth == nil then
+    return 401, { ["www-authenticate"] = 'Bearer realm="stoa"' }, "who are you?"
+  elseif auth == "Bearer refused" then
+    return false
+  elseif auth ~= "Bearer good" then
+    return 403, { ["content-type"] = "text/plain" }, "not you"
+  end
+  return nil, { USER = "ada", SEEN = seen }
+end
+"#;
+
+const AFTER_AUTH: &str = r#"
+return function(req)
+  return 200, { ["content-type"] = "text/plain" },
+    "lua " .. (req.vars.USER or "-") .. " " .. req.method .. " " .. req:body()
+end
+"#;
+
+/// `lua = { access = ... }` runs before any handler (static files, CGI,
+/// Lua) and answers, or lets the request through with variables for the
+/// handler (environment variables of a CGI script, `req.vars` in Lua),
+/// as a FastCGI Authorizer does.
+#[test]
+fn issue_13_a_lua_access_script_guards_any_route_and_passes_variables() {
+    let dir = TempDir::new("lua-access");
+    dir.write("auth.lua", AUTH);
+    dir.write("app.lua", AFTER_AUTH);
+    dir.write("www/private/secret.txt", "SECRET");
+    let script = dir.write(
+        "cgi/who",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\ncgi %s %s' \"$USER\" \"$SEEN\"\n",
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[site]]\nroot = \"{root}/www\"\n\n\
+             [[site.route]]\nprefix = \"/private/\"\nstatic = {{}}\nlua = {{ access = \"auth.lua\" }}\n\n\
+             [[site.route]]\nprefix = \"/cgi/\"\ncgi = {{ dir = \"{root}/cgi\" }}\nlua = {{ access = \"auth.lua\" }}\n\n\
+             [[site.route]]\nprefix = \"/app/\"\nlua = {{ script = \"app.lua\", access = \"auth.lua\" }}\n",
+            root = dir.path().display()
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    let with = |path: &str, auth: &str| {
+        let h = format!("Authorization: {auth}");
+        Conn::connect(s.addr).request(&request("GET", path, &[&h]))
+    };
+
+    // Answers: 401 with its header, 403 (its body, or Stoa's for `false`),
+    // a redirect.
+    let r = s.get("/private/secret.txt");
+    assert_eq!(r.status, 401, "{}", s.stderr());
+    assert_eq!(r.header("www-authenticate"), Some("Bearer realm=\"stoa\""));
+    assert_eq!(r.text(), "who are you?");
+    let r = with("/private/secret.txt", "Bearer wrong");
+    assert_eq!(r.status, 403);
+    assert_eq!(r.text(), "not you");
+    assert_eq!(with("/private/secret.txt", "Bearer refused").status, 403);
+    let r = s.get("/cgi/who?go=away");
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("/login"));
+
+    // Let through: the static file, the CGI script with the variables in
+    // its environment, the Lua handler with them in req.vars and the
+    // request body left for it.
+    let r = with("/private/secret.txt", "Bearer good");
+    assert_eq!((r.status, r.text().as_str()), (200, "SECRET"));
+    let r = with("/cgi/who", "Bearer good");
+    assert_eq!(r.status, 200, "{}", s.stderr());
+    assert!(r.text().starts_with("cgi ada "), "{}", r.text());
+    let mut req = request(
+        "POST",
+        "/app/x",
+        &["Authorization: Bearer good", "Content-Length: 5"],
+    );
+    req.extend_from_slice(b"hello");
+    let r = Conn::connect(s.addr).request(&req);
+    assert_eq!(r.text(), "lua ada POST hello", "{}", s.stderr());
+
+    // An error in the access script is a 500, never a way through.
+    dir.write("auth.lua", "return function(req) error('auth down') end");
+    let mark = s.stderr().len();
+    s.signal(libc::SIGHUP);
+    assert!(s.wait_stderr(mark, "reload", Duration::from_secs(10)));
+    let r = with("/private/secret.txt", "Bearer good");
+    assert_eq!(r.status, 500);
+    assert!(
+        s.wait_stderr(mark, "auth.lua:1: auth down", Duration::from_secs(5)),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn issue_13_lua_access_and_a_fastcgi_authorizer_on_one_route_is_a_config_error() {
+    let dir = TempDir::new("lua-access-both");
+    dir.write("auth.lua", AUTH);
+    let cfg = dir.config(
+        "stoa.toml",
+        "[[pool]]\nname = \"a\"\naddress = [\"127.0.0.1:9\"]\n\n[[site]]\n\
+         [[site.route]]\nprefix = \"/x/\"\nstatic = { root = \"/tmp\" }\nauthorizer = \"a\"\nlua = { access = \"auth.lua\" }\n",
+    );
+    let out = std::process::Command::new(stoa_bin())
+        .arg("check")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lua.access"), "{err}");
+}
+
+const SHARED: &str = r#"
+local me = tostring({}):sub(8)      -- this worker's interpreter
+local d = stoa.shared.counters
+return function(req)
+  if req.path == "/s/hit" then
+    return 200, {}, me .. " " .. d:incr("hits")
+  elseif req.path == "/s/ttl" then
+    d:set("short", "here", 0.2)
+    return 200, {}, d:get("short")
+  elseif req.path == "/s/get" then
+    return 200, {}, tostring(d:get(req.args.k))
+  elseif req.path == "/s/big" then
+    local ok, err = d:set("big", string.rep("x", 100000))
+    d:set("gone", 1)
+    d:delete("gone")
+    return 200, {}, tostring(ok) .. " " .. tostring(err) .. " " .. tostring(d:get("gone"))
+  end
+end
+"#;
+
+/// `[lua.shared]`: one dictionary for every worker (OpenResty's
+/// ngx.shared.DICT): two workers count on the same counter.
+#[test]
+fn issue_13_the_shared_dictionary_is_one_across_workers() {
+    let dir = TempDir::new("lua-shared");
+    dir.write("app.lua", SHARED);
+    let cfg = dir.write(
+        "stoa.toml",
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+         [lua.shared]\ncounters = \"64 KiB\"\n\n\
+         [[site]]\n[[site.route]]\nprefix = \"/s/\"\nlua = { script = \"app.lua\" }\n",
+    );
+    let s = Server::with_config(&cfg);
+    let mut workers = std::collections::BTreeSet::new();
+    let mut counts = Vec::new();
+    // Each request on a new connection: SO_REUSEPORT spreads them over
+    // both workers' listeners.
+    for _ in 0..60 {
+        let t = s.get("/s/hit").text();
+        let (who, n) = t.split_once(' ').expect("id and count");
+        workers.insert(who.to_owned());
+        counts.push(n.parse::<u32>().expect("a count"));
+    }
+    assert_eq!(workers.len(), 2, "both workers answered: {workers:?}");
+    counts.sort();
+    assert_eq!(counts, (1..=60).collect::<Vec<_>>());
+
+    assert_eq!(s.get("/s/ttl").text(), "here");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(s.get("/s/get?k=short").text(), "nil");
+    assert_eq!(s.get("/s/big").text(), "false no memory nil");
+    assert_eq!(s.get("/s/get?k=hits").text(), "60");
+
+    // A reload keeps the dictionary.
+    let mark = s.stderr().len();
+    s.signal(libc::SIGHUP);
+    assert!(s.wait_stderr(mark, "reload", Duration::from_secs(10)));
+    assert_eq!(s.get("/s/get?k=hits").text(), "60");
+}
+
+/// The route's timeout covers what the script waits for (sleeps,
+/// subrequests, queries), not only the Lua code the hook sees.
+#[test]
+fn issue_13_the_timeout_covers_waits() {
+    let (_d, s) = site("lua-late", ", timeout = \"1s\"");
+    let t = Instant::now();
+    assert_eq!(s.get("/lua/late").status, 500);
+    assert!(
+        t.elapsed() < Duration::from_millis(1150),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        s.wait_stderr(0, "timed out after 1s", Duration::from_secs(5)),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+}
+
+/// Response headers: lists repeat a field, numbers are text, framing
+/// fields are Stoa's; a CR/LF in a value or a bad name is a 500 (no
+/// header injection).
+#[test]
+fn issue_13_response_headers_are_checked() {
+    let (_d, s) = site("lua-headers", "");
+    let r = s.get("/lua/headers");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header_count("x-list"), 2);
+    assert_eq!(r.header("x-n"), Some("7"));
+    assert_eq!(r.header("content-length"), Some("2"));
+    assert_eq!(r.text(), "ok");
+    for p in ["/lua/badheader", "/lua/badname"] {
+        let r = s.get(p);
+        assert_eq!(r.status, 500, "{p}");
+        assert_eq!(r.header("x-injected"), None);
+    }
+    assert_eq!(s.get("/lua/hits").text(), "hello  1");
+}
+
+#[test]
+fn issue_13_a_req_kept_past_its_request_reads_nothing_of_later_ones() {
+    let (_d, s) = site("lua-keep", "");
+    let get = |q: &str, v: &str| {
+        let h = format!("X-Test: {v}");
+        Conn::connect(s.addr)
+            .request(&request("GET", &format!("/lua/keep?{q}"), &[&h]))
+            .text()
+    };
+    assert_eq!(get("secret=1", "one"), "none one");
+    // The first request's table was never asked for its query: it is gone
+    // with it, and never the later request's (whose slot it had).
+    assert_eq!(get("q=2", "two"), "nil two");
 }

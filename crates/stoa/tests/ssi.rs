@@ -482,13 +482,15 @@ fn issue_13_output_starts_before_a_slow_include_ends() {
 
 #[test]
 fn issue_13_a_directive_split_at_every_byte_across_reads_prints_the_same() {
-    // Stoa reads pages 16 KiB at a time: pad each page so that the read
-    // boundary falls at every byte of the directive, and one past it.
+    // Stoa reads pages larger than its template cache takes (256 KiB)
+    // 16 KiB at a time: pad each page past that so that a read boundary
+    // falls at every byte of the directive, and one past it.
     const READ: usize = 16 * 1024;
+    const PAD: usize = 17 * READ;
     let directive = b"<!--#echo var=\"DOCUMENT_NAME\" encoding=\"none\" -->";
     let dir = TempDir::new("ssi-split");
     for k in 0..=directive.len() {
-        let mut page = vec![b'.'; READ - k];
+        let mut page = vec![b'.'; PAD - k];
         page.extend_from_slice(directive);
         page.extend_from_slice(b"|end");
         dir.write(&format!("www/p{k}.shtml"), page);
@@ -504,7 +506,7 @@ fn issue_13_a_directive_split_at_every_byte_across_reads_prints_the_same() {
     for k in 0..=directive.len() {
         let r = stoa.get(&format!("/p{k}.shtml"));
         assert_eq!(r.status, 200);
-        let want = format!("{}p{k}.shtml|end", ".".repeat(READ - k));
+        let want = format!("{}p{k}.shtml|end", ".".repeat(PAD - k));
         assert!(r.text() == want, "split {k} bytes into the directive");
     }
 }
@@ -535,4 +537,37 @@ fn issue_13_printenv_lists_the_include_and_cgi_variables() {
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
+}
+
+/// Parsed pages are cached per worker and revalidated like static files:
+/// a page rewritten in place (same size, same inode) is parsed again once
+/// its mtime changed and `[cache] revalidate` has passed; nested pages
+/// share the cache.
+#[test]
+fn issue_13_the_template_cache_sees_a_changed_page() {
+    let dir = TempDir::new("ssi-cache");
+    dir.write("www/a.shtml", "A1<!--#include virtual=\"b.shtml\" -->");
+    dir.write("www/b.shtml", "B1<!--#echo var=\"DOCUMENT_NAME\" -->");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[cache]\nrevalidate = \"0s\"\n\n[[site]]\nroot = \"{}/www\"\n\n\
+             [[site.route]]\nsuffix = \".shtml\"\nssi = {{}}\n",
+            dir.path().display()
+        ),
+    );
+    let stoa = Server::with_config(&cfg);
+    assert_eq!(stoa.get("/a.shtml").text(), "A1B1a.shtml");
+    assert_eq!(stoa.get("/a.shtml").text(), "A1B1a.shtml");
+    // Same size, new mtime.
+    std::thread::sleep(Duration::from_millis(20));
+    dir.write("www/b.shtml", "B2<!--#echo var=\"DOCUMENT_NAME\" -->");
+    assert_eq!(stoa.get("/a.shtml").text(), "A1B2a.shtml");
+    // Replaced (a new inode) by a rename.
+    dir.write("www/a.new", "A3<!--#include virtual=\"b.shtml\" -->");
+    std::fs::rename(dir.join("www/a.new"), dir.join("www/a.shtml")).unwrap();
+    assert_eq!(stoa.get("/a.shtml").text(), "A3B2a.shtml");
+    // Gone: 404, not the cached page.
+    std::fs::remove_file(dir.join("www/a.shtml")).unwrap();
+    assert_eq!(stoa.get("/a.shtml").status, 404);
 }

@@ -165,6 +165,19 @@ pub struct FileConfig {
     /// `[[tls]]`: addresses that speak TLS, each block one certificate.
     #[serde(default)]
     pub tls: Vec<Spanned<TlsConfig>>,
+    /// `[lua]`: what every Lua script of the server shares.
+    #[serde(default)]
+    pub lua: LuaGlobalConfig,
+}
+
+/// `[lua]`: settings of the whole server's Lua scripts (docs/LUA.md).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LuaGlobalConfig {
+    /// `[lua.shared]`: dictionaries shared by every worker, by name, each
+    /// with its size bound (`counters = "1 MiB"`): `stoa.shared.counters`.
+    #[serde(default)]
+    pub shared: std::collections::BTreeMap<String, Size>,
 }
 
 /// `[[tls]]`: a certificate and the addresses and names it serves.
@@ -343,8 +356,13 @@ pub struct RouteConfig {
 #[serde(deny_unknown_fields)]
 pub struct LuaRouteConfig {
     /// The script (relative to the config file's directory); it returns
-    /// the function called for each request.
-    pub script: String,
+    /// the function called for each request. Without it the route needs
+    /// another handler, and `access` is its check.
+    pub script: Option<String>,
+    /// A script run before the route's handler (any handler): it answers
+    /// (401, 403, a redirect...) or lets the request through, with
+    /// variables for the handler.
+    pub access: Option<String>,
     /// The whole request, Lua and what it waits for (default 5s).
     pub timeout: Option<Dur>,
     /// What one worker's interpreter may allocate (default 64 MiB).
@@ -605,6 +623,8 @@ pub struct Route {
     pub handler: Handler,
     /// Index into `Runtime::pools` of the FastCGI Authorizer asked first.
     pub authorizer: Option<usize>,
+    /// A Lua script asked first (`lua = { access = ... }`).
+    pub access: Option<Arc<crate::handler::lua::LuaConfig>>,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
 }
@@ -882,6 +902,13 @@ fn build(
         revalidate: fc.cache.revalidate.map_or(dc.revalidate, |v| v.0),
     };
 
+    // `[lua.shared]`: one registry per process, so a reload keeps them.
+    let lua_dicts: crate::handler::lua::Dicts = fc
+        .lua
+        .shared
+        .iter()
+        .map(|(name, size)| crate::handler::lua::shared::dict(name, size.0 as usize))
+        .collect();
     let cgi_globals = {
         let g = &fc.cgi;
         let names = g
@@ -1180,7 +1207,11 @@ fn build(
                 + usize::from(rc.status.is_some())
                 + usize::from(rc.php.is_some())
                 + usize::from(rc.ssi.is_some())
-                + usize::from(rc.lua.is_some())
+                + usize::from(
+                    rc.lua
+                        .as_ref()
+                        .is_some_and(|l| l.get_ref().script.is_some()),
+                )
                 + usize::from(rc.alias.is_some())
                 + usize::from(rc.deny);
             if handlers != 1 {
@@ -1356,13 +1387,18 @@ fn build(
                 )
                 .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
                 Handler::Static(Arc::new(cfg))
-            } else if let Some(lu) = &rc.lua {
+            } else if let Some((lu, script)) = rc
+                .lua
+                .as_ref()
+                .and_then(|l| Some((l, l.get_ref().script.as_ref()?)))
+            {
                 let c = lu.get_ref();
                 let cfg = crate::handler::lua::LuaConfig::new(
-                    resolve(&c.script),
+                    resolve(script),
                     c.timeout.map(|d| d.0),
                     c.memory.map(|m| m.0),
                     c.max_instructions,
+                    lua_dicts.clone(),
                 )
                 .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.script"), m))?;
                 Handler::Lua(Arc::new(cfg))
@@ -1414,6 +1450,38 @@ fn build(
             } else {
                 return Err(err(None, &rkey, "no handler".into()));
             };
+            let access = match &rc.lua {
+                Some(lu) => match &lu.get_ref().access {
+                    Some(a) => {
+                        let c = lu.get_ref();
+                        if rc.authorizer.is_some() {
+                            return Err(err(
+                                Some(lu.span()),
+                                &format!("{rkey}.lua.access"),
+                                "a route has one access check: `authorizer` or `lua.access`".into(),
+                            ));
+                        }
+                        let cfg = crate::handler::lua::LuaConfig::new(
+                            resolve(a),
+                            c.timeout.map(|d| d.0),
+                            c.memory.map(|m| m.0),
+                            c.max_instructions,
+                            lua_dicts.clone(),
+                        )
+                        .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.access"), m))?;
+                        Some(Arc::new(cfg))
+                    }
+                    None if lu.get_ref().script.is_none() => {
+                        return Err(err(
+                            Some(lu.span()),
+                            &format!("{rkey}.lua"),
+                            "needs a `script` (the handler) or an `access` script".into(),
+                        ))
+                    }
+                    None => None,
+                },
+                None => None,
+            };
             let authorizer = match &rc.authorizer {
                 None => None,
                 Some(a) => Some(pool_index(
@@ -1462,6 +1530,7 @@ fn build(
                 matcher,
                 handler,
                 authorizer,
+                access,
                 try_files: rc.try_files.clone(),
             });
         }

@@ -38,7 +38,8 @@ impl Sub {
             peer,
             local,
             status: 0,
-            head: Vec::new(),
+            // Room for a handler's usual header fields: no regrowth.
+            head: Vec::with_capacity(256),
             body: Vec::new(),
             max,
             cut: false,

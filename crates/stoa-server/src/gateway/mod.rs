@@ -64,6 +64,30 @@ pub struct Names<'a> {
     pub script_filename: &'a str,
 }
 
+/// What the meta-variables take from the exchange besides the request
+/// head: copied out, so that they can be made later without it (an SSI
+/// page makes them only when it reads one).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub peer: std::net::SocketAddr,
+    pub local: Option<std::net::SocketAddr>,
+    pub protocol: &'static str,
+    pub https: bool,
+    pub tls: Option<(&'static str, &'static str)>,
+}
+
+impl ConnInfo {
+    pub fn of(ex: &Exchange<'_>) -> ConnInfo {
+        ConnInfo {
+            peer: ex.peer(),
+            local: ex.local_addr(),
+            protocol: ex.protocol(),
+            https: ex.scheme() == "https",
+            tls: ex.tls_info(),
+        }
+    }
+}
+
 /// The CGI meta-variables of a request (RFC 3875 §4.1), for CGI scripts
 /// and FastCGI applications alike.
 pub fn meta_env(
@@ -72,9 +96,25 @@ pub fn meta_env(
     content_length: Option<u64>,
     pass_authorization: bool,
 ) -> stoa_cgi::Env {
-    let head = ex.req();
-    let local = ex.local_addr();
-    let peer = ex.peer();
+    meta_env_of(
+        ex.req(),
+        &ConnInfo::of(ex),
+        names,
+        content_length,
+        pass_authorization,
+    )
+}
+
+/// [`meta_env`] from a request head and what was copied of its exchange.
+pub fn meta_env_of(
+    head: &stoa_h1::RequestHead,
+    info: &ConnInfo,
+    names: Names<'_>,
+    content_length: Option<u64>,
+    pass_authorization: bool,
+) -> stoa_cgi::Env {
+    let local = info.local;
+    let peer = info.peer;
     let host = crate::http::host_name(head.host());
     let server_name = if host.is_empty() {
         local.map(|a| a.ip().to_string()).unwrap_or_default()
@@ -87,7 +127,7 @@ pub fn meta_env(
         path_info: names.path_info,
         query: head.query().unwrap_or(b""),
         request_uri: head.original_target(),
-        protocol: ex.protocol(),
+        protocol: info.protocol,
         server_software: concat!("stoa/", env!("CARGO_PKG_VERSION")),
         server_name: &server_name,
         server_port: local.map_or(0, |a| a.port()),
@@ -95,14 +135,14 @@ pub fn meta_env(
         remote_port: peer.port(),
         document_root: names.document_root,
         script_filename: names.script_filename,
-        https: ex.scheme() == "https",
+        https: info.https,
         content_length,
         auth_type: None,
         remote_user: None,
         pass_authorization,
     };
     let mut env = stoa_cgi::meta_variables(&req, head.headers());
-    if let Some((version, cipher)) = ex.tls_info() {
+    if let Some((version, cipher)) = info.tls {
         // mod_ssl's names, which applications look for.
         env.set("SSL_PROTOCOL", version.as_bytes());
         env.set("SSL_CIPHER", cipher.as_bytes());

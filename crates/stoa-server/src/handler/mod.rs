@@ -21,3 +21,13 @@ pub enum Outcome {
     /// a local redirect (RFC 3875 §6.2.2).
     Redirect(Vec<u8>),
 }
+
+/// What an access check decided (a FastCGI Authorizer, a Lua `access`
+/// script).
+pub enum Authz {
+    /// Go on to the route's handler, with these variables for it
+    /// (environment variables of CGI, FastCGI and SSI; `req.vars` in Lua).
+    Allow(Vec<(String, Vec<u8>)>),
+    /// A response was sent to the client (or it is gone).
+    Answered,
+}

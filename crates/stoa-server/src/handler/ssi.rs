@@ -8,25 +8,33 @@
 //! that may run commands is a shell for whoever can write pages,
 //! CVE-2009-1195).
 //!
-//! Pages are parsed on every request: no parsed template is cached (the
-//! file's bytes come from the page cache; parsing is a single pass).
+//! Parsed pages ([`Template`]s) up to [`MAX_TEMPLATE`] bytes are cached
+//! per worker and revalidated like the static file cache: a stat within
+//! `[cache] revalidate` of the last is not made again, and a change of
+//! inode, size or mtime parses the file anew. Larger pages are streamed
+//! through the parser as they are read, as before. The page's variables
+//! (the CGI ones and mod_include's) are made only when the page, a page
+//! it includes or a command it runs reads one.
 
 use crate::exchange::{Exchange, Include};
 use crate::fs::Root;
 use crate::gateway::{self, Names};
 use crate::handler::Outcome;
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
 use std::ffi::CStr;
+use std::future::Future;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use stoa_h1::Method;
 use stoa_ssi::{
-    Action, Env, ExecKind, FileStat, InfoKind, Page, Settings, SizeFmt, Source, Times, VarList,
-    Zone,
+    Action, Env, ExecKind, FileStat, InfoKind, Page, Settings, SizeFmt, Source, Template, Times,
+    VarList, Zone,
 };
 use tokio::io::AsyncReadExt;
 
@@ -62,7 +70,9 @@ pub struct SsiConfig {
     exec_timeout: Duration,
     /// Body bytes kept from one include or `exec cmd`.
     pub max_include: usize,
-    document_root: String,
+    document_root: std::sync::Arc<str>,
+    /// `root.path_str`, shared with the pages' lazy variables.
+    root_str: std::sync::Arc<str>,
 }
 
 impl SsiConfig {
@@ -95,14 +105,16 @@ impl SsiConfig {
         if max_include == 0 || max_include > 1 << 30 {
             return Err("max_include: between 1 byte and 1 GiB".into());
         }
+        let root = Root::open(root)?;
         Ok(SsiConfig {
-            root: Root::open(root)?,
+            root_str: root.path_str.as_str().into(),
+            root,
             follow_symlinks: spec.follow_symlinks,
             settings,
             last_modified: spec.last_modified,
             exec_timeout: spec.exec_timeout.unwrap_or(Duration::from_secs(10)),
             max_include: max_include as usize,
-            document_root: spec.document_root,
+            document_root: spec.document_root.into(),
         })
     }
 }
@@ -112,27 +124,226 @@ impl SsiConfig {
 /// LAST_MODIFIED...), and `set` in one is seen by the other.
 #[derive(Debug, Default)]
 pub struct Shared {
-    base: Option<(VarList, Times)>,
+    base: Option<(Rc<BaseVars>, Times)>,
     set: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The outermost page's variables, made on first use from what was
+/// copied of its request.
+#[derive(Debug)]
+struct BaseVars {
+    vars: OnceCell<VarList>,
+    head: stoa_h1::RequestHead,
+    info: gateway::ConnInfo,
+    norm: String,
+    root: std::sync::Arc<str>,
+    document_root: std::sync::Arc<str>,
+    uid: u32,
+    extra: Vec<(String, Vec<u8>)>,
+}
+
+impl BaseVars {
+    fn vars(&self) -> &VarList {
+        self.vars.get_or_init(|| page_vars(self))
+    }
 }
 
 /// The variables a page sees.
 struct PageEnv {
-    vars: VarList,
+    base: Rc<BaseVars>,
 }
 
 impl Env for PageEnv {
     fn var(&self, name: &[u8]) -> Option<Cow<'_, [u8]>> {
-        self.vars.var(name)
+        self.base.vars().var(name)
     }
 
     fn for_each_var(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
-        self.vars.for_each_var(f)
+        self.base.vars().for_each_var(f)
     }
 
     fn zone(&self, t: i64) -> Zone {
         local_zone(t)
     }
+}
+
+/// Pages larger than this are not cached: they stream through the parser.
+pub const MAX_TEMPLATE: u64 = 256 * 1024;
+
+/// What one worker's template cache may hold.
+const MAX_TEMPLATE_BYTES: usize = 16 << 20;
+
+/// A cached page, with what identifies the file it was parsed from.
+struct Cached {
+    template: Rc<Template>,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    uid: u32,
+    /// When a stat last confirmed it.
+    checked: Instant,
+    cost: usize,
+}
+
+/// One worker's parsed pages, by file path.
+#[derive(Default)]
+struct Templates {
+    map: HashMap<Box<str>, Cached>,
+    bytes: usize,
+    /// How long a stat stays trusted (the `[cache] revalidate` of the
+    /// static files).
+    revalidate: Duration,
+    key: String,
+}
+
+impl Templates {
+    fn insert(&mut self, key: &str, c: Cached) {
+        if let Some(old) = self.map.remove(key) {
+            self.bytes -= old.cost;
+        }
+        if c.cost > MAX_TEMPLATE_BYTES {
+            return;
+        }
+        if self.bytes + c.cost > MAX_TEMPLATE_BYTES {
+            // Drop about a quarter (hash order: a cheap random eviction),
+            // as the static file cache does.
+            let drop: Vec<Box<str>> = self
+                .map
+                .keys()
+                .take(self.map.len() / 4 + 1)
+                .cloned()
+                .collect();
+            for k in drop {
+                if let Some(old) = self.map.remove(&k) {
+                    self.bytes -= old.cost;
+                }
+            }
+        }
+        if self.bytes + c.cost <= MAX_TEMPLATE_BYTES {
+            self.bytes += c.cost;
+            self.map.insert(key.into(), c);
+        }
+    }
+}
+
+thread_local! {
+    static TEMPLATES: RefCell<Templates> = RefCell::new(Templates {
+        revalidate: Duration::from_secs(1),
+        ..Templates::default()
+    });
+}
+
+/// Sets how long this worker trusts a page's stat (at start and on
+/// reload, with the static file cache's `revalidate`); a reload empties
+/// the cache.
+pub fn set_template_revalidate(revalidate: Duration) {
+    TEMPLATES.with(|t| {
+        let mut t = t.borrow_mut();
+        t.map.clear();
+        t.bytes = 0;
+        t.revalidate = revalidate;
+    });
+}
+
+/// The page to run: parsed from the cache, or the open file to stream.
+enum Run {
+    Template(Rc<Template>),
+    File(std::fs::File),
+}
+
+/// What the page is and where it comes from, or the status to answer.
+fn open_page(cfg: &SsiConfig, norm: &str) -> Result<(Run, u32, i64), u16> {
+    let now = Instant::now();
+    let hit = TEMPLATES.with(|t| {
+        let mut t = t.borrow_mut();
+        let mut key = std::mem::take(&mut t.key);
+        key.clear();
+        key.push_str(&cfg.root.path_str);
+        key.push_str(norm);
+        let hit = t
+            .map
+            .get(key.as_str())
+            .filter(|c| now.saturating_duration_since(c.checked) < t.revalidate)
+            .map(|c| (c.template.clone(), c.uid, c.mtime.0));
+        t.key = key;
+        hit
+    });
+    if let Some((tpl, uid, mtime)) = hit {
+        return Ok((Run::Template(tpl), uid, mtime));
+    }
+    let mut file = match cfg.root.open_beneath(norm, cfg.follow_symlinks) {
+        Ok(f) => f,
+        Err(e) => {
+            return Err(match e.kind() {
+                std::io::ErrorKind::NotFound => 404,
+                std::io::ErrorKind::PermissionDenied => 403,
+                _ => {
+                    tracing::error!("ssi: {}{norm}: {e}", cfg.root.path_str);
+                    500
+                }
+            })
+        }
+    };
+    let meta = match file.metadata() {
+        Ok(m) if m.is_file() => m,
+        // A directory or a FIFO named like a page: nothing to parse.
+        Ok(_) => return Err(403),
+        Err(e) => {
+            tracing::error!("ssi: {}{norm}: {e}", cfg.root.path_str);
+            return Err(500);
+        }
+    };
+    let key = format!("{}{norm}", cfg.root.path_str);
+    let same = TEMPLATES.with(|t| {
+        let mut t = t.borrow_mut();
+        let c = t.map.get_mut(key.as_str())?;
+        let same = c.ino == meta.ino()
+            && c.dev == meta.dev()
+            && c.size == meta.size()
+            && c.mtime == (meta.mtime(), meta.mtime_nsec())
+            && c.uid == meta.uid();
+        if same {
+            c.checked = now;
+            Some(c.template.clone())
+        } else {
+            None
+        }
+    });
+    if let Some(tpl) = same {
+        return Ok((Run::Template(tpl), meta.uid(), meta.mtime()));
+    }
+    if meta.size() > MAX_TEMPLATE {
+        return Ok((Run::File(file), meta.uid(), meta.mtime()));
+    }
+    let mut bytes = Vec::with_capacity(meta.size() as usize + 1);
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        tracing::error!("ssi: reading {}{norm}: {e}", cfg.root.path_str);
+        return Err(500);
+    }
+    if bytes.len() as u64 != meta.size() {
+        // Changing under us: serve what was read, keep nothing.
+        let tpl = Rc::new(Template::parse(bytes, cfg.settings.max_directive));
+        return Ok((Run::Template(tpl), meta.uid(), meta.mtime()));
+    }
+    let tpl = Rc::new(Template::parse(bytes, cfg.settings.max_directive));
+    let cost = tpl.cost() + 256 + key.len();
+    TEMPLATES.with(|t| {
+        t.borrow_mut().insert(
+            &key,
+            Cached {
+                template: tpl.clone(),
+                dev: meta.dev(),
+                ino: meta.ino(),
+                size: meta.size(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                uid: meta.uid(),
+                checked: now,
+                cost,
+            },
+        )
+    });
+    Ok((Run::Template(tpl), meta.uid(), meta.mtime()))
 }
 
 /// Serves the page at `norm` (decoded, normalized) beneath the root.
@@ -151,31 +362,10 @@ pub async fn serve(
         gateway::simple(ex, 405, &[("Allow", b"GET, HEAD")]);
         return Outcome::Done;
     }
-    let mut file = match cfg.root.open_beneath(&norm, cfg.follow_symlinks) {
-        Ok(f) => f,
-        Err(e) => {
-            let status = match e.kind() {
-                std::io::ErrorKind::NotFound => 404,
-                std::io::ErrorKind::PermissionDenied => 403,
-                _ => {
-                    tracing::error!("ssi: {}{norm}: {e}", cfg.root.path_str);
-                    500
-                }
-            };
+    let (source, uid, mtime) = match open_page(cfg, &norm) {
+        Ok(p) => p,
+        Err(status) => {
             gateway::simple(ex, status, &[]);
-            return Outcome::Done;
-        }
-    };
-    let meta = match file.metadata() {
-        Ok(m) if m.is_file() => m,
-        // A directory or a FIFO named like a page: nothing to parse.
-        Ok(_) => {
-            gateway::simple(ex, 403, &[]);
-            return Outcome::Done;
-        }
-        Err(e) => {
-            tracing::error!("ssi: {}{norm}: {e}", cfg.root.path_str);
-            gateway::simple(ex, 500, &[]);
             return Outcome::Done;
         }
     };
@@ -185,21 +375,30 @@ pub async fn serve(
     let (env, times) = {
         let mut sh = shared.borrow_mut();
         match &sh.base {
-            Some((vars, times)) => (
-                PageEnv { vars: vars.clone() },
+            Some((base, times)) => (
+                PageEnv { base: base.clone() },
                 Times {
                     request: now,
                     last_modified: times.last_modified,
                 },
             ),
             None => {
-                let vars = page_vars(cfg, ex, &norm, meta.uid(), extra);
+                let base = Rc::new(BaseVars {
+                    vars: OnceCell::new(),
+                    head: ex.req().clone(),
+                    info: gateway::ConnInfo::of(ex),
+                    root: cfg.root_str.clone(),
+                    norm: norm.clone(),
+                    document_root: cfg.document_root.clone(),
+                    uid,
+                    extra: extra.to_vec(),
+                });
                 let times = Times {
                     request: now,
-                    last_modified: meta.mtime(),
+                    last_modified: mtime,
                 };
-                sh.base = Some((vars.clone(), times));
-                (PageEnv { vars }, times)
+                sh.base = Some((base.clone(), times));
+                (PageEnv { base }, times)
             }
         }
     };
@@ -207,7 +406,7 @@ pub async fn serve(
     ex.start(200);
     ex.header("Content-Type", b"text/html");
     if cfg.last_modified {
-        let t = UNIX_EPOCH + Duration::from_secs(meta.mtime().max(0) as u64);
+        let t = UNIX_EPOCH + Duration::from_secs(mtime.max(0) as u64);
         ex.header("Last-Modified", httpdate::fmt_http_date(t).as_bytes());
     }
     // No ETag: the output changes with what is included, not with the file.
@@ -228,29 +427,43 @@ pub async fn serve(
         inc,
         shared,
     };
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                // The head is out: all that can be done is to end here.
-                tracing::error!("ssi: reading {}{norm}: {e}", cfg.root.path_str);
-                break;
+    match source {
+        Run::Template(t) => {
+            let mut pos = 0;
+            while let Some(a) = page.next_in(&t, &mut pos, &env) {
+                doc.act(a, &mut page, ex).await;
             }
-        };
-        let mut input = &buf[..n];
-        while let Some(a) = page.next(&mut input, &env) {
-            doc.act(a, &mut page, ex).await;
+            page.finish_template();
+            while let Some(a) = page.next_in(&t, &mut pos, &env) {
+                doc.act(a, &mut page, ex).await;
+            }
         }
-        if !ex.flush().await {
-            return Outcome::Done;
+        Run::File(mut file) => {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        // The head is out: all that can be done is to end here.
+                        tracing::error!("ssi: reading {}{norm}: {e}", cfg.root.path_str);
+                        break;
+                    }
+                };
+                let mut input = &buf[..n];
+                while let Some(a) = page.next(&mut input, &env) {
+                    doc.act(a, &mut page, ex).await;
+                }
+                if !ex.flush().await {
+                    return Outcome::Done;
+                }
+            }
+            page.finish();
+            while let Some(a) = page.next(&mut &[][..], &env) {
+                doc.act(a, &mut page, ex).await;
+            }
         }
-    }
-    page.finish();
-    while let Some(a) = page.next(&mut &[][..], &env) {
-        doc.act(a, &mut page, ex).await;
     }
     shared.borrow_mut().set = page.vars().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
     ex.finish();
@@ -348,12 +561,29 @@ impl<I: Include> Doc<'_, I> {
         page: &mut Page,
         ex: &mut Exchange<'_>,
     ) -> Result<(), String> {
-        // What came before the include reaches the client first.
-        if !ex.flush().await {
-            return Ok(());
-        }
         self.shared.borrow_mut().set = page.vars().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
-        let resp = self.inc.include(ex.req(), target).await;
+        // What came before the include reaches the client first when the
+        // include has to wait (a CGI script, a slow upstream); one that
+        // answers at once (a static file) is written with it.
+        let head = ex.req();
+        let fut = self.inc.include(head, target);
+        let mut fut = std::pin::pin!(fut);
+        let ready = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match fut.as_mut().poll(cx) {
+                std::task::Poll::Ready(r) => Some(r),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await;
+        let resp = match ready {
+            Some(r) => r,
+            None => {
+                if !ex.flush().await {
+                    return Ok(());
+                }
+                fut.await
+            }
+        };
         // What a nested page `set` is seen here after it (Apache shares
         // one table).
         for (n, v) in &self.shared.borrow().set {
@@ -411,7 +641,7 @@ impl<I: Include> Doc<'_, I> {
             // Its own group, so a timeout kills what the shell started too.
             .process_group(0)
             .kill_on_drop(true);
-        self.env.vars.for_each_var(&mut |n, v| {
+        self.env.base.vars().for_each_var(&mut |n, v| {
             if let (Ok(n), Ok(v)) = (os_str(n), os_str(v)) {
                 cmd.env(n, v);
             }
@@ -472,34 +702,31 @@ fn os_str(b: &[u8]) -> Result<&std::ffi::OsStr, String> {
 }
 
 /// The CGI variables of the request and mod_include's own.
-fn page_vars(
-    cfg: &SsiConfig,
-    ex: &Exchange<'_>,
-    norm: &str,
-    uid: u32,
-    extra: &[(String, Vec<u8>)],
-) -> VarList {
-    let filename = format!("{}{norm}", cfg.root.path_str);
-    let meta = gateway::meta_env(
-        ex,
+fn page_vars(b: &BaseVars) -> VarList {
+    let norm = b.norm.as_str();
+    let filename = format!("{}{norm}", b.root);
+    let meta = gateway::meta_env_of(
+        &b.head,
+        &b.info,
         Names {
             script_name: norm,
             path_info: "",
-            document_root: &cfg.document_root,
+            document_root: &b.document_root,
             script_filename: &filename,
         },
         None,
         false,
     );
     let mut vars = VarList::new();
+    vars.vars.reserve(meta.iter().count() + b.extra.len() + 6);
     for (n, v) in meta.iter() {
         vars.set(n.as_bytes(), v);
     }
-    for (n, v) in extra {
+    for (n, v) in &b.extra {
         vars.set(n.as_bytes(), v);
     }
     let name = norm.rsplit('/').next().unwrap_or("");
-    let query = ex.req().query().unwrap_or(b"");
+    let query = b.head.query().unwrap_or(b"");
     vars.set(b"DOCUMENT_NAME", name.as_bytes());
     vars.set(b"DOCUMENT_URI", norm.as_bytes());
     vars.set(b"DOCUMENT_ARGS", query);
@@ -507,7 +734,7 @@ fn page_vars(
         b"QUERY_STRING_UNESCAPED",
         &stoa_ssi::format::query_string_unescaped(query),
     );
-    vars.set(b"USER_NAME", user_name(uid).as_bytes());
+    vars.set(b"USER_NAME", user_name(b.uid).as_bytes());
     vars
 }
 

@@ -99,13 +99,7 @@ pub async fn serve(
     }
 }
 
-/// What an Authorizer decided.
-pub enum Authz {
-    /// 200: go on, with these variables for the next handler.
-    Allow(Vec<(String, Vec<u8>)>),
-    /// Anything else was sent to the client.
-    Answered,
-}
+pub use crate::handler::Authz;
 
 /// Asks the Authorizer application of pool `pool` about a request (§6.3).
 pub async fn authorize(pool: usize, ex: &mut Exchange<'_>, pools: &[Arc<Pool>]) -> Authz {
