@@ -115,7 +115,17 @@ fn a_timed_run_far_below_capacity_has_nothing_not_sent() {
     for threads in ["1", "2"] {
         let (code, v, out) = bench_json(
             &format!("boundary14-{threads}"),
-            &["--rate", "14", "-c", "4", "--threads", threads, "-d", "1", &s.url("/ok")],
+            &[
+                "--rate",
+                "14",
+                "-c",
+                "4",
+                "--threads",
+                threads,
+                "-d",
+                "1",
+                &s.url("/ok"),
+            ],
         );
         assert_eq!(code, 0, "{out}");
         assert_eq!(v["not_sent"].as_u64(), Some(0), "{out}");

@@ -189,12 +189,15 @@ mod tests {
         let app = Table::new(p.clone());
         let r = app.answer("GET", "x=1&t=b1", b"");
         assert_eq!(r.status, 200);
-        let want = format!("{HEAD}<tr><td>a</td><td>a@x</td><td>one &amp; &lt;two&gt;</td></tr>\n{FOOT}");
+        let want =
+            format!("{HEAD}<tr><td>a</td><td>a@x</td><td>one &amp; &lt;two&gt;</td></tr>\n{FOOT}");
         assert_eq!(String::from_utf8(r.body).unwrap(), want);
         let r = app.answer("POST", "", b"name=n&email=e%40x&comments=hi+there");
         assert_eq!((r.status, r.body), (200, b"All done OK\n".to_vec()));
         let r = app.answer("GET", "", b"");
-        assert!(String::from_utf8(r.body).unwrap().contains("<td>n</td><td>e@x</td><td>hi there</td>"));
+        assert!(String::from_utf8(r.body)
+            .unwrap()
+            .contains("<td>n</td><td>e@x</td><td>hi there</td>"));
         assert_eq!(table_of("t=b1;drop"), "comments");
         let _ = std::fs::remove_file(&p);
     }

@@ -113,8 +113,8 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
                      for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b1-think*.json"))})
     if thinks:
         P("### Figure 5 (BENCH1): clients served before a response took over 3 s\n")
-        P("A client more every %s, each thinking a uniform 1..T s between requests (seed 1, so every row "
-          "gets the same clients and pauses), the run stopped at the first response over 3 s. \"≥N\": "
+        P("A client more every %s (up to the cap), each thinking a uniform 1..T s before its first request "
+          "and between requests (seed 1, so every row gets the same clients and pauses), the run stopped at the first response over 3 s. \"≥N\": "
           "the ramp's cap was reached without a slow response. Traffic: bytes received per second over "
           "the run (table 1).\n" % params.split("B1_EVERY=")[1].split()[0])
         P("| row | " + " | ".join("T = %d s: clients" % t for t in thinks) + " | " +
