@@ -128,12 +128,14 @@ if fronts:
             " / ".join(str(c) for c in counts), " / ".join("%.1f%%" % (100.0 * c / s) for c in counts)))
 P("""
 On this 2-core machine the nodes, the client processes and the proxy all
-share the same two cores, so more nodes bring no more throughput (the
-totals stay flat or fall as processes compete): the point here is the
-machinery and the per-node accounting: each node's share follows its
-configured percentage (with closed-loop clients a node's share is its
-clients' share as long as the nodes are equally fast), the client-side and
-server-side counts agree, and the merged latency distribution is exact. On
+share the same two cores: a second node (one worker each) and a second
+client process can put the second core to work, but past that more nodes
+only compete for the same two cores, and the figures move with whatever
+else the machine was doing. So the point here is the machinery and the
+per-node accounting, not speedup: each node's share follows its configured
+percentage (exactly in the open-loop split; with closed-loop clients only
+as far as the nodes are equally fast), the client-side and server-side
+counts agree, and the merged latency distribution is exact. On
 the paper's cluster, one CPU per node, Apache 2.0a8 served 4,434
 requests/s on eight nodes against 846 on one (5.2x), Apache 1.3.14 4,152
 against 828 (5.0x), the paper's figures 10 and 11; run this experiment on

@@ -113,10 +113,10 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
                      for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b1-think*.json"))})
     if thinks:
         P("### Figure 5 (BENCH1): clients served before a response took over 3 s\n")
-        P("A client more every %s (up to the cap), each thinking a uniform 1..T s before its first request "
-          "and between requests (seed 1, so every row gets the same clients and pauses), the run stopped at the first response over 3 s. \"≥N\": "
+        P("A client more every %s (up to the cap), each thinking a uniform %s..T s before its first request "
+          "and 1..T s between requests (seed 1, so every row gets the same clients and pauses), the run stopped at the first response over 3 s. \"≥N\": "
           "the ramp's cap was reached without a slow response. Traffic: bytes received per second over "
-          "the run (table 1).\n" % params.split("B1_EVERY=")[1].split()[0])
+          "the run (table 1).\n" % (params.split("B1_EVERY=")[1].split()[0], params.split("B1_FIRST_MIN=")[1].split()[0]))
         P("| row | " + " | ".join("T = %d s: clients" % t for t in thinks) + " | " +
           " | ".join("T = %d s: KB/s" % t for t in thinks) + " | mean KB/s |")
         P("|---|" + "---|" * (2 * len(thinks) + 1))
@@ -183,8 +183,10 @@ helped by its double number of database connections).
                     for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b3-rate*.json"))})
     if rates:
         P("### BENCH3: errors at N new requests per second (open loop, each on its own connection)\n")
-        P("Errors: failed requests (connect, reset, timeout ...) plus 5xx responses, of the requests "
-          "due; and the p99 latency (ms, from each request's intended send time).\n")
+        P("R new connections per second, each with one request, %s s of arrivals; the run lasts until "
+          "the last request ended. Each cell: errors (failed requests: connect, reset, timeout over 30 s "
+          "...; plus 5xx responses) of the requests, the p99 latency (ms, from each request's intended "
+          "send time), and how long the test took (s).\n" % params.split("B3_DUR=")[1].split()[0].rstrip("s"))
         P("| row | " + " | ".join("%d/s" % r for r in rates) + " |")
         P("|---|" + "---|" * len(rates))
         for r in mine:
@@ -196,7 +198,7 @@ helped by its double number of database connections).
                 e5 = sum(v for k, v in d.get("status", {}).items() if k.startswith("5"))
                 errs = d["failed"] + e5 + d.get("not_sent", 0)
                 p99 = (d.get("latency_ms") or {}).get("p99")
-                cells.append("%d of %d, p99 %s" % (errs, d["requests"] + d.get("not_sent", 0), fmt(p99, 0)))
+                cells.append("%d of %d, p99 %s, %.1f s" % (errs, d["requests"] + d.get("not_sent", 0), fmt(p99, 0), d["duration_s"]))
             P("| %s | %s |" % (name(r[0]), " | ".join(cells)))
         P("""
 The paper (14, 16, 17, 20, 22 and 30 threads per second): no technology
