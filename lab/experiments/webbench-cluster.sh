@@ -127,6 +127,16 @@ ns_make() {  # ns_make K -> NODE_ADDR[K]
         ip netns exec "$n" ip link set lo up || return 1
     NODE_ADDR[$k]=10.196.$k.2
 }
+# Namespaces a killed run (SIGKILL: no trap) left behind: swbPIDnK, whose
+# PID is gone.
+for n in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^swb[0-9]+n[0-9]+$' || true); do
+    p=${n#swb}; p=${p%%n*}
+    if ! alive "$p"; then
+        warn "removing network namespace $n left by an earlier run (PID $p is gone)"
+        ip link del "${n}h" 2>/dev/null || true
+        ip netns del "$n" 2>/dev/null || true
+    fi
+done
 declare -A NODE_ADDR=()
 for k in 1 2 3 4; do
     if [ $NETNS = 1 ] && ! ns_make "$k"; then

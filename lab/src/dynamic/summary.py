@@ -34,6 +34,7 @@ COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
 
 def chart(path, title, xlabel, ylabel, series):
     """series: [(label, [(x, y)...], dashed)] -> an SVG line chart."""
+    import math
     pts = [p for _, s, _ in series for p in s if p[1] is not None]
     if not pts:
         return False
@@ -42,7 +43,16 @@ def chart(path, title, xlabel, ylabel, series):
     y1 = max(p[1] for p in pts) * 1.05 or 1
     x1 = x1 if x1 > x0 else x0 + 1
     sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)
-    sy = lambda y: H - B - y / y1 * (H - T - B)
+    pos = [p[1] for p in pts if p[1] > 0]
+    # A log axis when the routes are orders of magnitude apart (CGI).
+    logy = bool(pos) and max(pos) / min(pos) > 30
+    if logy:
+        lo = 10 ** math.floor(math.log10(min(pos)))
+        hi = 10 ** math.ceil(math.log10(max(pos)))
+        sy = lambda y: H - B - (math.log10(max(y, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (H - T - B)
+        ylabel += " (log scale)"
+    else:
+        sy = lambda y: H - B - y / y1 * (H - T - B)
     o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (W, H),
          '<rect width="100%" height="100%" fill="white"/>',
          '<text x="%d" y="22" font-size="15">%s</text>' % (L, title),
@@ -50,10 +60,19 @@ def chart(path, title, xlabel, ylabel, series):
          '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, T, L, H - B),
          '<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((L + W - R) / 2, H - 12, xlabel),
          '<text x="16" y="%d" transform="rotate(-90 16 %d)" text-anchor="middle">%s</text>' % ((T + H - B) / 2, (T + H - B) / 2, ylabel)]
-    for i in range(6):
-        y = y1 * i / 5
+    yticks = []
+    if logy:
+        d = lo
+        while d <= hi * 1.0001:
+            yticks += [v for v in (d, 2 * d, 5 * d) if v <= hi * 1.0001]
+            d *= 10
+    else:
+        yticks = [y1 * i / 5 for i in range(6)]
+    for y in yticks:
         o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (L, sy(y), W - R, sy(y)))
-        o.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (L - 4, sy(y) + 4, ("%.3g" % y)))
+        o.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (
+            L - 4, sy(y) + 4, "%d" % y if y >= 1 and y == int(y) else "%.3g" % y))
+    for i in range(6):
         x = x0 + (x1 - x0) * i / 5
         o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (sx(x), H - B + 16, ("%.3g" % x)))
     for k, (label, s, dashed) in enumerate(series):
