@@ -171,24 +171,24 @@ FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
         lv = {e["active"]: e.get("mean_ms") for e in d.get("levels", []) if e.get("active")}
         if lv:
             series.append((name(r[0]), sorted(lv.items()), r[0].startswith("apache")))
-            table.append((r, lv))
+            table.append((r, lv, d.get("failed", 0)))
     if table:
         P("### Figure 6 (BENCH2): mean response time (ms) against concurrent clients\n")
         P("A client more every %s up to %s, each requesting the 195 KB page back to back; "
           "stoa bench's `levels` table (requests filed under the clients running when they started).\n" % (
               params.split("B2_STEP=")[1].split()[0], params.split("B2_MAX=")[1].split()[0]))
-        top = max(max(lv) for _, lv in table)
+        top = max(max(lv) for _, lv, _ in table)
         cols = sorted({c for c in (1, 2, 5, 10, 15, 20, top) if c <= top})
-        P("| row | " + " | ".join("%d clients" % c for c in cols) + " | ms per added client |")
-        P("|---|" + "---|" * (len(cols) + 1))
-        for r, lv in table:
+        P("| row | " + " | ".join("%d clients" % c for c in cols) + " | ms per added client | failed |")
+        P("|---|" + "---|" * (len(cols) + 2))
+        for r, lv, failed in table:
             xs = sorted(k for k in lv if lv[k] is not None)
             slope = None
             if len(xs) > 1:
                 mx = sum(xs) / len(xs); my = sum(lv[x] for x in xs) / len(xs)
                 den = sum((x - mx) ** 2 for x in xs)
                 slope = sum((x - mx) * (lv[x] - my) for x in xs) / den if den else None
-            P("| %s | %s | %s |" % (name(r[0]), " | ".join(fmt(lv.get(c)) for c in cols), fmt(slope, 2)))
+            P("| %s | %s | %s | %d |" % (name(r[0]), " | ".join(fmt(lv.get(c)) for c in cols), fmt(slope, 2), failed))
         if chart("fig6-%s.svg" % db, "Figure 6 (BENCH2, %s): mean time vs clients" % dbname,
                  "concurrent clients", "mean response time (ms)", series):
             P("\n![figure 6](fig6-%s.svg)  (Apache dashed; all runs in `compare-%s-b2.html`)" % (db, db))
