@@ -773,7 +773,13 @@ impl<'a> Worker<'a> {
         if end <= self.sched_t0 {
             return 0;
         }
+        // The period is whole nanoseconds, rounded down (1/14 s is
+        // 71428571 ns): the arrival due exactly at the end of a run whose
+        // length is a multiple of 1/rate lands a few nanoseconds before it
+        // (14/s for 1 s: the 15th at 999999994 ns). Arrivals within 1 us
+        // of the end belong to it.
         let since = (end - self.sched_t0).as_nanos();
+        let since = if since > 1_000 { since - 1_000 } else { 1 };
         let period = self.sched_period.as_nanos().max(1);
         since.div_ceil(period).min(u128::from(u64::MAX)) as u64
     }

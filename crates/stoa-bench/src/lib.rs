@@ -7,9 +7,11 @@
 //!   per-second collector, the summary.
 //! - [`report`]: text (ab, wrk), JSON, HTML with SVG plots, `compare`.
 //! - [`tree`]: `stoa bench tree`, a WebBench-like workload tree.
+//! - [`merge`]: `stoa bench merge`, one result from runs that ran together.
 
 pub mod cli;
 pub mod engine;
+pub mod merge;
 pub mod plan;
 pub mod record;
 pub mod report;
@@ -31,6 +33,7 @@ Usage:
   stoa bench --scenario FILE [options] [URL]
   stoa bench compare A.json B.json ... [--html FILE] [--json FILE]
   stoa bench tree DIR [--size 61MB] [--seed S]
+  stoa bench merge [--hdr-log OUT] [--json OUT] A.hdr B.hdr ... [A.json B.json ...]
 
 ApacheBench options (short flags may be bundled: -kc10):
   -n N             requests to perform (default 1 unless a time limit is given)
@@ -125,6 +128,7 @@ fn run_with(args: &[OsString], out: &mut dyn Write, err: &mut dyn Write, tty: bo
     let result = match strs.first().map(String::as_str) {
         Some("compare") => report::compare::main(&strs[1..], out),
         Some("tree") => tree::main(&strs[1..], out),
+        Some("merge") => merge::main(&strs[1..], out),
         Some("help") => {
             let _ = out.write_all(HELP.as_bytes());
             Ok(0)

@@ -109,6 +109,32 @@ fn a_timed_run_far_below_capacity_has_nothing_not_sent() {
         );
         assert_eq!(r + f, 50, "{out}");
     }
+    // 14/s for 1 s: a period that is not a whole number of nanoseconds
+    // (the 15th arrival, due at the end, lands 6 ns before it once the
+    // period is rounded down).
+    for threads in ["1", "2"] {
+        let (code, v, out) = bench_json(
+            &format!("boundary14-{threads}"),
+            &[
+                "--rate",
+                "14",
+                "-c",
+                "4",
+                "--threads",
+                threads,
+                "-d",
+                "1",
+                &s.url("/ok"),
+            ],
+        );
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(v["not_sent"].as_u64(), Some(0), "{out}");
+        let (r, f) = (
+            v["responses"].as_u64().unwrap_or(0),
+            v["in_flight_at_end"].as_u64().unwrap_or(0),
+        );
+        assert_eq!(r + f, 14, "{out}");
+    }
 }
 
 #[test]

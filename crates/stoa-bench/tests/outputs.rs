@@ -271,3 +271,88 @@ fn a_run_without_a_response_shows_no_latency_figures_rather_than_zeros() {
     let p50 = out.lines().find(|l| l.starts_with("latency p50")).unwrap();
     assert!(p50.split_whitespace().skip(3).all(|w| w == "-"), "{out}");
 }
+
+#[test]
+fn merge_adds_two_runs_logs_and_counts_exactly() {
+    // Two client processes (here: two runs at once on threads) against one
+    // server, each with its HDR log and JSON; `merge` gives one count that
+    // is the sum, and latency figures from every interval's histogram.
+    let s = TestServer::start();
+    let d = tmpdir("merge");
+    let run = |tag: &str, c: &str| {
+        let (j, h) = (d.join(format!("{tag}.json")), d.join(format!("{tag}.hdr")));
+        let url = s.url("/ok");
+        let (js, hs) = (
+            j.to_string_lossy().into_owned(),
+            h.to_string_lossy().into_owned(),
+        );
+        let c = c.to_owned();
+        std::thread::spawn(move || {
+            let (code, _, out) = bench(&[
+                "-d",
+                "1.2",
+                "-c",
+                &c,
+                "-k",
+                "--json",
+                &js,
+                "--hdr-log",
+                &hs,
+                &url,
+            ]);
+            assert_eq!(code, 0, "{out}");
+        })
+    };
+    let (a, b) = (run("a", "2"), run("b", "3"));
+    a.join().unwrap();
+    b.join().unwrap();
+    let p = |n: &str| d.join(n).to_string_lossy().into_owned();
+    let (code, out, err) = bench(&[
+        "merge",
+        "--json",
+        &p("m.json"),
+        "--hdr-log",
+        &p("m.hdr"),
+        &p("a.hdr"),
+        &p("b.hdr"),
+        &p("a.json"),
+        &p("b.json"),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    let va: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("a.json")).unwrap()).unwrap();
+    let vb: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("b.json")).unwrap()).unwrap();
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+    let responses = n(&va, "responses") + n(&vb, "responses");
+    assert!(responses > 0);
+    assert_eq!(m["results"]["responses"].as_u64(), Some(responses), "{m}");
+    assert_eq!(
+        m["hdr"]["latency_ms"]["count"].as_u64(),
+        Some(responses),
+        "{m}"
+    );
+    let share = m["results"]["inputs"][0]["share"].as_f64().unwrap();
+    assert!(
+        (share - n(&va, "requests") as f64 / (n(&va, "requests") + n(&vb, "requests")) as f64)
+            .abs()
+            < 1e-9
+    );
+    // The merged log reads back (as any --hdr-log) to the same count.
+    let text = std::fs::read_to_string(d.join("m.hdr")).unwrap();
+    let mut total = 0;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('"'))
+    {
+        let f: Vec<&str> = line.split(',').collect();
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut &unbase64(f[3])[..])
+            .unwrap();
+        total += h.len();
+    }
+    assert_eq!(total, responses);
+    assert!(out.contains("merged"), "{out}");
+}

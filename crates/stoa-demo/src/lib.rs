@@ -10,6 +10,8 @@
 //!   `demo:demo` through and answers 401 otherwise.
 //! - [`personalized`]: the personalized-content application of the FastCGI
 //!   paper (§5), for the lab.
+//! - [`table`]: the comments application of the dynamic-content study
+//!   (Select * as an HTML table, a form POST inserted), for the lab.
 //!
 //! This crate sits above `stoa-fastcgi` and beside the server: only the
 //! `stoa` binary depends on it, so `stoa-server` never links SQLite.
@@ -19,6 +21,7 @@ pub mod comments;
 mod form;
 mod html;
 pub mod personalized;
+pub mod table;
 
 /// One of the demo's applications.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +32,8 @@ pub enum App {
     Personalized,
     /// The same as a CGI program (one request, from the environment).
     PersonalizedCgi,
+    /// The lab's dynamic-routes application: Select * as an HTML table.
+    Table,
 }
 
 /// Serves `app` on the listening socket passed as fd 0 (FastCGI §2.2), as
@@ -40,6 +45,7 @@ pub fn run(app: App) -> Result<(), String> {
         App::Authorizer => authorizer::run(),
         App::Personalized => personalized::run(),
         App::PersonalizedCgi => personalized::cgi(),
+        App::Table => table::run(),
     }
 }
 

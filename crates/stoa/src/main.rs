@@ -78,6 +78,8 @@ enum DemoApp {
     Personalized,
     /// The same, as a CGI program.
     PersonalizedCgi,
+    /// The lab's dynamic-routes application: Select * as an HTML table (STOA_TABLE_DB).
+    Table,
 }
 
 /// The demo site's config: `demo/stoa.toml` under the working directory,
@@ -120,6 +122,7 @@ fn main() -> ExitCode {
                 DemoApp::Authorizer => stoa_demo::App::Authorizer,
                 DemoApp::Personalized => stoa_demo::App::Personalized,
                 DemoApp::PersonalizedCgi => stoa_demo::App::PersonalizedCgi,
+                DemoApp::Table => stoa_demo::App::Table,
             };
             match stoa_demo::run(app) {
                 Ok(()) => ExitCode::SUCCESS,

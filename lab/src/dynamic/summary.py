@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""summary.py OUT ROWS.tsv QUICK MACHINE LOAD_START LOAD_END PARAMS > summary.md
+
+The dynamic-routes summary: figure 5 (BENCH1), table 1, figure 6 (BENCH2),
+BENCH3's errors and figures 7-8 (BENCH4) from the stoa bench JSON files in
+OUT/raw, each beside what the paper reports, and SVG charts (fig6-*.svg,
+fig7-*.svg, fig8-*.svg) in OUT."""
+import glob, json, os, sys, time
+
+out, rows_tsv, quick, machine, load0, load1, params = sys.argv[1:8]
+rows = [l.rstrip("\n").split("\t") for l in open(rows_tsv) if l.strip()]
+
+
+def load(tag):
+    try:
+        return json.load(open(os.path.join(out, "raw", tag + ".json")))
+    except (OSError, ValueError):
+        return None
+
+
+def name(row):
+    front, route, db = row.split(":")
+    return "%s %s" % ("Stoa" if front == "stoa" else "Apache", route)
+
+
+def fmt(x, d=1):
+    return "-" if x is None else ("%.*f" % (d, x))
+
+
+# ---------------------------------------------------------------- SVG
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+           "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"]
+
+
+def chart(path, title, xlabel, ylabel, series):
+    """series: [(label, [(x, y)...], dashed)] -> an SVG line chart."""
+    import math
+    pts = [p for _, s, _ in series for p in s if p[1] is not None]
+    if not pts:
+        return False
+    W, H, L, R, T, B = 760, 420, 70, 230, 40, 50
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y1 = max(p[1] for p in pts) * 1.05 or 1
+    x1 = x1 if x1 > x0 else x0 + 1
+    sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)
+    pos = [p[1] for p in pts if p[1] > 0]
+    # A log axis when the routes are orders of magnitude apart (CGI).
+    logy = bool(pos) and max(pos) / min(pos) > 30
+    if logy:
+        lo = 10 ** math.floor(math.log10(min(pos)))
+        hi = 10 ** math.ceil(math.log10(max(pos)))
+        sy = lambda y: H - B - (math.log10(max(y, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (H - T - B)
+        ylabel += " (log scale)"
+    else:
+        sy = lambda y: H - B - y / y1 * (H - T - B)
+    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (W, H),
+         '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="%d" y="22" font-size="15">%s</text>' % (L, title),
+         '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, H - B, W - R, H - B),
+         '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, T, L, H - B),
+         '<text x="%d" y="%d" text-anchor="middle">%s</text>' % ((L + W - R) / 2, H - 12, xlabel),
+         '<text x="16" y="%d" transform="rotate(-90 16 %d)" text-anchor="middle">%s</text>' % ((T + H - B) / 2, (T + H - B) / 2, ylabel)]
+    yticks = []
+    if logy:
+        d = lo
+        while d <= hi * 1.0001:
+            yticks += [v for v in (d, 2 * d, 5 * d) if v <= hi * 1.0001]
+            d *= 10
+    else:
+        yticks = [y1 * i / 5 for i in range(6)]
+    for y in yticks:
+        o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (L, sy(y), W - R, sy(y)))
+        o.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (
+            L - 4, sy(y) + 4, "%d" % y if y >= 1 and y == int(y) else "%.3g" % y))
+    for i in range(6):
+        x = x0 + (x1 - x0) * i / 5
+        o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (sx(x), H - B + 16, ("%.3g" % x)))
+    for k, (label, s, dashed) in enumerate(series):
+        c = COLOURS[k % len(COLOURS)]
+        s = [p for p in s if p[1] is not None]
+        if s:
+            o.append('<polyline fill="none" stroke="%s" stroke-width="1.6"%s points="%s"/>' % (
+                c, ' stroke-dasharray="5,3"' if dashed else "",
+                " ".join("%.1f,%.1f" % (sx(x), sy(y)) for x, y in s)))
+        o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (
+            W - R + 10, T + 10 + 16 * k, W - R + 30, T + 10 + 16 * k, c, ' stroke-dasharray="5,3"' if dashed else ""))
+        o.append('<text x="%d" y="%d">%s</text>' % (W - R + 34, T + 14 + 16 * k, label))
+    o.append("</svg>")
+    open(os.path.join(out, path), "w").write("\n".join(o) + "\n")
+    return True
+
+
+# ---------------------------------------------------------------- text
+P = print
+mode = " --quick" if quick == "1" else ""
+P("# dynamic-routes: the comments application per route, BENCH1-BENCH4\n")
+P("Run %s on %s; quick=%s. Command: `lab/run dynamic-routes%s`." % (
+    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine, quick, mode))
+P("Load average (1, 5, 15 min) at the start %s, at the end %s: the machine was shared with other "
+  "sessions' builds and tests, and the load generator ran on the same 2 cores as the servers and "
+  "databases, so absolute figures are noisy; compare the shapes and the order of the routes.\n" % (load0, load1))
+P("Parameters: %s.\n" % params)
+P("""The application (lab/src/dynamic/, the paper's Figures 1-4): a form POST
+(name, email, comments) inserted into a table, and a page that runs `SELECT *`
+on a table and prints it as an HTML table. The tables hold fixed rows sized so
+that the page is the paper's: 73.5 KB (75,264 bytes) for BENCH1, 195 KB for
+BENCH2, 50 KB for BENCH3 and BENCH4; every route answers byte for byte the
+same page (checked before its runs, with a POST read back). SQLite is one file;
+PostgreSQL is a private cluster (initdb, Unix socket; JDBC over 127.0.0.1).
+Every request opens a new connection (no keep-alive), as the paper's Perl and
+JMeter clients did. Apache is 2.4 with the prefork MPM as 1.3 was (30 children
+at start, 10-50 spare, 1000 connections per child, no access log), one
+instance per technology with only its modules; Stoa runs every route in one
+server (2 workers).
+""")
+P("## The rows\n")
+P("| row | route | front end | status |")
+P("|---|---|---|---|")
+for row, tag, label, how, status in rows:
+    front, route, db = row.split(":")
+    P("| %s | %s on %s | %s: %s | %s |" % (tag, label, "SQLite" if db == "sqlite" else "PostgreSQL",
+                                        "Stoa" if front == "stoa" else "Apache", how, status))
+ran = [r for r in rows if r[4] == "ok"]
+
+for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
+    mine = [r for r in ran if r[0].endswith(":" + db)]
+    if not mine:
+        continue
+    P("\n## %s\n" % dbname)
+    # ------------------------------------------------ figure 5, table 1
+    thinks = sorted({int(os.path.basename(f).split("think")[1].split(".")[0])
+                     for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b1-think*.json"))})
+    if thinks:
+        P("### Figure 5 (BENCH1): clients served before a response took over 3 s\n")
+        P("A client more every %s (up to the cap), each thinking a uniform %s..T s before its first request "
+          "and 1..T s between requests (seed 1, so every row gets the same clients and pauses), the run stopped at the first response over 3 s. \"≥N\": "
+          "the ramp's cap was reached without a slow response. Traffic: bytes received per second over "
+          "the run (table 1).\n" % (params.split("B1_EVERY=")[1].split()[0], params.split("B1_FIRST_MIN=")[1].split()[0]))
+        P("| row | " + " | ".join("T = %d s: clients" % t for t in thinks) + " | " +
+          " | ".join("T = %d s: KB/s" % t for t in thinks) + " | mean KB/s |")
+        P("|---|" + "---|" * (2 * len(thinks) + 1))
+        for r in mine:
+            cl, tr = [], []
+            for t in thinks:
+                d = load("%s-b1-think%d" % (r[1], t))
+                if not d:
+                    cl.append("-"); tr.append(None); continue
+                a = d.get("abort")
+                if a:
+                    cl.append("%d (at %.0f s)" % (a["active_clients"], a["at_s"]))
+                else:
+                    cl.append("≥%d" % d.get("active_peak", 0))
+                tr.append(d["bytes"]["received"] / max(d["duration_s"], 1e-9) / 1024)
+            ok = [x for x in tr if x is not None]
+            P("| %s | %s | %s | %s |" % (name(r[0]), " | ".join(cl), " | ".join(fmt(x, 0) for x in tr),
+                                         fmt(sum(ok) / len(ok), 0) if ok else "-"))
+        P("""
+The paper (PIII 733 MHz, Apache 1.3, PostgreSQL 7.1, a client every 2 s):
+FastCGI served the most clients at every think time (up to the 97-98 its
+client machine could fork); mod_perl doubled its clients from T = 5 to 8;
+PHP grew non-linearly; servlets served 75% fewer clients than FastCGI. CGI
+was left out: "orders of magnitude" behind. Table 1, average traffic in KB/s:
+FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
+""")
+    # ------------------------------------------------ figure 6
+    series, table = [], []
+    for r in mine:
+        d = load(r[1] + "-b2")
+        if not d:
+            continue
+        lv = {e["active"]: e.get("mean_ms") for e in d.get("levels", []) if e.get("active")}
+        if lv:
+            series.append((name(r[0]), sorted(lv.items()), r[0].startswith("apache")))
+            table.append((r, lv, d.get("failed", 0)))
+    if table:
+        P("### Figure 6 (BENCH2): mean response time (ms) against concurrent clients\n")
+        P("A client more every %s up to %s, each requesting the 195 KB page back to back; "
+          "stoa bench's `levels` table (requests filed under the clients running when they started).\n" % (
+              params.split("B2_STEP=")[1].split()[0], params.split("B2_MAX=")[1].split()[0]))
+        top = max(max(lv) for _, lv, _ in table)
+        cols = sorted({c for c in (1, 2, 5, 10, 15, 20, top) if c <= top})
+        P("| row | " + " | ".join("%d clients" % c for c in cols) + " | ms per added client | failed |")
+        P("|---|" + "---|" * (len(cols) + 2))
+        for r, lv, failed in table:
+            xs = sorted(k for k in lv if lv[k] is not None)
+            slope = None
+            if len(xs) > 1:
+                mx = sum(xs) / len(xs); my = sum(lv[x] for x in xs) / len(xs)
+                den = sum((x - mx) ** 2 for x in xs)
+                slope = sum((x - mx) * (lv[x] - my) for x in xs) / den if den else None
+            P("| %s | %s | %s | %d |" % (name(r[0]), " | ".join(fmt(lv.get(c)) for c in cols), fmt(slope, 2), failed))
+        if chart("fig6-%s.svg" % db, "Figure 6 (BENCH2, %s): mean time vs clients" % dbname,
+                 "concurrent clients", "mean response time (ms)", series):
+            P("\n![figure 6](fig6-%s.svg)  (Apache dashed; all runs in `compare-%s-b2.html`)" % (db, db))
+        P("""
+The paper: FastCGI first, mod_perl close behind, both rising linearly with
+the clients; PHP two times and servlets four times slower than FastCGI (PHP
+helped by its double number of database connections).
+""")
+    # ------------------------------------------------ BENCH3
+    rates = sorted({int(os.path.basename(f).split("rate")[1].split(".")[0])
+                    for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b3-rate*.json"))})
+    if rates:
+        P("### BENCH3: errors at N new requests per second (open loop, each on its own connection)\n")
+        P("R new connections per second, each with one request, %s s of arrivals; the run lasts until "
+          "the last request ended. Each cell: errors (failed requests: connect, reset, timeout over 30 s "
+          "...; plus 5xx responses) of the requests, the p99 latency (ms, from each request's intended "
+          "send time), and how long the test took (s).\n" % params.split("B3_DUR=")[1].split()[0].rstrip("s"))
+        P("| row | " + " | ".join("%d/s" % r for r in rates) + " |")
+        P("|---|" + "---|" * len(rates))
+        for r in mine:
+            cells = []
+            for rate in rates:
+                d = load("%s-b3-rate%d" % (r[1], rate))
+                if not d:
+                    cells.append("-"); continue
+                e5 = sum(v for k, v in d.get("status", {}).items() if k.startswith("5"))
+                errs = d["failed"] + e5 + d.get("not_sent", 0)
+                p99 = (d.get("latency_ms") or {}).get("p99")
+                cells.append("%d of %d, p99 %s, %.1f s" % (errs, d["requests"] + d.get("not_sent", 0), fmt(p99, 0), d["duration_s"]))
+            P("| %s | %s |" % (name(r[0]), " | ".join(cells)))
+        P("""
+The paper (14, 16, 17, 20, 22 and 30 threads per second): no technology
+produced a single error; only the test took longer as the rate rose.
+""")
+    # ------------------------------------------------ figures 7-8
+    s7, s8, table = [], [], []
+    for r in mine:
+        d = load(r[1] + "-b4")
+        if not d or not d.get("running"):
+            continue
+        run = d["running"]
+        s7.append((name(r[0]), [(e["n"], e["mean_ms"]) for e in run], r[0].startswith("apache")))
+        s8.append((name(r[0]), [(e["n"], e["stddev_ms"]) for e in run], r[0].startswith("apache")))
+        table.append((r, run))
+    if table:
+        n = max(e["n"] for _, run in table for e in run)
+        half = n // 2
+        P("### Figures 7 and 8 (BENCH4): running mean and deviation per response\n")
+        P("%d clients, one more every %s, each waiting 200 ms and making one request for the 50 KB page; "
+          "after every response (`running_every = 1`) the mean and standard deviation of all responses "
+          "so far. The paper shows the last 50 of 100 (the first ones are Apache forking children).\n" % (
+              n, params.split("B4_EVERY=")[1].split()[0]))
+        P("| row | mean at %d | mean at %d | deviation at %d | deviation at %d | deviation's largest step over the last half |" % (half, n, half, n))
+        P("|---|---|---|---|---|---|")
+        for r, run in table:
+            by = {e["n"]: e for e in run}
+            a, b = by.get(half) or run[len(run) // 2], by.get(n) or run[-1]
+            late = [e["stddev_ms"] for e in run if e["n"] >= half and e["stddev_ms"] is not None]
+            step = max((abs(y - x) for x, y in zip(late, late[1:])), default=None)
+            P("| %s | %s | %s | %s | %s | %s |" % (name(r[0]), fmt(a["mean_ms"]), fmt(b["mean_ms"]),
+                                                   fmt(a["stddev_ms"]), fmt(b["stddev_ms"]), fmt(step, 2)))
+        c7 = chart("fig7-%s.svg" % db, "Figure 7 (BENCH4, %s): running mean" % dbname, "responses",
+                   "mean response time so far (ms)", s7)
+        c8 = chart("fig8-%s.svg" % db, "Figure 8 (BENCH4, %s): running deviation" % dbname, "responses",
+                   "standard deviation so far (ms)", s8)
+        if c7 and c8:
+            P("\n![figure 7](fig7-%s.svg)\n\n![figure 8](fig8-%s.svg)\n\n(Apache dashed; every run in `compare-%s-b4.html`.)" % (db, db, db))
+        P("""
+The paper: FastCGI the fastest and most predictable, mean and deviation
+rising almost linearly; mod_perl and especially PHP "lucky-unlucky" (some
+clients served 3-5 times slower: sharp steps in the deviation), PHP's mean
+climbing; servlets in the middle, degrading linearly.
+""")
+
+P("""## Reading it
+
+The paper's server was a 733 MHz Pentium III with 384 MB serving over
+100 Mbit/s from a second machine; here the servers, the databases and the
+load generator share 2 cores over loopback, so every route is one to two
+orders of magnitude faster and the abort of BENCH1 is reached, if at all,
+only with many more clients: the time scales are compressed accordingly
+(the parameters above against the paper's 2 s and 10 s steps). What carries
+over is the order of the routes and the shape of their curves; the paper's
+own CGI finding (a process and a database connection per request, far
+behind everything else) is measured here rather than left out.
+Raw files: `raw/ROW-b1-thinkT.json`, `-b2`, `-b3-rateR`, `-b4` (stoa bench
+JSON, text report beside each), and `compare-*.html` (the bench report's
+charts, every row of a benchmark on the same plots).""")
