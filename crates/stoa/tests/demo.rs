@@ -15,7 +15,10 @@ fn copy_tree(from: &Path, to: &Path) {
         let entry = entry.expect("dir entry");
         let name = entry.file_name();
         let n = name.to_string_lossy();
-        if n.starts_with("comments.db") || n.starts_with("lua-comments.db") {
+        // What the demo writes when it runs (its databases, its
+        // self-signed certificate; all in .gitignore) stays behind, so a
+        // copy starts as a fresh clone does even after `cargo run -- serve`.
+        if n.starts_with("comments.db") || n.starts_with("lua-comments.db") || n == "certs" {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
