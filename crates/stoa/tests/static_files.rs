@@ -459,13 +459,33 @@ fn with_the_default_revalidate_a_changed_file_is_served_fresh_within_about_a_sec
     let (d, s) = site();
     assert_eq!(s.get("/readme.txt").body, b"read me\n");
     d.write("www/readme.txt", "changed, and longer\n");
+    served_new_within_revalidate(&s, "/readme.txt", b"read me\n", b"changed, and longer\n");
+}
+
+#[test]
+fn with_the_default_revalidate_a_deleted_file_is_gone_within_about_a_second() {
+    let (d, s) = site();
+    assert_eq!(s.get("/readme.txt").status, 200);
+    std::fs::remove_file(d.join("www/readme.txt")).expect("rm");
+    gone_within_revalidate(&s, "/readme.txt");
+}
+
+/// Requests `path` until it is `new`, every answer whole and either `old`
+/// or `new`, within 2.5 s (`revalidate` defaults to 1 s).
+fn served_new_within_revalidate(s: &Server, path: &str, old: &[u8], new: &[u8]) {
     let t0 = std::time::Instant::now();
     loop {
-        let r = s.get("/readme.txt");
-        if r.body == b"changed, and longer\n" {
+        let r = s.get(path);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.content_length(), Some(r.body.len() as u64));
+        if r.body == new {
             break;
         }
-        assert_eq!(r.body, b"read me\n", "neither old nor new: {r:?}");
+        assert!(
+            r.body == old,
+            "neither old nor new ({} bytes)",
+            r.body.len()
+        );
         assert!(
             t0.elapsed() < Duration::from_millis(2500),
             "still stale after {:?} (revalidate defaults to 1s)",
@@ -475,13 +495,10 @@ fn with_the_default_revalidate_a_changed_file_is_served_fresh_within_about_a_sec
     }
 }
 
-#[test]
-fn with_the_default_revalidate_a_deleted_file_is_gone_within_about_a_second() {
-    let (d, s) = site();
-    assert_eq!(s.get("/readme.txt").status, 200);
-    std::fs::remove_file(d.join("www/readme.txt")).expect("rm");
+/// Requests `path` until it is 404, within 2.5 s.
+fn gone_within_revalidate(s: &Server, path: &str) {
     let t0 = std::time::Instant::now();
-    while s.get("/readme.txt").status != 404 {
+    while s.get(path).status != 404 {
         assert!(t0.elapsed() < Duration::from_millis(2500), "still served");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -521,26 +538,7 @@ fn a_large_file_kept_open_is_served_new_after_it_is_replaced_on_disk() {
     assert!(s.get("/big.bin").body == old);
     let tmp = d.write("www/.big.tmp", &new);
     std::fs::rename(&tmp, d.join("www/big.bin")).expect("rename over");
-    let t0 = std::time::Instant::now();
-    loop {
-        let r = s.get("/big.bin");
-        assert_eq!(r.status, 200);
-        assert_eq!(r.content_length(), Some(r.body.len() as u64));
-        if r.body == new {
-            break;
-        }
-        assert!(
-            r.body == old,
-            "neither old nor new ({} bytes)",
-            r.body.len()
-        );
-        assert!(
-            t0.elapsed() < Duration::from_millis(2500),
-            "still stale after {:?} (revalidate defaults to 1s)",
-            t0.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    served_new_within_revalidate(&s, "/big.bin", &old, &new);
 }
 
 /// A kept descriptor must not keep a deleted file served past revalidation.
@@ -550,11 +548,7 @@ fn a_large_file_kept_open_is_gone_within_about_a_second_of_deletion() {
     assert_eq!(s.get("/big.bin").status, 200);
     assert_eq!(s.get("/big.bin").status, 200);
     std::fs::remove_file(d.join("www/big.bin")).expect("rm");
-    let t0 = std::time::Instant::now();
-    while s.get("/big.bin").status != 404 {
-        assert!(t0.elapsed() < Duration::from_millis(2500), "still served");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    gone_within_revalidate(&s, "/big.bin");
 }
 
 /// A 1 MiB file and a range of it, over one keep-alive connection, twice
