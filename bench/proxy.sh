@@ -73,21 +73,7 @@ proxy_start() {  # proxy_start NAME: NAME in front of the backend on its port, a
     rm -rf "$d"; mkdir -p "$d/logs" "$d/tmp"
     case $name in
         stoa)
-            cat > "$d/stoa.toml" <<EOF
-listen = ["127.0.0.1:$port"]
-workers = 1
-[log]
-access = "off"
-[[pool]]
-name = "app"
-protocol = "http"
-address = ["$BACKEND"]
-[[site]]
-root = "$d/tmp"
-[[site.route]]
-prefix = "/"
-proxy = { pool = "app" }
-EOF
+            render_conf "$PEERS/stoa-proxy.toml" "$d/stoa.toml" RUN="$d" PORT="$port" BACKEND="$BACKEND"
             chmod 755 "$RUN" "$d" "$d/tmp"
             "${PROXY_CPU[@]}" "$STOA" serve --config "$d/stoa.toml" > "$RUN/logs/$name.out" 2>&1 & ;;
         nginx)
