@@ -402,7 +402,7 @@ impl RequestHead {
 
     /// The target in origin-form (`/path?query`): an absolute-form target
     /// without its scheme and authority.
-    fn origin_form(&self) -> &[u8] {
+    pub fn origin_form(&self) -> &[u8] {
         match &self.origin {
             Some(r) => &self.buf[r.clone()],
             None => self.target(),

@@ -317,6 +317,36 @@ fn issue_12_strip_prefix_and_redirects_are_rewritten_for_the_client() {
     assert!(loc.ends_with("/app/next"), "{loc}");
 }
 
+/// What the upstream gets as the request target: the path routing
+/// matched (dot segments resolved, RFC 3986 §5.2.4; bytes outside the
+/// unreserved set percent-encoded), the prefix stripped, the query as the
+/// client sent it. A client path that is already in that form goes as it
+/// came; any other is rebuilt, so `/app/x/../../admin` cannot reach the
+/// upstream as anything but `/admin` (path confusion between proxy and
+/// application).
+#[test]
+fn issue_12_the_upstream_gets_the_normalized_path_without_the_prefix_and_the_query_as_sent() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-target");
+    let s = stoa(&dir, &http_pool(&[b.addr], ""), ", strip_prefix = true");
+    for (path, want) in [
+        ("/app/echo", "/echo"),
+        ("/app/echo?a=1&b=%20x", "/echo?a=1&b=%20x"),
+        ("/app/echo?", "/echo?"),
+        ("/app/x/../echo?q", "/echo?q"),
+        ("/app/./echo", "/echo"),
+        ("/app/%65cho", "/echo"),
+        ("/app/e%20cho?q", "/e%20cho?q"),
+        ("/app/a:b", "/a%3Ab"),
+        ("/app//echo", "/echo"),
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", s.stderr());
+        let needle = format!("\"target\": \"{want}\"");
+        assert!(r.text().contains(&needle), "{path}: {}", r.text());
+    }
+}
+
 /// A route may not name a FastCGI pool for `proxy`, nor an HTTP one for
 /// `fastcgi`: the config says which to use, with the line.
 #[test]

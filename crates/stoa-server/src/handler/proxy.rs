@@ -17,6 +17,7 @@ use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::{self, Bufs, Input};
 use crate::upstream::{AppStream, Lease, Pool};
+use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,16 +101,31 @@ pub async fn serve(
     // The path routing matched (decoded and normalized), encoded again: an
     // upstream never sees `/app/../admin` that the route table saw as
     // `/admin` (path confusion between proxy and application).
-    let mut target = crate::http::path::encode(norm).into_bytes();
-    if let Some(p) = &route.strip_prefix {
-        if let Some(rest) = stoa_h1::proxy::strip_prefix(&target, p.as_bytes()) {
-            target = rest.to_vec();
+    // When the client's path is already that (the usual case), its target
+    // is sent as it came, without building a copy.
+    let target: Cow<[u8]> = if head.path() == norm.as_bytes()
+        && norm
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/'))
+    {
+        Cow::Borrowed(head.origin_form())
+    } else {
+        let mut t = crate::http::path::encode(norm).into_bytes();
+        if let Some(q) = head.query() {
+            t.push(b'?');
+            t.extend_from_slice(q);
         }
-    }
-    if let Some(q) = head.query() {
-        target.push(b'?');
-        target.extend_from_slice(q);
-    }
+        Cow::Owned(t)
+    };
+    // The query rides along: a prefix is only ever stripped from the
+    // front, and `strip_prefix` stops a prefix without a slash at `?`.
+    // `strip_prefix` gives a tail of the target: where it starts.
+    let start = route
+        .strip_prefix
+        .as_ref()
+        .and_then(|p| stoa_h1::proxy::strip_prefix(&target, p.as_bytes()))
+        .map_or(0, |rest| target.len() - rest.len());
+    let target = &target[start..];
     let key = gateway::affinity_key(&pool.spec.affinity, ex);
     let idempotent = head.method.is_idempotent() || head.header("idempotency-key").is_some();
     let mut skip = None;
@@ -149,7 +165,7 @@ pub async fn serve(
         let proc = lease.proc.clone();
         let began = std::time::Instant::now();
         match exchange(
-            ex, route, &pool, &lease, &mut app, &target, &mut input, rechunk,
+            ex, route, &pool, &lease, &mut app, target, &mut input, rechunk,
         )
         .await
         {
