@@ -136,6 +136,13 @@ impl ResponseHead {
         Ok(Some(n))
     }
 
+    /// Bytes this head holds allocated, for a caller that keeps one to
+    /// parse into again.
+    pub fn allocated(&self) -> usize {
+        self.buf.capacity()
+            + self.headers.capacity() * std::mem::size_of::<(Range<usize>, Range<usize>)>()
+    }
+
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers

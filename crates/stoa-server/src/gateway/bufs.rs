@@ -4,11 +4,14 @@
 //! allocator's time per proxied request (callgrind).
 
 use std::cell::RefCell;
+use stoa_h1::response::ResponseHead;
 
 /// Spare buffers above this many per worker are freed.
 const SPARES: usize = 64;
 /// A write buffer grown past this (a large request body) is not kept.
 const KEEP_W: usize = 64 * 1024;
+/// A response head that kept more than this (a large head) is not kept.
+const KEEP_HEAD: usize = 8 * 1024;
 
 pub struct Bufs {
     /// Toward the application.
@@ -17,6 +20,8 @@ pub struct Bufs {
     pub r: Vec<u8>,
     /// That read size.
     read: usize,
+    /// A response head to parse into (the proxy's).
+    pub head: ResponseHead,
 }
 
 thread_local! {
@@ -37,6 +42,7 @@ impl Bufs {
                 w: Vec::with_capacity(2048),
                 r: Vec::with_capacity(read),
                 read,
+                head: ResponseHead::default(),
             })
     }
 }
@@ -49,6 +55,10 @@ impl Drop for Bufs {
             return;
         }
         let (mut w, mut r) = (std::mem::take(&mut self.w), std::mem::take(&mut self.r));
+        let head = match std::mem::take(&mut self.head) {
+            h if h.allocated() > KEEP_HEAD => ResponseHead::default(),
+            h => h,
+        };
         w.clear();
         r.clear();
         // `try_with`: at thread exit the spares themselves are being dropped.
@@ -59,6 +69,7 @@ impl Drop for Bufs {
                         w,
                         r,
                         read: self.read,
+                        head,
                     });
                 }
             }

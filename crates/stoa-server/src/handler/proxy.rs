@@ -27,7 +27,6 @@ use stoa_h1::proxy::{
     KeepAlive, Node, RedirectRule, ResponseKind, ResponseOptions, SentRequest, TrustedProxies,
     UpstreamBody,
 };
-use stoa_h1::response::ResponseHead;
 use stoa_h1::{Framing, Method, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
@@ -290,7 +289,12 @@ async fn exchange(
     // The request head (then the response's fields) and the upstream's
     // output, in buffers the worker keeps between requests.
     let mut bufs = Bufs::take(READ_CHUNK);
-    let Bufs { w, r: rbuf, .. } = &mut bufs;
+    let Bufs {
+        w,
+        r: rbuf,
+        head: rh,
+        ..
+    } = &mut bufs;
     let upgrade = stoa_h1::proxy::upgrade_protocols(head.version, head.headers());
     // The client's `Expect: 100-continue` goes on when its body is still
     // with it (streamed, not buffered): the application decides.
@@ -360,7 +364,7 @@ async fn exchange(
     // answer (401, 413, 417) goes back without the body ever being asked
     // for. One that says nothing within EXPECT_WAIT gets the body anyway
     // (RFC 9110 §10.1.1).
-    let mut rh = ResponseHead::default();
+    // `rh`: parsed into the worker's spare head (its allocations reused).
     let mut hold_body = false;
     // (`loop` inside `if`: the expectation is fixed for the request.)
     if expect {
@@ -488,7 +492,13 @@ async fn exchange(
         client_version: head.version,
     };
     let info = loop {
-        let n = match rh.parse(rbuf, MAX_HEAD) {
+        // Nothing read yet (the usual first pass): nothing to parse.
+        let parsed = if rbuf.is_empty() {
+            Ok(None)
+        } else {
+            rh.parse(rbuf, MAX_HEAD)
+        };
+        let n = match parsed {
             Ok(Some(n)) => n,
             Ok(None) => match read_more(app, rbuf, limit, ex).await {
                 Read::Data => continue,
