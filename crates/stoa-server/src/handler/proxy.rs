@@ -536,7 +536,7 @@ async fn exchange(
                 return Done::Failed;
             }
         };
-        match inspect_response(&rh, &sent) {
+        match inspect_response(rh, &sent) {
             Ok(i) if matches!(i.kind, ResponseKind::Interim { .. }) => {
                 // 103 Early Hints and the like go on to the client as they
                 // come (its fields cleaned as a final response's are); a
@@ -547,7 +547,7 @@ async fn exchange(
                         drop: &["server", "date"],
                         ..ResponseOptions::default()
                     };
-                    if write_response_headers(w, &rh, &ropts).is_ok()
+                    if write_response_headers(w, rh, &ropts).is_ok()
                         && !ex.interim(rh.status, w).await
                     {
                         ex.close();
@@ -568,7 +568,7 @@ async fn exchange(
                     drop: &["server", "date"],
                     ..ResponseOptions::default()
                 };
-                if write_response_headers(&mut raw, &rh, &ropts).is_err() {
+                if write_response_headers(&mut raw, rh, &ropts).is_err() {
                     gateway::fail_now(ex, 502).await;
                     return Done::Failed;
                 }
@@ -611,7 +611,7 @@ async fn exchange(
         keep_content_length: ex.is_head() || status == 304,
         drop: &["server", "date"],
     };
-    if write_response_headers(fields, &rh, &ropts).is_err() {
+    if write_response_headers(fields, rh, &ropts).is_err() {
         tracing::error!(
             "proxy pool {}: a response field cannot be passed on",
             pool.spec.name
