@@ -133,6 +133,35 @@ static DIGIT_PAIRS: &[u8; 200] = b"\
     6061626364656667686970717273747576777879\
     8081828384858687888990919293949596979899";
 
+/// Appends an IPv4 address in dotted-decimal (as `Display` writes it).
+/// `write!` goes through `core::fmt`, whose padding machinery made
+/// formatting the client's address (twice a request: `Forwarded` and
+/// `X-Forwarded-For`, and the access log) a tenth of a proxied request's instructions
+/// (callgrind).
+pub fn push_ipv4(out: &mut Vec<u8>, a: std::net::Ipv4Addr) {
+    // Into a stack buffer, then one copy: a push per byte checks the
+    // capacity each time.
+    let mut buf = [0u8; 15];
+    let mut n = 0;
+    for (i, o) in a.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b'.';
+            n += 1;
+        }
+        if o >= 100 {
+            buf[n] = b'0' + o / 100;
+            n += 1;
+        }
+        if o >= 10 {
+            buf[n] = b'0' + o / 10 % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + o % 10;
+        n += 1;
+    }
+    out.extend_from_slice(&buf[..n]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

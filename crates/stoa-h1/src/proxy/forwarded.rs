@@ -1,5 +1,6 @@
 //! `Forwarded` elements (RFC 7239) and the addresses of `X-Forwarded-For`.
 
+use crate::push_ipv4;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
@@ -35,35 +36,6 @@ fn unmap(ip: IpAddr) -> IpAddr {
         IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     }
-}
-
-/// Appends an IPv4 address in dotted-decimal (as `Display` writes it).
-/// `write!` goes through `core::fmt`, whose padding machinery made
-/// formatting the client's address (twice a request: `Forwarded` and
-/// `X-Forwarded-For`) a tenth of a proxied request's instructions
-/// (callgrind).
-pub fn push_ipv4(out: &mut Vec<u8>, a: std::net::Ipv4Addr) {
-    // Into a stack buffer, then one copy: a push per byte checks the
-    // capacity each time.
-    let mut buf = [0u8; 15];
-    let mut n = 0;
-    for (i, o) in a.octets().into_iter().enumerate() {
-        if i > 0 {
-            buf[n] = b'.';
-            n += 1;
-        }
-        if o >= 100 {
-            buf[n] = b'0' + o / 100;
-            n += 1;
-        }
-        if o >= 10 {
-            buf[n] = b'0' + o / 10 % 10;
-            n += 1;
-        }
-        buf[n] = b'0' + o % 10;
-        n += 1;
-    }
-    out.extend_from_slice(&buf[..n]);
 }
 
 /// Appends a node as a `Forwarded` parameter value: a bare token where

@@ -5,11 +5,12 @@
 
 use crate::config::Runtime;
 use crate::exchange::Exchange;
-use crate::local::{Proto, Worker};
+use crate::local::{LogFields, Proto, Worker};
 use crate::proto::h1::{consume_body, linger, Io};
 use crate::proto::output::Output;
 use crate::proto::stream::{Rewind, Stream};
 use crate::route;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -289,7 +290,11 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
         .position(|&b| b == b'\r' || b == b'\n')
         .unwrap_or(raw.len())
         .min(512);
-    worker.log_access(peer, &raw[..end], status, bytes, None, None);
+    worker.log_access(peer, status, bytes, || LogFields {
+        request_line: Cow::Borrowed(&raw[..end]),
+        referer: None,
+        user_agent: None,
+    });
 }
 
 #[cfg(test)]

@@ -18,10 +18,11 @@ mod sub;
 pub use crate::proto::{BodyFail, Limits};
 pub use sub::{Sub, SubResponse};
 
-use crate::local::Worker;
+use crate::local::{LogFields, Worker};
 use crate::proto::h1::Io;
 use crate::proto::h2::H2Stream;
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::fs::File;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -640,32 +641,27 @@ impl<'a> Exchange<'a> {
             self.keep = false;
         }
         let req = self.req;
-        match &self.side {
-            Side::H1(io) => self.worker.log_access(
-                io.peer,
-                req.request_line(),
-                self.status,
-                self.sent,
-                req.header("referer"),
-                req.header("user-agent"),
-            ),
-            Side::H2(s) => {
-                // The head was built as HTTP/1.1; the log says what the
-                // client spoke.
-                let line = req.request_line();
-                let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
-                l.extend_from_slice(b"HTTP/2.0");
-                self.worker.log_access(
-                    s.peer,
-                    &l,
-                    self.status,
-                    self.sent,
-                    req.header("referer"),
-                    req.header("user-agent"),
-                );
+        let (peer, h2) = match &self.side {
+            Side::H1(io) => (io.peer, false),
+            Side::H2(s) => (s.peer, true),
+            Side::Sub(_) => return,
+        };
+        self.worker.log_access(peer, self.status, self.sent, || {
+            let line = req.request_line();
+            LogFields {
+                request_line: if h2 {
+                    // The head was built as HTTP/1.1; the log says what
+                    // the client spoke.
+                    let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
+                    l.extend_from_slice(b"HTTP/2.0");
+                    Cow::Owned(l)
+                } else {
+                    Cow::Borrowed(line)
+                },
+                referer: req.header("referer"),
+                user_agent: req.header("user-agent"),
             }
-            Side::Sub(_) => {}
-        }
+        });
     }
 }
 
