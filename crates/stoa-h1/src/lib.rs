@@ -104,18 +104,34 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
 
 /// Appends the decimal form of `n` without going through `fmt`.
 pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    // Two digits per division, from a table: Content-Length, the octets of
+    // an address and a port are written for every proxied request, and a
+    // digit per division was ~50 instructions a number (callgrind).
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
-    loop {
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
         i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        tmp[i] = b'0' + n as u8;
     }
     buf.extend_from_slice(&tmp[i..]);
 }
+
+static DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 #[cfg(test)]
 mod tests {
@@ -143,7 +159,7 @@ mod tests {
 
     #[test]
     fn push_u64_writes_decimal() {
-        for n in [0u64, 7, 10, 1358, u64::MAX] {
+        for n in (0u64..=10_000).chain([99_999, 100_000, 1 << 32, u64::MAX / 10, u64::MAX]) {
             let mut b = Vec::new();
             push_u64(&mut b, n);
             assert_eq!(b, n.to_string().into_bytes());

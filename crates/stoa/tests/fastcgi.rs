@@ -1081,6 +1081,59 @@ fn spec_3_3_a_multiplexing_application_gets_many_concurrent_requests() {
     assert!(took < Duration::from_secs(4), "40 x 600 ms took {took:?}");
 }
 
+/// Found by the lab (issue 15): an id freed by its END_REQUEST can be given
+/// to the next request on the connection while the first request has not
+/// yet taken its last records. Two workers, each multiplexing onto the one
+/// process, kept-alive clients back to back: every request gets its own
+/// answer (none lost, none given another's), FastCGI §3.3 and §5.5.
+#[test]
+fn spec_3_3_every_request_multiplexed_by_two_workers_gets_its_own_answer_when_ids_are_reused() {
+    let site = Site::start(
+        "fcgi-mpx-reuse",
+        &hello_pool_args("app", &["--mpx"], "processes = 1"),
+        &route("/app/", "app"),
+    );
+    get_report(&site, "/app/?warm");
+    assert_eq!(site.status("app").proc(0).capacity, 50, "not multiplexing");
+    let addr = site.addr;
+    let runs = parallel(8, |c| {
+        let mut conn = Conn::connect(addr);
+        let mut bad = Vec::new();
+        let mut top_id = 0u16;
+        for j in 0..300 {
+            let q = format!("c={c}&j={j}");
+            let r = match conn.try_send(&get(&format!("/app/?{q}"))) {
+                Ok(()) => conn.try_read_final(),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(r) if r.status == 200 && field(&report(&r.body), "query") == q => {
+                    let id = field(&report(&r.body), "request_id").parse().unwrap_or(0);
+                    top_id = top_id.max(id);
+                }
+                Ok(r) => bad.push(format!("{q}: {} {:?}", r.status, r.text())),
+                Err(e) => {
+                    bad.push(format!("{q}: {e}"));
+                    conn = Conn::connect(addr);
+                }
+            }
+        }
+        (bad, top_id)
+    });
+    let top_id = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    assert!(
+        top_id > 1,
+        "requests never shared a connection (ids up to {top_id})"
+    );
+    let failures: Vec<String> = runs.into_iter().flat_map(|r| r.0).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of 2400 requests failed, first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+}
+
 #[test]
 fn spec_3_3_the_rust_application_library_multiplexes_requests_over_one_connection() {
     let dir = TempDir::new("fcgi-mpx-direct");

@@ -1,6 +1,5 @@
 //! `Forwarded` elements (RFC 7239) and the addresses of `X-Forwarded-For`.
 
-use super::is_tchar;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 
@@ -44,12 +43,27 @@ fn unmap(ip: IpAddr) -> IpAddr {
 /// `X-Forwarded-For`) a tenth of a proxied request's instructions
 /// (callgrind).
 pub fn push_ipv4(out: &mut Vec<u8>, a: std::net::Ipv4Addr) {
+    // Into a stack buffer, then one copy: a push per byte checks the
+    // capacity each time.
+    let mut buf = [0u8; 15];
+    let mut n = 0;
     for (i, o) in a.octets().into_iter().enumerate() {
         if i > 0 {
-            out.push(b'.');
+            buf[n] = b'.';
+            n += 1;
         }
-        crate::push_u64(out, u64::from(o));
+        if o >= 100 {
+            buf[n] = b'0' + o / 100;
+            n += 1;
+        }
+        if o >= 10 {
+            buf[n] = b'0' + o / 10 % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + o % 10;
+        n += 1;
     }
+    out.extend_from_slice(&buf[..n]);
 }
 
 /// Appends a node as a `Forwarded` parameter value: a bare token where
@@ -85,26 +99,61 @@ fn push_node(out: &mut Vec<u8>, node: &Node<'_>) {
 /// (RFC 9110 §5.6.4). Returns false, writing nothing, when the value has
 /// a byte a quoted-string cannot carry.
 fn push_value(out: &mut Vec<u8>, value: &[u8]) -> bool {
-    if !value.is_empty() && value.iter().all(|&b| is_tchar(b)) {
-        out.extend_from_slice(value);
-        return true;
-    }
-    if !value
+    // One pass classifies the value: the worst class of its bytes decides
+    // how it is written (three scans before; the host is written for
+    // every proxied request).
+    let class = value
         .iter()
-        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
-    {
-        return false;
-    }
-    out.push(b'"');
-    for &b in value {
-        if b == b'"' || b == b'\\' {
-            out.push(b'\\');
+        .fold(0u8, |c, &b| c.max(VALUE_CLASS[usize::from(b)]));
+    match class {
+        _ if value.is_empty() => out.extend_from_slice(b"\"\""),
+        TOKEN => out.extend_from_slice(value),
+        QUOTE => {
+            out.reserve(value.len() + 2);
+            out.push(b'"');
+            out.extend_from_slice(value);
+            out.push(b'"');
         }
-        out.push(b);
+        ESCAPE => {
+            out.reserve(value.len() + 4);
+            out.push(b'"');
+            for &b in value {
+                if b == b'"' || b == b'\\' {
+                    out.push(b'\\');
+                }
+                out.push(b);
+            }
+            out.push(b'"');
+        }
+        _ => return false,
     }
-    out.push(b'"');
     true
 }
+
+/// Byte classes for [`push_value`], in increasing need: a token byte, a
+/// byte a quoted-string carries as is, one it escapes, one it cannot
+/// carry (controls but HTAB, DEL).
+const TOKEN: u8 = 0;
+const QUOTE: u8 = 1;
+const ESCAPE: u8 = 2;
+static VALUE_CLASS: [u8; 256] = {
+    let mut t = [3u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if super::TCHAR[i] {
+            TOKEN
+        } else if b == b'"' || b == b'\\' {
+            ESCAPE
+        } else if b == b'\t' || (b >= 0x20 && b != 0x7f) {
+            QUOTE
+        } else {
+            3
+        };
+        i += 1;
+    }
+    t
+};
 
 /// Appends one `Forwarded` element: `for=…;by=…;host=…;proto=…`
 /// (RFC 7239 §4). `host` is the Host the client sent (its original
@@ -167,21 +216,41 @@ pub(crate) fn push_xff_node(out: &mut Vec<u8>, node: &Node<'_>) {
 mod tests {
     #[test]
     fn push_ipv4_writes_what_display_writes() {
-        for a in [
-            [0, 0, 0, 0],
-            [127, 0, 0, 1],
-            [10, 9, 99, 100],
-            [255, 255, 255, 255],
-            [1, 20, 200, 7],
-        ] {
-            let ip = std::net::Ipv4Addr::from(a);
-            let mut v = Vec::new();
-            super::push_ipv4(&mut v, ip);
-            assert_eq!(v, ip.to_string().into_bytes());
+        // Every octet value in every position.
+        for o in 0..=255u8 {
+            for a in [
+                [o, 0, 0, 1],
+                [10, o, 9, 255],
+                [1, 2, o, 99],
+                [100, 10, 1, o],
+            ] {
+                let ip = std::net::Ipv4Addr::from(a);
+                let mut v = Vec::new();
+                super::push_ipv4(&mut v, ip);
+                assert_eq!(v, ip.to_string().into_bytes());
+            }
         }
     }
 
     use super::*;
+
+    #[test]
+    fn values_that_are_not_tokens_are_quoted_with_escapes_rfc9110_5_6_4() {
+        for (v, want) in [
+            (&b"example.com"[..], &b"example.com"[..]),
+            (b"127.0.0.1:8080", b"\"127.0.0.1:8080\""),
+            (b"a\"b\\c", b"\"a\\\"b\\\\c\""),
+            (b"\"", b"\"\\\"\""),
+            (b"", b"\"\""),
+        ] {
+            let mut b = Vec::new();
+            assert!(push_value(&mut b, v));
+            assert_eq!(b, want, "{:?}", String::from_utf8_lossy(v));
+        }
+        let mut b = Vec::new();
+        assert!(!push_value(&mut b, b"a\rb"));
+        assert!(b.is_empty());
+    }
 
     fn element(
         for_: Node<'_>,

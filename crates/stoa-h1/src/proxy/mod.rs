@@ -93,9 +93,40 @@ fn named_by_connection<'h>(
 
 /// RFC 9110 §5.6.2 `tchar`: what a field name, a method and a token are
 /// made of.
+/// A table: `contains` on the 15 symbols went through `memchr` for every
+/// byte of every field name forwarded (180 instructions for a name like
+/// `User-Agent`, callgrind).
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+pub(super) static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_tchar(b))
@@ -106,7 +137,10 @@ fn is_token(s: &[u8]) -> bool {
 /// start a new one for another: header injection and smuggling). Other
 /// control characters but HTAB are refused too, as obs-text is not.
 fn is_field_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    // No early exit: the whole value is checked either way for a value
+    // that passes (nearly all), and without one the loop vectorizes.
+    v.iter()
+        .fold(true, |ok, &b| ok & (b == b'\t' || (b >= 0x20 && b != 0x7f)))
 }
 
 /// RFC 9110 §7.6.3 `received-by`: a pseudonym or `host[:port]` (an
@@ -118,6 +152,7 @@ fn is_via_name(s: &[u8]) -> bool {
 }
 
 fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.reserve(name.len() + value.len() + 4);
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
@@ -127,6 +162,14 @@ fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tchar_is_rfc9110_5_6_2s_set_exactly() {
+        for b in 0..=255u8 {
+            let want = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(is_tchar(b), want, "{b:#x}");
+        }
+    }
 
     #[test]
     fn hop_by_hop_fields_are_recognised_in_any_case_rfc9110_7_6_1() {

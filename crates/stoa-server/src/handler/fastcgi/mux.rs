@@ -10,6 +10,12 @@
 //! [`STREAM_CAP`] the driver stops reading the connection until that queue
 //! drains (the slow client's send timeout bounds how long). Memory stays
 //! bounded either way.
+//!
+//! A request's queue belongs to the request, not to its id: the gateway
+//! frees an id as soon as its END_REQUEST is read, and the next request on
+//! the connection may get that id while the first has its last records
+//! still queued (found by the lab: a lookup by id gave the new request's
+//! queue to the old one, and the new request waited forever).
 
 use crate::upstream::pool::{Proc, ProcState};
 use crate::upstream::AppStream;
@@ -57,7 +63,8 @@ struct Shared {
 struct State {
     gw: Connection,
     wbuf: Vec<u8>,
-    streams: HashMap<u16, Stream>,
+    /// Requests whose END_REQUEST has not come yet, by id.
+    streams: HashMap<u16, Rc<Stream>>,
     /// Connection lost: every active request fails, no new one starts.
     dead: bool,
     /// Reading stopped: some request's queue is full.
@@ -65,18 +72,32 @@ struct State {
 }
 
 struct Stream {
+    q: RefCell<Queue>,
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct Queue {
     events: VecDeque<Event>,
     bytes: usize,
-    notify: Rc<Notify>,
     /// The request went away; its remaining records are dropped.
     orphan: bool,
+    /// Its END_REQUEST came: the id is no longer this request's.
+    ended: bool,
+}
+
+impl Stream {
+    fn over_cap(&self) -> bool {
+        self.q.borrow().bytes > STREAM_CAP
+    }
 }
 
 /// One request on a multiplexed connection.
 pub struct MuxRequest {
     sh: Rc<Shared>,
     pub id: u16,
-    notify: Rc<Notify>,
+    stream: Rc<Stream>,
+    /// This request took its END_REQUEST (or saw the connection lost).
     ended: bool,
 }
 
@@ -124,7 +145,10 @@ pub async fn start(
             }
         }
     };
-    let notify = Rc::new(Notify::new());
+    let stream = Rc::new(Stream {
+        q: RefCell::new(Queue::default()),
+        notify: Notify::new(),
+    });
     let id = {
         let mut st = sh.st.borrow_mut();
         let st = &mut *st;
@@ -132,22 +156,14 @@ pub async fn start(
             .gw
             .start_request(role, true, params.iter(), &mut st.wbuf)
             .map_err(StartError::Protocol)?;
-        st.streams.insert(
-            id,
-            Stream {
-                events: VecDeque::new(),
-                bytes: 0,
-                notify: notify.clone(),
-                orphan: false,
-            },
-        );
+        st.streams.insert(id, stream.clone());
         id
     };
     sh.driver.notify_one();
     Ok(MuxRequest {
         sh,
         id,
-        notify,
+        stream,
         ended: false,
     })
 }
@@ -288,23 +304,27 @@ impl Shared {
                 Event::Stdout { id, .. } | Event::Stderr { id, .. } | Event::End { id, .. } => *id,
                 _ => continue,
             };
-            let Some(s) = st.streams.get_mut(&id) else {
+            let Some(s) = st.streams.get(&id).cloned() else {
                 continue;
             };
-            if s.orphan {
-                if matches!(ev, Event::End { .. }) {
-                    st.streams.remove(&id);
+            let end = matches!(ev, Event::End { .. });
+            let mut q = s.q.borrow_mut();
+            if !q.orphan {
+                if let Event::Stdout { data, .. } | Event::Stderr { data, .. } = &ev {
+                    q.bytes += data.len();
+                    if q.bytes > STREAM_CAP {
+                        st.paused = true;
+                    }
                 }
-                continue;
+                q.ended = end;
+                q.events.push_back(ev);
+                drop(q);
+                s.notify.notify_one();
             }
-            if let Event::Stdout { data, .. } | Event::Stderr { data, .. } = &ev {
-                s.bytes += data.len();
-                if s.bytes > STREAM_CAP {
-                    st.paused = true;
-                }
+            if end {
+                // The id is free again; the request keeps its queue.
+                st.streams.remove(&id);
             }
-            s.events.push_back(ev);
-            s.notify.notify_one();
         }
         failed
     }
@@ -316,7 +336,7 @@ impl Shared {
         for s in st.streams.values() {
             s.notify.notify_one();
         }
-        st.streams.retain(|_, s| !s.orphan);
+        st.streams.clear();
         drop(st);
         MUXES.with(|m| {
             let mut m = m.borrow_mut();
@@ -361,17 +381,18 @@ impl MuxRequest {
 
     /// The next event for this request, or `None` when none is queued.
     pub fn poll(&mut self) -> Option<MuxEvent> {
+        if self.ended {
+            return None;
+        }
         let mut st = self.sh.st.borrow_mut();
-        let st = &mut *st;
-        let Some(s) = st.streams.get_mut(&self.id) else {
-            return (!self.ended).then_some(MuxEvent::Lost);
-        };
-        match s.events.pop_front() {
+        let mut q = self.stream.q.borrow_mut();
+        match q.events.pop_front() {
             Some(ev) => {
                 if let Event::Stdout { data, .. } | Event::Stderr { data, .. } = &ev {
-                    s.bytes -= data.len();
-                    if st.paused && s.bytes <= STREAM_CAP / 2 {
-                        st.paused = st.streams.values().any(|s| s.bytes > STREAM_CAP);
+                    q.bytes -= data.len();
+                    if st.paused && q.bytes <= STREAM_CAP / 2 {
+                        drop(q);
+                        st.paused = st.streams.values().any(|s| s.over_cap());
                         if !st.paused {
                             self.sh.driver.notify_one();
                         }
@@ -379,13 +400,11 @@ impl MuxRequest {
                 }
                 if matches!(ev, Event::End { .. }) {
                     self.ended = true;
-                    st.streams.remove(&self.id);
                 }
                 Some(MuxEvent::Event(ev))
             }
             None if st.dead => {
                 self.ended = true;
-                st.streams.remove(&self.id);
                 Some(MuxEvent::Lost)
             }
             None => None,
@@ -399,23 +418,16 @@ impl MuxRequest {
         tokio::pin!(drained);
         // Registered before the checks, so a drain meanwhile is not missed.
         drained.as_mut().enable();
-        {
-            let st = self.sh.st.borrow();
-            let has = st
-                .streams
-                .get(&self.id)
-                .is_none_or(|s| !s.events.is_empty());
-            if has || st.dead {
-                return;
-            }
+        if self.ended || self.sh.st.borrow().dead || !self.stream.q.borrow().events.is_empty() {
+            return;
         }
         if self.backlogged() {
             tokio::select! {
-                _ = self.notify.notified() => {}
+                _ = self.stream.notify.notified() => {}
                 _ = drained => {}
             }
         } else {
-            self.notify.notified().await;
+            self.stream.notify.notified().await;
         }
     }
 }
@@ -429,20 +441,23 @@ impl Drop for MuxRequest {
         }
         let mut st = self.sh.st.borrow_mut();
         let st = &mut *st;
+        let ended = {
+            let mut q = self.stream.q.borrow_mut();
+            q.orphan = true;
+            q.events.clear();
+            q.bytes = 0;
+            q.ended
+        };
         if st.dead {
-            st.streams.remove(&self.id);
             return;
         }
-        if st.gw.abort(self.id, &mut st.wbuf).is_ok() {
+        // Once its END_REQUEST came the id may be another request's: only
+        // a request still running is aborted.
+        if !ended && st.gw.abort(self.id, &mut st.wbuf).is_ok() {
             self.sh.driver.notify_one();
         }
-        if let Some(s) = st.streams.get_mut(&self.id) {
-            s.orphan = true;
-            s.events.clear();
-            s.bytes = 0;
-        }
         if st.paused {
-            st.paused = st.streams.values().any(|s| s.bytes > STREAM_CAP);
+            st.paused = st.streams.values().any(|s| s.over_cap());
             self.sh.driver.notify_one();
         }
     }
