@@ -15,7 +15,10 @@ lab_init() {
     RUN=${RUN:-/tmp/stoa-lab-$LAB_NAME}
     mkdir -p "$RUN"
     if [ "${QUICK:-0}" = 1 ]; then OUT=${OUT:-$RUN/results}; else OUT=${OUT:-$LAB_DIR/results/$LAB_NAME}; fi
-    rm -rf "$OUT"; mkdir -p "$OUT/raw"
+    # KEEP_OUT=1: an experiment that reruns some of its rows into the
+    # existing results (dynamic-routes' MERGE) removes only their files.
+    [ "${KEEP_OUT:-0}" = 1 ] || rm -rf "$OUT"
+    mkdir -p "$OUT/raw"
     bench_init
     ensure_fresh_stoa
     NOFILE=$(raise_nofile "$NOFILE")

@@ -20,9 +20,19 @@
 # behind Stoa and behind Apache (prefork, as 1.3 was). The load comes from
 # `stoa bench` scenarios (ramps, think time, abort rules, --rate, levels,
 # running_every). Knobs (environment): B1_EVERY B1_MAX B1_THINKS B1_TAIL B2_STEP
-# B3_RATES B3_DUR B4_N PG=0 (skip PostgreSQL) ROWS="regex" (only those rows).
+# B3_RATES B3_DUR B4_N PG=0 (skip PostgreSQL) ROWS="regex" (only those rows,
+# e.g. ROWS='^stoa:lua:pg$|fcgi-rust'), STOA_WORKERS (Stoa's `workers`,
+# default 0: one per core), MERGE=1 (a full run of the ROWS only, merged
+# into the checked-in lab/results/dynamic-routes: their raw files and rows
+# replaced, every other row's kept, each row with its own time and load).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+MERGE=${MERGE:-0}
+if [ "$MERGE" = 1 ]; then
+    [ "$QUICK" = 0 ] || { echo "MERGE=1 is for full runs" >&2; exit 2; }
+    [ -n "${ROWS:-}" ] || { echo "MERGE=1 needs ROWS=regex (the rows to run again)" >&2; exit 2; }
+    KEEP_OUT=1
+fi
 lab_init
 ensure_tools python3:python3 curl:curl perl:perl apache2:apache2 php-fpm8.2:php8.2-fpm \
     java:default-jre-headless javac:default-jdk-headless
@@ -38,6 +48,8 @@ if [ "$PG" = 1 ] && { [ -z "$PGBIN" ] || [ ! -x "$PGBIN/initdb" ]; }; then
 fi
 [ "$PG" = 1 ] && [ "$(id -u)" != 0 ] && { warn "PostgreSQL rows need root (the cluster runs as the postgres user): skipped"; PG=0; }
 ROWS=${ROWS:-.}
+STOA_WORKERS=${STOA_WORKERS:-0}
+STOA_W=$STOA_WORKERS; [ "$STOA_W" = 0 ] && STOA_W=$(nproc)
 
 # Ports (19600-19699 are the lab's dynamic-routes and webbench-cluster).
 P_STOA=19601 P_APACHE=19602 P_TOMCAT=19603 P_PG=19604
@@ -59,6 +71,14 @@ else
     APACHE_START=${APACHE_START:-30}
 fi
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+RUN_T0=$(date +%s)
+env_prefix() {  # the knobs given, for the summary's command line
+    local v out=""
+    for v in MERGE ROWS STOA_WORKERS PG; do
+        [ -n "${!v+x}" ] && [ -n "$(printenv "$v")" ] && out+="$v='$(printenv "$v")' "
+    done
+    printf '%s' "$out"
+}
 
 # ---------------------------------------------------------------- data
 mkdir -p "$RUN/db" "$RUN/www/php" "$RUN/cgi" "$RUN/sock"
@@ -68,7 +88,7 @@ SQLITE=$RUN/db/comments.db
 PGHOST=$RUN/pgsock
 install -m 755 "$SRC/comments.pl" "$RUN/cgi/comments.pl"
 install -m 644 "$SRC/comments.php" "$RUN/www/php/comments.php"
-sed "s|@SQLITE@|$SQLITE|" "$SRC/comments.lua" > "$RUN/comments.lua"
+sed -e "s|@SQLITE@|$SQLITE|" -e "s|@PGHOST@|$PGHOST|" -e "s|@PGPORT@|$P_PG|" "$SRC/comments.lua" > "$RUN/comments.lua"
 chmod 755 "$RUN" "$RUN/www" "$RUN/www/php"
 
 # ---------------------------------------------------------------- servers
@@ -159,15 +179,17 @@ CONF
 bg_start php-fpm php-fpm8.2 -R -F -y "$RUN/php-fpm.conf"
 
 # FastCGI process managers for Apache's mod_proxy_fcgi (Stoa spawns its
-# own pools): 8 Perl processes, one Rust process (threaded).
-APP_ENV=(env "LAB_SQLITE=$SQLITE" "LAB_PGHOST=$PGHOST" "LAB_PGPORT=$P_PG" "PERL5LIB=$SRC" "STOA_TABLE_DB=$SQLITE")
+# own pools): 8 Perl processes, one Rust process (threaded; one kept
+# PostgreSQL connection, its requests' queries pipelined on it).
+PGCONN="host=$PGHOST port=$P_PG dbname=comments user=lab"
+APP_ENV=(env "LAB_SQLITE=$SQLITE" "LAB_PGHOST=$PGHOST" "LAB_PGPORT=$P_PG" "PERL5LIB=$SRC" "STOA_TABLE_DB=$SQLITE" "STOA_TABLE_PG=$PGCONN")
 bg_start fcgi-perl "${APP_ENV[@]}" python3 "$SRC/fcgi-spawn.py" "$RUN/sock/perl.sock" 8 perl "$SRC/comments.fcgi"
 bg_start fcgi-rust "${APP_ENV[@]}" python3 "$SRC/fcgi-spawn.py" "$RUN/sock/rust.sock" 1 "$STOA" demo-app table
 
-# Stoa: every route in one server (2 workers, one per core).
+# Stoa: every route in one server (by default 2 workers, one per core).
 cat > "$RUN/stoa.toml" <<TOML
 listen = ["127.0.0.1:$P_STOA"]
-workers = 0
+workers = $STOA_WORKERS
 user = "root"
 [log]
 access = "off"
@@ -182,7 +204,7 @@ env = { LAB_SQLITE = "$SQLITE", LAB_PGHOST = "$PGHOST", LAB_PGPORT = "$P_PG", PE
 name = "rust"
 command = ["{stoa}", "demo-app", "table"]
 processes = 1
-env = { STOA_TABLE_DB = "$SQLITE" }
+env = { STOA_TABLE_DB = "$SQLITE", STOA_TABLE_PG = "$PGCONN" }
 [[pool]]
 name = "php"
 address = ["unix:$RUN/sock/php.sock"]
@@ -318,11 +340,16 @@ declare -A PORT_OF=([stoa]=$P_STOA [apache]=$P_APACHE)
 declare -A ROUTE_LABEL=([cgi]="CGI (Perl DBI)" [fcgi-perl]="FastCGI (Perl CGI::Fast)" [fcgi-rust]="FastCGI (Rust, stoa-fastcgi)"
     [php]="PHP" [servlet]="servlet (Tomcat 10, JDBC)" [lua]="Lua (in-process)" [mod_perl]="mod_perl (Registry, Apache::DBI)")
 declare -A FRONT_HOW=([stoa:cgi]="cgi route" [stoa:fcgi-perl]="[[pool]] of 8" [stoa:fcgi-rust]="[[pool]] of 1 (threaded)"
-    [stoa:php]="php route, php-fpm (8 static)" [stoa:servlet]="proxy route" [stoa:lua]="lua route, 2 workers"
+    [stoa:php]="php route, php-fpm (8 static)" [stoa:servlet]="proxy route" [stoa:lua]="lua route"
     [apache:cgi]="mod_cgi" [apache:fcgi-perl]="mod_proxy_fcgi, 8 processes" [apache:fcgi-rust]="mod_proxy_fcgi, 1 process"
     [apache:php]="mod_php (prefork)" [apache:servlet]="mod_proxy_http" [apache:mod_perl]="mod_perl (prefork)")
-declare -A PENDING=() ROW_STATUS=()
+declare -A ROW_STATUS=() ROW_WHEN=()
 ROW_LIST=()
+# Every row, in the order of the tables (a MERGE run keeps the rows it
+# does not run).
+ALL_ROWS=()
+for r in cgi fcgi-perl fcgi-rust php servlet lua; do ALL_ROWS+=(stoa:$r:sqlite stoa:$r:pg); done
+for r in cgi fcgi-perl fcgi-rust php mod_perl servlet; do ALL_ROWS+=(apache:$r:sqlite apache:$r:pg); done
 
 url_of() {  # url_of ROW [QUERY] -> the URL (with &db=pg on PostgreSQL rows)
     local front=${1%%:*} rest=${1#*:}
@@ -351,7 +378,10 @@ bench() {  # bench TAG SCENARIO-FILE [ARGS...]
 }
 
 run_row() {
-    local row=$1 tag=${1//:/-} t think r
+    local row=$1 tag=${1//:/-} t think r load0
+    load0=$(cut -d' ' -f1 /proc/loadavg)
+    ROW_WHEN[$row]="$(date -u +%H:%M) UTC, load $load0"
+    rm -f "$OUT/raw/$tag"-*
     local full=1; [[ $row == *:pg ]] && [ "$QUICK" = 1 ] && full=0
     # Warm-up (the paper ran BENCH2 three times before the measured run):
     # Tomcat's JIT, Apache's prefork children compiling mod_perl's script.
@@ -440,6 +470,7 @@ requests = 1
 first_delay = "200ms"
 TOML
     bench "$tag-b4" "$RUN/sc.toml"
+    ROW_WHEN[$row]+=" to $(cut -d' ' -f1 /proc/loadavg)"
 }
 dur_ms() { case $1 in *ms) echo "${1%ms}" ;; *s) awk -v s="${1%s}" 'BEGIN {print s * 1000}' ;; *) awk -v s="$1" 'BEGIN {print s * 1000}' ;; esac; }
 
@@ -451,12 +482,6 @@ do_rows() {  # do_rows FRONT ROUTE...: check and run each route on each database
             [[ $row =~ $ROWS ]] || continue
             ROW_LIST+=("$row")
             if [ "$db" = pg ] && [ "$PG" != 1 ]; then ROW_STATUS[$row]="skipped (PG=0)"; continue; fi
-            if [ "$db" = pg ] && [ "$route" = lua ]; then
-                ROW_STATUS[$row]="pending: PostgreSQL from Lua (stoa.postgres) is being built (docs/LUA.md, Not yet)"; continue
-            fi
-            if [ "$db" = pg ] && [ "$route" = fcgi-rust ]; then
-                ROW_STATUS[$row]="not built: \`stoa demo-app table\` speaks SQLite only (a PostgreSQL client crate is not in the tree yet)"; continue
-            fi
             if check_row "$row"; then
                 log "$row: ok, running"
                 run_row "$row"
@@ -489,12 +514,35 @@ srv_stop_all
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- reports
-rows_file=$RUN/rows.tsv
-: > "$rows_file"
-for row in "${ROW_LIST[@]}"; do
+# rows.tsv: row, tag, route, front end, status, when (time and 1-min load
+# average at the row's start and end). Kept in OUT, so that a MERGE run
+# replaces only its own rows; runs.tsv lists the runs that made them.
+rows_file=$OUT/rows.tsv
+declare -A OLD_ROW=()
+if [ "$MERGE" = 1 ] && [ -f "$rows_file" ]; then
+    while IFS= read -r line; do OLD_ROW[${line%%$'\t'*}]=$line; done < "$rows_file"
+fi
+declare -A RAN=()
+for row in "${ROW_LIST[@]}"; do RAN[$row]=1; done
+tmp_rows=$RUN/rows.tsv
+: > "$tmp_rows"
+for row in "${ALL_ROWS[@]}"; do
     front=${row%%:*} rest=${row#*:}; route=${rest%%:*}
-    printf '%s\t%s\t%s\t%s\t%s\n' "$row" "${row//:/-}" "${ROUTE_LABEL[$route]}" "${FRONT_HOW[$front:$route]:-}" "${ROW_STATUS[$row]:-not run}" >> "$rows_file"
+    if [ -z "${RAN[$row]:-}" ] && [ -n "${OLD_ROW[$row]:-}" ]; then
+        echo "${OLD_ROW[$row]}" >> "$tmp_rows"; continue
+    fi
+    [ -n "${RAN[$row]:-}" ] || continue
+    how=${FRONT_HOW[$front:$route]:-}
+    [ "$front" = stoa ] && how+=", $STOA_W worker$([ "$STOA_W" = 1 ] || echo s)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "${row//:/-}" "${ROUTE_LABEL[$route]}" "$how" \
+        "${ROW_STATUS[$row]:-not run}" "${ROW_WHEN[$row]:-}" >> "$tmp_rows"
 done
+mv "$tmp_rows" "$rows_file"
+runs_file=$OUT/runs.tsv
+[ "$MERGE" = 1 ] || : > "$runs_file"
+printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u -d "@$RUN_T0" '+%Y-%m-%d %H:%M')-$(date -u +%H:%M) UTC" \
+    "$(env_prefix)lab/run dynamic-routes$([ "$QUICK" = 1 ] && echo ' --quick')" "$LOAD_START" "$LOAD_END" \
+    "$([ "$ROWS" = . ] && echo 'every row' || echo "rows matching $ROWS")" >> "$runs_file"
 # Charts of the bench report's machinery: every row's BENCH2 and BENCH4 on
 # the same plots.
 for b in b2 b4; do
@@ -503,7 +551,7 @@ for b in b2 b4; do
     files=("$OUT"/raw/*-pg-$b.json)
     [ -e "${files[0]}" ] && "$STOA" bench compare "${files[@]}" --html "$OUT/compare-pg-$b.html" > "$OUT/raw/compare-pg-$b.txt" 2>&1 || true
 done
-python3 "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$LOAD_START" "$LOAD_END" \
+python3 "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$runs_file" \
     "B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY WARM=$WARM" \
     > "$OUT/summary.md"
 log "wrote $OUT/summary.md"

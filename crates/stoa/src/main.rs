@@ -78,7 +78,7 @@ enum DemoApp {
     Personalized,
     /// The same, as a CGI program.
     PersonalizedCgi,
-    /// The lab's dynamic-routes application: Select * as an HTML table (STOA_TABLE_DB).
+    /// The lab's dynamic-routes application: Select * as an HTML table (STOA_TABLE_DB: SQLite; STOA_TABLE_PG: PostgreSQL, for ?db=pg).
     Table,
 }
 

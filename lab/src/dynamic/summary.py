@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""summary.py OUT ROWS.tsv QUICK MACHINE LOAD_START LOAD_END PARAMS > summary.md
+"""summary.py OUT ROWS.tsv QUICK MACHINE RUNS.tsv PARAMS > summary.md
 
 The dynamic-routes summary: figure 5 (BENCH1), table 1, figure 6 (BENCH2),
 BENCH3's errors and figures 7-8 (BENCH4) from the stoa bench JSON files in
 OUT/raw, each beside what the paper reports, and SVG charts (fig6-*.svg,
-fig7-*.svg, fig8-*.svg) in OUT."""
-import glob, json, os, sys, time
+fig7-*.svg, fig8-*.svg) in OUT. ROWS.tsv: row, tag, route, front end,
+status, when (UTC time and 1-min load average at its start and end);
+RUNS.tsv: the runs that made the rows (time, command, load averages at the
+start and the end, which rows). OUT/notes.md, if present, is appended."""
+import glob, json, os, sys
 
-out, rows_tsv, quick, machine, load0, load1, params = sys.argv[1:8]
-rows = [l.rstrip("\n").split("\t") for l in open(rows_tsv) if l.strip()]
+out, rows_tsv, quick, machine, runs_tsv, params = sys.argv[1:7]
+rows = [(l.rstrip("\n").split("\t") + [""])[:6] for l in open(rows_tsv) if l.strip()]
+runs = [l.rstrip("\n").split("\t") for l in open(runs_tsv) if l.strip()]
 
 
 def load(tag):
@@ -92,13 +96,14 @@ def chart(path, title, xlabel, ylabel, series):
 
 # ---------------------------------------------------------------- text
 P = print
-mode = " --quick" if quick == "1" else ""
 P("# dynamic-routes: the comments application per route, BENCH1-BENCH4\n")
-P("Run %s on %s; quick=%s. Command: `lab/run dynamic-routes%s`." % (
-    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine, quick, mode))
-P("Load average (1, 5, 15 min) at the start %s, at the end %s: the machine was shared with other "
-  "sessions' builds and tests, and the load generator ran on the same 2 cores as the servers and "
-  "databases, so absolute figures are noisy; compare the shapes and the order of the routes.\n" % (load0, load1))
+P("On %s; quick=%s. %s:\n" % (machine, quick, "The run" if len(runs) == 1 else
+    "The rows come from %d runs (each row's own time and load average are in the rows table)" % len(runs)))
+for when, cmd, l0, l1, which in runs:
+    P("- %s: `%s` (%s); load average (1, 5, 15 min) at the start %s, at the end %s" % (when, cmd, which, l0, l1))
+P("\nThe machine was shared with other sessions' builds and tests, and the load generator ran on the "
+  "same 2 cores as the servers and databases, so absolute figures are noisy (provisional); compare "
+  "the shapes and the order of the routes.\n")
 P("Parameters: %s.\n" % params)
 P("""The application (lab/src/dynamic/, the paper's Figures 1-4): a form POST
 (name, email, comments) inserted into a table, and a page that runs `SELECT *`
@@ -111,15 +116,15 @@ Every request opens a new connection (no keep-alive), as the paper's Perl and
 JMeter clients did. Apache is 2.4 with the prefork MPM as 1.3 was (30 children
 at start, 10-50 spare, 1000 connections per child, no access log), one
 instance per technology with only its modules; Stoa runs every route in one
-server (2 workers).
+server (its number of workers is in the rows table).
 """)
 P("## The rows\n")
-P("| row | route | front end | status |")
-P("|---|---|---|---|")
-for row, tag, label, how, status in rows:
+P("| row | route | front end | status | run at (1-min load average at its start to its end) |")
+P("|---|---|---|---|---|")
+for row, tag, label, how, status, when in rows:
     front, route, db = row.split(":")
-    P("| %s | %s on %s | %s: %s | %s |" % (tag, label, "SQLite" if db == "sqlite" else "PostgreSQL",
-                                        "Stoa" if front == "stoa" else "Apache", how, status))
+    P("| %s | %s on %s | %s: %s | %s | %s |" % (tag, label, "SQLite" if db == "sqlite" else "PostgreSQL",
+                                             "Stoa" if front == "stoa" else "Apache", how, status, when or "-"))
 ran = [r for r in rows if r[4] == "ok"]
 
 for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
@@ -277,3 +282,6 @@ behind everything else) is measured here rather than left out.
 Raw files: `raw/ROW-b1-thinkT.json`, `-b2`, `-b3-rateR`, `-b4` (stoa bench
 JSON, text report beside each), and `compare-*.html` (the bench report's
 charts, every row of a benchmark on the same plots).""")
+notes = os.path.join(out, "notes.md")
+if os.path.exists(notes):
+    P("\n" + open(notes).read().rstrip("\n"))

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
