@@ -183,7 +183,22 @@ impl Worker {
         }
     }
 
-    /// Appends one Combined Log Format line.
+    /// Whether access lines are written; when not, [`Worker::count_response`]
+    /// is all a response needs (no request line or fields to look up).
+    #[inline]
+    pub fn logs_access(&self) -> bool {
+        *self.log_target.borrow() != AccessLog::Off
+    }
+
+    /// Counts a response by status class, for the status page.
+    #[inline]
+    pub fn count_response(&self, status: u16) {
+        if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
+            w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts the response and appends one Combined Log Format line.
     pub fn log_access(
         &self,
         peer: SocketAddr,
@@ -193,10 +208,8 @@ impl Worker {
         referer: Option<&[u8]>,
         user_agent: Option<&[u8]>,
     ) {
-        if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
-            w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
-        }
-        if *self.log_target.borrow() == AccessLog::Off {
+        self.count_response(status);
+        if !self.logs_access() {
             return;
         }
         let full = {

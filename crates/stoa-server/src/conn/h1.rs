@@ -48,11 +48,16 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
     // No request yet: the bytes may be HTTP/2's preface instead.
     let mut first = true;
     let mut h2c = false;
+    // The first bytes of a head arrived and its clock (header_timeout) has
+    // not been read yet: it is read only if the head turns out incomplete,
+    // so a head that arrives whole (nearly all of them) costs no clock read.
+    let mut head_clock = false;
 
     loop {
         match head.parse(&io.rbuf[io.start..], &limits) {
             Ok(Some(n)) => {
                 io.start += n;
+                head_clock = false;
                 if first {
                     first = false;
                     if let Some(s) = worker.stats() {
@@ -141,6 +146,10 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                         }
                     }
                 } else {
+                    if head_clock {
+                        head_clock = false;
+                        deadline = Instant::now() + rt.limits.header_timeout;
+                    }
                     if io.rbuf.capacity() - io.rbuf.len() < 1024 {
                         io.rbuf.reserve(4096);
                     }
@@ -162,8 +171,9 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                         };
                         match got {
                             Ok(0) => break,
-                            // The first byte of a head starts its clock.
-                            Ok(_) => deadline = Instant::now() + rt.limits.header_timeout,
+                            // The first bytes of a head start its clock
+                            // (read when the head is found incomplete).
+                            Ok(_) => head_clock = true,
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                             Err(_) => break,
                         }

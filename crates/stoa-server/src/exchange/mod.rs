@@ -639,6 +639,13 @@ impl<'a> Exchange<'a> {
         if self.truncated() {
             self.keep = false;
         }
+        if !self.worker.logs_access() {
+            // No line to write: skip finding the request line and fields.
+            if !matches!(self.side, Side::Sub(_)) {
+                self.worker.count_response(self.status);
+            }
+            return;
+        }
         let req = self.req;
         match &self.side {
             Side::H1(io) => self.worker.log_access(
