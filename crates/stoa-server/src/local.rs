@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
@@ -124,6 +125,11 @@ pub struct Worker {
     log_target: RefCell<AccessLog>,
     log_file: RefCell<Option<std::fs::File>>,
     pub shutdown: watch::Receiver<bool>,
+    /// Set by [`Worker::stop_idle`]: idle connections close.
+    stopping: Cell<bool>,
+    /// The tasks of keep-alive connections waiting for their next request
+    /// (see [`Stopped`]), woken when the worker stops.
+    idle: RefCell<slab::Slab<Waker>>,
     /// Connections open on this worker.
     pub active: Cell<usize>,
     /// Buffers of idle connections, for reuse by busy ones.
@@ -146,8 +152,29 @@ impl Worker {
             log_target: RefCell::new(access_log.clone()),
             log_file: RefCell::new(None),
             shutdown,
+            stopping: Cell::new(false),
+            idle: RefCell::new(slab::Slab::new()),
             active: Cell::new(0),
             bufs: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Resolves once the worker stops ([`Worker::stop_idle`]): what an idle
+    /// keep-alive connection waits on besides its socket and its timer.
+    pub fn stopped(&self) -> Stopped<'_> {
+        Stopped {
+            worker: self,
+            key: None,
+        }
+    }
+
+    /// The worker stops: every connection waiting in [`Worker::stopped`]
+    /// (and every later one) is told so.
+    pub fn stop_idle(&self) {
+        self.stopping.set(true);
+        let wakers: Vec<Waker> = self.idle.borrow_mut().drain().collect();
+        for w in wakers {
+            w.wake();
         }
     }
 
@@ -469,5 +496,63 @@ mod tests {
         let mut v = Vec::new();
         escape_into(&mut v, b"GET /\"x\n\\ \x7f");
         assert_eq!(v, b"GET /\\\"x\\x0a\\\\ \\x7f");
+    }
+}
+
+/// The future of [`Worker::stopped`]. Per keep-alive wait it costs a slab
+/// slot and a waker clone; `watch::Receiver::changed`, used before, took a
+/// lock to enter the channel's waiter list and another to leave it, ~600
+/// instructions of a small static response (callgrind, issue 16). The
+/// worker's tasks all run on its one thread, so a `RefCell` list does.
+pub struct Stopped<'w> {
+    worker: &'w Worker,
+    /// This wait's slot in `Worker::idle`, once polled.
+    key: Option<usize>,
+}
+
+impl std::future::Future for Stopped<'_> {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.worker.stopping.get() {
+            return std::task::Poll::Ready(());
+        }
+        let mut idle = self.worker.idle.borrow_mut();
+        match self.key {
+            Some(k) => match idle.get_mut(k) {
+                Some(w) => {
+                    if !w.will_wake(cx.waker()) {
+                        w.clone_from(cx.waker());
+                    }
+                }
+                None => {
+                    // Not possible before stopping (slots leave only by
+                    // `drop` or `stop_idle`); register again all the same.
+                    let k = idle.insert(cx.waker().clone());
+                    drop(idle);
+                    self.key = Some(k);
+                }
+            },
+            None => {
+                let k = idle.insert(cx.waker().clone());
+                drop(idle);
+                self.key = Some(k);
+            }
+        }
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            if let Ok(mut idle) = self.worker.idle.try_borrow_mut() {
+                // Gone already when `stop_idle` drained the list.
+                idle.try_remove(k);
+            }
+        }
     }
 }

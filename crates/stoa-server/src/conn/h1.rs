@@ -35,7 +35,6 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         max_head_bytes: rt.limits.max_header_bytes,
         max_uri_bytes: rt.limits.max_uri_bytes,
     };
-    let mut shutdown = worker.shutdown.clone();
     let mut io = Io::new(stream, Vec::new(), peer);
     let mut head = RequestHead::default();
     // The first request must arrive within header_timeout of the accept.
@@ -64,7 +63,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                         s.opened(proto(&io));
                     }
                 }
-                let closing = *shutdown.borrow();
+                let closing = *worker.shutdown.borrow();
                 let mut hsts = None;
                 let (p, rewritten) = route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts);
                 let head = rewritten.as_ref().unwrap_or(&head);
@@ -142,7 +141,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                                 Err(_) => Wait::Eof,
                             },
                             _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
-                            _ = shutdown.changed() => Wait::Shutdown,
+                            _ = worker.stopped() => Wait::Shutdown,
                         }
                     }
                 } else {
