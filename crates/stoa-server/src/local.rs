@@ -480,25 +480,6 @@ impl WorkerStats {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clf_time_formats_utc() {
-        assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
-        assert_eq!(clf_time(1_795_000_000), "18/Nov/2026:11:06:40 +0000");
-        assert_eq!(clf_time(951_782_400), "29/Feb/2000:00:00:00 +0000");
-    }
-
-    #[test]
-    fn log_fields_cannot_forge_lines() {
-        let mut v = Vec::new();
-        escape_into(&mut v, b"GET /\"x\n\\ \x7f");
-        assert_eq!(v, b"GET /\\\"x\\x0a\\\\ \\x7f");
-    }
-}
-
 /// The future of [`Worker::stopped`]. Per keep-alive wait it costs a slab
 /// slot and a waker clone; `watch::Receiver::changed`, used before, took a
 /// lock to enter the channel's waiter list and another to leave it, ~600
@@ -554,5 +535,24 @@ impl Drop for Stopped<'_> {
                 idle.try_remove(k);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clf_time_formats_utc() {
+        assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
+        assert_eq!(clf_time(1_795_000_000), "18/Nov/2026:11:06:40 +0000");
+        assert_eq!(clf_time(951_782_400), "29/Feb/2000:00:00:00 +0000");
+    }
+
+    #[test]
+    fn log_fields_cannot_forge_lines() {
+        let mut v = Vec::new();
+        escape_into(&mut v, b"GET /\"x\n\\ \x7f");
+        assert_eq!(v, b"GET /\\\"x\\x0a\\\\ \\x7f");
     }
 }
