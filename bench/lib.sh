@@ -393,7 +393,8 @@ ss_bytes() {
 # (LOAD_CONNS >= WINDOW_CONNS), measured in steady state. wrk opens its connections inside its run, so
 # over the whole run the server's CPU includes N accepts and first requests. Here wrk runs for up to
 # $WINDOW_SETTLE (default 15) s + DUR + 2 s; the window opens 1 s after all LOAD_CONNS connections
-# are established on the server's port (ss), and closes DUR later. In the window: server CPU (/proc),
+# are established on the server's port (ss), and closes DUR later, when wrk is stopped (SIGINT: it
+# prints its summary). In the window: server CPU (/proc),
 # box CPU (/proc/stat), wrk's CPU, and the bytes the server's connections had acknowledged (ss
 # bytes_acked); requests = those bytes / wrk's bytes per response over the whole run. A connection
 # that closes inside the window takes its bytes with it (none should: every server here allows more
@@ -424,6 +425,7 @@ window_load() {
         read -r c b1 <<< "$(ss_bytes "$port")"
         st1=($(head -1 /proc/stat)); t1=$(srv_cpu_ticks "$srv"); w1=$(pid_cpu_ticks "$wpid"); s1=$(date +%s.%N)
     fi
+    kill -INT "$wpid" 2> /dev/null || true   # the window is over: wrk prints its summary and exits
     wait "$wpid" || rc=$?
     BG_PIDS=("${BG_PIDS[@]/$wpid}")
     local x
