@@ -67,7 +67,7 @@ read -r -a FILE_LIST <<< "$FILES"
 read -r -a TOOL_LIST <<< "$TOOLS"
 read -r -a CONNS_ARR <<< "$CONNS_LIST"
 
-ensure_tools nginx:nginx-light lighttpd:lighttpd wrk:wrk ab:apache2-utils curl:curl python3:python3
+ensure_tools nginx:nginx-light lighttpd:lighttpd wrk:wrk ab:apache2-utils curl:curl python3:python3 ss:iproute2
 [[ " $SERVERS " = *" floor "* ]] && ensure_tools cc:gcc
 for t in "${TOOL_LIST[@]}"; do case $t in wrk|wrkclose|ab|abk) ;; *) die "unknown tool in TOOLS: $t" ;; esac; done
 for c in "${CONNS_ARR[@]}"; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "CONNS_LIST: not a connection count: $c"; done
