@@ -328,6 +328,12 @@ run_load() {
     local TIMEFORMAT='TIME %3U %3S %3R' wrk_args=(-t1 -c"${LOAD_CONNS:-$CONC}" -d"$DUR" -s "$BENCH_DIR/wrk-report.lua")
     [ -z "${WRK_TIMEOUT:-}" ] || wrk_args+=(--timeout "$WRK_TIMEOUT")
     [ "$tool" = wrkclose ] && wrk_args+=(-H "Connection: close")
+    if [ "$tool" = wrk ] && [ "${LOAD_CONNS:-$CONC}" -ge "${WINDOW_CONNS:-1000000000}" ]; then
+        # Steady state only: count CPU and requests in a window that opens once all the connections
+        # are established (see window_load)
+        window_load "$srv" "$url" "$f" "${wrk_args[@]}" || rc=$?
+        return 0
+    fi
     case $tool in
         wrk|wrkclose) { time timeout $(( $(dur_secs "$DUR") + 30 )) wrk "${wrk_args[@]}" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
         ab)  { time timeout 300 ab -r -n "$ABN" -c "$CONC" "$url" > "$f" 2>&1; } 2>> "$f" || rc=$? ;;
@@ -373,6 +379,85 @@ run_load() {
         R_USREQ=$(awk -v t="$R_TICKS" -v n="$R_REQS" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", t * 1e6 / hz / n}')
     fi
     srv_alive "$srv" || R_STATUS="SERVER DIED"
+}
+
+# ss_bytes PORT: "connections bytes": the established TCP connections whose local port is PORT, and the
+# bytes they have had acknowledged (tcp_info bytes_acked: what the clients received), summed
+ss_bytes() {
+    ss -Htin state established "( sport = :$1 )" 2>/dev/null |
+        awk '/^[0-9]/ {n++} {for (i = 1; i <= NF; i++) if ($i ~ /^bytes_acked:/) {sub(/^bytes_acked:/, "", $i); b += $i}}
+             END {printf "%d %.0f\n", n, b}'
+}
+
+# window_load SERVER URL RAWFILE WRK_ARGS...: run_load's wrk keep-alive run with many connections
+# (LOAD_CONNS >= WINDOW_CONNS), measured in steady state. wrk opens its connections inside its run, so
+# over the whole run the server's CPU includes N accepts and first requests. Here wrk runs for up to
+# $WINDOW_SETTLE (default 15) s + DUR + 2 s; the window opens 1 s after all LOAD_CONNS connections
+# are established on the server's port (ss), and closes DUR later, when wrk is stopped (SIGINT: it
+# prints its summary). In the window: server CPU (/proc),
+# box CPU (/proc/stat), wrk's CPU, and the bytes the server's connections had acknowledged (ss
+# bytes_acked); requests = those bytes / wrk's bytes per response over the whole run. A connection
+# that closes inside the window takes its bytes with it (none should: every server here allows more
+# than the requests a connection makes in DUR at these counts). p50/p99 are wrk's, whole run.
+# Sets R_* like run_load; R_STATUS says when the connections never were all established.
+window_load() {
+    local srv=$1 url=$2 f=$3 port settle d wpid i c b0 b1 t0 t1 w0 w1 st0 st1 s0 s1 n=${LOAD_CONNS:-$CONC} rc=0
+    shift 3
+    local args=("$@")
+    port=${SRV_PORT[$srv]}
+    settle=${WINDOW_SETTLE:-15}
+    d=$(dur_secs "$DUR")
+    # -d replaced: the settle time plus the window plus a margin
+    args=("${args[@]/#-d*/-d$(( settle + d + 2 ))s}")
+    wrk "${args[@]}" "$url" > "$f" 2>&1 &
+    wpid=$!; BG_PIDS+=("$wpid")
+    c=0
+    for i in $(seq $(( settle * 10 ))); do
+        read -r c _ <<< "$(ss_bytes "$port")"
+        [ "$c" -ge "$n" ] && break
+        sleep 0.1
+    done
+    if [ "$c" -ge "$n" ]; then
+        sleep 1
+        st0=($(head -1 /proc/stat)); t0=$(srv_cpu_ticks "$srv"); w0=$(pid_cpu_ticks "$wpid"); s0=$(date +%s.%N)
+        read -r _ b0 <<< "$(ss_bytes "$port")"
+        sleep "$d"
+        read -r c b1 <<< "$(ss_bytes "$port")"
+        st1=($(head -1 /proc/stat)); t1=$(srv_cpu_ticks "$srv"); w1=$(pid_cpu_ticks "$wpid"); s1=$(date +%s.%N)
+    fi
+    kill -INT "$wpid" 2> /dev/null || true   # the window is over: wrk prints its summary and exits
+    wait "$wpid" || rc=$?
+    BG_PIDS=("${BG_PIDS[@]/$wpid}")
+    local x
+    x=($(awk '/^RESULT / {print $2, $3, $4, $5, $6 + $7 + $8 + $9, $10, $11}' "$f"))
+    if [ ${#x[@]} != 7 ]; then R_STATUS="wrk failed (rc $rc)"; srv_alive "$srv" || R_STATUS="SERVER DIED"; return 0; fi
+    R_NON2XX=${x[3]} R_ERRS=${x[4]} R_P50=${x[5]} R_P99=${x[6]}
+    if [ -z "${t0:-}" ]; then
+        R_STATUS="only $c of $n connections established within ${settle} s"
+        srv_alive "$srv" || R_STATUS="SERVER DIED"; return 0
+    fi
+    [ "$c" -ge "$n" ] || R_STATUS="$(( n - c )) of $n connections closed in the window"
+    R_SECS=$(awk -v a="$s0" -v b="$s1" 'BEGIN {printf "%.3f", b - a}')
+    R_REQS=$(awk -v b0="$b0" -v b1="$b1" -v n="${x[0]}" -v by="${x[2]}" 'BEGIN {printf "%.0f", (n > 0 ? (b1 - b0) / (by / n) : 0)}')
+    R_RPS=$(awk -v n="$R_REQS" -v s="$R_SECS" 'BEGIN {printf "%.0f", n / s}')
+    R_LGCPU=$(awk -v t=$(( w1 - w0 )) -v s="$R_SECS" -v hz="$CLK_TCK" 'BEGIN {printf "%.0f", 100 * t / hz / s}')
+    local j boxt=0
+    for j in 1 2 3 6 7 8; do boxt=$(( boxt + st1[j] - st0[j] )); done
+    R_OTHER=$(awk -v b="$boxt" -v srv=$(( t1 - t0 )) -v w=$(( w1 - w0 )) -v r="$R_SECS" -v hz="$CLK_TCK" \
+        'BEGIN {o = (b - srv - w) / (r * hz) * 100; printf "%.0f", (o < 0 ? 0 : o)}')
+    if [ "$R_REQS" -gt 0 ]; then
+        R_TICKS=$(( t1 - t0 ))
+        R_USREQ=$(awk -v t="$R_TICKS" -v n="$R_REQS" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", t * 1e6 / hz / n}')
+    fi
+    [ $rc = 0 ] || [ "$R_STATUS" != ok ] || R_STATUS="wrk exit code $rc"
+    srv_alive "$srv" || R_STATUS="SERVER DIED"
+}
+
+pid_cpu_ticks() {  # utime+stime (clock ticks) of one process
+    local f
+    f=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+    set -- $f
+    echo $(( ${12} + ${13} ))
 }
 
 # hold_conns SERVER N PATH OUTFILE: open N idle keep-alive connections (holdconns.py), sample the

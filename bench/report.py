@@ -175,14 +175,19 @@ def main():
                 p(row)
             p("")
             # wrk opens all N connections inside the run, so with few requests per connection a
-            # row is mostly connection set-up (accept, first read), not keep-alive serving
+            # whole-run row is mostly connection set-up (accept, first read), not keep-alive serving;
+            # from window_conns on, rows are counted in a window after the set-up (lib.sh window_load)
+            wc = int(meta.get("window_conns", "0") or 0)
             per = []
             for c in cs:
                 ns = [cell[c, s]["n"] / reps for s in servers if (c, s) in cell and cell[c, s]["n"]]
                 per.append(f"-c{c[3]} {min(ns) / int(c[3]):,.1f}" if ns and c[3].isdigit() else f"-c{c[3]} -")
-            p(f"(× relative to -c{base}. Requests per connection per run, the fewest of the servers:"
-              f" {'; '.join(per)}: where that is small, the row is mostly connection set-up; a longer DUR"
-              " makes it keep-alive serving.)")
+            windowed = [c[3] for c in cs if wc and c[3].isdigit() and int(c[3]) >= wc]
+            note = (f" Rows -c{', -c'.join(windowed)}: steady state, counted in a window opened 1 s after all"
+                    " the connections were established (set-up excluded); the others over the whole run."
+                    if windowed else "")
+            p(f"(× relative to -c{base}. Requests per connection counted, the fewest of the servers:"
+              f" {'; '.join(per)}.{note} p99 is over the whole wrk run.)")
             p("")
 
     stoas = [s for s in servers if s.startswith("stoa")]

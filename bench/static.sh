@@ -19,6 +19,10 @@
 #                  abk = ab -k
 #   CONNS_LIST="60 1000 5000 10000"  wrk -t1 -cN keep-alive for each N, on CONNS_FILES only
 #   CONNS_FILES=index.html            (other files and tools use CONC)
+#   WINDOW_CONNS=1000  from this many connections on, a keep-alive wrk run is measured in steady state:
+#                  CPU and requests are counted in a DUR-long window that opens 1 s after all the
+#                  connections are established (waiting up to WINDOW_SETTLE=15 s), requests from the bytes
+#                  the server's connections had acknowledged (ss); below it, over the whole wrk run
 #   WRK_TIMEOUT=10s  wrk --timeout (its default 2 s counts slow replies at 10,000 connections as errors)
 #   REPS=1         rounds over all cases (cells then show the median)
 #   HOLD_CONNS=10000  idle keep-alive connections for the RSS test (0 = skip it)
@@ -51,18 +55,19 @@ FILES=${FILES:-index.html 75264.html 1048576.html}
 TOOLS=${TOOLS:-wrk wrkclose ab abk}
 CONNS_LIST=${CONNS_LIST:-60 1000 5000 10000} CONNS_FILES=${CONNS_FILES:-index.html}
 WRK_TIMEOUT=${WRK_TIMEOUT:-10s}
+WINDOW_CONNS=${WINDOW_CONNS:-1000} WINDOW_SETTLE=${WINDOW_SETTLE:-15}
 HOLD_CONNS=${HOLD_CONNS:-10000}
 OTHER_MAX=${OTHER_MAX:-50} RETRIES=${RETRIES:-2} QUIET_MAX=${QUIET_MAX:-20} QUIET_PCT=${QUIET_PCT:-15}
 STOA=${STOA:-$REPO_DIR/target/release/stoa}
 [[ $STOA = /* ]] || STOA=$PWD/$STOA
-COMMAND="$(for v in SERVERS DUR ABN CONC FILES TOOLS CONNS_LIST CONNS_FILES REPS HOLD_CONNS QUIET_MAX OTHER_MAX RETRIES; do
+COMMAND="$(for v in SERVERS DUR ABN CONC FILES TOOLS CONNS_LIST CONNS_FILES WINDOW_CONNS REPS HOLD_CONNS QUIET_MAX OTHER_MAX RETRIES; do
     d=$(eval "echo \${$v}"); printf '%s=%q ' "$v" "$d"; done)bench/static.sh"
 read -r -a SRVS <<< "$SERVERS"
 read -r -a FILE_LIST <<< "$FILES"
 read -r -a TOOL_LIST <<< "$TOOLS"
 read -r -a CONNS_ARR <<< "$CONNS_LIST"
 
-ensure_tools nginx:nginx-light lighttpd:lighttpd wrk:wrk ab:apache2-utils curl:curl python3:python3
+ensure_tools nginx:nginx-light lighttpd:lighttpd wrk:wrk ab:apache2-utils curl:curl python3:python3 ss:iproute2
 [[ " $SERVERS " = *" floor "* ]] && ensure_tools cc:gcc
 for t in "${TOOL_LIST[@]}"; do case $t in wrk|wrkclose|ab|abk) ;; *) die "unknown tool in TOOLS: $t" ;; esac; done
 for c in "${CONNS_ARR[@]}"; do [[ $c =~ ^[1-9][0-9]*$ ]] || die "CONNS_LIST: not a connection count: $c"; done
@@ -237,6 +242,7 @@ mkdir -p "$(dirname "$OUT")"
     echo "versions=$(dpkg-query -W -f '${Package} ${Version}; ' nginx-light lighttpd wrk apache2-utils 2>/dev/null)$STOA_VERSION"
     echo "params=wrk -t1 -c$CONC -d$DUR --timeout $WRK_TIMEOUT (keep-alive, HTTP/1.1; wrkclose: -H 'Connection: close'; on $CONNS_FILES also -c ${CONNS_LIST// /, }); ab -n $ABN -c $CONC [-k] (HTTP/1.0, -r); warm-up wrk $WARM per server; REPS=$REPS; open-files limit $NOFILE; CLK_TCK $CLK_TCK"
     echo "other_max=$OTHER_MAX"
+    echo "window_conns=$WINDOW_CONNS"
     echo "failed=$FAILED"
     echo "loadavg=$LOADAVG0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 } > "$RUN/raw/meta.txt"

@@ -49,6 +49,12 @@ pub fn reason_phrase(status: u16) -> &'static str {
 /// Appends `HTTP/1.1 200 OK\r\n`. Stoa answers every request as HTTP/1.1,
 /// the highest version it supports (RFC 9110 §2.5).
 pub fn push_status_line(buf: &mut Vec<u8>, status: u16) {
+    // The statuses of nearly every static response, as one copy each.
+    match status {
+        200 => return buf.extend_from_slice(b"HTTP/1.1 200 OK\r\n"),
+        304 => return buf.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n"),
+        _ => {}
+    }
     buf.extend_from_slice(b"HTTP/1.1 ");
     push_u64(buf, u64::from(status));
     buf.push(b' ');
@@ -216,6 +222,18 @@ impl ResponseHead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pre-encoded lines of 200 and 304 say what the general path
+    /// (number and reason phrase) says.
+    #[test]
+    fn the_common_status_lines_match_the_general_encoding() {
+        for status in [200u16, 304] {
+            let mut fast = Vec::new();
+            push_status_line(&mut fast, status);
+            let general = format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status));
+            assert_eq!(fast, general.as_bytes());
+        }
+    }
 
     #[test]
     fn status_line_and_headers_are_encoded() {

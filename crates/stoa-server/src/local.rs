@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
@@ -125,6 +126,11 @@ pub struct Worker {
     log_target: RefCell<AccessLog>,
     log_file: RefCell<Option<std::fs::File>>,
     pub shutdown: watch::Receiver<bool>,
+    /// Set by [`Worker::stop_idle`]: idle connections close.
+    stopping: Cell<bool>,
+    /// The tasks of keep-alive connections waiting for their next request
+    /// (see [`Stopped`]), woken when the worker stops.
+    idle: RefCell<slab::Slab<Waker>>,
     /// Connections open on this worker.
     pub active: Cell<usize>,
     /// Buffers of idle connections, for reuse by busy ones.
@@ -147,8 +153,29 @@ impl Worker {
             log_target: RefCell::new(access_log.clone()),
             log_file: RefCell::new(None),
             shutdown,
+            stopping: Cell::new(false),
+            idle: RefCell::new(slab::Slab::new()),
             active: Cell::new(0),
             bufs: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Resolves once the worker stops ([`Worker::stop_idle`]): what an idle
+    /// keep-alive connection waits on besides its socket and its timer.
+    pub fn stopped(&self) -> Stopped<'_> {
+        Stopped {
+            worker: self,
+            key: None,
+        }
+    }
+
+    /// The worker stops: every connection waiting in [`Worker::stopped`]
+    /// (and every later one) is told so.
+    pub fn stop_idle(&self) {
+        self.stopping.set(true);
+        let wakers: Vec<Waker> = self.idle.borrow_mut().drain().collect();
+        for w in wakers {
+            w.wake();
         }
     }
 
@@ -184,6 +211,21 @@ impl Worker {
         }
     }
 
+    /// Whether access lines are written; when not, [`Worker::count_response`]
+    /// is all a response needs (no request line or fields to look up).
+    #[inline]
+    pub fn logs_access(&self) -> bool {
+        *self.log_target.borrow() != AccessLog::Off
+    }
+
+    /// Counts a response by status class, for the status page.
+    #[inline]
+    pub fn count_response(&self, status: u16) {
+        if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
+            w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Counts a response and appends its Combined Log Format line. The
     /// line's fields are asked for only when the log is on (finding them
     /// was a few hundred instructions a response with the log off).
@@ -194,10 +236,8 @@ impl Worker {
         bytes: u64,
         fields: impl FnOnce() -> LogFields<'r>,
     ) {
-        if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
-            w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
-        }
-        if *self.log_target.borrow() == AccessLog::Off {
+        self.count_response(status);
+        if !self.logs_access() {
             return;
         }
         let LogFields {
@@ -464,6 +504,64 @@ pub struct LogFields<'r> {
     pub request_line: Cow<'r, [u8]>,
     pub referer: Option<&'r [u8]>,
     pub user_agent: Option<&'r [u8]>,
+}
+
+/// The future of [`Worker::stopped`]. Per keep-alive wait it costs a slab
+/// slot and a waker clone; `watch::Receiver::changed`, used before, took a
+/// lock to enter the channel's waiter list and another to leave it, ~600
+/// instructions of a small static response (callgrind, issue 16). The
+/// worker's tasks all run on its one thread, so a `RefCell` list does.
+pub struct Stopped<'w> {
+    worker: &'w Worker,
+    /// This wait's slot in `Worker::idle`, once polled.
+    key: Option<usize>,
+}
+
+impl std::future::Future for Stopped<'_> {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.worker.stopping.get() {
+            return std::task::Poll::Ready(());
+        }
+        let mut idle = self.worker.idle.borrow_mut();
+        match self.key {
+            Some(k) => match idle.get_mut(k) {
+                Some(w) => {
+                    if !w.will_wake(cx.waker()) {
+                        w.clone_from(cx.waker());
+                    }
+                }
+                None => {
+                    // Not possible before stopping (slots leave only by
+                    // `drop` or `stop_idle`); register again all the same.
+                    let k = idle.insert(cx.waker().clone());
+                    drop(idle);
+                    self.key = Some(k);
+                }
+            },
+            None => {
+                let k = idle.insert(cx.waker().clone());
+                drop(idle);
+                self.key = Some(k);
+            }
+        }
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            if let Ok(mut idle) = self.worker.idle.try_borrow_mut() {
+                // Gone already when `stop_idle` drained the list.
+                idle.try_remove(k);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

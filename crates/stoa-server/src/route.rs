@@ -215,7 +215,13 @@ fn pick_with<'r>(
         };
         return (p, None);
     }
-    let Some(site) = rt.site_for(crate::http::host_name(head.host())) else {
+    // One site answers every host (`site_for` falls back to the first):
+    // then the Host needs no parsing.
+    let site = match rt.sites.as_slice() {
+        [only] => Some(only),
+        _ => rt.site_for(crate::http::host_name(head.host())),
+    };
+    let Some(site) = site else {
         return (Pick::Status(404), None);
     };
     // Routes see the path decoded and normalized, as the file system will:

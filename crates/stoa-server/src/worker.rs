@@ -97,6 +97,9 @@ pub async fn run(
             }
         }
     }
+    // Idle keep-alive connections close now; busy ones after their
+    // response (they read the shutdown watch).
+    worker.stop_idle();
     for a in &accepts {
         a.abort();
     }

@@ -36,7 +36,6 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         max_head_bytes: rt.limits.max_header_bytes,
         max_uri_bytes: rt.limits.max_uri_bytes,
     };
-    let mut shutdown = worker.shutdown.clone();
     let mut io = Io::new(stream, Vec::new(), peer);
     let mut head = RequestHead::default();
     // The first request must arrive within header_timeout of the accept.
@@ -49,18 +48,23 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
     // No request yet: the bytes may be HTTP/2's preface instead.
     let mut first = true;
     let mut h2c = false;
+    // The first bytes of a head arrived and its clock (header_timeout) has
+    // not been read yet: it is read only if the head turns out incomplete,
+    // so a head that arrives whole (nearly all of them) costs no clock read.
+    let mut head_clock = false;
 
     loop {
         match head.parse(&io.rbuf[io.start..], &limits) {
             Ok(Some(n)) => {
                 io.start += n;
+                head_clock = false;
                 if first {
                     first = false;
                     if let Some(s) = worker.stats() {
                         s.opened(proto(&io));
                     }
                 }
-                let closing = *shutdown.borrow();
+                let closing = *worker.shutdown.borrow();
                 let mut hsts = None;
                 let (p, rewritten) = route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts);
                 let head = rewritten.as_ref().unwrap_or(&head);
@@ -138,10 +142,14 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                                 Err(_) => Wait::Eof,
                             },
                             _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
-                            _ = shutdown.changed() => Wait::Shutdown,
+                            _ = worker.stopped() => Wait::Shutdown,
                         }
                     }
                 } else {
+                    if head_clock {
+                        head_clock = false;
+                        deadline = Instant::now() + rt.limits.header_timeout;
+                    }
                     if io.rbuf.capacity() - io.rbuf.len() < 1024 {
                         io.rbuf.reserve(4096);
                     }
@@ -163,8 +171,9 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                         };
                         match got {
                             Ok(0) => break,
-                            // The first byte of a head starts its clock.
-                            Ok(_) => deadline = Instant::now() + rt.limits.header_timeout,
+                            // The first bytes of a head start its clock
+                            // (read when the head is found incomplete).
+                            Ok(_) => head_clock = true,
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                             Err(_) => break,
                         }

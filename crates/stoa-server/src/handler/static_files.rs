@@ -307,7 +307,7 @@ fn serve_cached(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, cache: &m
             return;
         }
     }
-    let name = norm.rsplit('/').next().unwrap_or("");
+    let name = file_name(norm);
     if cfg.is_script(name) {
         tracing::warn!("static: {norm} is a script of this site; not served as a file");
         ex.error(403, &[]);
@@ -380,8 +380,19 @@ fn serve_path(
     if !meta.is_file() {
         return ex.error(403, &[]);
     }
-    let name = norm.rsplit('/').next().unwrap_or("");
+    let name = file_name(norm);
     serve_file(cfg, req, cache, ex, key, &meta, name)
+}
+
+/// The last segment of a path (after its last '/'). A byte search: the
+/// `str` pattern searcher `rsplit('/')` sets up was 3 % of a small file's
+/// instructions.
+fn file_name(path: &str) -> &str {
+    match path.as_bytes().iter().rposition(|&b| b == b'/') {
+        // '/' is ASCII, so the byte after it starts a character.
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
 }
 
 fn status_for(e: &io::Error) -> u16 {
@@ -541,11 +552,8 @@ fn open_beneath(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
     cfg.root.open_beneath(rel, cfg.follow_symlinks)
 }
 
-/// Which precompressed variant the client takes, best first.
-fn accepted_encodings(req: &RequestHead) -> (bool, bool) {
-    let Some(ae) = req.header("accept-encoding") else {
-        return (false, false);
-    };
+/// Which precompressed variants an `Accept-Encoding` value takes (br, gzip).
+fn accepted_encodings(ae: &[u8]) -> (bool, bool) {
     let (mut br, mut gz) = (false, false);
     for item in stoa_h1::list_items(ae) {
         let mut parts = item.split(|&b| b == b';');
@@ -596,8 +604,13 @@ fn serve_entry(
     entry: Rc<Entry>,
     file: Option<Rc<File>>,
 ) {
-    if entry.compressible && req.header("accept-encoding").is_some() {
-        let (br, gz) = accepted_encodings(req);
+    let ae = if entry.compressible {
+        req.header("accept-encoding")
+    } else {
+        None
+    };
+    if let Some(ae) = ae {
+        let (br, gz) = accepted_encodings(ae);
         let base_len = key.len();
         for (ok, ext, coding) in [(br, ".br", &b"br"[..]), (gz, ".gz", b"gzip")] {
             if !ok {
@@ -615,7 +628,7 @@ fn serve_entry(
                     .filter(Metadata::is_file)
                     .and_then(|vm| {
                         // The variant's media type is the original file's.
-                        let name = key[..base_len].rsplit('/').next().unwrap_or("").to_owned();
+                        let name = file_name(&key[..base_len]).to_owned();
                         lookup(cfg, cache, key, &vm, &name).ok()
                     }),
             };

@@ -70,7 +70,10 @@ pub fn normalize(raw: &[u8]) -> Result<String, PathError> {
     if already_normal(raw) {
         // Nothing to decode, collapse or check: the common case, taken
         // by every request (and every subrequest) without the loop below.
-        return Ok(String::from_utf8(raw.to_vec()).unwrap_or_default());
+        // SAFETY: `already_normal` admits only ASCII bytes ('/', '-', '_',
+        // '.', '~' and alphanumerics), and ASCII is valid UTF-8. (Checking
+        // again with `String::from_utf8` cost ~90 instructions a request.)
+        return Ok(unsafe { String::from_utf8_unchecked(raw.to_vec()) });
     }
     // Invariant: `out` starts with '/' and, between segments, ends with '/'.
     let mut out: Vec<u8> = Vec::with_capacity(raw.len());
