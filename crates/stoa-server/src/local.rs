@@ -183,15 +183,16 @@ impl Worker {
         }
     }
 
-    /// Appends one Combined Log Format line.
-    pub fn log_access(
+    /// Appends one Combined Log Format line. The request line and `req`'s
+    /// Referer and User-Agent are looked up only when a line is written
+    /// (with the log off, the scans for them were 3 % of an SSI page).
+    pub fn log_access<'l>(
         &self,
         peer: SocketAddr,
-        request_line: &[u8],
+        request_line: impl FnOnce() -> std::borrow::Cow<'l, [u8]>,
         status: u16,
         bytes: u64,
-        referer: Option<&[u8]>,
-        user_agent: Option<&[u8]>,
+        req: Option<&stoa_h1::RequestHead>,
     ) {
         if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
             w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
@@ -199,11 +200,14 @@ impl Worker {
         if *self.log_target.borrow() == AccessLog::Off {
             return;
         }
+        let request_line = request_line();
+        let referer = req.and_then(|r| r.header("referer"));
+        let user_agent = req.and_then(|r| r.header("user-agent"));
         let full = {
             let clock = self.clock.borrow();
             let mut log = self.log.borrow_mut();
             let _ = write!(log, "{} - - [{}] \"", peer.ip(), clock.clf);
-            escape_into(&mut log, request_line);
+            escape_into(&mut log, &request_line);
             let _ = write!(log, "\" {status} ");
             if bytes == 0 {
                 log.push(b'-');

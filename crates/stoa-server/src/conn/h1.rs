@@ -289,7 +289,7 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
         .position(|&b| b == b'\r' || b == b'\n')
         .unwrap_or(raw.len())
         .min(512);
-    worker.log_access(peer, &raw[..end], status, bytes, None, None);
+    worker.log_access(peer, || raw[..end].into(), status, bytes, None);
 }
 
 #[cfg(test)]

@@ -643,27 +643,25 @@ impl<'a> Exchange<'a> {
         match &self.side {
             Side::H1(io) => self.worker.log_access(
                 io.peer,
-                req.request_line(),
+                || req.request_line().into(),
                 self.status,
                 self.sent,
-                req.header("referer"),
-                req.header("user-agent"),
+                Some(req),
             ),
-            Side::H2(s) => {
-                // The head was built as HTTP/1.1; the log says what the
-                // client spoke.
-                let line = req.request_line();
-                let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
-                l.extend_from_slice(b"HTTP/2.0");
-                self.worker.log_access(
-                    s.peer,
-                    &l,
-                    self.status,
-                    self.sent,
-                    req.header("referer"),
-                    req.header("user-agent"),
-                );
-            }
+            Side::H2(s) => self.worker.log_access(
+                s.peer,
+                || {
+                    // The head was built as HTTP/1.1; the log says what
+                    // the client spoke.
+                    let line = req.request_line();
+                    let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
+                    l.extend_from_slice(b"HTTP/2.0");
+                    l.into()
+                },
+                self.status,
+                self.sent,
+                Some(req),
+            ),
             Side::Sub(_) => {}
         }
     }
