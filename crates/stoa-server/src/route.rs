@@ -229,11 +229,33 @@ fn pick_with<'r>(
     // their route and reach the static handler as source. Normalizing also
     // refuses control characters (a `%0a` that would steer a PATH_INFO
     // split: CVE-2019-11043) and `..` above the root.
-    let Ok(mut norm) = crate::http::path::normalize(head.path()) else {
+    let Ok(norm) = crate::http::path::normalize(head.path()) else {
         return (Pick::Status(400), None);
     };
+    let (p, changed) = pick_in(site, norm, head.query(), head.is_rewritten(), guard);
+    let head = changed.map(|(norm, query)| rewritten_head(head, &norm, query));
+    (p, head)
+}
+
+/// What routing changed of a request's target: the path (decoded,
+/// normalized) and query its handler is to see.
+type Changed = (String, Option<Vec<u8>>);
+
+/// Routing within a site, for the path `norm` (decoded, normalized) and
+/// the request's `query`: rewrites (unless the request was `rewritten`
+/// already), dotfiles, the route and its access check, `try_files` and
+/// internal redirects. The target to give the handler comes back when
+/// routing changed it. It reads nothing else of a request, so a
+/// subrequest is routed without building its head first.
+fn pick_in<'r>(
+    site: &'r Site,
+    mut norm: String,
+    head_query: Option<&[u8]>,
+    rewritten: bool,
+    guard: bool,
+) -> (Pick<'r>, Option<Changed>) {
     let mut changed: Option<Option<Vec<u8>>> = None;
-    if !head.is_rewritten() {
+    if !rewritten {
         for rw in &site.rewrites {
             let Some(caps) = rw.from.captures(&norm) else {
                 continue;
@@ -247,7 +269,7 @@ fn pick_with<'r>(
             // The request's own query follows the rule's (nginx `rewrite`).
             let orig = changed
                 .clone()
-                .unwrap_or_else(|| head.query().map(<[u8]>::to_vec));
+                .unwrap_or_else(|| head_query.map(<[u8]>::to_vec));
             let query = match (q, orig) {
                 (Some(q), Some(o)) if !o.is_empty() => {
                     let mut v = q.into_bytes();
@@ -267,7 +289,8 @@ fn pick_with<'r>(
     }
     for _ in 0..MAX_INTERNAL {
         if !site.allow_dotfiles && has_dotfile(&norm) {
-            return (Pick::Status(403), rewritten_head(head, &norm, &changed));
+            let to = changed.map(|q| (norm, q));
+            return (Pick::Status(403), to);
         }
         let route = route(site, &norm);
         if let (Some(r), true) = (route, guard) {
@@ -277,13 +300,14 @@ fn pick_with<'r>(
                 (None, None) => None,
             };
             if let Some(g) = g {
-                return (Pick::Guarded(g), rewritten_head(head, &norm, &changed));
+                let to = changed.map(|q| (norm, q));
+                return (Pick::Guarded(g), to);
             }
         }
         let handler = route.map(|r| &r.handler).or(site.fallback.as_ref());
         let query = match &changed {
             Some(q) => q.as_deref(),
-            None => head.query(),
+            None => head_query,
         };
         let step = match route.and_then(|r| r.try_files.as_deref()) {
             Some(tf) => match try_files(site, tf, &norm, query) {
@@ -298,15 +322,18 @@ fn pick_with<'r>(
         };
         match step {
             Step::Done(p) => {
-                let head = match &p {
-                    Pick::Static(_, n)
-                    | Pick::Cgi(_, n)
-                    | Pick::FastCgi(_, n)
-                    | Pick::Proxy(_, n)
-                    | Pick::Ssi(_, n) => rewritten_head(head, n, &changed),
+                let to = match (&p, changed) {
+                    (
+                        Pick::Static(_, n)
+                        | Pick::Cgi(_, n)
+                        | Pick::FastCgi(_, n)
+                        | Pick::Proxy(_, n)
+                        | Pick::Ssi(_, n),
+                        Some(q),
+                    ) => Some((n.clone(), q)),
                     _ => None,
                 };
-                return (p, head);
+                return (p, to);
             }
             Step::Redirect(path, q) => {
                 match crate::http::path::normalize(path.as_bytes()) {
@@ -321,19 +348,14 @@ fn pick_with<'r>(
     (Pick::Status(500), None)
 }
 
-/// The request with its target replaced, when routing changed it.
-fn rewritten_head(
-    head: &RequestHead,
-    norm: &str,
-    changed: &Option<Option<Vec<u8>>>,
-) -> Option<RequestHead> {
-    let query = changed.as_ref()?;
+/// The request with its target replaced by what routing changed it to.
+fn rewritten_head(head: &RequestHead, norm: &str, query: Option<Vec<u8>>) -> RequestHead {
     let mut target = crate::http::path::encode(norm).into_bytes();
     if let Some(q) = query {
         target.push(b'?');
-        target.extend_from_slice(q);
+        target.extend_from_slice(&q);
     }
-    Some(head.rewritten(&target))
+    head.rewritten(&target)
 }
 
 /// A path segment starting with '.' (`.git`, `.env`, `.htpasswd`), other
@@ -697,7 +719,10 @@ impl<'r> Includer<'r> {
         norm: &str,
         ssi: Option<Rc<RefCell<ssi::Shared>>>,
     ) -> Includer<'r> {
-        let mut chain = outer.map(|n| n.chain.clone()).unwrap_or_default();
+        let mut chain = Vec::with_capacity(outer.map_or(0, |n| n.chain.len()) + 1);
+        if let Some(n) = outer {
+            chain.extend_from_slice(&n.chain);
+        }
         chain.push((norm.to_owned(), ex.req().query().unwrap_or(b"").to_vec()));
         Includer {
             rt,
@@ -710,42 +735,109 @@ impl<'r> Includer<'r> {
     }
 }
 
-impl Include for Includer<'_> {
-    fn include(&self, parent: &RequestHead, target: &[u8]) -> impl Future<Output = SubResponse> {
-        let head = include_head(parent, target);
-        async move {
-            let key = (
-                crate::http::path::normalize(head.path()).unwrap_or_default(),
-                head.query().unwrap_or(b"").to_vec(),
+/// The handler routing chose for a subrequest, and the head it runs on.
+pub struct Routed<'r>(Pick<'r>, RequestHead);
+
+impl<'r> Includer<'r> {
+    /// Routes a subrequest for `target` as [`pick`] routes
+    /// `include_head(parent, target)` (the same [`pick_in`] on the same
+    /// site, path, query and host). When that is a static file whose
+    /// body the cache holds fresh, the answer is taken from the cache at
+    /// once, as the static handler would give it (a GET without
+    /// conditional, range or `Accept-Encoding` fields): no head is built,
+    /// no response head is written and thrown away, nothing is copied.
+    /// Anything else (a script, an SSI page, a rewrite, an access check)
+    /// runs its handler as before.
+    // The plan (a pick and a head) is moved once, into `run`: boxing it
+    // would add an allocation to every include that runs a handler.
+    #[allow(clippy::result_large_err)]
+    fn route_sub(&self, parent: &RequestHead, target: &[u8]) -> Result<SubResponse, Routed<'r>> {
+        let (path, query) = match target.iter().position(|&b| b == b'?') {
+            Some(i) => (&target[..i], Some(&target[i + 1..])),
+            None => (target, None),
+        };
+        let norm = crate::http::path::normalize(path);
+        // Apache refuses an include of a document already being
+        // included with the same arguments, and stops at a depth.
+        let key = (norm.as_deref().unwrap_or(""), query.unwrap_or(b""));
+        let looped = self
+            .nest
+            .chain
+            .iter()
+            .any(|(p, q)| (p.as_str(), q.as_slice()) == key);
+        if looped || self.nest.chain.len() > MAX_INCLUDE_DEPTH {
+            let why = if looped {
+                "includes itself"
+            } else {
+                "nests too deep"
+            };
+            tracing::error!(
+                "subrequest for {}: {why} (via {})",
+                String::from_utf8_lossy(target),
+                self.nest
+                    .chain
+                    .iter()
+                    .map(|(p, _)| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
             );
-            // Apache refuses an include of a document already being
-            // included with the same arguments, and stops at a depth.
-            if self.nest.chain.contains(&key) || self.nest.chain.len() > MAX_INCLUDE_DEPTH {
-                let why = if self.nest.chain.contains(&key) {
-                    "includes itself"
+            return Ok(SubResponse {
+                status: 508,
+                ..SubResponse::default()
+            });
+        }
+        // `pick_with`'s first steps for this head: a subrequest has no
+        // body, so no 413; `*` and the site by Host as it does.
+        let host = parent
+            .headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| v);
+        let site = self.rt.site_for(crate::http::host_name(host));
+        let (Ok(norm), Some(site), false) = (norm, site, target == b"*") else {
+            let head = include_head(parent, target);
+            let (p, rewritten) = pick(&head, self.rt);
+            return Err(Routed(p, rewritten.unwrap_or(head)));
+        };
+        let (p, changed) = pick_in(site, norm, query, false, true);
+        if let (Pick::Static(cfg, n), None) = (&p, &changed) {
+            if let Some((head, body)) = static_files::cached_whole(cfg, n) {
+                // As `Sub::push_body` keeps it.
+                let cut = body.len() > self.max_body;
+                let body = if cut {
+                    body.slice(..self.max_body)
                 } else {
-                    "nests too deep"
+                    body
                 };
-                tracing::error!(
-                    "subrequest for {}: {why} (via {})",
-                    String::from_utf8_lossy(target),
-                    self.nest
-                        .chain
-                        .iter()
-                        .map(|(p, _)| p.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" -> ")
-                );
-                return SubResponse {
-                    status: 508,
-                    ..SubResponse::default()
-                };
+                return Ok(SubResponse {
+                    status: 200,
+                    head,
+                    body,
+                    cut,
+                });
             }
+        }
+        let head = include_head(parent, target);
+        let head = match changed {
+            Some((norm, query)) => rewritten_head(&head, &norm, query),
+            None => head,
+        };
+        Err(Routed(p, head))
+    }
+}
+
+impl<'r> Include for Includer<'r> {
+    type Routed = Routed<'r>;
+
+    fn route(&self, parent: &RequestHead, target: &[u8]) -> Result<SubResponse, Routed<'r>> {
+        self.route_sub(parent, target)
+    }
+
+    fn run(&self, routed: Routed<'r>) -> impl Future<Output = SubResponse> {
+        let Routed(p, head) = routed;
+        async move {
             let mut sub = Sub::new(self.peer, self.local, self.max_body);
             {
-                let (p, rewritten) = pick(&head, self.rt);
-                let head = rewritten.as_ref().unwrap_or(&head);
-                let mut ex = Exchange::sub(&mut sub, head, self.worker, &self.rt.limits);
+                let mut ex = Exchange::sub(&mut sub, &head, self.worker, &self.rt.limits);
                 // Boxed: an include may include again.
                 let f: Running<'_> = Box::pin(async {
                     if let Some(f) = dispatch_in(p, &mut ex, self.rt, 0, &[], Some(&self.nest)) {

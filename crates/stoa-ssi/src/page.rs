@@ -4,6 +4,8 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::expr::{self, Backrefs};
 use crate::format::{self, Zone};
@@ -201,13 +203,20 @@ struct Vars {
     /// Set by `set`, in order (replaced in place, as Apache's table does).
     set: Vec<(Vec<u8>, Vec<u8>)>,
     backrefs: Backrefs,
-    timefmt: Vec<u8>,
+    /// The starting `config` values, shared by every run of a page.
+    settings: Arc<Settings>,
+    /// `config timefmt`, once the page set it.
+    timefmt: Option<Vec<u8>>,
     times: Times,
 }
 
 const DATE_VARS: [&[u8]; 3] = [b"DATE_LOCAL", b"DATE_GMT", b"LAST_MODIFIED"];
 
 impl Vars {
+    fn timefmt(&self) -> &[u8] {
+        self.timefmt.as_deref().unwrap_or(&self.settings.timefmt)
+    }
+
     fn date(&self, name: &[u8], env: &dyn Env) -> Option<Vec<u8>> {
         let (t, zone) = if name.eq_ignore_ascii_case(b"DATE_LOCAL") {
             (self.times.request, env.zone(self.times.request))
@@ -218,7 +227,7 @@ impl Vars {
         } else {
             return None;
         };
-        Some(format::strftime(&self.timefmt, t, &zone))
+        Some(format::strftime(self.timefmt(), t, &zone))
     }
 
     /// `get_include_var`: `$0`..`$9`, then `set` variables, the dates, and
@@ -278,7 +287,10 @@ impl expr::Scope for Scope<'_> {
 #[derive(Debug)]
 struct Job {
     kind: JobKind,
-    args: std::vec::IntoIter<Arg>,
+    /// The directive's arguments (a template's own, not copied per run)
+    /// and the next to take.
+    args: Rc<[Arg]>,
+    next: usize,
     /// `include`: the failure not yet recovered by an `onerror`.
     last_error: Option<String>,
     /// An action went out that expects a reply.
@@ -308,8 +320,10 @@ enum JobKind {
 #[derive(Debug)]
 pub struct Page {
     parser: Parser,
-    errmsg: Vec<u8>,
-    echomsg: Vec<u8>,
+    /// `config errmsg` and `echomsg`, once the page set them (otherwise
+    /// `vars.settings`' own: a run copies no settings).
+    errmsg: Option<Vec<u8>>,
+    echomsg: Option<Vec<u8>>,
     sizefmt: SizeFmt,
     exec: bool,
     vars: Vars,
@@ -328,16 +342,23 @@ pub struct Page {
 
 impl Page {
     pub fn new(settings: Settings, times: Times) -> Page {
+        Page::shared(Arc::new(settings), times)
+    }
+
+    /// [`Page::new`] with settings shared by many pages (a server's, per
+    /// route), which are not copied.
+    pub fn shared(settings: Arc<Settings>, times: Times) -> Page {
         Page {
             parser: Parser::new(settings.max_directive),
-            errmsg: settings.errmsg,
-            echomsg: settings.echomsg,
+            errmsg: None,
+            echomsg: None,
             sizefmt: settings.sizefmt,
             exec: settings.exec,
             vars: Vars {
                 set: Vec::new(),
                 backrefs: Backrefs::default(),
-                timefmt: settings.timefmt,
+                settings,
+                timefmt: None,
                 times,
             },
             printing: true,
@@ -435,6 +456,7 @@ impl Page {
                         return Some(Action::Text(s));
                     }
                 }
+                Cached::Directive(name, args) => self.directive(name, args, env),
                 Cached::Event(ev) => self.event(ev.clone(), env),
             }
         }
@@ -471,7 +493,11 @@ impl Page {
 
     fn error(&mut self, reason: String) {
         self.queue.push_back(Action::Error {
-            errmsg: self.errmsg.clone(),
+            errmsg: self
+                .errmsg
+                .as_deref()
+                .unwrap_or(&self.vars.settings.errmsg)
+                .to_vec(),
             reason,
         });
     }
@@ -496,13 +522,15 @@ impl Page {
                     self.error(reason);
                 }
             }
-            Event::Directive(d) => self.directive(d, env),
+            Event::Directive(d) => {
+                let Directive { name, args } = d;
+                self.directive(&name, &args.into(), env)
+            }
         }
     }
 
-    fn directive(&mut self, d: Directive, env: &dyn Env) {
-        let Directive { name, args } = d;
-        match &name[..] {
+    fn directive(&mut self, name: &[u8], args: &Rc<[Arg]>, env: &dyn Env) {
+        match name {
             b"if" => return self.if_(args, env),
             b"elif" => return self.elif(args, env),
             b"else" => return self.else_(args),
@@ -513,11 +541,11 @@ impl Page {
             return;
         }
         let argc = args.len();
-        let n = String::from_utf8_lossy(&name).into_owned();
-        match &name[..] {
+        let n = || String::from_utf8_lossy(name);
+        match name {
             b"comment" => {}
             b"echo" | b"config" | b"include" | b"fsize" | b"flastmod" | b"exec" if argc == 0 => {
-                self.error(format!("missing argument for {n} element"))
+                self.error(format!("missing argument for {} element", n()))
             }
             b"set" if argc < 2 => self.error("missing argument for set element".into()),
             b"printenv" if argc > 0 => self.error("printenv directive does not take tags".into()),
@@ -525,20 +553,19 @@ impl Page {
             b"set" => self.set(args, env),
             b"config" => self.config(args, env),
             b"printenv" => self.printenv(env),
-            b"include" => self.start(JobKind::Include, args),
-            b"fsize" => self.start(JobKind::FileInfo(InfoKind::Fsize), args),
-            b"flastmod" => self.start(JobKind::FileInfo(InfoKind::Flastmod), args),
+            b"include" => self.start(JobKind::Include, args.clone()),
+            b"fsize" => self.start(JobKind::FileInfo(InfoKind::Fsize), args.clone()),
+            b"flastmod" => self.start(JobKind::FileInfo(InfoKind::Flastmod), args.clone()),
             b"exec" if !self.exec => self.error("exec used but not allowed".into()),
-            b"exec" => self.start(JobKind::Exec, args),
-            _ => self.error(format!("unknown directive \"{n}\"")),
+            b"exec" => self.start(JobKind::Exec, args.clone()),
+            _ => self.error(format!("unknown directive \"{}\"", n())),
         }
     }
 
     /// The `expr` of an `if`/`elif`, or the reason it has none.
-    fn condition(args: Vec<Arg>, what: &str) -> Result<Vec<u8>, String> {
+    fn condition<'a>(args: &'a [Arg], what: &str) -> Result<&'a [u8], String> {
         let argc = args.len();
-        let mut args = args.into_iter();
-        let arg = match (argc, args.next()) {
+        let arg = match (argc, args.first()) {
             (1, Some(a)) => a,
             (0, _) => return Err(format!("missing expr argument for {what} element")),
             _ => return Err(format!("too many arguments for {what} element")),
@@ -550,6 +577,7 @@ impl Page {
             ));
         }
         arg.value
+            .as_deref()
             .ok_or_else(|| format!("missing expr value for {what} element"))
     }
 
@@ -561,7 +589,7 @@ impl Page {
         expr::evaluate(expr, &mut scope)
     }
 
-    fn if_(&mut self, args: Vec<Arg>, env: &dyn Env) {
+    fn if_(&mut self, args: &[Arg], env: &dyn Env) {
         if !self.printing {
             self.nesting += 1;
             return;
@@ -570,7 +598,7 @@ impl Page {
             Ok(e) => e,
             Err(reason) => return self.error(reason),
         };
-        match self.eval(&expr, env) {
+        match self.eval(expr, env) {
             Ok(v) => {
                 self.printing = v;
                 self.cond_true = v;
@@ -580,7 +608,7 @@ impl Page {
         }
     }
 
-    fn elif(&mut self, args: Vec<Arg>, env: &dyn Env) {
+    fn elif(&mut self, args: &[Arg], env: &dyn Env) {
         if self.nesting > 0 {
             return;
         }
@@ -593,7 +621,7 @@ impl Page {
             self.printing = false;
             return;
         }
-        match self.eval(&expr, env) {
+        match self.eval(expr, env) {
             Ok(v) => {
                 self.printing = v;
                 self.cond_true = v;
@@ -602,7 +630,7 @@ impl Page {
         }
     }
 
-    fn else_(&mut self, args: Vec<Arg>) {
+    fn else_(&mut self, args: &[Arg]) {
         if self.nesting > 0 {
             return;
         }
@@ -620,7 +648,7 @@ impl Page {
         }
     }
 
-    fn endif(&mut self, args: Vec<Arg>) {
+    fn endif(&mut self, args: &[Arg]) {
         if self.nesting > 0 {
             self.nesting -= 1;
             return;
@@ -680,12 +708,12 @@ impl Page {
         ok.then_some(v)
     }
 
-    fn echo(&mut self, args: Vec<Arg>, env: &dyn Env) {
+    fn echo(&mut self, args: &[Arg], env: &dyn Env) {
         let mut encoding = b"entity".to_vec();
         let mut decoding = b"none".to_vec();
         for arg in args {
-            let Some(value) = arg.value else { break };
-            let value = format::decode_html(&value);
+            let Some(value) = &arg.value else { break };
+            let value = format::decode_html(value);
             match &arg.name[..] {
                 b"var" => {
                     let name = self.vars.expand(&value, false, env);
@@ -697,7 +725,11 @@ impl Page {
                                 None => break,
                             }
                         }
-                        None => self.echomsg.clone(),
+                        None => self
+                            .echomsg
+                            .as_deref()
+                            .unwrap_or(&self.vars.settings.echomsg)
+                            .to_vec(),
                     };
                     if !text.is_empty() {
                         self.queue.push_back(Action::Output(text));
@@ -717,14 +749,14 @@ impl Page {
         }
     }
 
-    fn set(&mut self, args: Vec<Arg>, env: &dyn Env) {
-        let mut encoding = b"none".to_vec();
-        let mut decoding = b"none".to_vec();
+    fn set(&mut self, args: &[Arg], env: &dyn Env) {
+        let mut encoding = &b"none"[..];
+        let mut decoding = &b"none"[..];
         let mut var: Option<Vec<u8>> = None;
         for arg in args {
-            let Some(value) = arg.value else { break };
+            let Some(value) = &arg.value else { break };
             match &arg.name[..] {
-                b"var" => var = Some(self.vars.expand(&format::decode_html(&value), false, env)),
+                b"var" => var = Some(self.vars.expand(&format::decode_html(value), false, env)),
                 b"decoding" => decoding = value,
                 b"encoding" => encoding = value,
                 b"value" => {
@@ -732,8 +764,8 @@ impl Page {
                         self.error("variable must precede value in set directive".into());
                         break;
                     };
-                    let v = self.vars.expand(&value, false, env);
-                    let Some(v) = self.codings(v, &decoding, &encoding) else {
+                    let v = self.vars.expand(value, false, env);
+                    let Some(v) = self.codings(v, decoding, encoding) else {
                         break;
                     };
                     self.vars.set(&name, v);
@@ -746,15 +778,15 @@ impl Page {
         }
     }
 
-    fn config(&mut self, args: Vec<Arg>, env: &dyn Env) {
+    fn config(&mut self, args: &[Arg], env: &dyn Env) {
         for arg in args {
-            let Some(value) = arg.value else { break };
-            let v = self.vars.expand(&value, false, env);
+            let Some(value) = &arg.value else { break };
+            let v = self.vars.expand(value, false, env);
             match &arg.name[..] {
-                b"errmsg" => self.errmsg = v,
-                b"echomsg" => self.echomsg = v,
+                b"errmsg" => self.errmsg = Some(v),
+                b"echomsg" => self.echomsg = Some(v),
                 b"timefmt" => {
-                    self.vars.timefmt = v;
+                    self.vars.timefmt = Some(v);
                     // Apache stores the three dates anew here, over any
                     // `set` of them.
                     self.vars
@@ -831,10 +863,11 @@ impl Page {
         }
     }
 
-    fn start(&mut self, kind: JobKind, args: Vec<Arg>) {
+    fn start(&mut self, kind: JobKind, args: Rc<[Arg]>) {
         self.job = Some(Job {
             kind,
-            args: args.into_iter(),
+            args,
+            next: 0,
             last_error: None,
             waiting: false,
         });
@@ -864,7 +897,7 @@ impl Page {
                             SizeFmt::Bytes => format::size_in_bytes(stat.size),
                         },
                         InfoKind::Flastmod => {
-                            format::strftime(&self.vars.timefmt, stat.mtime, &env.zone(stat.mtime))
+                            format::strftime(self.vars.timefmt(), stat.mtime, &env.zone(stat.mtime))
                         }
                     };
                     self.queue.push_back(Action::Output(text));
@@ -878,13 +911,20 @@ impl Page {
             }
         }
         self.reply = None;
-        let Some(arg) = job.args.next() else {
+        let args = job.args.clone();
+        let Some(arg) = args.get(job.next) else {
             return self.end_include(job);
         };
-        let Some(value) = arg.value else {
+        job.next += 1;
+        let Some(value) = &arg.value else {
             return self.end_include(job);
         };
-        let value = format::decode_html(&value);
+        // Most values hold no entity: no copy of them.
+        let value: Cow<'_, [u8]> = if value.contains(&b'&') {
+            Cow::Owned(format::decode_html(value))
+        } else {
+            Cow::Borrowed(value)
+        };
         let name = &arg.name[..];
         let action = match (job.kind, name) {
             (JobKind::Include, b"file") => {
@@ -1009,7 +1049,10 @@ enum Cached {
     Text(std::ops::Range<usize>),
     /// Text the parser made (a held `<!--` at the end of the page).
     Static(Vec<u8>),
-    /// A directive or a malformed one, evaluated on each run.
+    /// A directive (name and arguments), evaluated on each run; the
+    /// arguments are shared with the run's job, not copied.
+    Directive(Vec<u8>, Rc<[Arg]>),
+    /// A malformed directive.
     Event(Event<'static>),
 }
 
@@ -1044,7 +1087,7 @@ impl Template {
                 },
                 None => events.push(Cached::Static(t.to_vec())),
             },
-            Event::Directive(d) => events.push(Cached::Event(Event::Directive(d))),
+            Event::Directive(d) => events.push(Cached::Directive(d.name, d.args.into())),
             Event::Malformed { error, name } => {
                 events.push(Cached::Event(Event::Malformed { error, name }))
             }
@@ -1078,9 +1121,9 @@ impl Template {
                 .iter()
                 .map(|e| match e {
                     Cached::Static(s) => s.len(),
-                    Cached::Event(Event::Directive(d)) => {
-                        d.name.len()
-                            + d.args
+                    Cached::Directive(name, args) => {
+                        name.len()
+                            + args
                                 .iter()
                                 .map(|a| a.name.len() + a.value.as_ref().map_or(0, Vec::len) + 48)
                                 .sum::<usize>()

@@ -571,3 +571,64 @@ fn issue_13_the_template_cache_sees_a_changed_page() {
     std::fs::remove_file(dir.join("www/a.shtml")).unwrap();
     assert_eq!(stoa.get("/a.shtml").status, 404);
 }
+
+#[test]
+fn issue_13_an_include_takes_the_routing_decision_a_request_takes_cached_or_not() {
+    // The include of a static file is answered from the file cache once
+    // the file is in it (revalidate 60 s: the second page below is served
+    // without a stat); that shortcut must not reach past what routing
+    // decides for a request: dotfiles and deny routes stay 403, a rewrite
+    // is followed, a CGI route runs its script (never its source), a
+    // directory gets its index.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("ssi-route");
+    dir.write(
+        "www/page.shtml",
+        "<!--#config errmsg=\"[E]\" -->\
+         1:<!--#include virtual=\"/part.txt\" -->\n\
+         2:<!--#include virtual=\"part.txt\" -->\n\
+         3:<!--#include virtual=\"/.hidden.txt\" -->\n\
+         4:<!--#include virtual=\"/private/x.txt\" -->\n\
+         5:<!--#include virtual=\"/old.txt\" -->\n\
+         6:<!--#include virtual=\"/cgi-bin/hi.cgi\" -->\n\
+         7:<!--#include virtual=\"/dir/\" -->\n",
+    );
+    dir.write("www/part.txt", "P");
+    dir.write("www/new.txt", "N");
+    dir.write("www/.hidden.txt", "hidden");
+    dir.write("www/private/x.txt", "private");
+    dir.write("www/dir/index.html", "I");
+    dir.write(
+        "www/cgi-bin/hi.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nC'\n",
+    );
+    std::fs::set_permissions(
+        dir.join("www/cgi-bin/hi.cgi"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod the CGI script");
+    let www = dir.join("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[cache]\nrevalidate = \"60s\"\n\n[[site]]\nroot = \"{w}\"\n\n\
+             [[site.rewrite]]\nfrom = \"^/old\\\\.txt$\"\nto = \"/new.txt\"\n\n\
+             [[site.route]]\nsuffix = \".shtml\"\nssi = {{}}\n\n\
+             [[site.route]]\nprefix = \"/private/\"\ndeny = true\n\n\
+             [[site.route]]\nprefix = \"/cgi-bin/\"\ncgi = {{ dir = \"{w}/cgi-bin\" }}\n",
+            w = www.display()
+        ),
+    );
+    let stoa = Server::with_config(&cfg);
+    let want = "1:P\n2:P\n3:[E]\n4:[E]\n5:N\n6:C\n7:I\n";
+    // The first page fills the cache; the second is served from it.
+    for round in 0..3 {
+        let r = stoa.get("/page.shtml");
+        assert_eq!(r.status, 200, "round {round}");
+        assert_eq!(r.text(), want, "round {round}");
+    }
+    // The same files asked for directly: the same decisions.
+    assert_eq!(stoa.get("/.hidden.txt").status, 403);
+    assert_eq!(stoa.get("/private/x.txt").status, 403);
+    assert_eq!(stoa.get("/cgi-bin/hi.cgi").text(), "C");
+}

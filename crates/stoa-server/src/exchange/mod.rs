@@ -669,7 +669,25 @@ impl<'a> Exchange<'a> {
 /// served (SSI's `include virtual`, Lua's `stoa.subrequest`): a trait so
 /// that handlers call it without knowing routing, which implements it.
 pub trait Include {
-    /// A GET for `target` (origin-form, with its query) carrying the
-    /// parent's headers; its response, collected.
-    fn include(&self, parent: &RequestHead, target: &[u8]) -> impl Future<Output = SubResponse>;
+    /// What routing chose for a subrequest, for [`Include::run`].
+    type Routed;
+
+    /// Routes a GET for `target` (origin-form, with its query) carrying
+    /// the parent's headers: its response when it is known at once (a
+    /// cached static file, a refused loop), otherwise what to run.
+    fn route(&self, parent: &RequestHead, target: &[u8]) -> Result<SubResponse, Self::Routed>;
+
+    /// Runs what [`Include::route`] chose; its response, collected.
+    fn run(&self, routed: Self::Routed) -> impl Future<Output = SubResponse>;
+
+    /// [`Include::route`], then [`Include::run`] if need be.
+    fn include(&self, parent: &RequestHead, target: &[u8]) -> impl Future<Output = SubResponse> {
+        let routed = self.route(parent, target);
+        async move {
+            match routed {
+                Ok(resp) => resp,
+                Err(r) => self.run(r).await,
+            }
+        }
+    }
 }

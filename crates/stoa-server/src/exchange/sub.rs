@@ -2,6 +2,7 @@
 //! (bounded) instead of going to a client, for SSI's `include virtual` and
 //! Lua's `stoa.subrequest`.
 
+use bytes::Bytes;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
@@ -19,13 +20,14 @@ pub struct Sub {
     pub(crate) cut: bool,
 }
 
-/// A subrequest's response.
+/// A subrequest's response. Shared bytes: a cached static file comes
+/// back as the cache's own head and body, without a copy.
 #[derive(Debug, Default)]
 pub struct SubResponse {
     pub status: u16,
     /// Header lines as `Name: value\r\n`.
-    pub head: Vec<u8>,
-    pub body: Vec<u8>,
+    pub head: Bytes,
+    pub body: Bytes,
     /// The body was longer than the subrequest's bound and was cut.
     pub cut: bool,
 }
@@ -76,8 +78,8 @@ impl Sub {
     pub fn into_response(self) -> SubResponse {
         SubResponse {
             status: self.status,
-            head: self.head,
-            body: self.body,
+            head: Bytes::from(self.head),
+            body: Bytes::from(self.body),
             cut: self.cut,
         }
     }

@@ -88,6 +88,16 @@ impl StaticConfig {
         self.is_script(name).then_some(name.as_str())
     }
 
+    /// Whether the last segment of `path` names a script of the site
+    /// ([`StaticConfig::is_script`]); no search for the segment on a site
+    /// without scripts.
+    fn is_script_path(&self, path: &str) -> bool {
+        if self.scripts.is_empty() {
+            return false;
+        }
+        self.is_script(file_name(path))
+    }
+
     /// Whether a file of this name is a script of the site (case and
     /// trailing dots or spaces ignored: `X.PHP`, `x.php.`).
     pub fn is_script(&self, name: &str) -> bool {
@@ -273,6 +283,39 @@ pub fn serve(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str) {
     })
 }
 
+/// What [`serve`] would answer a bodyless GET for `norm` that carries no
+/// conditional, range or `Accept-Encoding` field (a subrequest's, see
+/// `route::include_head`), when the cache holds the file's body and a
+/// stat confirmed it within `revalidate`: the 200's header block and
+/// the body, shared with the cache. `None` whenever anything else could
+/// happen (a script's name, a stale or missing entry, a large file): the
+/// caller then runs [`serve`], which decides as always.
+pub fn cached_whole(cfg: &StaticConfig, norm: &str) -> Option<(Bytes, Bytes)> {
+    if cfg.is_script_path(norm) {
+        return None;
+    }
+    let rel = match &cfg.strip {
+        Some(p) => match norm.strip_prefix(p.as_str()) {
+            Some(r) if r.starts_with('/') => r,
+            _ => "/",
+        },
+        None => norm,
+    };
+    CACHE.with(|c| {
+        let mut cache = c.try_borrow_mut().ok()?;
+        let mut key = std::mem::take(&mut cache.key);
+        key.clear();
+        key.push_str(&cfg.root_str);
+        key.push_str(rel);
+        cache.now = Instant::now();
+        let hit = cache
+            .fresh(&key)
+            .and_then(|e| Some((e.headers.clone(), e.body.clone()?)));
+        cache.key = key;
+        hit
+    })
+}
+
 thread_local! {
     /// This worker thread's cache (each worker is one thread).
     static CACHE: std::cell::RefCell<FileCache> = std::cell::RefCell::new(FileCache::new(
@@ -307,8 +350,7 @@ fn serve_cached(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, cache: &m
             return;
         }
     }
-    let name = file_name(norm);
-    if cfg.is_script(name) {
+    if cfg.is_script_path(norm) {
         tracing::warn!("static: {norm} is a script of this site; not served as a file");
         ex.error(403, &[]);
         return;

@@ -32,8 +32,8 @@ use mlua::{
     HookTriggers, Lua, MultiValue, Table, ThreadStatus, UserData, UserDataMethods, Value, Variadic,
     VmState,
 };
+use rustc_hash::FxHashMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,74 +121,73 @@ struct Vm {
     lua: Lua,
     /// The script's function wrapped by the prelude's `entry` (as a
     /// handler) and `access_entry` (as an access check): each takes a
-    /// request's id, makes its `req` table in Lua and returns the
-    /// response's headers as one string.
-    entry: mlua::Function,
-    access_entry: mlua::Function,
+    /// request's id, makes its `req` table in Lua and yields the
+    /// response's status, header count (see `scratch`) and body.
+    entry: Runner,
+    access_entry: Runner,
     /// Where the prelude puts a response's header fields.
     scratch: Table,
     running: Rc<Running>,
-    /// The requests being run, by id (`req._id`), for their lazy fields.
-    reqs: Rc<RefCell<Requests>>,
-    /// Finished coroutines, reset and reused.
-    threads: RefCell<Vec<mlua::Thread>>,
+    /// The request being resumed, for its lazy fields (`req._id`).
+    current: Rc<Current>,
+    /// The id of the next request.
+    next_id: Cell<i64>,
 }
 
-/// Coroutines kept for reuse per interpreter.
+/// A wrapper of the prelude and its coroutines parked between requests.
+/// The wrapper loops: it yields [`DONE`] and the response at the end of
+/// a request and takes the next request's id as the value of that
+/// yield, so a parked coroutine is resumed as it is (no reset, no
+/// function pushed anew: mlua's `Thread::reset` and the function's
+/// clone were ~1.5k instructions of a hello handler).
+struct Runner {
+    func: mlua::Function,
+    parked: RefCell<Vec<mlua::Thread>>,
+}
+
+/// Coroutines kept for reuse per wrapper.
 const KEEP_THREADS: usize = 32;
 
-/// The requests an interpreter is running, by id: `req` tables hold only
-/// their id (no userdata per request). An id names its slot and the
-/// slot's generation, so a `req` a script kept past its request reads
-/// nothing (never a later request's fields).
-#[derive(Default)]
-struct Requests {
-    slots: Vec<(u32, Option<RawReq>)>,
-    free: Vec<usize>,
+/// What the prelude's wrappers yield first at the end of a request: a
+/// light userdata of this address, which no script can make.
+static DONE: u8 = 0;
+
+fn done_marker() -> mlua::LightUserData {
+    mlua::LightUserData(std::ptr::addr_of!(DONE) as *mut std::ffi::c_void)
 }
 
-impl Requests {
-    fn insert(&mut self, r: RawReq) -> i64 {
-        let i = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push((0, None));
-                self.slots.len() - 1
-            }
-        };
-        let slot = &mut self.slots[i];
-        slot.0 = slot.0.wrapping_add(1);
-        slot.1 = Some(r);
-        (i64::from(slot.0) << 32) | i as i64
-    }
+/// The request whose coroutine is being resumed: `req` tables hold only
+/// their request's id, and a lazy field is read through here. It is set
+/// for the duration of one resume only ([`Limits::resume`]), so a `req`
+/// a script kept past its request reads nothing (its id is not the
+/// current one), and nothing of the request is copied to make the
+/// fields readable (a copy of the head was ~4 % of a hello handler).
+struct Current {
+    id: Cell<i64>,
+    /// Null outside a resume.
+    req: Cell<*const RawReq<'static>>,
+}
 
-    fn get(&self, id: i64) -> Option<&RawReq> {
-        let (gen, i) = ((id >> 32) as u32, (id & 0xffff_ffff) as usize);
-        match self.slots.get(i)? {
-            (g, Some(r)) if *g == gen => Some(r),
-            _ => None,
-        }
-    }
-
-    fn remove(&mut self, id: i64) {
-        let (gen, i) = ((id >> 32) as u32, (id & 0xffff_ffff) as usize);
-        if let Some(slot) = self.slots.get_mut(i) {
-            if slot.0 == gen && slot.1.take().is_some() {
-                self.free.push(i);
-            }
+impl Default for Current {
+    fn default() -> Current {
+        Current {
+            id: Cell::new(0),
+            req: Cell::new(std::ptr::null()),
         }
     }
 }
 
-/// Frees a request's slot when its run ends, however it ends.
-struct Registered<'v> {
-    vm: &'v Vm,
+/// Puts back what [`Current`] held before a resume, however it ends.
+struct Restore<'c> {
+    current: &'c Current,
     id: i64,
+    req: *const RawReq<'static>,
 }
 
-impl Drop for Registered<'_> {
+impl Drop for Restore<'_> {
     fn drop(&mut self) {
-        self.vm.reqs.borrow_mut().remove(self.id);
+        self.current.id.set(self.id);
+        self.current.req.set(self.req);
     }
 }
 
@@ -196,8 +195,9 @@ impl Drop for Registered<'_> {
 type Entry = (std::sync::Weak<()>, Rc<Vm>);
 
 thread_local! {
-    /// Interpreters of this worker, by script id.
-    static VMS: RefCell<HashMap<u64, Entry>> = RefCell::new(HashMap::new());
+    /// Interpreters of this worker, by script id (a small integer: no
+    /// need for SipHash on every request).
+    static VMS: RefCell<FxHashMap<u64, Entry>> = RefCell::new(FxHashMap::default());
 }
 
 /// What Lua code yields to the handler: implemented in Lua so that it
@@ -208,8 +208,8 @@ const PRELUDE: &str = r#"
 local yield, rawget, rawset, error, type, pairs, ipairs, tostring, find, concat, setmetatable =
   coroutine.yield, rawget, rawset, error, type, pairs, ipairs, tostring, string.find,
   table.concat, setmetatable
-local field, newpg, scratch = stoa._field, stoa._pg, stoa._scratch
-stoa._field, stoa._pg, stoa._scratch = nil, nil, nil
+local field, newpg, scratch, DONE = stoa._field, stoa._pg, stoa._scratch, stoa._done
+stoa._field, stoa._pg, stoa._scratch, stoa._done = nil, nil, nil, nil
 local R = {}
 R.__index = function(t, k)
   local m = R[k]
@@ -235,7 +235,12 @@ local function flat(h)
   local n = 0
   for k, v in pairs(h) do
     if type(k) ~= "string" then error("a header name must be a string", 0) end
-    if type(v) == "table" then
+    local tv = type(v)
+    if tv == "string" then
+      -- The common case inline: no call to `put`, no second `type`.
+      scratch[n + 1], scratch[n + 2] = k, v
+      n = n + 2
+    elseif tv == "table" then
       for _, x in ipairs(v) do n = put(n, k, x) end
     else
       n = put(n, k, v)
@@ -271,19 +276,25 @@ stoa.postgres = function(conninfo)
 end
 -- One script must not end the whole server process.
 os.exit = nil
--- What each request's coroutine runs: the request's table is made here,
--- in Lua, from its id.
+-- What a request's coroutine runs: the request's table is made here, in
+-- Lua, from its id. At the end of a request it yields DONE and the
+-- response, and the value of that yield is the next request's id: a
+-- coroutine serves one request after another.
 local function entry(handler)
   return function(id)
-    local status, headers, body = handler(setmetatable({ _id = id }, R))
-    return status, flat(headers), body
+    while true do
+      local status, headers, body = handler(setmetatable({ _id = id }, R))
+      id = yield(DONE, status, flat(headers), body)
+    end
   end
 end
 local function access_entry(handler)
   return function(id)
-    local a, b, c = handler(setmetatable({ _id = id }, R))
-    if type(a) == "number" then return a, flat(b), c end
-    return a, b, c
+    while true do
+      local a, b, c = handler(setmetatable({ _id = id }, R))
+      if type(a) == "number" then b = flat(b) end
+      id = yield(DONE, a, b, c)
+    end
   end
 end
 return entry, access_entry
@@ -332,16 +343,22 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     )?;
     let scratch = lua.create_table()?;
     stoa.set("_scratch", scratch.clone())?;
-    let reqs = Rc::new(RefCell::new(Requests::default()));
-    let r = reqs.clone();
+    stoa.set("_done", done_marker())?;
+    let current = Rc::new(Current::default());
+    let cur = current.clone();
     stoa.set(
         "_field",
-        lua.create_function(
-            move |lua, (id, key): (i64, mlua::String)| match r.borrow().get(id) {
-                Some(raw) => field(lua, raw, &key.as_bytes()),
-                None => Ok(Value::Nil),
-            },
-        )?,
+        lua.create_function(move |lua, (id, key): (i64, mlua::String)| {
+            let p = cur.req.get();
+            if p.is_null() || cur.id.get() != id {
+                return Ok(Value::Nil);
+            }
+            // SAFETY: `req` is non-null only while `Limits::resume` runs,
+            // and points at the `RawReq` of the request it resumes, which
+            // the caller of that resume owns for longer (see `Limits`).
+            let raw = unsafe { &*p };
+            field(lua, raw, &key.as_bytes())
+        })?,
     )?;
     let dicts = lua.create_table()?;
     for d in cfg.shared.iter() {
@@ -374,11 +391,17 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     Ok(Vm {
         lua,
         scratch,
-        entry,
-        access_entry,
+        entry: Runner {
+            func: entry,
+            parked: RefCell::new(Vec::new()),
+        },
+        access_entry: Runner {
+            func: access_entry,
+            parked: RefCell::new(Vec::new()),
+        },
         running,
-        reqs,
-        threads: RefCell::new(Vec::new()),
+        current,
+        next_id: Cell::new(1),
     })
 }
 
@@ -578,26 +601,27 @@ fn decode_pairs(t: &Table, lua: &Lua, s: &[u8]) -> mlua::Result<()> {
     Ok(())
 }
 
-/// What a request's lazy fields are made from.
-struct RawReq {
-    head: RequestHead,
+/// What a request's lazy fields are made from: borrowed from the
+/// handler's call for the request.
+struct RawReq<'a> {
+    head: &'a RequestHead,
     /// The decoded, normalized path.
-    path: String,
+    path: &'a str,
     peer: std::net::SocketAddr,
-    body: Vec<u8>,
+    body: &'a [u8],
     /// The body is `application/x-www-form-urlencoded`: its fields join
     /// `req.args`.
     form: bool,
-    vars: Vec<(String, Vec<u8>)>,
+    vars: &'a [(String, Vec<u8>)],
 }
 
 /// `req.method`, `req.path`, `req.query`, `req.args`, `req.headers`,
 /// `req.remote_addr`, `req.vars` and `req:body()`, on first use.
-fn field(lua: &Lua, raw: &RawReq, key: &[u8]) -> mlua::Result<Value> {
-    let head = &raw.head;
+fn field(lua: &Lua, raw: &RawReq<'_>, key: &[u8]) -> mlua::Result<Value> {
+    let head = raw.head;
     Ok(match key {
         b"method" => Value::String(lua.create_string(head.method.as_str())?),
-        b"path" => Value::String(lua.create_string(&raw.path)?),
+        b"path" => Value::String(lua.create_string(raw.path)?),
         b"query" => match head.query() {
             Some(q) => Value::String(lua.create_string(q)?),
             None => Value::Nil,
@@ -608,7 +632,7 @@ fn field(lua: &Lua, raw: &RawReq, key: &[u8]) -> mlua::Result<Value> {
                 decode_pairs(&args, lua, q)?;
             }
             if raw.form {
-                decode_pairs(&args, lua, &raw.body)?;
+                decode_pairs(&args, lua, raw.body)?;
             }
             Value::Table(args)
         }
@@ -635,40 +659,42 @@ fn field(lua: &Lua, raw: &RawReq, key: &[u8]) -> mlua::Result<Value> {
         b"remote_addr" => Value::String(lua.create_string(raw.peer.ip().to_string())?),
         b"vars" => {
             let t = lua.create_table()?;
-            for (n, v) in &raw.vars {
+            for (n, v) in raw.vars {
                 t.raw_set(n.as_str(), lua.create_string(v)?)?;
             }
             Value::Table(t)
         }
-        b"body" => Value::String(lua.create_string(&raw.body)?),
+        b"body" => Value::String(lua.create_string(raw.body)?),
         _ => Value::Nil,
     })
 }
 
-/// Registers a request with the interpreter: the script's `req` table is
-/// made from the id in Lua, its fields on first use.
-fn register<'v>(
-    vm: &'v Vm,
-    ex: &Exchange<'_>,
-    norm: &str,
-    body: Vec<u8>,
-    vars: &[(String, Vec<u8>)],
-) -> Registered<'v> {
+/// A request as its script sees it: the `req` table is made from the id
+/// in Lua, its fields on first use.
+fn raw_req<'a>(
+    vm: &Vm,
+    ex: &Exchange<'a>,
+    norm: &'a str,
+    body: &'a [u8],
+    vars: &'a [(String, Vec<u8>)],
+) -> (i64, RawReq<'a>) {
     let head = ex.req();
     let form = !body.is_empty()
         && head.header("content-type").is_some_and(|c| {
             c.get(..33)
                 .is_some_and(|p| p.eq_ignore_ascii_case(b"application/x-www-form-urlencoded"))
         });
-    let id = vm.reqs.borrow_mut().insert(RawReq {
-        head: head.clone(),
-        path: norm.to_owned(),
+    let id = vm.next_id.get();
+    vm.next_id.set(id.wrapping_add(1));
+    let raw = RawReq {
+        head,
+        path: norm,
         peer: ex.peer(),
         body,
         form,
-        vars: vars.to_vec(),
-    });
-    Registered { vm, id }
+        vars,
+    };
+    (id, raw)
 }
 
 /// Response headers as the prelude lays them out (`n` strings in the
@@ -683,47 +709,47 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
     for i in 1..=n {
         fields.push(vm.scratch.raw_get::<mlua::String>(i)?);
     }
+    // Every field is checked before the head starts; none is copied.
     let mut typed = false;
-    let mut checked = Vec::with_capacity(fields.len() / 2);
     for pair in fields.chunks_exact(2) {
         let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
-        let name = match std::str::from_utf8(&n) {
-            Ok(name)
-                if !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b)) =>
-            {
-                name.to_owned()
-            }
-            _ => {
-                return Err(mlua::Error::runtime(format!(
-                    "bad header name {:?}",
-                    String::from_utf8_lossy(&n)
-                )))
-            }
-        };
+        if !header_name_ok(&n) {
+            return Err(mlua::Error::runtime(format!(
+                "bad header name {:?}",
+                String::from_utf8_lossy(&n)
+            )));
+        }
         if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
             return Err(mlua::Error::runtime("a header value holds CR, LF or NUL"));
         }
+        typed |= n.eq_ignore_ascii_case(b"content-type");
+    }
+    ex.start(status);
+    for pair in fields.chunks_exact(2) {
+        let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
         // Framing is the exchange's business.
-        if ["content-length", "transfer-encoding", "connection"]
+        if [&b"content-length"[..], b"transfer-encoding", b"connection"]
             .iter()
-            .any(|f| name.eq_ignore_ascii_case(f))
+            .any(|f| n.eq_ignore_ascii_case(f))
         {
             continue;
         }
-        typed |= name.eq_ignore_ascii_case("content-type");
-        checked.push((name, pair[1].clone()));
-    }
-    ex.start(status);
-    for (n, v) in &checked {
-        ex.header(n, &v.as_bytes());
+        // Checked above: a token, so ASCII.
+        if let Ok(name) = std::str::from_utf8(&n) {
+            ex.header(name, &v);
+        }
     }
     if !typed {
         ex.header("Content-Type", b"text/html; charset=utf-8");
     }
     Ok(())
+}
+
+/// A header field name: a non-empty token (RFC 9110 §5.1).
+fn header_name_ok(n: &[u8]) -> bool {
+    !n.is_empty()
+        && n.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
 }
 
 fn status_of(v: Option<Value>) -> mlua::Result<u16> {
@@ -782,13 +808,13 @@ fn vm_or_500(cfg: &LuaConfig, ex: &mut Exchange<'_>) -> Option<Rc<Vm>> {
 async fn run_logged(
     cfg: &LuaConfig,
     vm: &Vm,
-    entry: &mlua::Function,
-    id: i64,
+    entry: &Runner,
+    req: (i64, &RawReq<'_>),
     ex: &mut Exchange<'_>,
     inc: &impl Include,
 ) -> Option<Ended> {
     let started = Cell::new(false);
-    let res = run(cfg, vm, entry, id, ex, inc, &started).await;
+    let res = run(cfg, vm, entry, req, ex, inc, &started).await;
     match res {
         Ok(e) => Some(e),
         Err(e) => {
@@ -820,8 +846,8 @@ pub async fn serve(
     let Some(body) = body_of(ex).await else {
         return Outcome::Done;
     };
-    let req = register(&vm, ex, &norm, body, vars);
-    match run_logged(cfg, &vm, &vm.entry, req.id, ex, inc).await {
+    let (id, raw) = raw_req(&vm, ex, &norm, &body, vars);
+    match run_logged(cfg, &vm, &vm.entry, (id, &raw), ex, inc).await {
         Some(Ended::Returned(out)) => {
             if let Err(e) = respond(ex, &vm, out) {
                 tracing::error!("lua: {}: {e}", cfg.script.display());
@@ -845,8 +871,8 @@ pub async fn access(cfg: &LuaConfig, ex: &mut Exchange<'_>, inc: &impl Include) 
         return Authz::Answered;
     };
     let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
-    let req = register(&vm, ex, &norm, Vec::new(), &[]);
-    let out = match run_logged(cfg, &vm, &vm.access_entry, req.id, ex, inc).await {
+    let (id, raw) = raw_req(&vm, ex, &norm, &[], &[]);
+    let out = match run_logged(cfg, &vm, &vm.access_entry, (id, &raw), ex, inc).await {
         Some(Ended::Returned(out)) => out,
         Some(Ended::Streamed) => {
             ex.finish();
@@ -917,18 +943,33 @@ fn grants(v: Option<&Value>) -> mlua::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
-/// Points the interpreter's hook at this request's limits while it runs.
+/// Points the interpreter's hook at this request's limits, and
+/// [`Current`] at the request, while it runs.
 struct Limits<'v> {
     running: &'v Rc<Running>,
     budget: u64,
     deadline: Instant,
+    current: &'v Current,
+    id: i64,
+    /// The request's fields: the `RawReq` that `run`'s caller owns for
+    /// the whole run.
+    req: *const RawReq<'static>,
 }
 
 impl Limits<'_> {
-    fn resume(&mut self, th: &mlua::Thread, args: MultiValue) -> mlua::Result<MultiValue> {
+    fn resume(
+        &mut self,
+        th: &mlua::Thread,
+        args: impl mlua::IntoLuaMulti,
+    ) -> mlua::Result<MultiValue> {
         self.running.budget.set(self.budget);
         self.running.deadline.set(Some(self.deadline));
         self.running.stopped.set(None);
+        let _restore = Restore {
+            current: self.current,
+            id: self.current.id.replace(self.id),
+            req: self.current.req.replace(self.req),
+        };
         let r = watch::resume(th, self.running, args);
         self.budget = self.running.budget.get();
         self.running.budget.set(u64::MAX);
@@ -959,40 +1000,51 @@ async fn until<T>(
 async fn run(
     cfg: &LuaConfig,
     vm: &Vm,
-    entry: &mlua::Function,
-    id: i64,
+    entry: &Runner,
+    (id, req): (i64, &RawReq<'_>),
     ex: &mut Exchange<'_>,
     inc: &impl Include,
     started: &Cell<bool>,
 ) -> mlua::Result<Ended> {
     let lua = &vm.lua;
-    // A finished coroutine of an earlier request, reset, or a new one.
-    let pooled = vm.threads.borrow_mut().pop();
-    let th = match pooled {
-        Some(t) => {
-            t.reset(entry.clone())?;
-            t
-        }
-        None => lua.create_thread(entry.clone())?,
+    // A coroutine parked at the end of an earlier request, or a new one.
+    let parked = entry.parked.borrow_mut().pop();
+    let th = match parked {
+        Some(t) => t,
+        None => lua.create_thread(entry.func.clone())?,
     };
     let deadline = Instant::now() + cfg.timeout;
     let mut limits = Limits {
         running: &vm.running,
         budget: cfg.max_instructions / u64::from(HOOK_EVERY),
         deadline,
+        current: &vm.current,
+        id,
+        // Only the lifetime is erased: `req` outlives this function,
+        // hence every resume below.
+        req: (req as *const RawReq<'_>).cast(),
     };
-    let mut args = MultiValue::from_iter([Value::Integer(id)]);
+    let mut got = limits.resume(&th, id)?;
     loop {
-        let out: MultiValue = limits.resume(&th, args)?;
-        if th.status() != ThreadStatus::Resumable {
-            let mut pool = vm.threads.borrow_mut();
-            if pool.len() < KEEP_THREADS {
-                pool.push(th);
+        if matches!(got.front(), Some(Value::LightUserData(d)) if *d == done_marker()) {
+            got.pop_front();
+            let mut parked = entry.parked.borrow_mut();
+            if parked.len() < KEEP_THREADS {
+                parked.push(th);
             }
             return Ok(if started.get() {
                 Ended::Streamed
             } else {
-                Ended::Returned(out)
+                Ended::Returned(got)
+            });
+        }
+        if th.status() != ThreadStatus::Resumable {
+            // The wrapper never returns; should it, what it returned is
+            // the answer and the coroutine is not kept.
+            return Ok(if started.get() {
+                Ended::Streamed
+            } else {
+                Ended::Returned(got)
             });
         }
         // Code that yields often is hooked by no watchdog: its time is
@@ -1003,12 +1055,12 @@ async fn run(
                 cfg.timeout
             )));
         }
-        let mut out = out.into_iter();
+        let mut out = got.into_iter();
         let op = match out.next() {
             Some(Value::String(s)) => s,
             _ => return Err(mlua::Error::runtime("coroutine.yield outside stoa's calls")),
         };
-        args = MultiValue::new();
+        let mut args = MultiValue::new();
         match &*op.as_bytes() {
             b"start" if !started.get() => {
                 let status = status_of(out.next())?;
@@ -1105,6 +1157,7 @@ async fn run(
                 )))
             }
         }
+        got = limits.resume(&th, args)?;
     }
 }
 

@@ -203,7 +203,7 @@ unsafe extern "C-unwind" fn hook(l: *mut ffi::lua_State, _: *mut ffi::lua_Debug)
 pub fn resume(
     th: &mlua::Thread,
     limits: &super::Running,
-    args: mlua::MultiValue,
+    args: impl mlua::IntoLuaMulti,
 ) -> mlua::Result<mlua::MultiValue> {
     let l = th.to_pointer() as *mut ffi::lua_State;
     SLOT.with(|s| {
