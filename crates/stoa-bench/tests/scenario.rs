@@ -265,6 +265,7 @@ fn responses_to_different_urls_of_a_mix_are_not_length_failures_but_a_url_that_c
     assert_eq!(v["responses"].as_u64(), Some(60), "{out}");
     assert_eq!(v["failed"].as_u64(), Some(0), "{out}");
     assert!(out.contains("Failed requests:        0"), "{out}");
+    assert!(!out.contains("accepts any length"), "{out}");
     // /var answers 10 bytes the first time, 20 after: still a Length
     // failure, checked against the first response to /var itself.
     let s = TestServer::start();
@@ -289,6 +290,12 @@ fn responses_to_different_urls_of_a_mix_are_not_length_failures_but_a_url_that_c
     assert_eq!(
         v["errors"]["length_mismatch"].as_u64(),
         Some(vars - 1),
+        "{out}"
+    );
+    // Every failure a length difference: the report says what it likely
+    // is and how to accept it.
+    assert!(
+        out.contains("-l / variable_length = true accepts any length"),
         "{out}"
     );
 }

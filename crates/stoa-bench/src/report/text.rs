@@ -63,6 +63,15 @@ pub fn ab(s: &Summary) -> String {
             "   (refused: {}, connect: {}, reset: {}, closed: {}, timeout: {}, short body: {}, malformed: {}, length differs: {})",
             e.connect_refused, e.connect, e.reset, e.closed, e.timeout, e.short_body, e.malformed, e.length_mismatch
         );
+        if e.length_mismatch == s.failed {
+            // ab's check, kept for parity, reads as an outage on a page
+            // that changes per request (a counter, a date): say so.
+            let _ = writeln!(
+                o,
+                "   (every failure is a whole response whose length differs from the first one's: \
+                 a page that changes per request? -l / variable_length = true accepts any length)"
+            );
+        }
     }
     if s.non_2xx > 0 {
         let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
