@@ -214,13 +214,13 @@ impl Worker {
     /// Whether access lines are written; when not, [`Worker::count_response`]
     /// is all a response needs (no request line or fields to look up).
     #[inline]
-    pub fn logs_access(&self) -> bool {
+    fn logs_access(&self) -> bool {
         *self.log_target.borrow() != AccessLog::Off
     }
 
     /// Counts a response by status class, for the status page.
     #[inline]
-    pub fn count_response(&self, status: u16) {
+    fn count_response(&self, status: u16) {
         if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
             w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
         }

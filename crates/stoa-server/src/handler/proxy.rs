@@ -102,10 +102,7 @@ pub async fn serve(
     // `/admin` (path confusion between proxy and application).
     // When the client's path is already that (the usual case), its target
     // is sent as it came, without building a copy.
-    let target: Cow<[u8]> = if head.path() == norm.as_bytes()
-        && norm
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/'))
+    let target: Cow<[u8]> = if head.path() == norm.as_bytes() && crate::http::path::is_encoded(norm)
     {
         Cow::Borrowed(head.origin_form())
     } else {

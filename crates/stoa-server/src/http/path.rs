@@ -141,8 +141,7 @@ fn already_normal(raw: &[u8]) -> bool {
                 }
                 seg_start = i + 1;
             }
-            b'-' | b'_' | b'.' | b'~' => {}
-            _ if b.is_ascii_alphanumeric() => {}
+            _ if unreserved(b) => {}
             _ => return false,
         }
     }
@@ -203,11 +202,21 @@ pub fn encode(path: &str) -> String {
     out
 }
 
+/// Unreserved (RFC 3986 §2.3): what [`encode`] leaves as it is, besides '/'.
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Whether [`encode`] would return `path` unchanged.
+pub fn is_encoded(path: &str) -> bool {
+    path.bytes().all(|b| b == b'/' || unreserved(b))
+}
+
 /// [`encode`], appending to an existing buffer.
 pub fn encode_into(path: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in path.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+        if b == b'/' || unreserved(b) {
             out.push(char::from(b));
         } else {
             out.push('%');
