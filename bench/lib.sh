@@ -218,12 +218,21 @@ srv_start() {  # srv_start NAME ROOT - start, wait until it answers; returns 1 (
     esac
     SRV_PID[$name]=$pid
     echo "$pid" > "$RUN/pids/$name.pid"
+    srv_ready "$name" "http://127.0.0.1:$port/"
+}
+
+# srv_ready NAME URL [CURL_ARGS...]: waits up to 10 s for server NAME (SRV_PID) to answer URL; if it
+# does not, says why with the tail of its logs ($RUN/logs/NAME.out, NAME-error.log), stops it and
+# returns 1. Shared by every script that starts servers with SRV_PID.
+srv_ready() {
+    local name=$1 url=$2 pid=${SRV_PID[$1]} i
+    shift 2
     for i in $(seq 100); do
         alive "$pid" || break
-        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && return 0
+        curl -s "$@" -o /dev/null --max-time 2 "$url" && return 0
         sleep 0.1
     done
-    if alive "$pid"; then warn "$name (PID $pid) does not answer on port $port after 10 s"
+    if alive "$pid"; then warn "$name (PID $pid) does not answer on $url after 10 s"
     else warn "$name exited at start-up"; fi
     tail -n 20 "$RUN/logs/$name.out" "$RUN/logs/$name-error.log" 2>/dev/null | sed 's/^/    /' >&2 || true
     srv_stop "$name"

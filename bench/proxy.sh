@@ -87,13 +87,7 @@ proxy_start() {  # proxy_start NAME: NAME in front of the backend on its port, a
     SRV_PID[$name]=$!
     SRV_PORT[$name]=$port
     echo "${SRV_PID[$name]}" > "$RUN/pids/$name.pid"
-    for i in $(seq 100); do
-        alive "${SRV_PID[$name]}" || break
-        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && return 0
-        sleep 0.1
-    done
-    warn "$name did not answer on port $port"; tail -n 5 "$RUN/logs/$name.out" >&2 || true
-    srv_stop "$name"; return 1
+    srv_ready "$name" "http://127.0.0.1:$port/"
 }
 
 FAILED=0 UP=()

@@ -95,15 +95,7 @@ tls_start() {  # tls_start NAME: start over TLS, wait until it answers https
     esac
     SRV_PID[$name]=$pid
     echo "$pid" > "$RUN/pids/$name.pid"
-    for i in $(seq 100); do
-        alive "$pid" || break
-        curl -sk -o /dev/null --max-time 2 "https://127.0.0.1:$port/" && return 0
-        sleep 0.1
-    done
-    warn "$name did not answer on https://127.0.0.1:$port/"
-    tail -n 20 "$RUN/logs/$name.out" "$RUN/logs/$name-error.log" 2>/dev/null | sed 's/^/    /' >&2 || true
-    srv_stop "$name"
-    return 1
+    srv_ready "$name" "https://127.0.0.1:$port/" -k
 }
 
 tls_check() {  # tls_check NAME: every file, over HTTP/2 and HTTP/1.1, 200 and byte-identical
