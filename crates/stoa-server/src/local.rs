@@ -294,6 +294,9 @@ impl Worker {
             AccessLog::File(path) => {
                 let mut f = self.log_file.borrow_mut();
                 if f.is_none() {
+                    *f = adopted_log_file(&path);
+                }
+                if f.is_none() {
                     match std::fs::OpenOptions::new()
                         .create(true)
                         .append(true)
@@ -324,6 +327,26 @@ impl Worker {
             *self.log_file.borrow_mut() = None;
         }
     }
+}
+
+/// Log files opened at start-up (by the privileged parent when there is
+/// one), which workers write through instead of opening the path as the
+/// user.
+static ADOPTED: std::sync::Mutex<Vec<(std::path::PathBuf, std::fs::File)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Gives the workers an open log file for `path`.
+pub fn adopt_log_file(path: &std::path::Path, file: std::fs::File) {
+    if let Ok(mut a) = ADOPTED.lock() {
+        a.retain(|(p, _)| p != path);
+        a.push((path.to_path_buf(), file));
+    }
+}
+
+fn adopted_log_file(path: &std::path::Path) -> Option<std::fs::File> {
+    let a = ADOPTED.lock().ok()?;
+    let (_, f) = a.iter().find(|(p, _)| p == path)?;
+    f.try_clone().ok()
 }
 
 /// Escapes bytes for a quoted log field: `"` and `\` and anything not

@@ -117,16 +117,16 @@ fn euid() -> libc::uid_t {
     unsafe { libc::geteuid() }
 }
 
-/// Becomes `user` (default `nobody`) if running as root. `owned` are paths
-/// created as root that the user must own afterwards (the pools' private
-/// socket directory).
-pub fn drop_to(user: Option<&str>, owned: &[&Path]) -> Result<Outcome, String> {
+/// The account a process started with this `user` key must become: none
+/// when not root (nothing to drop) or with `user = "root"` written out;
+/// else `user`, by default `nobody`, which must exist and not be uid 0.
+pub fn account_to_become(user: Option<&str>) -> Result<Option<Account>, String> {
     if euid() != 0 {
-        return Ok(Outcome::NotRoot);
+        return Ok(None);
     }
     let name = user.unwrap_or("nobody");
     if name == "root" {
-        return Ok(Outcome::KeptRoot);
+        return Ok(None);
     }
     let acct = Account::lookup(name).map_err(|e| {
         if user.is_none() {
@@ -142,6 +142,21 @@ pub fn drop_to(user: Option<&str>, owned: &[&Path]) -> Result<Outcome, String> {
             "user `{name}` has uid 0: write `user = \"root\"` to run as root"
         ));
     }
+    Ok(Some(acct))
+}
+
+/// Becomes `user` (default `nobody`) if running as root: the whole
+/// process, in one-process mode. `owned` are paths created as root that
+/// the user must own afterwards (the pools' private socket directory, the
+/// access log).
+pub fn drop_to(user: Option<&str>, owned: &[&Path]) -> Result<Outcome, String> {
+    if euid() != 0 {
+        return Ok(Outcome::NotRoot);
+    }
+    let Some(acct) = account_to_become(user)? else {
+        return Ok(Outcome::KeptRoot);
+    };
+    let name = acct.name.as_str();
     for p in owned {
         std::os::unix::fs::chown(p, Some(acct.uid), Some(acct.gid))
             .map_err(|e| format!("chown {} to {name}: {e}", p.display()))?;

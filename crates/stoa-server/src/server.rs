@@ -1,7 +1,10 @@
 //! Start-up, the worker threads, and signals: SIGHUP reloads the config,
-//! SIGTERM/SIGINT stop gracefully.
+//! SIGTERM/SIGINT stop gracefully. Started as root with a user to become,
+//! the process that runs this is the server child of a privileged parent
+//! (`broker`), which loads the configuration and binds for it.
 
-use crate::config::{self, ConfigError, Overrides, Runtime};
+use crate::broker::{self, Event};
+use crate::config::{self, ConfigError, Files, Overrides, Runtime};
 use crate::local::Shared;
 use crate::upstream::pool::{self, Pool};
 use crate::worker;
@@ -22,14 +25,32 @@ pub struct Source {
 
 impl Source {
     pub fn load(&self) -> Result<Runtime, ConfigError> {
+        self.load_with(&Files::disk(), true)
+    }
+
+    /// Loads through `files`; `warn`: log the file's warnings (the server
+    /// child leaves that to the parent, which loaded the same file).
+    pub(crate) fn load_with(&self, files: &Files, warn: bool) -> Result<Runtime, ConfigError> {
         let rt = match &self.config {
-            Some(path) => config::load(path, &self.overrides),
-            None => config::for_dir(&self.overrides),
+            Some(path) => config::load_with(path, &self.overrides, files),
+            None => config::for_dir_with(&self.overrides, files),
         }?;
-        for w in &rt.warnings {
-            tracing::warn!("{w}");
+        if warn {
+            for w in &rt.warnings {
+                tracing::warn!("{w}");
+            }
         }
         Ok(rt)
+    }
+
+    /// A fresh runtime: from the privileged parent's bundle when there is
+    /// one, else from the disk.
+    fn fresh(&self) -> Result<Runtime, ConfigError> {
+        match broker::bundle() {
+            None => self.load(),
+            Some(Ok(r)) => self.load_with(&Files::from_recorded(r), false),
+            Some(Err(e)) => Err(e),
+        }
     }
 }
 
@@ -55,6 +76,40 @@ impl std::fmt::Display for StartError {
 }
 
 impl std::error::Error for StartError {}
+
+/// Binds every address of `rt`: `[w]` are worker w's sockets, one per
+/// address, each with its configured address when it speaks TLS (the key
+/// to its certificates in every later runtime).
+pub(crate) fn bind(rt: &Runtime) -> Result<Vec<Vec<worker::Listener>>, StartError> {
+    let mut per_worker: Vec<Vec<worker::Listener>> = (0..rt.workers).map(|_| Vec::new()).collect();
+    let plain = rt.listen.iter().map(|a| (*a, false));
+    let tls = rt.tls.iter().map(|(a, _)| (*a, true));
+    for (addr, is_tls) in plain.chain(tls) {
+        let socks = bind_all(addr, rt.workers)?;
+        for (w, s) in socks.into_iter().enumerate() {
+            per_worker[w].push(worker::Listener {
+                socket: s,
+                tls: is_tls.then_some(addr),
+            });
+        }
+    }
+    Ok(per_worker)
+}
+
+/// The addresses served, with their schemes, from the first worker's
+/// listeners (the others share their ports).
+fn bound(per_worker: &[Vec<worker::Listener>]) -> Vec<(&'static str, SocketAddr)> {
+    let mut out = Vec::new();
+    for l in per_worker.first().into_iter().flatten() {
+        if let Ok(a) = l.socket.local_addr() {
+            out.push((if l.tls.is_some() { "https" } else { "http" }, a));
+            if l.tls.is_some_and(|c| c.port() == 0) {
+                crate::route::set_bound_https_port(a.port());
+            }
+        }
+    }
+    out
+}
 
 /// Opens one SO_REUSEPORT listener per worker on `addr`. With port 0 the
 /// first socket picks the port and the others join it.
@@ -91,7 +146,7 @@ fn bind_all(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, St
 /// Raises the open-file limit to its hard maximum: every connection is a
 /// descriptor, and the default soft limit (1024) is far below
 /// `max_connections`.
-fn raise_nofile() {
+pub(crate) fn raise_nofile() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -107,12 +162,45 @@ fn raise_nofile() {
 
 /// Runs the server until SIGTERM/SIGINT. `on_ready` is called with the
 /// bound addresses, each with its scheme (`http` or `https`), once every
-/// listener is open.
+/// listener is open. Started as root with a user to become, this process
+/// stays root as the privileged parent and the server runs in a child
+/// (`broker`, which calls this again in the child).
 pub fn run(
     source: Source,
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
-    let mut rt = source.load().map_err(StartError::Config)?;
+    if let Some(inherited) = broker::server_child_from_env().map_err(StartError::Io)? {
+        let rt = source.fresh().map_err(StartError::Config)?;
+        let mut per_worker: Vec<Vec<worker::Listener>> = Vec::new();
+        for (w, l) in inherited {
+            if per_worker.len() <= w {
+                per_worker.resize_with(w + 1, Vec::new);
+            }
+            per_worker[w].push(l);
+        }
+        return serve(source, rt, Some(per_worker), on_ready);
+    }
+    let files = Files::recording();
+    let rt = source
+        .load_with(&files, true)
+        .map_err(StartError::Config)?;
+    if let Some(acct) = crate::privileges::account_to_become(rt.user.as_deref())
+        .map_err(StartError::Privileges)?
+    {
+        return broker::run_parent(source, rt, files.into_recorded(), acct);
+    }
+    serve(source, rt, None, on_ready)
+}
+
+/// Serves `rt` on `inherited` listeners (the server child) or on ones it
+/// binds (one process), until SIGTERM/SIGINT/SIGQUIT.
+fn serve(
+    source: Source,
+    mut rt: Runtime,
+    inherited: Option<Vec<Vec<worker::Listener>>>,
+    on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
+) -> Result<(), StartError> {
+    let is_child = inherited.is_some();
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
@@ -135,63 +223,39 @@ pub fn run(
     let mut pools = Pools::new()?;
     local.block_on(&signals, async { pools.attach(&mut rt) });
     let rt = Arc::new(rt);
-    let workers = rt.workers;
+    let per_worker = match inherited {
+        Some(l) => l,
+        None => bind(&rt)?,
+    };
+    let workers = per_worker.len();
     crate::local::set_worker_count(workers);
-    // listeners[w] are worker w's sockets, one per address, each with
-    // its configured address when it speaks TLS (the key to its
-    // certificates in every later runtime).
-    let mut per_worker: Vec<Vec<worker::Listener>> = (0..workers).map(|_| Vec::new()).collect();
-    let mut bound = Vec::new();
-    let plain = rt.listen.iter().map(|a| (*a, false));
-    let tls = rt.tls.iter().map(|(a, _)| (*a, true));
-    for (addr, is_tls) in plain.chain(tls) {
-        let socks = bind_all(addr, workers)?;
-        if let Some(a) = socks.first().and_then(|s| s.local_addr().ok()) {
-            bound.push((if is_tls { "https" } else { "http" }, a));
-            if is_tls && addr.port() == 0 {
-                crate::route::set_bound_https_port(a.port());
-            }
-        }
-        for (w, s) in socks.into_iter().enumerate() {
-            per_worker[w].push(worker::Listener {
-                socket: s,
-                tls: is_tls.then_some(addr),
-            });
-        }
-    }
-    // Listeners are bound: root is no longer needed (before any worker,
-    // script or pool process starts).
+    let bound = bound(&per_worker);
     // What root creates for the user: the pools' socket directory, and the
-    // access log, opened here as nginx's master does so that its
-    // directory need not be writable by the user.
+    // access log, opened as nginx's master does so that its directory need
+    // not be writable by the user (by the privileged parent for its child).
     let mut owned: Vec<&std::path::Path> = Vec::new();
-    if pools.made_rundir {
+    if pools.made_rundir && !is_child {
         owned.push(pools.rundir.as_path());
     }
     if let crate::config::AccessLog::File(p) = &rt.access_log {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
+        let f = broker::open_append(p)
             .map_err(|e| StartError::Privileges(format!("access log {}: {e}", p.display())))?;
+        crate::local::adopt_log_file(p, f);
         owned.push(p);
     }
-    match crate::privileges::drop_to(rt.user.as_deref(), &owned).map_err(StartError::Privileges)? {
-        crate::privileges::Outcome::Dropped(a) => {
-            tracing::info!("running as {} (uid {}, gid {})", a.name, a.uid, a.gid)
-        }
-        crate::privileges::Outcome::KeptRoot => tracing::warn!(
-            "running as root (`user = \"root\"`): CGI scripts and spawned pools run as root too"
-        ),
-        crate::privileges::Outcome::NotRoot => {
-            if let Some(u) = rt.user.as_deref() {
-                // SAFETY: geteuid has no preconditions.
-                let me = unsafe { libc::geteuid() };
-                if crate::privileges::user_name(me).as_deref() != Some(u) {
-                    tracing::warn!("`user = \"{u}\"` ignored: Stoa was not started as root");
-                }
-            }
-        }
+    if is_child {
+        // Already the user: the parent made it so between fork and exec.
+        // SAFETY: getuid/getgid/getppid have no preconditions.
+        let (uid, gid, parent) = unsafe { (libc::getuid(), libc::getgid(), libc::getppid()) };
+        tracing::info!(
+            "server process {} running as {} (uid {uid}, gid {gid}) under the privileged parent {parent}",
+            std::process::id(),
+            crate::privileges::user_name(uid).unwrap_or_else(|| uid.to_string()),
+        );
+    } else {
+        // Listeners are bound: root is no longer needed (before any
+        // worker, script or pool process starts).
+        report_drop(rt.user.as_deref(), &owned)?;
     }
     let (rt_tx, rt_rx) = watch::channel(rt.clone());
     let (sd_tx, sd_rx) = watch::channel(false);
@@ -233,6 +297,9 @@ pub fn run(
         workers,
         rt.source
     );
+    // The parent learns it first, so that a signal sent on the ready
+    // line reaches a server with its handlers in.
+    broker::notify(Event::Ready);
     on_ready(&bound);
 
     // The main thread waits for signals and runs the pool supervisors.
@@ -254,6 +321,7 @@ pub fn run(
                 _ = quit.recv() => break true,
             }
         };
+        broker::notify(Event::Stopping);
         // As nginx: SIGQUIT is the graceful stop (every response in
         // progress finishes, however long it takes), SIGTERM and SIGINT
         // the fast one (`shutdown_timeout`), also after a SIGQUIT.
@@ -290,6 +358,29 @@ pub fn run(
         Ok::<(), StartError>(())
     })?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// One process started as root: becomes `user` (see `privileges`) and
+/// says what it did.
+fn report_drop(user: Option<&str>, owned: &[&std::path::Path]) -> Result<(), StartError> {
+    match crate::privileges::drop_to(user, owned).map_err(StartError::Privileges)? {
+        crate::privileges::Outcome::Dropped(a) => {
+            tracing::info!("running as {} (uid {}, gid {})", a.name, a.uid, a.gid)
+        }
+        crate::privileges::Outcome::KeptRoot => tracing::warn!(
+            "running as root (`user = \"root\"`): CGI scripts and spawned pools run as root too"
+        ),
+        crate::privileges::Outcome::NotRoot => {
+            if let Some(u) = user {
+                // SAFETY: geteuid has no preconditions.
+                let me = unsafe { libc::geteuid() };
+                if crate::privileges::user_name(me).as_deref() != Some(u) {
+                    tracing::warn!("`user = \"{u}\"` ignored: Stoa was not started as root");
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -357,7 +448,8 @@ impl Pools {
 }
 
 fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) {
-    match source.load() {
+    broker::notify(Event::Reloading);
+    match source.fresh() {
         Ok(mut new) => {
             pools.attach(&mut new);
             let old = tx.borrow().clone();
@@ -365,14 +457,19 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
             if new.listen != old.listen
                 || new.workers != old.workers
                 || tls_addrs(&new) != tls_addrs(&old)
+                || new.user != old.user
             {
                 tracing::warn!(
-                    "reload: `listen`, `tls.listen` and `workers` changes take effect on restart only"
+                    "reload: `listen`, `tls.listen`, `workers` and `user` changes take effect on restart only"
                 );
             }
             let _ = tx.send(Arc::new(new));
             tracing::info!("reloaded {}", old.source);
+            broker::notify(Event::Reloaded);
         }
-        Err(e) => tracing::error!("reload failed, keeping the running configuration: {e}"),
+        Err(e) => {
+            tracing::error!("reload failed, keeping the running configuration: {e}");
+            broker::notify(Event::ReloadFailed);
+        }
     }
 }

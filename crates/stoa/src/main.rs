@@ -142,7 +142,9 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Check { file } => match stoa_server::config::load(
+        // Started as root, the file is checked as root and again as the
+        // user Stoa would serve as (`stoa_server::broker::check`).
+        Command::Check { file } => match stoa_server::broker::check(
             &file,
             &Overrides {
                 dry_run: true,

@@ -20,6 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
 
+pub mod files;
+pub use files::{Files, Recorded};
+
 /// A configuration or start-up error, for people: `file:line: key: message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -738,13 +741,22 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Reads and validates a config file.
 pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> {
+    load_with(path, overrides, &Files::disk())
+}
+
+/// [`load`], reading the file, its certificates and keys through `files`.
+pub fn load_with(path: &Path, overrides: &Overrides, files: &Files) -> Result<Runtime, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let cannot = |message: String| ConfigError {
         file: file.clone(),
         line: None,
         key: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
+        message,
+    };
+    let bytes = files
+        .read(path)
+        .map_err(|e| cannot(format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| cannot("not UTF-8".to_owned()))?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() {
         PathBuf::from(".")
@@ -753,8 +765,8 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> 
     };
     // Absolute, so that paths stay right for processes that run elsewhere
     // (a pool's command runs in this directory).
-    let base = base.canonicalize().unwrap_or(base);
-    from_str(&text, &file, &base, overrides)
+    let base = files.canonicalize(&base).unwrap_or(base);
+    from_str_with(&text, &file, &base, overrides, files)
 }
 
 /// The word a pool's `command` may start with to run the `stoa` binary
@@ -787,6 +799,16 @@ pub fn from_str(
     base: &Path,
     overrides: &Overrides,
 ) -> Result<Runtime, ConfigError> {
+    from_str_with(text, file, base, overrides, &Files::disk())
+}
+
+fn from_str_with(
+    text: &str,
+    file: &str,
+    base: &Path,
+    overrides: &Overrides,
+    files: &Files,
+) -> Result<Runtime, ConfigError> {
     let parsed: FileConfig = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of(text, s.start));
         // toml's message names the key for unknown fields and type errors;
@@ -799,17 +821,23 @@ pub fn from_str(
             message,
         }
     })?;
-    build(parsed, text, file, base, overrides)
+    build(parsed, text, file, base, overrides, files)
 }
 
 /// A runtime for `stoa serve DIR` without a config file.
 pub fn for_dir(overrides: &Overrides) -> Result<Runtime, ConfigError> {
+    for_dir_with(overrides, &Files::disk())
+}
+
+/// [`for_dir`], reading `--tls-cert`/`--tls-key` through `files`.
+pub fn for_dir_with(overrides: &Overrides, files: &Files) -> Result<Runtime, ConfigError> {
     build(
         FileConfig::default(),
         "",
         "(command line)",
         Path::new("."),
         overrides,
+        files,
     )
 }
 
@@ -819,6 +847,7 @@ fn build(
     file: &str,
     base: &Path,
     ov: &Overrides,
+    files: &Files,
 ) -> Result<Runtime, ConfigError> {
     let err = |span: Option<std::ops::Range<usize>>, key: &str, message: String| ConfigError {
         file: file.to_owned(),
@@ -845,7 +874,7 @@ fn build(
             listen.push(parse_addr(l).map_err(|m| err(None, "--listen", m))?);
         }
     }
-    let tls = build_tls(&fc, ov, &mut listen, &err, &resolve)?;
+    let tls = build_tls(&fc, ov, &mut listen, &err, &resolve, files)?;
     if listen.is_empty() && tls.is_empty() {
         listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
     }
@@ -1629,6 +1658,7 @@ fn build_tls(
     listen: &mut Vec<SocketAddr>,
     err: &ErrAt<'_>,
     resolve: &dyn Fn(&str) -> PathBuf,
+    files: &Files,
 ) -> Result<Vec<(SocketAddr, Arc<crate::proto::tls::Acceptor>)>, ConfigError> {
     use crate::proto::tls::{self, Acceptor, TlsSite};
     let default_protocols: Vec<String> = tls::PROTOCOLS.iter().map(|p| p.to_string()).collect();
@@ -1639,8 +1669,8 @@ fn build_tls(
     };
     match (&ov.tls_cert, &ov.tls_key) {
         (Some(cert), Some(key)) => {
-            let config =
-                tls::load(cert, key, &default_protocols).map_err(|m| err(None, "--tls-cert", m))?;
+            let config = load_tls(files, cert, key, &default_protocols)
+                .map_err(|m| err(None, "--tls-cert", m))?;
             let config = Arc::new(config);
             let addrs = if ov.listen.is_empty() {
                 vec![SocketAddr::from(([127, 0, 0, 1], 8443))]
@@ -1679,10 +1709,10 @@ fn build_tls(
                 }
                 let cert = resolve(&t.cert);
                 let key = resolve(&t.key);
-                let config = if t.self_signed && !(cert.exists() && key.exists()) {
-                    self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run)
+                let config = if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
+                    self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run, files)
                 } else {
-                    tls::load(&cert, &key, &protocols)
+                    load_tls(files, &cert, &key, &protocols)
                 }
                 .map_err(|m| err(span.clone(), "tls", m))?;
                 let config = Arc::new(config);
@@ -1712,6 +1742,21 @@ fn build_tls(
         (None, Some(_)) => return Err(err(None, "--tls-key", "needs --tls-cert".into())),
     }
     Ok(out.into_iter().map(|(a, acc)| (a, Arc::new(acc))).collect())
+}
+
+/// A certificate chain and its key, read through `files`.
+fn load_tls(
+    files: &Files,
+    cert: &Path,
+    key: &Path,
+    protocols: &[String],
+) -> Result<rustls::ServerConfig, String> {
+    let read = |p: &Path| {
+        files
+            .read(p)
+            .map_err(|e| format!("{}: cannot read: {e}", p.display()))
+    };
+    crate::proto::tls::load(cert, &read(cert)?, key, &read(key)?, protocols)
 }
 
 /// A `Strict-Transport-Security` value (RFC 6797 §6.1): directives
@@ -1834,6 +1879,7 @@ fn self_signed(
     hosts: &[String],
     protocols: &[String],
     dry_run: bool,
+    files: &Files,
 ) -> Result<rustls::ServerConfig, String> {
     let (cert, key, tmp) = if dry_run {
         let d = std::env::temp_dir().join(format!("stoa-check-{}", std::process::id()));
@@ -1842,7 +1888,7 @@ fn self_signed(
         (cert.to_path_buf(), key.to_path_buf(), None)
     };
     let made = crate::cert::write_self_signed(&cert, &key, hosts)
-        .and_then(|()| crate::proto::tls::load(&cert, &key, protocols));
+        .and_then(|()| load_tls(files, &cert, &key, protocols));
     match tmp {
         Some(d) => {
             let _ = std::fs::remove_dir_all(d);

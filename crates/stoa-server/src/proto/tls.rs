@@ -114,11 +114,18 @@ fn session_cache() -> Arc<dyn StoresServerSessions> {
         .clone()
 }
 
-/// Reads a PEM certificate chain and key and builds a server config
-/// offering `protocols` by ALPN. Errors name the file at fault.
-pub fn load(cert: &Path, key: &Path, protocols: &[String]) -> Result<ServerConfig, String> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("{}: {}", cert.display(), pem_error(e)))?
+/// Builds a server config offering `protocols` by ALPN from a PEM
+/// certificate chain and key, read by the caller (the config loader,
+/// which may have them from the privileged parent). Errors name the file
+/// at fault.
+pub fn load(
+    cert: &Path,
+    cert_pem: &[u8],
+    key: &Path,
+    key_pem: &[u8],
+    protocols: &[String],
+) -> Result<ServerConfig, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: {}", cert.display(), pem_error(e)))?;
     if chain.is_empty() {
@@ -127,7 +134,7 @@ pub fn load(cert: &Path, key: &Path, protocols: &[String]) -> Result<ServerConfi
             cert.display()
         ));
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| match e {
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| match e {
         rustls::pki_types::pem::Error::NoItemsFound => format!(
             "{}: no private key in it (a PEM PRIVATE KEY block is needed)",
             key.display()
