@@ -1,7 +1,10 @@
-//! Privileges (issue 9): started as root, Stoa binds its listeners, then
-//! runs as `user` — its workers, CGI scripts and the FastCGI processes it
-//! spawns alike; without a `user` key it runs as `nobody` (nginx's
-//! default), and only `user = "root"` written out keeps root.
+//! Privileges: started as root, Stoa binds its listeners, then serves as
+//! `user` — its workers, CGI scripts and the FastCGI processes it spawns
+//! alike; without a `user` key it runs as `nobody` (nginx's default), and
+//! only `user = "root"` written out keeps root. As nginx's master and
+//! worker processes, it is then two processes: a parent that stays root
+//! (it reads the configuration, keys included, binds, and never reads a
+//! request) and the server process, which is the user from its exec on.
 //!
 //! These tests need root, as CI has (test.sh runs as root to install its
 //! Debian packages); as another user they fail saying so.
@@ -106,6 +109,79 @@ fn script_uid_and_app_pid(server: &Server) -> (u32, i32) {
     (uid, pid)
 }
 
+/// The server process under the privileged parent `server`: its only
+/// child (scripts and pools are the server process's children).
+fn server_process(server: &Server) -> i32 {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let kids = live_children(server.pid());
+        if let [one] = kids[..] {
+            return one;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the parent {} has children {kids:?}, not one server process\n{}",
+            server.pid(),
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The names of a process's threads.
+fn threads(pid: i32) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            if let Ok(n) = std::fs::read_to_string(t.path().join("comm")) {
+                names.push(n.trim().to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// The TCP sockets a process holds: (inode, state from /proc/net/tcp: 10
+/// is LISTEN, 1 ESTABLISHED).
+fn tcp_sockets(pid: i32) -> Vec<(u64, u8)> {
+    let mut states = std::collections::HashMap::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if let (Some(st), Some(inode)) = (f.get(3), f.get(9)) {
+                if let (Ok(st), Ok(inode)) = (u8::from_str_radix(st, 16), inode.parse::<u64>()) {
+                    states.insert(inode, st);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read the fd table")
+        .flatten()
+    {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        let t = target.to_string_lossy();
+        let Some(inode) = t
+            .strip_prefix("socket:[")
+            .and_then(|r| r.strip_suffix(']'))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if let Some(&st) = states.get(&inode) {
+            out.push((inode, st));
+        }
+    }
+    out.sort();
+    out
+}
+
+const TCP_LISTEN: u8 = 10;
+
 #[test]
 fn started_as_root_with_user_www_data_the_server_its_cgi_scripts_and_spawned_pools_run_as_www_data()
 {
@@ -117,7 +193,8 @@ fn started_as_root_with_user_www_data_the_server_its_cgi_scripts_and_spawned_poo
         "{}",
         server.stderr()
     );
-    assert_eq!(uids(server.pid()), vec![www; 4], "the server itself");
+    assert_eq!(uids(server_process(&server)), vec![www; 4], "the server process");
+    assert_eq!(uids(server.pid()), vec![0; 4], "the privileged parent");
     let (script_uid, app_pid) = script_uid_and_app_pid(&server);
     assert_eq!(script_uid, www, "the CGI script");
     assert_eq!(uids(app_pid), vec![www; 4], "the spawned FastCGI process");
@@ -128,7 +205,7 @@ fn started_as_root_without_a_user_key_stoa_and_its_scripts_run_as_nobody() {
     require_root();
     let nobody = uid_of("nobody");
     let (_dir, server) = whoami_site("priv-nobody", "");
-    assert_eq!(uids(server.pid()), vec![nobody; 4]);
+    assert_eq!(uids(server_process(&server)), vec![nobody; 4]);
     let (script_uid, app_pid) = script_uid_and_app_pid(&server);
     assert_eq!(script_uid, nobody);
     assert_eq!(uids(app_pid), vec![nobody; 4]);
@@ -139,6 +216,10 @@ fn user_root_written_out_keeps_root_and_says_so() {
     require_root();
     let (_dir, server) = whoami_site("priv-root", "user = \"root\"");
     assert_eq!(uids(server.pid()), vec![0; 4]);
+    assert!(
+        threads(server.pid()).iter().any(|t| t == "stoa-worker-0"),
+        "one process: the workers are its threads"
+    );
     assert_eq!(script_uid_and_app_pid(&server).0, 0);
     assert!(
         server.stderr().contains("running as root"),
@@ -228,4 +309,258 @@ fn a_pool_user_without_user_root_is_a_config_error_that_says_why() {
     .expect("write config");
     let text = check_fails(&cfg);
     assert!(text.contains("user = \"root\""), "{text}");
+}
+
+/// `stoa cert DIR`: (cert, key), the key mode 0600 and owned by root.
+fn make_cert(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let out = std::process::Command::new(stoa_bin())
+        .arg("cert")
+        .arg(dir)
+        .arg("localhost")
+        .output()
+        .expect("run stoa cert");
+    assert!(out.status.success(), "stoa cert: {out:?}");
+    (dir.join("cert.pem"), dir.join("key.pem"))
+}
+
+/// (mode bits, owner) of a file.
+fn mode_and_owner(p: &std::path::Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).expect("stat");
+    (m.mode() & 0o7777, m.uid())
+}
+
+/// `curl` over HTTPS to `localhost:PORT` trusting `ca`: (status, body), 0
+/// when no TLS connection was made.
+fn curl_https(port: u16, ca: &std::path::Path, path: &str) -> (u16, String) {
+    require("curl", "curl");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--resolve"])
+        .arg(format!("localhost:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(ca)
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("https://localhost:{port}{path}"))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// A TLS site served as www-data: its config names `certs` and `root`.
+fn tls_config(dir: &TempDir, certs: &str, root: &str) -> std::path::PathBuf {
+    dir.write(
+        "stoa.toml",
+        format!(
+            "workers = 1\nuser = \"www-data\"\n\n[log]\naccess = \"off\"\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{certs}/cert.pem\"\nkey = \"{certs}/key.pem\"\n\n\
+             [[site]]\nroot = \"{root}\"\n"
+        ),
+    )
+}
+
+/// Sends `sig` to `pid` once it catches it, and waits for "reloaded" or
+/// "reload failed" on the server's stderr past what was there.
+fn reload_by(server: &Server, pid: i32) -> String {
+    let caught = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (libc::SIGHUP - 1)) != 0)
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !caught(pid) {
+        assert!(std::time::Instant::now() < until, "{pid} never caught SIGHUP");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let from = server.stderr().len();
+    // SAFETY: kill(2) on a process of this test's server.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let tail = server.stderr()[from..].to_owned();
+        if tail.contains("reloaded") || tail.contains("reload failed") {
+            return tail;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no reload after SIGHUP to {pid}:\n{}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// nginx's master process keeps root to read certificates and keys again
+/// on a reload (nginx(8), "SIGHUP": the master re-reads the configuration
+/// and starts new workers); Stoa's privileged parent does the same and
+/// hands them to the server process. A key written by `stoa cert` (0600,
+/// root's) stays that way and a reload after the drop still reads it.
+#[test]
+fn a_reload_after_the_drop_re_reads_a_0600_root_key_and_serves_the_new_certificate_and_root() {
+    require_root();
+    let dir = TempDir::new("priv-reload-key");
+    dir.write("a/page.txt", "from A\n");
+    dir.write("b/page.txt", "from B\n");
+    let (cert1, key1) = make_cert(&dir.join("first"));
+    let (cert2, key2) = make_cert(&dir.join("second"));
+    assert_eq!(mode_and_owner(&key1), (0o600, 0));
+    let cfg = tls_config(&dir, "first", "a");
+    let server = Server::with_config(&cfg);
+    let port = server.addr.port();
+    assert_eq!(curl_https(port, &cert1, "/page.txt"), (200, "from A\n".into()));
+
+    tls_config(&dir, "second", "b");
+    let said = reload_by(&server, server.pid());
+    assert!(!said.contains("reload failed"), "{said}");
+    assert_eq!(curl_https(port, &cert2, "/page.txt"), (200, "from B\n".into()));
+    assert_eq!(
+        curl_https(port, &cert1, "/page.txt").0,
+        0,
+        "the old certificate is no longer offered"
+    );
+    for key in [&key1, &key2] {
+        assert_eq!(mode_and_owner(key), (0o600, 0), "{}", key.display());
+    }
+    assert!(
+        !server.stderr().contains("Permission denied"),
+        "{}",
+        server.stderr()
+    );
+}
+
+/// nginx(8): "a master process ... and several worker processes. The main
+/// purpose of the master process is to read and evaluate configuration,
+/// and maintain worker processes. Worker processes do actual processing of
+/// requests." The process with the worker threads is www-data; the parent
+/// is root, has no worker thread, and holds no TCP socket of its own: only
+/// the very listening sockets the server process accepts on (so no
+/// connection can wait at a socket nobody accepts), and no connection.
+#[test]
+fn the_process_that_accepts_connections_is_not_root_and_the_root_parent_holds_only_its_listeners() {
+    require_root();
+    let www = uid_of("www-data");
+    let (_dir, server) = whoami_site("priv-split", "user = \"www-data\"");
+    let child = server_process(&server);
+    let mut conn = server.connect();
+    assert_eq!(conn.request(&get("/app/")).status, 200);
+
+    assert_eq!(uids(server.pid()), vec![0; 4]);
+    assert_eq!(uids(child), vec![www; 4]);
+    assert!(
+        !threads(server.pid()).iter().any(|t| t.starts_with("stoa-worker")),
+        "{:?}",
+        threads(server.pid())
+    );
+    assert!(
+        threads(child).iter().any(|t| t == "stoa-worker-0"),
+        "{:?}",
+        threads(child)
+    );
+    let parent_tcp = tcp_sockets(server.pid());
+    let child_tcp = tcp_sockets(child);
+    assert!(!parent_tcp.is_empty(), "the parent bound the listener");
+    for s in &parent_tcp {
+        assert_eq!(s.1, TCP_LISTEN, "the parent holds a connection: {parent_tcp:?}");
+        assert!(
+            child_tcp.contains(s),
+            "the parent's listener {s:?} is not the server's: {child_tcp:?}"
+        );
+    }
+    assert!(
+        child_tcp.iter().any(|s| s.1 != TCP_LISTEN),
+        "the open connection is the server process's: {child_tcp:?}"
+    );
+}
+
+/// nginx(8): SIGHUP goes to the master; here either process takes it, and
+/// one sent to the server process itself reloads too (it asks the parent
+/// for the configuration, read as root).
+#[test]
+fn a_sighup_sent_to_the_server_process_reloads_too() {
+    require_root();
+    let dir = TempDir::new("priv-child-hup");
+    dir.write("a/page.txt", "from A\n");
+    dir.write("b/page.txt", "from B\n");
+    let (cert, _key) = make_cert(&dir.join("certs"));
+    let server = Server::with_config(&tls_config(&dir, "certs", "a"));
+    let port = server.addr.port();
+    assert_eq!(curl_https(port, &cert, "/page.txt"), (200, "from A\n".into()));
+    tls_config(&dir, "certs", "b");
+    let said = reload_by(&server, server_process(&server));
+    assert!(!said.contains("reload failed"), "{said}");
+    assert_eq!(curl_https(port, &cert, "/page.txt"), (200, "from B\n".into()));
+
+    // A broken file keeps the running configuration, as in one process.
+    dir.write("stoa.toml", "[[site]]\nrooot = \"b\"\n");
+    let said = reload_by(&server, server_process(&server));
+    assert!(said.contains("reload failed") && said.contains("rooot"), "{said}");
+    assert_eq!(curl_https(port, &cert, "/page.txt"), (200, "from B\n".into()));
+}
+
+/// nginx(8) -t tests the configuration as the master reads it; Stoa's
+/// check also loads it as the user it would serve as, since that user, not
+/// root, opens the document roots: a root only root can read fails the
+/// check, naming the path.
+#[test]
+fn stoa_check_as_root_fails_naming_a_root_that_only_root_can_read() {
+    require_root();
+    let dir = TempDir::new("priv-check");
+    dir.write("secret/index.html", "root only\n");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("secret"), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    let cfg = dir.write(
+        "stoa.toml",
+        "user = \"www-data\"\n\n[[site]]\nroot = \"secret\"\n",
+    );
+    let text = check_fails(&cfg);
+    let root = dir.join("secret").canonicalize().expect("canonical");
+    assert!(
+        text.contains(&root.display().to_string()) && text.contains("www-data"),
+        "{text}"
+    );
+    // Readable by www-data: ok.
+    std::fs::set_permissions(dir.join("secret"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let out = std::process::Command::new(stoa_bin())
+        .arg("check")
+        .arg(&cfg)
+        .output()
+        .expect("run stoa check");
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// nginx's master passes SIGTERM/SIGQUIT on to its workers and exits when
+/// they have; a worker that dies unasked is the master's to report. Here
+/// the parent exits 0 after a stop it passed on, and non-zero (so that
+/// systemd's Restart= applies) when the server process is killed under it.
+#[test]
+fn the_parent_exits_0_after_a_stop_and_non_zero_when_the_server_process_dies_unasked() {
+    require_root();
+    let (_dir, mut server) = whoami_site("priv-exit", "user = \"www-data\"");
+    let child = server_process(&server);
+    server.signal(libc::SIGTERM);
+    let st = server.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", server.stderr());
+    let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty() || stat.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')),
+        "the server process {child} outlived its parent: {stat}"
+    );
+
+    let (_dir, mut server) = whoami_site("priv-crash", "user = \"www-data\"");
+    let child = server_process(&server);
+    // SAFETY: kill(2) on the server process of this test's server.
+    assert_eq!(unsafe { libc::kill(child, libc::SIGKILL) }, 0);
+    let st = server.wait_exit(Duration::from_secs(10));
+    assert!(
+        st.is_some_and(|s| s.code().is_some_and(|c| c != 0)),
+        "{st:?}\n{}",
+        server.stderr()
+    );
+    assert!(server.stderr().contains("ended unexpectedly"), "{}", server.stderr());
 }
