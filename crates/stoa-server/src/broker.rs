@@ -208,7 +208,10 @@ fn recv_exact(sock: &UnixStream, buf: &mut [u8], fd: &mut Option<OwnedFd>) -> io
     Ok(())
 }
 
-fn recv_frame(sock: &UnixStream) -> io::Result<(u8, Vec<u8>, Option<OwnedFd>)> {
+/// A frame received: its kind, payload and descriptor, if one came.
+type Frame = (u8, Vec<u8>, Option<OwnedFd>);
+
+fn recv_frame(sock: &UnixStream) -> io::Result<Frame> {
     let mut head = [0u8; 8];
     let mut fd = None;
     recv_exact(sock, &mut head, &mut fd)?;
@@ -364,7 +367,9 @@ fn name_after_argv0() {
     let Some(a0) = std::env::args_os().next() else {
         return;
     };
-    let base = Path::new(&a0).file_name().map_or(a0.as_bytes(), |b| b.as_bytes());
+    let base = Path::new(&a0)
+        .file_name()
+        .map_or(a0.as_bytes(), |b| b.as_bytes());
     // The kernel keeps 15 bytes and a NUL.
     let mut name = [0u8; 16];
     let n = base.len().min(15);
@@ -395,7 +400,7 @@ fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
 }
 
 /// One request and its answer.
-fn ask(kind: u8, payload: &[u8]) -> Option<io::Result<(u8, Vec<u8>, Option<OwnedFd>)>> {
+fn ask(kind: u8, payload: &[u8]) -> Option<io::Result<Frame>> {
     let client = CLIENT.get()?;
     let sock = match client.lock() {
         Ok(s) => s,
@@ -444,9 +449,9 @@ pub fn open_append(path: &Path) -> io::Result<File> {
             .append(true)
             .open(path),
         Some(Ok((GIVE_FILE, _, Some(fd)))) => Ok(File::from(fd)),
-        Some(Ok((GIVE_REFUSAL, why, _))) => Err(io::Error::other(
-            String::from_utf8_lossy(&why).into_owned(),
-        )),
+        Some(Ok((GIVE_REFUSAL, why, _))) => {
+            Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()))
+        }
         Some(Ok((k, ..))) => Err(io::Error::other(format!("broker answer {k}"))),
         Some(Err(e)) => Err(e),
     }
@@ -904,7 +909,10 @@ mod tests {
         let (a, b) = UnixStream::pair().unwrap();
         let r = Recorded {
             reads: vec![
-                (PathBuf::from("/etc/stoa/stoa.toml"), b"listen = []\n".to_vec()),
+                (
+                    PathBuf::from("/etc/stoa/stoa.toml"),
+                    b"listen = []\n".to_vec(),
+                ),
                 (PathBuf::from("/k.pem"), vec![0, 1, 2, 255]),
             ],
             canonical: vec![(PathBuf::from("."), PathBuf::from("/etc/stoa"))],
@@ -922,7 +930,10 @@ mod tests {
         send_frame(&a, GIVE_ERROR, &encode_error(&e), None).unwrap();
         let (_, p, _) = recv_frame(&b).unwrap();
         assert_eq!(decode_error(&p).unwrap(), e);
-        assert!(decode_recorded(&p[..3]).is_err(), "a short message is an error");
+        assert!(
+            decode_recorded(&p[..3]).is_err(),
+            "a short message is an error"
+        );
     }
 
     #[test]

@@ -1,15 +1,25 @@
-//! Running as someone other than root. Started as root, Stoa binds its
-//! listeners first, then the whole process becomes `user` (its primary
-//! group and supplementary groups too): workers, CGI scripts and spawned
-//! application pools all run as that user from then on. Without a `user`
-//! key it becomes `nobody`, as nginx does; only `user = "root"` keeps root.
+//! Running as someone other than root. Started as root, Stoa serves as
+//! `user` (its primary group and supplementary groups too): workers, CGI
+//! scripts and spawned application pools all run as that user. Without a
+//! `user` key that is `nobody`, as nginx does; only `user = "root"` keeps
+//! root.
 //!
-//! Why the whole process, not only the children: the workers read files
-//! named by the network, and a path bug must not read what only root may.
-//! The price is that a reload cannot bind new privileged ports (already
-//! "on restart only"), and a pool of its own user (`[[pool]] user`) needs
-//! the server to keep root (`user = "root"` written out): its processes
-//! switch between fork and exec ([`Account::become_it`]).
+//! How: with a user to become ([`account_to_become`]), Stoa is two
+//! processes (`crate::broker`): a parent that stays root (it reads the
+//! configuration, certificates and keys, binds and opens log files, again
+//! on every reload) and a server process that becomes the user between
+//! fork and exec ([`Account::become_it`]), so the process that reads
+//! requests is never root, not even during start-up. One process (not
+//! started as root, or `user = "root"`) calls [`drop_to`], which then has
+//! nothing to drop and says so; given a user as root it still becomes it,
+//! the whole process.
+//!
+//! Why not root in the server process: the workers read files named by
+//! the network, and a path bug must not read what only root may. The price
+//! is that a reload cannot bind new privileged ports (already "on restart
+//! only"), and a pool of its own user (`[[pool]] user`) needs the server to
+//! keep root (`user = "root"` written out): its processes switch between
+//! fork and exec ([`Account::become_it`]).
 
 use std::ffi::{CStr, CString};
 

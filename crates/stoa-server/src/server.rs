@@ -181,11 +181,9 @@ pub fn run(
         return serve(source, rt, Some(per_worker), on_ready);
     }
     let files = Files::recording();
-    let rt = source
-        .load_with(&files, true)
-        .map_err(StartError::Config)?;
-    if let Some(acct) = crate::privileges::account_to_become(rt.user.as_deref())
-        .map_err(StartError::Privileges)?
+    let rt = source.load_with(&files, true).map_err(StartError::Config)?;
+    if let Some(acct) =
+        crate::privileges::account_to_become(rt.user.as_deref()).map_err(StartError::Privileges)?
     {
         return broker::run_parent(source, rt, files.into_recorded(), acct);
     }

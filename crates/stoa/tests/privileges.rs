@@ -193,7 +193,11 @@ fn started_as_root_with_user_www_data_the_server_its_cgi_scripts_and_spawned_poo
         "{}",
         server.stderr()
     );
-    assert_eq!(uids(server_process(&server)), vec![www; 4], "the server process");
+    assert_eq!(
+        uids(server_process(&server)),
+        vec![www; 4],
+        "the server process"
+    );
     assert_eq!(uids(server.pid()), vec![0; 4], "the privileged parent");
     let (script_uid, app_pid) = script_uid_and_app_pid(&server);
     assert_eq!(script_uid, www, "the CGI script");
@@ -373,7 +377,10 @@ fn reload_by(server: &Server, pid: i32) -> String {
     };
     let until = std::time::Instant::now() + Duration::from_secs(5);
     while !caught(pid) {
-        assert!(std::time::Instant::now() < until, "{pid} never caught SIGHUP");
+        assert!(
+            std::time::Instant::now() < until,
+            "{pid} never caught SIGHUP"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let from = server.stderr().len();
@@ -411,12 +418,18 @@ fn a_reload_after_the_drop_re_reads_a_0600_root_key_and_serves_the_new_certifica
     let cfg = tls_config(&dir, "first", "a");
     let server = Server::with_config(&cfg);
     let port = server.addr.port();
-    assert_eq!(curl_https(port, &cert1, "/page.txt"), (200, "from A\n".into()));
+    assert_eq!(
+        curl_https(port, &cert1, "/page.txt"),
+        (200, "from A\n".into())
+    );
 
     tls_config(&dir, "second", "b");
     let said = reload_by(&server, server.pid());
     assert!(!said.contains("reload failed"), "{said}");
-    assert_eq!(curl_https(port, &cert2, "/page.txt"), (200, "from B\n".into()));
+    assert_eq!(
+        curl_https(port, &cert2, "/page.txt"),
+        (200, "from B\n".into())
+    );
     assert_eq!(
         curl_https(port, &cert1, "/page.txt").0,
         0,
@@ -451,7 +464,9 @@ fn the_process_that_accepts_connections_is_not_root_and_the_root_parent_holds_on
     assert_eq!(uids(server.pid()), vec![0; 4]);
     assert_eq!(uids(child), vec![www; 4]);
     assert!(
-        !threads(server.pid()).iter().any(|t| t.starts_with("stoa-worker")),
+        !threads(server.pid())
+            .iter()
+            .any(|t| t.starts_with("stoa-worker")),
         "{:?}",
         threads(server.pid())
     );
@@ -464,7 +479,10 @@ fn the_process_that_accepts_connections_is_not_root_and_the_root_parent_holds_on
     let child_tcp = tcp_sockets(child);
     assert!(!parent_tcp.is_empty(), "the parent bound the listener");
     for s in &parent_tcp {
-        assert_eq!(s.1, TCP_LISTEN, "the parent holds a connection: {parent_tcp:?}");
+        assert_eq!(
+            s.1, TCP_LISTEN,
+            "the parent holds a connection: {parent_tcp:?}"
+        );
         assert!(
             child_tcp.contains(s),
             "the parent's listener {s:?} is not the server's: {child_tcp:?}"
@@ -488,17 +506,29 @@ fn a_sighup_sent_to_the_server_process_reloads_too() {
     let (cert, _key) = make_cert(&dir.join("certs"));
     let server = Server::with_config(&tls_config(&dir, "certs", "a"));
     let port = server.addr.port();
-    assert_eq!(curl_https(port, &cert, "/page.txt"), (200, "from A\n".into()));
+    assert_eq!(
+        curl_https(port, &cert, "/page.txt"),
+        (200, "from A\n".into())
+    );
     tls_config(&dir, "certs", "b");
     let said = reload_by(&server, server_process(&server));
     assert!(!said.contains("reload failed"), "{said}");
-    assert_eq!(curl_https(port, &cert, "/page.txt"), (200, "from B\n".into()));
+    assert_eq!(
+        curl_https(port, &cert, "/page.txt"),
+        (200, "from B\n".into())
+    );
 
     // A broken file keeps the running configuration, as in one process.
     dir.write("stoa.toml", "[[site]]\nrooot = \"b\"\n");
     let said = reload_by(&server, server_process(&server));
-    assert!(said.contains("reload failed") && said.contains("rooot"), "{said}");
-    assert_eq!(curl_https(port, &cert, "/page.txt"), (200, "from B\n".into()));
+    assert!(
+        said.contains("reload failed") && said.contains("rooot"),
+        "{said}"
+    );
+    assert_eq!(
+        curl_https(port, &cert, "/page.txt"),
+        (200, "from B\n".into())
+    );
 }
 
 /// nginx(8) -t tests the configuration as the master reads it; Stoa's
@@ -562,5 +592,9 @@ fn the_parent_exits_0_after_a_stop_and_non_zero_when_the_server_process_dies_una
         "{st:?}\n{}",
         server.stderr()
     );
-    assert!(server.stderr().contains("ended unexpectedly"), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("ended unexpectedly"),
+        "{}",
+        server.stderr()
+    );
 }

@@ -745,7 +745,11 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> 
 }
 
 /// [`load`], reading the file, its certificates and keys through `files`.
-pub fn load_with(path: &Path, overrides: &Overrides, files: &Files) -> Result<Runtime, ConfigError> {
+pub fn load_with(
+    path: &Path,
+    overrides: &Overrides,
+    files: &Files,
+) -> Result<Runtime, ConfigError> {
     let file = path.display().to_string();
     let cannot = |message: String| ConfigError {
         file: file.clone(),
