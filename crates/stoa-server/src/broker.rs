@@ -613,6 +613,17 @@ fn child_command(acct: &Account, keep: Vec<RawFd>) -> std::process::Command {
         cmd.arg0(a0);
     }
     cmd.args(args);
+    // What a supervisor hands to the main process is the parent's: the
+    // readiness socket and inherited listeners (sd_notify(3),
+    // sd_listen_fds(3)) must not be taken by the child as its own.
+    for v in [
+        "NOTIFY_SOCKET",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+    ] {
+        cmd.env_remove(v);
+    }
     let acct = acct.clone();
     // SAFETY: parent pid read before the fork.
     let parent = unsafe { libc::getpid() };
@@ -934,6 +945,36 @@ mod tests {
             decode_recorded(&p[..3]).is_err(),
             "a short message is an error"
         );
+    }
+
+    /// The parent opens log files as root for a less trusted process: a
+    /// symlink or a second name could point it at any file (the classic
+    /// log-rotation symlink attack), so both are refused.
+    #[test]
+    fn a_log_file_is_not_opened_through_a_symlink_or_a_second_hard_link() {
+        let d = std::env::temp_dir().join(format!("stoa-open-for-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        // SAFETY: geteuid/getegid have no preconditions.
+        let me = Account {
+            name: "me".into(),
+            uid: unsafe { libc::geteuid() },
+            gid: unsafe { libc::getegid() },
+            groups: Vec::new(),
+        };
+        let log = d.join("access.log");
+        let mut f = open_for(&log, &me).expect("created");
+        f.write_all(b"line\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o622, 0o600, "writable by its owner only: {mode:o}");
+        let target = d.join("precious");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, d.join("link.log")).unwrap();
+        assert!(open_for(&d.join("link.log"), &me).is_err());
+        std::fs::hard_link(&target, d.join("hard.log")).unwrap();
+        assert!(open_for(&d.join("hard.log"), &me).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -598,3 +598,76 @@ fn the_parent_exits_0_after_a_stop_and_non_zero_when_the_server_process_dies_una
         server.stderr()
     );
 }
+
+/// nginx opens its log files in the master, as root, and gives them to
+/// the worker user (ngx_reopen_files fchowns them), so the log directory
+/// need not be writable by that user. Here the parent creates the access
+/// log in a directory only root may write, gives it to www-data, and the
+/// server process writes its lines there.
+#[test]
+fn the_access_log_is_created_by_the_root_parent_in_a_root_only_directory_and_owned_by_the_user() {
+    require_root();
+    let www = uid_of("www-data");
+    let dir = TempDir::new("priv-log");
+    dir.write("www/page.txt", "logged\n");
+    let logs = dir.mkdir("logs");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let log = logs.join("access.log");
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"www-data\"\n\n\
+             [log]\naccess = \"{}\"\n\n[[site]]\nroot = \"www\"\n",
+            log.display()
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    assert_eq!(server.get("/page.txt?mark=broker").status, 200);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("/page.txt?mark=broker")
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "no access log line in {}:\n{}",
+            log.display(),
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(mode_and_owner(&log).1, www, "the log is given to the user");
+    assert_eq!(
+        mode_and_owner(&logs),
+        (0o755, 0),
+        "the directory stays root's"
+    );
+}
+
+/// A server process must not outlive its parent (nginx's workers exit when
+/// the master is gone): killed outright, the parent takes the server
+/// process with it (prctl(2) PR_SET_PDEATHSIG, set after the change of
+/// credentials, which clears it).
+#[test]
+fn the_parent_killed_outright_takes_the_server_process_with_it() {
+    require_root();
+    let (_dir, mut server) = whoami_site("priv-pdeath", "user = \"www-data\"");
+    let child = server_process(&server);
+    server.signal_now(libc::SIGKILL);
+    let _ = server.wait_exit(Duration::from_secs(5));
+    let gone = wait_until_empty(Duration::from_secs(5), || {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        let alive =
+            !stat.is_empty() && !stat.split(") ").nth(1).is_some_and(|r| r.starts_with('Z'));
+        if alive {
+            vec![child]
+        } else {
+            Vec::new()
+        }
+    });
+    assert!(
+        gone.is_ok(),
+        "the server process {child} outlived its parent"
+    );
+}
