@@ -818,9 +818,11 @@ pub(crate) fn run_parent(
             Ok(())
         }
         _ => {
-            let why = format!("the server process {pid} ended unexpectedly ({status})");
-            tracing::error!("{why}");
-            Err(StartError::Privileges(why))
+            // Said once, by whoever reports the start error (the binary:
+            // "stoa: ..."), and exits non-zero.
+            Err(StartError::Privileges(format!(
+                "the server process {pid} ended unexpectedly ({status})"
+            )))
         }
     }
 }
