@@ -776,7 +776,12 @@ pub(crate) fn run_parent(
             .map_err(|e| StartError::Privileges(format!("starting the server process: {e}")))?
     };
     drop(theirs);
-    let pid = child.id().map_or(0, |p| p as i32);
+    // Never 0: kill(0, sig) would signal the whole process group.
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .filter(|&p| p > 0)
+        .ok_or_else(|| StartError::Privileges("the server process has no pid".into()))?;
     tracing::info!(
         "privileged parent {} (root) started the server process {pid} as {} (uid {}, gid {})",
         std::process::id(),
