@@ -220,11 +220,12 @@ fn user_root_written_out_keeps_root_and_says_so() {
     require_root();
     let (_dir, server) = whoami_site("priv-root", "user = \"root\"");
     assert_eq!(uids(server.pid()), vec![0; 4]);
+    assert_eq!(script_uid_and_app_pid(&server).0, 0);
+    // After a request: a worker names its thread once it runs.
     assert!(
         threads(server.pid()).iter().any(|t| t == "stoa-worker-0"),
         "one process: the workers are its threads"
     );
-    assert_eq!(script_uid_and_app_pid(&server).0, 0);
     assert!(
         server.stderr().contains("running as root"),
         "{}",
@@ -458,6 +459,8 @@ fn the_process_that_accepts_connections_is_not_root_and_the_root_parent_holds_on
     let www = uid_of("www-data");
     let (_dir, server) = whoami_site("priv-split", "user = \"www-data\"");
     let child = server_process(&server);
+    // A request served: the worker thread runs (and has named itself), and
+    // its connection stays open while the sockets are looked at.
     let mut conn = server.connect();
     assert_eq!(conn.request(&get("/app/")).status, 200);
 
