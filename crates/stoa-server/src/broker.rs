@@ -47,6 +47,10 @@ const BROKER_ENV: &str = "STOA_BROKER_FD";
 /// The inherited listeners of a server child: `FD,WORKER,TLS` entries
 /// separated by spaces, TLS being the configured address or `-`.
 const LISTENERS_ENV: &str = "STOA_LISTENERS";
+/// The config file the parent loaded (absent: none, `stoa serve DIR`), so
+/// that the child loads the same one whatever it can see from its working
+/// directory.
+const CONFIG_ENV: &str = "STOA_CONFIG";
 
 // Frames: kind (1 byte, 3 unused), payload length (u32 LE), payload; at
 // most one descriptor rides with a frame.
@@ -457,14 +461,23 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     }
 }
 
-/// In the server child: its broker and the listeners it inherited, each
-/// with its worker and, for TLS, its configured address. `None` in a
-/// process started any other way.
-pub(crate) fn server_child_from_env() -> io::Result<Option<Vec<(usize, crate::worker::Listener)>>> {
+/// What the server child inherits: the config file its parent loaded, and
+/// the listeners, each with its worker and, for TLS, its configured
+/// address.
+pub(crate) struct Inherited {
+    pub config: Option<PathBuf>,
+    pub listeners: Vec<(usize, crate::worker::Listener)>,
+}
+
+/// In the server child: takes its broker and what it inherited. `None` in
+/// a process started any other way.
+pub(crate) fn server_child_from_env() -> io::Result<Option<Inherited>> {
     let Some(spec) = std::env::var_os(LISTENERS_ENV) else {
         return Ok(None);
     };
     std::env::remove_var(LISTENERS_ENV);
+    let config = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
+    std::env::remove_var(CONFIG_ENV);
     if !take_broker_from_env()? {
         return Err(io::Error::other(format!(
             "{LISTENERS_ENV} without {BROKER_ENV}"
@@ -489,7 +502,10 @@ pub(crate) fn server_child_from_env() -> io::Result<Option<Vec<(usize, crate::wo
         let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
         out.push((worker, crate::worker::Listener { socket, tls }));
     }
-    Ok(Some(out))
+    Ok(Some(Inherited {
+        config,
+        listeners: out,
+    }))
 }
 
 // ---------------------------------------------------------------------------
@@ -766,6 +782,10 @@ pub(crate) fn run_parent(
     let mut cmd = child_command(&acct, keep);
     cmd.env(BROKER_ENV, theirs.as_raw_fd().to_string())
         .env(LISTENERS_ENV, spec.join(" "));
+    match &source.config {
+        Some(c) => cmd.env(CONFIG_ENV, c),
+        None => cmd.env_remove(CONFIG_ENV),
+    };
     let logs = log_paths(&rt);
     drop(rt);
     let mut child = {

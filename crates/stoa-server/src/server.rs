@@ -170,9 +170,13 @@ pub fn run(
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
     if let Some(inherited) = broker::server_child_from_env().map_err(StartError::Io)? {
+        let source = Source {
+            config: inherited.config,
+            ..source
+        };
         let rt = source.fresh().map_err(StartError::Config)?;
         let mut per_worker: Vec<Vec<worker::Listener>> = Vec::new();
-        for (w, l) in inherited {
+        for (w, l) in inherited.listeners {
             if per_worker.len() <= w {
                 per_worker.resize_with(w + 1, Vec::new);
             }
