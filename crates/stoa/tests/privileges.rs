@@ -674,3 +674,57 @@ fn the_parent_killed_outright_takes_the_server_process_with_it() {
         "the server process {child} outlived its parent"
     );
 }
+
+/// nginx(8): SIGQUIT to the master is the graceful shutdown; the master
+/// passes it to its workers, which finish what they serve. Here the
+/// parent passes it on and closes its copies of the listeners, so new
+/// connections are refused, a download in flight still ends byte-exact,
+/// and the parent exits 0 after its server process.
+#[test]
+fn sigquit_to_the_parent_finishes_a_download_in_flight_refuses_new_connections_and_exits_0() {
+    require_root();
+    const BIG: usize = 4 * 1024 * 1024;
+    let dir = TempDir::new("priv-quit");
+    dir.write("www/big.bin", pattern(BIG, 5));
+    let cfg = dir.write(
+        "stoa.toml",
+        "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"www-data\"\n\n[log]\naccess = \"off\"\n\n\
+         [cache]\nmax_file_bytes = 65536\n\n[[site]]\nroot = \"www\"\n",
+    );
+    let mut server = Server::with_config(&cfg);
+    let mut c = server.connect();
+    c.set_recv_buffer(64 * 1024);
+    c.send(&get("/big.bin"));
+    let head = c.try_read(true).expect("response head");
+    assert_eq!(head.content_length(), Some(BIG as u64));
+    let mut body = c.take_pending();
+    server.signal(libc::SIGQUIT);
+    assert!(
+        server.wait_stderr(0, "stopping gracefully", Duration::from_secs(5)),
+        "{}",
+        server.stderr()
+    );
+    // Refused once both processes closed the listening socket.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while Conn::try_connect(server.addr).is_ok() {
+        assert!(
+            std::time::Instant::now() < until,
+            "new connections are still accepted into a stopping server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    while body.len() < BIG {
+        use std::io::Read;
+        let want = buf.len().min(BIG - body.len());
+        let n = c
+            .stream
+            .read(&mut buf[..want])
+            .unwrap_or_else(|e| panic!("read after {} bytes: {e}", body.len()));
+        assert!(n > 0, "closed after {} of {BIG} bytes", body.len());
+        body.extend_from_slice(&buf[..n]);
+    }
+    assert!(body == pattern(BIG, 5), "the in-flight body differs");
+    let st = server.wait_exit(Duration::from_secs(10));
+    assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", server.stderr());
+}
