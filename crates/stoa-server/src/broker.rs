@@ -662,7 +662,8 @@ fn child_command(acct: &Account, keep: Vec<RawFd>) -> std::process::Command {
                 return Err(io::Error::last_os_error());
             }
             if libc::getppid() != parent {
-                return Err(io::Error::other("the privileged parent is gone"));
+                // The parent is gone (no allocation here: ESRCH says it).
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });
