@@ -1,11 +1,13 @@
 //! Start-up, the worker threads, and signals: SIGHUP reloads the config,
-//! SIGTERM/SIGINT stop gracefully.
+//! SIGQUIT stops gracefully, SIGTERM/SIGINT fast, SIGUSR2 starts a new
+//! binary on the same sockets (`upgrade.rs`). Listeners come from
+//! `listen.rs`, systemd hears about it all through `notify.rs`.
 
 use crate::config::{self, ConfigError, Overrides, Runtime};
 use crate::local::Shared;
+use crate::notify::Notifier;
 use crate::upstream::pool::{self, Pool};
-use crate::worker;
-use socket2::{Domain, Protocol, Socket, Type};
+use crate::{listen, upgrade, worker};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,6 +43,8 @@ pub enum StartError {
     Io(io::Error),
     /// Could not become the configured user.
     Privileges(String),
+    /// Sockets passed by systemd or a previous binary that cannot be used.
+    Inherited(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -50,43 +54,12 @@ impl std::fmt::Display for StartError {
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Io(e) => write!(f, "{e}"),
             StartError::Privileges(m) => write!(f, "{m}"),
+            StartError::Inherited(m) => write!(f, "inherited socket: {m}"),
         }
     }
 }
 
 impl std::error::Error for StartError {}
-
-/// Opens one SO_REUSEPORT listener per worker on `addr`. With port 0 the
-/// first socket picks the port and the others join it.
-fn bind_all(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, StartError> {
-    let mut out = Vec::with_capacity(n);
-    let mut addr = addr;
-    for _ in 0..n {
-        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(|e| StartError::Bind(addr, e))?;
-        s.set_reuse_address(true)
-            .map_err(|e| StartError::Bind(addr, e))?;
-        // One listener per worker: the kernel spreads connections across
-        // them with no shared accept lock (SO_REUSEPORT).
-        s.set_reuse_port(true)
-            .map_err(|e| StartError::Bind(addr, e))?;
-        if addr.is_ipv6() {
-            s.set_only_v6(true).map_err(|e| StartError::Bind(addr, e))?;
-        }
-        s.set_nonblocking(true)
-            .map_err(|e| StartError::Bind(addr, e))?;
-        s.bind(&addr.into())
-            .map_err(|e| StartError::Bind(addr, e))?;
-        s.listen(4096).map_err(|e| StartError::Bind(addr, e))?;
-        if addr.port() == 0 {
-            if let Some(a) = s.local_addr().ok().and_then(|a| a.as_socket()) {
-                addr = a;
-            }
-        }
-        out.push(s.into());
-    }
-    Ok(out)
-}
 
 /// Raises the open-file limit to its hard maximum: every connection is a
 /// descriptor, and the default soft limit (1024) is far below
@@ -112,7 +85,19 @@ pub fn run(
     source: Source,
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
-    let mut rt = source.load().map_err(StartError::Config)?;
+    // What systemd or a previous binary passed in the environment is taken
+    // (and removed from it) before any thread starts.
+    let notify = Notifier::from_env();
+    let ready_pipe = upgrade::ReadyPipe::from_env();
+    let inherited = listen::Inherited::from_env()?;
+    let exe = upgrade::Exe::at_start();
+    let mut rt = match source.load() {
+        Ok(rt) => rt,
+        Err(e) => {
+            notify.status(&format!("configuration error: {e}"));
+            return Err(StartError::Config(e));
+        }
+    };
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
@@ -120,7 +105,7 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(StartError::Io)?;
-    let (mut hup, mut term, mut int, mut usr1, mut quit) = {
+    let (mut hup, mut term, mut int, mut usr1, mut quit, mut usr2) = {
         let _enter = signals.enter();
         (
             signal(SignalKind::hangup()).map_err(StartError::Io)?,
@@ -128,6 +113,7 @@ pub fn run(
             signal(SignalKind::interrupt()).map_err(StartError::Io)?,
             signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
             signal(SignalKind::quit()).map_err(StartError::Io)?,
+            signal(SignalKind::user_defined2()).map_err(StartError::Io)?,
         )
     };
     // FastCGI pools are supervised by tasks on this (main) thread.
@@ -137,28 +123,14 @@ pub fn run(
     let rt = Arc::new(rt);
     let workers = rt.workers;
     crate::local::set_worker_count(workers);
-    // listeners[w] are worker w's sockets, one per address, each with
-    // its configured address when it speaks TLS (the key to its
-    // certificates in every later runtime).
-    let mut per_worker: Vec<Vec<worker::Listener>> = (0..workers).map(|_| Vec::new()).collect();
-    let mut bound = Vec::new();
     let plain = rt.listen.iter().map(|a| (*a, false));
     let tls = rt.tls.iter().map(|(a, _)| (*a, true));
-    for (addr, is_tls) in plain.chain(tls) {
-        let socks = bind_all(addr, workers)?;
-        if let Some(a) = socks.first().and_then(|s| s.local_addr().ok()) {
-            bound.push((if is_tls { "https" } else { "http" }, a));
-            if is_tls && addr.port() == 0 {
-                crate::route::set_bound_https_port(a.port());
-            }
-        }
-        for (w, s) in socks.into_iter().enumerate() {
-            per_worker[w].push(worker::Listener {
-                socket: s,
-                tls: is_tls.then_some(addr),
-            });
-        }
-    }
+    let wanted: Vec<_> = plain.chain(tls).collect();
+    let listen::Listeners {
+        per_worker,
+        bound,
+        handles,
+    } = listen::acquire(&wanted, workers, inherited)?;
     // Listeners are bound: root is no longer needed (before any worker,
     // script or pool process starts).
     // What root creates for the user: the pools' socket directory, and the
@@ -198,10 +170,14 @@ pub fn run(
     let shared = Arc::new(Shared::new(workers));
 
     let mut threads = Vec::new();
+    // Each worker says when its event loop runs: readiness (systemd's, a
+    // predecessor's) is announced only then.
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     for (i, listeners) in per_worker.into_iter().enumerate() {
         let rt_rx = rt_rx.clone();
         let sd_rx = sd_rx.clone();
         let shared = shared.clone();
+        let up_tx = up_tx.clone();
         let t = std::thread::Builder::new()
             .name(format!("stoa-worker-{i}"))
             .spawn(move || {
@@ -217,29 +193,119 @@ pub fn run(
                     }
                 };
                 let local = tokio::task::LocalSet::new();
+                let _ = up_tx.send(());
+                drop(up_tx);
                 local.block_on(&rt, worker::run(listeners, rt_rx, sd_rx, shared));
             })
             .map_err(StartError::Io)?;
         threads.push(t);
     }
+    drop(up_tx);
+    if up_rx.iter().take(workers).count() < workers {
+        return Err(StartError::Io(io::Error::other(
+            "a worker could not start its event loop",
+        )));
+    }
+    let serving = bound
+        .iter()
+        .map(|(scheme, a)| format!("{scheme}://{a}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     tracing::info!(
         "stoa {} serving on {} with {} worker(s) (config: {})",
         env!("CARGO_PKG_VERSION"),
-        bound
-            .iter()
-            .map(|(scheme, a)| format!("{scheme}://{a}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        serving,
         workers,
         rt.source
     );
     on_ready(&bound);
+    let status = |shared: &Shared| {
+        format!(
+            "serving on {serving}; {} connection(s) open",
+            shared.connections.load(std::sync::atomic::Ordering::Relaxed)
+        )
+    };
+    if ready_pipe.waiting() {
+        // Started by SIGUSR2: the unit follows this process from now on
+        // (the predecessor says so too, for NotifyAccess=main).
+        notify.send(&format!(
+            "MAINPID={}\nREADY=1\nSTATUS={}",
+            std::process::id(),
+            status(&shared)
+        ));
+        tracing::info!("upgrade: serving; telling the previous process to stop");
+        ready_pipe.signal();
+    } else {
+        notify.ready(&status(&shared));
+    }
 
     // The main thread waits for signals and runs the pool supervisors.
     local.block_on(&signals, async {
+        let mut handles = handles;
+        let mut upgrading: Option<UpgradeWait> = None;
+        // systemd shows the last STATUS=; keep the connection count fresh.
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut handed_over = false;
         let graceful = loop {
             tokio::select! {
-                _ = hup.recv() => reload(&source, &rt_tx, &mut pools),
+                _ = hup.recv() => {
+                    notify.reloading();
+                    match reload(&source, &rt_tx, &mut pools) {
+                        Ok(()) => notify.ready(&status(&shared)),
+                        Err(e) => notify.ready(&format!(
+                            "reload failed, still serving the previous configuration: {e}"
+                        )),
+                    }
+                }
+                _ = usr2.recv() => {
+                    if let Some(p) = &upgrading {
+                        tracing::warn!(
+                            "SIGUSR2 ignored: an upgrade to pid {} is already in progress",
+                            p.0
+                        );
+                        continue;
+                    }
+                    let started = exe
+                        .as_ref()
+                        .map_err(|e| e.clone())
+                        .and_then(|exe| {
+                            upgrade::start(exe, &handles, notify.name()).map(|p| (exe, p))
+                        });
+                    match started {
+                        Ok((exe, p)) => {
+                            tracing::info!(
+                                "upgrade (SIGUSR2): started {} as pid {}; serving until it is ready",
+                                exe.path.display(),
+                                p.pid()
+                            );
+                            notify.status(&format!("upgrading: waiting for pid {}", p.pid()));
+                            upgrading = Some(UpgradeWait(p.pid(), Box::pin(p.wait())));
+                        }
+                        Err(e) => {
+                            tracing::error!("upgrade failed, still serving: {e}");
+                            notify.status(&format!("upgrade failed, still serving: {e}"));
+                        }
+                    }
+                }
+                r = upgraded(&mut upgrading) => {
+                    upgrading = None;
+                    match r {
+                        Ok(pid) => {
+                            tracing::info!("upgrade: pid {pid} serves; stopping gracefully");
+                            notify.send(&format!(
+                                "MAINPID={pid}\nSTATUS=pid {pid} took over; the old one is finishing its responses"
+                            ));
+                            handed_over = true;
+                            break true;
+                        }
+                        Err(e) => {
+                            tracing::error!("upgrade failed, still serving: {e}");
+                            notify.status(&format!("upgrade failed, still serving: {e}"));
+                        }
+                    }
+                }
+                _ = tick.tick(), if notify.active() => notify.status(&status(&shared)),
                 _ = usr1.recv() => {
                     tracing::info!(
                         "status: {} connection(s) open",
@@ -260,6 +326,17 @@ pub fn run(
         shared
             .graceful
             .store(graceful, std::sync::atomic::Ordering::Relaxed);
+        // The sockets kept for a new binary close with the workers' copies,
+        // so that connections are refused rather than queued once nobody
+        // accepts (after an upgrade the new process holds them open).
+        handles.clear();
+        if !handed_over {
+            notify.stopping(if graceful {
+                "stopping gracefully: finishing every response in progress"
+            } else {
+                "stopping"
+            });
+        }
         if graceful {
             tracing::info!("stopping gracefully (SIGQUIT): finishing every response in progress");
             let shared = shared.clone();
@@ -356,7 +433,25 @@ impl Pools {
     }
 }
 
-fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) {
+/// A new binary's pid and its readiness, awaited by the main loop.
+struct UpgradeWait(
+    u32,
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u32, String>>>>,
+);
+
+/// The outcome of the upgrade in progress; never, when there is none.
+async fn upgraded(u: &mut Option<UpgradeWait>) -> Result<u32, String> {
+    match u {
+        Some(u) => u.1.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn reload(
+    source: &Source,
+    tx: &watch::Sender<Arc<Runtime>>,
+    pools: &mut Pools,
+) -> Result<(), ConfigError> {
     match source.load() {
         Ok(mut new) => {
             pools.attach(&mut new);
@@ -372,7 +467,11 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
             }
             let _ = tx.send(Arc::new(new));
             tracing::info!("reloaded {}", old.source);
+            Ok(())
         }
-        Err(e) => tracing::error!("reload failed, keeping the running configuration: {e}"),
+        Err(e) => {
+            tracing::error!("reload failed, keeping the running configuration: {e}");
+            Err(e)
+        }
     }
 }
