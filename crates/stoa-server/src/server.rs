@@ -244,7 +244,8 @@ pub fn run(
         let mut handles = handles;
         let mut upgrading: Option<UpgradeWait> = None;
         // systemd shows the last STATUS=; keep the connection count fresh.
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+        let every = std::time::Duration::from_secs(10);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut handed_over = false;
         let graceful = loop {
@@ -338,7 +339,10 @@ pub fn run(
             });
         }
         if graceful {
-            tracing::info!("stopping gracefully (SIGQUIT): finishing every response in progress");
+            tracing::info!(
+                "stopping gracefully ({}): finishing every response in progress",
+                if handed_over { "upgraded" } else { "SIGQUIT" }
+            );
             let shared = shared.clone();
             tokio::task::spawn_local(async move {
                 tokio::select! {

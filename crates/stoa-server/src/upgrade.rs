@@ -58,7 +58,9 @@ impl Exe {
 fn resolve(argv0: &OsStr, cwd: &Path, path: Option<&OsStr>) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     if argv0.as_bytes().contains(&b'/') {
-        return Some(cwd.join(argv0));
+        // `components` drops the `.` of `./stoa`; `..` stays (it may cross
+        // a symlink).
+        return Some(cwd.join(argv0).components().collect());
     }
     std::env::split_paths(path?)
         .map(|dir| if dir.is_absolute() { dir } else { cwd.join(dir) })
@@ -248,7 +250,7 @@ mod tests {
         let cwd = Path::new("/srv/x");
         assert_eq!(
             resolve(OsStr::new("./bin/stoa"), cwd, None),
-            Some(PathBuf::from("/srv/x/./bin/stoa"))
+            Some(PathBuf::from("/srv/x/bin/stoa"))
         );
         assert_eq!(
             resolve(OsStr::new("/usr/bin/stoa"), cwd, None),

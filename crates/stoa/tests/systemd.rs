@@ -1,0 +1,270 @@
+//! Running under systemd: the readiness protocol of sd_notify(3) (a
+//! datagram socket in `NOTIFY_SOCKET` stands in for the service manager)
+//! and socket activation per sd_listen_fds(3), with systemd's own
+//! `systemd-socket-activate` (Debian package `systemd`) passing the socket.
+
+mod common;
+use common::*;
+use std::ffi::OsStr;
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A datagram socket standing in for systemd's notification socket.
+struct Manager {
+    sock: UnixDatagram,
+    path: PathBuf,
+}
+
+impl Manager {
+    fn new(d: &TempDir) -> Manager {
+        let path = d.join("notify.sock");
+        let sock = UnixDatagram::bind(&path).expect("bind the notification socket");
+        Manager { sock, path }
+    }
+
+    /// The next notification that changes the state, within `WAIT`
+    /// (`STATUS=` updates alone are skipped).
+    fn next(&self) -> String {
+        self.sock
+            .set_read_timeout(Some(WAIT))
+            .expect("read timeout");
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = self
+                .sock
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no notification within {WAIT:?}: {e}"));
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if !msg.lines().all(|l| l.starts_with("STATUS=")) {
+                return msg;
+            }
+        }
+    }
+}
+
+fn value<'a>(msg: &'a str, key: &str) -> Option<&'a str> {
+    msg.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+fn monotonic_usec() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}
+
+fn site(d: &TempDir, root: &str) -> PathBuf {
+    d.write("a/page.txt", "from A\n");
+    d.write("b/page.txt", "from B\n");
+    d.config("stoa.toml", &format!("[[site]]\nroot = \"{root}\"\n"))
+}
+
+fn serve_notified(cfg: &std::path::Path, m: &Manager) -> Server {
+    Server::try_spawn_program(
+        OsStr::new(stoa_bin()),
+        [OsStr::new("serve"), OsStr::new("--config"), cfg.as_os_str()],
+        &[("NOTIFY_SOCKET", m.path.as_os_str())],
+    )
+    .unwrap_or_else(|e| panic!("stoa did not start: {e}"))
+}
+
+#[test]
+fn ready_1_is_sent_only_once_the_listener_answers_per_sd_notify_3() {
+    let d = TempDir::new("sd-ready");
+    let m = Manager::new(&d);
+    let cfg = site(&d, "a");
+    let s = serve_notified(&cfg, &m);
+    // The first notification is READY=1, and the listener it announces
+    // answers at once.
+    let first = m.next();
+    assert_eq!(value(&first, "READY"), Some("1"), "{first:?}");
+    let r = s.get("/page.txt");
+    assert_eq!(r.body, b"from A\n");
+    let status = value(&first, "STATUS").unwrap_or_default();
+    assert!(
+        status.contains(&format!("http://{}", s.addr)) && status.contains("connection"),
+        "STATUS should name the address and the connections: {status:?}"
+    );
+}
+
+#[test]
+fn sighup_is_bracketed_by_reloading_1_with_monotonic_usec_and_ready_1_per_sd_notify_3() {
+    let d = TempDir::new("sd-reload");
+    let m = Manager::new(&d);
+    let cfg = site(&d, "a");
+    let s = serve_notified(&cfg, &m);
+    assert_eq!(value(&m.next(), "READY"), Some("1"));
+
+    site(&d, "b");
+    let before = monotonic_usec();
+    s.signal(libc::SIGHUP);
+    let reloading = m.next();
+    let after = monotonic_usec();
+    assert_eq!(value(&reloading, "RELOADING"), Some("1"), "{reloading:?}");
+    let usec: u64 = value(&reloading, "MONOTONIC_USEC")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no MONOTONIC_USEC in {reloading:?}"));
+    assert!(
+        before <= usec && usec <= after,
+        "MONOTONIC_USEC={usec} is not CLOCK_MONOTONIC at the reload ({before}..{after})"
+    );
+    let ready = m.next();
+    assert_eq!(value(&ready, "READY"), Some("1"), "{ready:?}");
+    // READY=1 comes once the new configuration serves.
+    assert_eq!(s.get("/page.txt").body, b"from B\n");
+
+    // A reload that fails still ends with READY=1 (the old configuration
+    // serves), and says so.
+    std::fs::write(&cfg, "this is not toml [[[").expect("write");
+    s.signal(libc::SIGHUP);
+    assert_eq!(value(&m.next(), "RELOADING"), Some("1"));
+    let ready = m.next();
+    assert_eq!(value(&ready, "READY"), Some("1"), "{ready:?}");
+    let status = value(&ready, "STATUS").unwrap_or_default();
+    assert!(
+        status.contains("reload failed") && status.contains("previous configuration"),
+        "{status:?}"
+    );
+    assert_eq!(s.get("/page.txt").body, b"from B\n");
+}
+
+#[test]
+fn sigquit_sends_stopping_1_before_the_process_exits_per_sd_notify_3() {
+    let d = TempDir::new("sd-stop");
+    let m = Manager::new(&d);
+    let cfg = site(&d, "a");
+    let mut s = serve_notified(&cfg, &m);
+    assert_eq!(value(&m.next(), "READY"), Some("1"));
+    s.signal(libc::SIGQUIT);
+    let stopping = m.next();
+    assert_eq!(value(&stopping, "STOPPING"), Some("1"), "{stopping:?}");
+    let st = s.wait_exit(WAIT).expect("exit after SIGQUIT");
+    assert!(st.success(), "{st}");
+}
+
+#[test]
+fn systemd_socket_activate_starts_stoa_on_the_inherited_socket_per_sd_listen_fds_3() {
+    require("systemd-socket-activate", "systemd");
+    let d = TempDir::new("sd-activate");
+    // The configured address is the one systemd listens on: a free port,
+    // found by binding and closing.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    d.write("www/page.txt", "activated\n");
+    let cfg = d.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"{addr}\"]\nworkers = 2\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[site]]\nroot = \"www\"\n"
+        ),
+    );
+    // systemd-socket-activate listens, and on the first connection execs
+    // Stoa with LISTEN_PID/LISTEN_FDS=1 and the socket as descriptor 3.
+    let starter = {
+        let cfg = cfg.clone();
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            Server::try_spawn_program(
+                OsStr::new("systemd-socket-activate"),
+                [
+                    OsStr::new("-l"),
+                    OsStr::new(&addr),
+                    OsStr::new(stoa_bin()),
+                    OsStr::new("serve"),
+                    OsStr::new("--config"),
+                    cfg.as_os_str(),
+                ],
+                &[],
+            )
+        })
+    };
+    let until = Instant::now() + WAIT;
+    let mut c = loop {
+        match Conn::try_connect(addr.parse().expect("address")) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(Instant::now() < until, "systemd-socket-activate never listened: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    // This connection was accepted by nobody yet: it waits in the
+    // inherited socket's queue until Stoa, started by it, accepts.
+    let r = c.request(&get("/page.txt"));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, b"activated\n");
+    let s = starter
+        .join()
+        .expect("starter thread")
+        .unwrap_or_else(|e| panic!("stoa did not start: {e}"));
+    assert_eq!(s.addr.to_string(), addr);
+    assert!(
+        s.stderr().contains("from systemd"),
+        "Stoa should say it took the socket from systemd:\n{}",
+        s.stderr()
+    );
+    // Both workers accept on the one socket.
+    for _ in 0..20 {
+        assert_eq!(s.get("/page.txt").status, 200);
+    }
+}
+
+#[test]
+fn a_socket_from_systemd_that_no_listen_address_wants_refuses_the_start() {
+    require("systemd-socket-activate", "systemd");
+    let d = TempDir::new("sd-unmatched");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    d.write("www/page.txt", "x\n");
+    // Stoa is configured for another address than the one systemd holds.
+    let cfg = d.config("stoa.toml", "[[site]]\nroot = \"www\"\n");
+    let cfg = {
+        let text = std::fs::read_to_string(&cfg).expect("read");
+        d.write("stoa.toml", text.replace("127.0.0.1:0", "127.0.0.2:0"))
+    };
+    let mut child = std::process::Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&addr)
+        .arg(stoa_bin())
+        .args([OsStr::new("serve"), OsStr::new("--config"), cfg.as_os_str()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn systemd-socket-activate");
+    let until = Instant::now() + WAIT;
+    while Conn::try_connect(addr.parse().expect("address")).is_err() {
+        assert!(Instant::now() < until, "systemd-socket-activate never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break st;
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stoa kept running on a socket it was not configured for");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("is not a configured"), "{err}");
+}
