@@ -15,14 +15,14 @@ pub mod fs;
 pub mod gateway;
 pub mod handler;
 pub mod http;
-pub mod listen;
+mod listen;
 pub mod local;
-pub mod notify;
+mod notify;
 pub mod privileges;
 pub mod proto;
 pub mod route;
 pub mod server;
-pub mod upgrade;
+mod upgrade;
 pub mod upstream;
 pub mod worker;
 

@@ -66,19 +66,6 @@ impl Inherited {
         Ok(Inherited { origin, socks })
     }
 
-    /// No inherited sockets.
-    pub fn none() -> Inherited {
-        Inherited {
-            origin: Origin::Systemd,
-            socks: Vec::new(),
-        }
-    }
-
-    /// Whether a new binary started this process (SIGUSR2).
-    pub fn from_upgrade(&self) -> bool {
-        self.origin == Origin::Upgrade && !self.socks.is_empty()
-    }
-
     /// Removes and returns the sockets that serve `addr`.
     fn take_for(&mut self, addr: SocketAddr) -> Vec<(TcpListener, SocketAddr, String)> {
         let have: Vec<SocketAddr> = self.socks.iter().map(|(_, a, _)| *a).collect();
