@@ -242,7 +242,7 @@ pub fn run(
     // The main thread waits for signals and runs the pool supervisors.
     local.block_on(&signals, async {
         let mut handles = handles;
-        let mut upgrading: Option<UpgradeWait> = None;
+        let mut upgrades = upgrade::Upgrades::new(exe);
         // systemd shows the last STATUS=; keep the connection count fresh.
         let every = std::time::Duration::from_secs(10);
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -259,52 +259,11 @@ pub fn run(
                         )),
                     }
                 }
-                _ = usr2.recv() => {
-                    if let Some(p) = &upgrading {
-                        tracing::warn!(
-                            "SIGUSR2 ignored: an upgrade to pid {} is already in progress",
-                            p.0
-                        );
-                        continue;
-                    }
-                    let started = exe
-                        .as_ref()
-                        .map_err(|e| e.clone())
-                        .and_then(|exe| {
-                            upgrade::start(exe, &handles, notify.name()).map(|p| (exe, p))
-                        });
-                    match started {
-                        Ok((exe, p)) => {
-                            tracing::info!(
-                                "upgrade (SIGUSR2): started {} as pid {}; serving until it is ready",
-                                exe.path.display(),
-                                p.pid()
-                            );
-                            notify.status(&format!("upgrading: waiting for pid {}", p.pid()));
-                            upgrading = Some(UpgradeWait(p.pid(), Box::pin(p.wait())));
-                        }
-                        Err(e) => {
-                            tracing::error!("upgrade failed, still serving: {e}");
-                            notify.status(&format!("upgrade failed, still serving: {e}"));
-                        }
-                    }
-                }
-                r = upgraded(&mut upgrading) => {
-                    upgrading = None;
-                    match r {
-                        Ok(pid) => {
-                            tracing::info!("upgrade: pid {pid} serves; stopping gracefully");
-                            notify.send(&format!(
-                                "MAINPID={pid}\nSTATUS=pid {pid} took over; the old one is finishing its responses"
-                            ));
-                            handed_over = true;
-                            break true;
-                        }
-                        Err(e) => {
-                            tracing::error!("upgrade failed, still serving: {e}");
-                            notify.status(&format!("upgrade failed, still serving: {e}"));
-                        }
-                    }
+                _ = usr2.recv() => upgrades.start(&handles, &notify),
+                Some(pid) = upgrades.finished(&notify) => {
+                    tracing::info!("upgrade: pid {pid} serves; stopping gracefully");
+                    handed_over = true;
+                    break true;
                 }
                 _ = tick.tick(), if notify.active() => notify.status(&status(&shared)),
                 _ = usr1.recv() => {
@@ -321,6 +280,9 @@ pub fn run(
                 _ = quit.recv() => break true,
             }
         };
+        // Stopped by hand during an upgrade (nginx's QUIT to the old
+        // master): the new process keeps the sockets.
+        handed_over |= upgrades.abandon(&notify);
         // As nginx: SIGQUIT is the graceful stop (every response in
         // progress finishes, however long it takes), SIGTERM and SIGINT
         // the fast one (`shutdown_timeout`), also after a SIGQUIT.
@@ -434,20 +396,6 @@ impl Pools {
         if self.made_rundir {
             let _ = std::fs::remove_dir_all(&self.rundir);
         }
-    }
-}
-
-/// A new binary's pid and its readiness, awaited by the main loop.
-struct UpgradeWait(
-    u32,
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u32, String>>>>,
-);
-
-/// The outcome of the upgrade in progress; never, when there is none.
-async fn upgraded(u: &mut Option<UpgradeWait>) -> Result<u32, String> {
-    match u {
-        Some(u) => u.1.as_mut().await,
-        None => std::future::pending().await,
     }
 }
 

@@ -17,9 +17,12 @@
 //! [`READY_TIMEOUT`], the old process logs why and keeps serving (a new
 //! process that hangs is stopped with SIGTERM).
 
+use crate::notify::Notifier;
 use std::ffi::{OsStr, OsString};
+use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::Duration;
 
 /// The descriptor a new binary reports its readiness on.
@@ -74,7 +77,7 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// A new binary started, not yet known to serve.
-pub struct Pending {
+struct Pending {
     child: tokio::process::Child,
     pid: u32,
     ready: OwnedFd,
@@ -83,7 +86,7 @@ pub struct Pending {
 /// Starts `exe` with the listening sockets `fds` and the service manager's
 /// notification socket (`NOTIFY_SOCKET`, removed from this process's
 /// environment at start).
-pub fn start(exe: &Exe, fds: &[OwnedFd], notify_socket: Option<&OsStr>) -> Result<Pending, String> {
+fn start(exe: &Exe, fds: &[OwnedFd], notify_socket: Option<&OsStr>) -> Result<Pending, String> {
     let (read, write) = pipe().map_err(|e| format!("pipe: {e}"))?;
     let mut passed: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
     let list = passed
@@ -131,13 +134,13 @@ pub fn start(exe: &Exe, fds: &[OwnedFd], notify_socket: Option<&OsStr>) -> Resul
 }
 
 impl Pending {
-    pub fn pid(&self) -> u32 {
+    fn pid(&self) -> u32 {
         self.pid
     }
 
     /// Waits until the new process reports that it serves (its pid), or
     /// why it never will.
-    pub async fn wait(mut self) -> Result<u32, String> {
+    async fn wait(mut self) -> Result<u32, String> {
         use tokio::io::AsyncReadExt;
         let pid = self.pid;
         let read = async {
@@ -180,6 +183,87 @@ impl Pending {
             }
         }
     }
+}
+
+/// The main loop's side: at most one upgrade at a time.
+pub struct Upgrades {
+    exe: Result<Exe, String>,
+    /// The new process's pid and its outcome.
+    current: Option<(u32, Pin<Box<dyn Future<Output = Result<u32, String>>>>)>,
+}
+
+impl Upgrades {
+    /// `exe`: how this process was started ([`Exe::at_start`]).
+    pub fn new(exe: Result<Exe, String>) -> Upgrades {
+        Upgrades { exe, current: None }
+    }
+
+    /// SIGUSR2: starts the new binary with the listening sockets `fds`, or
+    /// says why not.
+    pub fn start(&mut self, fds: &[OwnedFd], notify: &Notifier) {
+        if let Some((pid, _)) = &self.current {
+            tracing::warn!("SIGUSR2 ignored: an upgrade to pid {pid} is already in progress");
+            return;
+        }
+        let started = self
+            .exe
+            .as_ref()
+            .map_err(|e| e.clone())
+            .and_then(|exe| start(exe, fds, notify.name()).map(|p| (exe, p)));
+        match started {
+            Ok((exe, p)) => {
+                tracing::info!(
+                    "upgrade (SIGUSR2): started {} as pid {}; serving until it is ready",
+                    exe.path.display(),
+                    p.pid()
+                );
+                notify.status(&format!("upgrading: waiting for pid {}", p.pid()));
+                self.current = Some((p.pid(), Box::pin(p.wait())));
+            }
+            Err(e) => failed(&e, notify),
+        }
+    }
+
+    /// Resolves when the upgrade in progress ends: with the new pid when it
+    /// serves (the unit is handed to it), `None` when it failed (logged).
+    /// Never resolves while no upgrade is in progress.
+    pub async fn finished(&mut self, notify: &Notifier) -> Option<u32> {
+        let Some((_, wait)) = &mut self.current else {
+            return std::future::pending().await;
+        };
+        let r = wait.as_mut().await;
+        self.current = None;
+        match r {
+            Ok(pid) => {
+                notify.send(&format!(
+                    "MAINPID={pid}\nSTATUS=pid {pid} took over; the old one is finishing its responses"
+                ));
+                Some(pid)
+            }
+            Err(e) => {
+                failed(&e, notify);
+                None
+            }
+        }
+    }
+
+    /// The server stops while an upgrade is in progress (an operator's
+    /// QUIT to the old process, nginx's manual form): the new process holds
+    /// the sockets and stays, and the unit follows it. Whether there was
+    /// one.
+    pub fn abandon(&mut self, notify: &Notifier) -> bool {
+        let Some((pid, _)) = self.current.take() else {
+            return false;
+        };
+        tracing::info!("stopping during an upgrade: pid {pid} keeps the sockets and stays");
+        notify.send(&format!("MAINPID={pid}\nSTATUS=pid {pid} took over"));
+        true
+    }
+}
+
+fn failed(e: &str, notify: &Notifier) {
+    tracing::error!("upgrade failed, still serving: {e}");
+    notify.status(&format!("upgrade failed, still serving: {e}"));
 }
 
 /// `READY <pid>\n`, the new process's message.

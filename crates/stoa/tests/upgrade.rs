@@ -236,3 +236,51 @@ fn a_second_usr2_while_an_upgrade_is_in_progress_is_refused_with_a_log_line() {
     );
     assert_eq!(s.get("/page.txt").status, 200);
 }
+
+#[test]
+fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_as_nginx_by_hand() {
+    let d = TempDir::new("upgrade-by-hand");
+    let (exe, cfg) = setup(&d);
+    let mut s = start(&exe, &cfg, &[]);
+    // The new binary is the real one behind a gate the test opens.
+    let go = d.join("go");
+    replace_with_script(
+        &exe,
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done\nexec '{}' \"$@\"",
+            go.display(),
+            stoa_bin()
+        ),
+    );
+    let mark = s.stderr().len();
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, "serving until it is ready", WAIT),
+        "{}",
+        s.stderr()
+    );
+    let log = s.stderr();
+    let new: i32 = log[mark..]
+        .split(" as pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no new pid in:\n{log}"));
+    let _successor = Successor(new);
+
+    // The operator stops the old one by hand before the new one is ready.
+    s.signal(libc::SIGQUIT);
+    let st = s.wait_exit(WAIT).expect("the old process must exit");
+    assert!(st.success(), "{st}");
+    assert!(s.stderr()[mark..].contains("keeps the sockets"), "{}", s.stderr());
+
+    // Nobody accepts now, yet the socket is open in the new process: a
+    // connection queues instead of being refused, and is answered once
+    // the new binary runs.
+    let mut c = Conn::try_connect(s.addr).expect("the socket must stay open");
+    c.send(&get("/page.txt"));
+    std::fs::write(&go, "").expect("write");
+    let r = c.try_read_final().expect("the new process answers");
+    assert_eq!(r.status, 200);
+    assert!(alive(new));
+}
