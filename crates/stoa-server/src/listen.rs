@@ -55,7 +55,12 @@ impl Inherited {
             var(UPGRADE_FDS_VAR).as_deref(),
             std::process::id(),
         );
-        for k in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", UPGRADE_FDS_VAR] {
+        for k in [
+            "LISTEN_PID",
+            "LISTEN_FDS",
+            "LISTEN_FDNAMES",
+            UPGRADE_FDS_VAR,
+        ] {
             std::env::remove_var(k);
         }
         let (origin, fds) = listed.map_err(StartError::Inherited)?;
@@ -382,7 +387,7 @@ mod tests {
     #[test]
     fn a_descriptor_that_is_not_a_listening_socket_is_refused() {
         let f = std::fs::File::open("/dev/null").expect("open");
-        let err = adopt(f.into_raw_fd(), "fd x").err().expect("refused");
+        let err = adopt(f.into_raw_fd(), "fd x").expect_err("refused");
         assert!(err.contains("fd x"), "{err}");
     }
 }

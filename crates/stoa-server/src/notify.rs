@@ -139,10 +139,8 @@ mod tests {
     use std::time::Duration;
 
     fn receiver(tag: &str) -> (UnixDatagram, std::path::PathBuf) {
-        let path = std::env::temp_dir().join(format!(
-            "stoa-notify-{tag}-{}.sock",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("stoa-notify-{tag}-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let sock = UnixDatagram::bind(&path).expect("bind");
         sock.set_read_timeout(Some(Duration::from_secs(5)))

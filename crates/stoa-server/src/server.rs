@@ -222,7 +222,9 @@ pub fn run(
     let status = |shared: &Shared| {
         format!(
             "serving on {serving}; {} connection(s) open",
-            shared.connections.load(std::sync::atomic::Ordering::Relaxed)
+            shared
+                .connections
+                .load(std::sync::atomic::Ordering::Relaxed)
         )
     };
     if ready_pipe.waiting() {

@@ -66,7 +66,13 @@ fn resolve(argv0: &OsStr, cwd: &Path, path: Option<&OsStr>) -> Option<PathBuf> {
         return Some(cwd.join(argv0).components().collect());
     }
     std::env::split_paths(path?)
-        .map(|dir| if dir.is_absolute() { dir } else { cwd.join(dir) })
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                cwd.join(dir)
+            }
+        })
         .map(|dir| dir.join(argv0))
         .find(|p| is_executable(p))
 }
@@ -189,8 +195,11 @@ impl Pending {
 pub struct Upgrades {
     exe: Result<Exe, String>,
     /// The new process's pid and its outcome.
-    current: Option<(u32, Pin<Box<dyn Future<Output = Result<u32, String>>>>)>,
+    current: Option<(u32, Readiness)>,
 }
+
+/// A new binary's report: its pid when it serves, or why it never will.
+type Readiness = Pin<Box<dyn Future<Output = Result<u32, String>>>>;
 
 impl Upgrades {
     /// `exe`: how this process was started ([`Exe::at_start`]).
@@ -302,7 +311,9 @@ impl ReadyPipe {
         std::env::remove_var(READY_FD_VAR);
         // SAFETY: F_SETFD on a descriptor number only changes its flags,
         // and fails with EBADF when it is not open, which we check.
-        let fd = fd.filter(|&fd| fd > 2 && unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == 0);
+        let fd = fd.filter(|&fd| {
+            fd > 2 && unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } == 0
+        });
         // SAFETY: the descriptor is open (checked above) and was passed to
         // this process to own; nothing else here uses it.
         ReadyPipe(fd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
@@ -319,7 +330,9 @@ impl ReadyPipe {
             let mut f = std::fs::File::from(fd);
             let msg = format!("READY {}\n", std::process::id());
             if let Err(e) = std::io::Write::write_all(&mut f, msg.as_bytes()) {
-                tracing::warn!("upgrade: cannot tell the previous process that this one serves: {e}");
+                tracing::warn!(
+                    "upgrade: cannot tell the previous process that this one serves: {e}"
+                );
             }
         }
     }
@@ -359,7 +372,10 @@ mod tests {
             resolve(OsStr::new("stoa"), Path::new("/"), Some(&path)),
             Some(dir.join("b/stoa"))
         );
-        assert_eq!(resolve(OsStr::new("nothere"), Path::new("/"), Some(&path)), None);
+        assert_eq!(
+            resolve(OsStr::new("nothere"), Path::new("/"), Some(&path)),
+            None
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -193,7 +193,10 @@ fn systemd_socket_activate_starts_stoa_on_the_inherited_socket_per_sd_listen_fds
         match Conn::try_connect(addr.parse().expect("address")) {
             Ok(c) => break c,
             Err(e) => {
-                assert!(Instant::now() < until, "systemd-socket-activate never listened: {e}");
+                assert!(
+                    Instant::now() < until,
+                    "systemd-socket-activate never listened: {e}"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -247,7 +250,10 @@ fn a_socket_from_systemd_that_no_listen_address_wants_refuses_the_start() {
         .expect("spawn systemd-socket-activate");
     let until = Instant::now() + WAIT;
     while Conn::try_connect(addr.parse().expect("address")).is_err() {
-        assert!(Instant::now() < until, "systemd-socket-activate never listened");
+        assert!(
+            Instant::now() < until,
+            "systemd-socket-activate never listened"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let status = loop {

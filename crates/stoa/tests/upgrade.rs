@@ -76,8 +76,7 @@ fn responses(s: &Server) -> u64 {
 }
 
 #[test]
-fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_requests_as_nginx_does()
-{
+fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_requests_as_nginx_does() {
     let d = TempDir::new("upgrade-load");
     let (exe, cfg) = setup(&d);
     let notify_path = d.join("notify.sock");
@@ -192,7 +191,11 @@ fn a_usr2_whose_new_binary_exits_1_leaves_the_old_one_serving() {
         "{}",
         s.stderr()
     );
-    assert!(s.stderr()[mark..].contains("exit status: 1"), "{}", s.stderr());
+    assert!(
+        s.stderr()[mark..].contains("exit status: 1"),
+        "{}",
+        s.stderr()
+    );
     assert_eq!(s.get("/page.txt").status, 200);
     assert!(s.wait_exit(Duration::from_millis(200)).is_none());
     s.signal(libc::SIGQUIT);
@@ -227,7 +230,12 @@ fn a_second_usr2_while_an_upgrade_is_in_progress_is_refused_with_a_log_line() {
         "{}",
         s.stderr()
     );
-    assert_eq!(s.stderr()[mark..].matches("serving until it is ready").count(), 1);
+    assert_eq!(
+        s.stderr()[mark..]
+            .matches("serving until it is ready")
+            .count(),
+        1
+    );
     std::fs::write(&go, "").expect("write");
     assert!(
         s.wait_stderr(mark, "upgrade failed, still serving", WAIT),
@@ -272,7 +280,11 @@ fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_a
     s.signal(libc::SIGQUIT);
     let st = s.wait_exit(WAIT).expect("the old process must exit");
     assert!(st.success(), "{st}");
-    assert!(s.stderr()[mark..].contains("keeps the sockets"), "{}", s.stderr());
+    assert!(
+        s.stderr()[mark..].contains("keeps the sockets"),
+        "{}",
+        s.stderr()
+    );
 
     // Nobody accepts now, yet the socket is open in the new process: a
     // connection queues instead of being refused, and is answered once
