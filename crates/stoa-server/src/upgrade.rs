@@ -144,8 +144,8 @@ impl Pending {
         self.pid
     }
 
-    /// Waits until the new process reports that it serves (its pid), or
-    /// why it never will.
+    /// Waits until the new process reports that it serves (the pid that
+    /// does), or why it never will.
     async fn wait(mut self) -> Result<u32, String> {
         use tokio::io::AsyncReadExt;
         let pid = self.pid;
@@ -157,9 +157,11 @@ impl Pending {
         };
         // Empty: it closed the pipe without a word.
         let why = match tokio::time::timeout(READY_TIMEOUT, read).await {
+            // The pid that serves: a wrapper script that runs Stoa
+            // without `exec` reports its child's, which is the one the
+            // unit must follow.
             Ok(Ok(msg)) => match parse_ready(&msg) {
-                Some(p) if p == pid => return Ok(pid),
-                Some(p) => format!("reported ready as pid {p}"),
+                Some(p) => return Ok(p),
                 None => String::new(),
             },
             Ok(Err(e)) => format!("reading its readiness: {e}"),
