@@ -56,6 +56,15 @@ fn start(exe: &Path, cfg: &Path, env: &[(&str, &OsStr)]) -> Server {
     .unwrap_or_else(|e| panic!("stoa did not start: {e}"))
 }
 
+/// Shell that waits for `file` to appear, at most 15 s (so that a failed
+/// test leaves no endless loop behind).
+fn gate(file: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done",
+        file.display()
+    )
+}
+
 /// Replaces the program at `exe` by a shell script.
 fn replace_with_script(exe: &Path, body: &str) {
     let tmp = exe.with_extension("new");
@@ -210,13 +219,7 @@ fn a_second_usr2_while_an_upgrade_is_in_progress_is_refused_with_a_log_line() {
     let s = start(&exe, &cfg, &[]);
     // A new binary that takes its time (until the test says), then fails.
     let go = d.join("go");
-    replace_with_script(
-        &exe,
-        &format!(
-            "while [ ! -e '{}' ]; do sleep 0.05; done\nexit 1",
-            go.display()
-        ),
-    );
+    replace_with_script(&exe, &format!("{}\nexit 1", gate(&go)));
     let mark = s.stderr().len();
     s.signal(libc::SIGUSR2);
     assert!(
@@ -254,11 +257,7 @@ fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_a
     let go = d.join("go");
     replace_with_script(
         &exe,
-        &format!(
-            "while [ ! -e '{}' ]; do sleep 0.05; done\nexec '{}' \"$@\"",
-            go.display(),
-            stoa_bin()
-        ),
+        &format!("{}\nexec '{}' \"$@\"", gate(&go), stoa_bin()),
     );
     let mark = s.stderr().len();
     s.signal(libc::SIGUSR2);
