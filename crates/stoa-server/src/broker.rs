@@ -29,6 +29,8 @@
 //! an error there as it would be when serving.
 
 use crate::config::{self, ConfigError, Files, Overrides, Recorded, Runtime};
+use crate::lifecycle::{Event, Lifecycle};
+use crate::listen::Inherited as InheritedSockets;
 use crate::privileges::Account;
 use crate::server::{Source, StartError};
 use std::ffi::OsString;
@@ -65,36 +67,6 @@ const GIVE_REFUSAL: u8 = 13;
 
 /// The largest frame taken (a bundle of certificates is far smaller).
 const MAX_FRAME: usize = 64 << 20;
-
-/// What the server process tells its parent. `Parent::on_event` is the one
-/// place they land: readiness and reload notifications to a supervisor
-/// hook in there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// The workers run: the server is up.
-    Ready = 1,
-    /// A reload began (SIGHUP).
-    Reloading = 2,
-    /// The new configuration is in use.
-    Reloaded = 3,
-    /// The reload failed; the running configuration stays.
-    ReloadFailed = 4,
-    /// A stop began: the listeners close, responses in flight finish.
-    Stopping = 5,
-}
-
-impl Event {
-    fn from_byte(b: u8) -> Option<Event> {
-        Some(match b {
-            1 => Event::Ready,
-            2 => Event::Reloading,
-            3 => Event::Reloaded,
-            4 => Event::ReloadFailed,
-            5 => Event::Stopping,
-            _ => return None,
-        })
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Frames over the socket pair
@@ -425,14 +397,18 @@ pub(crate) fn bundle() -> Option<Result<Recorded, ConfigError>> {
     })
 }
 
-/// Tells the parent what happened (nothing without one).
-pub(crate) fn notify(ev: Event) {
+/// Tells the parent what happened, with a status line (nothing without a
+/// parent).
+pub(crate) fn notify(ev: Event, status: &str) {
     if let Some(client) = CLIENT.get() {
         let sock = match client.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),
         };
-        if let Err(e) = send_frame(&sock, EVENT, &[ev as u8], None) {
+        let mut payload = Vec::with_capacity(1 + status.len());
+        payload.push(ev as u8);
+        payload.extend_from_slice(status.as_bytes());
+        if let Err(e) = send_frame(&sock, EVENT, &payload, None) {
             tracing::warn!("telling the privileged parent {ev:?}: {e}");
         }
     }
@@ -559,7 +535,7 @@ fn serve_broker(
     acct: Account,
     mut first: Option<Recorded>,
     mut logs: Vec<PathBuf>,
-    events: tokio::sync::mpsc::UnboundedSender<Event>,
+    events: tokio::sync::mpsc::UnboundedSender<(Event, String)>,
 ) {
     loop {
         let (kind, payload, _) = match recv_frame(&sock) {
@@ -602,8 +578,10 @@ fn serve_broker(
                 }
             }
             EVENT => {
-                if let Some(ev) = payload.first().copied().and_then(Event::from_byte) {
-                    let _ = events.send(ev);
+                if let Some((ev, status)) = payload.split_first() {
+                    if let Some(ev) = Event::from_byte(*ev) {
+                        let _ = events.send((ev, String::from_utf8_lossy(status).into_owned()));
+                    }
                 }
                 Ok(())
             }
@@ -681,12 +659,13 @@ struct Parent {
     hup_pending: bool,
     /// A stop was asked for (a signal to the parent, or the child said so).
     stopping: bool,
-    /// The parent's copies of the listening sockets: the same sockets as
-    /// the child's (not sockets of their own in the SO_REUSEPORT group, so
-    /// no connection waits at one nobody accepts on), kept to start a
-    /// server on them again; closed when a stop begins, so that new
-    /// connections are refused as in one process.
-    listeners: Vec<std::net::TcpListener>,
+    /// The service's side: systemd's notifications, the upgrade, and the
+    /// parent's copies of the listening sockets (the same sockets as the
+    /// child's, not sockets of their own in the SO_REUSEPORT group, so no
+    /// connection waits at one nobody accepts on), kept to hand to a new
+    /// binary and closed when a stop begins, so that new connections are
+    /// refused as in one process.
+    life: Lifecycle,
 }
 
 impl Parent {
@@ -699,8 +678,8 @@ impl Parent {
     }
 
     /// Everything the server reports lands here.
-    fn on_event(&mut self, ev: Event) {
-        tracing::debug!("server process {}: {ev:?}", self.child);
+    fn on_event(&mut self, ev: Event, status: &str) {
+        tracing::debug!("server process {}: {ev:?} {status}", self.child);
         match ev {
             Event::Ready => {
                 self.ready = true;
@@ -708,14 +687,15 @@ impl Parent {
                     self.signal_child(libc::SIGHUP);
                 }
             }
-            Event::Reloading | Event::Reloaded | Event::ReloadFailed => {}
             Event::Stopping => self.begin_stop(),
+            _ => {}
         }
+        self.life.event(ev, status);
     }
 
     fn begin_stop(&mut self) {
         self.stopping = true;
-        self.listeners.clear();
+        self.life.stop();
     }
 
     /// A signal to the parent, passed on.
@@ -740,12 +720,15 @@ impl Parent {
 
 /// Runs the privileged parent (see the module doc) until its server
 /// process exits. `rt` and `first` are the configuration it loaded as
-/// root, and what that load read.
+/// root, and what that load read; `life` and `inherited` what systemd or
+/// a previous binary passed.
 pub(crate) fn run_parent(
     source: Source,
     rt: Runtime,
     first: Recorded,
     acct: Account,
+    mut life: Lifecycle,
+    inherited: InheritedSockets,
 ) -> Result<(), StartError> {
     crate::server::raise_nofile();
     let signals = tokio::runtime::Builder::new_current_thread()
@@ -753,7 +736,7 @@ pub(crate) fn run_parent(
         .build()
         .map_err(StartError::Io)?;
     use tokio::signal::unix::{signal, SignalKind};
-    let (mut hup, mut term, mut int, mut usr1, mut quit) = {
+    let (mut hup, mut term, mut int, mut usr1, mut quit, mut usr2) = {
         let _enter = signals.enter();
         (
             signal(SignalKind::hangup()).map_err(StartError::Io)?,
@@ -761,12 +744,15 @@ pub(crate) fn run_parent(
             signal(SignalKind::interrupt()).map_err(StartError::Io)?,
             signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
             signal(SignalKind::quit()).map_err(StartError::Io)?,
+            signal(SignalKind::user_defined2()).map_err(StartError::Io)?,
         )
     };
-    let per_worker = crate::server::bind(&rt)?;
+    // systemd's sockets or a predecessor's, else bound here; the child
+    // gets every worker's, the parent keeps one of each (`life`).
+    let per_worker = life.listeners(&crate::server::wanted(&rt), rt.workers, inherited)?;
     let mut spec = Vec::new();
     let mut keep = Vec::new();
-    let mut listeners = Vec::new();
+    let mut passed = Vec::new();
     for (w, ls) in per_worker.into_iter().enumerate() {
         for l in ls {
             let fd = l.socket.as_raw_fd();
@@ -775,7 +761,7 @@ pub(crate) fn run_parent(
                 l.tls.map_or("-".to_owned(), |a| a.to_string())
             ));
             keep.push(fd);
-            listeners.push(l.socket);
+            passed.push(l.socket);
         }
     }
     let (ours, theirs) = UnixStream::pair().map_err(StartError::Io)?;
@@ -797,6 +783,8 @@ pub(crate) fn run_parent(
             .map_err(|e| StartError::Privileges(format!("starting the server process: {e}")))?
     };
     drop(theirs);
+    // The child has them; the parent's copies are in `life`.
+    drop(passed);
     // Never 0: kill(0, sig) would signal the whole process group.
     let pid = child
         .id()
@@ -821,13 +809,18 @@ pub(crate) fn run_parent(
         ready: false,
         hup_pending: false,
         stopping: false,
-        listeners,
+        life,
     };
-    let status = signals.block_on(async {
+    // A local set: an upgrade that fails reaps its process in a task.
+    let status = tokio::task::LocalSet::new().block_on(&signals, async {
         loop {
             tokio::select! {
                 st = child.wait() => break st,
-                Some(ev) = events.recv() => parent.on_event(ev),
+                Some((ev, status)) = events.recv() => parent.on_event(ev, &status),
+                _ = usr2.recv() => parent.life.upgrade(),
+                // The new binary's parent serves with its own child: this
+                // one's finishes its responses (as on SIGQUIT), then both go.
+                _ = parent.life.upgraded() => parent.forward(libc::SIGQUIT),
                 _ = hup.recv() => parent.forward(libc::SIGHUP),
                 _ = usr1.recv() => parent.forward(libc::SIGUSR1),
                 _ = term.recv() => parent.forward(libc::SIGTERM),

@@ -1,5 +1,6 @@
 //! The Stoa server. Layers, top to bottom (docs/ARCHITECTURE.md):
-//! start-up (`server`, `worker`); connection loops (`conn`) and the wire
+//! start-up (`server`, `worker`, and `listen`, `notify`, `upgrade` for
+//! sockets, systemd and SIGUSR2); connection loops (`conn`) and the wire
 //! (`proto`); routing (`route`) over the config's runtime (`config`); the
 //! handler interface (`exchange`); handlers (`handler`); what gateways share
 //! (`gateway`); application processes and connections (`upstream`); and
@@ -15,11 +16,15 @@ pub mod fs;
 pub mod gateway;
 pub mod handler;
 pub mod http;
+mod lifecycle;
+mod listen;
 pub mod local;
+mod notify;
 pub mod privileges;
 pub mod proto;
 pub mod route;
 pub mod server;
+mod upgrade;
 pub mod upstream;
 pub mod worker;
 

@@ -1,14 +1,17 @@
 //! Start-up, the worker threads, and signals: SIGHUP reloads the config,
-//! SIGTERM/SIGINT stop gracefully. Started as root with a user to become,
-//! the process that runs this is the server child of a privileged parent
-//! (`broker`), which loads the configuration and binds for it.
+//! SIGQUIT stops gracefully, SIGTERM/SIGINT fast, SIGUSR2 starts a new
+//! binary on the same sockets (`upgrade.rs`). Listeners come from
+//! `listen.rs`; what systemd and a new binary hear goes through
+//! `lifecycle.rs`. Started as root with a user to become, the process that
+//! runs this is the server child of a privileged parent (`broker`), which
+//! loads the configuration, holds the sockets and answers for the service.
 
-use crate::broker::{self, Event};
+use crate::broker;
+use crate::lifecycle::{Event, Lifecycle};
 use crate::config::{self, ConfigError, Files, Overrides, Runtime};
 use crate::local::Shared;
 use crate::upstream::pool::{self, Pool};
-use crate::worker;
-use socket2::{Domain, Protocol, Socket, Type};
+use crate::{listen, worker};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,6 +65,8 @@ pub enum StartError {
     Io(io::Error),
     /// Could not become the configured user.
     Privileges(String),
+    /// Sockets passed by systemd or a previous binary that cannot be used.
+    Inherited(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -71,77 +76,12 @@ impl std::fmt::Display for StartError {
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Io(e) => write!(f, "{e}"),
             StartError::Privileges(m) => write!(f, "{m}"),
+            StartError::Inherited(m) => write!(f, "inherited socket: {m}"),
         }
     }
 }
 
 impl std::error::Error for StartError {}
-
-/// Binds every address of `rt`: `[w]` are worker w's sockets, one per
-/// address, each with its configured address when it speaks TLS (the key
-/// to its certificates in every later runtime).
-pub(crate) fn bind(rt: &Runtime) -> Result<Vec<Vec<worker::Listener>>, StartError> {
-    let mut per_worker: Vec<Vec<worker::Listener>> = (0..rt.workers).map(|_| Vec::new()).collect();
-    let plain = rt.listen.iter().map(|a| (*a, false));
-    let tls = rt.tls.iter().map(|(a, _)| (*a, true));
-    for (addr, is_tls) in plain.chain(tls) {
-        let socks = bind_all(addr, rt.workers)?;
-        for (w, s) in socks.into_iter().enumerate() {
-            per_worker[w].push(worker::Listener {
-                socket: s,
-                tls: is_tls.then_some(addr),
-            });
-        }
-    }
-    Ok(per_worker)
-}
-
-/// The addresses served, with their schemes, from the first worker's
-/// listeners (the others share their ports).
-fn bound(per_worker: &[Vec<worker::Listener>]) -> Vec<(&'static str, SocketAddr)> {
-    let mut out = Vec::new();
-    for l in per_worker.first().into_iter().flatten() {
-        if let Ok(a) = l.socket.local_addr() {
-            out.push((if l.tls.is_some() { "https" } else { "http" }, a));
-            if l.tls.is_some_and(|c| c.port() == 0) {
-                crate::route::set_bound_https_port(a.port());
-            }
-        }
-    }
-    out
-}
-
-/// Opens one SO_REUSEPORT listener per worker on `addr`. With port 0 the
-/// first socket picks the port and the others join it.
-fn bind_all(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>, StartError> {
-    let mut out = Vec::with_capacity(n);
-    let mut addr = addr;
-    for _ in 0..n {
-        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(|e| StartError::Bind(addr, e))?;
-        s.set_reuse_address(true)
-            .map_err(|e| StartError::Bind(addr, e))?;
-        // One listener per worker: the kernel spreads connections across
-        // them with no shared accept lock (SO_REUSEPORT).
-        s.set_reuse_port(true)
-            .map_err(|e| StartError::Bind(addr, e))?;
-        if addr.is_ipv6() {
-            s.set_only_v6(true).map_err(|e| StartError::Bind(addr, e))?;
-        }
-        s.set_nonblocking(true)
-            .map_err(|e| StartError::Bind(addr, e))?;
-        s.bind(&addr.into())
-            .map_err(|e| StartError::Bind(addr, e))?;
-        s.listen(4096).map_err(|e| StartError::Bind(addr, e))?;
-        if addr.port() == 0 {
-            if let Some(a) = s.local_addr().ok().and_then(|a| a.as_socket()) {
-                addr = a;
-            }
-        }
-        out.push(s.into());
-    }
-    Ok(out)
-}
 
 /// Raises the open-file limit to its hard maximum: every connection is a
 /// descriptor, and the default soft limit (1024) is far below
@@ -169,40 +109,59 @@ pub fn run(
     source: Source,
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
-    if let Some(inherited) = broker::server_child_from_env().map_err(StartError::Io)? {
+    // What systemd or a previous binary passed in the environment is taken
+    // (and removed from it) before any thread starts.
+    let (life, inherited) = Lifecycle::from_env()?;
+    if let Some(child) = broker::server_child_from_env().map_err(StartError::Io)? {
         let source = Source {
-            config: inherited.config,
+            config: child.config,
             ..source
         };
         let rt = source.fresh().map_err(StartError::Config)?;
         let mut per_worker: Vec<Vec<worker::Listener>> = Vec::new();
-        for (w, l) in inherited.listeners {
+        for (w, l) in child.listeners {
             if per_worker.len() <= w {
                 per_worker.resize_with(w + 1, Vec::new);
             }
             per_worker[w].push(l);
         }
-        return serve(source, rt, Some(per_worker), on_ready);
+        return serve(source, rt, per_worker, life.into_child(), on_ready);
     }
     let files = Files::recording();
-    let rt = source.load_with(&files, true).map_err(StartError::Config)?;
+    let rt = match source.load_with(&files, true) {
+        Ok(rt) => rt,
+        Err(e) => {
+            life.config_error(&e);
+            return Err(StartError::Config(e));
+        }
+    };
     if let Some(acct) =
         crate::privileges::account_to_become(rt.user.as_deref()).map_err(StartError::Privileges)?
     {
-        return broker::run_parent(source, rt, files.into_recorded(), acct);
+        return broker::run_parent(source, rt, files.into_recorded(), acct, life, inherited);
     }
-    serve(source, rt, None, on_ready)
+    let mut life = life;
+    let per_worker = life.listeners(&wanted(&rt), rt.workers, inherited)?;
+    serve(source, rt, per_worker, life, on_ready)
 }
 
-/// Serves `rt` on `inherited` listeners (the server child) or on ones it
-/// binds (one process), until SIGTERM/SIGINT/SIGQUIT.
+/// Every address `rt` serves, and whether it speaks TLS.
+pub(crate) fn wanted(rt: &Runtime) -> Vec<(SocketAddr, bool)> {
+    let plain = rt.listen.iter().map(|a| (*a, false));
+    let tls = rt.tls.iter().map(|(a, _)| (*a, true));
+    plain.chain(tls).collect()
+}
+
+/// Serves `rt` on `per_worker` listeners (inherited from the privileged
+/// parent by its server child, else opened by `run`), until
+/// SIGTERM/SIGINT/SIGQUIT or a new binary takes over.
 fn serve(
     source: Source,
     mut rt: Runtime,
-    inherited: Option<Vec<Vec<worker::Listener>>>,
+    per_worker: Vec<Vec<worker::Listener>>,
+    mut life: Lifecycle,
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
-    let is_child = inherited.is_some();
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
@@ -210,7 +169,7 @@ fn serve(
         .enable_all()
         .build()
         .map_err(StartError::Io)?;
-    let (mut hup, mut term, mut int, mut usr1, mut quit) = {
+    let (mut hup, mut term, mut int, mut usr1, mut quit, mut usr2) = {
         let _enter = signals.enter();
         (
             signal(SignalKind::hangup()).map_err(StartError::Io)?,
@@ -218,6 +177,7 @@ fn serve(
             signal(SignalKind::interrupt()).map_err(StartError::Io)?,
             signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
             signal(SignalKind::quit()).map_err(StartError::Io)?,
+            signal(SignalKind::user_defined2()).map_err(StartError::Io)?,
         )
     };
     // FastCGI pools are supervised by tasks on this (main) thread.
@@ -225,13 +185,10 @@ fn serve(
     let mut pools = Pools::new()?;
     local.block_on(&signals, async { pools.attach(&mut rt) });
     let rt = Arc::new(rt);
-    let per_worker = match inherited {
-        Some(l) => l,
-        None => bind(&rt)?,
-    };
     let workers = per_worker.len();
     crate::local::set_worker_count(workers);
-    let bound = bound(&per_worker);
+    let bound = listen::bound(&per_worker);
+    let is_child = life.is_child();
     // What root creates for the user: the pools' socket directory, and the
     // access log, opened as nginx's master does so that its directory need
     // not be writable by the user (by the privileged parent for its child).
@@ -264,10 +221,14 @@ fn serve(
     let shared = Arc::new(Shared::new(workers));
 
     let mut threads = Vec::new();
+    // Each worker says when its event loop runs: readiness (systemd's, a
+    // predecessor's) is announced only then.
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     for (i, listeners) in per_worker.into_iter().enumerate() {
         let rt_rx = rt_rx.clone();
         let sd_rx = sd_rx.clone();
         let shared = shared.clone();
+        let up_tx = up_tx.clone();
         let t = std::thread::Builder::new()
             .name(format!("stoa-worker-{i}"))
             .spawn(move || {
@@ -283,32 +244,71 @@ fn serve(
                     }
                 };
                 let local = tokio::task::LocalSet::new();
+                let _ = up_tx.send(());
+                drop(up_tx);
                 local.block_on(&rt, worker::run(listeners, rt_rx, sd_rx, shared));
             })
             .map_err(StartError::Io)?;
         threads.push(t);
     }
+    drop(up_tx);
+    if up_rx.iter().take(workers).count() < workers {
+        return Err(StartError::Io(io::Error::other(
+            "a worker could not start its event loop",
+        )));
+    }
+    let serving = bound
+        .iter()
+        .map(|(scheme, a)| format!("{scheme}://{a}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     tracing::info!(
         "stoa {} serving on {} with {} worker(s) (config: {})",
         env!("CARGO_PKG_VERSION"),
-        bound
-            .iter()
-            .map(|(scheme, a)| format!("{scheme}://{a}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        serving,
         workers,
         rt.source
     );
-    // The parent learns it first, so that a signal sent on the ready
-    // line reaches a server with its handlers in.
-    broker::notify(Event::Ready);
+    let status = |shared: &Shared| {
+        format!(
+            "serving on {serving}; {} connection(s) open",
+            shared
+                .connections
+                .load(std::sync::atomic::Ordering::Relaxed)
+        )
+    };
+    // Told before the ready line: under a privileged parent, so that a
+    // signal sent on that line reaches a server the parent knows is up.
+    life.event(Event::Ready, &status(&shared));
     on_ready(&bound);
 
     // The main thread waits for signals and runs the pool supervisors.
     local.block_on(&signals, async {
+        // systemd shows the last STATUS=; keep the connection count fresh.
+        let every = std::time::Duration::from_secs(10);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut handed_over = false;
         let graceful = loop {
             tokio::select! {
-                _ = hup.recv() => reload(&source, &rt_tx, &mut pools),
+                _ = hup.recv() => {
+                    life.event(Event::Reloading, "reloading the configuration");
+                    match reload(&source, &rt_tx, &mut pools) {
+                        Ok(()) => life.event(Event::Reloaded, &status(&shared)),
+                        Err(e) => life.event(
+                            Event::ReloadFailed,
+                            &format!("reload failed, still serving the previous configuration: {e}"),
+                        ),
+                    }
+                }
+                _ = usr2.recv() => life.upgrade(),
+                _ = life.upgraded() => {
+                    handed_over = true;
+                    break true;
+                }
+                _ = tick.tick(), if life.wants_status() => {
+                    life.event(Event::Status, &status(&shared))
+                }
                 _ = usr1.recv() => {
                     tracing::info!(
                         "status: {} connection(s) open",
@@ -323,15 +323,26 @@ fn serve(
                 _ = quit.recv() => break true,
             }
         };
-        broker::notify(Event::Stopping);
+        handed_over |= life.stop();
         // As nginx: SIGQUIT is the graceful stop (every response in
         // progress finishes, however long it takes), SIGTERM and SIGINT
         // the fast one (`shutdown_timeout`), also after a SIGQUIT.
         shared
             .graceful
             .store(graceful, std::sync::atomic::Ordering::Relaxed);
+        life.event(
+            Event::Stopping,
+            if graceful {
+                "stopping gracefully: finishing every response in progress"
+            } else {
+                "stopping"
+            },
+        );
         if graceful {
-            tracing::info!("stopping gracefully (SIGQUIT): finishing every response in progress");
+            tracing::info!(
+                "stopping gracefully ({}): finishing every response in progress",
+                if handed_over { "upgraded" } else { "SIGQUIT" }
+            );
             let shared = shared.clone();
             tokio::task::spawn_local(async move {
                 tokio::select! {
@@ -449,8 +460,11 @@ impl Pools {
     }
 }
 
-fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) {
-    broker::notify(Event::Reloading);
+fn reload(
+    source: &Source,
+    tx: &watch::Sender<Arc<Runtime>>,
+    pools: &mut Pools,
+) -> Result<(), ConfigError> {
     match source.fresh() {
         Ok(mut new) => {
             pools.attach(&mut new);
@@ -467,11 +481,11 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
             }
             let _ = tx.send(Arc::new(new));
             tracing::info!("reloaded {}", old.source);
-            broker::notify(Event::Reloaded);
+            Ok(())
         }
         Err(e) => {
             tracing::error!("reload failed, keeping the running configuration: {e}");
-            broker::notify(Event::ReloadFailed);
+            Err(e)
         }
     }
 }

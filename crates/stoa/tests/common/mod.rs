@@ -193,15 +193,30 @@ impl Server {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut child = Command::new(stoa_bin())
+        Server::try_spawn_program(OsStr::new(stoa_bin()), args, &[])
+    }
+
+    /// As [`Server::try_spawn`], with another program in front (a symlink
+    /// to `stoa`, `systemd-socket-activate stoa ...`) and more environment.
+    pub fn try_spawn_program<I, S>(
+        program: &OsStr,
+        args: I,
+        env: &[(&str, &OsStr)],
+    ) -> Result<Server, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .env_remove("STOA_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("spawn {}: {e}", stoa_bin()))?;
+            .map_err(|e| format!("spawn {}: {e}", program.to_string_lossy()))?;
         let pipe = child.stderr.take().expect("stderr is piped");
         let stderr = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel::<SocketAddr>();

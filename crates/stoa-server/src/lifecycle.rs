@@ -1,0 +1,191 @@
+//! The process that answers for the service: one place, whichever process
+//! that is, for what systemd hears (`notify.rs`), the sockets a new binary
+//! is given and the upgrade itself (`upgrade.rs`).
+//!
+//! In one process that is the server. Under a privileged parent (`broker`)
+//! it is the parent, the unit's main pid: the server child has neither
+//! `NOTIFY_SOCKET` nor the means to start a binary as root, so it reports
+//! what happens to it as [`Event`]s over the broker and the parent's
+//! [`Lifecycle`] acts on them exactly as the single process's does on its
+//! own. SIGUSR2 sent to the child is passed to the parent
+//! ([`Event::Upgrade`]): either pid upgrades the service.
+
+use crate::listen::{self, Inherited};
+use crate::notify::Notifier;
+use crate::server::StartError;
+use crate::upgrade::{Exe, ReadyPipe, Upgrades};
+use crate::worker;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+
+/// What happens to the server, each with a status line for `STATUS=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The workers run: the server is up.
+    Ready = 1,
+    /// A reload began (SIGHUP).
+    Reloading = 2,
+    /// The new configuration is in use.
+    Reloaded = 3,
+    /// The reload failed; the running configuration stays.
+    ReloadFailed = 4,
+    /// A stop began: the listeners close, responses in flight finish.
+    Stopping = 5,
+    /// A fresh status line (connections open).
+    Status = 6,
+    /// SIGUSR2 reached the server child: the parent upgrades.
+    Upgrade = 7,
+}
+
+impl Event {
+    pub(crate) fn from_byte(b: u8) -> Option<Event> {
+        Some(match b {
+            1 => Event::Ready,
+            2 => Event::Reloading,
+            3 => Event::Reloaded,
+            4 => Event::ReloadFailed,
+            5 => Event::Stopping,
+            6 => Event::Status,
+            7 => Event::Upgrade,
+            _ => return None,
+        })
+    }
+}
+
+/// The service's side of this process.
+pub(crate) struct Lifecycle {
+    notify: Notifier,
+    /// A predecessor waits on this for our readiness (started by SIGUSR2).
+    ready_pipe: Option<ReadyPipe>,
+    upgrades: Upgrades,
+    /// One descriptor of every listening socket, for a new binary; closed
+    /// when a stop begins, so that new connections are refused.
+    handles: Vec<OwnedFd>,
+    /// A new binary took over: the stop that follows is not the unit's.
+    handed_over: bool,
+    /// The server child of a privileged parent: events go to the parent.
+    child: bool,
+}
+
+impl Lifecycle {
+    /// Takes what systemd or a previous binary passed in the environment
+    /// (and removes it from there): call before any thread starts. The
+    /// inherited sockets go to [`Lifecycle::listeners`].
+    pub(crate) fn from_env() -> Result<(Lifecycle, Inherited), StartError> {
+        let notify = Notifier::from_env();
+        let ready_pipe = ReadyPipe::from_env();
+        let inherited = Inherited::from_env()?;
+        let life = Lifecycle {
+            notify,
+            ready_pipe: ready_pipe.waiting().then_some(ready_pipe),
+            upgrades: Upgrades::new(Exe::at_start()),
+            handles: Vec::new(),
+            handed_over: false,
+            child: false,
+        };
+        Ok((life, inherited))
+    }
+
+    /// This process is the server child: what it reports goes to its
+    /// parent.
+    pub(crate) fn into_child(mut self) -> Lifecycle {
+        self.child = true;
+        self
+    }
+
+    pub(crate) fn is_child(&self) -> bool {
+        self.child
+    }
+
+    /// Opens or adopts (systemd's, a predecessor's) the sockets for
+    /// `wanted`, keeping one descriptor of each for a new binary.
+    pub(crate) fn listeners(
+        &mut self,
+        wanted: &[(SocketAddr, bool)],
+        workers: usize,
+        inherited: Inherited,
+    ) -> Result<Vec<Vec<worker::Listener>>, StartError> {
+        let l = listen::acquire(wanted, workers, inherited)?;
+        self.handles = l.handles;
+        Ok(l.per_worker)
+    }
+
+    /// The configuration could not be loaded at start.
+    pub(crate) fn config_error(&self, e: &dyn std::fmt::Display) {
+        self.notify.status(&format!("configuration error: {e}"));
+    }
+
+    /// Whether status lines are wanted (a service manager listens, here or
+    /// in the parent).
+    pub(crate) fn wants_status(&self) -> bool {
+        self.child || self.notify.active()
+    }
+
+    /// What happened, told to whoever supervises the service.
+    pub(crate) fn event(&mut self, ev: Event, status: &str) {
+        if self.child {
+            crate::broker::notify(ev, status);
+            return;
+        }
+        match ev {
+            Event::Ready => match self.ready_pipe.take() {
+                // Started by SIGUSR2: the unit follows this process from
+                // now on (the predecessor says so too, for
+                // NotifyAccess=main), and the predecessor stops.
+                Some(pipe) => {
+                    self.notify.send(&format!(
+                        "MAINPID={}\nREADY=1\nSTATUS={}",
+                        std::process::id(),
+                        status.replace(['\n', '\r'], " ")
+                    ));
+                    tracing::info!("upgrade: serving; telling the previous process to stop");
+                    pipe.signal();
+                }
+                None => self.notify.ready(status),
+            },
+            Event::Reloading => self.notify.reloading(),
+            Event::Reloaded | Event::ReloadFailed => self.notify.ready(status),
+            Event::Stopping => {
+                if !self.handed_over {
+                    self.notify.stopping(status);
+                }
+            }
+            Event::Status => self.notify.status(status),
+            Event::Upgrade => self.upgrade(),
+        }
+    }
+
+    /// SIGUSR2: starts the new binary with the listening sockets (the
+    /// child asks its parent to).
+    pub(crate) fn upgrade(&mut self) {
+        if self.child {
+            tracing::info!("SIGUSR2 to the server process: the privileged parent upgrades");
+            crate::broker::notify(Event::Upgrade, "");
+            return;
+        }
+        self.upgrades.start(&self.handles, &self.notify);
+    }
+
+    /// Resolves with the new binary's pid once it serves (the unit is
+    /// handed to it; this process then stops gracefully). Never resolves
+    /// while no upgrade is in progress.
+    pub(crate) async fn upgraded(&mut self) -> u32 {
+        loop {
+            if let Some(pid) = self.upgrades.finished(&self.notify).await {
+                tracing::info!("upgrade: pid {pid} serves; stopping gracefully");
+                self.handed_over = true;
+                return pid;
+            }
+        }
+    }
+
+    /// A stop begins: the sockets kept for a new binary close (after an
+    /// upgrade the new process holds them open), and a stop by hand during
+    /// an upgrade (nginx's QUIT to the old master) leaves the new process
+    /// serving. Whether a new binary took over.
+    pub(crate) fn stop(&mut self) -> bool {
+        self.handed_over |= self.upgrades.abandon(&self.notify);
+        self.handles.clear();
+        self.handed_over
+    }
+}

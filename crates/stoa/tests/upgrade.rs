@@ -1,0 +1,297 @@
+//! Upgrading the binary on SIGUSR2, nginx's procedure ("Upgrading
+//! Executable on the Fly", nginx.org/en/docs/control.html): the running
+//! process starts the binary at the path it was started from with the same
+//! arguments and its listening sockets, the new one reports ready, the old
+//! one stops gracefully. Stoa is started through a symlink, as a package's
+//! /usr/bin/stoa is, so that the tests can replace what the path names.
+
+mod common;
+use common::*;
+use std::ffi::OsStr;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// The new binary: once the old one exits it belongs to nobody here, so it
+/// is stopped by pid at the end of the test.
+struct Successor(i32);
+
+impl Drop for Successor {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid the old server reported for the
+        // process it started; the test caused it and ends it.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_owned()))
+        .is_some_and(|r| !r.starts_with('Z'))
+}
+
+/// A site with a status page, started through `DIR/bin/stoa`, a symlink.
+fn setup(d: &TempDir) -> (PathBuf, PathBuf) {
+    d.write("www/page.txt", "x".repeat(2000));
+    let cfg = d.write(
+        "stoa.toml",
+        "listen = [\"127.0.0.1:0\"]\nworkers = 2\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+         [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/status\"\nstatus = {}\n",
+    );
+    d.mkdir("bin");
+    let exe = d.symlink(stoa_bin(), "bin/stoa");
+    (exe, cfg)
+}
+
+fn start(exe: &Path, cfg: &Path, env: &[(&str, &OsStr)]) -> Server {
+    Server::try_spawn_program(
+        exe.as_os_str(),
+        [OsStr::new("serve"), OsStr::new("--config"), cfg.as_os_str()],
+        env,
+    )
+    .unwrap_or_else(|e| panic!("stoa did not start: {e}"))
+}
+
+/// Shell that waits for `file` to appear, at most 15 s (so that a failed
+/// test leaves no endless loop behind).
+fn gate(file: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done",
+        file.display()
+    )
+}
+
+/// Replaces the program at `exe` by a shell script.
+fn replace_with_script(exe: &Path, body: &str) {
+    let tmp = exe.with_extension("new");
+    std::fs::write(&tmp, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::rename(&tmp, exe).expect("replace the binary");
+}
+
+fn responses(s: &Server) -> u64 {
+    s.get("/status")
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix("responses: "))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_requests_as_nginx_does() {
+    let d = TempDir::new("upgrade-load");
+    let (exe, cfg) = setup(&d);
+    let notify_path = d.join("notify.sock");
+    let manager = UnixDatagram::bind(&notify_path).expect("bind");
+    manager.set_read_timeout(Some(WAIT)).expect("timeout");
+    let mut s = start(&exe, &cfg, &[("NOTIFY_SOCKET", notify_path.as_os_str())]);
+    let old = s.pid();
+
+    let mut bench = Command::new(stoa_bin())
+        .args(["bench", "-k", "-c", "8", "-t", "8", "-q"])
+        .arg(format!("http://{}/page.txt", s.addr))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn stoa bench");
+    // The load is on before the upgrade.
+    let until = Instant::now() + WAIT;
+    while responses(&s) < 500 {
+        assert!(Instant::now() < until, "stoa bench sent no load");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mark = s.stderr().len();
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, " serves; stopping gracefully", WAIT),
+        "no hand-over:\n{}",
+        s.stderr()
+    );
+    let log = s.stderr();
+    let new: i32 = log[mark..]
+        .split("upgrade: pid ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no new pid in:\n{log}"));
+    let _successor = Successor(new);
+    assert_ne!(new, old);
+
+    // The old process finishes its responses and exits 0, while the load
+    // goes on against the new one.
+    let st = s.wait_exit(WAIT).expect("the old process must exit");
+    assert!(st.success(), "the old process exited with {st}");
+    assert!(alive(new), "the new process is gone:\n{}", s.stderr());
+    assert!(
+        matches!(bench.try_wait(), Ok(None)),
+        "the load ended before the hand-over did: the test proves nothing on a machine this slow"
+    );
+    // Whatever answers now is not the old process: it has exited.
+    assert_eq!(s.get("/page.txt").status, 200);
+
+    let until = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        if let Ok(Some(st)) = bench.try_wait() {
+            break st;
+        }
+        assert!(Instant::now() < until, "stoa bench did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    if let Some(mut o) = bench.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut o, &mut out);
+    }
+    assert!(st.success(), "stoa bench: {st}\n{out}");
+    let field = |name: &str| -> Option<u64> {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+    };
+    assert!(field("Complete requests:").unwrap_or(0) > 1000, "{out}");
+    assert_eq!(field("Failed requests:"), Some(0), "{out}");
+    assert_eq!(field("Non-2xx responses:"), None, "{out}");
+
+    // Under systemd the unit follows the new process: MAINPID= from both
+    // sides (the old one's counts with NotifyAccess=main), and no
+    // STOPPING=1 from the old one, which would stop the unit.
+    let mut from_new = false;
+    let mut from_old = false;
+    let mut buf = [0u8; 4096];
+    let mut seen = Vec::new();
+    while !(from_new && from_old) {
+        let n = manager
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("notifications so far {seen:?}: {e}"));
+        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert!(!msg.contains("STOPPING=1"), "{msg:?}");
+        if msg.contains(&format!("MAINPID={new}\n")) {
+            if msg.contains("READY=1") {
+                from_new = true;
+            } else {
+                from_old = true;
+            }
+        }
+        seen.push(msg);
+    }
+}
+
+#[test]
+fn a_usr2_whose_new_binary_exits_1_leaves_the_old_one_serving() {
+    let d = TempDir::new("upgrade-broken");
+    let (exe, cfg) = setup(&d);
+    let mut s = start(&exe, &cfg, &[]);
+    // A package upgrade left something at the path that cannot run.
+    // (/proc/self/exe would still be the working binary.)
+    replace_with_script(&exe, "echo 'new binary: broken' >&2\nexit 1");
+    let mark = s.stderr().len();
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, "upgrade failed, still serving", WAIT),
+        "{}",
+        s.stderr()
+    );
+    assert!(
+        s.stderr()[mark..].contains("exit status: 1"),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/page.txt").status, 200);
+    assert!(s.wait_exit(Duration::from_millis(200)).is_none());
+    s.signal(libc::SIGQUIT);
+    let st = s.wait_exit(WAIT).expect("exit after SIGQUIT");
+    assert!(st.success(), "{st}");
+}
+
+#[test]
+fn a_second_usr2_while_an_upgrade_is_in_progress_is_refused_with_a_log_line() {
+    let d = TempDir::new("upgrade-twice");
+    let (exe, cfg) = setup(&d);
+    let s = start(&exe, &cfg, &[]);
+    // A new binary that takes its time (until the test says), then fails.
+    let go = d.join("go");
+    replace_with_script(&exe, &format!("{}\nexit 1", gate(&go)));
+    let mark = s.stderr().len();
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, "serving until it is ready", WAIT),
+        "{}",
+        s.stderr()
+    );
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, "SIGUSR2 ignored: an upgrade to pid", WAIT),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(
+        s.stderr()[mark..]
+            .matches("serving until it is ready")
+            .count(),
+        1
+    );
+    std::fs::write(&go, "").expect("write");
+    assert!(
+        s.wait_stderr(mark, "upgrade failed, still serving", WAIT),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(s.get("/page.txt").status, 200);
+}
+
+#[test]
+fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_as_nginx_by_hand() {
+    let d = TempDir::new("upgrade-by-hand");
+    let (exe, cfg) = setup(&d);
+    let mut s = start(&exe, &cfg, &[]);
+    // The new binary is the real one behind a gate the test opens.
+    let go = d.join("go");
+    replace_with_script(
+        &exe,
+        &format!("{}\nexec '{}' \"$@\"", gate(&go), stoa_bin()),
+    );
+    let mark = s.stderr().len();
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, "serving until it is ready", WAIT),
+        "{}",
+        s.stderr()
+    );
+    let log = s.stderr();
+    let new: i32 = log[mark..]
+        .split(" as pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no new pid in:\n{log}"));
+    let _successor = Successor(new);
+
+    // The operator stops the old one by hand before the new one is ready.
+    s.signal(libc::SIGQUIT);
+    let st = s.wait_exit(WAIT).expect("the old process must exit");
+    assert!(st.success(), "{st}");
+    assert!(
+        s.stderr()[mark..].contains("keeps the sockets"),
+        "{}",
+        s.stderr()
+    );
+
+    // Nobody accepts now, yet the socket is open in the new process: a
+    // connection queues instead of being refused, and is answered once
+    // the new binary runs.
+    let mut c = Conn::try_connect(s.addr).expect("the socket must stay open");
+    c.send(&get("/page.txt"));
+    std::fs::write(&go, "").expect("write");
+    let r = c.try_read_final().expect("the new process answers");
+    assert_eq!(r.status, 200);
+    assert!(alive(new));
+}
