@@ -4,6 +4,11 @@
 //! arguments and its listening sockets, the new one reports ready, the old
 //! one stops gracefully. Stoa is started through a symlink, as a package's
 //! /usr/bin/stoa is, so that the tests can replace what the path names.
+//!
+//! Started as root with a `user`, the root parent upgrades: the new binary
+//! runs as root, becomes a new parent with its own server process, and the
+//! old parent stops its server process once the new one is ready; those
+//! tests run as root with `user = "www-data"`.
 
 mod common;
 use common::*;
@@ -14,6 +19,56 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
+
+/// `user` for one process started as root.
+const ONE_PROCESS: &str = "root";
+/// `user` for a root parent and its unprivileged server child.
+const TWO_PROCESSES: &str = "www-data";
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test checks Stoa started as root: run it as root (CI and `sudo ./test.sh` do)"
+    );
+}
+
+/// The one server process under the privileged parent `parent`.
+fn server_child(parent: i32) -> i32 {
+    let until = Instant::now() + WAIT;
+    loop {
+        if let [one] = live_children(parent)[..] {
+            return one;
+        }
+        assert!(
+            Instant::now() < until,
+            "the parent {parent} has no single server process: {:?}",
+            live_children(parent)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The real uid of `pid`.
+fn uid(pid: i32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+}
+
+/// Whether `pid` catches `sig` (SigCgt in /proc/PID/status).
+fn catches(pid: i32, sig: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+}
 
 /// The new binary: once the old one exits it belongs to nobody here, so it
 /// is stopped by pid at the end of the test.
@@ -34,13 +89,19 @@ fn alive(pid: i32) -> bool {
         .is_some_and(|r| !r.starts_with('Z'))
 }
 
-/// A site with a status page, started through `DIR/bin/stoa`, a symlink.
-fn setup(d: &TempDir) -> (PathBuf, PathBuf) {
+/// A site with a status page served as `user`, started through
+/// `DIR/bin/stoa`, a symlink.
+fn setup(d: &TempDir, user: &str) -> (PathBuf, PathBuf) {
+    if user != "root" {
+        require_root();
+    }
     d.write("www/page.txt", "x".repeat(2000));
     let cfg = d.write(
         "stoa.toml",
-        "listen = [\"127.0.0.1:0\"]\nworkers = 2\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
-         [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/status\"\nstatus = {}\n",
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 2\nuser = \"{user}\"\n\n[log]\naccess = \"off\"\n\n\
+             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/status\"\nstatus = {{}}\n"
+        ),
     );
     d.mkdir("bin");
     let exe = d.symlink(stoa_bin(), "bin/stoa");
@@ -84,10 +145,12 @@ fn responses(s: &Server) -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_requests_as_nginx_does() {
+/// USR2 under `stoa bench -k` load: the new binary takes over with no
+/// failed request. Under a privileged parent the signal goes to the server
+/// process, which passes it to its parent.
+fn upgrade_under_load(user: &str) {
     let d = TempDir::new("upgrade-load");
-    let (exe, cfg) = setup(&d);
+    let (exe, cfg) = setup(&d, user);
     let notify_path = d.join("notify.sock");
     let manager = UnixDatagram::bind(&notify_path).expect("bind");
     manager.set_read_timeout(Some(WAIT)).expect("timeout");
@@ -110,7 +173,24 @@ fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_request
     }
 
     let mark = s.stderr().len();
-    s.signal(libc::SIGUSR2);
+    let old_child = (user != "root").then(|| server_child(old));
+    match old_child {
+        Some(c) => {
+            let until = Instant::now() + WAIT;
+            while !catches(c, libc::SIGUSR2) {
+                assert!(Instant::now() < until, "the server process never caught USR2");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // SAFETY: kill(2) on the server process this test's Stoa started.
+            assert_eq!(unsafe { libc::kill(c, libc::SIGUSR2) }, 0);
+            assert!(
+                s.wait_stderr(mark, "the privileged parent upgrades", WAIT),
+                "{}",
+                s.stderr()
+            );
+        }
+        None => s.signal(libc::SIGUSR2),
+    }
     assert!(
         s.wait_stderr(mark, " serves; stopping gracefully", WAIT),
         "no hand-over:\n{}",
@@ -131,6 +211,15 @@ fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_request
     let st = s.wait_exit(WAIT).expect("the old process must exit");
     assert!(st.success(), "the old process exited with {st}");
     assert!(alive(new), "the new process is gone:\n{}", s.stderr());
+    if let Some(old_child) = old_child {
+        // The new binary is a new root parent with its own server process
+        // as the user; the old server process is gone with its parent.
+        assert_eq!(uid(new), Some(0));
+        let new_child = server_child(new);
+        assert_ne!(new_child, old_child);
+        assert_eq!(uid(new_child), Some(uid_of(user)), "{}", s.stderr());
+        assert!(!alive(old_child));
+    }
     assert!(
         matches!(bench.try_wait(), Ok(None)),
         "the load ended before the hand-over did: the test proves nothing on a machine this slow"
@@ -185,10 +274,31 @@ fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_request
     }
 }
 
+fn uid_of(user: &str) -> u32 {
+    let out = Command::new("id")
+        .args(["-u", user])
+        .output()
+        .expect("run id");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no user {user} on this machine"))
+}
+
 #[test]
-fn a_usr2_whose_new_binary_exits_1_leaves_the_old_one_serving() {
+fn usr2_under_keep_alive_load_hands_over_to_the_new_binary_with_0_failed_requests_as_nginx_does() {
+    upgrade_under_load(ONE_PROCESS);
+}
+
+#[test]
+fn usr2_to_the_www_data_server_process_under_load_has_the_root_parent_hand_over_to_a_new_parent_and_child_with_0_failed_requests(
+) {
+    upgrade_under_load(TWO_PROCESSES);
+}
+
+fn broken_new_binary(user: &str) {
     let d = TempDir::new("upgrade-broken");
-    let (exe, cfg) = setup(&d);
+    let (exe, cfg) = setup(&d, user);
     let mut s = start(&exe, &cfg, &[]);
     // A package upgrade left something at the path that cannot run.
     // (/proc/self/exe would still be the working binary.)
@@ -213,9 +323,19 @@ fn a_usr2_whose_new_binary_exits_1_leaves_the_old_one_serving() {
 }
 
 #[test]
+fn a_usr2_whose_new_binary_exits_1_leaves_the_old_one_serving() {
+    broken_new_binary(ONE_PROCESS);
+}
+
+#[test]
+fn a_usr2_to_the_root_parent_whose_new_binary_exits_1_leaves_parent_and_server_process_serving() {
+    broken_new_binary(TWO_PROCESSES);
+}
+
+#[test]
 fn a_second_usr2_while_an_upgrade_is_in_progress_is_refused_with_a_log_line() {
     let d = TempDir::new("upgrade-twice");
-    let (exe, cfg) = setup(&d);
+    let (exe, cfg) = setup(&d, ONE_PROCESS);
     let s = start(&exe, &cfg, &[]);
     // A new binary that takes its time (until the test says), then fails.
     let go = d.join("go");
@@ -251,7 +371,7 @@ fn a_second_usr2_while_an_upgrade_is_in_progress_is_refused_with_a_log_line() {
 #[test]
 fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_as_nginx_by_hand() {
     let d = TempDir::new("upgrade-by-hand");
-    let (exe, cfg) = setup(&d);
+    let (exe, cfg) = setup(&d, ONE_PROCESS);
     let mut s = start(&exe, &cfg, &[]);
     // The new binary is the real one behind a gate the test opens.
     let go = d.join("go");
