@@ -7,8 +7,8 @@
 //! loads the configuration, holds the sockets and answers for the service.
 
 use crate::broker;
-use crate::lifecycle::{Event, Lifecycle};
 use crate::config::{self, ConfigError, Files, Overrides, Runtime};
+use crate::lifecycle::{Event, Lifecycle};
 use crate::local::Shared;
 use crate::upstream::pool::{self, Pool};
 use crate::{listen, worker};

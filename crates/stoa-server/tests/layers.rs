@@ -26,7 +26,9 @@ fn layer_of(rel: &str) -> String {
             None | Some("mod") => "handler".to_owned(),
             Some(name) => format!("handler::{name}"),
         },
-        "lib" | "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade" => "top".to_owned(),
+        "lib" | "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade" => {
+            "top".to_owned()
+        }
         other => other.to_owned(),
     }
 }

@@ -93,7 +93,10 @@ impl Manager {
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        (String::from_utf8_lossy(&buf[..n as usize]).into_owned(), pid)
+        (
+            String::from_utf8_lossy(&buf[..n as usize]).into_owned(),
+            pid,
+        )
     }
 
     /// The next notification that changes the state (`STATUS=` updates
@@ -178,8 +181,8 @@ fn ready_1_is_sent_only_once_the_listener_answers_per_sd_notify_3() {
 }
 
 #[test]
-fn under_a_root_parent_ready_1_comes_from_the_parent_once_its_server_child_answers_per_sd_notify_3(
-) {
+fn under_a_root_parent_ready_1_comes_from_the_parent_once_its_server_child_answers_per_sd_notify_3()
+{
     ready_once_the_listener_answers(TWO_PROCESSES);
 }
 

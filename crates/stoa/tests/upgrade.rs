@@ -178,7 +178,10 @@ fn upgrade_under_load(user: &str) {
         Some(c) => {
             let until = Instant::now() + WAIT;
             while !catches(c, libc::SIGUSR2) {
-                assert!(Instant::now() < until, "the server process never caught USR2");
+                assert!(
+                    Instant::now() < until,
+                    "the server process never caught USR2"
+                );
                 std::thread::sleep(Duration::from_millis(5));
             }
             // SAFETY: kill(2) on the server process this test's Stoa started.
