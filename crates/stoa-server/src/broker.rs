@@ -731,22 +731,7 @@ pub(crate) fn run_parent(
     inherited: InheritedSockets,
 ) -> Result<(), StartError> {
     crate::server::raise_nofile();
-    let signals = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(StartError::Io)?;
-    use tokio::signal::unix::{signal, SignalKind};
-    let (mut hup, mut term, mut int, mut usr1, mut quit, mut usr2) = {
-        let _enter = signals.enter();
-        (
-            signal(SignalKind::hangup()).map_err(StartError::Io)?,
-            signal(SignalKind::terminate()).map_err(StartError::Io)?,
-            signal(SignalKind::interrupt()).map_err(StartError::Io)?,
-            signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
-            signal(SignalKind::quit()).map_err(StartError::Io)?,
-            signal(SignalKind::user_defined2()).map_err(StartError::Io)?,
-        )
-    };
+    let (signals, mut sig) = crate::server::signals()?;
     // systemd's sockets or a predecessor's, else bound here; the child
     // gets every worker's, the parent keeps one of each (`life`).
     let per_worker = life.listeners(&crate::server::wanted(&rt), rt.workers, inherited)?;
@@ -817,15 +802,15 @@ pub(crate) fn run_parent(
             tokio::select! {
                 st = child.wait() => break st,
                 Some((ev, status)) = events.recv() => parent.on_event(ev, &status),
-                _ = usr2.recv() => parent.life.upgrade(),
+                _ = sig.usr2.recv() => parent.life.upgrade(),
                 // The new binary's parent serves with its own child: this
                 // one's finishes its responses (as on SIGQUIT), then both go.
                 _ = parent.life.upgraded() => parent.forward(libc::SIGQUIT),
-                _ = hup.recv() => parent.forward(libc::SIGHUP),
-                _ = usr1.recv() => parent.forward(libc::SIGUSR1),
-                _ = term.recv() => parent.forward(libc::SIGTERM),
-                _ = int.recv() => parent.forward(libc::SIGINT),
-                _ = quit.recv() => parent.forward(libc::SIGQUIT),
+                _ = sig.hup.recv() => parent.forward(libc::SIGHUP),
+                _ = sig.usr1.recv() => parent.forward(libc::SIGUSR1),
+                _ = sig.term.recv() => parent.forward(libc::SIGTERM),
+                _ = sig.int.recv() => parent.forward(libc::SIGINT),
+                _ = sig.quit.recv() => parent.forward(libc::SIGQUIT),
             }
         }
     });

@@ -16,7 +16,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 /// Where the runtime comes from, so that SIGHUP can rebuild it.
@@ -145,6 +145,38 @@ pub fn run(
     serve(source, rt, per_worker, life, on_ready)
 }
 
+/// The signals Stoa acts on, each caught by a handler of the main
+/// thread's runtime.
+pub(crate) struct Signals {
+    pub hup: Signal,
+    pub term: Signal,
+    pub int: Signal,
+    pub usr1: Signal,
+    pub quit: Signal,
+    pub usr2: Signal,
+}
+
+/// The main thread's runtime, with the handlers of [`Signals`] in: the
+/// single process's, the server child's and the privileged parent's.
+pub(crate) fn signals() -> Result<(tokio::runtime::Runtime, Signals), StartError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StartError::Io)?;
+    let enter = rt.enter();
+    let on = |k: SignalKind| signal(k).map_err(StartError::Io);
+    let sig = Signals {
+        hup: on(SignalKind::hangup())?,
+        term: on(SignalKind::terminate())?,
+        int: on(SignalKind::interrupt())?,
+        usr1: on(SignalKind::user_defined1())?,
+        quit: on(SignalKind::quit())?,
+        usr2: on(SignalKind::user_defined2())?,
+    };
+    drop(enter);
+    Ok((rt, sig))
+}
+
 /// Every address `rt` serves, and whether it speaks TLS.
 pub(crate) fn wanted(rt: &Runtime) -> Vec<(SocketAddr, bool)> {
     let plain = rt.listen.iter().map(|a| (*a, false));
@@ -165,21 +197,15 @@ fn serve(
     raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
-    let signals = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(StartError::Io)?;
-    let (mut hup, mut term, mut int, mut usr1, mut quit, mut usr2) = {
-        let _enter = signals.enter();
-        (
-            signal(SignalKind::hangup()).map_err(StartError::Io)?,
-            signal(SignalKind::terminate()).map_err(StartError::Io)?,
-            signal(SignalKind::interrupt()).map_err(StartError::Io)?,
-            signal(SignalKind::user_defined1()).map_err(StartError::Io)?,
-            signal(SignalKind::quit()).map_err(StartError::Io)?,
-            signal(SignalKind::user_defined2()).map_err(StartError::Io)?,
-        )
-    };
+    let (signals, sig) = signals()?;
+    let Signals {
+        mut hup,
+        mut term,
+        mut int,
+        mut usr1,
+        mut quit,
+        mut usr2,
+    } = sig;
     // FastCGI pools are supervised by tasks on this (main) thread.
     let local = tokio::task::LocalSet::new();
     let mut pools = Pools::new()?;

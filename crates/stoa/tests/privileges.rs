@@ -13,40 +13,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// The real, effective, saved and filesystem uids of a process.
-fn uids(pid: i32) -> Vec<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
-    let line = s
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .expect("a Uid line");
-    line.split_whitespace()
-        .skip(1)
-        .map(|n| n.parse().expect("a uid"))
-        .collect()
-}
-
-fn uid_of(user: &str) -> u32 {
-    let out = std::process::Command::new("id")
-        .args(["-u", user])
-        .output()
-        .expect("run id");
-    assert!(out.status.success(), "no user {user} on this machine");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("a uid")
-}
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test checks what Stoa does when started as root: run it as root (CI and `sudo ./test.sh` do)"
-    );
-}
-
 const HELLO: &str = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
 
 /// `stoa check CFG` must exit 1; what it said.
@@ -112,20 +78,13 @@ fn script_uid_and_app_pid(server: &Server) -> (u32, i32) {
 /// The server process under the privileged parent `server`: its only
 /// child (scripts and pools are the server process's children).
 fn server_process(server: &Server) -> i32 {
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let kids = live_children(server.pid());
-        if let [one] = kids[..] {
-            return one;
-        }
-        assert!(
-            std::time::Instant::now() < until,
+    only_child(server.pid(), Duration::from_secs(5)).unwrap_or_else(|kids| {
+        panic!(
             "the parent {} has children {kids:?}, not one server process\n{}",
             server.pid(),
             server.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        )
+    })
 }
 
 /// The names of a process's threads.
@@ -186,7 +145,7 @@ const TCP_LISTEN: u8 = 10;
 fn started_as_root_with_user_www_data_the_server_its_cgi_scripts_and_spawned_pools_run_as_www_data()
 {
     require_root();
-    let www = uid_of("www-data");
+    let www = account_uid("www-data");
     let (_dir, server) = whoami_site("priv-www", "user = \"www-data\"");
     assert!(
         server.wait_stderr(0, "running as www-data", Duration::from_secs(5)),
@@ -207,7 +166,7 @@ fn started_as_root_with_user_www_data_the_server_its_cgi_scripts_and_spawned_poo
 #[test]
 fn started_as_root_without_a_user_key_stoa_and_its_scripts_run_as_nobody() {
     require_root();
-    let nobody = uid_of("nobody");
+    let nobody = account_uid("nobody");
     let (_dir, server) = whoami_site("priv-nobody", "");
     assert_eq!(uids(server_process(&server)), vec![nobody; 4]);
     let (script_uid, app_pid) = script_uid_and_app_pid(&server);
@@ -253,7 +212,7 @@ fn a_user_that_does_not_exist_is_a_config_error_naming_the_key() {
 #[test]
 fn a_pool_with_its_own_user_runs_as_it_while_stoa_keeps_root_as_written() {
     require_root();
-    let www = uid_of("www-data");
+    let www = account_uid("www-data");
     let dir = TempDir::new("priv-pool-user");
     dir.mkdir("www");
     let cfg = dir.path().join("stoa.toml");
@@ -456,7 +415,7 @@ fn a_reload_after_the_drop_re_reads_a_0600_root_key_and_serves_the_new_certifica
 #[test]
 fn the_process_that_accepts_connections_is_not_root_and_the_root_parent_holds_only_its_listeners() {
     require_root();
-    let www = uid_of("www-data");
+    let www = account_uid("www-data");
     let (_dir, server) = whoami_site("priv-split", "user = \"www-data\"");
     let child = server_process(&server);
     // A request served: the worker thread runs (and has named itself), and
@@ -610,7 +569,7 @@ fn the_parent_exits_0_after_a_stop_and_non_zero_when_the_server_process_dies_una
 #[test]
 fn the_access_log_is_created_by_the_root_parent_in_a_root_only_directory_and_owned_by_the_user() {
     require_root();
-    let www = uid_of("www-data");
+    let www = account_uid("www-data");
     let dir = TempDir::new("priv-log");
     dir.write("www/page.txt", "logged\n");
     let logs = dir.mkdir("logs");

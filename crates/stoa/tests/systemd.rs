@@ -17,20 +17,6 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// `user` for one process started as root.
-const ONE_PROCESS: &str = "root";
-/// `user` for a root parent and its unprivileged server child.
-const TWO_PROCESSES: &str = "www-data";
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test checks Stoa started as root: run it as root (CI and `sudo ./test.sh` do)"
-    );
-}
-
 /// A datagram socket standing in for systemd's notification socket.
 struct Manager {
     sock: UnixDatagram,

@@ -20,54 +20,10 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
 
-/// `user` for one process started as root.
-const ONE_PROCESS: &str = "root";
-/// `user` for a root parent and its unprivileged server child.
-const TWO_PROCESSES: &str = "www-data";
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test checks Stoa started as root: run it as root (CI and `sudo ./test.sh` do)"
-    );
-}
-
 /// The one server process under the privileged parent `parent`.
 fn server_child(parent: i32) -> i32 {
-    let until = Instant::now() + WAIT;
-    loop {
-        if let [one] = live_children(parent)[..] {
-            return one;
-        }
-        assert!(
-            Instant::now() < until,
-            "the parent {parent} has no single server process: {:?}",
-            live_children(parent)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The real uid of `pid`.
-fn uid(pid: i32) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|u| u.parse().ok())
-}
-
-/// Whether `pid` catches `sig` (SigCgt in /proc/PID/status).
-fn catches(pid: i32, sig: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+    only_child(parent, WAIT)
+        .unwrap_or_else(|kids| panic!("the parent {parent} has no single server process: {kids:?}"))
 }
 
 /// The new binary: once the old one exits it belongs to nobody here, so it
@@ -135,6 +91,21 @@ fn replace_with_script(exe: &Path, body: &str) {
     std::fs::rename(&tmp, exe).expect("replace the binary");
 }
 
+/// The pid the log names after `marker`, past byte `mark`.
+fn pid_after(s: &Server, mark: usize, marker: &str) -> i32 {
+    let log = s.stderr();
+    log[mark..]
+        .split(marker)
+        .nth(1)
+        .map(|r| {
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid after {marker:?} in:\n{log}"))
+}
+
 fn responses(s: &Server) -> u64 {
     s.get("/status")
         .text()
@@ -199,13 +170,7 @@ fn upgrade_under_load(user: &str) {
         "no hand-over:\n{}",
         s.stderr()
     );
-    let log = s.stderr();
-    let new: i32 = log[mark..]
-        .split("upgrade: pid ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no new pid in:\n{log}"));
+    let new = pid_after(&s, mark, "upgrade: pid ");
     let _successor = Successor(new);
     assert_ne!(new, old);
 
@@ -217,10 +182,15 @@ fn upgrade_under_load(user: &str) {
     if let Some(old_child) = old_child {
         // The new binary is a new root parent with its own server process
         // as the user; the old server process is gone with its parent.
-        assert_eq!(uid(new), Some(0));
+        assert_eq!(uids(new), vec![0; 4]);
         let new_child = server_child(new);
         assert_ne!(new_child, old_child);
-        assert_eq!(uid(new_child), Some(uid_of(user)), "{}", s.stderr());
+        assert_eq!(
+            uids(new_child),
+            vec![account_uid(user); 4],
+            "{}",
+            s.stderr()
+        );
         assert!(!alive(old_child));
     }
     assert!(
@@ -275,17 +245,6 @@ fn upgrade_under_load(user: &str) {
         }
         seen.push(msg);
     }
-}
-
-fn uid_of(user: &str) -> u32 {
-    let out = Command::new("id")
-        .args(["-u", user])
-        .output()
-        .expect("run id");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("no user {user} on this machine"))
 }
 
 #[test]
@@ -389,13 +348,7 @@ fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_a
         "{}",
         s.stderr()
     );
-    let log = s.stderr();
-    let new: i32 = log[mark..]
-        .split(" as pid ")
-        .nth(1)
-        .and_then(|r| r.split(';').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no new pid in:\n{log}"));
+    let new = pid_after(&s, mark, " as pid ");
     let _successor = Successor(new);
 
     // The operator stops the old one by hand before the new one is ready.

@@ -289,13 +289,7 @@ impl Server {
     /// Whether the process catches `sig` (the SigCgt mask in
     /// /proc/PID/status).
     pub fn catches(&self, sig: i32) -> bool {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("SigCgt:"))
-            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-            .is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+        catches(self.pid(), sig)
     }
 
     /// Waits up to 5 s for the server to catch `sig`.
@@ -892,4 +886,78 @@ pub fn php_fpm_binary() -> PathBuf {
              (apt-get install php-fpm); test.sh installs it when run as root"
         )
     })
+}
+
+// ---------------------------------------------------------------------------
+// Started as root: the one process, or a root parent and its server process
+
+/// `user` for one process started as root.
+pub const ONE_PROCESS: &str = "root";
+/// `user` for a root parent and its unprivileged server process.
+pub const TWO_PROCESSES: &str = "www-data";
+
+/// Fails a test that checks what Stoa does when started as root unless it
+/// runs as root.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test checks what Stoa does when started as root: run it as root (CI and `sudo ./test.sh` do)"
+    );
+}
+
+/// The uid of the account `user`.
+pub fn account_uid(user: &str) -> u32 {
+    let out = Command::new("id")
+        .args(["-u", user])
+        .output()
+        .expect("run id");
+    assert!(out.status.success(), "no user {user} on this machine");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a uid")
+}
+
+/// Whether process `pid` catches `sig` (the SigCgt mask in
+/// /proc/PID/status).
+pub fn catches(pid: i32, sig: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (sig - 1)) != 0)
+}
+
+/// The server process under the privileged parent `parent`: its only
+/// child (scripts and pools are the server process's children), within
+/// `within`; else the children it has.
+pub fn only_child(parent: i32, within: Duration) -> Result<i32, Vec<i32>> {
+    let until = Instant::now() + within;
+    loop {
+        let kids = live_children(parent);
+        if let [one] = kids[..] {
+            return Ok(one);
+        }
+        if Instant::now() >= until {
+            return Err(kids);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The real, effective, saved and filesystem uids of `pid`
+/// (/proc/PID/status).
+pub fn uids(pid: i32) -> Vec<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .expect("a Uid line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().expect("a uid"))
+        .collect()
 }
