@@ -3,22 +3,26 @@
 //! Started as root with a `user` to run as, `stoa serve` is two
 //! processes. The parent stays root and never reads a request: it loads
 //! the configuration (so that a key only root may read stays that way),
-//! binds the listeners, then starts the server process by executing its
-//! own binary again (`/proc/self/exe`) with the listening sockets
-//! inherited and one end of a Unix socket pair, the broker, named in
-//! [`BROKER_ENV`]. The child becomes the user between fork and exec, so
-//! the process that parses requests never runs as root, and it builds its
-//! runtime from the parent's [`Recorded`] bundle: the config text and the
-//! certificates and keys, read by root.
+//! gets the listeners (bound, or systemd's, or a previous binary's: see
+//! `listen`), then starts the server process by executing its own binary
+//! again (`/proc/self/exe`) with the listening sockets inherited and one
+//! end of a Unix socket pair, the broker, named in [`BROKER_ENV`]. The
+//! child becomes the user between fork and exec, so the process that
+//! parses requests never runs as root, and it builds its runtime from the
+//! parent's [`Recorded`] bundle: the config text and the certificates and
+//! keys, read by root. The parent is the unit's main pid: its
+//! [`Lifecycle`] speaks to systemd and upgrades the binary on SIGUSR2.
 //!
 //! Over the broker the child asks, the parent answers: a fresh bundle (at
 //! start and on every reload: SIGHUP to either process), a log file
 //! opened for appending ([`open_append`]: created by root, given to the
 //! user, passed back with `SCM_RIGHTS`), and events the parent acts on
-//! ([`Event`], all handled in one place: `Parent::on_event`). The parent
-//! forwards SIGHUP, SIGUSR1, SIGQUIT, SIGTERM and SIGINT to the child and
-//! exits with its status; a child that dies unasked is logged and the
-//! parent exits non-zero, so that a supervisor (systemd) restarts both.
+//! ([`Event`], each with a status line, all handled in one place:
+//! `Parent::on_event`). The parent forwards SIGHUP, SIGUSR1, SIGQUIT,
+//! SIGTERM and SIGINT to the child, starts a new binary on SIGUSR2 (its
+//! own, or its child's passed up), and exits with the child's status; a
+//! child that dies unasked is logged and the parent exits non-zero, so
+//! that a supervisor (systemd) restarts both.
 //!
 //! Not started as root, or with `user = "root"` written out, there is no
 //! parent: one process, and [`open_append`] opens the file itself.

@@ -1,6 +1,7 @@
 //! The Stoa server. Layers, top to bottom (docs/ARCHITECTURE.md):
-//! start-up (`server`, `worker`, and `listen`, `notify`, `upgrade` for
-//! sockets, systemd and SIGUSR2); connection loops (`conn`) and the wire
+//! start-up (`server`, `worker`, the privileged parent `broker`, and
+//! `lifecycle`, `listen`, `notify`, `upgrade` for the service, its sockets,
+//! systemd and SIGUSR2); connection loops (`conn`) and the wire
 //! (`proto`); routing (`route`) over the config's runtime (`config`); the
 //! handler interface (`exchange`); handlers (`handler`); what gateways share
 //! (`gateway`); application processes and connections (`upstream`); and
