@@ -11,13 +11,13 @@
 //! parses requests never runs as root, and it builds its runtime from the
 //! parent's [`Recorded`] bundle: the config text and the certificates and
 //! keys, read by root. The parent is the unit's main pid: its
-//! [`Lifecycle`] speaks to systemd and upgrades the binary on SIGUSR2.
+//! `Lifecycle` speaks to systemd and upgrades the binary on SIGUSR2.
 //!
 //! Over the broker the child asks, the parent answers: a fresh bundle (at
 //! start and on every reload: SIGHUP to either process), a log file
 //! opened for appending ([`open_append`]: created by root, given to the
 //! user, passed back with `SCM_RIGHTS`), and events the parent acts on
-//! ([`Event`], each with a status line, all handled in one place:
+//! (`lifecycle::Event`, each with a status line, all handled in one place:
 //! `Parent::on_event`). The parent forwards SIGHUP, SIGUSR1, SIGQUIT,
 //! SIGTERM and SIGINT to the child, starts a new binary on SIGUSR2 (its
 //! own, or its child's passed up), and exits with the child's status; a
