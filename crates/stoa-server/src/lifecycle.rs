@@ -189,3 +189,70 @@ impl Lifecycle {
         self.handed_over
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixDatagram;
+    use std::time::Duration;
+
+    /// A Lifecycle that notifies a socket the test reads, as systemd's.
+    fn with_manager(tag: &str) -> (Lifecycle, UnixDatagram, std::path::PathBuf) {
+        let path =
+            std::env::temp_dir().join(format!("stoa-life-{tag}-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let sock = UnixDatagram::bind(&path).expect("bind");
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let life = Lifecycle {
+            notify: Notifier::to(Some(path.clone().into())),
+            ready_pipe: None,
+            upgrades: Upgrades::new(Err("no binary in a unit test".into())),
+            handles: Vec::new(),
+            handed_over: false,
+            child: false,
+        };
+        (life, sock, path)
+    }
+
+    fn recv(sock: &UnixDatagram) -> String {
+        let mut buf = [0u8; 4096];
+        let n = sock.recv(&mut buf).expect("a datagram");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// sd_notify(3): READY=1 at start and after a reload, failed or not
+    /// (the service runs either way), RELOADING=1 with MONOTONIC_USEC
+    /// before it, STOPPING=1 at a stop.
+    #[test]
+    fn each_event_is_the_sd_notify_message_systemd_expects_per_sd_notify_3() {
+        let (mut life, sock, path) = with_manager("map");
+        life.event(Event::Ready, "serving");
+        assert_eq!(recv(&sock), "READY=1\nSTATUS=serving");
+        life.event(Event::Reloading, "reloading");
+        let m = recv(&sock);
+        assert!(m.starts_with("RELOADING=1\nMONOTONIC_USEC="), "{m:?}");
+        life.event(Event::Reloaded, "serving again");
+        assert_eq!(recv(&sock), "READY=1\nSTATUS=serving again");
+        life.event(Event::ReloadFailed, "reload failed, still serving");
+        assert_eq!(recv(&sock), "READY=1\nSTATUS=reload failed, still serving");
+        life.event(Event::Status, "3 connection(s) open");
+        assert_eq!(recv(&sock), "STATUS=3 connection(s) open");
+        life.event(Event::Stopping, "stopping");
+        assert_eq!(recv(&sock), "STOPPING=1\nSTATUS=stopping");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// After a hand-over the unit belongs to the new binary: the old
+    /// process's stop must not tell systemd the service is stopping.
+    #[test]
+    fn after_a_new_binary_took_over_the_stop_sends_no_stopping_1() {
+        let (mut life, sock, path) = with_manager("handed");
+        life.handed_over = true;
+        assert!(life.stop());
+        life.event(Event::Stopping, "stopping");
+        life.event(Event::Status, "draining");
+        assert_eq!(recv(&sock), "STATUS=draining");
+        let _ = std::fs::remove_file(&path);
+    }
+}
