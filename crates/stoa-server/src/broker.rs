@@ -734,7 +734,6 @@ pub(crate) fn run_parent(
     mut life: Lifecycle,
     inherited: InheritedSockets,
 ) -> Result<(), StartError> {
-    crate::server::raise_nofile();
     let (signals, mut sig) = crate::server::signals()?;
     // systemd's sockets or a predecessor's, else bound here; the child
     // gets every worker's, the parent keeps one of each (`life`).

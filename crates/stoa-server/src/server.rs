@@ -86,7 +86,7 @@ impl std::error::Error for StartError {}
 /// Raises the open-file limit to its hard maximum: every connection is a
 /// descriptor, and the default soft limit (1024) is far below
 /// `max_connections`.
-pub(crate) fn raise_nofile() {
+fn raise_nofile() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -112,6 +112,7 @@ pub fn run(
     // What systemd or a previous binary passed in the environment is taken
     // (and removed from it) before any thread starts.
     let (life, inherited) = Lifecycle::from_env()?;
+    raise_nofile();
     if let Some(child) = broker::server_child_from_env().map_err(StartError::Io)? {
         let source = Source {
             config: child.config,
@@ -194,7 +195,6 @@ fn serve(
     mut life: Lifecycle,
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
-    raise_nofile();
     // Signal handlers go in before anything is announced: a SIGHUP sent the
     // moment the ready line appears must reload, not kill (its default).
     let (signals, sig) = signals()?;
