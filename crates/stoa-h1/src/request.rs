@@ -972,7 +972,10 @@ mod tests {
             );
         }
         // An encoded `#` is an ordinary byte of the path.
-        assert_eq!(complete(b"GET /x%23y HTTP/1.1\r\nHost: a\r\n\r\n").path(), b"/x%23y");
+        assert_eq!(
+            complete(b"GET /x%23y HTTP/1.1\r\nHost: a\r\n\r\n").path(),
+            b"/x%23y"
+        );
     }
 
     #[test]

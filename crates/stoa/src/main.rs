@@ -92,7 +92,8 @@ fn demo_config() -> Option<PathBuf> {
 }
 
 /// What bare `stoa serve` says where there is no demo to run.
-const NOTHING_TO_SERVE: &str = "stoa: nothing to serve: no DIR, no --config, and no demo/stoa.toml in the current directory.
+const NOTHING_TO_SERVE: &str =
+    "stoa: nothing to serve: no DIR, no --config, and no demo/stoa.toml in the current directory.
   stoa serve DIR                 serve a directory (http://127.0.0.1:8080/)
   stoa serve --config FILE       serve a configuration (see `stoa check FILE`)
   stoa serve                     from the root of a Stoa source checkout: the demo site";

@@ -241,7 +241,12 @@ fn an_unknown_method_is_501_and_a_known_one_not_allowed_stays_405_rfc9110_9_1_15
     let r = c.request(&request("BREW", "/a.txt", &[]));
     assert_eq!(r.status, 501, "{r:?}");
     assert!(!contains(&r.body, b"alpha"));
-    let r = c.request(&request("PROPFIND", "/", &["Content-Length: 3"]).into_iter().chain(*b"abc").collect::<Vec<u8>>());
+    let r = c.request(
+        &request("PROPFIND", "/", &["Content-Length: 3"])
+            .into_iter()
+            .chain(*b"abc")
+            .collect::<Vec<u8>>(),
+    );
     assert_eq!(r.status, 501, "{r:?}");
     // §15.5.6: a method it knows but the resource does not allow is 405.
     let r = c.request(&request("DELETE", "/a.txt", &[]));
