@@ -19,6 +19,7 @@ pub mod privileges;
 pub mod proto;
 pub mod route;
 pub mod server;
+pub mod unix_listen;
 pub mod upstream;
 pub mod worker;
 

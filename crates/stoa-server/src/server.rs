@@ -41,6 +41,8 @@ pub enum StartError {
     Io(io::Error),
     /// Could not become the configured user.
     Privileges(String),
+    /// A Unix-socket listener could not be made.
+    Unix(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -49,7 +51,7 @@ impl std::fmt::Display for StartError {
             StartError::Config(e) => write!(f, "{e}"),
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Io(e) => write!(f, "{e}"),
-            StartError::Privileges(m) => write!(f, "{m}"),
+            StartError::Privileges(m) | StartError::Unix(m) => write!(f, "{m}"),
         }
     }
 }
@@ -152,13 +154,30 @@ pub fn run(
                 crate::route::set_bound_https_port(a.port());
             }
         }
+        let proxy_protocol = rt.proxy_protocol.on_tcp(addr);
         for (w, s) in socks.into_iter().enumerate() {
             per_worker[w].push(worker::Listener {
                 socket: s,
                 tls: is_tls.then_some(addr),
+                proxy_protocol,
             });
         }
     }
+    // Unix-socket listeners: one socket, every worker accepting on it.
+    let unix_bound = crate::unix_listen::bind(&rt.unix).map_err(StartError::Unix)?;
+    let mut per_worker_unix: Vec<Vec<worker::UnixListener>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    for (path, l) in &unix_bound {
+        let proxy_protocol = rt.proxy_protocol.on_unix(path);
+        for w in per_worker_unix.iter_mut() {
+            let socket = l.try_clone().map_err(StartError::Io)?;
+            w.push(worker::UnixListener {
+                socket,
+                proxy_protocol,
+            });
+        }
+    }
+    drop(unix_bound);
     // Listeners are bound: root is no longer needed (before any worker,
     // script or pool process starts).
     // What root creates for the user: the pools' socket directory, and the
@@ -198,7 +217,7 @@ pub fn run(
     let shared = Arc::new(Shared::new(workers));
 
     let mut threads = Vec::new();
-    for (i, listeners) in per_worker.into_iter().enumerate() {
+    for (i, (listeners, unix)) in per_worker.into_iter().zip(per_worker_unix).enumerate() {
         let rt_rx = rt_rx.clone();
         let sd_rx = sd_rx.clone();
         let shared = shared.clone();
@@ -217,7 +236,7 @@ pub fn run(
                     }
                 };
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, worker::run(listeners, rt_rx, sd_rx, shared));
+                local.block_on(&rt, worker::run(listeners, unix, rt_rx, sd_rx, shared));
             })
             .map_err(StartError::Io)?;
         threads.push(t);
@@ -228,6 +247,7 @@ pub fn run(
         bound
             .iter()
             .map(|(scheme, a)| format!("{scheme}://{a}"))
+            .chain(rt.unix.paths.iter().map(|p| format!("unix:{}", p.display())))
             .collect::<Vec<_>>()
             .join(", "),
         workers,
@@ -287,6 +307,7 @@ pub fn run(
             let _ = j.await;
         }
         pools.stop_all().await;
+        crate::unix_listen::remove(&rt.unix.paths);
         Ok::<(), StartError>(())
     })?;
     tracing::info!("stopped");
@@ -363,6 +384,7 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
             let old = tx.borrow().clone();
             let tls_addrs = |rt: &Runtime| rt.tls.iter().map(|(a, _)| *a).collect::<Vec<_>>();
             if new.listen != old.listen
+                || new.unix != old.unix
                 || new.workers != old.workers
                 || tls_addrs(&new) != tls_addrs(&old)
             {

@@ -26,7 +26,7 @@ fn layer_of(rel: &str) -> String {
             None | Some("mod") => "handler".to_owned(),
             Some(name) => format!("handler::{name}"),
         },
-        "lib" | "server" | "worker" => "top".to_owned(),
+        "lib" | "server" | "worker" | "unix_listen" => "top".to_owned(),
         other => other.to_owned(),
     }
 }
@@ -42,7 +42,7 @@ fn layer_named(path: &str) -> String {
             }
             _ => "handler".to_owned(),
         },
-        "server" | "worker" => "top".to_owned(),
+        "server" | "worker" | "unix_listen" => "top".to_owned(),
         other => other.to_owned(),
     }
 }
