@@ -247,7 +247,12 @@ pub fn run(
         bound
             .iter()
             .map(|(scheme, a)| format!("{scheme}://{a}"))
-            .chain(rt.unix.paths.iter().map(|p| format!("unix:{}", p.display())))
+            .chain(
+                rt.unix
+                    .paths
+                    .iter()
+                    .map(|p| format!("unix:{}", p.display()))
+            )
             .collect::<Vec<_>>()
             .join(", "),
         workers,

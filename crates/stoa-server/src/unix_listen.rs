@@ -51,7 +51,8 @@ pub fn bind(cfg: &UnixListen) -> Result<Vec<(PathBuf, UnixListener)>, String> {
     };
     let mut out = Vec::new();
     for path in &cfg.paths {
-        let l = bind_one(path).map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
+        let l =
+            bind_one(path).map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
         let fail = |what: &str, e: io::Error| {
             let _ = std::fs::remove_file(path);
             format!("unix:{}: {what}: {e}", path.display())
@@ -61,7 +62,8 @@ pub fn bind(cfg: &UnixListen) -> Result<Vec<(PathBuf, UnixListener)>, String> {
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| fail("owner", e))?;
         }
-        l.set_nonblocking(true).map_err(|e| fail("non-blocking", e))?;
+        l.set_nonblocking(true)
+            .map_err(|e| fail("non-blocking", e))?;
         out.push((path.clone(), l));
     }
     Ok(out)
@@ -106,9 +108,13 @@ fn group_id(name: &str) -> Result<libc::gid_t, String> {
     let mut found: *mut libc::group = std::ptr::null_mut();
     // SAFETY: every pointer is valid for the call: the name is
     // NUL-terminated, `gr` and `buf` are ours with their true sizes.
-    let rc = unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found) };
+    let rc =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found) };
     if rc != 0 {
-        return Err(format!("group `{name}`: {}", io::Error::from_raw_os_error(rc)));
+        return Err(format!(
+            "group `{name}`: {}",
+            io::Error::from_raw_os_error(rc)
+        ));
     }
     if found.is_null() {
         return Err(format!("group `{name}`: no such group"));
@@ -160,9 +166,9 @@ pub async fn accept_loop(
             }
             Err(_would_block) => continue,
         };
-        let stream = s
-            .set_nonblocking(true)
-            .and_then(|()| tokio::net::TcpStream::from_std(std::net::TcpStream::from(OwnedFd::from(s))));
+        let stream = s.set_nonblocking(true).and_then(|()| {
+            tokio::net::TcpStream::from_std(std::net::TcpStream::from(OwnedFd::from(s)))
+        });
         match stream {
             Ok(t) => crate::worker::serve_unix(t, proxy_protocol, &runtime, &worker, &shared),
             Err(e) => tracing::warn!("accept (unix): {e}"),

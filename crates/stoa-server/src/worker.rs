@@ -113,7 +113,10 @@ pub async fn run(
         // SAFETY: the AsyncFd owns the listener, whose descriptor stays
         // open and the same until the AsyncFd drops it.
         let fd = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(l.socket, tokio::io::Interest::READABLE)
+            tokio::io::unix::AsyncFd::register_with_interest(
+                l.socket,
+                tokio::io::Interest::READABLE,
+            )
         };
         match fd {
             Ok(fd) => accepts.push(tokio::task::spawn_local(crate::unix_listen::accept_loop(
@@ -201,7 +204,14 @@ pub(crate) fn serve_unix(
         proxy_protocol,
         unix: true,
     };
-    serve(stream, crate::unix_listen::PEER, via, runtime, worker, shared);
+    serve(
+        stream,
+        crate::unix_listen::PEER,
+        via,
+        runtime,
+        worker,
+        shared,
+    );
 }
 
 /// Counts an accepted connection in (or refuses it past

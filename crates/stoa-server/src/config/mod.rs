@@ -11,7 +11,6 @@ pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
 pub use crate::proto::Limits;
 pub use crate::upstream::pool::parse_addr;
-pub use wire::{ProxyProtocol, UnixListen};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use std::fmt;
@@ -20,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
+pub use wire::{ProxyProtocol, UnixListen};
 
 mod wire;
 

@@ -84,7 +84,10 @@ pub fn parse_listen(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> Result<Listen
 }
 
 /// `[unix_socket]` as the server uses it.
-pub fn unix_listen(paths: Vec<PathBuf>, c: &UnixSocketConfig) -> Result<UnixListen, (String, String)> {
+pub fn unix_listen(
+    paths: Vec<PathBuf>,
+    c: &UnixSocketConfig,
+) -> Result<UnixListen, (String, String)> {
     let mode = match &c.mode {
         None => 0o666,
         Some(m) => u32::from_str_radix(m.trim_start_matches("0o"), 8)
@@ -126,7 +129,13 @@ pub fn proxy_protocol(
 ) -> Result<ProxyProtocol, (Option<std::ops::Range<usize>>, String, String)> {
     let mut out = ProxyProtocol {
         trusted: TrustedProxies::parse(c.trusted_proxies.iter().map(String::as_str)).map_err(
-            |e| (None, "proxy_protocol.trusted_proxies".to_owned(), e.to_string()),
+            |e| {
+                (
+                    None,
+                    "proxy_protocol.trusted_proxies".to_owned(),
+                    e.to_string(),
+                )
+            },
         )?,
         ..Default::default()
     };

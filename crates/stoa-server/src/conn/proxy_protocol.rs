@@ -64,7 +64,11 @@ pub async fn read(
     let got = tokio::time::timeout_at(deadline, peek_header(tcp, &mut buf)).await;
     let (header, len) = match got {
         Err(_) => {
-            refuse(Refusal::Slow, peer, &"no complete header within header_timeout");
+            refuse(
+                Refusal::Slow,
+                peer,
+                &"no complete header within header_timeout",
+            );
             return None;
         }
         Ok(Err(why)) => {
@@ -114,10 +118,7 @@ impl std::fmt::Display for PeekError {
 }
 
 /// Peeks until the bytes at the front of the socket hold a whole header.
-async fn peek_header(
-    tcp: &TcpStream,
-    buf: &mut [u8],
-) -> Result<(Header, usize), PeekError> {
+async fn peek_header(tcp: &TcpStream, buf: &mut [u8]) -> Result<(Header, usize), PeekError> {
     loop {
         tcp.readable().await.map_err(PeekError::Io)?;
         let mut verdict = None;
@@ -179,12 +180,18 @@ mod tests {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
             let addr = l.local_addr().expect("addr");
             let writer = std::thread::spawn(move || {
                 let mut c = std::net::TcpStream::connect(addr).expect("connect");
                 c.set_nodelay(true).expect("nodelay");
-                for piece in [&b"PROXY TCP4 203."[..], b"0.113.9 127.0.0.1 ", b"5555 80\r\nGET /"] {
+                for piece in [
+                    &b"PROXY TCP4 203."[..],
+                    b"0.113.9 127.0.0.1 ",
+                    b"5555 80\r\nGET /",
+                ] {
                     c.write_all(piece).expect("write");
                     std::thread::sleep(Duration::from_millis(30));
                 }
@@ -209,7 +216,9 @@ mod tests {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
             let addr = l.local_addr().expect("addr");
             let header = b"PROXY TCP4 203.0.113.9 127.0.0.1 5555 80\r\n";
             for (send, list, wait) in [
