@@ -390,11 +390,13 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
             let tls_addrs = |rt: &Runtime| rt.tls.iter().map(|(a, _)| *a).collect::<Vec<_>>();
             if new.listen != old.listen
                 || new.unix != old.unix
+                || new.proxy_protocol.tcp != old.proxy_protocol.tcp
+                || new.proxy_protocol.unix != old.proxy_protocol.unix
                 || new.workers != old.workers
                 || tls_addrs(&new) != tls_addrs(&old)
             {
                 tracing::warn!(
-                    "reload: `listen`, `tls.listen` and `workers` changes take effect on restart only"
+                    "reload: `listen`, `tls.listen`, `workers`, `[unix_socket]` and `proxy_protocol.listen` changes take effect on restart only"
                 );
             }
             let _ = tx.send(Arc::new(new));

@@ -166,6 +166,12 @@ fn main() -> ExitCode {
                         .iter()
                         .map(|a| a.to_string())
                         .chain(rt.tls.iter().map(|(a, _)| format!("{a} (TLS)")))
+                        .chain(
+                            rt.unix
+                                .paths
+                                .iter()
+                                .map(|p| format!("unix:{}", p.display()))
+                        )
                         .collect::<Vec<_>>()
                         .join(", ")
                 );

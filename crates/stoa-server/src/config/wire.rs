@@ -162,3 +162,82 @@ pub fn proxy_protocol(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(p: &str) -> PathBuf {
+        std::path::Path::new("/etc/stoa").join(p)
+    }
+
+    fn spanned(s: &str) -> Spanned<String> {
+        #[derive(Deserialize)]
+        struct W {
+            v: Spanned<String>,
+        }
+        let w: W = toml::from_str(&format!("v = {s:?}")).expect("toml");
+        w.v
+    }
+
+    #[test]
+    fn listen_takes_addresses_and_unix_paths_relative_to_the_config() {
+        assert!(matches!(
+            parse_listen("127.0.0.1:80", &resolve),
+            Ok(Listen::Tcp(_))
+        ));
+        match parse_listen("unix:run/http.sock", &resolve) {
+            Ok(Listen::Unix(p)) => assert_eq!(p, PathBuf::from("/etc/stoa/run/http.sock")),
+            _ => panic!("not a unix path"),
+        }
+        assert!(parse_listen("unix:", &resolve).is_err());
+    }
+
+    #[test]
+    fn unix_socket_mode_is_octal_and_owner_is_user_or_user_group() {
+        let c = |mode: Option<&str>, owner: Option<&str>| UnixSocketConfig {
+            mode: mode.map(str::to_owned),
+            owner: owner.map(str::to_owned),
+        };
+        assert_eq!(
+            unix_listen(vec![], &c(None, None)).map(|u| u.mode),
+            Ok(0o666)
+        );
+        assert_eq!(
+            unix_listen(vec![], &c(Some("0660"), None)).map(|u| u.mode),
+            Ok(0o660)
+        );
+        assert!(unix_listen(vec![], &c(Some("0990"), None)).is_err());
+        assert!(unix_listen(vec![], &c(Some("1777"), None)).is_err());
+        let u = unix_listen(vec![], &c(None, Some("www-data:haproxy"))).expect("owner");
+        assert_eq!(u.owner, Some(("www-data".into(), Some("haproxy".into()))));
+        assert!(unix_listen(vec![], &c(None, Some("www-data:"))).is_err());
+    }
+
+    #[test]
+    fn proxy_protocol_names_only_listened_addresses_and_needs_trusted_proxies() {
+        let tcp: Vec<SocketAddr> = vec!["127.0.0.1:8080".parse().expect("addr")];
+        let unix = vec![PathBuf::from("/run/s.sock")];
+        let c = |listen: &[&str], trusted: &[&str]| ProxyProtocolConfig {
+            listen: listen.iter().map(|s| spanned(s)).collect(),
+            trusted_proxies: trusted.iter().map(|s| s.to_string()).collect(),
+        };
+        let p = proxy_protocol(
+            &c(&["127.0.0.1:8080", "unix:/run/s.sock"], &["10.0.0.0/8"]),
+            &tcp,
+            &unix,
+            &resolve,
+        )
+        .expect("valid");
+        assert!(p.on_tcp(tcp[0]) && p.on_unix(&unix[0]));
+        // Not an address Stoa listens on.
+        assert!(
+            proxy_protocol(&c(&["127.0.0.1:9"], &["10.0.0.0/8"]), &tcp, &unix, &resolve).is_err()
+        );
+        // A TCP listener with nobody trusted would refuse everyone.
+        assert!(proxy_protocol(&c(&["127.0.0.1:8080"], &[]), &tcp, &unix, &resolve).is_err());
+        // A Unix one alone needs no list: the file's mode decides.
+        assert!(proxy_protocol(&c(&["unix:/run/s.sock"], &[]), &tcp, &unix, &resolve).is_ok());
+        assert!(proxy_protocol(&c(&[], &["10.0.0.1/8"]), &tcp, &unix, &resolve).is_err());
+    }
+}
