@@ -359,3 +359,56 @@ fn a_unix_listener_path_holding_a_file_or_a_live_socket_fails_start() {
     }
     assert_eq!(std::fs::read_to_string(&file).expect("file"), "keep me\n");
 }
+
+/// The header's client is what a proxied application learns too: RFC 7239
+/// `Forwarded: for=` and `X-Forwarded-For` name it, not the balancer (as
+/// nginx's `$proxy_add_x_forwarded_for` after `real_ip`).
+#[test]
+fn a_proxied_application_gets_the_header_s_client_in_forwarded_and_x_forwarded_for_rfc7239() {
+    require("python3", "python3");
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/proxy-peers");
+    let mut backend = Command::new("python3")
+        .arg(peers.join("backend.py"))
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start backend.py");
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let out = backend.stdout.take().expect("backend stdout");
+    let backend = Kill(backend);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).expect("first line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("backend.py said {line:?}"))
+        .to_owned();
+    let d = TempDir::new("wire-pp-forwarded");
+    d.mkdir("www");
+    let cfg = d.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [proxy_protocol]\nlisten = [\"127.0.0.1:0\"]\ntrusted_proxies = [\"127.0.0.1\"]\n\n\
+             [[pool]]\nname = \"app\"\nprotocol = \"http\"\naddress = [\"{addr}\"]\n\n\
+             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nproxy = {{ pool = \"app\" }}\n"
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    let mut c = s.connect();
+    c.send(b"PROXY TCP4 203.0.113.9 127.0.0.1 5555 80\r\n");
+    let r = c.request(&get("/app/x"));
+    assert_eq!(r.status, 200, "{r:?}");
+    let t = r.text();
+    assert!(t.contains("for=203.0.113.9"), "{t}");
+    assert!(t.contains("[\"X-Forwarded-For\", \"203.0.113.9\"]"), "{t}");
+    assert!(!t.contains("for=127.0.0.1"), "{t}");
+    drop(backend);
+}
