@@ -870,6 +870,14 @@ fn build(
             wire::Listen::Unix(p) => unix_paths.push(p),
         }
     }
+    if ov.tls_cert.is_some() && !unix_paths.is_empty() {
+        // Never serve in the clear what was asked for over TLS.
+        return Err(err(
+            None,
+            "--listen",
+            "`unix:` listeners do not speak TLS (--tls-cert)".into(),
+        ));
+    }
     let tls = build_tls(&fc, ov, &mut listen, &err, &resolve)?;
     if listen.is_empty() && tls.is_empty() && unix_paths.is_empty() {
         listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
