@@ -50,8 +50,11 @@ use std::sync::{Mutex, OnceLock};
 /// The broker's descriptor in a child: its presence says "you are the
 /// server (or checking) child of a privileged parent".
 const BROKER_ENV: &str = "STOA_BROKER_FD";
-/// The inherited listeners of a server child: `FD,WORKER,TLS` entries
-/// separated by spaces, TLS being the configured address or `-`.
+/// The inherited listeners of a server child: `FD,WORKER,TLS,PROXY`
+/// entries separated by spaces, TLS being the configured address or `-`,
+/// PROXY `proxy` when connections begin with a PROXY protocol header, else
+/// `-`. TCP and Unix-domain sockets travel alike; the child tells them
+/// apart by the socket's own address family.
 const LISTENERS_ENV: &str = "STOA_LISTENERS";
 /// The config file the parent loaded (absent: none, `stoa serve DIR`), so
 /// that the child loads the same one whatever it can see from its working
@@ -442,11 +445,11 @@ pub fn open_append(path: &Path) -> io::Result<File> {
 }
 
 /// What the server child inherits: the config file its parent loaded, and
-/// the listeners, each with its worker and, for TLS, its configured
+/// every worker's listeners, each TCP one with, for TLS, its configured
 /// address.
 pub(crate) struct Inherited {
     pub config: Option<PathBuf>,
-    pub listeners: Vec<(usize, crate::worker::Listener)>,
+    pub listeners: Vec<crate::worker::Sockets>,
 }
 
 /// In the server child: takes its broker and what it inherited. `None` in
@@ -466,21 +469,40 @@ pub(crate) fn server_child_from_env() -> io::Result<Option<Inherited>> {
     let spec = spec
         .into_string()
         .map_err(|_| io::Error::other(format!("{LISTENERS_ENV}: not UTF-8")))?;
-    let mut out = Vec::new();
+    let mut out: Vec<crate::worker::Sockets> = Vec::new();
     for entry in spec.split_whitespace() {
         let bad = || io::Error::other(format!("{LISTENERS_ENV}: bad entry `{entry}`"));
-        let mut f = entry.splitn(3, ',');
+        let mut f = entry.splitn(4, ',');
         let fd: RawFd = f.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
         let worker: usize = f.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
         let tls = match f.next().ok_or_else(bad)? {
             "-" => None,
             a => Some(a.parse().map_err(|_| bad())?),
         };
+        let proxy_protocol = match f.next().ok_or_else(bad)? {
+            "-" => false,
+            "proxy" => true,
+            _ => return Err(bad()),
+        };
         set_cloexec(fd, true)?;
         // SAFETY: the parent made this descriptor a listening socket for
         // this process and named it once; nothing else here owns it.
-        let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
-        out.push((worker, crate::worker::Listener { socket, tls }));
+        let socket = socket2::Socket::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        if out.len() <= worker {
+            out.resize_with(worker + 1, Default::default);
+        }
+        if socket.domain()? == socket2::Domain::UNIX {
+            out[worker].unix.push(crate::worker::UnixListener {
+                socket: OwnedFd::from(socket).into(),
+                proxy_protocol,
+            });
+        } else {
+            out[worker].tcp.push(crate::worker::Listener {
+                socket: socket.into(),
+                tls,
+                proxy_protocol,
+            });
+        }
     }
     Ok(Some(Inherited {
         config,
@@ -740,16 +762,24 @@ pub(crate) fn run_parent(
     let per_worker = life.listeners(&crate::server::wanted(&rt), rt.workers, inherited)?;
     let mut spec = Vec::new();
     let mut keep = Vec::new();
-    let mut passed = Vec::new();
+    let mut passed: Vec<OwnedFd> = Vec::new();
+    let flag = |p: bool| if p { "proxy" } else { "-" };
     for (w, ls) in per_worker.into_iter().enumerate() {
-        for l in ls {
+        for l in ls.tcp {
             let fd = l.socket.as_raw_fd();
             spec.push(format!(
-                "{fd},{w},{}",
-                l.tls.map_or("-".to_owned(), |a| a.to_string())
+                "{fd},{w},{},{}",
+                l.tls.map_or("-".to_owned(), |a| a.to_string()),
+                flag(l.proxy_protocol)
             ));
             keep.push(fd);
-            passed.push(l.socket);
+            passed.push(l.socket.into());
+        }
+        for l in ls.unix {
+            let fd = l.socket.as_raw_fd();
+            spec.push(format!("{fd},{w},-,{}", flag(l.proxy_protocol)));
+            keep.push(fd);
+            passed.push(l.socket.into());
         }
     }
     let (ours, theirs) = UnixStream::pair().map_err(StartError::Io)?;
@@ -817,6 +847,9 @@ pub(crate) fn run_parent(
             }
         }
     });
+    // Nothing accepts on them any more: the Unix socket files the parent
+    // made (as root, in a directory the child may not write) go.
+    parent.life.remove_socket_files();
     let status = status.map_err(StartError::Io)?;
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(()),
