@@ -32,14 +32,26 @@ fn require(cmd: &str, package: &str) {
 /// A site with `cgi-bin/addr` and the given top of the config (`listen`
 /// and the wire's sections); access log to `access.log`.
 fn site(tag: &str, top: &str, extra: &str) -> (TempDir, Server) {
+    site_as(tag, "root", top, extra)
+}
+
+/// As `site`, serving as `user` (started as root with another user: a
+/// root parent and a server process that is the user); `cgi-bin/uid`
+/// answers with the uid its script runs as.
+fn site_as(tag: &str, user: &str, top: &str, extra: &str) -> (TempDir, Server) {
     let d = TempDir::new(tag);
     d.write("www/a.txt", "alpha\n");
     let script = d.write("cgi-bin/addr", ADDR_SCRIPT);
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let script = d.write(
+        "cgi-bin/uid",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' \"$(id -u)\"\n",
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let cfg = d.write(
         "stoa.toml",
         format!(
-            "{top}\nworkers = 1\nuser = \"root\"\n\n[log]\naccess = \"access.log\"\n\n{extra}\n\
+            "{top}\nworkers = 1\nuser = \"{user}\"\n\n[log]\naccess = \"access.log\"\n\n{extra}\n\
              [[site]]\nroot = \"www\"\n\n[[site.route]]\nprefix = \"/cgi-bin/\"\n\
              cgi = {{ dir = \"cgi-bin\" }}\n\n[[site.route]]\nprefix = \"/status\"\n\
              status = {{ allow = [\"203.0.113.0/24\"] }}\n"
@@ -428,4 +440,166 @@ fn a_proxied_application_gets_the_header_s_client_in_forwarded_and_x_forwarded_f
     assert!(t.contains("[\"X-Forwarded-For\", \"203.0.113.9\"]"), "{t}");
     assert!(!t.contains("for=127.0.0.1"), "{t}");
     drop(backend);
+}
+
+/// The server process of a root parent: its only child that runs Stoa.
+fn server_process(parent: i32) -> i32 {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+            .unwrap_or_default();
+        let found = children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .find(|p| {
+                std::fs::read_link(format!("/proc/{p}/exe"))
+                    .is_ok_and(|e| e.to_string_lossy().contains("stoa"))
+            });
+        if let Some(c) = found {
+            return c;
+        }
+        assert!(Instant::now() < until, "no server process under {parent}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` holds a descriptor of a Unix socket bound to
+/// `path` (/proc/net/unix lists each socket's inode with its path).
+fn holds_unix_socket(pid: i32, path: &Path) -> bool {
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let want = path.to_string_lossy();
+    let inodes: Vec<String> = table
+        .lines()
+        .filter(|l| l.split_whitespace().nth(7) == Some(&want))
+        .filter_map(|l| l.split_whitespace().nth(6).map(str::to_owned))
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| {
+            let l = l.to_string_lossy().into_owned();
+            inodes.iter().any(|i| l == format!("socket:[{i}]"))
+        })
+    })
+}
+
+/// nginx's master binds `listen unix:PATH` as root and its workers accept
+/// on it. Started as root with `user = "www-data"`: the root parent makes
+/// the socket file with the configured mode and owner in a directory only
+/// root may write, hands the socket to the www-data server process (which
+/// serves it: its CGI script runs as www-data), and removes the file once
+/// the server process has exited, as the process that may.
+#[test]
+fn under_a_root_parent_the_unix_socket_is_made_as_root_served_by_the_www_data_process_and_removed_at_stop(
+) {
+    require_root();
+    let www = account_uid(TWO_PROCESSES);
+    let d0 = TempDir::new("wire-unix-2p-dir");
+    std::fs::set_permissions(d0.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let sock = d0.join("http.sock");
+    let (_d, mut s) = site_as(
+        "wire-unix-2p",
+        TWO_PROCESSES,
+        &format!("listen = [\"127.0.0.1:0\", \"unix:{}\"]", sock.display()),
+        &format!("[unix_socket]\nmode = \"0660\"\nowner = \"{TWO_PROCESSES}\"\n"),
+    );
+    let meta = std::fs::symlink_metadata(&sock).expect("socket file");
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(meta.uid(), www, "owner");
+    let path = sock.to_str().expect("utf-8");
+    let o = curl(&["--unix-socket", path, "http://t/cgi-bin/uid"]);
+    assert_eq!(
+        stdout(&o),
+        format!("{www}\n"),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        s.stderr()
+    );
+    let o = curl(&[
+        "--http2-prior-knowledge",
+        "--unix-socket",
+        path,
+        "http://t/a.txt",
+    ]);
+    assert_eq!(stdout(&o), "alpha\n");
+    // The very socket the parent made is the one the server process holds.
+    let child = server_process(s.pid());
+    assert!(
+        holds_unix_socket(child, &sock),
+        "the server process has no descriptor of it"
+    );
+    s.signal(libc::SIGTERM);
+    let st = s.wait_exit(Duration::from_secs(10)).expect("exit");
+    assert!(st.success(), "{st}\n{}", s.stderr());
+    assert!(
+        !sock.exists(),
+        "the socket file is left after stop:\n{}",
+        s.stderr()
+    );
+}
+
+/// HAProxy's `send-proxy-v2` (proxy-protocol.txt §2.2) in front of a TCP
+/// and a Unix-socket listener of a root parent serving as www-data: the
+/// flag travels with each socket from the parent to the server process, so
+/// CGI and the access log see the address HAProxy took the connection from
+/// (127.0.0.2), as nginx's `set_real_ip_from` gives `$remote_addr`.
+#[test]
+fn under_a_root_parent_behind_haproxy_send_proxy_v2_cgi_sees_the_real_client_address_proxy_protocol_2_2(
+) {
+    require_root();
+    let d0 = TempDir::new("wire-pp-2p-dir");
+    let sock = d0.join("pp.sock");
+    let (d, s) = site_as(
+        "wire-pp-2p",
+        TWO_PROCESSES,
+        &format!("listen = [\"127.0.0.1:0\", \"unix:{}\"]", sock.display()),
+        &format!(
+            "[proxy_protocol]\nlisten = [\"127.0.0.1:0\", \"unix:{}\"]\n\
+             trusted_proxies = [\"127.0.0.1\"]\n",
+            sock.display()
+        ),
+    );
+    let plain = printed_addr(&s, "http");
+    let ha_plain = Haproxy::start(&d, "plain", &plain.to_string());
+    let ha_unix = Haproxy::start(&d, "unix", &sock.display().to_string());
+    for (what, port) in [("plain", ha_plain.port), ("unix", ha_unix.port)] {
+        let url = format!("http://127.0.0.1:{port}/cgi-bin/addr");
+        let o = curl(&["--interface", "127.0.0.2", &url]);
+        let out = stdout(&o);
+        assert!(
+            o.status.success(),
+            "{what}: {out} {}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            s.stderr()
+        );
+        let mut f = out.split_whitespace();
+        assert_eq!(f.next(), Some("127.0.0.2"), "{what}: {out}");
+        let port: u16 = f.next().and_then(|p| p.parse().ok()).expect("REMOTE_PORT");
+        assert_ne!(port, 0, "{what}");
+    }
+    // A connection without the header on either listener is closed
+    // unanswered: the flag is on in the server process.
+    let mut c = s.connect();
+    c.send(&get("/a.txt"));
+    let (_, bytes) = c
+        .wait_closed(Duration::from_secs(3))
+        .expect("the connection must be closed");
+    assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+    let o = curl(&[
+        "--unix-socket",
+        sock.to_str().expect("utf-8"),
+        "http://t/a.txt",
+    ]);
+    assert!(!stdout(&o).contains("alpha"), "served without a header");
+    let log = wait_file(&d.join("access.log"), |t| {
+        t.lines().filter(|l| l.starts_with("127.0.0.2 ")).count() >= 2
+    });
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("127.0.0.2 ")).count(),
+        2,
+        "{log}"
+    );
 }
