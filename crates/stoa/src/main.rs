@@ -114,9 +114,9 @@ fn man(dir: Option<&Path>) -> ExitCode {
     let written = manual::pages(Cli::command()).and_then(|pages| match dir {
         None => {
             let mut out = std::io::stdout().lock();
-            match pages.first() {
-                Some(p) => out.write_all(&p.roff)?,
-                None => {}
+            // The first page is stoa(1).
+            if let Some(p) = pages.first() {
+                out.write_all(&p.roff)?;
             }
             out.flush()
         }
