@@ -49,7 +49,8 @@ gzip -9n "$gen"/man/*.1
 say "generated $(ls "$gen/man" | wc -l) manual pages and 3 completion scripts in $gen"
 
 mkdir -p "$target/debian"
-# cargo deb prints the path of the package it wrote, last.
-deb=$(cargo deb -p stoa --no-build --output "$target/debian/" "$@" | tail -n 1)
+# cargo deb prints the paths of the packages it wrote: stoa's .deb, and
+# the stoa-dbgsym .ddeb with the debug line tables.
+deb=$(cargo deb -p stoa --no-build --output "$target/debian/" "$@" | grep '/stoa_[^/]*\.deb$' | tail -n 1)
 [ -f "$deb" ] || { say "cargo deb did not say where the package is (got: $deb)"; exit 1; }
 echo "$deb"
