@@ -134,17 +134,22 @@ for f in /usr/share/bash-completion/completions/stoa /usr/share/zsh/vendor-compl
     /usr/share/fish/vendor_completions.d/stoa.fish; do
     grep -q serve "$f" && grep -q check "$f" || fail "$f does not name serve and check"
 done
-bash -n /usr/share/bash-completion/completions/stoa || fail "bash -n on the bash completion"
+# bash and fish complete "stoa se" and "stoa ch" as a user's shell would.
+got=$(bash -c 'source /usr/share/bash-completion/completions/stoa
+    COMP_WORDS=(stoa se) COMP_CWORD=1 COMP_LINE="stoa se" COMP_POINT=7
+    _stoa stoa se stoa && echo "${COMPREPLY[*]}"') || fail "the bash completion: $got"
+[ "$got" = serve ] || fail "bash completes 'stoa se' as '$got', expected serve"
 checked=bash
 if command -v zsh >/dev/null; then
     zsh -n /usr/share/zsh/vendor-completions/_stoa || fail "zsh -n on the zsh completion"
-    checked+=", zsh"
+    checked+=", zsh (syntax)"
 fi
 if command -v fish >/dev/null; then
-    fish -n /usr/share/fish/vendor_completions.d/stoa.fish || fail "fish -n on the fish completion"
+    got=$(fish -c 'complete -C "stoa ch"') || fail "the fish completion: $got"
+    grep -q '^check' <<<"$got" || fail "fish completes 'stoa ch' as '$got', expected check"
     checked+=", fish"
 fi
-say "manual pages: man -w stoa finds stoa(1); completions present ($checked syntax checked)"
+say "manual pages: man -w stoa finds stoa(1); completions: $checked"
 
 # The unit: enabled for multi-user.target by the postinst, and valid.
 [ -L /etc/systemd/system/multi-user.target.wants/stoa.service ] ||
