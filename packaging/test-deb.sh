@@ -72,6 +72,10 @@ say "installed: $(dpkg-query -W -f='${Package} ${Version} (Depends: ${Depends})'
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 [ "$(/usr/bin/stoa --version)" = "stoa $version" ] || fail "/usr/bin/stoa --version: $(/usr/bin/stoa --version)"
+# The Debian changelog's newest entry is this version's (Debian policy
+# 4.4: a package's version comes from its changelog).
+top=$(zcat /usr/share/doc/stoa/changelog.Debian.gz | head -n 1)
+[[ "$top" == "stoa ($version-"* ]] || fail "packaging/changelog starts '$top': add an entry for $version"
 
 # The packaged configuration validates as installed (www-data, /var/www/html,
 # /var/log/stoa all present).

@@ -25,24 +25,20 @@ pub fn pages(cli: Command) -> io::Result<Vec<Page>> {
     cli.build();
     let mut pages = vec![Page {
         file: "stoa.1".into(),
-        roff: once_preamble(main_page(&cli)?),
+        roff: tidy(main_page(&cli)?, &cli),
     }];
     for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
         let roff = if sub.get_name() == "bench" {
-            bench_page(&cli)
+            bench_page()
         } else {
             let mut out = Vec::new();
-            Man::new(sub.clone())
-                .date(DATE)
-                .source(source(&cli))
-                .manual("Stoa Manual")
-                .render(&mut out)?;
+            Man::new(sub.clone()).render(&mut out)?;
             see_also(&mut out, &["stoa(1)"])?;
             out
         };
         pages.push(Page {
             file: format!("stoa-{}.1", sub.get_name()),
-            roff: once_preamble(roff),
+            roff: tidy(roff, &cli),
         });
     }
     Ok(pages)
@@ -53,10 +49,6 @@ pub fn pages(cli: Command) -> io::Result<Vec<Page>> {
 pub fn completions(shell: clap_complete::Shell, mut cli: Command, out: &mut dyn Write) {
     clap_complete::generate(shell, &mut cli, "stoa", out);
 }
-
-/// The date in each page's title line: the release's, so that the pages a
-/// build writes do not change from one day to the next.
-const DATE: &str = "2026-11-26";
 
 const DESCRIPTION: &str = "\
 Stoa is a web server and application gateway. It serves static files over \
@@ -137,10 +129,7 @@ const EXIT_STATUS: &[(&str, &str)] = &[
 ];
 
 fn main_page(cli: &Command) -> io::Result<Vec<u8>> {
-    let man = Man::new(cli.clone())
-        .date(DATE)
-        .source(source(cli))
-        .manual("Stoa Manual");
+    let man = Man::new(cli.clone());
     let mut out = Vec::new();
     man.render_title(&mut out)?;
     man.render_name_section(&mut out)?;
@@ -182,7 +171,7 @@ fn main_page(cli: &Command) -> io::Result<Vec<u8>> {
 /// the `Usage:` block the SYNOPSIS, the closing paragraph the
 /// DESCRIPTION, and every other `Heading:` block a section kept as
 /// written (no fill), since its option columns are aligned by hand.
-fn bench_page(cli: &Command) -> Vec<u8> {
+fn bench_page() -> Vec<u8> {
     let mut lines = stoa_bench::HELP.lines();
     let name = lines
         .next()
@@ -217,7 +206,8 @@ fn bench_page(cli: &Command) -> Vec<u8> {
         }
     }
     let mut roff = Roff::default();
-    roff.control("TH", ["stoa-bench", "1", DATE, &source(cli), "Stoa Manual"]);
+    // The rest of the title line is written by `tidy`.
+    roff.control("TH", ["stoa-bench", "1"]);
     roff.control("SH", ["NAME"]);
     roff.text([roman(format!("stoa-bench - {name}"))]);
     let (synopsis, rest): (Vec<_>, Vec<_>) = blocks.iter().partition(|(t, _)| t == "SYNOPSIS");
@@ -255,13 +245,18 @@ fn source(cli: &Command) -> String {
     format!("stoa {}", cli.get_version().unwrap_or_default())
 }
 
-/// Each piece rendered on its own starts with the roff crate's two-line
-/// preamble (defining the apostrophe string); the page needs it once.
-fn once_preamble(page: Vec<u8>) -> Vec<u8> {
+/// Every page's finishing touches:
+/// - each piece rendered on its own starts with the roff crate's two-line
+///   preamble (defining the apostrophe string): the page needs it once;
+/// - the title line gets an empty date, quoted (the roff crate drops an
+///   empty argument, which moves the source into the date's place): the
+///   version tells which release a page belongs to, and a date written
+///   here would go stale.
+fn tidy(page: Vec<u8>, cli: &Command) -> Vec<u8> {
     let text = String::from_utf8_lossy(&page);
     let mut seen = false;
     let mut out = String::with_capacity(text.len());
-    let mut lines = text.split_inclusive('\n').peekable();
+    let mut lines = text.split_inclusive('\n');
     while let Some(line) = lines.next() {
         if line.starts_with(".ie \\n(.g .ds Aq") {
             let second = lines.next().unwrap_or_default();
@@ -270,9 +265,17 @@ fn once_preamble(page: Vec<u8>) -> Vec<u8> {
                 out.push_str(second);
                 seen = true;
             }
-            continue;
+        } else if let Some(args) = line.strip_prefix(".TH ") {
+            let mut args = args.split_whitespace();
+            let name = args.next().unwrap_or("stoa");
+            let section = args.next().unwrap_or("1");
+            let source = source(cli);
+            out.push_str(&format!(
+                ".TH {name} {section} \"\" \"{source}\" \"Stoa Manual\"\n"
+            ));
+        } else {
+            out.push_str(line);
         }
-        out.push_str(line);
     }
     out.into_bytes()
 }
