@@ -46,7 +46,8 @@ gzip -9n "$gen"/man/*.1
 "$stoa" completions bash >"$gen/completions/stoa.bash"
 "$stoa" completions zsh >"$gen/completions/_stoa"
 "$stoa" completions fish >"$gen/completions/stoa.fish"
-say "generated $(ls "$gen/man" | wc -l) manual pages and 3 completion scripts in $gen"
+pages=("$gen"/man/*.1.gz)
+say "generated ${#pages[@]} manual pages and 3 completion scripts in $gen"
 
 mkdir -p "$target/debian"
 # cargo deb prints the paths of the packages it wrote: stoa's .deb, and
