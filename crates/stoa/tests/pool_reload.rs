@@ -163,7 +163,16 @@ fn a_reload_that_changes_a_spawned_pools_env_under_keep_alive_load_fails_no_requ
     let url = format!("http://{}/app/?env=GREETING&sleep=2", site.addr);
     let total = 3000;
     let mut bench = Command::new(stoa_bin())
-        .args(["bench", "-k", "-c", "8", "-n", &total.to_string(), "-l", "-q"])
+        .args([
+            "bench",
+            "-k",
+            "-c",
+            "8",
+            "-n",
+            &total.to_string(),
+            "-l",
+            "-q",
+        ])
         .arg("--json")
         .arg(&json)
         .arg(&url)
@@ -241,11 +250,7 @@ fn a_pool_of_2_then_3_then_2_processes_across_two_reloads_keeps_serving() {
         pids = now;
         old_sockets = now_sockets;
     }
-    assert!(
-        !site.stderr().contains("No such file"),
-        "{}",
-        site.stderr()
-    );
+    assert!(!site.stderr().contains("No such file"), "{}", site.stderr());
 }
 
 /// nginx closes an old worker's idle keep-alive connections on reload, so
@@ -319,9 +324,7 @@ fn a_spawned_process_killed_while_gets_are_in_flight_fails_none_of_them() {
         let server: &Server = &site;
         let answers = std::thread::scope(|s| {
             let gets: Vec<_> = (0..2)
-                .map(|i| {
-                    s.spawn(move || server.get(&format!("/app/?sleep=1500&r={round}&i={i}")))
-                })
+                .map(|i| s.spawn(move || server.get(&format!("/app/?sleep=1500&r={round}&i={i}"))))
                 .collect();
             // Both processes busy with one GET each.
             let until = Instant::now() + WAIT;

@@ -1678,6 +1678,92 @@ mod tests {
         });
     }
 
+    fn local(f: impl std::future::Future<Output = ()>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        tokio::task::LocalSet::new().block_on(&rt, f);
+    }
+
+    /// As nginx's old workers after a reload, a replaced pool takes no new
+    /// request: a lease on it goes to the pool that replaced it, at once.
+    #[test]
+    fn a_lease_on_a_replaced_pool_goes_to_its_successor_at_once() {
+        local(async {
+            let old = one_slot_pool();
+            let new = one_slot_pool();
+            retire(old.clone(), &new);
+            // `retire` stops the old pool in a task of its own.
+            while !old.is_stopping() {
+                tokio::task::yield_now().await;
+            }
+            let l = old.lease(None, None).await.expect("lease");
+            assert!(Arc::ptr_eq(&l.pool, &new));
+            // Two reloads in a row: the newest generation serves.
+            drop(l);
+            let newest = one_slot_pool();
+            retire(new.clone(), &newest);
+            while !new.is_stopping() {
+                tokio::task::yield_now().await;
+            }
+            let l = old.lease(None, None).await.expect("lease");
+            assert!(Arc::ptr_eq(&l.pool, &newest));
+        });
+    }
+
+    /// A request already waiting in a pool's queue when a reload replaces
+    /// the pool moves to the new one as the old one stops, instead of
+    /// waiting `queue_timeout` on a pool that will not serve it.
+    #[test]
+    fn a_request_waiting_in_a_replaced_pool_moves_to_its_successor_without_waiting_out_the_queue() {
+        local(async {
+            let old = one_slot_pool();
+            let held = old.lease(None, None).await.expect("first lease");
+            let waiter = {
+                let old = old.clone();
+                tokio::task::spawn_local(async move {
+                    old.lease(None, None).await.map(|l| l.pool.clone())
+                })
+            };
+            while old.waiting() == 0 {
+                tokio::task::yield_now().await;
+            }
+            let new = one_slot_pool();
+            let t = tokio::time::Instant::now();
+            retire(old.clone(), &new);
+            let got = waiter.await.expect("task").expect("lease");
+            assert!(Arc::ptr_eq(&got, &new));
+            assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+            // The request in flight on the old pool keeps its lease.
+            assert_eq!(held.proc.busy(), 1);
+        });
+    }
+
+    /// A pool a reload removed answers a lease at once (the caller's 503),
+    /// not after `queue_timeout`.
+    #[test]
+    fn a_lease_on_a_removed_pool_fails_at_once() {
+        local(async {
+            let old = one_slot_pool();
+            stop(&old).await;
+            let t = tokio::time::Instant::now();
+            assert_eq!(old.lease(None, None).await.err(), Some(NoProcess::Stopped));
+            assert!(t.elapsed() < Duration::from_secs(1));
+        });
+    }
+
+    #[test]
+    fn generations_of_a_pool_never_share_a_socket_name() {
+        let names: std::collections::BTreeSet<String> = [("a", 1, 0), ("a", 2, 0), ("a", 1, 1)]
+            .iter()
+            .map(|&(p, g, i)| socket_name(p, g, i))
+            .collect();
+        assert_eq!(names.len(), 3);
+        // A pool name has no '.', so no other pool's name can end in one.
+        assert_eq!(socket_name("app", 12, 3), "app.12-3.sock");
+    }
+
     #[test]
     fn rendezvous_moves_only_the_keys_of_a_lost_process() {
         let keys: Vec<String> = (0..2000).map(|i| format!("user{i}")).collect();
