@@ -750,6 +750,22 @@ fn an_upstream_that_accepts_and_closes_without_answering_gets_502_at_once() {
     assert!(line.contains("no other server to try"), "{line}");
     assert!(!log.contains("trying another server"), "{log}");
     assert!(!log.contains("none free in time"), "{log}");
+
+    // Two such servers: a GET tries the other one, then gets 502 at once
+    // too (nginx tries each server once).
+    let up2 = Slammer::start();
+    let dir = TempDir::new("proxy-slam2");
+    let s = stoa(&dir, &http_pool(&[up.addr, up2.addr], ""), "");
+    let t = Instant::now();
+    let r = s.get("/app/z");
+    let took = t.elapsed();
+    assert_eq!(r.status, 502, "{r:?}\n{}", s.stderr());
+    assert!(took < Duration::from_secs(1), "502 after {took:?}");
+    assert!(
+        s.stderr().contains("trying another server"),
+        "{}",
+        s.stderr()
+    );
 }
 
 /// The status page counts the requests each server of an HTTP pool has

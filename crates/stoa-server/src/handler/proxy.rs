@@ -126,6 +126,9 @@ pub async fn serve(
     let idempotent = head.method.is_idempotent() || head.header("idempotency-key").is_some();
     let mut skip = None;
     let mut stale_left = 2u8;
+    // Servers that failed the request on a new connection: once every
+    // server of the pool has, none is left to try.
+    let mut failed = 0usize;
     let mut tries = pool.procs.len().clamp(2, 4);
     while tries > 0 {
         tries -= 1;
@@ -196,7 +199,10 @@ pub async fn serve(
                 // `proxy_next_upstream` has nowhere left to go: waiting
                 // in the queue for this server to be skipped would only
                 // end in a 503 after `queue_timeout`.
-                let other = pool.procs.len() > 1;
+                if !reused {
+                    failed += 1;
+                }
+                let other = failed < pool.procs.len();
                 let again = stale_left > 0
                     && !rechunk
                     && (if reused {
