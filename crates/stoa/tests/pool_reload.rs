@@ -357,3 +357,53 @@ fn a_spawned_process_killed_while_gets_are_in_flight_fails_none_of_them() {
         site.stderr()
     );
 }
+
+/// The same with a multiplexing application (FCGI_MPXS_CONNS=1, every
+/// request of a worker on one connection): the process's death loses
+/// every request on that connection at once, and each GET goes to the
+/// other process.
+#[test]
+fn a_multiplexing_process_killed_with_gets_in_flight_fails_none_of_them() {
+    let site = Site::start(
+        "pool-kill-mpx",
+        &hello_pool_args("app", &["--mpx"], "processes = 2"),
+        &routes(),
+    );
+    let pids = wait_running(&site, "app", 2);
+    // Each process learns to multiplex from its first answer.
+    let until = Instant::now() + WAIT;
+    while procs(&site, "app")
+        .iter()
+        .any(|p| p["multiplexing"] != true)
+    {
+        parallel(4, |i| {
+            assert_eq!(site.get(&format!("/app/?sleep=50&w={i}")).status, 200);
+        });
+        assert!(Instant::now() < until, "never multiplexing");
+    }
+    let server: &Server = &site;
+    let answers = std::thread::scope(|s| {
+        let gets: Vec<_> = (0..6)
+            .map(|i| s.spawn(move || server.get(&format!("/app/?sleep=1500&i={i}"))))
+            .collect();
+        // Requests in flight on both processes.
+        let until = Instant::now() + WAIT;
+        loop {
+            let ps = procs(server, "app");
+            let busy: Vec<u64> = ps.iter().filter_map(|p| p["busy"].as_u64()).collect();
+            if busy.len() == 2 && busy.iter().all(|&b| b >= 2) && busy.iter().sum::<u64>() == 6 {
+                break;
+            }
+            assert!(Instant::now() < until, "never spread: {ps:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill(pids[0], libc::SIGKILL);
+        gets.into_iter()
+            .map(|g| g.join().expect("request thread"))
+            .collect::<Vec<_>>()
+    });
+    for r in &answers {
+        assert_eq!(r.status, 200, "{r:?}\n{}", site.stderr());
+        assert_eq!(pid_of(&ok_report(r)), pids[1], "{r:?}");
+    }
+}
