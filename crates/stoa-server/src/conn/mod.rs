@@ -25,7 +25,7 @@ thread_local! {
 }
 
 /// Makes [`refresh`] follow `rx` on this worker thread.
-pub fn follow(mut rx: watch::Receiver<Arc<Runtime>>) {
+pub(crate) fn follow(mut rx: watch::Receiver<Arc<Runtime>>) {
     let rt = rx.borrow_and_update().clone();
     LATEST.with(|l| *l.borrow_mut() = Some(Latest { rx, rt }));
 }
@@ -36,7 +36,7 @@ pub fn follow(mut rx: watch::Receiver<Arc<Runtime>>) {
 /// The usual case costs a version check (one atomic load), no lock.
 /// True when `rt` changed.
 #[inline]
-pub fn refresh(rt: &mut Arc<Runtime>) -> bool {
+pub(crate) fn refresh(rt: &mut Arc<Runtime>) -> bool {
     LATEST.with(|l| {
         let Ok(mut l) = l.try_borrow_mut() else {
             return false;

@@ -832,7 +832,7 @@ impl Pool {
 
     /// Whether the pool is stopping (a reload replaced or removed it, or
     /// the server stops): it takes no new request.
-    pub fn is_stopping(&self) -> bool {
+    fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
 
@@ -1040,7 +1040,7 @@ fn socket_name(pool: &str, generation: u64, slot: usize) -> String {
 /// Replaces `old` by `new` (a reload changed its configuration): requests
 /// still routed to `old` go to `new` from now on, and `old` drains in the
 /// background (see [`stop`]).
-pub fn retire(old: Arc<Pool>, new: &Arc<Pool>) {
+pub(crate) fn retire(old: Arc<Pool>, new: &Arc<Pool>) {
     let _ = old.successor.set(new.clone());
     tokio::task::spawn_local(async move { stop(&old).await });
 }
