@@ -407,3 +407,63 @@ fn a_multiplexing_process_killed_with_gets_in_flight_fails_none_of_them() {
         assert_eq!(pid_of(&ok_report(r)), pids[1], "{r:?}");
     }
 }
+
+/// GET `path` on an open HTTP/2 connection: the body as text.
+async fn h2_get(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> String {
+    let mut c = client.clone().ready().await.expect("ready");
+    let req = http::Request::get(format!("http://{addr}{path}"))
+        .body(())
+        .expect("request");
+    let (resp, _) = c.send_request(req, true).expect("send");
+    let resp = resp.await.expect("response");
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut out = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("body");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        out.extend_from_slice(&chunk);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The same over HTTP/2 (h2c with prior knowledge, RFC 9113 §3.3): a
+/// stream opened after the reload on a connection opened before it is
+/// served by the new pool at once.
+#[test]
+fn an_http2_connection_opened_before_a_reload_gets_the_new_pool_on_its_next_stream() {
+    let site = Site::start("pool-h2", &app_pool(1, "one"), &routes());
+    let addr = site.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let body = h2_get(&client, addr, "/app/?env=GREETING").await;
+        assert!(body.contains("env=one\n"), "{body}");
+        client
+    });
+    site.rewrite(&app_pool(1, "two"), &routes());
+    reload(&site);
+    let t = Instant::now();
+    let body = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            h2_get(&client, addr, "/app/?env=GREETING"),
+        )
+        .await
+        .expect("no answer in 20 s")
+    });
+    let took = t.elapsed();
+    assert!(body.contains("env=two\n"), "{body}\n{}", site.stderr());
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
