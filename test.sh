@@ -10,11 +10,15 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 
 # Debian packages the tests use (the reverse proxy's: python3 for tests/proxy-peers/backend.py;
 # tomcat10, libxerial-sqlite-jdbc-java and default-jdk-headless, for javac, for proxy_tomcat.rs;
-# postgresql, for initdb and pg_ctl, for lua_postgres.rs; systemd, for systemd-socket-activate, for
-# systemd.rs; haproxy, the PROXY protocol's sender in wire.rs).
+# postgresql, for initdb and pg_ctl, for lua_postgres.rs; dpkg-dev, man-db,
+# systemd, zsh and fish, for the Debian package's test: dpkg-shlibdeps, man,
+# systemd-analyze, and the shells its completions are for; systemd also for
+# systemd-socket-activate, for systemd.rs; haproxy, the PROXY protocol's
+# sender in wire.rs).
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
-  python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql systemd haproxy)
+  python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
+  dpkg-dev man-db systemd zsh fish haproxy)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
@@ -41,6 +45,18 @@ if ! command -v h2spec >/dev/null 2>&1; then
     missing+=("h2spec (needs Go: go install $h2spec_mod)")
   fi
 fi
+# cargo-deb, which builds the Debian package that packaging/test-deb.sh
+# installs: a pinned version, built from crates.io when it is missing
+# (about a minute on two cores, once per machine).
+cargo_deb_version=3.8.0
+if command -v cargo >/dev/null 2>&1 && ! cargo deb --version >/dev/null 2>&1; then
+  echo "test.sh: installing cargo-deb $cargo_deb_version with cargo install"
+  # Its own build directory: not the project's target/ (CARGO_TARGET_DIR).
+  cargo_deb_build=$(mktemp -d)
+  cargo install cargo-deb --locked --version "$cargo_deb_version" --target-dir "$cargo_deb_build" ||
+    missing+=("cargo-deb (cargo install cargo-deb --locked --version $cargo_deb_version failed)")
+  rm -rf "$cargo_deb_build"
+fi
 if ((${#missing[@]})); then
   printf 'test.sh: missing: %s\n' "${missing[@]}" >&2
   exit 2
@@ -58,3 +74,5 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== the Debian package (packaging/test-deb.sh)"
+packaging/test-deb.sh

@@ -447,6 +447,9 @@ struct Pools {
     /// Private directory for the pools' sockets (created when needed).
     rundir: PathBuf,
     made_rundir: bool,
+    /// Numbers each pool started, so that a changed pool's new processes
+    /// never take the sockets of the generation still draining.
+    generation: u64,
 }
 
 impl Pools {
@@ -456,6 +459,7 @@ impl Pools {
             running: Default::default(),
             rundir,
             made_rundir: false,
+            generation: 0,
         })
     }
 
@@ -467,10 +471,6 @@ impl Pools {
             let pool = match self.running.remove(&spec.name) {
                 Some(p) if p.spec == *spec => p,
                 old => {
-                    if let Some(old) = old {
-                        tracing::info!("pool {}: configuration changed, restarting it", spec.name);
-                        tokio::task::spawn_local(async move { pool::stop(&old).await });
-                    }
                     if !self.made_rundir {
                         use std::os::unix::fs::DirBuilderExt;
                         let _ = std::fs::DirBuilder::new()
@@ -479,8 +479,20 @@ impl Pools {
                             .create(&self.rundir);
                         self.made_rundir = true;
                     }
-                    let p = Arc::new(Pool::new(spec.clone(), Some(self.rundir.clone())));
+                    self.generation += 1;
+                    let p = Arc::new(Pool::new(
+                        spec.clone(),
+                        Some(self.rundir.clone()),
+                        self.generation,
+                    ));
                     pool::start(&p);
+                    if let Some(old) = old {
+                        tracing::info!(
+                            "pool {}: configuration changed, starting a new generation; the old one drains",
+                            spec.name
+                        );
+                        pool::retire(old, &p);
+                    }
                     p
                 }
             };

@@ -71,6 +71,8 @@ pub async fn run(
     shared: Arc<Shared>,
 ) {
     let rt = runtime.borrow_and_update().clone();
+    // Kept-alive connections move to a reloaded runtime between requests.
+    conn::follow(runtime.clone());
     let worker = Rc::new(Worker::new(
         &rt.access_log,
         shutdown.clone(),

@@ -1,7 +1,10 @@
 //! `stoa`: the command line. Thin on purpose: parsing arguments and
 //! reporting errors; everything else is in the library crates.
 
-use clap::{Parser, Subcommand};
+mod manual;
+
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use stoa_server::{Overrides, Source};
@@ -66,6 +69,18 @@ enum Command {
         #[arg(value_enum)]
         app: DemoApp,
     },
+    /// Print the manual page stoa(1) (roff), or write every page (stoa.1, stoa-serve.1, ...) into --dir.
+    Man {
+        /// Directory to write all the pages into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Print the completion script for a shell (the Debian package installs bash's, zsh's and fish's).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -98,6 +113,39 @@ const NOTHING_TO_SERVE: &str =
   stoa serve --config FILE       serve a configuration (see `stoa check FILE`)
   stoa serve                     from the root of a Stoa source checkout: the demo site";
 
+/// `stoa man`: stoa(1) on stdout, or every page into `dir`, each path
+/// printed as it is written.
+fn man(dir: Option<&Path>) -> ExitCode {
+    let written = manual::pages(Cli::command()).and_then(|pages| match dir {
+        None => {
+            let mut out = std::io::stdout().lock();
+            // The first page is stoa(1).
+            if let Some(p) = pages.first() {
+                out.write_all(&p.roff)?;
+            }
+            out.flush()
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            for p in &pages {
+                let path = dir.join(&p.file);
+                std::fs::write(&path, &p.roff).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                })?;
+                println!("{}", path.display());
+            }
+            Ok(())
+        }
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stoa man: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // `stoa bench` has its own ab/wrk-compatible argument syntax: hand it
     // everything after the word `bench` untouched.
@@ -121,6 +169,18 @@ fn main() -> ExitCode {
     match cli.command {
         // Handled before clap parses (see above); listed for --help.
         Command::Bench { .. } => ExitCode::from(2),
+        Command::Man { dir } => man(dir.as_deref()),
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            manual::completions(shell, Cli::command(), &mut out);
+            match out.flush() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("stoa completions: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::DemoApp { app } => {
             let app = match app {
                 DemoApp::Comments => stoa_demo::App::Comments,

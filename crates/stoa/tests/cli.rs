@@ -259,3 +259,173 @@ fn bare_serve_outside_a_checkout_says_what_to_do_instead_of_using_a_build_path()
     assert!(t.contains("--config FILE"), "{t}");
     assert!(!t.contains(env!("CARGO_MANIFEST_DIR")), "{t}");
 }
+
+/// The subcommands a user sees in `stoa --help`, each of which the manual
+/// pages and completions must know.
+const SUBCOMMANDS: [&str; 7] = [
+    "serve",
+    "cert",
+    "bench",
+    "check",
+    "demo-app",
+    "man",
+    "completions",
+];
+
+/// stoa(1) in roff (man-pages(7): title line, NAME, SYNOPSIS,
+/// DESCRIPTION, then the sections a daemon's page has: SIGNALS, FILES,
+/// ENVIRONMENT, EXIT STATUS, SEE ALSO), each subcommand named as its own
+/// page, stoa-serve(1) and so on.
+#[test]
+fn man_prints_a_roff_page_that_names_every_subcommand_and_the_signals() {
+    let o = stoa(&["man"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let page = String::from_utf8_lossy(&o.stdout);
+    assert!(page.contains(".TH stoa 1 "), "no title line: {page}");
+    for section in [
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "SUBCOMMANDS",
+        "SIGNALS",
+        "FILES",
+        "ENVIRONMENT",
+        "\"EXIT STATUS\"",
+        "\"SEE ALSO\"",
+    ] {
+        assert!(
+            page.contains(&format!(".SH {section}\n")),
+            "no {section} in {page}"
+        );
+    }
+    for sub in SUBCOMMANDS {
+        // roff escapes the hyphen of "stoa-serve(1)".
+        let name = format!("stoa\\-{}(1)", sub.replace('-', "\\-"));
+        assert!(page.contains(&name), "{name} is not in {page}");
+    }
+    for signal in ["SIGHUP", "SIGQUIT", "SIGTERM", "SIGUSR1"] {
+        assert!(page.contains(signal), "{signal} is not in {page}");
+    }
+    assert!(page.contains("/etc/stoa/stoa.toml"), "{page}");
+}
+
+/// `stoa man --dir` writes the whole set: stoa.1 and one page per
+/// subcommand; stoa-bench(1) comes from the load generator's own help
+/// (its options are not clap's) with its options kept.
+#[test]
+fn man_dir_writes_a_page_per_subcommand_and_stoa_bench_has_its_own_options() {
+    let d = TempDir::new("cli-man-dir");
+    let dir = d.join("man1");
+    let o = stoa(&["man", "--dir", dir.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the pages' directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut expected: Vec<String> = SUBCOMMANDS
+        .iter()
+        .map(|s| format!("stoa-{s}.1"))
+        .chain(["stoa.1".to_string()])
+        .collect();
+    expected.sort();
+    assert_eq!(files, expected);
+    let serve = std::fs::read_to_string(dir.join("stoa-serve.1")).expect("stoa-serve.1");
+    assert!(serve.contains(".TH stoa-serve 1 "), "{serve}");
+    assert!(serve.contains("\\-\\-config"), "{serve}");
+    let bench = std::fs::read_to_string(dir.join("stoa-bench.1")).expect("stoa-bench.1");
+    assert!(bench.contains(".TH stoa-bench 1 "), "{bench}");
+    for want in [
+        ".SH SYNOPSIS",
+        ".SH \"WRK OPTIONS\"",
+        "\\-\\-scenario FILE",
+        "\\-\\-latency",
+    ] {
+        assert!(bench.contains(want), "{want} is not in {bench}");
+    }
+    // One copy of the roff preamble per page, at the top.
+    assert_eq!(serve.matches(".ds Aq").count(), 2, "{serve}");
+}
+
+/// Completion scripts (clap_complete) for the three shells the Debian
+/// package installs them for: non-empty, naming every subcommand; the
+/// bash one parses (`bash -n`).
+#[test]
+fn completions_for_bash_zsh_and_fish_name_every_subcommand() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = stoa(&["completions", shell]);
+        assert!(o.status.success(), "{shell}: {}", text(&o));
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(script.len() > 1000, "{shell}: {script}");
+        for sub in SUBCOMMANDS {
+            assert!(script.contains(sub), "{shell}: {sub} is not in {script}");
+        }
+        if shell == "bash" {
+            let d = TempDir::new("cli-completions");
+            let f = d.write("stoa.bash", script.as_bytes());
+            let check = Command::new("bash")
+                .arg("-n")
+                .arg(&f)
+                .output()
+                .expect("run bash");
+            assert!(check.status.success(), "bash -n: {}", text(&check));
+        }
+    }
+    let o = stoa(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// packaging/stoa.toml, the Debian package's /etc/stoa/stoa.toml, passes
+/// `stoa check` as it is and with every commented example ("#key = ..."
+/// and "#[[table]]" lines) uncommented: TLS, https_redirect and HSTS, a
+/// PHP site on php-fpm, an HTTP application behind the proxy. Its paths are
+/// moved under a temporary directory (with a certificate where certbot
+/// would put one); `user = "www-data"` stays (Debian has it).
+#[test]
+fn the_packaged_configuration_and_all_its_commented_examples_pass_check() {
+    let packaged = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/stoa.toml"),
+    )
+    .expect("packaging/stoa.toml");
+    let d = TempDir::new("cli-packaged-config");
+    for dir in ["html", "blog", "log"] {
+        d.mkdir(dir);
+    }
+    let o = stoa(&["cert", d.join("le").to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::rename(d.join("le/cert.pem"), d.join("le/fullchain.pem")).expect("rename");
+    std::fs::rename(d.join("le/key.pem"), d.join("le/privkey.pem")).expect("rename");
+    let base = d.path().to_str().expect("utf-8");
+    let moved = packaged
+        .replace("/var/www/html", &format!("{base}/html"))
+        .replace("/var/www/blog", &format!("{base}/blog"))
+        .replace("/var/log/stoa", &format!("{base}/log"))
+        .replace("/etc/letsencrypt/live/example.org", &format!("{base}/le"));
+    let cfg = d.write("stoa.toml", &moved);
+    let o = stoa(&["check", cfg.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("ok (1 site(s)"), "{}", text(&o));
+
+    let uncommented: String = moved
+        .lines()
+        .map(|l| match l.strip_prefix('#') {
+            Some(rest)
+                if rest.starts_with('[')
+                    || rest.split_once('=').is_some_and(|(k, _)| {
+                        k.trim().chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    }) =>
+            {
+                rest
+            }
+            _ => l,
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let all = d.write("all.toml", &uncommented);
+    let o = stoa(&["check", all.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{uncommented}\n{}", text(&o));
+    // Every example took effect: three sites, and TLS on 443.
+    let t = text(&o);
+    assert!(t.contains("ok (3 site(s)"), "{t}");
+    assert!(t.contains(":443 (TLS)"), "{t}");
+}

@@ -588,7 +588,7 @@ fn issue_4_affinity_by_query_parameter_and_by_header_is_sticky_too() {
 // Crashes, recycling, growth
 
 #[test]
-fn issue_4_kill_9_of_a_process_under_load_fails_only_its_in_flight_request_and_the_pool_recovers() {
+fn issue_4_kill_9_of_a_process_under_load_fails_no_request_and_the_pool_recovers() {
     let site = hello_site("fcgi-kill9", "processes = 2");
     get_report(&site, "/app/?warm");
     let before = site.wait_running("app", 2);
@@ -624,10 +624,11 @@ fn issue_4_kill_9_of_a_process_under_load_fails_only_its_in_flight_request_and_t
         .filter(|(_, r)| !matches!(r, Ok((200, _))))
         .map(|(t, r)| (t, r.as_ref().map(|(s, _)| *s)))
         .collect();
+    // The GET in flight on the killed process went to the other one
+    // (nginx's `fastcgi_next_upstream error`): nothing failed.
     assert!(
-        failed.len() <= 1,
-        "only the request in flight on the killed process (capacity 1) may fail; \
-         killed at {killed_at:?}, failures {failed:?}"
+        failed.is_empty(),
+        "killed at {killed_at:?}, failures {failed:?}"
     );
     let after_kill = results.iter().filter(|(t, _)| *t > killed_at).count();
     assert!(

@@ -677,3 +677,134 @@ fn rfc_8297_early_hints_from_the_application_reach_http_1_1_clients_only() {
     assert!(err.contains("< link: </style.css>"), "{err}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "final\n");
 }
+
+/// A server that accepts connections and closes them without a word.
+struct Slammer {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Slammer {
+    fn start() -> Slammer {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (st, acc) = (stop.clone(), accepted.clone());
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                if st.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                acc.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                drop(c);
+            }
+        });
+        Slammer {
+            addr,
+            stop,
+            accepted,
+        }
+    }
+}
+
+impl Drop for Slammer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wakes the accept loop so that it sees `stop`.
+        let _ = std::net::TcpStream::connect(self.addr);
+    }
+}
+
+/// nginx answers 502 within milliseconds when its only upstream accepts the
+/// connection and closes it without a response ("upstream prematurely
+/// closed connection", and `proxy_next_upstream` has no other server): no
+/// wait in the queue for a server that will not be tried again. The log
+/// line says what happened and names the server's address.
+#[test]
+fn an_upstream_that_accepts_and_closes_without_answering_gets_502_at_once() {
+    let up = Slammer::start();
+    let dir = TempDir::new("proxy-slam");
+    let s = stoa(&dir, &http_pool(&[up.addr], ""), "");
+    for req in [
+        get("/app/x"),
+        b"POST /app/y HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi".to_vec(),
+    ] {
+        let t = Instant::now();
+        let r = s.request(&req);
+        let took = t.elapsed();
+        assert_eq!(r.status, 502, "{r:?}\n{}", s.stderr());
+        assert!(
+            took < Duration::from_secs(1),
+            "502 after {took:?} (queue_timeout is 10 s)"
+        );
+    }
+    assert!(up.accepted.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    let log = s.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("without a response") && l.contains("GET"))
+        .unwrap_or_else(|| panic!("no log line for the GET:\n{log}"));
+    assert!(line.contains(&up.addr.to_string()), "{line}");
+    assert!(line.contains("no other server to try"), "{line}");
+    assert!(!log.contains("trying another server"), "{log}");
+    assert!(!log.contains("none free in time"), "{log}");
+
+    // Two such servers: a GET tries the other one, then gets 502 at once
+    // too (nginx tries each server once).
+    let up2 = Slammer::start();
+    let dir = TempDir::new("proxy-slam2");
+    let s = stoa(&dir, &http_pool(&[up.addr, up2.addr], ""), "");
+    let t = Instant::now();
+    let r = s.get("/app/z");
+    let took = t.elapsed();
+    assert_eq!(r.status, 502, "{r:?}\n{}", s.stderr());
+    assert!(took < Duration::from_secs(1), "502 after {took:?}");
+    assert!(
+        s.stderr().contains("trying another server"),
+        "{}",
+        s.stderr()
+    );
+}
+
+/// The status page counts the requests each server of an HTTP pool has
+/// served (as nginx Plus's `upstreams` API does per peer) and names each
+/// by its address, since its processes are not Stoa's to know a pid of.
+#[test]
+fn the_status_page_counts_served_requests_of_an_http_pool_and_names_its_address() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-status");
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "{}\n[[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nproxy = {{ pool = \"app\" }}\n[[site.route]]\nprefix = \"/status\"\nstatus = {{}}\n",
+            http_pool(&[b.addr], "")
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    for i in 0..5 {
+        assert_eq!(s.get(&format!("/app/n{i}")).status, 200, "{}", s.stderr());
+    }
+    // The count moves once a response is written: wait for it.
+    let until = Instant::now() + Duration::from_secs(5);
+    let proc = loop {
+        let st: serde_json::Value =
+            serde_json::from_slice(&s.get("/status?format=json").body).expect("status JSON");
+        let p = st["pools"][0]["processes"][0].clone();
+        if p["served"] == 5 {
+            break p;
+        }
+        assert!(Instant::now() < until, "served never reached 5: {st}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(proc["address"], b.addr.to_string(), "{proc}");
+    assert!(proc.get("pid").is_none(), "{proc}");
+    let text = s.get("/status").text();
+    assert!(
+        text.contains(&format!(" running address {} ", b.addr)),
+        "{text}"
+    );
+    assert!(text.contains(" served 5 "), "{text}");
+}

@@ -33,7 +33,8 @@ enum Wait {
 
 /// Serves a connection until it closes, fails or times out.
 pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
-    let limits = RequestLimits {
+    let mut rt = rt;
+    let mut limits = RequestLimits {
         max_head_bytes: rt.limits.max_header_bytes,
         max_uri_bytes: rt.limits.max_uri_bytes,
     };
@@ -64,6 +65,14 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     if let Some(s) = worker.stats() {
                         s.opened(proto(&io));
                     }
+                }
+                // A reload since the last request: this one (and the
+                // limits of the next head) use the new configuration.
+                if super::refresh(&mut rt) {
+                    limits = RequestLimits {
+                        max_head_bytes: rt.limits.max_header_bytes,
+                        max_uri_bytes: rt.limits.max_uri_bytes,
+                    };
                 }
                 let closing = *worker.shutdown.borrow();
                 let mut hsts = None;

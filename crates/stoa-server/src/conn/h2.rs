@@ -109,6 +109,7 @@ impl Drop for Open {
 
 /// Serves an HTTP/2 connection until the client or the server ends it.
 pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+    let mut rt = rt;
     let local = io.inner.local_addr().ok();
     let raw = std::os::fd::AsRawFd::as_raw_fd(io.inner.tcp());
     let tls = io.inner.tls_info();
@@ -176,6 +177,10 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
                         tls: is_tls,
                     };
                     let worker = worker.clone();
+                    // A reload since the last stream: this one uses the
+                    // new configuration (the connection's own settings,
+                    // agreed at its start, stay).
+                    super::refresh(&mut rt);
                     let rt = rt.clone();
                     tokio::task::spawn_local(async move {
                         stream(req, respond, peer, local, tls, &worker, &rt).await;

@@ -9,7 +9,52 @@ pub mod proxy_protocol;
 use crate::config::Runtime;
 use crate::local::{Handshake, Worker};
 use crate::proto::stream::Stream;
+use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// This worker's view of the configuration channel, and the newest
+/// runtime it has seen.
+struct Latest {
+    rx: watch::Receiver<Arc<Runtime>>,
+    rt: Arc<Runtime>,
+}
+
+thread_local! {
+    static LATEST: RefCell<Option<Latest>> = const { RefCell::new(None) };
+}
+
+/// Makes [`refresh`] follow `rx` on this worker thread.
+pub(crate) fn follow(mut rx: watch::Receiver<Arc<Runtime>>) {
+    let rt = rx.borrow_and_update().clone();
+    LATEST.with(|l| *l.borrow_mut() = Some(Latest { rx, rt }));
+}
+
+/// Moves a connection to the newest runtime, if a reload sent one since it
+/// took `rt`: each request on a kept-alive connection (or HTTP/2 stream)
+/// then uses the configuration, and the pools, current when it arrives.
+/// The usual case costs a version check (one atomic load), no lock.
+/// True when `rt` changed.
+#[inline]
+pub(crate) fn refresh(rt: &mut Arc<Runtime>) -> bool {
+    LATEST.with(|l| {
+        let Ok(mut l) = l.try_borrow_mut() else {
+            return false;
+        };
+        let Some(l) = l.as_mut() else {
+            return false;
+        };
+        if l.rx.has_changed().unwrap_or(false) {
+            l.rt = l.rx.borrow_and_update().clone();
+        }
+        if Arc::ptr_eq(rt, &l.rt) {
+            return false;
+        }
+        *rt = l.rt.clone();
+        true
+    })
+}
 
 /// The TLS handshake of a connection to a TLS address, within
 /// `header_timeout`, with the certificates `addr` has in the current

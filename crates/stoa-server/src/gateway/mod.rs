@@ -272,10 +272,10 @@ pub async fn lease(
             tracing::warn!(
                 "{kind} pool {}: {} ({} waiting); 503",
                 pool.spec.name,
-                if e == NoProcess::QueueFull {
-                    "queue full"
-                } else {
-                    "none free in time"
+                match e {
+                    NoProcess::QueueFull => "queue full",
+                    NoProcess::Timeout => "none free in time",
+                    NoProcess::Stopped => "stopped by a reload that removed it",
                 },
                 pool.waiting()
             );

@@ -126,6 +126,9 @@ pub async fn serve(
     let idempotent = head.method.is_idempotent() || head.header("idempotency-key").is_some();
     let mut skip = None;
     let mut stale_left = 2u8;
+    // Servers that failed the request on a new connection: once every
+    // server of the pool has, none is left to try.
+    let mut failed = 0usize;
     let mut tries = pool.procs.len().clamp(2, 4);
     while tries > 0 {
         tries -= 1;
@@ -168,12 +171,14 @@ pub async fn serve(
             Done::Upgraded => {
                 // A tunnel is not a request in flight: the slot goes back
                 // (a server's `capacity` bounds requests, not WebSockets).
+                lease.served();
                 drop(lease);
                 ex.tunnel(&mut app, route.tunnel_timeout).await;
                 return Outcome::Done;
             }
             Done::Sent { reuse } => {
                 proc.record_latency(began.elapsed());
+                lease.served();
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
                     idle.ttl = ttl;
@@ -189,35 +194,48 @@ pub async fn serve(
                 // followed a crash mid-request, so only an idempotent one.
                 // On a new connection it was no race: the server failed
                 // (died, or closed at once); an idempotent request tries
-                // another server.
+                // another server, when the pool has one. With none, the
+                // answer is 502 at once, as nginx gives when its
+                // `proxy_next_upstream` has nowhere left to go: waiting
+                // in the queue for this server to be skipped would only
+                // end in a 503 after `queue_timeout`.
+                if !reused {
+                    failed += 1;
+                }
+                let other = failed < pool.procs.len();
                 let again = stale_left > 0
                     && !rechunk
                     && (if reused {
                         idempotent || reset
                     } else {
-                        idempotent
+                        idempotent && other
                     })
                     && input.replayable()
                     && input.rewind();
                 if !again {
+                    let why = if stale_left == 0 {
+                        "tried enough"
+                    } else if !reused && idempotent && !other {
+                        "no other server to try"
+                    } else {
+                        "not sent again"
+                    };
                     tracing::error!(
-                        "proxy pool {}: server #{}: connection closed before a response ({}{})",
+                        "proxy pool {}: server #{} ({}) closed the {} connection without a response; 502 ({} {why})",
                         pool.spec.name,
                         proc.index,
+                        proc.target,
+                        if reused { "kept-alive" } else { "new" },
                         head.method.as_str(),
-                        if reused {
-                            " not sent again"
-                        } else {
-                            ", a new connection"
-                        }
                     );
                     gateway::fail_now(ex, 502).await;
                     return Outcome::Done;
                 }
                 tracing::info!(
-                    "proxy pool {}: server #{}: {}",
+                    "proxy pool {}: server #{} ({}): {}",
                     pool.spec.name,
                     proc.index,
+                    proc.target,
                     if reused {
                         "kept-alive connection closed before a response; retrying on a new one"
                     } else {

@@ -147,7 +147,9 @@ struct PoolSnap {
 struct ProcSnap {
     index: usize,
     state: &'static str,
-    pid: i32,
+    /// What the slot is: its process (spawned pools) or the address it
+    /// names (address pools, whose processes are not Stoa's).
+    who: Who,
     busy: usize,
     capacity: usize,
     idle: usize,
@@ -161,6 +163,20 @@ struct ProcSnap {
     failures: u64,
     /// Peak-EWMA response time (HTTP pools), microseconds; 0: none yet.
     latency_us: u64,
+}
+
+enum Who {
+    Pid(i32),
+    Address(String),
+}
+
+impl std::fmt::Display for Who {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Who::Pid(p) => write!(f, "pid {p}"),
+            Who::Address(a) => write!(f, "address {a}"),
+        }
+    }
 }
 
 fn state_name(s: ProcState) -> &'static str {
@@ -236,10 +252,10 @@ impl Snapshot {
             for c in &p.procs {
                 let _ = writeln!(
                     s,
-                    "  #{} {} pid {} busy {}/{} idle {}{} served {} restarts {} retries {}",
+                    "  #{} {} {} busy {}/{} idle {}{} served {} restarts {} retries {}",
                     c.index,
                     c.state,
-                    c.pid,
+                    c.who,
                     c.busy,
                     c.capacity,
                     c.idle,
@@ -292,10 +308,10 @@ impl Snapshot {
                 "name": p.name,
                 "kind": if p.spawned { "spawned" } else { "address" },
                 "waiting": p.waiting,
-                "processes": p.procs.iter().map(|c| serde_json::json!({
+                "processes": p.procs.iter().map(|c| {
+                    let mut o = serde_json::json!({
                     "index": c.index,
                     "state": c.state,
-                    "pid": c.pid,
                     "busy": c.busy,
                     "capacity": c.capacity,
                     "idle_connections": c.idle,
@@ -306,7 +322,13 @@ impl Snapshot {
                     "healthy": c.healthy,
                     "failures": c.failures,
                     "latency_ewma_ms": c.latency_us as f64 / 1000.0,
-                })).collect::<Vec<_>>(),
+                    });
+                    match &c.who {
+                        Who::Pid(p) => o["pid"] = (*p).into(),
+                        Who::Address(a) => o["address"] = a.as_str().into(),
+                    }
+                    o
+                }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
         let mut s = v.to_string();
@@ -507,7 +529,11 @@ fn pool_snap(p: &Pool) -> PoolSnap {
             .map(|c| ProcSnap {
                 index: c.index,
                 state: state_name(c.state()),
-                pid: c.pid.load(Ordering::Relaxed),
+                who: if spawned {
+                    Who::Pid(c.pid.load(Ordering::Relaxed))
+                } else {
+                    Who::Address(c.target.to_string())
+                },
                 busy: c.busy(),
                 capacity: c.capacity(),
                 idle: c.idle_count(),

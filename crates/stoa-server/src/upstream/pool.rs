@@ -10,6 +10,11 @@
 //! FastCGI specification and libfcgi expect; the socket belongs to the slot
 //! and outlives restarts, so connections queued in its backlog survive a
 //! crash of the process behind it.
+//!
+//! A reload that changes a pool starts a new generation beside the old one
+//! (`NAME.GEN-SLOT.sock`: the two never share a socket), points the old one
+//! at it ([`retire`]) and drains the old one: its requests in flight finish,
+//! new leases go to the successor, and it removes only its own sockets.
 
 use crate::local::{worker_count, worker_index};
 use std::collections::hash_map::DefaultHasher;
@@ -168,6 +173,16 @@ impl Target {
             }));
         }
         parse_addr(s).map(Target::Tcp)
+    }
+}
+
+/// As the configuration writes it: `127.0.0.1:8080`, `unix:/run/app.sock`.
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Tcp(a) => write!(f, "{a}"),
+            Target::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
     }
 }
 
@@ -656,6 +671,8 @@ pub enum NoProcess {
     QueueFull,
     /// Waited `queue_timeout` (503).
     Timeout,
+    /// The pool was stopped (removed by a reload) and nothing replaced it.
+    Stopped,
 }
 
 /// A pool at run time.
@@ -670,6 +687,10 @@ pub struct Pool {
     waiting: AtomicUsize,
     rr: AtomicUsize,
     pub(super) stopping: AtomicBool,
+    /// The pool a reload started in this one's place: leases go there once
+    /// this one stops, so a request routed by the configuration before
+    /// the reload never waits on a pool that will not serve it again.
+    successor: std::sync::OnceLock<Arc<Pool>>,
     epoch: Instant,
     /// Listening sockets of spawned slots (fd 0 of their processes).
     listeners: Mutex<Vec<Option<OwnedFd>>>,
@@ -687,12 +708,15 @@ pub struct Pool {
 const LEARNED_MAX: usize = 65536;
 
 impl Pool {
-    pub fn new(spec: PoolSpec, rundir: Option<PathBuf>) -> Pool {
+    /// A pool whose spawned processes listen in `rundir`, on sockets named
+    /// for its `generation`: a pool a reload starts in place of another
+    /// (same name) gets a new one, so the two never share a socket.
+    pub fn new(spec: PoolSpec, rundir: Option<PathBuf>, generation: u64) -> Pool {
         let procs: Vec<Arc<Proc>> = match &spec.kind {
             PoolKind::Spawn { max, .. } => (0..*max)
                 .map(|i| {
                     let dir = rundir.clone().unwrap_or_default();
-                    let sock = dir.join(format!("{}-{i}.sock", spec.name));
+                    let sock = dir.join(socket_name(&spec.name, generation, i));
                     let cap = spec.stated_capacity.unwrap_or(spec.default_capacity);
                     let p = Proc::new(i, Target::Unix(sock), cap);
                     if spec.protocol == Protocol::Http {
@@ -725,6 +749,7 @@ impl Pool {
             waiting: AtomicUsize::new(0),
             rr: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
+            successor: std::sync::OnceLock::new(),
             epoch: Instant::now(),
             listeners: Mutex::new((0..n).map(|_| None).collect()),
             rundir,
@@ -748,6 +773,9 @@ impl Pool {
         key: Option<&[u8]>,
         skip: Option<usize>,
     ) -> Result<Lease, NoProcess> {
+        if self.is_stopping() {
+            return self.lease_successor(key).await;
+        }
         // First come, first served: while others wait, a new request
         // queues behind them instead of taking the next free slot.
         if self.waiting() == 0 {
@@ -778,6 +806,11 @@ impl Pool {
                 }
             }
             woken = true;
+            if self.is_stopping() {
+                // Stopped meanwhile ([`stop`] wakes every waiter): no slot
+                // of this pool will be free again.
+                break Err(NoProcess::Stopped);
+            }
             // Also poll now and then: a process that (re)starts does not
             // free a slot, so nobody would notify.
             let tick = tokio::time::Instant::now() + Duration::from_millis(100);
@@ -791,7 +824,28 @@ impl Pool {
         };
         queue.remove(ticket);
         self.waiting.fetch_sub(1, Ordering::AcqRel);
-        r
+        match r {
+            Err(NoProcess::Stopped) => self.lease_successor(key).await,
+            r => r,
+        }
+    }
+
+    /// Whether the pool is stopping (a reload replaced or removed it, or
+    /// the server stops): it takes no new request.
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// A lease on the pool that replaced this stopped one (its newest
+    /// generation), or `Stopped` at once when the pool was removed.
+    /// Process indices are the old pool's, so no `skip` goes along.
+    async fn lease_successor(&self, key: Option<&[u8]>) -> Result<Lease, NoProcess> {
+        let mut next = self.successor.get().ok_or(NoProcess::Stopped)?;
+        while next.is_stopping() {
+            next = next.successor.get().ok_or(NoProcess::Stopped)?;
+        }
+        // Boxed: a future cannot contain itself.
+        Box::pin(next.lease(key, None)).await
     }
 
     /// A slot was freed (or a process started). Without affinity any waiter
@@ -975,6 +1029,20 @@ fn score(key: &[u8], index: usize) -> u64 {
     key.hash(&mut h);
     index.hash(&mut h);
     h.finish()
+}
+
+/// `NAME.GEN-SLOT.sock`: a pool name has no '.', so no two pools, and no two
+/// generations of one, can share a socket.
+fn socket_name(pool: &str, generation: u64, slot: usize) -> String {
+    format!("{pool}.{generation}-{slot}.sock")
+}
+
+/// Replaces `old` by `new` (a reload changed its configuration): requests
+/// still routed to `old` go to `new` from now on, and `old` drains in the
+/// background (see [`stop`]).
+pub(crate) fn retire(old: Arc<Pool>, new: &Arc<Pool>) {
+    let _ = old.successor.set(new.clone());
+    tokio::task::spawn_local(async move { stop(&old).await });
 }
 
 /// Spawns and supervises a pool's processes until it is stopped.
@@ -1191,6 +1259,12 @@ async fn supervise(pool: Arc<Pool>, index: usize) {
             }
         };
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        if pool.stopping.load(Ordering::Acquire) {
+            // Stopped while it started: `stop` marked the slot Retiring,
+            // which Running would overwrite. It never had a request.
+            stop_child(&mut child, pid).await;
+            break;
+        }
         proc.pid.store(pid, Ordering::Relaxed);
         // FCGI_GET_VALUES goes out with the first request (see
         // `Proc::ask_values`): a probe on a connection of its own would
@@ -1315,9 +1389,14 @@ fn slot_listener(pool: &Pool, index: usize, path: &Path) -> std::io::Result<Owne
     Ok(fd)
 }
 
-/// Stops every process of the pool and removes its sockets.
+/// Stops the pool: no new request is leased here (a successor set by
+/// [`retire`] takes them; waiters go there too), requests in flight finish
+/// (as an nginx worker's do after a reload), then the processes stop and
+/// the pool removes its own sockets, and only those.
 pub async fn stop(pool: &Arc<Pool>) {
     pool.stopping.store(true, Ordering::Release);
+    // Waiters see `stopping` and move to the successor, or fail at once.
+    pool.wake_all();
     if let PoolKind::Remote { .. } = pool.spec.kind {
         // Nothing of ours runs there: just forget the connections.
         for p in &pool.procs {
@@ -1333,14 +1412,20 @@ pub async fn stop(pool: &Arc<Pool>) {
             p.retire.notify_one();
         }
     }
-    // Supervisors stop their children; wait for them briefly.
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until
-        && pool
-            .procs
-            .iter()
-            .any(|p| !matches!(p.state(), ProcState::Stopped | ProcState::Dead))
+    // Supervisors stop each child once its requests are done. While any
+    // request is in flight the pool waits (each request has its own time
+    // limits); after the last one, its processes get a few seconds to go.
+    let mut grace: Option<Instant> = None;
+    while pool
+        .procs
+        .iter()
+        .any(|p| !matches!(p.state(), ProcState::Stopped | ProcState::Dead))
     {
+        if pool.procs.iter().any(|p| p.busy() > 0) {
+            grace = None;
+        } else if Instant::now() >= *grace.get_or_insert_with(|| Instant::now() + STOP_GRACE) {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for p in &pool.procs {
@@ -1351,13 +1436,24 @@ pub async fn stop(pool: &Arc<Pool>) {
                 libc::kill(-pid, libc::SIGKILL);
             }
         }
-        if let Target::Unix(path) = &p.target {
-            if pool.rundir.is_some() {
+    }
+    // Its listening sockets: closed here (a supervisor still in its
+    // restart back-off holds a copy until it sees `stopping`) and unlinked.
+    if let Ok(mut ls) = pool.listeners.lock() {
+        ls.iter_mut().for_each(|l| *l = None);
+    }
+    if pool.rundir.is_some() {
+        for p in &pool.procs {
+            if let Target::Unix(path) = &p.target {
                 let _ = std::fs::remove_file(path);
             }
         }
     }
 }
+
+/// How long a stopping pool's processes, with no request left, have to
+/// exit (SIGTERM, then SIGKILL after 3 s) before they are killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Builds a pool spec from its config table.
 #[allow(clippy::too_many_arguments)]
@@ -1535,7 +1631,7 @@ mod tests {
             Path::new("."),
         )
         .expect("spec");
-        Arc::new(Pool::new(spec, None))
+        Arc::new(Pool::new(spec, None, 0))
     }
 
     #[test]
@@ -1580,6 +1676,92 @@ mod tests {
             }
             assert_eq!(*order.borrow(), ["a", "b", "c", "late"]);
         });
+    }
+
+    fn local(f: impl std::future::Future<Output = ()>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        tokio::task::LocalSet::new().block_on(&rt, f);
+    }
+
+    /// As nginx's old workers after a reload, a replaced pool takes no new
+    /// request: a lease on it goes to the pool that replaced it, at once.
+    #[test]
+    fn a_lease_on_a_replaced_pool_goes_to_its_successor_at_once() {
+        local(async {
+            let old = one_slot_pool();
+            let new = one_slot_pool();
+            retire(old.clone(), &new);
+            // `retire` stops the old pool in a task of its own.
+            while !old.is_stopping() {
+                tokio::task::yield_now().await;
+            }
+            let l = old.lease(None, None).await.expect("lease");
+            assert!(Arc::ptr_eq(&l.pool, &new));
+            // Two reloads in a row: the newest generation serves.
+            drop(l);
+            let newest = one_slot_pool();
+            retire(new.clone(), &newest);
+            while !new.is_stopping() {
+                tokio::task::yield_now().await;
+            }
+            let l = old.lease(None, None).await.expect("lease");
+            assert!(Arc::ptr_eq(&l.pool, &newest));
+        });
+    }
+
+    /// A request already waiting in a pool's queue when a reload replaces
+    /// the pool moves to the new one as the old one stops, instead of
+    /// waiting `queue_timeout` on a pool that will not serve it.
+    #[test]
+    fn a_request_waiting_in_a_replaced_pool_moves_to_its_successor_without_waiting_out_the_queue() {
+        local(async {
+            let old = one_slot_pool();
+            let held = old.lease(None, None).await.expect("first lease");
+            let waiter = {
+                let old = old.clone();
+                tokio::task::spawn_local(async move {
+                    old.lease(None, None).await.map(|l| l.pool.clone())
+                })
+            };
+            while old.waiting() == 0 {
+                tokio::task::yield_now().await;
+            }
+            let new = one_slot_pool();
+            let t = tokio::time::Instant::now();
+            retire(old.clone(), &new);
+            let got = waiter.await.expect("task").expect("lease");
+            assert!(Arc::ptr_eq(&got, &new));
+            assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+            // The request in flight on the old pool keeps its lease.
+            assert_eq!(held.proc.busy(), 1);
+        });
+    }
+
+    /// A pool a reload removed answers a lease at once (the caller's 503),
+    /// not after `queue_timeout`.
+    #[test]
+    fn a_lease_on_a_removed_pool_fails_at_once() {
+        local(async {
+            let old = one_slot_pool();
+            stop(&old).await;
+            let t = tokio::time::Instant::now();
+            assert_eq!(old.lease(None, None).await.err(), Some(NoProcess::Stopped));
+            assert!(t.elapsed() < Duration::from_secs(1));
+        });
+    }
+
+    #[test]
+    fn generations_of_a_pool_never_share_a_socket_name() {
+        let names: std::collections::BTreeSet<String> = [("a", 1, 0), ("a", 2, 0), ("a", 1, 1)]
+            .iter()
+            .map(|&(p, g, i)| socket_name(p, g, i))
+            .collect();
+        assert_eq!(names.len(), 3);
+        // A pool name has no '.', so no other pool's name can end in one.
+        assert_eq!(socket_name("app", 12, 3), "app.12-3.sock");
     }
 
     #[test]

@@ -30,6 +30,8 @@
 //!   20), stopping (and saying so on its stderr) when a write fails or the
 //!   request is aborted;
 //! - `params=1`: adds every FastCGI param as a `param NAME=VALUE` line;
+//! - `env=NAME`: adds `env=VALUE`, the process's environment variable NAME
+//!   (empty when unset), the environment its pool's `env` gave it;
 //! - `linger=MS`: after the whole report is sent, waits MS milliseconds
 //!   before ending the request (FCGI_END_REQUEST comes that much later).
 //!
@@ -407,6 +409,12 @@ fn respond(req: &Request, out: &mut Output) -> u32 {
         served_before,
         CONNS.load(Ordering::Acquire),
     );
+    if let Some(name) = q("env") {
+        body.push_str(&format!(
+            "env={}\n",
+            std::env::var(name).unwrap_or_default()
+        ));
+    }
     if q("params") == Some("1") {
         for (n, v) in &req.params {
             body.push_str(&format!(

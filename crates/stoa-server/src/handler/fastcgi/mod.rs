@@ -243,34 +243,59 @@ async fn run(
         };
         let proc = lease.proc.clone();
         match exchange(ex, pool, lease, up, role, input).await {
-            Done::Stale(reused) => {
+            done @ (Done::Stale(_) | Done::Lost) => {
                 // The keep-alive race: the application closed a parked
                 // connection as the request went out on it; or a process
                 // on its way out (php-fpm's reload) took a new one and
-                // closed it. Nothing reached the client: an idempotent
-                // request (RFC 9110 §9.2.2) goes again on a fresh
-                // connection, twice at most, as nginx does for its cached
-                // upstream connections. Others may have had an effect: 502.
+                // closed it; or the process died (killed, crashed) before
+                // its response head was complete. Nothing reached the
+                // client: an idempotent request (RFC 9110 §9.2.2) goes
+                // again, twice at most, as nginx's `fastcgi_next_upstream
+                // error` sends it to the next server. Others may have had
+                // an effect: 502.
+                let reused = matches!(done, Done::Stale(true));
+                let what = match done {
+                    Done::Lost => "lost the connection before a complete response head",
+                    _ if reused => "closed a kept-alive connection before a response",
+                    _ => "closed a new connection before a response",
+                };
                 if !resendable || stale_left == 0 || !input.rewind() {
                     tracing::error!(
-                        "fastcgi pool {}: process #{}: bad response: connection closed before a response ({} not sent again)",
+                        "fastcgi pool {}: process #{} ({}) {what}; 502 ({} {})",
                         pool.spec.name,
                         proc.index,
-                        head.method.as_str()
+                        proc.target,
+                        head.method.as_str(),
+                        if stale_left == 0 {
+                            "tried enough"
+                        } else {
+                            "not sent again"
+                        }
                     );
                     // Part of the body may be gone to the application:
                     // answer and close (as `fail` does).
                     gateway::fail_now(ex, 502).await;
                     return Ran::Sent;
                 }
+                // Another process when the pool has one: this one may be
+                // dying, and the request would wait for its restart (or
+                // die with it again).
+                let other = pool.procs.len() > 1;
                 tracing::info!(
-                    "fastcgi pool {}: process #{}: {} connection closed before a response; retrying on a new one",
+                    "fastcgi pool {}: process #{} ({}) {what}; retrying on {}",
                     pool.spec.name,
                     proc.index,
-                    if reused { "kept-alive" } else { "new" }
+                    proc.target,
+                    if other {
+                        "another process"
+                    } else {
+                        "a new one"
+                    }
                 );
                 stale_left -= 1;
-                if !reused {
+                if other {
+                    skip = Some(proc.index);
+                } else if !reused {
                     // The process is going away: give its successor a
                     // moment to take over the socket.
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -566,6 +591,10 @@ enum Done {
     /// The connection closed before any response byte (whether it was a
     /// kept-alive one); nothing went to the client.
     Stale(bool),
+    /// The connection was lost after the application said something but
+    /// before its response head was complete (a process killed
+    /// mid-request); nothing went to the client.
+    Lost,
     /// Refused by the application before any output (END_REQUEST with
     /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
     Refused(ProtocolStatus),
@@ -585,6 +614,7 @@ enum End {
     Refused(ProtocolStatus),
     Authorized(Vec<(String, Vec<u8>)>),
     Stale(bool),
+    Lost,
 }
 
 /// Waits on the upstream while there is one (after its release, never).
@@ -823,6 +853,12 @@ async fn exchange(
         {
             break End::Stale(up.as_ref().is_some_and(Upstream::reused));
         }
+        if app_eof && !ended && down.is_none() && granted.is_none() {
+            // The process went away (killed, crashed) before its answer
+            // was complete, and nothing of it reached the client: the
+            // request may go to another process (`run` decides).
+            break End::Lost;
+        }
         if down.is_none() {
             match stoa_cgi::parse_head(&out, MAX_HEAD) {
                 Ok(None) if !(ended || app_eof) => continue,
@@ -923,6 +959,7 @@ async fn exchange(
         }
         End::Refused(ps) => Done::Refused(ps),
         End::Stale(r) => Done::Stale(r),
+        End::Lost => Done::Lost,
         End::Authorized(v) => Done::Authorized(v),
         End::Sent(keep) => {
             if !keep {
