@@ -736,12 +736,30 @@ impl Parent {
             _ => {
                 self.begin_stop();
                 // Before its handlers are in, SIGQUIT's default action
-                // would dump core; SIGTERM ends it plainly.
-                let sig = if self.ready { sig } else { libc::SIGTERM };
+                // would dump core; SIGTERM ends it plainly. Its Ready may
+                // still be on its way over the broker while the handler
+                // is in (a SIGQUIT sent on the ready line): the kernel's
+                // record of caught signals says which.
+                let sig = if self.ready || catches(self.child, sig) {
+                    sig
+                } else {
+                    libc::SIGTERM
+                };
                 self.signal_child(sig);
             }
         }
     }
+}
+
+/// Whether process `pid` has a handler for `sig` (proc(5): `SigCgt` in
+/// /proc/PID/status, a hexadecimal mask with bit `sig - 1`).
+fn catches(pid: i32, sig: libc::c_int) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
 /// Runs the privileged parent (see the module doc) until its server
@@ -1017,6 +1035,32 @@ mod tests {
         assert!(open_for(&d.join("hard.log"), &me).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// proc(5) SigCgt: `sleep` leaves SIGQUIT to its default action; this
+    /// process catches it once a handler is installed.
+    #[test]
+    fn sigcgt_says_whether_a_process_has_a_handler_for_a_signal() {
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = i32::try_from(sleeper.id()).expect("pid");
+        let caught = catches(pid, libc::SIGQUIT);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(!caught);
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        assert!(!catches(me, 0));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _enter = rt.enter();
+        let _h =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::quit()).expect("handler");
+        assert!(catches(me, libc::SIGQUIT));
     }
 
     #[test]
