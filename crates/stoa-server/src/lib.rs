@@ -25,7 +25,7 @@ pub mod privileges;
 pub mod proto;
 pub mod route;
 pub mod server;
-pub mod unix_listen;
+mod unix_listen;
 mod upgrade;
 pub mod upstream;
 pub mod worker;

@@ -2,8 +2,10 @@
 //! the socket file made at start (a stale one from an earlier run
 //! replaced, never a live one or anything that is not a socket), its
 //! mode and owner set, the accept loop, and the file removed at stop.
-//! TCP listeners are bound elsewhere; this is kept apart so that the two
-//! ways of acquiring listeners do not mix.
+//! `listen::acquire` calls [`bind`] for the paths no inherited socket
+//! serves (as root under a privileged parent, which then passes the
+//! socket to its server process as it passes TCP ones), and the process
+//! that made a file calls [`remove`] at its stop (`Lifecycle`).
 //!
 //! A connection accepted here is served by the same code as a TCP one:
 //! its descriptor travels as a `tokio::net::TcpStream`. Every operation
