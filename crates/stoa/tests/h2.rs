@@ -275,7 +275,11 @@ fn rfc9113_6_8_a_graceful_stop_sends_goaway_and_closes_an_idle_h2_connection() {
             .expect("driver task");
         assert!(end.is_ok(), "{end:?}");
     });
-    assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(
+        server.wait_exit(Duration::from_secs(10)).is_some(),
+        "{}",
+        server.stderr()
+    );
 }
 
 /// The h2spec binary: on PATH, or where `go install` puts it.

@@ -34,6 +34,33 @@ fn unacked(fd: BorrowedFd<'_>) -> Option<usize> {
     (r == 0).then_some(n.max(0) as usize)
 }
 
+/// Whether the connection is over: reset by the peer (a client that
+/// closed with our last frames unread answers them with RST). The send
+/// queue of a reset socket keeps its count (the FIN that will never be
+/// acknowledged), so only its state tells. False where TCP_INFO does not
+/// apply (a Unix socket).
+fn reset(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: an all-zero tcp_info is a valid value for getsockopt to
+    // overwrite.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which we
+    // own; the descriptor is borrowed, so it stays open for the call.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && info.tcpi_state == TCP_CLOSE
+}
+
+/// `TCP_CLOSE` of the kernel's TCP states (include/net/tcp_states.h).
+const TCP_CLOSE: u8 = 7;
+
 /// A second descriptor for the socket `fd`, so that it stays open after
 /// the one its owner holds is closed (an HTTP/2 connection owns its
 /// stream and closes it when dropped).
@@ -56,6 +83,7 @@ pub async fn settle(fd: BorrowedFd<'_>, patience: Duration) {
     loop {
         let left = match unacked(fd) {
             Some(0) | None => return,
+            Some(_) if reset(fd) => return,
             Some(n) => n,
         };
         let now = Instant::now();
@@ -109,5 +137,41 @@ mod tests {
         assert_eq!(unacked(server.as_fd()), Some(0));
         drop(server);
         assert_eq!(reader.join().expect("reader"), sent);
+    }
+
+    /// Bytes sent to a client that has closed its socket are answered
+    /// with RST (RFC 9293 §3.10.7.4, as Linux does for a socket whose
+    /// process closed it), never acknowledged: the send queue keeps its
+    /// count, and the wait must end at once, not after its patience (an
+    /// HTTP/2 client that leaves after GOAWAY while the server's last
+    /// frames are on their way).
+    #[test]
+    fn settle_returns_at_once_when_the_peer_reset_the_connection() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let client = std::net::TcpStream::connect(addr).expect("connect");
+        let (mut server, _) = l.accept().expect("accept");
+        drop(client);
+        let mut buf = [0u8; 16];
+        assert_eq!(server.read(&mut buf).expect("read the FIN"), 0);
+        server.write_all(b"late").expect("write");
+        // The RST comes back for those bytes.
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while !reset(server.as_fd()) {
+            assert!(std::time::Instant::now() < until, "never reset");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_ne!(
+            unacked(server.as_fd()),
+            Some(0),
+            "nothing left unacknowledged"
+        );
+        let t = std::time::Instant::now();
+        rt.block_on(settle(server.as_fd(), Duration::from_secs(30)));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 }
