@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod handler;
 pub mod http;
 pub mod local;
+pub mod log;
 pub mod privileges;
 pub mod proto;
 pub mod route;

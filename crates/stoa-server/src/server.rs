@@ -168,12 +168,17 @@ pub fn run(
     if pools.made_rundir {
         owned.push(pools.rundir.as_path());
     }
-    if let crate::config::AccessLog::File(p) = &rt.access_log {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
+    // The error log first, so that what follows goes there.
+    crate::log::set_error_log(rt.error_log.as_deref(), rt.error_json).map_err(|e| {
+        StartError::Privileges(format!("error log {}: {e}", path_of(&rt.error_log)))
+    })?;
+    let logs = log_files(&rt);
+    for p in &logs {
+        crate::log::open_append(p)
             .map_err(|e| StartError::Privileges(format!("access log {}: {e}", p.display())))?;
+    }
+    owned.extend(logs.iter().map(PathBuf::as_path));
+    if let Some(p) = rt.error_log.as_deref() {
         owned.push(p);
     }
     match crate::privileges::drop_to(rt.user.as_deref(), &owned).map_err(StartError::Privileges)? {
@@ -240,14 +245,12 @@ pub fn run(
         let graceful = loop {
             tokio::select! {
                 _ = hup.recv() => reload(&source, &rt_tx, &mut pools),
+                // nginx's `reopen`: every log file is opened again by its
+                // name (after logrotate moved it). The pools' state, which
+                // USR1 used to log, is on the status page.
                 _ = usr1.recv() => {
-                    tracing::info!(
-                        "status: {} connection(s) open",
-                        shared.connections.load(std::sync::atomic::Ordering::Relaxed)
-                    );
-                    for p in pools.running.values() {
-                        tracing::info!("status: {}", p.status());
-                    }
+                    crate::log::reopen();
+                    tracing::info!("log files reopened (SIGUSR1)");
                 }
                 _ = term.recv() => break false,
                 _ = int.recv() => break false,
@@ -356,11 +359,41 @@ impl Pools {
     }
 }
 
+/// Every access-log file of a runtime: the server's and the routes' own.
+fn log_files(rt: &Runtime) -> Vec<PathBuf> {
+    use crate::log::access::Dest;
+    let routes = rt.sites.iter().flat_map(|s| s.routes.iter());
+    let mut files: Vec<PathBuf> = std::iter::once(&rt.access_log)
+        .chain(routes.filter_map(|r| r.access_log.as_ref()))
+        .filter_map(|l| match &l.dest {
+            Dest::File(p) => Some(p.clone()),
+            _ => None,
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+fn path_of(p: &Option<PathBuf>) -> String {
+    p.as_deref()
+        .map_or_else(|| "stderr".to_owned(), |p| p.display().to_string())
+}
+
 fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) {
     match source.load() {
         Ok(mut new) => {
-            pools.attach(&mut new);
             let old = tx.borrow().clone();
+            if (&new.error_log, new.error_json) != (&old.error_log, old.error_json) {
+                if let Err(e) = crate::log::set_error_log(new.error_log.as_deref(), new.error_json) {
+                    tracing::error!(
+                        "reload failed, keeping the running configuration: error log {}: {e}",
+                        path_of(&new.error_log)
+                    );
+                    return;
+                }
+            }
+            pools.attach(&mut new);
             let tls_addrs = |rt: &Runtime| rt.tls.iter().map(|(a, _)| *a).collect::<Vec<_>>();
             if new.listen != old.listen
                 || new.workers != old.workers

@@ -465,7 +465,11 @@ pub async fn serve(
         pgid: child.id().and_then(|p| i32::try_from(p).ok()),
     };
     if let Some(stderr) = child.stderr.take() {
-        tokio::task::spawn_local(log_stderr(stderr, script.script_name.clone()));
+        tokio::task::spawn_local(log_stderr(
+            stderr,
+            script.script_name.clone(),
+            ex.who().to_string(),
+        ));
     }
     let pump = Pump {
         stdin: child.stdin.take(),
@@ -507,16 +511,38 @@ pub async fn serve(
 /// before its output is taken as complete.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
-async fn log_stderr(stderr: tokio::process::ChildStderr, script: String) {
-    let mut lines = tokio::io::BufReader::new(stderr.take(1 << 20)).split(b'\n');
+async fn log_stderr(stderr: tokio::process::ChildStderr, script: String, who: String) {
+    // A script's stderr is drained to its end (a script blocked on a full
+    // pipe, or killed by SIGPIPE, would be a worse fate than a long log),
+    // but at most STDERR_LOGGED bytes of it are logged: the rest is
+    // counted and said in one line, never dropped without a word.
+    let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
+    let mut logged = 0usize;
+    let (mut dropped, mut dropped_bytes) = (0u64, 0u64);
     while let Ok(Some(line)) = lines.next_segment().await {
+        if logged >= STDERR_LOGGED {
+            dropped += 1;
+            dropped_bytes += line.len() as u64 + 1;
+            continue;
+        }
+        logged += line.len() + 1;
         let shown = &line[..line.len().min(2048)];
         tracing::warn!(
-            "cgi {script}: {}",
+            "cgi {script}: {} ({who})",
             String::from_utf8_lossy(shown).trim_end()
         );
     }
+    if dropped > 0 {
+        tracing::warn!(
+            "cgi {script}: {dropped} more stderr line(s) ({dropped_bytes} bytes) not logged: \
+             over {} KiB from one request ({who})",
+            STDERR_LOGGED / 1024
+        );
+    }
 }
+
+/// Bytes of one script's stderr that are logged line by line.
+const STDERR_LOGGED: usize = 1 << 20;
 
 /// How the pump ended.
 enum Ran {
@@ -569,7 +595,10 @@ async fn run(
         let body_done = !p.streaming || ex.body_done();
         let want_body = p.stdin.is_some() && p.incoming.is_empty() && p.streaming && !body_done;
         let watch_client = !want_body && body_done && ex.can_watch();
-        let room = p.obuf.len() < OUT_CHUNK && !p.stdout_eof;
+        // Until the head is parsed, read past the head limit so that a head
+        // without its end is refused (502) at once; then a chunk at a time.
+        let cap = if started { OUT_CHUNK } else { MAX_HEAD + 1 };
+        let room = p.obuf.len() < cap && !p.stdout_eof;
         if !room && p.obuf.is_empty() && p.stdout_eof {
             break;
         }
