@@ -386,8 +386,9 @@ pub async fn serve(
     };
     let Some(_permit) = cfg.limiter.acquire().await else {
         tracing::warn!(
-            "cgi: too many processes and queue full or timed out; 503 for {}",
-            script.script_name
+            "cgi: too many processes and queue full or timed out; 503 for {}; {}",
+            script.script_name,
+            ex.who()
         );
         gateway::simple(ex, 503, &[("Retry-After", b"1")]);
         return Outcome::Done;
@@ -448,10 +449,12 @@ pub async fn serve(
             Vec::new()
         }
     };
+    // The script is the "upstream" of the access log's fields.
+    ex.upstream_began(filename.clone());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!("cgi: cannot run {}: {e}", script.program.display());
+            tracing::error!("cgi: cannot run {}: {e}; {}", script.program.display(), ex.who());
             let status = if e.kind() == io::ErrorKind::PermissionDenied {
                 403
             } else {
@@ -605,7 +608,10 @@ async fn run(
         tokio::select! {
             biased;
             r = stdout.read_buf(&mut p.obuf), if room => match r {
-                Ok(0) => p.stdout_eof = true,
+                Ok(0) => {
+                    p.stdout_eof = true;
+                    ex.upstream_ended();
+                }
                 Ok(_) => {
                     deadline = Instant::now() + cfg.timeout;
                     quiet_until = Instant::now() + EXIT_GRACE;
@@ -651,10 +657,10 @@ async fn run(
             },
             _ = sleep_until(deadline) => {
                 if !started {
-                    tracing::error!("cgi {}: no response head within {:?}", script.script_name, cfg.timeout);
+                    tracing::error!("cgi {}: no response head within {:?}; {}", script.script_name, cfg.timeout, ex.who());
                     gateway::fail_now(ex, 504).await;
                 } else {
-                    tracing::error!("cgi {}: no output for {:?}", script.script_name, cfg.timeout);
+                    tracing::error!("cgi {}: no output for {:?}; {}", script.script_name, cfg.timeout, ex.who());
                 }
                 return Ran::Abort;
             }
@@ -676,7 +682,7 @@ async fn run(
                             Err(HeadError::TooLarge) => "head too large".to_owned(),
                             _ => "output ended before a complete head".to_owned(),
                         };
-                        tracing::error!("cgi {}: bad response head: {why}", script.script_name);
+                        tracing::error!("cgi {}: bad response head: {why}; {}", script.script_name, ex.who());
                         gateway::fail_now(ex, 502).await;
                         return Ran::Abort;
                     }
@@ -727,8 +733,9 @@ async fn run(
         // The script promised more than it wrote: the client must see the
         // truncation as a closed connection.
         tracing::error!(
-            "cgi {}: output shorter than its Content-Length",
-            script.script_name
+            "cgi {}: output shorter than its Content-Length; {}",
+            script.script_name,
+            ex.who()
         );
     }
     ex.finish();

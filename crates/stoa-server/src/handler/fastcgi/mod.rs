@@ -179,12 +179,13 @@ async fn run(
         let Some(lease) = gateway::lease(pool, key.as_deref(), skip, ex, "fastcgi").await else {
             return Ran::Sent;
         };
+        ex.upstream_began(gateway::target_addr(&lease.proc.target));
         let up = if lease.proc.multiplexes() {
             match mux::start(&lease.proc, role, params, pool.spec.timeout).await {
                 Ok(r) => Ok(Upstream::Mux(r)),
                 Err(mux::StartError::Connect(e)) => Err(e),
                 Err(mux::StartError::Protocol(e)) => {
-                    tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
+                    tracing::error!("fastcgi pool {}: {e}; {}", pool.spec.name, ex.who());
                     gateway::simple(ex, 500, &[]);
                     return Ran::Sent;
                 }
@@ -215,7 +216,7 @@ async fn run(
                 Ok(app) => match Direct::start(app, &lease, role, params, reused) {
                     Ok(d) => Ok(Upstream::Direct(Box::new(d))),
                     Err(e) => {
-                        tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
+                        tracing::error!("fastcgi pool {}: {e}; {}", pool.spec.name, ex.who());
                         gateway::simple(ex, 500, &[]);
                         return Ran::Sent;
                     }
@@ -227,9 +228,10 @@ async fn run(
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!(
-                    "fastcgi pool {}: process #{}: {e}",
+                    "fastcgi pool {}: process #{}: cannot connect: {e}; {}",
                     pool.spec.name,
-                    lease.proc.index
+                    lease.proc.index,
+                    ex.who()
                 );
                 lease.failed();
                 if pool.procs.len() < 2 {
@@ -253,10 +255,11 @@ async fn run(
                 // upstream connections. Others may have had an effect: 502.
                 if !resendable || stale_left == 0 || !input.rewind() {
                     tracing::error!(
-                        "fastcgi pool {}: process #{}: bad response: connection closed before a response ({} not sent again)",
+                        "fastcgi pool {}: process #{}: bad response: connection closed before a response ({} not sent again); {}",
                         pool.spec.name,
                         proc.index,
-                        head.method.as_str()
+                        head.method.as_str(),
+                        ex.who()
                     );
                     // Part of the body may be gone to the application:
                     // answer and close (as `fail` does).
@@ -264,10 +267,11 @@ async fn run(
                     return Ran::Sent;
                 }
                 tracing::info!(
-                    "fastcgi pool {}: process #{}: {} connection closed before a response; retrying on a new one",
+                    "fastcgi pool {}: process #{}: {} connection closed before a response; retrying on a new one; {}",
                     pool.spec.name,
                     proc.index,
-                    if reused { "kept-alive" } else { "new" }
+                    if reused { "kept-alive" } else { "new" },
+                    ex.who()
                 );
                 stale_left -= 1;
                 if !reused {
@@ -665,7 +669,11 @@ async fn exchange(
                 }
                 Ok(n) => u.stdin(&chunk[..n]),
                 Err(e) => {
-                    tracing::error!("fastcgi pool {}: request body spool: {e}", pool.spec.name);
+                    tracing::error!(
+                        "fastcgi pool {}: request body spool: {e}; {}",
+                        pool.spec.name,
+                        ex.who()
+                    );
                     spool_failed = true;
                     break;
                 }
@@ -729,16 +737,18 @@ async fn exchange(
                 }
                 if down.is_none() && granted.is_none() {
                     tracing::error!(
-                        "fastcgi pool {}: no response within {:?}",
+                        "fastcgi pool {}: no response within {:?}; {}",
                         pool.spec.name,
-                        timeout
+                        timeout,
+                        ex.who()
                     );
                     gateway::fail_now(ex, 504).await;
                 } else {
                     tracing::error!(
-                        "fastcgi pool {}: no output for {:?}",
+                        "fastcgi pool {}: no output for {:?}; {}",
                         pool.spec.name,
-                        timeout
+                        timeout,
+                        ex.who()
                     );
                 }
                 break End::Abort;
@@ -764,7 +774,7 @@ async fn exchange(
             match ev {
                 // After an Authorizer's 200 the body is dropped.
                 Event::Stdout { data, .. } if granted.is_none() => out.extend_from_slice(&data),
-                Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data),
+                Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data, ex),
                 Event::Values(v) => {
                     if let Some(l) = &lease {
                         l.proc.learn(&v, &pool.spec);
@@ -774,6 +784,7 @@ async fn exchange(
                     protocol_status, ..
                 } => {
                     ended = true;
+                    ex.upstream_ended();
                     if let Some(l) = &lease {
                         l.proc.values_settled(&pool.spec);
                     }
@@ -793,8 +804,9 @@ async fn exchange(
                     break End::Refused(ps);
                 }
                 tracing::warn!(
-                    "fastcgi pool {}: application refused the request ({ps:?}); 503",
-                    pool.spec.name
+                    "fastcgi pool {}: application refused the request ({ps:?}); 503; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 break fail(ex, 503).await;
             }
@@ -808,8 +820,9 @@ async fn exchange(
             }
             if app_eof {
                 tracing::error!(
-                    "fastcgi pool {}: authorizer lost before its end",
-                    pool.spec.name
+                    "fastcgi pool {}: authorizer lost before its end; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 break fail(ex, 502).await;
             }
@@ -832,7 +845,11 @@ async fn exchange(
                         Err(HeadError::TooLarge) => "head too large".to_owned(),
                         _ => "output ended before a complete head".to_owned(),
                     };
-                    tracing::error!("fastcgi pool {}: bad response: {why}", pool.spec.name);
+                    tracing::error!(
+                        "fastcgi pool {}: bad response: {why}; {}",
+                        pool.spec.name,
+                        ex.who()
+                    );
                     break fail(ex, 502).await;
                 }
                 Ok(Some((mut h, n))) => {
@@ -896,8 +913,9 @@ async fn exchange(
                 // Died mid-response: no last chunk, so the client sees the
                 // truncation instead of taking it for a whole body.
                 tracing::error!(
-                    "fastcgi pool {}: connection lost mid-response",
-                    pool.spec.name
+                    "fastcgi pool {}: connection lost mid-response; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 break End::Abort;
             }
@@ -966,12 +984,13 @@ fn variables(h: &stoa_cgi::ResponseHead) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn log_stderr(pool: &str, data: &[u8]) {
+fn log_stderr(pool: &str, data: &[u8], ex: &Exchange<'_>) {
     for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let shown = &line[..line.len().min(2048)];
         tracing::warn!(
-            "fastcgi {pool}: {}",
-            String::from_utf8_lossy(shown).trim_end()
+            "fastcgi {pool}: {} ({})",
+            String::from_utf8_lossy(shown).trim_end(),
+            ex.who()
         );
     }
 }
