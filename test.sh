@@ -13,7 +13,7 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 # postgresql, for initdb and pg_ctl, for lua_postgres.rs).
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
-  python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql)
+  python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql logrotate)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
