@@ -248,7 +248,7 @@ pub fn site_config(pools: &str, routes: &str) -> String {
 
 /// Where the tests' sites serve the status page (loopback only).
 pub const STATUS_PATH: &str = "/stoa-test-status";
-const STATUS_ROUTE: &str =
+pub const STATUS_ROUTE: &str =
     "\n[[site.route]]\nprefix = \"/stoa-test-status\"\nstatus = {}\n";
 
 // ---------------------------------------------------------------------------
