@@ -298,9 +298,9 @@ fn pick_in<'r>(
             return (Pick::Status(403), to);
         }
         let route = route(site, &norm);
-        if let Some(l) = route.and_then(|r| r.access_log.as_ref()) {
-            *log = Some(l);
-        }
+        // The route routing settles on decides (internal redirects
+        // included).
+        *log = route.and_then(|r| r.access_log.as_ref());
         if let (Some(r), true) = (route, guard) {
             let g = match (r.authorizer, &r.access) {
                 (Some(pool), _) => Some(Guard::FastCgi(pool)),

@@ -172,6 +172,9 @@ pub async fn serve(
                 // (a server's `capacity` bounds requests, not WebSockets).
                 drop(lease);
                 ex.tunnel(&mut app, route.tunnel_timeout).await;
+                // Logged when the tunnel closes, with the bytes it
+                // carried down (as nginx logs a WebSocket's 101).
+                ex.finish();
                 return Outcome::Done;
             }
             Done::Sent { reuse } => {
