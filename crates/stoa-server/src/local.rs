@@ -330,7 +330,9 @@ impl Sink {
                             self.generation = generation;
                         }
                         // The old file, if any, keeps the lines meanwhile.
-                        Err(e) => ACCESS_ERRORS.warn(&format!("access log {}: {e}", path.display())),
+                        Err(e) => {
+                            ACCESS_ERRORS.warn(&format!("access log {}: {e}", path.display()))
+                        }
                     }
                 }
                 if let Some(file) = self.file.as_mut() {
@@ -566,5 +568,4 @@ mod tests {
         assert_eq!(clf_time(1_795_000_000), "18/Nov/2026:11:06:40 +0000");
         assert_eq!(clf_time(951_782_400), "29/Feb/2000:00:00:00 +0000");
     }
-
 }

@@ -385,7 +385,8 @@ fn reload(source: &Source, tx: &watch::Sender<Arc<Runtime>>, pools: &mut Pools) 
         Ok(mut new) => {
             let old = tx.borrow().clone();
             if (&new.error_log, new.error_json) != (&old.error_log, old.error_json) {
-                if let Err(e) = crate::log::set_error_log(new.error_log.as_deref(), new.error_json) {
+                if let Err(e) = crate::log::set_error_log(new.error_log.as_deref(), new.error_json)
+                {
                     tracing::error!(
                         "reload failed, keeping the running configuration: error log {}: {e}",
                         path_of(&new.error_log)

@@ -234,13 +234,19 @@ fn a_fastcgi_app_closing_mid_record_leaves_a_cut_line_and_an_error_naming_who() 
     let until = Instant::now() + Duration::from_secs(5);
     let line = loop {
         let e = server.stderr();
-        if let Some(l) = e.lines().find(|l| l.contains("fastcgi pool raw") && l.contains("client: ")) {
+        if let Some(l) = e
+            .lines()
+            .find(|l| l.contains("fastcgi pool raw") && l.contains("client: "))
+        {
             break l.to_owned();
         }
         assert!(Instant::now() < until, "no error line with context:\n{e}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(line.contains("request: \"GET /app/cut HTTP/1.1\""), "{line}");
+    assert!(
+        line.contains("request: \"GET /app/cut HTTP/1.1\""),
+        "{line}"
+    );
     assert!(line.contains(&format!("upstream: \"{app}\"")), "{line}");
     let _ = t.join();
 }
@@ -369,9 +375,17 @@ fn logrotate_with_usr1_under_load_keeps_every_request_in_exactly_one_file() {
     // A flush or two more: nothing beyond N may come.
     std::thread::sleep(Duration::from_millis(1500));
     let (new, old) = (count(&log), count(&rotated));
-    assert_eq!(new + old, N, "{old} lines in the rotated file, {new} in the new one");
+    assert_eq!(
+        new + old,
+        N,
+        "{old} lines in the rotated file, {new} in the new one"
+    );
     assert!(old > 0 && new > 0, "{old} rotated, {new} new");
-    assert!(server.stderr().contains("log files reopened"), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("log files reopened"),
+        "{}",
+        server.stderr()
+    );
 }
 
 /// The `json` format: one valid object per line with the documented
@@ -392,7 +406,8 @@ fn formats_and_route_logs_write_what_the_docs_say() {
          [[site.route]]\nprefix = \"/quiet/\"\nstatic = {}\naccess_log = false\n\n\
          [[site.route]]\nprefix = \"/other/\"\nstatic = {}\naccess_log = \"other.log\"\n",
     );
-    let r = server.request(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Trace: t1\r\nConnection: close\r\n\r\n");
+    let r = server
+        .request(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Trace: t1\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 200);
     assert_eq!(server.get("/quiet/q.txt").status, 200);
     assert_eq!(server.get("/other/o.txt").status, 200);
@@ -416,7 +431,10 @@ fn formats_and_route_logs_write_what_the_docs_say() {
     let text = wait_text(&dir.join("access.log"), Duration::from_secs(5), |t| {
         t.contains("again")
     });
-    assert!(!text.contains("/quiet/") && !text.contains("/other/"), "{text}");
+    assert!(
+        !text.contains("/quiet/") && !text.contains("/other/"),
+        "{text}"
+    );
 }
 
 /// JSON lines: every field documented, proper escaping of a request that
@@ -497,9 +515,16 @@ fn a_cgi_stderr_flood_is_logged_up_to_a_bound_and_the_rest_counted() {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count in:\n{}", &text[text.len().saturating_sub(2000)..]));
-    assert_eq!(logged + counted, 200_000, "{logged} logged, {counted} counted");
+    assert_eq!(
+        logged + counted,
+        200_000,
+        "{logged} logged, {counted} counted"
+    );
     assert!(logged > 10_000, "{logged}");
-    assert!(text.contains("client: 127.0.0.1"), "stderr lines name the client");
+    assert!(
+        text.contains("client: 127.0.0.1"),
+        "stderr lines name the client"
+    );
 }
 
 /// A CGI head that passes the 64 KiB head limit without ending (1 MB and
@@ -523,7 +548,11 @@ fn a_cgi_head_past_the_limit_is_a_502_at_once() {
     let r = server.get("/cgi-bin/head.cgi");
     assert_eq!(r.status, 502, "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
-    assert!(server.stderr().contains("head too large"), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("head too large"),
+        "{}",
+        server.stderr()
+    );
 }
 
 /// A file the server may not read gets 403 and an error line naming it
@@ -550,5 +579,9 @@ fn an_unreadable_file_gets_403_and_an_error_line() {
         "{}",
         server.stderr()
     );
-    assert!(server.stderr().contains("client: 127.0.0.1"), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("client: 127.0.0.1"),
+        "{}",
+        server.stderr()
+    );
 }

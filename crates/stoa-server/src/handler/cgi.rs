@@ -454,7 +454,11 @@ pub async fn serve(
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!("cgi: cannot run {}: {e}; {}", script.program.display(), ex.who());
+            tracing::error!(
+                "cgi: cannot run {}: {e}; {}",
+                script.program.display(),
+                ex.who()
+            );
             let status = if e.kind() == io::ErrorKind::PermissionDenied {
                 403
             } else {
@@ -682,7 +686,11 @@ async fn run(
                             Err(HeadError::TooLarge) => "head too large".to_owned(),
                             _ => "output ended before a complete head".to_owned(),
                         };
-                        tracing::error!("cgi {}: bad response head: {why}; {}", script.script_name, ex.who());
+                        tracing::error!(
+                            "cgi {}: bad response head: {why}; {}",
+                            script.script_name,
+                            ex.who()
+                        );
                         gateway::fail_now(ex, 502).await;
                         return Ran::Abort;
                     }

@@ -459,7 +459,12 @@ pub fn escape_into(out: &mut Vec<u8>, s: &[u8]) {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
             0x20..=0x7e => out.push(b),
-            _ => out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 15) as usize],
+            ]),
         }
     }
 }

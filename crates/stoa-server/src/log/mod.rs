@@ -314,13 +314,22 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(r.hit("accept: EMFILE", t0), Some(0));
         for i in 1..=40 {
-            assert_eq!(r.hit("accept: EMFILE", t0 + Duration::from_millis(i * 25)), None);
+            assert_eq!(
+                r.hit("accept: EMFILE", t0 + Duration::from_millis(i * 25)),
+                None
+            );
         }
         // Another message is its own.
         assert_eq!(r.hit("accept: ENFILE", t0), Some(0));
-        assert_eq!(r.hit("accept: EMFILE", t0 + Duration::from_secs(10)), Some(40));
+        assert_eq!(
+            r.hit("accept: EMFILE", t0 + Duration::from_secs(10)),
+            Some(40)
+        );
         assert_eq!(r.hit("accept: EMFILE", t0 + Duration::from_secs(11)), None);
-        assert_eq!(r.hit("accept: EMFILE", t0 + Duration::from_secs(21)), Some(1));
+        assert_eq!(
+            r.hit("accept: EMFILE", t0 + Duration::from_secs(21)),
+            Some(1)
+        );
     }
 
     #[test]
@@ -342,7 +351,10 @@ mod tests {
         let l = plain.format_line(Level::WARN, "cgi /x: a\nb", " k=1");
         assert!(l.ends_with("  WARN cgi /x: a\\nb k=1\n"), "{l}");
         assert_eq!(l.matches('\n').count(), 1);
-        let json = ErrorLog { json: true, ..plain };
+        let json = ErrorLog {
+            json: true,
+            ..plain
+        };
         let l = json.format_line(Level::ERROR, "fastcgi \"php\"\n", ",\"k\":\"1\"");
         let v: serde_json::Value = serde_json::from_str(l.trim_end()).expect("JSON");
         assert_eq!(v["level"], "ERROR");
@@ -359,8 +371,14 @@ mod tests {
         let _ = std::fs::create_dir_all(&dir);
         let p = dir.join("a.log");
         let _ = std::fs::remove_file(&p);
-        open_append(&p).expect("create").write_all(b"1\n").expect("write");
-        open_append(&p).expect("open").write_all(b"2\n").expect("write");
+        open_append(&p)
+            .expect("create")
+            .write_all(b"1\n")
+            .expect("write");
+        open_append(&p)
+            .expect("open")
+            .write_all(b"2\n")
+            .expect("write");
         assert_eq!(std::fs::read(&p).expect("read"), b"1\n2\n");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -248,8 +248,7 @@ pub fn site_config(pools: &str, routes: &str) -> String {
 
 /// Where the tests' sites serve the status page (loopback only).
 pub const STATUS_PATH: &str = "/stoa-test-status";
-pub const STATUS_ROUTE: &str =
-    "\n[[site.route]]\nprefix = \"/stoa-test-status\"\nstatus = {}\n";
+pub const STATUS_ROUTE: &str = "\n[[site.route]]\nprefix = \"/stoa-test-status\"\nstatus = {}\n";
 
 // ---------------------------------------------------------------------------
 // The pools' state, from the status page
@@ -296,10 +295,7 @@ impl PoolStatus {
 /// slots are left out, as idle capacity rather than processes.
 pub fn parse_status(json: &str, name: &str) -> Option<PoolStatus> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let pool = v["pools"]
-        .as_array()?
-        .iter()
-        .find(|p| p["name"] == name)?;
+    let pool = v["pools"].as_array()?.iter().find(|p| p["name"] == name)?;
     let spawned = pool["kind"] == "spawned";
     let mut procs = Vec::new();
     for c in pool["processes"].as_array()? {
