@@ -585,3 +585,61 @@ fn an_unreadable_file_gets_403_and_an_error_line() {
         server.stderr()
     );
 }
+
+/// HTTP/2 alike: a client that resets its stream (RST_STREAM CANCEL) in
+/// the middle of a CGI response leaves a line marked cut, with the
+/// protocol `HTTP/2.0` (h2c with prior knowledge, RFC 9113 §3.3).
+#[test]
+fn an_http2_stream_reset_mid_cgi_response_leaves_a_line_marked_cut() {
+    let dir = TempDir::new("logs-h2-reset");
+    dir.mkdir("www");
+    executable(
+        &dir,
+        "cgi-bin/slow.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\necho first\n\
+         i=0; while [ $i -lt 100 ]; do sleep 0.1; echo more $i; i=$((i+1)); done\n",
+    );
+    let server = config(
+        &dir,
+        "[log]\naccess = \"access.log\"\nformat = \"json\"\n\n[[site]]\nroot = \"www\"\n\n\
+         [[site.route]]\nprefix = \"/cgi-bin/\"\ncgi = { dir = \"cgi-bin\", timeout = \"20s\" }\n",
+    );
+    let addr = server.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut client = client.ready().await.expect("ready");
+        let req = http::Request::get(format!("http://{addr}/cgi-bin/slow.cgi"))
+            .body(())
+            .expect("request");
+        let (resp, _) = client.send_request(req, true).expect("send");
+        let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+            .await
+            .expect("head in time")
+            .expect("head");
+        assert_eq!(resp.status(), 200);
+        let mut body = resp.into_body();
+        let first = tokio::time::timeout(Duration::from_secs(10), body.data())
+            .await
+            .expect("data in time");
+        assert!(first.is_some_and(|d| d.is_ok()));
+        // Dropping the body and the client resets the stream; the
+        // connection then ends (no handle left), its frames sent.
+        drop(body);
+        drop(client);
+        let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+    });
+    let l = wait_line(&dir.join("access.log"), Duration::from_secs(10), |l| {
+        l["uri"] == "/cgi-bin/slow.cgi"
+    });
+    assert_eq!(l["complete"], false, "{l}");
+    assert_eq!(l["protocol"], "HTTP/2.0", "{l}");
+    assert_eq!(l["status"], 200, "{l}");
+}
