@@ -304,23 +304,20 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
         .unwrap_or(raw.len())
         .min(512);
     let line = &raw[..end];
-    let headers = |_: &str| None;
     worker.log_access(None, status, || Entry {
         peer,
         request_line: Cow::Borrowed(line),
-        method: "",
-        target: b"",
+        head: None,
         protocol: "",
         tls: false,
         status,
         body_bytes: bytes,
         bytes_sent: bytes,
-        bytes_received: raw.len() as u64,
+        body_received: raw.len().saturating_sub(line.len()) as u64,
         request_time: None,
         upstream_addr: None,
         upstream_time: None,
         complete: true,
-        headers: &headers,
     });
 }
 

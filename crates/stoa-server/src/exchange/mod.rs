@@ -106,21 +106,12 @@ impl<'a> Exchange<'a> {
             hsts: None,
             log: None,
             logged: false,
-            began: None,
+            // The request's clock, read only when the log wants durations.
+            began: worker.log_timed(None).then(Instant::now),
             head_bytes: 0,
             received: 0,
             upstream: None,
         }
-        .timed()
-    }
-
-    /// Starts the request's clock when its log wants durations.
-    #[inline]
-    fn timed(mut self) -> Exchange<'a> {
-        if self.worker.log_timed(self.log) {
-            self.began = Some(Instant::now());
-        }
-        self
     }
 
     /// This request's access log is its route's own (`access_log` of a
@@ -129,7 +120,7 @@ impl<'a> Exchange<'a> {
     pub fn with_log(mut self, log: Option<&'a AccessLog>) -> Exchange<'a> {
         if log.is_some() {
             self.log = log;
-            self = self.timed();
+            self.began = self.worker.log_timed(log).then(Instant::now);
         }
         self
     }
@@ -758,10 +749,8 @@ impl<'a> Exchange<'a> {
         let began = self.began;
         let sent = self.sent;
         let head = if self.status == 0 { 0 } else { self.head_bytes };
-        let received = req.head_len() as u64 + self.received;
+        let received = self.received;
         let up = self.upstream.as_deref();
-        let protocol = if h2 { "HTTP/2.0" } else { req.version.as_str() };
-        let headers = |name: &str| req.header(name);
         self.worker.log_access(self.log, status, || Entry {
             peer,
             request_line: if h2 {
@@ -774,19 +763,17 @@ impl<'a> Exchange<'a> {
             } else {
                 Cow::Borrowed(req.request_line())
             },
-            method: req.method.as_str(),
-            target: req.target(),
-            protocol,
+            head: Some(req),
+            protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
             tls,
             status,
             body_bytes: sent,
             bytes_sent: head + sent,
-            bytes_received: received,
+            body_received: received,
             request_time: began.map(|b| b.elapsed()),
             upstream_addr: up.map(|u| u.addr.as_str()),
             upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
             complete,
-            headers: &headers,
         });
     }
 }

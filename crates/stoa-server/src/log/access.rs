@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use stoa_h1::RequestHead;
 
 /// Where an access log goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,14 +73,16 @@ impl Format {
     }
 }
 
-/// What an access-log line may say of one request.
+/// What an access-log line may say of one request. What only some
+/// formats need is read from the head when they need it, so the Combined
+/// format costs no more than it did.
 pub struct Entry<'r> {
     pub peer: SocketAddr,
     /// The request line as the client sent it (HTTP/2: rebuilt), or as
     /// much of it as could be read.
     pub request_line: Cow<'r, [u8]>,
-    pub method: &'r str,
-    pub target: &'r [u8],
+    /// The parsed head (None: it could not be parsed).
+    pub head: Option<&'r RequestHead>,
     /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`.
     pub protocol: &'r str,
     pub tls: bool,
@@ -88,8 +91,8 @@ pub struct Entry<'r> {
     pub body_bytes: u64,
     /// Head and body bytes sent.
     pub bytes_sent: u64,
-    /// Head and body bytes received.
-    pub bytes_received: u64,
+    /// Body bytes received (the head's are added from `head`).
+    pub body_received: u64,
     /// From the request's head to the log line (when the format is timed).
     pub request_time: Option<Duration>,
     /// The application's address and how long it took, for gateways.
@@ -98,8 +101,26 @@ pub struct Entry<'r> {
     /// The response was sent whole; false when it was cut (the client
     /// left, the application failed or a send timed out).
     pub complete: bool,
-    /// Request header fields, by lowercase name.
-    pub headers: &'r dyn Fn(&str) -> Option<&'r [u8]>,
+}
+
+impl<'r> Entry<'r> {
+    /// A request field by lowercase name.
+    fn header(&self, name: &str) -> Option<&'r [u8]> {
+        self.head.and_then(|h| h.header(name))
+    }
+
+    fn method(&self) -> &'r str {
+        self.head.map_or("", |h| h.method.as_str())
+    }
+
+    fn target(&self) -> &'r [u8] {
+        self.head.map_or(b"", |h| h.target())
+    }
+
+    /// Head and body bytes received (`$request_length`).
+    fn bytes_received(&self) -> u64 {
+        self.head.map_or(self.request_line.len(), |h| h.head_len()) as u64 + self.body_received
+    }
 }
 
 /// The time texts of the current second.
@@ -291,9 +312,9 @@ fn combined(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
         stoa_h1::push_u64(out, e.body_bytes);
     }
     out.extend_from_slice(b" \"");
-    escape_into(out, (e.headers)("referer").unwrap_or(b"-"));
+    escape_into(out, e.header("referer").unwrap_or(b"-"));
     out.extend_from_slice(b"\" \"");
-    escape_into(out, (e.headers)("user-agent").unwrap_or(b"-"));
+    escape_into(out, e.header("user-agent").unwrap_or(b"-"));
     out.push(b'"');
 }
 
@@ -307,9 +328,9 @@ fn json(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
     out.extend_from_slice(b",\"request\":");
     json_str(out, &e.request_line);
     out.extend_from_slice(b",\"method\":");
-    json_str(out, e.method.as_bytes());
+    json_str(out, e.method().as_bytes());
     out.extend_from_slice(b",\"uri\":");
-    json_str(out, e.target);
+    json_str(out, e.target());
     out.extend_from_slice(b",\"protocol\":");
     json_str(out, e.protocol.as_bytes());
     out.extend_from_slice(if e.tls {
@@ -324,7 +345,7 @@ fn json(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
     out.extend_from_slice(b",\"bytes_sent\":");
     stoa_h1::push_u64(out, e.bytes_sent);
     out.extend_from_slice(b",\"request_length\":");
-    stoa_h1::push_u64(out, e.bytes_received);
+    stoa_h1::push_u64(out, e.bytes_received());
     out.extend_from_slice(b",\"request_time\":");
     match e.request_time {
         Some(d) => push_secs(out, d),
@@ -353,7 +374,7 @@ fn json(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
         out.extend_from_slice(b",\"");
         out.extend_from_slice(key.as_bytes());
         out.extend_from_slice(b"\":");
-        match (e.headers)(name) {
+        match e.header(name) {
             Some(v) => json_str(out, v),
             None => out.extend_from_slice(b"null"),
         }
@@ -379,8 +400,8 @@ fn template(out: &mut Vec<u8>, tpl: &Template, e: &Entry<'_>, t: &Times<'_>) {
             Var::TimeIso8601 => out.extend_from_slice(t.iso.as_bytes()),
             Var::Msec => push_secs(out, t.now),
             Var::Request => escape_into(out, &e.request_line),
-            Var::RequestMethod => escape_into(out, e.method.as_bytes()),
-            Var::RequestUri => escape_into(out, e.target),
+            Var::RequestMethod => escape_into(out, e.method().as_bytes()),
+            Var::RequestUri => escape_into(out, e.target()),
             Var::ServerProtocol => out.extend_from_slice(e.protocol.as_bytes()),
             Var::Scheme => out.extend_from_slice(if e.tls { b"https" } else { b"http" }),
             Var::Https => {
@@ -391,7 +412,7 @@ fn template(out: &mut Vec<u8>, tpl: &Template, e: &Entry<'_>, t: &Times<'_>) {
             Var::Status => stoa_h1::push_u64(out, u64::from(e.status)),
             Var::BodyBytesSent => stoa_h1::push_u64(out, e.body_bytes),
             Var::BytesSent => stoa_h1::push_u64(out, e.bytes_sent),
-            Var::RequestLength => stoa_h1::push_u64(out, e.bytes_received),
+            Var::RequestLength => stoa_h1::push_u64(out, e.bytes_received()),
             Var::RequestTime => {
                 if let Some(d) = e.request_time {
                     push_secs(out, d)
@@ -413,7 +434,7 @@ fn template(out: &mut Vec<u8>, tpl: &Template, e: &Entry<'_>, t: &Times<'_>) {
                 }
             }
             Var::Header(name) => {
-                if let Some(v) = (e.headers)(name) {
+                if let Some(v) = e.header(name) {
                     escape_into(out, v)
                 }
             }
@@ -511,33 +532,35 @@ fn push_u00(out: &mut Vec<u8>, b: u8) {
 mod tests {
     use super::*;
 
-    fn headers(name: &str) -> Option<&'static [u8]> {
-        match name {
-            "referer" => Some(b"http://a/\"x\""),
-            "user-agent" => Some(b"curl/8 \xff\n"),
-            "host" => Some(b"example.com"),
-            "x-request-id" => Some(b"abc"),
-            _ => None,
-        }
+    /// A request head as parsed off the wire (87 bytes).
+    fn head() -> &'static RequestHead {
+        let raw: &[u8] = b"GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\nReferer: http://a/\"x\"\r\n\
+                           User-Agent: curl/8 \xff\r\nX-Request-Id: abc\r\n\r\n";
+        let mut h = RequestHead::default();
+        let limits = stoa_h1::RequestLimits {
+            max_head_bytes: 8192,
+            max_uri_bytes: 8192,
+        };
+        assert!(matches!(h.parse(raw, &limits), Ok(Some(_))));
+        Box::leak(Box::new(h))
     }
 
     fn entry() -> Entry<'static> {
+        let head = head();
         Entry {
             peer: "192.0.2.7:5555".parse().expect("addr"),
-            request_line: Cow::Borrowed(b"GET /a?b=1 HTTP/1.1"),
-            method: "GET",
-            target: b"/a?b=1",
+            request_line: Cow::Borrowed(head.request_line()),
+            head: Some(head),
             protocol: "HTTP/1.1",
             tls: true,
             status: 200,
             body_bytes: 1234,
             bytes_sent: 1400,
-            bytes_received: 87,
+            body_received: 3,
             request_time: Some(Duration::from_micros(12_345)),
             upstream_addr: Some("unix:/run/php.sock"),
             upstream_time: Some(Duration::from_millis(11)),
             complete: true,
-            headers: &headers,
         }
     }
 
@@ -559,7 +582,7 @@ mod tests {
         assert_eq!(
             line(&Format::Combined, &entry()),
             "192.0.2.7 - - [26/Nov/2026:14:01:44 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1234 \
-             \"http://a/\\\"x\\\"\" \"curl/8 \\xff\\x0a\"\n"
+             \"http://a/\\\"x\\\"\" \"curl/8 \\xff\"\n"
         );
         let mut e = entry();
         e.body_bytes = 0;
@@ -584,14 +607,14 @@ mod tests {
         assert_eq!(v["status"], 200);
         assert_eq!(v["body_bytes_sent"], 1234);
         assert_eq!(v["bytes_sent"], 1400);
-        assert_eq!(v["request_length"], 87);
+        assert_eq!(v["request_length"], head().head_len() as u64 + 3);
         assert_eq!(v["request_time"], 0.012);
         assert_eq!(v["upstream_addr"], "unix:/run/php.sock");
         assert_eq!(v["upstream_response_time"], 0.011);
         assert_eq!(v["complete"], true);
         assert_eq!(v["host"], "example.com");
         assert_eq!(v["referer"], "http://a/\"x\"");
-        assert_eq!(v["user_agent"], "curl/8 \u{ff}\n");
+        assert_eq!(v["user_agent"], "curl/8 \u{ff}");
         let mut e = entry();
         e.upstream_addr = None;
         e.upstream_time = None;
@@ -622,12 +645,13 @@ mod tests {
         )
         .expect("template");
         assert!(f.timed());
-        assert_eq!(
-            line(&f, &entry()),
+        let expected = format!(
             "192.0.2.7:5555 https on [2026-11-26T14:01:44+00:00] \"GET /a?b=1\" HTTP/1.1 200 \
-             1234/1400 in=87 t=0.012 up=unix:/run/php.sock ut=0.011 c=OK id=abc none=- \
-             host=example.com $ 1795000000.123\n"
+             1234/1400 in={} t=0.012 up=unix:/run/php.sock ut=0.011 c=OK id=abc none=- \
+             host=example.com $ 1795000000.123\n",
+            head().head_len() + 3
         );
+        assert_eq!(line(&f, &entry()), expected);
         let mut e = entry();
         e.complete = false;
         e.tls = false;
