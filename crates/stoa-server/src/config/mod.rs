@@ -1930,6 +1930,49 @@ fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> Dest {
 mod tests {
     use super::*;
 
+    /// `[log]`: a template is checked when the file is read (nginx refuses
+    /// an unknown variable in `log_format` at start-up), and names the
+    /// line; a route's `access_log` is off, a file of its own in the
+    /// server's format, or the server's.
+    #[test]
+    fn log_keys_are_checked_and_routes_get_their_own_logs() {
+        let d = dir();
+        let bad = "[log]\naccess = \"a.log\"\nformat = \"$remote_addr $nope\"\n";
+        let e = from_str(bad, "t.toml", &d, &Overrides::default()).expect_err("unknown variable");
+        assert_eq!((e.line, e.key.as_str()), (Some(3), "log.format"), "{e}");
+        assert!(e.message.contains("$nope"), "{e}");
+        let bad = "[log]\nerror_format = \"xml\"\n";
+        let e = from_str(bad, "t.toml", &d, &Overrides::default()).expect_err("bad format");
+        assert_eq!(e.key, "log.error_format");
+        let text = "[log]\naccess = \"a.log\"\nformat = \"json\"\nerror = \"e.log\"\nerror_format = \"json\"\n\
+                    [[site]]\nroot = \".\"\n\
+                    [[site.route]]\nprefix = \"/q/\"\nstatic = {}\naccess_log = false\n\
+                    [[site.route]]\nprefix = \"/o/\"\nstatic = {}\naccess_log = \"o.log\"\n\
+                    [[site.route]]\nprefix = \"/s/\"\nstatic = {}\naccess_log = true\n";
+        let rt = from_str(text, "t.toml", &d, &Overrides::default()).expect("valid");
+        assert_eq!(rt.access_log.format, Format::Json);
+        assert_eq!(rt.error_log, Some(d.join("e.log")));
+        assert!(rt.error_json);
+        let log_of = |p: &str| {
+            rt.sites[0]
+                .routes
+                .iter()
+                .find(|r| matches!(&r.matcher, Matcher::Prefix(x) if x == p))
+                .expect("route")
+                .access_log
+                .clone()
+        };
+        assert_eq!(log_of("/q/"), Some(AccessLog::OFF));
+        assert_eq!(
+            log_of("/o/"),
+            Some(AccessLog {
+                dest: Dest::File(d.join("o.log")),
+                format: Format::Json
+            })
+        );
+        assert_eq!(log_of("/s/"), None);
+    }
+
     fn dir() -> PathBuf {
         let d = std::env::temp_dir().join(format!("stoa-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
