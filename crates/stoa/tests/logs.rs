@@ -643,3 +643,41 @@ fn an_http2_stream_reset_mid_cgi_response_leaves_a_line_marked_cut() {
     assert_eq!(l["protocol"], "HTTP/2.0", "{l}");
     assert_eq!(l["status"], 200, "{l}");
 }
+
+/// `mv` then SIGUSR1 (nginx's reopen, by hand): the error log and a
+/// route's own access log are opened again by name; what came before
+/// stays in the moved files, what comes after is in the new ones.
+#[test]
+fn usr1_reopens_the_error_log_and_routes_access_logs_by_name() {
+    let dir = TempDir::new("logs-usr1");
+    dir.write("www/api/x.txt", "x\n");
+    let server = config(
+        &dir,
+        "[log]\naccess = \"off\"\nerror = \"error.log\"\n\n[[site]]\nroot = \"www\"\n\n\
+         [[site.route]]\nprefix = \"/api/\"\nstatic = {}\naccess_log = \"api.log\"\n",
+    );
+    assert_eq!(server.get("/api/x.txt?before").status, 200);
+    wait_text(&dir.join("api.log"), Duration::from_secs(5), |t| {
+        t.contains("before")
+    });
+    std::fs::rename(dir.join("api.log"), dir.join("api.log.1")).expect("mv");
+    std::fs::rename(dir.join("error.log"), dir.join("error.log.1")).expect("mv");
+    server.signal(libc::SIGUSR1);
+    let err = wait_text(&dir.join("error.log"), Duration::from_secs(5), |t| {
+        t.contains("log files reopened")
+    });
+    assert!(!err.contains("serving on"), "{err}");
+    assert!(
+        std::fs::read_to_string(dir.join("error.log.1"))
+            .unwrap_or_default()
+            .contains("serving on"),
+        "the start-up lines stay in the moved file"
+    );
+    assert_eq!(server.get("/api/x.txt?after").status, 200);
+    let api = wait_text(&dir.join("api.log"), Duration::from_secs(5), |t| {
+        t.contains("after")
+    });
+    assert!(!api.contains("before"), "{api}");
+    let old = std::fs::read_to_string(dir.join("api.log.1")).unwrap_or_default();
+    assert!(old.contains("before") && !old.contains("after"), "{old}");
+}
