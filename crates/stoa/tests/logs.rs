@@ -681,3 +681,42 @@ fn usr1_reopens_the_error_log_and_routes_access_logs_by_name() {
     let old = std::fs::read_to_string(dir.join("api.log.1")).unwrap_or_default();
     assert!(old.contains("before") && !old.contains("after"), "{old}");
 }
+
+/// A client that stops reading a large CGI response: `send_timeout`
+/// passes, the response is cut (nginx: "client timed out", its line with
+/// `$request_completion` empty), and the line is there, marked cut, with
+/// fewer body bytes than the script wrote.
+#[test]
+fn a_cgi_response_cut_by_send_timeout_leaves_a_line_marked_cut() {
+    let dir = TempDir::new("logs-send-timeout");
+    dir.mkdir("www");
+    executable(
+        &dir,
+        "cgi-bin/big.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\n\\r\\n'\n\
+         head -c 67108864 /dev/zero\n",
+    );
+    let server = config(
+        &dir,
+        "[limits]\nsend_timeout = \"1s\"\n\n\
+         [log]\naccess = \"access.log\"\nformat = \"json\"\n\n[[site]]\nroot = \"www\"\n\n\
+         [[site.route]]\nprefix = \"/cgi-bin/\"\ncgi = { dir = \"cgi-bin\", timeout = \"30s\" }\n",
+    );
+    let mut c = server.connect();
+    c.set_recv_buffer(4096);
+    c.send(&get("/cgi-bin/big.cgi"));
+    // Never read: the server's writes stall, and after send_timeout it
+    // gives up on this client.
+    let l = wait_line(&dir.join("access.log"), Duration::from_secs(20), |l| {
+        l["uri"] == "/cgi-bin/big.cgi"
+    });
+    assert_eq!(l["complete"], false, "{l}");
+    assert_eq!(l["status"], 200, "{l}");
+    assert!(
+        l["body_bytes_sent"]
+            .as_u64()
+            .is_some_and(|n| n < 67_108_864),
+        "{l}"
+    );
+    drop(c);
+}
