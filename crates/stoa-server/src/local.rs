@@ -276,6 +276,7 @@ impl Worker {
         for sink in self.sinks.borrow_mut().iter_mut() {
             sink.flush(generation);
         }
+        ACCESS_ERRORS.flush();
     }
 
     /// A reload named another access log (or format); routes' own logs

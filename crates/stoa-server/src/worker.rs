@@ -69,6 +69,8 @@ pub async fn run(
             loop {
                 tick.tick().await;
                 worker.flush_log();
+                // The last counts of repeating errors that stopped.
+                ACCEPT_ERRORS.flush();
             }
         })
     };

@@ -285,6 +285,32 @@ impl Repeats {
         Some(0)
     }
 
+    /// The messages whose interval has passed with repeats not yet said,
+    /// each with its count (reset): so the last of a burst is said too,
+    /// not only when the error comes back.
+    pub fn due(&self, now: Instant) -> Vec<(String, u64)> {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for (what, since, n) in seen.iter_mut() {
+            if *n > 0 && now.duration_since(*since) >= self.interval {
+                out.push((what.clone(), *n));
+                *since = now;
+                *n = 0;
+            }
+        }
+        out
+    }
+
+    /// Logs the counts [`Repeats::due`] gives (called once a second).
+    pub fn flush(&self) {
+        for (what, n) in self.due(Instant::now()) {
+            tracing::warn!(
+                "{what} (repeated {n} times in the last {} s)",
+                self.interval.as_secs()
+            );
+        }
+    }
+
     /// [`Repeats::hit`], and the message written to the log when it is due
     /// (with ", repeated N times" when some were not written).
     pub fn warn(&self, what: &str) {
