@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_cgi::{HeadError, Kind};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, Instant};
@@ -518,26 +518,53 @@ pub async fn serve(
 /// before its output is taken as complete.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
-async fn log_stderr(stderr: tokio::process::ChildStderr, script: String, who: String) {
+async fn log_stderr(mut stderr: tokio::process::ChildStderr, script: String, who: String) {
     // A script's stderr is drained to its end (a script blocked on a full
     // pipe, or killed by SIGPIPE, would be a worse fate than a long log),
     // but at most STDERR_LOGGED bytes of it are logged: the rest is
-    // counted and said in one line, never dropped without a word.
-    let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
+    // counted and said in one line, never dropped without a word. A line
+    // is kept up to STDERR_LINE bytes (the rest of it is skipped), so a
+    // script that never writes a newline costs no memory.
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    // Bytes of the current line seen (kept or not).
+    let mut line_len = 0usize;
     let mut logged = 0usize;
     let (mut dropped, mut dropped_bytes) = (0u64, 0u64);
-    while let Ok(Some(line)) = lines.next_segment().await {
+    let mut end_line = |line: &mut Vec<u8>, len: usize| {
         if logged >= STDERR_LOGGED {
             dropped += 1;
-            dropped_bytes += line.len() as u64 + 1;
-            continue;
+            dropped_bytes += len as u64 + 1;
+        } else {
+            logged += len + 1;
+            tracing::warn!(
+                "cgi {script}: {} ({who})",
+                String::from_utf8_lossy(line).trim_end()
+            );
         }
-        logged += line.len() + 1;
-        let shown = &line[..line.len().min(2048)];
-        tracing::warn!(
-            "cgi {script}: {} ({who})",
-            String::from_utf8_lossy(shown).trim_end()
-        );
+        line.clear();
+    };
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in chunk[..n].split_inclusive(|&b| b == b'\n') {
+            let (text, ends) = match piece.split_last() {
+                Some((b'\n', t)) => (t, true),
+                _ => (piece, false),
+            };
+            let room = STDERR_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&text[..text.len().min(room)]);
+            line_len += text.len();
+            if ends {
+                end_line(&mut line, line_len);
+                line_len = 0;
+            }
+        }
+    }
+    if line_len > 0 {
+        end_line(&mut line, line_len);
     }
     if dropped > 0 {
         tracing::warn!(
@@ -547,6 +574,9 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, script: String, who: St
         );
     }
 }
+
+/// The longest stderr line logged whole; longer ones are cut there.
+const STDERR_LINE: usize = 2048;
 
 /// Bytes of one script's stderr that are logged line by line.
 const STDERR_LOGGED: usize = 1 << 20;
