@@ -642,6 +642,9 @@ fn an_http2_stream_reset_mid_cgi_response_leaves_a_line_marked_cut() {
     assert_eq!(l["complete"], false, "{l}");
     assert_eq!(l["protocol"], "HTTP/2.0", "{l}");
     assert_eq!(l["status"], 200, "{l}");
+    // The head counts in bytes_sent, as in nginx's `$bytes_sent`.
+    let (body, all) = (l["body_bytes_sent"].as_u64(), l["bytes_sent"].as_u64());
+    assert!(matches!((body, all), (Some(b), Some(a)) if a > b), "{l}");
 }
 
 /// `mv` then SIGUSR1 (nginx's reopen, by hand): the error log and a

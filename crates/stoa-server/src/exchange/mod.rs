@@ -341,7 +341,6 @@ impl<'a> Exchange<'a> {
     /// Status line, Date and Server.
     pub fn start(&mut self, status: u16) {
         self.status = status;
-        self.head_bytes = self.buf().len() as u64;
         if let Side::H1(io) = &self.side {
             if io.reader.is_none() && self.req.expect_continue && self.req.has_body() {
                 // Answered before the body was asked for: the client waits
@@ -350,15 +349,18 @@ impl<'a> Exchange<'a> {
                 self.keep = false;
             }
         }
+        // `head_bytes` holds where the head starts until `end_head`.
         match &mut self.side {
             Side::H1(io) => {
                 let b = io.out.buf();
+                self.head_bytes = b.len() as u64;
                 push_status_line(b, status);
                 self.worker.push_date(b);
             }
             Side::Sub(s) => s.status = status,
             Side::H2(s) => {
                 s.start(status);
+                self.head_bytes = 0;
                 self.worker.push_date(&mut s.head);
             }
         }
