@@ -723,3 +723,161 @@ fn a_cgi_response_cut_by_send_timeout_leaves_a_line_marked_cut() {
     );
     drop(c);
 }
+
+/// A config for a root parent and its server process as `www-data`
+/// (nginx's master and workers), the logs in `logs/`: a directory root
+/// owns, mode 0755, where the server's user may create nothing (Debian's
+/// `/var/log/nginx` and the package's `/var/log/stoa` are such).
+fn two_processes(dir: &TempDir, workers: usize, body: &str) -> Server {
+    require_root();
+    let logs = dir.mkdir("logs");
+    std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = {workers}\nuser = \"{TWO_PROCESSES}\"\n\n{body}"
+        ),
+    );
+    Server::with_config(&cfg)
+}
+
+/// The owner and group of a file.
+fn owner(p: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    (m.uid(), m.gid())
+}
+
+/// The same rotation under a privileged parent, as the package ships it
+/// (packaging/stoa.logrotate: `create 0640 root adm`, `postrotate` sends
+/// USR1 to the main pid, the root parent): the new files are root's, in
+/// a directory the server's user cannot write, and the parent reopens
+/// them for it (nginx's master does the same on `reopen`, making the
+/// worker user their owner, the group kept). Every request is in exactly
+/// one of the two access logs, and the error log is reopened too.
+#[test]
+fn logrotate_create_root_adm_under_a_privileged_parent_keeps_every_request_in_one_file() {
+    require("/usr/sbin/logrotate", "logrotate");
+    let dir = TempDir::new("logs-rotate-parent");
+    dir.write("www/index.html", "hello\n");
+    let server = two_processes(
+        &dir,
+        2,
+        "[log]\naccess = \"logs/access.log\"\nerror = \"logs/error.log\"\n\n[[site]]\nroot = \"www\"\n",
+    );
+    let log = dir.join("logs/access.log");
+    let err = dir.join("logs/error.log");
+    let conf = dir.write(
+        "logrotate.conf",
+        format!(
+            "{}/*.log {{\n  rotate 1\n  create 0640 root adm\n  sharedscripts\n  postrotate\n    kill -USR1 {}\n  endscript\n}}\n",
+            dir.join("logs").display(),
+            server.pid()
+        ),
+    );
+    const N: u64 = 20_000;
+    let url = format!("http://{}/index.html", server.addr);
+    let bench = std::thread::spawn(move || {
+        Command::new(stoa_bin())
+            .args(["bench", "-n", &N.to_string(), "-c", "4", "-k", &url])
+            .output()
+            .expect("run stoa bench")
+    });
+    wait_text(&log, Duration::from_secs(20), |t| t.lines().count() > 100);
+    let out = Command::new("/usr/sbin/logrotate")
+        .arg("-f")
+        .arg("-s")
+        .arg(dir.join("logrotate.state"))
+        .arg(&conf)
+        .output()
+        .expect("run logrotate");
+    assert!(out.status.success(), "logrotate: {out:?}");
+    let out = bench.join().expect("bench thread");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let complete = report
+        .lines()
+        .find_map(|l| l.strip_prefix("Complete requests:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no count in:\n{report}"));
+    assert_eq!(complete, N, "{report}");
+    let rotated = dir.join("logs/access.log.1");
+    let count = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .count() as u64
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while count(&log) + count(&rotated) < N && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A flush or two more: nothing beyond N may come.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (new, old) = (count(&log), count(&rotated));
+    assert_eq!(
+        new + old,
+        N,
+        "{old} lines in the rotated file, {new} in the new one\nerror log:\n{}",
+        std::fs::read_to_string(&err).unwrap_or_default()
+    );
+    assert!(old > 0 && new > 0, "{old} rotated, {new} new");
+    // The server process reopened the new error log (through the parent)
+    // and said so there; the start-up lines stay in the rotated one.
+    let text = wait_text(&err, Duration::from_secs(5), |t| {
+        t.contains("log files reopened")
+    });
+    assert!(!text.contains("serving on"), "{text}");
+    assert!(
+        std::fs::read_to_string(dir.join("logs/error.log.1"))
+            .unwrap_or_default()
+            .contains("started the server process"),
+        "the parent's lines are in the error log too"
+    );
+    let adm = 4;
+    let www = account_uid(TWO_PROCESSES);
+    assert_eq!(owner(&log), (www, adm), "the user owns it, adm reads it");
+    assert_eq!(owner(&err), (www, adm));
+}
+
+/// A reload that adds a route with its own `access_log` in a directory
+/// only root may write: the server process cannot create the file, the
+/// privileged parent opens it for it (the reloaded configuration names
+/// it), and the route's lines are there.
+#[test]
+fn a_route_log_added_by_a_reload_in_a_root_only_directory_gets_its_lines() {
+    let dir = TempDir::new("logs-reload-parent");
+    dir.write("www/api/x.txt", "x\n");
+    let server = two_processes(
+        &dir,
+        1,
+        "[log]\naccess = \"off\"\n\n[[site]]\nroot = \"www\"\n",
+    );
+    assert_eq!(server.get("/api/x.txt?before").status, 200);
+    dir.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"{}\"]\nworkers = 1\nuser = \"{TWO_PROCESSES}\"\n\n\
+             [log]\naccess = \"off\"\n\n[[site]]\nroot = \"www\"\n\n\
+             [[site.route]]\nprefix = \"/api/\"\nstatic = {{}}\naccess_log = \"logs/api.log\"\n",
+            server.addr
+        ),
+    );
+    let from = server.stderr().len();
+    server.signal(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(from, "reloaded", Duration::from_secs(10)),
+        "{}",
+        server.stderr()
+    );
+    assert_eq!(server.get("/api/x.txt?after").status, 200);
+    let api = dir.join("logs/api.log");
+    let text = wait_text(&api, Duration::from_secs(5), |t| t.contains("after"));
+    assert!(!text.contains("before"), "{text}");
+    assert_eq!(owner(&api).0, account_uid(TWO_PROCESSES));
+    assert!(
+        !server.stderr().contains("api.log:"),
+        "no error opening it:\n{}",
+        server.stderr()
+    );
+}
