@@ -311,7 +311,13 @@ pub fn parse_status(json: &str, name: &str) -> Option<PoolStatus> {
         procs.push(ProcStatus {
             index: c["index"].as_u64()? as usize,
             state,
-            pid: c["pid"].as_i64()? as i32,
+            // An address pool's slot is a server, named by its address,
+            // not a process of Stoa's: pid 0, as a stopped slot's.
+            pid: if spawned {
+                c["pid"].as_i64()? as i32
+            } else {
+                0
+            },
             busy: c["busy"].as_u64()? as usize,
             capacity: c["capacity"].as_u64()? as usize,
             served: c["served"].as_u64()?,
