@@ -15,9 +15,12 @@
 //! - [`proxy`]: the reverse proxy's client side: the upstream request head
 //!   (hop-by-hop fields, `Forwarded`, `Via`, body framing), reading the
 //!   upstream's response (1xx, tunnels, reuse) and the head the client sees.
+//! - [`proxy_protocol`]: the PROXY protocol header (v1 and v2) a load
+//!   balancer sends ahead of a connection, with the client's address.
 
 pub mod body;
 pub mod proxy;
+pub mod proxy_protocol;
 pub mod request;
 pub mod response;
 

@@ -38,6 +38,16 @@ impl Method {
         }
     }
 
+    /// The status for a request whose method a resource does not take:
+    /// 405 for a method this server knows (RFC 9110 §15.5.6), 501 for one
+    /// it does not recognise at all (§9.1, §15.6.2).
+    pub fn not_allowed_status(&self) -> u16 {
+        match self {
+            Method::Other(_) => 501,
+            _ => 405,
+        }
+    }
+
     /// RFC 9110 §9.2.2: a request with this method may be sent again
     /// after a connection failed before its response.
     pub fn is_idempotent(&self) -> bool {
@@ -256,6 +266,12 @@ impl RequestHead {
         };
         if path.len() > limits.max_uri_bytes {
             return Err(ParseError::UriTooLong);
+        }
+        // A fragment is the client's own business and never part of a
+        // request-target (RFC 9112 §3.2, RFC 9110 §4.1): a target carrying
+        // one is malformed, not a path that ends in `#...`.
+        if path.as_bytes().contains(&b'#') {
+            return Err(ParseError::Malformed);
         }
         self.buf.clear();
         self.buf.extend_from_slice(&data[..head_len]);
@@ -944,6 +960,37 @@ mod tests {
             ParseError::BadHost
         );
         assert!(complete(b"GET / HTTP/1.0\r\n\r\n").host().is_none());
+    }
+
+    #[test]
+    fn a_target_with_a_fragment_is_malformed_rfc9112_3_2_rfc9110_4_1() {
+        for bad in [
+            &b"GET /x#frag HTTP/1.1\r\nHost: a\r\n\r\n"[..],
+            b"GET /x?q=1#f HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET http://a/x#f HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"GET # HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(bad).map(|o| o.map(|(_, n)| n)),
+                Err(ParseError::Malformed),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // An encoded `#` is an ordinary byte of the path.
+        assert_eq!(
+            complete(b"GET /x%23y HTTP/1.1\r\nHost: a\r\n\r\n").path(),
+            b"/x%23y"
+        );
+    }
+
+    #[test]
+    fn an_unknown_method_is_501_and_a_known_one_not_allowed_is_405_rfc9110_15_6_2() {
+        assert_eq!(Method::Post.not_allowed_status(), 405);
+        assert_eq!(Method::Connect.not_allowed_status(), 405);
+        let h = complete(b"BREW /pot HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(h.method, Method::Other("BREW".into()));
+        assert_eq!(h.method.not_allowed_status(), 501);
     }
 
     #[test]

@@ -50,8 +50,11 @@ use std::sync::{Mutex, OnceLock};
 /// The broker's descriptor in a child: its presence says "you are the
 /// server (or checking) child of a privileged parent".
 const BROKER_ENV: &str = "STOA_BROKER_FD";
-/// The inherited listeners of a server child: `FD,WORKER,TLS` entries
-/// separated by spaces, TLS being the configured address or `-`.
+/// The inherited listeners of a server child: `FD,WORKER,TLS,PROXY`
+/// entries separated by spaces, TLS being the configured address or `-`,
+/// PROXY `proxy` when connections begin with a PROXY protocol header, else
+/// `-`. TCP and Unix-domain sockets travel alike; the child tells them
+/// apart by the socket's own address family.
 const LISTENERS_ENV: &str = "STOA_LISTENERS";
 /// The config file the parent loaded (absent: none, `stoa serve DIR`), so
 /// that the child loads the same one whatever it can see from its working
@@ -440,11 +443,11 @@ pub(crate) fn open_append(path: &Path) -> io::Result<File> {
 }
 
 /// What the server child inherits: the config file its parent loaded, and
-/// the listeners, each with its worker and, for TLS, its configured
+/// every worker's listeners, each TCP one with, for TLS, its configured
 /// address.
 pub(crate) struct Inherited {
     pub config: Option<PathBuf>,
-    pub listeners: Vec<(usize, crate::worker::Listener)>,
+    pub listeners: Vec<crate::worker::Sockets>,
 }
 
 /// In the server child: takes its broker and what it inherited. `None` in
@@ -464,21 +467,40 @@ pub(crate) fn server_child_from_env() -> io::Result<Option<Inherited>> {
     let spec = spec
         .into_string()
         .map_err(|_| io::Error::other(format!("{LISTENERS_ENV}: not UTF-8")))?;
-    let mut out = Vec::new();
+    let mut out: Vec<crate::worker::Sockets> = Vec::new();
     for entry in spec.split_whitespace() {
         let bad = || io::Error::other(format!("{LISTENERS_ENV}: bad entry `{entry}`"));
-        let mut f = entry.splitn(3, ',');
+        let mut f = entry.splitn(4, ',');
         let fd: RawFd = f.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
         let worker: usize = f.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
         let tls = match f.next().ok_or_else(bad)? {
             "-" => None,
             a => Some(a.parse().map_err(|_| bad())?),
         };
+        let proxy_protocol = match f.next().ok_or_else(bad)? {
+            "-" => false,
+            "proxy" => true,
+            _ => return Err(bad()),
+        };
         set_cloexec(fd, true)?;
         // SAFETY: the parent made this descriptor a listening socket for
         // this process and named it once; nothing else here owns it.
-        let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
-        out.push((worker, crate::worker::Listener { socket, tls }));
+        let socket = socket2::Socket::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        if out.len() <= worker {
+            out.resize_with(worker + 1, Default::default);
+        }
+        if socket.domain()? == socket2::Domain::UNIX {
+            out[worker].unix.push(crate::worker::UnixListener {
+                socket: OwnedFd::from(socket).into(),
+                proxy_protocol,
+            });
+        } else {
+            out[worker].tcp.push(crate::worker::Listener {
+                socket: socket.into(),
+                tls,
+                proxy_protocol,
+            });
+        }
     }
     Ok(Some(Inherited {
         config,
@@ -740,12 +762,30 @@ impl Parent {
             _ => {
                 self.begin_stop();
                 // Before its handlers are in, SIGQUIT's default action
-                // would dump core; SIGTERM ends it plainly.
-                let sig = if self.ready { sig } else { libc::SIGTERM };
+                // would dump core; SIGTERM ends it plainly. Its Ready may
+                // still be on its way over the broker while the handler
+                // is in (a SIGQUIT sent on the ready line): the kernel's
+                // record of caught signals says which.
+                let sig = if self.ready || catches(self.child, sig) {
+                    sig
+                } else {
+                    libc::SIGTERM
+                };
                 self.signal_child(sig);
             }
         }
     }
+}
+
+/// Whether process `pid` has a handler for `sig` (proc(5): `SigCgt` in
+/// /proc/PID/status, a hexadecimal mask with bit `sig - 1`).
+fn catches(pid: i32, sig: libc::c_int) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&sig) && mask & (1u64 << (sig - 1)) != 0)
 }
 
 /// Runs the privileged parent (see the module doc) until its server
@@ -766,16 +806,24 @@ pub(crate) fn run_parent(
     let per_worker = life.listeners(&crate::server::wanted(&rt), rt.workers, inherited)?;
     let mut spec = Vec::new();
     let mut keep = Vec::new();
-    let mut passed = Vec::new();
+    let mut passed: Vec<OwnedFd> = Vec::new();
+    let flag = |p: bool| if p { "proxy" } else { "-" };
     for (w, ls) in per_worker.into_iter().enumerate() {
-        for l in ls {
+        for l in ls.tcp {
             let fd = l.socket.as_raw_fd();
             spec.push(format!(
-                "{fd},{w},{}",
-                l.tls.map_or("-".to_owned(), |a| a.to_string())
+                "{fd},{w},{},{}",
+                l.tls.map_or("-".to_owned(), |a| a.to_string()),
+                flag(l.proxy_protocol)
             ));
             keep.push(fd);
-            passed.push(l.socket);
+            passed.push(l.socket.into());
+        }
+        for l in ls.unix {
+            let fd = l.socket.as_raw_fd();
+            spec.push(format!("{fd},{w},-,{}", flag(l.proxy_protocol)));
+            keep.push(fd);
+            passed.push(l.socket.into());
         }
     }
     let (ours, theirs) = UnixStream::pair().map_err(StartError::Io)?;
@@ -848,6 +896,9 @@ pub(crate) fn run_parent(
             }
         }
     });
+    // Nothing accepts on them any more: the Unix socket files the parent
+    // made (as root, in a directory the child may not write) go.
+    parent.life.remove_socket_files();
     let status = status.map_err(StartError::Io)?;
     match (status.code(), status.signal()) {
         (Some(0), _) => Ok(()),
@@ -1015,6 +1066,32 @@ mod tests {
         assert!(open_for(&d.join("hard.log"), &me).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// proc(5) SigCgt: `sleep` leaves SIGQUIT to its default action; this
+    /// process catches it once a handler is installed.
+    #[test]
+    fn sigcgt_says_whether_a_process_has_a_handler_for_a_signal() {
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = i32::try_from(sleeper.id()).expect("pid");
+        let caught = catches(pid, libc::SIGQUIT);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(!caught);
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        assert!(!catches(me, 0));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let _enter = rt.enter();
+        let _h =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::quit()).expect("handler");
+        assert!(catches(me, libc::SIGQUIT));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod privileges;
 pub mod proto;
 pub mod route;
 pub mod server;
+mod unix_listen;
 mod upgrade;
 pub mod upstream;
 pub mod worker;

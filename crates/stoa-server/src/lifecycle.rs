@@ -10,13 +10,13 @@
 //! own. SIGUSR2 sent to the child is passed to the parent
 //! ([`Event::Upgrade`]): either pid upgrades the service.
 
-use crate::listen::{self, Inherited};
+use crate::listen::{self, Inherited, Wanted};
 use crate::notify::Notifier;
 use crate::server::StartError;
 use crate::upgrade::{Exe, ReadyPipe, Upgrades};
 use crate::worker;
-use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 
 /// What happens to the server, each with a status line for `STATUS=`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,9 @@ pub(crate) struct Lifecycle {
     /// One descriptor of every listening socket, for a new binary; closed
     /// when a stop begins, so that new connections are refused.
     handles: Vec<OwnedFd>,
+    /// The Unix socket files this process made, removed at its stop
+    /// unless a new binary took them over.
+    made: Vec<PathBuf>,
     /// A new binary took over: the stop that follows is not the unit's.
     handed_over: bool,
     /// The server child of a privileged parent: events go to the parent.
@@ -80,6 +83,7 @@ impl Lifecycle {
             ready_pipe: ready_pipe.waiting().then_some(ready_pipe),
             upgrades: Upgrades::new(Exe::at_start()),
             handles: Vec::new(),
+            made: Vec::new(),
             handed_over: false,
             child: false,
         };
@@ -101,13 +105,29 @@ impl Lifecycle {
     /// `wanted`, keeping one descriptor of each for a new binary.
     pub(crate) fn listeners(
         &mut self,
-        wanted: &[(SocketAddr, bool)],
+        wanted: &Wanted,
         workers: usize,
         inherited: Inherited,
-    ) -> Result<Vec<Vec<worker::Listener>>, StartError> {
+    ) -> Result<Vec<worker::Sockets>, StartError> {
         let l = listen::acquire(wanted, workers, inherited)?;
         self.handles = l.handles;
+        self.made = l.made;
         Ok(l.per_worker)
+    }
+
+    /// After the stop, once nothing accepts on them any more: removes the
+    /// Unix socket files this process made (as root, under a privileged
+    /// parent: its child may not write their directory). Not after a
+    /// hand-over: the new binary serves on them.
+    pub(crate) fn remove_socket_files(&mut self) {
+        let made = std::mem::take(&mut self.made);
+        if self.handed_over {
+            if !made.is_empty() {
+                tracing::info!("unix socket files left to the new binary, which serves them");
+            }
+            return;
+        }
+        crate::unix_listen::remove(&made);
     }
 
     /// The configuration could not be loaded at start.
@@ -209,6 +229,7 @@ mod tests {
             ready_pipe: None,
             upgrades: Upgrades::new(Err("no binary in a unit test".into())),
             handles: Vec::new(),
+            made: Vec::new(),
             handed_over: false,
             child: false,
         };

@@ -10,17 +10,27 @@
 //! An inherited socket serves the configured address it is bound to
 //! (`getsockname`); a configured address with port 0 takes an inherited
 //! socket on the same IP, whatever its port (port 0 means "any", and a new
-//! binary must keep its predecessor's port). A configured address with no
-//! inherited socket is bound as usual. A socket from systemd that matches no
-//! configured address refuses the start: connections would queue on it
-//! unanswered. One from an upgrade is closed (the configuration dropped
-//! that address; the old process serves it until it stops).
+//! binary must keep its predecessor's port). An inherited Unix-domain
+//! socket serves the `unix:` listener of its path. A configured address
+//! with no inherited socket is bound as usual (`unix_listen` makes the
+//! Unix ones, with their mode and owner). A socket from systemd that
+//! matches no configured address refuses the start: connections would
+//! queue on it unanswered. One from an upgrade is closed (the
+//! configuration dropped that address; the old process serves it until it
+//! stops).
+//!
+//! Whether a listener's connections begin with a PROXY protocol header is
+//! decided here from the configured address it serves, so the flag is the
+//! same whichever way its socket came.
 
+use crate::config::UnixListen;
 use crate::server::StartError;
 use crate::worker;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
 
 /// The descriptors a new binary started on SIGUSR2 finds its listeners in.
 pub const UPGRADE_FDS_VAR: &str = "STOA_LISTEN_FDS";
@@ -35,10 +45,26 @@ enum Origin {
     Upgrade,
 }
 
+/// An adopted listening socket and the address it is bound to.
+#[derive(Debug)]
+enum Adopted {
+    Tcp(TcpListener, SocketAddr),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Adopted {
+    fn describe(&self) -> String {
+        match self {
+            Adopted::Tcp(_, a) => a.to_string(),
+            Adopted::Unix(_, p) => format!("unix:{}", p.display()),
+        }
+    }
+}
+
 /// Sockets this process was started with, not yet given to an address.
 pub struct Inherited {
     origin: Origin,
-    socks: Vec<(TcpListener, SocketAddr, String)>,
+    socks: Vec<(Adopted, String)>,
 }
 
 impl Inherited {
@@ -73,17 +99,39 @@ impl Inherited {
 
     /// Removes and returns the sockets that serve `addr`.
     fn take_for(&mut self, addr: SocketAddr) -> Vec<(TcpListener, SocketAddr, String)> {
-        let have: Vec<SocketAddr> = self.socks.iter().map(|(_, a, _)| *a).collect();
+        let have: Vec<SocketAddr> = self
+            .socks
+            .iter()
+            .filter_map(|(s, _)| match s {
+                Adopted::Tcp(_, a) => Some(*a),
+                Adopted::Unix(..) => None,
+            })
+            .collect();
         let Some(port) = matching_port(addr, &have) else {
             return Vec::new();
         };
         let mut taken = Vec::new();
         let mut rest = Vec::new();
         for s in self.socks.drain(..) {
-            if s.1.ip() == addr.ip() && s.1.port() == port {
-                taken.push(s);
-            } else {
-                rest.push(s);
+            match s {
+                (Adopted::Tcp(l, a), label) if a.ip() == addr.ip() && a.port() == port => {
+                    taken.push((l, a, label))
+                }
+                other => rest.push(other),
+            }
+        }
+        self.socks = rest;
+        taken
+    }
+
+    /// Removes and returns the sockets bound to Unix path `path`.
+    fn take_unix(&mut self, path: &std::path::Path) -> Vec<(UnixListener, String)> {
+        let mut taken = Vec::new();
+        let mut rest = Vec::new();
+        for s in self.socks.drain(..) {
+            match s {
+                (Adopted::Unix(l, p), label) if p == path => taken.push((l, label)),
+                other => rest.push(other),
             }
         }
         self.socks = rest;
@@ -152,8 +200,9 @@ fn fds_from_env(
     Ok((Origin::Systemd, out))
 }
 
-/// Takes ownership of descriptor `fd`, which must be a listening TCP socket.
-fn adopt(fd: RawFd, label: &str) -> Result<(TcpListener, SocketAddr, String), String> {
+/// Takes ownership of descriptor `fd`, which must be a listening TCP or
+/// Unix-domain stream socket.
+fn adopt(fd: RawFd, label: &str) -> Result<(Adopted, String), String> {
     // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags; it fails
     // with EBADF when `fd` is not open, which is what we check.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
@@ -165,49 +214,71 @@ fn adopt(fd: RawFd, label: &str) -> Result<(TcpListener, SocketAddr, String), St
     let bad = |what: &str| format!("{label}: {what}");
     sock.set_cloexec(true)
         .map_err(|e| bad(&format!("FD_CLOEXEC: {e}")))?;
-    let addr = sock
+    let local = sock
         .local_addr()
-        .ok()
-        .and_then(|a| a.as_socket())
-        .ok_or_else(|| bad("not an IPv4 or IPv6 socket"))?;
+        .map_err(|e| bad(&format!("getsockname: {e}")))?;
+    let what = match (local.as_socket(), local.as_pathname()) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(p)) => format!("unix:{}", p.display()),
+        (None, None) => return Err(bad("not an IPv4, IPv6 or Unix path socket")),
+    };
     if sock.r#type().ok() != Some(Type::STREAM) || !sock.is_listener().unwrap_or(false) {
-        return Err(bad(&format!("{addr} is not a listening TCP socket")));
+        return Err(bad(&format!("{what} is not a listening stream socket")));
     }
     // systemd passes blocking sockets; the workers' accept loops need
     // non-blocking ones.
     sock.set_nonblocking(true)
         .map_err(|e| bad(&format!("O_NONBLOCK: {e}")))?;
-    Ok((sock.into(), addr, label.to_owned()))
+    let adopted = match (local.as_socket(), local.as_pathname()) {
+        (Some(a), _) => Adopted::Tcp(sock.into(), a),
+        (None, Some(p)) => Adopted::Unix(UnixListener::from(OwnedFd::from(sock)), p.to_owned()),
+        (None, None) => return Err(bad("not an IPv4, IPv6 or Unix path socket")),
+    };
+    Ok((adopted, label.to_owned()))
+}
+
+/// What a configuration listens on: TCP addresses (speaks TLS, PROXY
+/// header first) and Unix paths (PROXY header first), with the mode and
+/// owner a Unix socket made here gets.
+pub(crate) struct Wanted {
+    pub tcp: Vec<(SocketAddr, bool, bool)>,
+    pub unix: Vec<(PathBuf, bool)>,
+    pub unix_cfg: UnixListen,
 }
 
 /// Every worker's listeners and one descriptor of each socket for a new
 /// binary.
 pub struct Listeners {
-    /// `per_worker[w]`: worker w's sockets, each with its configured
-    /// address when it speaks TLS (the key to its certificates in every
-    /// later runtime).
-    pub per_worker: Vec<Vec<worker::Listener>>,
+    /// `per_worker[w]`: worker w's sockets, each TCP one with its
+    /// configured address when it speaks TLS (the key to its certificates
+    /// in every later runtime).
+    pub(crate) per_worker: Vec<worker::Sockets>,
     /// One descriptor of every socket, kept by the main thread to hand to a
     /// new binary on SIGUSR2. Dropped when the server stops, so that a
     /// stopping server refuses new connections.
     pub handles: Vec<OwnedFd>,
+    /// The Unix socket files this process answers for: made here, or
+    /// handed over by a predecessor (not systemd's: they are systemd's),
+    /// for whoever can to remove at stop.
+    pub made: Vec<PathBuf>,
 }
 
 /// Opens or adopts the sockets for `wanted` (address, speaks TLS) and
 /// spreads them over `workers`. Inherited sockets are shared when there are
 /// fewer than workers (systemd passes one per address: every worker accepts
 /// on it); bound ones are one SO_REUSEPORT socket per worker.
-pub fn acquire(
-    wanted: &[(SocketAddr, bool)],
+pub(crate) fn acquire(
+    wanted: &Wanted,
     workers: usize,
     mut inherited: Inherited,
 ) -> Result<Listeners, StartError> {
     let workers = workers.max(1);
     let mut out = Listeners {
-        per_worker: (0..workers).map(|_| Vec::new()).collect(),
+        per_worker: (0..workers).map(|_| worker::Sockets::default()).collect(),
         handles: Vec::new(),
+        made: Vec::new(),
     };
-    for &(addr, is_tls) in wanted {
+    for &(addr, is_tls, proxy_protocol) in &wanted.tcp {
         let adopted = inherited.take_for(addr);
         let socks = if adopted.is_empty() {
             bind_all(addr, workers)?
@@ -233,13 +304,56 @@ pub fn acquire(
             shared.push(s);
         }
         for (j, socket) in socks.into_iter().chain(shared).enumerate() {
-            out.per_worker[j % workers].push(worker::Listener {
+            out.per_worker[j % workers].tcp.push(worker::Listener {
                 socket,
                 tls: is_tls.then_some(addr),
+                proxy_protocol,
             });
         }
     }
-    for (_, a, label) in inherited.socks {
+    // Unix sockets: one per path (no SO_REUSEPORT for them), every worker
+    // accepting on a descriptor of it.
+    let mut to_bind = wanted.unix_cfg.clone();
+    to_bind.paths.clear();
+    let mut unix: Vec<(UnixListener, bool)> = Vec::new();
+    for (path, proxy_protocol) in &wanted.unix {
+        let mut adopted = inherited.take_unix(path).into_iter();
+        match adopted.next() {
+            Some((l, label)) => {
+                tracing::info!("listening on unix:{}: {label}", path.display());
+                // A predecessor's file is this process's to remove once it
+                // took over (the predecessor leaves it); systemd's stays
+                // systemd's (`RemoveOnStop=`).
+                if inherited.origin == Origin::Upgrade {
+                    out.made.push(path.clone());
+                }
+                unix.push((l, *proxy_protocol));
+            }
+            None => to_bind.paths.push(path.clone()),
+        }
+    }
+    let made = if to_bind.paths.is_empty() {
+        Vec::new()
+    } else {
+        crate::unix_listen::bind(&to_bind).map_err(StartError::Unix)?
+    };
+    for (path, l) in made {
+        let proxy_protocol = wanted.unix.iter().any(|(p, pp)| *p == path && *pp);
+        out.made.push(path);
+        unix.push((l, proxy_protocol));
+    }
+    for (l, proxy_protocol) in unix {
+        let unix_err = |e: std::io::Error| StartError::Unix(format!("unix listener: {e}"));
+        out.handles.push(l.try_clone().map_err(unix_err)?.into());
+        for w in out.per_worker.iter_mut() {
+            w.unix.push(worker::UnixListener {
+                socket: l.try_clone().map_err(unix_err)?,
+                proxy_protocol,
+            });
+        }
+    }
+    for (s, label) in inherited.socks {
+        let a = s.describe();
         match inherited.origin {
             Origin::Systemd => {
                 return Err(StartError::Inherited(format!(
@@ -258,9 +372,9 @@ pub fn acquire(
 /// listeners (every worker has a socket of each address, and the others'
 /// share its port). A TLS address configured with port 0 learns its port
 /// here, for redirects to HTTPS.
-pub fn bound(per_worker: &[Vec<worker::Listener>]) -> Vec<(&'static str, SocketAddr)> {
+pub(crate) fn bound(per_worker: &[worker::Sockets]) -> Vec<(&'static str, SocketAddr)> {
     let mut out = Vec::new();
-    for l in per_worker.first().into_iter().flatten() {
+    for l in per_worker.iter().take(1).flat_map(|w| &w.tcp) {
         if let Ok(a) = l.socket.local_addr() {
             let scheme = if l.tls.is_some() { "https" } else { "http" };
             // More inherited sockets than workers: a worker has several.
@@ -315,6 +429,18 @@ mod tests {
 
     fn a(s: &str) -> SocketAddr {
         s.parse().expect("address")
+    }
+
+    fn tcp(addrs: &[(SocketAddr, bool, bool)]) -> Wanted {
+        Wanted {
+            tcp: addrs.to_vec(),
+            unix: Vec::new(),
+            unix_cfg: UnixListen {
+                paths: Vec::new(),
+                mode: 0o666,
+                owner: None,
+            },
+        }
     }
 
     #[test]
@@ -375,12 +501,12 @@ mod tests {
         // SAFETY: F_GETFD on a descriptor this test owns.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
         assert_ne!(flags & libc::FD_CLOEXEC, 0);
-        let l = acquire(&[(a("127.0.0.1:0"), false)], 3, inherited).expect("acquire");
+        let l = acquire(&tcp(&[(a("127.0.0.1:0"), false, false)]), 3, inherited).expect("acquire");
         assert_eq!(bound(&l.per_worker), vec![("http", local)]);
         assert_eq!(l.handles.len(), 1);
         for w in &l.per_worker {
-            assert_eq!(w.len(), 1);
-            assert_eq!(w[0].socket.local_addr().ok(), Some(local));
+            assert_eq!(w.tcp.len(), 1);
+            assert_eq!(w.tcp[0].socket.local_addr().ok(), Some(local));
         }
     }
 
@@ -391,7 +517,7 @@ mod tests {
             origin: Origin::Systemd,
             socks: vec![adopt(fd, "fd test").expect("adopt")],
         };
-        let err = acquire(&[(a("127.0.0.2:0"), false)], 1, inherited)
+        let err = acquire(&tcp(&[(a("127.0.0.2:0"), false, false)]), 1, inherited)
             .err()
             .expect("refused");
         assert!(err.to_string().contains("not a configured"), "{err}");
@@ -402,5 +528,70 @@ mod tests {
         let f = std::fs::File::open("/dev/null").expect("open");
         let err = adopt(f.into_raw_fd(), "fd x").expect_err("refused");
         assert!(err.contains("fd x"), "{err}");
+    }
+
+    /// A Unix socket passed by a previous binary (or systemd's
+    /// `ListenStream=/path`) serves the `unix:` listener of its path, with
+    /// that listener's PROXY protocol setting, and is not made again; its
+    /// file is now this process's to remove at stop, as nginx's new master
+    /// takes over the old one's sockets.
+    #[test]
+    fn an_inherited_unix_socket_serves_its_path_with_its_proxy_protocol_flag() {
+        let dir = std::env::temp_dir().join(format!("stoa-listen-unix-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("http.sock");
+        let l = UnixListener::bind(&path).expect("bind");
+        let inherited = Inherited {
+            origin: Origin::Upgrade,
+            socks: vec![adopt(l.into_raw_fd(), "fd test").expect("adopt")],
+        };
+        let mut want = tcp(&[]);
+        want.unix = vec![(path.clone(), true)];
+        want.unix_cfg.paths = vec![path.clone()];
+        let got = acquire(&want, 2, inherited).expect("acquire");
+        assert_eq!(got.made, vec![path.clone()]);
+        assert_eq!(got.handles.len(), 1);
+        for w in &got.per_worker {
+            assert_eq!(w.unix.len(), 1);
+            assert!(w.unix[0].proxy_protocol);
+            let local = w.unix[0].socket.local_addr().expect("addr");
+            assert_eq!(local.as_pathname(), Some(path.as_path()));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A Unix path nobody passed is made here, with the configured mode,
+    /// and listed for removal at stop.
+    #[test]
+    fn a_unix_path_not_inherited_is_bound_with_its_mode_and_listed_as_made() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("stoa-listen-made-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("http.sock");
+        let mut want = tcp(&[]);
+        want.unix = vec![(path.clone(), false)];
+        want.unix_cfg = UnixListen {
+            paths: vec![path.clone()],
+            mode: 0o660,
+            owner: None,
+        };
+        let inherited = Inherited {
+            origin: Origin::Systemd,
+            socks: Vec::new(),
+        };
+        let got = acquire(&want, 3, inherited).expect("acquire");
+        assert_eq!(got.made, vec![path.clone()]);
+        assert!(got
+            .per_worker
+            .iter()
+            .all(|w| w.unix.len() == 1 && !w.unix[0].proxy_protocol));
+        let mode = std::fs::metadata(&path)
+            .expect("socket file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o660);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

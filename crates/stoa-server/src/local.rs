@@ -155,6 +155,11 @@ impl Worker {
         }
     }
 
+    /// Whether the worker is stopping (set by [`Worker::stop_idle`]).
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
     /// The worker stops: every connection waiting in [`Worker::stopped`]
     /// (and every later one) is told so.
     pub fn stop_idle(&self) {

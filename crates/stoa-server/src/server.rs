@@ -67,6 +67,8 @@ pub enum StartError {
     Privileges(String),
     /// Sockets passed by systemd or a previous binary that cannot be used.
     Inherited(String),
+    /// A Unix-socket listener could not be made.
+    Unix(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -75,7 +77,7 @@ impl std::fmt::Display for StartError {
             StartError::Config(e) => write!(f, "{e}"),
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Io(e) => write!(f, "{e}"),
-            StartError::Privileges(m) => write!(f, "{m}"),
+            StartError::Privileges(m) | StartError::Unix(m) => write!(f, "{m}"),
             StartError::Inherited(m) => write!(f, "inherited socket: {m}"),
         }
     }
@@ -122,14 +124,7 @@ pub fn run(
             ..source
         };
         let rt = source.fresh().map_err(StartError::Config)?;
-        let mut per_worker: Vec<Vec<worker::Listener>> = Vec::new();
-        for (w, l) in child.listeners {
-            if per_worker.len() <= w {
-                per_worker.resize_with(w + 1, Vec::new);
-            }
-            per_worker[w].push(l);
-        }
-        return serve(source, rt, per_worker, life.into_child(), on_ready);
+        return serve(source, rt, child.listeners, life.into_child(), on_ready);
     }
     let files = Files::recording();
     let rt = match source.load_with(&files, true) {
@@ -181,11 +176,24 @@ pub(crate) fn signals() -> Result<(tokio::runtime::Runtime, Signals), StartError
     Ok((rt, sig))
 }
 
-/// Every address `rt` serves, and whether it speaks TLS.
-pub(crate) fn wanted(rt: &Runtime) -> Vec<(SocketAddr, bool)> {
+/// Every address `rt` serves: TCP ones with whether they speak TLS, Unix
+/// paths; each with whether its connections begin with a PROXY header.
+pub(crate) fn wanted(rt: &Runtime) -> listen::Wanted {
     let plain = rt.listen.iter().map(|a| (*a, false));
     let tls = rt.tls.iter().map(|(a, _)| (*a, true));
-    plain.chain(tls).collect()
+    listen::Wanted {
+        tcp: plain
+            .chain(tls)
+            .map(|(a, is_tls)| (a, is_tls, rt.proxy_protocol.on_tcp(a)))
+            .collect(),
+        unix: rt
+            .unix
+            .paths
+            .iter()
+            .map(|p| (p.clone(), rt.proxy_protocol.on_unix(p)))
+            .collect(),
+        unix_cfg: rt.unix.clone(),
+    }
 }
 
 /// Serves `rt` on `per_worker` listeners (inherited from the privileged
@@ -194,7 +202,7 @@ pub(crate) fn wanted(rt: &Runtime) -> Vec<(SocketAddr, bool)> {
 fn serve(
     source: Source,
     mut rt: Runtime,
-    per_worker: Vec<Vec<worker::Listener>>,
+    per_worker: Vec<worker::Sockets>,
     mut life: Lifecycle,
     on_ready: impl FnOnce(&[(&'static str, SocketAddr)]),
 ) -> Result<(), StartError> {
@@ -283,7 +291,8 @@ fn serve(
                 let local = tokio::task::LocalSet::new();
                 let _ = up_tx.send(());
                 drop(up_tx);
-                local.block_on(&rt, worker::run(listeners, rt_rx, sd_rx, shared));
+                let worker::Sockets { tcp, unix } = listeners;
+                local.block_on(&rt, worker::run(tcp, unix, rt_rx, sd_rx, shared));
             })
             .map_err(StartError::Io)?;
         threads.push(t);
@@ -297,6 +306,12 @@ fn serve(
     let serving = bound
         .iter()
         .map(|(scheme, a)| format!("{scheme}://{a}"))
+        .chain(
+            rt.unix
+                .paths
+                .iter()
+                .map(|p| format!("unix:{}", p.display())),
+        )
         .collect::<Vec<_>>()
         .join(", ");
     tracing::info!(
@@ -403,6 +418,9 @@ fn serve(
             let _ = j.await;
         }
         pools.stop_all().await;
+        // Only the files this process made (none in a server child: its
+        // parent made them and removes them once the child has exited).
+        life.remove_socket_files();
         Ok::<(), StartError>(())
     })?;
     tracing::info!("stopped");
@@ -536,12 +554,15 @@ fn reload(
             pools.attach(&mut new);
             let tls_addrs = |rt: &Runtime| rt.tls.iter().map(|(a, _)| *a).collect::<Vec<_>>();
             if new.listen != old.listen
+                || new.unix != old.unix
+                || new.proxy_protocol.tcp != old.proxy_protocol.tcp
+                || new.proxy_protocol.unix != old.proxy_protocol.unix
                 || new.workers != old.workers
                 || tls_addrs(&new) != tls_addrs(&old)
                 || new.user != old.user
             {
                 tracing::warn!(
-                    "reload: `listen`, `tls.listen`, `workers` and `user` changes take effect on restart only"
+                    "reload: `listen`, `tls.listen`, `workers`, `user`, `[unix_socket]` and `proxy_protocol.listen` changes take effect on restart only"
                 );
             }
             let _ = tx.send(Arc::new(new));

@@ -19,6 +19,33 @@ use tokio::sync::watch;
 pub struct Listener {
     pub socket: std::net::TcpListener,
     pub tls: Option<std::net::SocketAddr>,
+    /// Its connections begin with a PROXY protocol header.
+    pub proxy_protocol: bool,
+}
+
+/// A Unix-domain listening socket (`listen = ["unix:PATH"]`): every
+/// worker accepts on the same one (no SO_REUSEPORT for Unix sockets).
+pub struct UnixListener {
+    pub socket: std::os::unix::net::UnixListener,
+    pub proxy_protocol: bool,
+}
+
+/// One worker's listening sockets, whichever way they came (bound here,
+/// from systemd, from the privileged parent, from a previous binary).
+#[derive(Default)]
+pub(crate) struct Sockets {
+    pub tcp: Vec<Listener>,
+    pub unix: Vec<UnixListener>,
+}
+
+/// What a connection's task is told about its listener.
+#[derive(Clone, Copy)]
+struct Via {
+    /// The configured address of a TLS listener.
+    tls: Option<std::net::SocketAddr>,
+    /// A PROXY protocol header comes first.
+    proxy_protocol: bool,
+    unix: bool,
 }
 
 /// Decrements the shared and per-worker counts when a connection ends.
@@ -38,6 +65,7 @@ impl Drop for ConnGuard {
 /// connection as a local task, and drains them when told to stop.
 pub async fn run(
     listeners: Vec<Listener>,
+    unix: Vec<UnixListener>,
     mut runtime: watch::Receiver<Arc<Runtime>>,
     shutdown: watch::Receiver<bool>,
     shared: Arc<Shared>,
@@ -59,7 +87,14 @@ pub async fn run(
     let mut tokio_listeners = Vec::new();
     for l in listeners {
         match TcpListener::from_std(l.socket) {
-            Ok(s) => tokio_listeners.push((Rc::new(s), l.tls)),
+            Ok(s) => tokio_listeners.push((
+                Rc::new(s),
+                Via {
+                    tls: l.tls,
+                    proxy_protocol: l.proxy_protocol,
+                    unix: false,
+                },
+            )),
             Err(e) => tracing::error!("listener: {e}"),
         }
     }
@@ -77,14 +112,34 @@ pub async fn run(
         })
     };
     let mut accepts = Vec::new();
-    for (l, tls) in &tokio_listeners {
+    for (l, via) in &tokio_listeners {
         accepts.push(tokio::task::spawn_local(accept_loop(
             l.clone(),
-            *tls,
+            *via,
             runtime.clone(),
             worker.clone(),
             shared.clone(),
         )));
+    }
+    for l in unix {
+        // SAFETY: the AsyncFd owns the listener, whose descriptor stays
+        // open and the same until the AsyncFd drops it.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                l.socket,
+                tokio::io::Interest::READABLE,
+            )
+        };
+        match fd {
+            Ok(fd) => accepts.push(tokio::task::spawn_local(crate::unix_listen::accept_loop(
+                fd,
+                l.proxy_protocol,
+                runtime.clone(),
+                worker.clone(),
+                shared.clone(),
+            ))),
+            Err(e) => tracing::error!("unix listener: {e}"),
+        }
     }
     let mut sd = shutdown.clone();
     loop {
@@ -131,7 +186,7 @@ static ACCEPT_ERRORS: crate::log::Repeats = crate::log::Repeats::new(crate::log:
 
 async fn accept_loop(
     listener: Rc<TcpListener>,
-    tls: Option<std::net::SocketAddr>,
+    via: Via,
     runtime: watch::Receiver<Arc<Runtime>>,
     worker: Rc<Worker>,
     shared: Arc<Shared>,
@@ -147,20 +202,61 @@ async fn accept_loop(
                 continue;
             }
         };
+        serve(stream, peer, via, &runtime, &worker, &shared);
+    }
+}
+
+/// A connection accepted on a Unix listener: served as a TCP one is (its
+/// descriptor travels as a `TcpStream`; see `unix_listen`).
+pub(crate) fn serve_unix(
+    stream: tokio::net::TcpStream,
+    proxy_protocol: bool,
+    runtime: &watch::Receiver<Arc<Runtime>>,
+    worker: &Rc<Worker>,
+    shared: &Arc<Shared>,
+) {
+    let via = Via {
+        tls: None,
+        proxy_protocol,
+        unix: true,
+    };
+    serve(
+        stream,
+        crate::unix_listen::PEER,
+        via,
+        runtime,
+        worker,
+        shared,
+    );
+}
+
+/// Counts an accepted connection in (or refuses it past
+/// `max_connections`) and spawns its task.
+fn serve(
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    via: Via,
+    runtime: &watch::Receiver<Arc<Runtime>>,
+    worker: &Rc<Worker>,
+    shared: &Arc<Shared>,
+) {
+    let tls = via.tls;
+    {
         let rt = runtime.borrow().clone();
         let n = shared.connections.fetch_add(1, Ordering::Relaxed);
         if n >= rt.limits.max_connections {
             shared.connections.fetch_sub(1, Ordering::Relaxed);
-            if tls.is_some() {
-                // No plaintext answer makes sense to a TLS client.
-                continue;
+            if tls.is_some() || via.proxy_protocol {
+                // No plaintext answer makes sense to a TLS client, nor
+                // before a PROXY header.
+                return;
             }
             // Refuse politely without waiting on this client: one
             // non-blocking write, then close.
             let _ = stream.try_write(
                 b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
             );
-            continue;
+            return;
         }
         worker.active.set(worker.active.get() + 1);
         let guard = ConnGuard {
@@ -173,6 +269,18 @@ async fn accept_loop(
         // (`stream::cold`): so the plaintext loop stays inlined into the
         // task as it was before TLS.
         tokio::task::spawn_local(async move {
+            let mut peer = peer;
+            if via.proxy_protocol {
+                // The header's client replaces the balancer as the peer,
+                // for everything after (logs, CGI, Forwarded, `allow`).
+                let deadline = tokio::time::Instant::now() + rt.limits.header_timeout;
+                let trusted = &rt.proxy_protocol.trusted;
+                let read = conn::proxy_protocol::read(&stream, peer, via.unix, trusted, deadline);
+                match cold(read).await {
+                    Some(p) => peer = p,
+                    None => return,
+                }
+            }
             let stream = match tls {
                 None => Stream::Plain(stream),
                 Some(addr) => match cold(conn::tls(stream, addr, peer, &rt, &w)).await {

@@ -27,9 +27,8 @@ fn layer_of(rel: &str) -> String {
             None | Some("mod") => "handler".to_owned(),
             Some(name) => format!("handler::{name}"),
         },
-        "lib" | "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade" => {
-            "top".to_owned()
-        }
+        "lib" | "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade"
+        | "unix_listen" => "top".to_owned(),
         other => other.to_owned(),
     }
 }
@@ -45,7 +44,9 @@ fn layer_named(path: &str) -> String {
             }
             _ => "handler".to_owned(),
         },
-        "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade" => "top".to_owned(),
+        "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade" | "unix_listen" => {
+            "top".to_owned()
+        }
         other => other.to_owned(),
     }
 }

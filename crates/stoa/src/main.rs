@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a directory or a configuration (with neither: the bundled demo site on 127.0.0.1:8080).
+    /// Serve a directory or a configuration (with neither: demo/stoa.toml of the current directory, a source checkout's demo site).
     Serve {
         /// Directory to serve (replaces the root of the first site of --config).
         dir: Option<PathBuf>,
@@ -97,16 +97,21 @@ enum DemoApp {
     Table,
 }
 
-/// The demo site's config: `demo/stoa.toml` under the working directory,
-/// else the one in the source tree this binary was built from.
+/// The demo site's config: `demo/stoa.toml` under the working directory
+/// (the root of a source checkout, where the README runs `stoa serve`).
+/// Never a path of the machine the binary was built on: an installed
+/// binary would otherwise serve (or fail on) whatever sits there.
 fn demo_config() -> Option<PathBuf> {
     let here = Path::new("demo/stoa.toml");
-    if here.is_file() {
-        return Some(here.to_path_buf());
-    }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/stoa.toml");
-    built.is_file().then_some(built)
+    here.is_file().then(|| here.to_path_buf())
 }
+
+/// What bare `stoa serve` says where there is no demo to run.
+const NOTHING_TO_SERVE: &str =
+    "stoa: nothing to serve: no DIR, no --config, and no demo/stoa.toml in the current directory.
+  stoa serve DIR                 serve a directory (http://127.0.0.1:8080/)
+  stoa serve --config FILE       serve a configuration (see `stoa check FILE`)
+  stoa serve                     from the root of a Stoa source checkout: the demo site";
 
 /// `stoa man`: stoa(1) on stdout, or every page into `dir`, each path
 /// printed as it is written.
@@ -217,6 +222,12 @@ fn main() -> ExitCode {
                         .iter()
                         .map(|a| a.to_string())
                         .chain(rt.tls.iter().map(|(a, _)| format!("{a} (TLS)")))
+                        .chain(
+                            rt.unix
+                                .paths
+                                .iter()
+                                .map(|p| format!("unix:{}", p.display()))
+                        )
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
@@ -240,7 +251,7 @@ fn main() -> ExitCode {
                 (None, None) => match demo_config() {
                     Some(c) => Some(c),
                     None => {
-                        eprintln!("stoa: no DIR, no --config, and no demo/stoa.toml here to serve");
+                        eprintln!("{NOTHING_TO_SERVE}");
                         return ExitCode::from(2);
                     }
                 },

@@ -240,6 +240,26 @@ fn the_access_log_records_requests_in_combined_log_format() {
     );
 }
 
+/// Bare `stoa serve` runs `demo/stoa.toml` of the current directory (a
+/// source checkout) and nothing else: outside one, it never falls back to
+/// a path of the machine the binary was built on, and says what to run
+/// instead (exit 2, a usage error as clap's).
+#[test]
+fn bare_serve_outside_a_checkout_says_what_to_do_instead_of_using_a_build_path() {
+    let d = TempDir::new("cli-bare-serve");
+    let o = Command::new(stoa_bin())
+        .arg("serve")
+        .current_dir(d.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run stoa");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("stoa serve DIR"), "{t}");
+    assert!(t.contains("--config FILE"), "{t}");
+    assert!(!t.contains(env!("CARGO_MANIFEST_DIR")), "{t}");
+}
+
 /// The subcommands a user sees in `stoa --help`, each of which the manual
 /// pages and completions must know.
 const SUBCOMMANDS: [&str; 7] = [

@@ -741,6 +741,9 @@ fn an_upstream_that_accepts_and_closes_without_answering_gets_502_at_once() {
         );
     }
     assert!(up.accepted.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    // The line is written before the 502; the test reads stderr through a
+    // pipe, so it may arrive after the response.
+    s.wait_stderr(0, "no other server to try", Duration::from_secs(10));
     let log = s.stderr();
     let line = log
         .lines()
@@ -762,7 +765,7 @@ fn an_upstream_that_accepts_and_closes_without_answering_gets_502_at_once() {
     assert_eq!(r.status, 502, "{r:?}\n{}", s.stderr());
     assert!(took < Duration::from_secs(1), "502 after {took:?}");
     assert!(
-        s.stderr().contains("trying another server"),
+        s.wait_stderr(0, "trying another server", Duration::from_secs(10)),
         "{}",
         s.stderr()
     );

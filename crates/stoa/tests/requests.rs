@@ -233,11 +233,38 @@ fn options_asterisk_is_204_with_allow_rfc9110_9_3_7() {
 }
 
 #[test]
-fn an_unknown_method_is_not_served_as_get_rfc9110_9_1() {
+fn an_unknown_method_is_501_and_a_known_one_not_allowed_stays_405_rfc9110_9_1_15_6_2() {
     let (_d, s) = site();
-    let r = s.request(&request("BREW", "/a.txt", &[]));
-    assert!(r.status == 405 || r.status == 501, "{r:?}");
+    let mut c = s.connect();
+    // RFC 9110 §15.6.2: 501 is for a method the server does not recognise
+    // for any resource; the connection goes on (its framing is known).
+    let r = c.request(&request("BREW", "/a.txt", &[]));
+    assert_eq!(r.status, 501, "{r:?}");
     assert!(!contains(&r.body, b"alpha"));
+    let r = c.request(
+        &request("PROPFIND", "/", &["Content-Length: 3"])
+            .into_iter()
+            .chain(*b"abc")
+            .collect::<Vec<u8>>(),
+    );
+    assert_eq!(r.status, 501, "{r:?}");
+    // §15.5.6: a method it knows but the resource does not allow is 405.
+    let r = c.request(&request("DELETE", "/a.txt", &[]));
+    assert_eq!(r.status, 405, "{r:?}");
+    assert_eq!(r.header("allow"), Some("GET, HEAD, OPTIONS"));
+    assert_eq!(c.request(&get("/a.txt")).status, 200);
+}
+
+#[test]
+fn a_request_target_with_a_fragment_is_400_rfc9112_3_2_rfc9110_4_1() {
+    let (_d, s) = site();
+    for target in ["/a.txt#frag", "/a.txt?x=1#f", "/#"] {
+        let r = s.request(&get(target));
+        assert_eq!(r.status, 400, "{target}: {r:?}");
+        assert!(!contains(&r.body, b"alpha"), "{target}");
+    }
+    // An encoded `#` is part of the path: no such file, not a bad request.
+    assert_eq!(s.get("/a.txt%23frag").status, 404);
 }
 
 #[test]

@@ -395,3 +395,99 @@ fn a_socket_from_systemd_that_no_listen_address_wants_refuses_the_start() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("is not a configured"), "{err}");
 }
+
+/// sd_listen_fds(3) with `ListenStream=/path` (here
+/// `systemd-socket-activate -l /path`): the passed Unix-domain socket
+/// serves the `unix:` listener of its path, with its `[proxy_protocol]`
+/// setting, whichever process serves it (one, or a root parent's www-data
+/// child); the file is systemd's, so Stoa leaves it at stop.
+fn unix_socket_activated(user: &str) {
+    require("systemd-socket-activate", "systemd");
+    if user != "root" {
+        require_root();
+    }
+    let d = TempDir::new("sd-activate-unix");
+    let sock = d.join("http.sock");
+    d.write("www/page.txt", "activated\n");
+    let cfg = d.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\", \"unix:{0}\"]\nworkers = 2\nuser = \"{user}\"\n\n\
+             [log]\naccess = \"off\"\n\n[proxy_protocol]\nlisten = [\"unix:{0}\"]\n\n\
+             [[site]]\nroot = \"www\"\n",
+            sock.display()
+        ),
+    );
+    let starter = {
+        let cfg = cfg.clone();
+        let sock = sock.clone();
+        std::thread::spawn(move || {
+            Server::try_spawn_program(
+                OsStr::new("systemd-socket-activate"),
+                [
+                    OsStr::new("-l"),
+                    sock.as_os_str(),
+                    OsStr::new(stoa_bin()),
+                    OsStr::new("serve"),
+                    OsStr::new("--config"),
+                    cfg.as_os_str(),
+                ],
+                &[],
+            )
+        })
+    };
+    let ask = |bytes: &[u8]| -> Option<String> {
+        use std::io::{Read, Write};
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).ok()?;
+        c.set_read_timeout(Some(WAIT)).ok()?;
+        c.write_all(bytes).ok()?;
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        Some(String::from_utf8_lossy(&out).into_owned())
+    };
+    let with_header =
+        b"PROXY TCP4 203.0.113.9 127.0.0.1 5555 80\r\nGET /page.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let until = Instant::now() + WAIT;
+    // The first connection waits in systemd's socket until Stoa accepts.
+    let first = loop {
+        if let Some(r) = ask(with_header) {
+            break r;
+        }
+        assert!(
+            Instant::now() < until,
+            "systemd-socket-activate never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(first.starts_with("HTTP/1.1 200 "), "{first}");
+    assert!(first.ends_with("activated\n"), "{first}");
+    let mut s = starter
+        .join()
+        .expect("starter thread")
+        .unwrap_or_else(|e| panic!("stoa did not start: {e}"));
+    assert!(
+        s.stderr().contains("from systemd"),
+        "Stoa should say it took the socket from systemd:\n{}",
+        s.stderr()
+    );
+    // Without the header: closed unanswered (the flag came with it).
+    assert_eq!(
+        ask(b"GET /page.txt HTTP/1.1\r\nHost: t\r\n\r\n").as_deref(),
+        Some("")
+    );
+    s.signal(libc::SIGTERM);
+    let st = s.wait_exit(WAIT).expect("exit");
+    assert!(st.success(), "{st}\n{}", s.stderr());
+    assert!(sock.exists(), "systemd's socket file was removed by Stoa");
+}
+
+#[test]
+fn a_unix_socket_from_systemd_serves_its_unix_listener_with_its_proxy_protocol_setting_per_sd_listen_fds_3(
+) {
+    unix_socket_activated(ONE_PROCESS);
+}
+
+#[test]
+fn a_root_parent_passes_a_unix_socket_from_systemd_to_its_www_data_child_per_sd_listen_fds_3() {
+    unix_socket_activated(TWO_PROCESSES);
+}

@@ -371,3 +371,90 @@ fn quit_to_the_old_process_during_an_upgrade_leaves_the_sockets_to_the_new_one_a
     assert_eq!(r.status, 200);
     assert!(alive(new));
 }
+
+/// What a Unix-socket listener at `sock` answers to `bytes` (read until
+/// it closes the connection).
+fn over_unix(sock: &Path, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(sock).expect("connect to the socket");
+    c.set_read_timeout(Some(WAIT)).expect("timeout");
+    c.write_all(bytes).expect("send");
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// nginx's upgrade hands every listening socket to the new master, Unix
+/// ones included. Here the new binary inherits the Unix listener itself
+/// (the same socket file, not made again: no moment without a listener),
+/// with its `[proxy_protocol]` setting; the old process leaves the file,
+/// and the new one removes it at its own stop.
+fn unix_listener_handed_over(user: &str) {
+    let d = TempDir::new("upgrade-unix");
+    let (exe, _) = setup(&d, user);
+    let sock = d.join("http.sock");
+    let cfg = d.write(
+        "unix.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\", \"unix:{0}\"]\nworkers = 2\nuser = \"{user}\"\n\n\
+             [log]\naccess = \"off\"\n\n[unix_socket]\nmode = \"0660\"\n\n\
+             [proxy_protocol]\nlisten = [\"unix:{0}\"]\n\n[[site]]\nroot = \"www\"\n",
+            sock.display()
+        ),
+    );
+    let mut s = start(&exe, &cfg, &[]);
+    let with_header =
+        b"PROXY TCP4 203.0.113.9 127.0.0.1 5555 80\r\nGET /page.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let without = b"GET /page.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    assert!(over_unix(&sock, with_header).starts_with("HTTP/1.1 200 "));
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(&sock).expect("socket file").ino();
+
+    let mark = s.stderr().len();
+    s.signal(libc::SIGUSR2);
+    assert!(
+        s.wait_stderr(mark, " serves; stopping gracefully", WAIT),
+        "no hand-over:\n{}",
+        s.stderr()
+    );
+    let new = pid_after(&s, mark, "upgrade: pid ");
+    let successor = Successor(new);
+    let st = s.wait_exit(WAIT).expect("the old process must exit");
+    assert!(st.success(), "the old process exited with {st}");
+    assert!(alive(new), "the new process is gone:\n{}", s.stderr());
+
+    // The old one left the file; the new one serves the same socket, and
+    // still expects the PROXY header on it.
+    let meta = std::fs::metadata(&sock).expect("the socket file after the hand-over");
+    assert_eq!(meta.ino(), inode, "the socket was made again");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    let r = over_unix(&sock, with_header);
+    assert!(r.starts_with("HTTP/1.1 200 "), "{r}\n{}", s.stderr());
+    assert_eq!(over_unix(&sock, without), "", "served without a header");
+
+    // The new process answers for the file now: gone after its stop.
+    // SAFETY: kill(2) on the process the old server started for this test.
+    assert_eq!(unsafe { libc::kill(new, libc::SIGTERM) }, 0);
+    let until = Instant::now() + WAIT;
+    while alive(new) {
+        assert!(Instant::now() < until, "the new process did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(successor);
+    assert!(
+        !sock.exists(),
+        "the socket file is left after the new process stopped"
+    );
+}
+
+#[test]
+fn usr2_hands_the_unix_listener_and_its_proxy_protocol_setting_to_the_new_binary_which_removes_it_at_stop(
+) {
+    unix_listener_handed_over(ONE_PROCESS);
+}
+
+#[test]
+fn under_a_root_parent_usr2_hands_the_unix_listener_to_the_new_parent_and_its_www_data_child() {
+    unix_listener_handed_over(TWO_PROCESSES);
+}

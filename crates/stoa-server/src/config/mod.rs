@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
+pub use wire::{ProxyProtocol, UnixListen};
+
+mod wire;
 
 pub mod files;
 pub use files::{Files, Recorded};
@@ -172,6 +175,12 @@ pub struct FileConfig {
     /// `[lua]`: what every Lua script of the server shares.
     #[serde(default)]
     pub lua: LuaGlobalConfig,
+    /// `[proxy_protocol]`: listeners that expect a PROXY protocol header.
+    #[serde(default)]
+    pub proxy_protocol: wire::ProxyProtocolConfig,
+    /// `[unix_socket]`: mode and owner of `unix:` listeners' files.
+    #[serde(default)]
+    pub unix_socket: wire::UnixSocketConfig,
 }
 
 /// `[lua]`: settings of the whole server's Lua scripts (docs/LUA.md).
@@ -686,6 +695,10 @@ pub struct Site {
 #[derive(Debug)]
 pub struct Runtime {
     pub listen: Vec<SocketAddr>,
+    /// `unix:` entries of `listen`: Unix-domain listeners (restart only).
+    pub unix: UnixListen,
+    /// `[proxy_protocol]`.
+    pub proxy_protocol: ProxyProtocol,
     /// TLS addresses, each with its certificates (a `[[tls]]` block's
     /// addresses; several blocks may share one).
     pub tls: Vec<(SocketAddr, Arc<crate::proto::tls::Acceptor>)>,
@@ -896,19 +909,48 @@ fn build(
     };
 
     let mut listen = Vec::new();
-    if ov.listen.is_empty() {
-        for l in &fc.listen {
-            listen.push(parse_addr(l.get_ref()).map_err(|m| err(Some(l.span()), "listen", m))?);
-        }
+    let mut unix_paths = Vec::new();
+    let entries: Vec<(Option<std::ops::Range<usize>>, &str, &str)> = if ov.listen.is_empty() {
+        fc.listen
+            .iter()
+            .map(|l| (Some(l.span()), l.get_ref().as_str(), "listen"))
+            .collect()
     } else {
-        for l in &ov.listen {
-            listen.push(parse_addr(l).map_err(|m| err(None, "--listen", m))?);
+        ov.listen
+            .iter()
+            .map(|l| (None, l.as_str(), "--listen"))
+            .collect()
+    };
+    for (span, l, key) in entries {
+        match wire::parse_listen(l, &resolve).map_err(|m| err(span.clone(), key, m))? {
+            wire::Listen::Tcp(a) => listen.push(a),
+            wire::Listen::Unix(p) if unix_paths.contains(&p) => {
+                return Err(err(span, key, format!("`{l}` is listed twice")))
+            }
+            wire::Listen::Unix(p) => unix_paths.push(p),
         }
+    }
+    if ov.tls_cert.is_some() && !unix_paths.is_empty() {
+        // Never serve in the clear what was asked for over TLS.
+        return Err(err(
+            None,
+            "--listen",
+            "`unix:` listeners do not speak TLS (--tls-cert)".into(),
+        ));
     }
     let tls = build_tls(&fc, ov, &mut listen, &err, &resolve, files)?;
-    if listen.is_empty() && tls.is_empty() {
+    if listen.is_empty() && tls.is_empty() && unix_paths.is_empty() {
         listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
     }
+    let unix = wire::unix_listen(unix_paths, &fc.unix_socket).map_err(|(k, m)| err(None, &k, m))?;
+    let tcp_addrs: Vec<SocketAddr> = listen
+        .iter()
+        .copied()
+        .chain(tls.iter().map(|(a, _)| *a))
+        .collect();
+    let proxy_protocol =
+        wire::proxy_protocol(&fc.proxy_protocol, &tcp_addrs, &unix.paths, &resolve)
+            .map_err(|(span, k, m)| err(span, &k, m))?;
 
     let workers = match ov.workers.or(fc.workers).unwrap_or(0) {
         0 => std::thread::available_parallelism()
@@ -1691,6 +1733,8 @@ fn build(
 
     Ok(Runtime {
         listen,
+        unix,
+        proxy_protocol,
         tls,
         workers,
         user,

@@ -9,6 +9,7 @@ use crate::local::{Proto, Worker};
 use crate::log::access::Entry;
 use crate::proto::h1::{consume_body, linger, Io};
 use crate::proto::output::Output;
+use crate::proto::settle::settle;
 use crate::proto::stream::{Rewind, Stream};
 use crate::route;
 use std::borrow::Cow;
@@ -237,6 +238,14 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
     } else if io.stream.is_tls() {
         // close_notify: the client can tell the end from a truncation.
         io.stream.shutdown_write();
+    }
+    if worker.is_stopping() {
+        // The process exits soon: the client must have the response's
+        // last bytes before the socket is let go (see `proto::settle`).
+        // Boxed: rare, and its state would otherwise sit in every
+        // connection's future.
+        let fd = std::os::fd::AsFd::as_fd(io.stream.tcp());
+        crate::proto::stream::cold(settle(fd, rt.limits.send_timeout)).await;
     }
     // Dropping the stream closes it.
 }

@@ -111,6 +111,7 @@ impl Drop for Open {
 pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
     let mut rt = rt;
     let local = io.inner.local_addr().ok();
+    let raw = std::os::fd::AsRawFd::as_raw_fd(io.inner.tcp());
     let tls = io.inner.tls_info();
     let _ = io.inner.set_nodelay(true);
     let l = &rt.http2;
@@ -223,6 +224,17 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
                 }
                 idle_until = Instant::now() + rt.limits.keepalive_timeout;
             }
+        }
+    }
+    if worker.is_stopping() {
+        // The process exits soon: the connection's last frames must reach
+        // the client before the socket is let go (see `proto::settle`).
+        // Dropping the connection closes its descriptor; a second one
+        // keeps the socket until then.
+        if let Some(fd) = crate::proto::settle::hold(raw) {
+            drop(conn);
+            crate::proto::settle::settle(std::os::fd::AsFd::as_fd(&fd), rt.limits.send_timeout)
+                .await;
         }
     }
 }

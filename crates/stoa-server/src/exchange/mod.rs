@@ -563,8 +563,10 @@ impl<'a> Exchange<'a> {
 
     /// A complete response with a small HTML body saying what happened.
     pub fn error(&mut self, status: u16, headers: &[(&str, &[u8])]) {
-        if matches!(status, 400 | 408 | 413 | 414 | 431 | 501 | 505) {
+        if matches!(status, 400 | 408 | 413 | 414 | 431 | 505) {
             // After a protocol error the rest of the stream cannot be trusted.
+            // (A 501 here is an unknown method, whose framing is known: the
+            // connection goes on, as after a 405.)
             self.keep = false;
         }
         self.start(status);

@@ -395,7 +395,8 @@ pub async fn serve(
 ) -> Outcome {
     let m = &ex.req().method;
     if *m != Method::Get && *m != Method::Head {
-        gateway::simple(ex, 405, &[("Allow", b"GET, HEAD")]);
+        let status = m.not_allowed_status();
+        gateway::simple(ex, status, &[("Allow", b"GET, HEAD")]);
         return Outcome::Done;
     }
     let (source, uid, mtime) = match open_page(cfg, &norm) {

@@ -337,7 +337,7 @@ pub fn set_cache_limits(max_bytes: u64, max_file_bytes: u64, revalidate: Duratio
 
 fn serve_cached(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, cache: &mut FileCache) {
     let req = ex.req();
-    match req.method {
+    match &req.method {
         Method::Get | Method::Head => {}
         Method::Options => {
             ex.start(204);
@@ -345,8 +345,8 @@ fn serve_cached(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, cache: &m
             ex.end_head(None);
             return;
         }
-        _ => {
-            ex.error(405, &[("Allow", ALLOW)]);
+        m => {
+            ex.error(m.not_allowed_status(), &[("Allow", ALLOW)]);
             return;
         }
     }

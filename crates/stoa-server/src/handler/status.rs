@@ -95,7 +95,7 @@ pub fn serve(cfg: &StatusConfig, reply: &mut Exchange<'_>, pools: &[Arc<Pool>]) 
         return;
     }
     if !matches!(head.method, stoa_h1::Method::Get | stoa_h1::Method::Head) {
-        reply.error(405, &[("Allow", b"GET, HEAD")]);
+        reply.error(head.method.not_allowed_status(), &[("Allow", b"GET, HEAD")]);
         return;
     }
     let format = match head.query().and_then(|q| {

@@ -7,6 +7,7 @@ pub mod flood;
 pub mod h1;
 pub mod h2;
 pub mod output;
+pub mod settle;
 pub mod stream;
 pub mod tls;
 
