@@ -10,7 +10,7 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 
 # Debian packages the tests use (the reverse proxy's: python3 for tests/proxy-peers/backend.py;
 # tomcat10, libxerial-sqlite-jdbc-java and default-jdk-headless, for javac, for proxy_tomcat.rs;
-# postgresql, for initdb and pg_ctl, for lua_postgres.rs; dpkg-dev, man-db,
+# postgresql, for initdb and pg_ctl, for lua_postgres.rs; logrotate, for logs.rs; dpkg-dev, man-db,
 # systemd, zsh and fish, for the Debian package's test: dpkg-shlibdeps, man,
 # systemd-analyze, and the shells its completions are for; systemd also for
 # systemd-socket-activate, for systemd.rs; haproxy, the PROXY protocol's
@@ -18,7 +18,7 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
-  dpkg-dev man-db systemd zsh fish haproxy)
+  dpkg-dev man-db systemd zsh fish haproxy logrotate)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")

@@ -5,7 +5,7 @@
 #        e.g. bench/seam-guard.sh /work/bin-before/stoa target/release/stoa
 #        (as root: installs valgrind/strace/gcc/libfcgi-dev with apt-get when missing; ~2 min a binary)
 #
-# Every binary runs `stoa serve -w 1 --access-log off` on 127.0.0.1:$PORT, one process at a time,
+# Every binary runs `stoa serve -w 1 --access-log $ACCESS_LOG` on 127.0.0.1:$PORT, one process at a time,
 # started as nobody when run as root (setpriv; so callgrind can write its output file), serving the
 # doc root of bench/static.sh (lib.sh gen_docroot; index.html = 1358 B). Two routes:
 #   static  GET /index.html (the per-worker small-file cache)
@@ -34,7 +34,7 @@
 #   c. (--cpu only; meant for a quiet machine) server CPU per request, utime+stime from /proc, under
 #      `wrk -t1 -c$CPU_CONC -d$CPU_DUR` on /index.html, $CPU_REPS rounds alternating the binaries
 #      (lib.sh run_load; the "other %" column says how disturbed each run was).
-# Knobs (environment): SIZES="" PORT=18290 CONC=10 SYS_N=20000 LOCK_N=2000 IR_N1=2000 IR_N2=12000 IR_REPS=1
+# Knobs (environment): ACCESS_LOG=off (or a file, e.g. /dev/null: the access log's cost) SIZES="" PORT=18290 CONC=10 SYS_N=20000 LOCK_N=2000 IR_N1=2000 IR_N2=12000 IR_REPS=1
 #   CPU_DUR=10s CPU_CONC=60 CPU_REPS=3  RUN=/tmp/stoa-seam-guard  OUT=$RUN/results.txt
 # Output: a plain-text report on stdout and in $OUT; raw tool output in $RUN/raw.
 # Exit status: 0 if every server started and every load completed with 200s only, else 1.
@@ -57,6 +57,7 @@ OUT=${OUT:-$RUN/results.txt}
 PORT=${PORT:-18290} CONC=${CONC:-10} SYS_N=${SYS_N:-20000} LOCK_N=${LOCK_N:-2000}
 IR_N1=${IR_N1:-2000} IR_N2=${IR_N2:-12000} IR_REPS=${IR_REPS:-1}
 CPU_DUR=${CPU_DUR:-10s} CPU_CONC=${CPU_CONC:-60} CPU_REPS=${CPU_REPS:-3} SIZES=${SIZES:-}
+ACCESS_LOG=${ACCESS_LOG:-off}
 [ "$IR_N2" -gt "$IR_N1" ] || die "IR_N2 must be larger than IR_N1"
 LOADGEN=${BINS[0]}
 
@@ -115,8 +116,8 @@ port_free "$PORT" || die "port $PORT is in use (PORT=...)"
 sg_start() {
     local name=$1 bin=$2 route=$3 cg=${4:-} pid i args pre=()
     case $route in
-        static|file-*) args=(serve -l "127.0.0.1:$PORT" -w 1 --access-log off "$W") ;;
-        fcgi)   args=(serve --config "$RUN/fcgi.toml" -w 1 --access-log off) ;;
+        static|file-*) args=(serve -l "127.0.0.1:$PORT" -w 1 --access-log "$ACCESS_LOG" "$W") ;;
+        fcgi)   args=(serve --config "$RUN/fcgi.toml" -w 1 --access-log "$ACCESS_LOG") ;;
     esac
     [ -n "$cg" ] && pre=(valgrind --tool=callgrind --vgdb=no --trace-children=no --child-silent-after-fork=yes
                          "--callgrind-out-file=$cg" "--log-file=$cg.valgrind.log")

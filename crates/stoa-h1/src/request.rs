@@ -424,6 +424,12 @@ impl RequestHead {
         Ok(Some(head_len))
     }
 
+    /// The bytes of the head as parsed (request line, fields and the empty
+    /// line), for the access log's request length.
+    pub fn head_len(&self) -> usize {
+        self.buf.len()
+    }
+
     /// The request-target exactly as sent.
     pub fn target(&self) -> &[u8] {
         &self.buf[self.target.clone()]

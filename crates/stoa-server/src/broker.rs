@@ -421,20 +421,18 @@ pub(crate) fn notify(ev: Event, status: &str) {
     }
 }
 
-/// Opens a log file for appending. Under a privileged parent the parent
-/// opens it as root (creating it, mode 0644, and giving it to the server's
-/// user as nginx does, so that the user need not be able to write its
-/// directory) and passes the descriptor back; it opens only the log files
-/// its configuration names. In one process: opened here, as whoever this
-/// process is.
-pub fn open_append(path: &Path) -> io::Result<File> {
+/// Opens a log file for appending through the privileged parent (what
+/// `log::open_append` calls in the server child): the parent opens it as
+/// root (creating it, mode 0644, and giving it to the server's user as
+/// nginx does, so that the user need not be able to write its directory or
+/// the file logrotate made) and passes the descriptor back; it opens only
+/// the log files its configuration names. Without a parent (one process):
+/// opened here, as whoever this process is.
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
     let mut e = Enc::default();
     e.path(path);
     match ask(ASK_OPEN, &e.0) {
-        None => std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path),
+        None => crate::log::open_here(path),
         Some(Ok((GIVE_FILE, _, Some(fd)))) => Ok(File::from(fd)),
         Some(Ok((GIVE_REFUSAL, why, _))) => {
             Err(io::Error::other(String::from_utf8_lossy(&why).into_owned()))
@@ -513,13 +511,23 @@ pub(crate) fn server_child_from_env() -> io::Result<Option<Inherited>> {
 // ---------------------------------------------------------------------------
 // The parent's side
 
-/// The log files a configuration names: the only files the parent opens
-/// for its child.
-fn log_paths(rt: &Runtime) -> Vec<PathBuf> {
-    match &rt.access_log {
-        crate::config::AccessLog::File(p) => vec![p.clone()],
-        _ => Vec::new(),
-    }
+/// The log files a configuration names, the only files the parent opens
+/// for its child: the error log (`[log] error`), the server's access log
+/// and every route's own `access_log`.
+pub(crate) fn log_paths(rt: &Runtime) -> Vec<PathBuf> {
+    use crate::log::access::Dest;
+    let routes = rt.sites.iter().flat_map(|s| s.routes.iter());
+    let mut files: Vec<PathBuf> = std::iter::once(&rt.access_log)
+        .chain(routes.filter_map(|r| r.access_log.as_ref()))
+        .filter_map(|l| match &l.dest {
+            Dest::File(p) => Some(p.clone()),
+            _ => None,
+        })
+        .chain(rt.error_log.iter().cloned())
+        .collect();
+    files.sort();
+    files.dedup();
+    files
 }
 
 /// Opens `path` for appending as root for `acct`, refusing what could turn
@@ -541,10 +549,27 @@ fn open_for(path: &Path, acct: &Account) -> io::Result<File> {
             path.display()
         )));
     }
+    // The user becomes its owner, the group stays (nginx's
+    // ngx_reopen_files: logrotate's `create 0640 root adm` leaves a file
+    // that `adm` still reads).
     if meta.uid() != acct.uid {
-        std::os::unix::fs::fchown(&f, Some(acct.uid), Some(acct.gid))?;
+        std::os::unix::fs::fchown(&f, Some(acct.uid), None)?;
     }
     Ok(f)
+}
+
+/// The parent writes its own lines (the child's start and end, an
+/// upgrade, a broker failure) to the error log too, as nginx's master
+/// does: a file it opens itself, as root, and reopens on SIGUSR1. A
+/// reload naming another one moves it there; one it cannot open leaves it
+/// where it was (the server child reports the reload failed).
+fn parent_error_log(rt: &Runtime) {
+    if let Err(e) = crate::log::set_error_log(rt.error_log.as_deref(), rt.error_json) {
+        tracing::error!(
+            "error log {}: {e}",
+            rt.error_log.as_deref().unwrap_or(Path::new("-")).display()
+        );
+    }
 }
 
 fn load_recording(source: &Source) -> Result<(Runtime, Recorded), ConfigError> {
@@ -579,6 +604,7 @@ fn serve_broker(
                     Some(r) => Ok(r),
                     None => load_recording(&source).map(|(rt, r)| {
                         logs = log_paths(&rt);
+                        parent_error_log(&rt);
                         r
                     }),
                 };
@@ -810,6 +836,7 @@ pub(crate) fn run_parent(
         None => cmd.env_remove(CONFIG_ENV),
     };
     let logs = log_paths(&rt);
+    parent_error_log(&rt);
     drop(rt);
     let mut child = {
         // The child's exit is watched through this runtime's SIGCHLD.
@@ -858,7 +885,11 @@ pub(crate) fn run_parent(
                 // one's finishes its responses (as on SIGQUIT), then both go.
                 _ = parent.life.upgraded() => parent.forward(libc::SIGQUIT),
                 _ = sig.hup.recv() => parent.forward(libc::SIGHUP),
-                _ = sig.usr1.recv() => parent.forward(libc::SIGUSR1),
+                // The parent's error log, then the child's files.
+                _ = sig.usr1.recv() => {
+                    crate::log::reopen();
+                    parent.forward(libc::SIGUSR1)
+                }
                 _ = sig.term.recv() => parent.forward(libc::SIGTERM),
                 _ = sig.int.recv() => parent.forward(libc::SIGINT),
                 _ = sig.quit.recv() => parent.forward(libc::SIGQUIT),

@@ -20,6 +20,7 @@ pub mod http;
 mod lifecycle;
 mod listen;
 pub mod local;
+pub mod log;
 mod notify;
 pub mod privileges;
 pub mod proto;

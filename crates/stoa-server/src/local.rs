@@ -3,24 +3,16 @@
 //! back, and counters. Everything below the connection loops may use it;
 //! it imports nothing of the server's.
 
-use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
-/// Where the access log goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLog {
-    Off,
-    Stdout,
-    File(PathBuf),
-}
+pub use crate::log::access::AccessLog;
+use crate::log::access::{Dest, Entry, Times};
 
 /// Worker threads serving requests (set once at start).
 static WORKERS: AtomicUsize = AtomicUsize::new(1);
@@ -58,6 +50,7 @@ struct Clock {
     secs: u64,
     date_block: Vec<u8>,
     clf: String,
+    iso: String,
 }
 
 impl Clock {
@@ -66,6 +59,7 @@ impl Clock {
             secs: u64::MAX,
             date_block: Vec::new(),
             clf: String::new(),
+            iso: String::new(),
         };
         c.refresh();
         c
@@ -88,6 +82,7 @@ impl Clock {
         );
         self.date_block.extend_from_slice(b"\r\nServer: stoa\r\n");
         self.clf = clf_time(secs);
+        self.iso = crate::log::iso_time(Duration::from_secs(secs), false);
     }
 }
 
@@ -96,18 +91,8 @@ pub fn clf_time(secs: u64) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let days = secs / 86400;
     let rem = secs % 86400;
-    // Civil-from-days (proleptic Gregorian), for days since 1970-01-01.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
+    let (y, m, d) = crate::log::civil(secs / 86400);
     format!(
         "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
         d,
@@ -122,9 +107,11 @@ pub fn clf_time(secs: u64) -> String {
 /// State private to one worker thread.
 pub struct Worker {
     clock: RefCell<Clock>,
-    log: RefCell<Vec<u8>>,
-    log_target: RefCell<AccessLog>,
-    log_file: RefCell<Option<std::fs::File>>,
+    /// Access-log buffers, one per destination: the server's `[log]
+    /// access` first, then those routes named.
+    sinks: RefCell<Vec<Sink>>,
+    /// The server's access log format needs the request's duration.
+    timed: Cell<bool>,
     pub shutdown: watch::Receiver<bool>,
     /// Set by [`Worker::stop_idle`]: idle connections close.
     stopping: Cell<bool>,
@@ -149,9 +136,8 @@ impl Worker {
             shared,
             index: worker_index(),
             clock: RefCell::new(Clock::new()),
-            log: RefCell::new(Vec::with_capacity(LOG_FLUSH_BYTES + 1024)),
-            log_target: RefCell::new(access_log.clone()),
-            log_file: RefCell::new(None),
+            sinks: RefCell::new(vec![Sink::new(access_log.clone())]),
+            timed: Cell::new(access_log.format.timed()),
             shutdown,
             stopping: Cell::new(false),
             idle: RefCell::new(slab::Slab::new()),
@@ -216,11 +202,14 @@ impl Worker {
         }
     }
 
-    /// Whether access lines are written; when not, [`Worker::count_response`]
-    /// is all a response needs (no request line or fields to look up).
+    /// Whether the access log a request goes to (`route`: its route's
+    /// own, else the server's) needs the request's duration.
     #[inline]
-    fn logs_access(&self) -> bool {
-        *self.log_target.borrow() != AccessLog::Off
+    pub fn log_timed(&self, route: Option<&AccessLog>) -> bool {
+        match route {
+            None => self.timed.get(),
+            Some(l) => !l.is_off() && l.format.timed(),
+        }
     }
 
     /// Counts a response by status class, for the status page.
@@ -231,150 +220,141 @@ impl Worker {
         }
     }
 
-    /// Counts a response and appends its Combined Log Format line. The
-    /// line's fields are asked for only when the log is on (finding them
-    /// was a few hundred instructions a response with the log off).
+    /// Counts a response and appends its access-log line, to the route's
+    /// own log (`route`) or the server's. The line's fields are asked for
+    /// only when that log is on (finding them was a few hundred
+    /// instructions a response with the log off).
     pub fn log_access<'r>(
         &self,
-        peer: SocketAddr,
+        route: Option<&AccessLog>,
         status: u16,
-        bytes: u64,
-        fields: impl FnOnce() -> LogFields<'r>,
+        entry: impl FnOnce() -> Entry<'r>,
     ) {
         self.count_response(status);
-        if !self.logs_access() {
-            return;
-        }
-        let LogFields {
-            request_line,
-            referer,
-            user_agent,
-        } = fields();
         let full = {
+            let mut sinks = self.sinks.borrow_mut();
+            let i = match route {
+                None => 0,
+                Some(l) if l.is_off() => return,
+                Some(l) => match sinks.iter().position(|s| s.log.dest == l.dest) {
+                    Some(i) => i,
+                    None => {
+                        sinks.push(Sink::new(l.clone()));
+                        sinks.len() - 1
+                    }
+                },
+            };
+            let sink = &mut sinks[i];
+            if sink.log.dest == Dest::Off {
+                return;
+            }
+            let format = match route {
+                Some(l) => &l.format,
+                None => &sink.log.format,
+            };
+            let e = entry();
             let clock = self.clock.borrow();
-            let mut log = self.log.borrow_mut();
-            // Not `write!`: `Display` for an address goes through
-            // `core::fmt`'s padding, several hundred instructions a line.
-            match peer.ip() {
-                std::net::IpAddr::V4(a) => stoa_h1::push_ipv4(&mut log, a),
-                ip => {
-                    let _ = write!(log, "{ip}");
-                }
-            }
-            log.extend_from_slice(b" - - [");
-            log.extend_from_slice(clock.clf.as_bytes());
-            log.extend_from_slice(b"] \"");
-            escape_into(&mut log, &request_line);
-            log.extend_from_slice(b"\" ");
-            stoa_h1::push_u64(&mut log, u64::from(status));
-            log.push(b' ');
-            if bytes == 0 {
-                log.push(b'-');
+            let now = if matches!(format, crate::log::access::Format::Combined) {
+                Duration::from_secs(clock.secs)
             } else {
-                stoa_h1::push_u64(&mut log, bytes);
-            }
-            log.extend_from_slice(b" \"");
-            escape_into(&mut log, referer.unwrap_or(b"-"));
-            log.extend_from_slice(b"\" \"");
-            escape_into(&mut log, user_agent.unwrap_or(b"-"));
-            log.extend_from_slice(b"\"\n");
-            log.len() >= LOG_FLUSH_BYTES
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or(Duration::ZERO)
+            };
+            let times = Times {
+                clf: &clock.clf,
+                iso: &clock.iso,
+                now,
+            };
+            crate::log::access::write_line(&mut sink.buf, format, &e, &times);
+            sink.buf.len() >= LOG_FLUSH_BYTES
         };
         if full {
             self.flush_log();
         }
     }
 
+    /// Writes every buffered access-log line out, each buffer whole to
+    /// one file: after a reopen ([`crate::log::reopen`]) to the new one.
     pub fn flush_log(&self) {
-        let mut log = self.log.borrow_mut();
-        if log.is_empty() {
+        let generation = crate::log::generation();
+        for sink in self.sinks.borrow_mut().iter_mut() {
+            sink.flush(generation);
+        }
+        ACCESS_ERRORS.flush();
+    }
+
+    /// A reload named another access log (or format); routes' own logs
+    /// are found again from the new configuration.
+    pub fn set_access_log(&self, access_log: &AccessLog) {
+        self.flush_log();
+        let mut sinks = self.sinks.borrow_mut();
+        sinks.truncate(1);
+        if sinks[0].log.dest != access_log.dest {
+            sinks[0] = Sink::new(access_log.clone());
+        } else {
+            sinks[0].log = access_log.clone();
+        }
+        self.timed.set(access_log.format.timed());
+    }
+}
+
+/// One access-log destination of a worker: its lines waiting to be
+/// written, and its file.
+struct Sink {
+    log: AccessLog,
+    buf: Vec<u8>,
+    file: Option<std::fs::File>,
+    /// The generation ([`crate::log::generation`]) `file` was opened in.
+    generation: u64,
+}
+
+impl Sink {
+    fn new(log: AccessLog) -> Sink {
+        Sink {
+            log,
+            buf: Vec::with_capacity(LOG_FLUSH_BYTES + 1024),
+            file: None,
+            generation: 0,
+        }
+    }
+
+    fn flush(&mut self, generation: u64) {
+        if self.buf.is_empty() {
             return;
         }
-        let target = self.log_target.borrow().clone();
-        match target {
-            AccessLog::Off => {}
-            AccessLog::Stdout => {
-                let _ = std::io::stdout().lock().write_all(&log);
+        match &self.log.dest {
+            Dest::Off => {}
+            Dest::Stdout => {
+                let _ = std::io::stdout().lock().write_all(&self.buf);
             }
-            AccessLog::File(path) => {
-                let mut f = self.log_file.borrow_mut();
-                if f.is_none() {
-                    *f = adopted_log_file(&path);
-                }
-                if f.is_none() {
-                    match std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                    {
-                        Ok(file) => *f = Some(file),
-                        Err(e) => tracing::error!("access log {}: {e}", path.display()),
+            Dest::File(path) => {
+                if self.file.is_none() || self.generation != generation {
+                    match crate::log::open_append(path) {
+                        Ok(f) => {
+                            self.file = Some(f);
+                            self.generation = generation;
+                        }
+                        // The old file, if any, keeps the lines meanwhile.
+                        Err(e) => {
+                            ACCESS_ERRORS.warn(&format!("access log {}: {e}", path.display()))
+                        }
                     }
                 }
-                if let Some(file) = f.as_mut() {
-                    if let Err(e) = file.write_all(&log) {
-                        tracing::error!("access log {}: {e}", path.display());
+                if let Some(file) = self.file.as_mut() {
+                    if let Err(e) = file.write_all(&self.buf) {
+                        ACCESS_ERRORS.warn(&format!("access log {}: {e}", path.display()));
                     }
                 }
             }
         }
-        log.clear();
-    }
-
-    /// A reload named another access log.
-    pub fn set_access_log(&self, access_log: &AccessLog) {
-        let mut target = self.log_target.borrow_mut();
-        if *target != *access_log {
-            drop(target);
-            self.flush_log();
-            target = self.log_target.borrow_mut();
-            *target = access_log.clone();
-            *self.log_file.borrow_mut() = None;
-        }
+        self.buf.clear();
     }
 }
 
-/// Log files opened at start-up (by the privileged parent when there is
-/// one), which workers write through instead of opening the path as the
-/// user.
-static ADOPTED: std::sync::Mutex<Vec<(std::path::PathBuf, std::fs::File)>> =
-    std::sync::Mutex::new(Vec::new());
-
-/// Gives the workers an open log file for `path`.
-pub fn adopt_log_file(path: &std::path::Path, file: std::fs::File) {
-    if let Ok(mut a) = ADOPTED.lock() {
-        a.retain(|(p, _)| p != path);
-        a.push((path.to_path_buf(), file));
-    }
-}
-
-fn adopted_log_file(path: &std::path::Path) -> Option<std::fs::File> {
-    let a = ADOPTED.lock().ok()?;
-    let (_, f) = a.iter().find(|(p, _)| p == path)?;
-    f.try_clone().ok()
-}
-
-/// Escapes bytes for a quoted log field: `"` and `\` and anything not
-/// printable ASCII become `\"`, `\\` or `\xHH`, so a request cannot forge
-/// log lines.
-fn escape_into(out: &mut Vec<u8>, s: &[u8]) {
-    for &b in s {
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x20..=0x7e => out.push(b),
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(&[
-                    b'\\',
-                    b'x',
-                    HEX[(b >> 4) as usize],
-                    HEX[(b & 15) as usize],
-                ]);
-            }
-        }
-    }
-}
+/// A full disk or a removed directory fails every flush: said once with
+/// a count.
+static ACCESS_ERRORS: crate::log::Repeats = crate::log::Repeats::new(crate::log::REPEAT_INTERVAL);
 
 /// Shared between workers: the open connection count (for
 /// max_connections) and what the status page reports.
@@ -526,14 +506,6 @@ impl WorkerStats {
     }
 }
 
-/// What an access log line says of the request, found only when the log
-/// is on ([`Worker::log_access`]).
-pub struct LogFields<'r> {
-    pub request_line: Cow<'r, [u8]>,
-    pub referer: Option<&'r [u8]>,
-    pub user_agent: Option<&'r [u8]>,
-}
-
 /// The future of [`Worker::stopped`]. Per keep-alive wait it costs a slab
 /// slot and a waker clone; `watch::Receiver::changed`, used before, took a
 /// lock to enter the channel's waiter list and another to leave it, ~600
@@ -601,12 +573,5 @@ mod tests {
         assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
         assert_eq!(clf_time(1_795_000_000), "18/Nov/2026:11:06:40 +0000");
         assert_eq!(clf_time(951_782_400), "29/Feb/2000:00:00:00 +0000");
-    }
-
-    #[test]
-    fn log_fields_cannot_forge_lines() {
-        let mut v = Vec::new();
-        escape_into(&mut v, b"GET /\"x\n\\ \x7f");
-        assert_eq!(v, b"GET /\\\"x\\x0a\\\\ \\x7f");
     }
 }

@@ -15,7 +15,7 @@ use crate::handler::ssi::{self, SsiConfig};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
 use crate::handler::{Authz, Outcome};
-use crate::local::Worker;
+use crate::local::{AccessLog, Worker};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -86,7 +86,7 @@ pub enum Guard<'r> {
 /// `try_files` redirect), the request as the handler is to see it comes
 /// back too; its REQUEST_URI stays the client's.
 pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
-    pick_with(head, rt, true)
+    pick_with(head, rt, true, &mut None)
 }
 
 /// [`pick`] for a request as it arrived on a connection, over TLS or
@@ -95,19 +95,21 @@ pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<Reques
 /// `/.well-known/acme-challenge/` excepted: they must be answered over
 /// http, RFC 8555 §8.3); a request over TLS to a site with `hsts` gets
 /// that value (in `hsts`) to send as `Strict-Transport-Security` (only
-/// over TLS: RFC 6797 §7.2).
+/// over TLS: RFC 6797 §7.2). A route with an access log of its own
+/// (`access_log`) puts it in `log`.
 #[inline]
 pub fn pick_request<'r>(
     head: &RequestHead,
     rt: &'r Runtime,
     tls: bool,
     hsts: &mut Option<&'r [u8]>,
+    log: &mut Option<&'r AccessLog>,
 ) -> (Pick<'r>, Option<RequestHead>) {
     if rt.transport_rules {
-        return pick_with_rules(head, rt, tls, hsts);
+        return pick_with_rules(head, rt, tls, hsts, log);
     }
     // The common case costs one test: the same call as before the rules.
-    pick(head, rt)
+    pick_with(head, rt, true, log)
 }
 
 /// [`pick_request`] when some site has transport rules.
@@ -117,6 +119,7 @@ fn pick_with_rules<'r>(
     rt: &'r Runtime,
     tls: bool,
     hsts: &mut Option<&'r [u8]>,
+    log: &mut Option<&'r AccessLog>,
 ) -> (Pick<'r>, Option<RequestHead>) {
     if let Some(site) = rt.site_for(crate::http::host_name(head.host())) {
         if tls {
@@ -125,7 +128,7 @@ fn pick_with_rules<'r>(
             return (Pick::HttpsRedirect, None);
         }
     }
-    pick(head, rt)
+    pick_with(head, rt, true, log)
 }
 
 /// Whether a path is an ACME HTTP-01 challenge (RFC 8555 §8.3), decoded
@@ -182,7 +185,7 @@ pub fn set_bound_https_port(port: u16) {
 
 /// [`pick`] once the route's Authorizer said yes.
 pub fn pick_unguarded<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
-    pick_with(head, rt, false)
+    pick_with(head, rt, false, &mut None)
 }
 
 /// Internal redirects (index scripts, `try_files`, front controllers)
@@ -200,6 +203,7 @@ fn pick_with<'r>(
     head: &RequestHead,
     rt: &'r Runtime,
     guard: bool,
+    log: &mut Option<&'r AccessLog>,
 ) -> (Pick<'r>, Option<RequestHead>) {
     if let Framing::Length(n) = head.framing {
         if n > rt.limits.max_body_bytes {
@@ -232,7 +236,7 @@ fn pick_with<'r>(
     let Ok(norm) = crate::http::path::normalize(head.path()) else {
         return (Pick::Status(400), None);
     };
-    let (p, changed) = pick_in(site, norm, head.query(), head.is_rewritten(), guard);
+    let (p, changed) = pick_in(site, norm, head.query(), head.is_rewritten(), guard, log);
     let head = changed.map(|(norm, query)| rewritten_head(head, &norm, query));
     (p, head)
 }
@@ -253,6 +257,7 @@ fn pick_in<'r>(
     head_query: Option<&[u8]>,
     rewritten: bool,
     guard: bool,
+    log: &mut Option<&'r AccessLog>,
 ) -> (Pick<'r>, Option<Changed>) {
     let mut changed: Option<Option<Vec<u8>>> = None;
     if !rewritten {
@@ -293,6 +298,9 @@ fn pick_in<'r>(
             return (Pick::Status(403), to);
         }
         let route = route(site, &norm);
+        // The route routing settles on decides (internal redirects
+        // included).
+        *log = route.and_then(|r| r.access_log.as_ref());
         if let (Some(r), true) = (route, guard) {
             let g = match (r.authorizer, &r.access) {
                 (Some(pool), _) => Some(Guard::FastCgi(pool)),
@@ -623,6 +631,7 @@ async fn follow(o: Outcome, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8, nest
         f.await;
     }
     let keep = sub.keeps();
+    drop(sub);
     ex.absorb_keep(keep);
 }
 
@@ -681,6 +690,7 @@ async fn guarded(
                 f.await;
             }
             let keep = sub.keeps();
+            drop(sub);
             ex.absorb_keep(keep);
         }
     }
@@ -798,7 +808,7 @@ impl<'r> Includer<'r> {
             let (p, rewritten) = pick(&head, self.rt);
             return Err(Routed(p, rewritten.unwrap_or(head)));
         };
-        let (p, changed) = pick_in(site, norm, query, false, true);
+        let (p, changed) = pick_in(site, norm, query, false, true, &mut None);
         if let (Pick::Static(cfg, n), None) = (&p, &changed) {
             if let Some((head, body)) = static_files::cached_whole(cfg, n) {
                 // As `Sub::push_body` keeps it.

@@ -116,6 +116,9 @@ pub fn run(
     let (life, inherited) = Lifecycle::from_env()?;
     raise_nofile();
     if let Some(child) = broker::server_child_from_env().map_err(StartError::Io)? {
+        // Every log file, the error log's and the access logs', at start,
+        // on a reload and on SIGUSR1, is opened by the privileged parent.
+        crate::log::set_opener(broker::open_append);
         let source = Source {
             config: child.config,
             ..source
@@ -224,18 +227,26 @@ fn serve(
     let bound = listen::bound(&per_worker);
     let is_child = life.is_child();
     // What root creates for the user: the pools' socket directory, and the
-    // access log, opened as nginx's master does so that its directory need
-    // not be writable by the user (by the privileged parent for its child).
+    // log files, opened as nginx's master does so that their directory
+    // need not be writable by the user (by the privileged parent for its
+    // child).
     let mut owned: Vec<&std::path::Path> = Vec::new();
     if pools.made_rundir && !is_child {
         owned.push(pools.rundir.as_path());
     }
-    if let crate::config::AccessLog::File(p) = &rt.access_log {
-        let f = broker::open_append(p)
-            .map_err(|e| StartError::Privileges(format!("access log {}: {e}", p.display())))?;
-        crate::local::adopt_log_file(p, f);
-        owned.push(p);
+    // The error log first, so that what follows goes there; then every
+    // log file is opened once, so that one that cannot be is a start-up
+    // error (in the server child, through the privileged parent, as every
+    // log file is: `log::open_append`).
+    crate::log::set_error_log(rt.error_log.as_deref(), rt.error_json).map_err(|e| {
+        StartError::Privileges(format!("error log {}: {e}", path_of(&rt.error_log)))
+    })?;
+    let logs = broker::log_paths(&rt);
+    for p in &logs {
+        crate::log::open_append(p)
+            .map_err(|e| StartError::Privileges(format!("log file {}: {e}", p.display())))?;
     }
+    owned.extend(logs.iter().map(PathBuf::as_path));
     if is_child {
         // Already the user: the parent made it so between fork and exec.
         // SAFETY: getuid/getgid/getppid have no preconditions.
@@ -350,14 +361,12 @@ fn serve(
                 _ = tick.tick(), if life.wants_status() => {
                     life.event(Event::Status, &status(&shared))
                 }
+                // nginx's `reopen`: every log file is opened again by its
+                // name (after logrotate moved it). The pools' state, which
+                // USR1 used to log, is on the status page.
                 _ = usr1.recv() => {
-                    tracing::info!(
-                        "status: {} connection(s) open",
-                        shared.connections.load(std::sync::atomic::Ordering::Relaxed)
-                    );
-                    for p in pools.running.values() {
-                        tracing::info!("status: {}", p.status());
-                    }
+                    crate::log::reopen();
+                    tracing::info!("log files reopened (SIGUSR1)");
                 }
                 _ = term.recv() => break false,
                 _ = int.recv() => break false,
@@ -516,6 +525,11 @@ impl Pools {
     }
 }
 
+fn path_of(p: &Option<PathBuf>) -> String {
+    p.as_deref()
+        .map_or_else(|| "stderr".to_owned(), |p| p.display().to_string())
+}
+
 fn reload(
     source: &Source,
     tx: &watch::Sender<Arc<Runtime>>,
@@ -523,8 +537,21 @@ fn reload(
 ) -> Result<(), ConfigError> {
     match source.fresh() {
         Ok(mut new) => {
-            pools.attach(&mut new);
             let old = tx.borrow().clone();
+            if (&new.error_log, new.error_json) != (&old.error_log, old.error_json) {
+                if let Err(e) = crate::log::set_error_log(new.error_log.as_deref(), new.error_json)
+                {
+                    let e = ConfigError {
+                        file: old.source.clone(),
+                        line: None,
+                        key: "log.error".to_owned(),
+                        message: format!("error log {}: {e}", path_of(&new.error_log)),
+                    };
+                    tracing::error!("reload failed, keeping the running configuration: {e}");
+                    return Err(e);
+                }
+            }
+            pools.attach(&mut new);
             let tls_addrs = |rt: &Runtime| rt.tls.iter().map(|(a, _)| *a).collect::<Vec<_>>();
             if new.listen != old.listen
                 || new.unix != old.unix

@@ -106,6 +106,8 @@ pub async fn run(
             loop {
                 tick.tick().await;
                 worker.flush_log();
+                // The last counts of repeating errors that stopped.
+                ACCEPT_ERRORS.flush();
             }
         })
     };
@@ -179,6 +181,9 @@ pub async fn run(
     worker.flush_log();
 }
 
+/// Failed accepts, logged once per interval with a count.
+static ACCEPT_ERRORS: crate::log::Repeats = crate::log::Repeats::new(crate::log::REPEAT_INTERVAL);
+
 async fn accept_loop(
     listener: Rc<TcpListener>,
     via: Via,
@@ -190,8 +195,9 @@ async fn accept_loop(
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("accept: {e}");
+                // EMFILE and friends: back off instead of spinning, and
+                // say it once with a count rather than 20 times a second.
+                ACCEPT_ERRORS.warn(&format!("accept: {e}"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

@@ -8,7 +8,8 @@
 //! - connections never import handlers;
 //! - the upstream layer knows no protocol and no request: nothing of the
 //!   exchange, the gateway or handlers;
-//! - `local`, `http` and `fs` are leaves.
+//! - `local`, `http` and `fs` are leaves, and so is `log` (the log
+//!   formats and files), which only `local` beneath the exchange may use.
 //!
 //! Handlers also never look at how the request was framed on the wire
 //! (`head.framing`, `req().keep_alive`, `.expect_continue` of the request
@@ -91,7 +92,10 @@ fn forbidden(from: &str, to: &str) -> bool {
     {
         return true;
     }
-    if from == "local" || from == "http" || from == "fs" {
+    if from == "local" && to == "log" {
+        return false;
+    }
+    if from == "local" || from == "http" || from == "fs" || from == "log" {
         return true;
     }
     false

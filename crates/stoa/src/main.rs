@@ -155,16 +155,10 @@ fn main() -> ExitCode {
         rest.extend(args.into_iter().skip(2));
         return stoa_bench::main(rest);
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        // Colour only for a person at a terminal, not in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STOA_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    // The error log: stderr until the configuration names a file.
+    stoa_server::log::init(
+        tracing_subscriber::EnvFilter::try_from_env("STOA_LOG").unwrap_or_else(|_| "info".into()),
+    );
     let cli = Cli::parse();
     match cli.command {
         // Handled before clap parses (see above); listed for --help.

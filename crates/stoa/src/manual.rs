@@ -87,8 +87,9 @@ const SIGNALS: &[(&str, &str)] = &[
     ),
     (
         "SIGUSR1",
-        "Reopen every log file (after logrotate moved them); pool state is on the \
-         status page.",
+        "Reopen every log file (after logrotate moved them): the privileged parent \
+         reopens its error log and passes the signal on, and the server process's \
+         files are reopened through it. Pool state is on the status page.",
     ),
     (
         "SIGUSR2",

@@ -41,7 +41,7 @@ fn start_site(dir: TempDir, workers: usize, pools: &str, routes: &str) -> Site {
     let cfg = dir.write(
         "stoa.toml",
         format!(
-            "{}{pools}\n[[site]]\nroot = \"www\"\n\n{routes}",
+            "{}{pools}\n[[site]]\nroot = \"www\"\n\n{routes}{STATUS_ROUTE}",
             prelude(workers)
         ),
     );

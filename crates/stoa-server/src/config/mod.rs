@@ -9,6 +9,7 @@ pub use crate::conn::h2::Http2Limits;
 use crate::handler::static_files::StaticConfig;
 pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
+use crate::log::access::{Dest, Format};
 pub use crate::proto::Limits;
 pub use crate::upstream::pool::parse_addr;
 use serde::de::{self, Deserializer};
@@ -234,6 +235,22 @@ pub struct CgiGlobalConfig {
 pub struct LogConfig {
     /// Access log: a path, "-" for stdout, or "off".
     pub access: Option<Spanned<String>>,
+    /// Access log lines: "combined" (default), "json", or a template of
+    /// `$variables` (nginx `log_format`).
+    pub format: Option<Spanned<String>>,
+    /// Error log: a path (default: stderr).
+    pub error: Option<Spanned<String>>,
+    /// Error log lines: "plain" (default) or "json".
+    pub error_format: Option<Spanned<String>>,
+}
+
+/// A route's `access_log`: `false` (none), `true` (the server's), or a
+/// file of its own.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RouteLogConfig {
+    On(bool),
+    File(String),
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -361,6 +378,9 @@ pub struct RouteConfig {
     pub try_files: Option<Vec<String>>,
     /// Read request bodies before an application is taken (default true).
     pub request_buffering: Option<bool>,
+    /// `false`: no access-log line for this route; a path: its lines go
+    /// there instead (in the server's `[log] format`).
+    pub access_log: Option<RouteLogConfig>,
 }
 
 /// `lua = {...}`: a Lua script answers (docs/LUA.md).
@@ -639,6 +659,9 @@ pub struct Route {
     pub access: Option<Arc<crate::handler::lua::LuaConfig>>,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
+    /// The route's own access log (off, or another file); None: the
+    /// server's.
+    pub access_log: Option<AccessLog>,
 }
 
 /// `[[site.rewrite]]`, compiled.
@@ -683,6 +706,10 @@ pub struct Runtime {
     /// `user`: whom to run as when started as root (checked to exist).
     pub user: Option<String>,
     pub access_log: AccessLog,
+    /// `[log] error`: the error log's file (None: stderr), and whether its
+    /// lines are JSON.
+    pub error_log: Option<PathBuf>,
+    pub error_json: bool,
     pub limits: Limits,
     pub cache: Cache,
     /// `[http2]`.
@@ -933,10 +960,33 @@ fn build(
         n => n,
     };
 
-    let access_log = match (ov.access_log.as_deref(), &fc.log.access) {
+    let dest = match (ov.access_log.as_deref(), &fc.log.access) {
         (Some(s), _) => parse_access_log(s, &resolve),
         (None, Some(s)) => parse_access_log(s.get_ref(), &resolve),
-        (None, None) => AccessLog::Stdout,
+        (None, None) => Dest::Stdout,
+    };
+    let format = match &fc.log.format {
+        Some(f) => Format::parse(f.get_ref()).map_err(|m| err(Some(f.span()), "log.format", m))?,
+        None => Format::Combined,
+    };
+    let access_log = AccessLog {
+        dest,
+        format: format.clone(),
+    };
+    let error_log = fc.log.error.as_ref().map(|p| resolve(p.get_ref()));
+    let error_json = match fc.log.error_format.as_ref() {
+        None => false,
+        Some(f) => match f.get_ref().as_str() {
+            "plain" => false,
+            "json" => true,
+            other => {
+                return Err(err(
+                    Some(f.span()),
+                    "log.error_format",
+                    format!("`{other}`: write \"plain\" or \"json\""),
+                ))
+            }
+        },
     };
 
     let d = Limits::default();
@@ -1601,12 +1651,21 @@ fn build(
                     "{file}: {rkey}: never used: {key}.route[{prev}] has the same matcher and is tried first"
                 ));
             }
+            let access_log = match &rc.access_log {
+                None | Some(RouteLogConfig::On(true)) => None,
+                Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
+                Some(RouteLogConfig::File(p)) => Some(AccessLog {
+                    dest: parse_access_log(p, &resolve),
+                    format: format.clone(),
+                }),
+            };
             routes.push(Route {
                 matcher,
                 handler,
                 authorizer,
                 access,
                 try_files: rc.try_files.clone(),
+                access_log,
             });
         }
         // The routing rule: deny routes first, then suffix routes in file
@@ -1680,6 +1739,8 @@ fn build(
         workers,
         user,
         access_log,
+        error_log,
+        error_json,
         limits,
         cache,
         http2,
@@ -1951,17 +2012,60 @@ fn self_signed(
     made
 }
 
-fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> AccessLog {
+fn parse_access_log(s: &str, resolve: &dyn Fn(&str) -> PathBuf) -> Dest {
     match s {
-        "off" => AccessLog::Off,
-        "-" => AccessLog::Stdout,
-        p => AccessLog::File(resolve(p)),
+        "off" => Dest::Off,
+        "-" => Dest::Stdout,
+        p => Dest::File(resolve(p)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `[log]`: a template is checked when the file is read (nginx refuses
+    /// an unknown variable in `log_format` at start-up), and names the
+    /// line; a route's `access_log` is off, a file of its own in the
+    /// server's format, or the server's.
+    #[test]
+    fn log_keys_are_checked_and_routes_get_their_own_logs() {
+        let d = dir();
+        let bad = "[log]\naccess = \"a.log\"\nformat = \"$remote_addr $nope\"\n";
+        let e = from_str(bad, "t.toml", &d, &Overrides::default()).expect_err("unknown variable");
+        assert_eq!((e.line, e.key.as_str()), (Some(3), "log.format"), "{e}");
+        assert!(e.message.contains("$nope"), "{e}");
+        let bad = "[log]\nerror_format = \"xml\"\n";
+        let e = from_str(bad, "t.toml", &d, &Overrides::default()).expect_err("bad format");
+        assert_eq!(e.key, "log.error_format");
+        let text = "[log]\naccess = \"a.log\"\nformat = \"json\"\nerror = \"e.log\"\nerror_format = \"json\"\n\
+                    [[site]]\nroot = \".\"\n\
+                    [[site.route]]\nprefix = \"/q/\"\nstatic = {}\naccess_log = false\n\
+                    [[site.route]]\nprefix = \"/o/\"\nstatic = {}\naccess_log = \"o.log\"\n\
+                    [[site.route]]\nprefix = \"/s/\"\nstatic = {}\naccess_log = true\n";
+        let rt = from_str(text, "t.toml", &d, &Overrides::default()).expect("valid");
+        assert_eq!(rt.access_log.format, Format::Json);
+        assert_eq!(rt.error_log, Some(d.join("e.log")));
+        assert!(rt.error_json);
+        let log_of = |p: &str| {
+            rt.sites[0]
+                .routes
+                .iter()
+                .find(|r| matches!(&r.matcher, Matcher::Prefix(x) if x == p))
+                .expect("route")
+                .access_log
+                .clone()
+        };
+        assert_eq!(log_of("/q/"), Some(AccessLog::OFF));
+        assert_eq!(
+            log_of("/o/"),
+            Some(AccessLog {
+                dest: Dest::File(d.join("o.log")),
+                format: Format::Json
+            })
+        );
+        assert_eq!(log_of("/s/"), None);
+    }
 
     fn dir() -> PathBuf {
         let d = std::env::temp_dir().join(format!("stoa-config-test-{}", std::process::id()));
@@ -1993,7 +2097,7 @@ autoindex = false
         let rt = from_str(text, "t.toml", &d, &Overrides::default()).unwrap();
         assert_eq!(rt.listen.len(), 2);
         assert_eq!(rt.workers, 3);
-        assert_eq!(rt.access_log, AccessLog::Off);
+        assert_eq!(rt.access_log.dest, Dest::Off);
         assert_eq!(rt.limits.max_body_bytes, 16 << 20);
         assert_eq!(rt.limits.header_timeout, Duration::from_secs(10));
         assert_eq!(rt.sites.len(), 1);

@@ -5,7 +5,8 @@
 
 use crate::config::Runtime;
 use crate::exchange::Exchange;
-use crate::local::{LogFields, Proto, Worker};
+use crate::local::{Proto, Worker};
+use crate::log::access::Entry;
 use crate::proto::h1::{consume_body, linger, Io};
 use crate::proto::output::Output;
 use crate::proto::settle::settle;
@@ -75,8 +76,9 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     };
                 }
                 let closing = *worker.shutdown.borrow();
-                let mut hsts = None;
-                let (p, rewritten) = route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts);
+                let (mut hsts, mut log) = (None, None);
+                let (p, rewritten) =
+                    route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts, &mut log);
                 let head = rewritten.as_ref().unwrap_or(&head);
                 body_left = head.has_body();
                 let mut keep = if p.runs_async() {
@@ -85,14 +87,16 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     // connection's future.
                     Box::pin(async {
                         let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing)
-                            .with_hsts(hsts);
+                            .with_hsts(hsts)
+                            .with_log(log);
                         route::run(p, &mut ex, &rt, 0).await;
                         ex.keeps()
                     })
                     .await
                 } else {
-                    let mut ex =
-                        Exchange::h1(&mut io, head, &worker, &rt.limits, closing).with_hsts(hsts);
+                    let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing)
+                        .with_hsts(hsts)
+                        .with_log(log);
                     let sync = route::dispatch(p, &mut ex, &rt, 0, &[]).is_none();
                     debug_assert!(sync, "runs_async and dispatch disagree");
                     ex.keeps()
@@ -317,10 +321,21 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
         .position(|&b| b == b'\r' || b == b'\n')
         .unwrap_or(raw.len())
         .min(512);
-    worker.log_access(peer, status, bytes, || LogFields {
-        request_line: Cow::Borrowed(&raw[..end]),
-        referer: None,
-        user_agent: None,
+    let line = &raw[..end];
+    worker.log_access(None, status, || Entry {
+        peer,
+        request_line: Cow::Borrowed(line),
+        head: None,
+        protocol: "",
+        tls: false,
+        status,
+        body_bytes: bytes,
+        bytes_sent: bytes,
+        body_received: raw.len().saturating_sub(line.len()) as u64,
+        request_time: None,
+        upstream_addr: None,
+        upstream_time: None,
+        complete: true,
     });
 }
 

@@ -260,11 +260,13 @@ async fn stream(
         return;
     }
     let head = request_head(&parts, side.body_done());
-    let mut hsts = None;
-    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts);
+    let (mut hsts, mut log) = (None, None);
+    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts, &mut log);
     let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
-        let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits).with_hsts(hsts);
+        let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits)
+            .with_hsts(hsts)
+            .with_log(log);
         route::run(p, &mut ex, rt, 0).await;
         ex.truncated()
     };

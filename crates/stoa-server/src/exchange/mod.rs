@@ -18,7 +18,8 @@ mod sub;
 pub use crate::proto::{BodyFail, Limits};
 pub use sub::{Sub, SubResponse};
 
-use crate::local::{LogFields, Worker};
+use crate::local::{AccessLog, Worker};
+use crate::log::access::Entry;
 use crate::proto::h1::Io;
 use crate::proto::h2::H2Stream;
 use bytes::Bytes;
@@ -27,6 +28,7 @@ use std::fs::File;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 use stoa_h1::body::{push_chunk_header, CHUNK_END, LAST_CHUNK};
 use stoa_h1::response::push_status_line;
 use stoa_h1::{Framing, Method, RequestHead, Version};
@@ -56,6 +58,29 @@ pub struct Exchange<'a> {
     remaining: Option<u64>,
     /// `Strict-Transport-Security`, sent with every head (over TLS).
     hsts: Option<&'a [u8]>,
+    /// The route's own access log (`access_log` of a route), else the
+    /// server's.
+    log: Option<&'a AccessLog>,
+    /// The access-log line is written (by [`Exchange::finish`] or
+    /// [`Exchange::abort`]); otherwise dropping the exchange writes it,
+    /// marked cut: every request has its line.
+    logged: bool,
+    /// When the request began, when the log's format wants durations.
+    began: Option<Instant>,
+    /// Head bytes of the response.
+    head_bytes: u64,
+    /// Request body bytes read.
+    received: u64,
+    /// The application that answers, for the log.
+    upstream: Option<Box<UpstreamTrace>>,
+}
+
+/// The application a gateway took the response from, for the access log
+/// (`$upstream_addr`, `$upstream_response_time`).
+struct UpstreamTrace {
+    addr: String,
+    since: Instant,
+    took: Option<Duration>,
 }
 
 impl<'a> Exchange<'a> {
@@ -79,7 +104,25 @@ impl<'a> Exchange<'a> {
             chunked: false,
             remaining: None,
             hsts: None,
+            log: None,
+            logged: false,
+            // The request's clock, read only when the log wants durations.
+            began: worker.log_timed(None).then(Instant::now),
+            head_bytes: 0,
+            received: 0,
+            upstream: None,
         }
+    }
+
+    /// This request's access log is its route's own (`access_log` of a
+    /// route; off, or another file).
+    #[inline]
+    pub fn with_log(mut self, log: Option<&'a AccessLog>) -> Exchange<'a> {
+        if log.is_some() {
+            self.log = log;
+            self.began = self.worker.log_timed(log).then(Instant::now);
+        }
+        self
     }
 
     /// Every response head of this exchange carries
@@ -132,8 +175,13 @@ impl<'a> Exchange<'a> {
             Side::Sub(s) => Side::Sub(s),
             Side::H2(s) => Side::H2(s),
         };
+        // The redirected request writes the line; this one has none.
+        self.logged = true;
         let mut ex = Exchange::on(side, req, self.worker, self.limits, self.keep);
         ex.hsts = self.hsts;
+        ex.log = self.log;
+        ex.began = self.began;
+        ex.received = self.received;
         ex
     }
 
@@ -242,11 +290,14 @@ impl<'a> Exchange<'a> {
     /// it is complete. Bounded by `max_body_bytes`, `body_timeout` and
     /// `body_min_rate`.
     pub async fn read_body(&mut self, dst: &mut Vec<u8>) -> Result<bool, BodyFail> {
-        match &mut self.side {
+        let before = dst.len();
+        let r = match &mut self.side {
             Side::H1(io) => io.read_body(self.req, self.limits, dst).await,
             Side::Sub(_) => Ok(false),
             Side::H2(s) => s.read_body(self.limits, dst).await,
-        }
+        };
+        self.received += dst.len().saturating_sub(before) as u64;
+        r
     }
 
     /// Whether the request body was read to its end (or there is none).
@@ -298,15 +349,18 @@ impl<'a> Exchange<'a> {
                 self.keep = false;
             }
         }
+        // `head_bytes` holds where the head starts until `end_head`.
         match &mut self.side {
             Side::H1(io) => {
                 let b = io.out.buf();
+                self.head_bytes = b.len() as u64;
                 push_status_line(b, status);
                 self.worker.push_date(b);
             }
             Side::Sub(s) => s.status = status,
             Side::H2(s) => {
                 s.start(status);
+                self.head_bytes = 0;
                 self.worker.push_date(&mut s.head);
             }
         }
@@ -334,6 +388,7 @@ impl<'a> Exchange<'a> {
                 stoa_h1::push_u64(&mut s.head, len);
                 s.head.extend_from_slice(b"\r\n");
             }
+            self.head_bytes = (s.head.len() as u64).saturating_sub(self.head_bytes);
             return;
         }
         let Side::H1(io) = &mut self.side else { return };
@@ -350,6 +405,7 @@ impl<'a> Exchange<'a> {
         } else {
             b.extend_from_slice(b"\r\n");
         }
+        self.head_bytes = (b.len() as u64).saturating_sub(self.head_bytes);
     }
 
     /// Ends a head whose body length is not known yet: HTTP/1.1 chunks it,
@@ -617,17 +673,21 @@ impl<'a> Exchange<'a> {
 
     /// Ends a response cut short (the producer failed mid-body): no last
     /// chunk, so a chunked client sees the truncation; the connection
-    /// closes; the access log line is written.
+    /// closes; the access log line is written, marked cut.
     pub fn abort(&mut self) {
         self.chunked = false;
         self.keep = false;
-        self.finish();
+        self.end(false);
     }
 
     /// Ends the response: the last chunk, and the access log line. A body
     /// shorter than its announced length closes the connection: that is
     /// how the client learns of the truncation.
     pub fn finish(&mut self) {
+        self.end(true);
+    }
+
+    fn end(&mut self, whole: bool) {
         if let Side::H2(s) = &self.side {
             if s.nph.is_some() {
                 self.relay_end();
@@ -642,28 +702,119 @@ impl<'a> Exchange<'a> {
         if self.truncated() {
             self.keep = false;
         }
-        let req = self.req;
-        let (peer, h2) = match &self.side {
-            Side::H1(io) => (io.peer, false),
-            Side::H2(s) => (s.peer, true),
+        let complete = whole && !self.truncated();
+        self.log_line(complete);
+    }
+
+    /// The application answering this request (`unix:/path` or
+    /// `host:port`), from now: `$upstream_addr`, and the clock of
+    /// `$upstream_response_time`. Another call (a retry elsewhere)
+    /// replaces it.
+    pub fn upstream_began(&mut self, addr: String) {
+        self.upstream = Some(Box::new(UpstreamTrace {
+            addr,
+            since: Instant::now(),
+            took: None,
+        }));
+    }
+
+    /// The application's response has all come.
+    pub fn upstream_ended(&mut self) {
+        if let Some(u) = self.upstream.as_mut() {
+            u.took.get_or_insert_with(|| u.since.elapsed());
+        }
+    }
+
+    /// Who asked for what, for error lines: `client: 192.0.2.7:5555,
+    /// request: "GET /x HTTP/1.1"` (escaped: a request cannot forge a line).
+    pub fn who(&self) -> Who<'_> {
+        Who {
+            peer: self.peer(),
+            line: self.req.request_line(),
+            upstream: self.upstream.as_ref().map(|u| u.addr.as_str()),
+        }
+    }
+
+    /// Writes the access-log line once: counted, and to the route's or
+    /// the server's log unless it is off.
+    fn log_line(&mut self, complete: bool) {
+        if self.logged {
+            return;
+        }
+        self.logged = true;
+        let (peer, h2, tls) = match &self.side {
+            Side::H1(io) => (io.peer, false, io.is_tls()),
+            Side::H2(s) => (s.peer, true, s.tls.is_some()),
             Side::Sub(_) => return,
         };
-        self.worker.log_access(peer, self.status, self.sent, || {
-            let line = req.request_line();
-            LogFields {
-                request_line: if h2 {
-                    // The head was built as HTTP/1.1; the log says what
-                    // the client spoke.
-                    let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
-                    l.extend_from_slice(b"HTTP/2.0");
-                    Cow::Owned(l)
-                } else {
-                    Cow::Borrowed(line)
-                },
-                referer: req.header("referer"),
-                user_agent: req.header("user-agent"),
-            }
+        // nginx's 499: the client went before any response was begun.
+        let status = if self.status == 0 { 499 } else { self.status };
+        let req = self.req;
+        let began = self.began;
+        let sent = self.sent;
+        let head = if self.status == 0 { 0 } else { self.head_bytes };
+        let received = self.received;
+        let up = self.upstream.as_deref();
+        self.worker.log_access(self.log, status, || Entry {
+            peer,
+            request_line: if h2 {
+                // The head was built as HTTP/1.1; the log says what the
+                // client spoke.
+                let line = req.request_line();
+                let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
+                l.extend_from_slice(b"HTTP/2.0");
+                Cow::Owned(l)
+            } else {
+                Cow::Borrowed(req.request_line())
+            },
+            head: Some(req),
+            protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
+            tls,
+            status,
+            body_bytes: sent,
+            bytes_sent: head + sent,
+            body_received: received,
+            request_time: began.map(|b| b.elapsed()),
+            upstream_addr: up.map(|u| u.addr.as_str()),
+            upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
+            complete,
         });
+    }
+}
+
+impl Drop for Exchange<'_> {
+    /// A response never finished (the client left, the application died,
+    /// a send timed out, the task was cancelled) still gets its line,
+    /// marked cut, as nginx logs every request with `$request_completion`
+    /// empty for those.
+    fn drop(&mut self) {
+        if !self.logged {
+            self.log_line(false);
+        }
+    }
+}
+
+/// See [`Exchange::who`].
+pub struct Who<'a> {
+    peer: SocketAddr,
+    line: &'a [u8],
+    upstream: Option<&'a str>,
+}
+
+impl std::fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut line = Vec::with_capacity(self.line.len().min(512));
+        crate::log::access::escape_into(&mut line, &self.line[..self.line.len().min(512)]);
+        write!(
+            f,
+            "client: {}, request: \"{}\"",
+            self.peer,
+            String::from_utf8_lossy(&line)
+        )?;
+        if let Some(u) = self.upstream {
+            write!(f, ", upstream: \"{u}\"")?;
+        }
+        Ok(())
     }
 }
 

@@ -14,6 +14,15 @@ use crate::upstream::{Affinity, Lease, NoProcess, Pool};
 use std::io;
 use std::sync::Arc;
 
+/// An application's address as the access and error logs name it:
+/// `unix:/run/php.sock` or `127.0.0.1:9000` (nginx's `$upstream_addr`).
+pub fn target_addr(t: &crate::upstream::Target) -> String {
+    match t {
+        crate::upstream::Target::Unix(p) => format!("unix:{}", p.display()),
+        crate::upstream::Target::Tcp(a) => a.to_string(),
+    }
+}
+
 /// Request bodies are buffered in memory up to this, then in an unlinked
 /// temporary file, so CONTENT_LENGTH can be exact.
 const BODY_IN_MEMORY: usize = 256 * 1024;

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_cgi::{HeadError, Kind};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use tokio::time::{sleep_until, Instant};
@@ -386,8 +386,9 @@ pub async fn serve(
     };
     let Some(_permit) = cfg.limiter.acquire().await else {
         tracing::warn!(
-            "cgi: too many processes and queue full or timed out; 503 for {}",
-            script.script_name
+            "cgi: too many processes and queue full or timed out; 503 for {}; {}",
+            script.script_name,
+            ex.who()
         );
         gateway::simple(ex, 503, &[("Retry-After", b"1")]);
         return Outcome::Done;
@@ -448,10 +449,16 @@ pub async fn serve(
             Vec::new()
         }
     };
+    // The script is the "upstream" of the access log's fields.
+    ex.upstream_began(filename.clone());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!("cgi: cannot run {}: {e}", script.program.display());
+            tracing::error!(
+                "cgi: cannot run {}: {e}; {}",
+                script.program.display(),
+                ex.who()
+            );
             let status = if e.kind() == io::ErrorKind::PermissionDenied {
                 403
             } else {
@@ -465,7 +472,11 @@ pub async fn serve(
         pgid: child.id().and_then(|p| i32::try_from(p).ok()),
     };
     if let Some(stderr) = child.stderr.take() {
-        tokio::task::spawn_local(log_stderr(stderr, script.script_name.clone()));
+        tokio::task::spawn_local(log_stderr(
+            stderr,
+            script.script_name.clone(),
+            ex.who().to_string(),
+        ));
     }
     let pump = Pump {
         stdin: child.stdin.take(),
@@ -507,16 +518,68 @@ pub async fn serve(
 /// before its output is taken as complete.
 const EXIT_GRACE: Duration = Duration::from_millis(200);
 
-async fn log_stderr(stderr: tokio::process::ChildStderr, script: String) {
-    let mut lines = tokio::io::BufReader::new(stderr.take(1 << 20)).split(b'\n');
-    while let Ok(Some(line)) = lines.next_segment().await {
-        let shown = &line[..line.len().min(2048)];
+async fn log_stderr(mut stderr: tokio::process::ChildStderr, script: String, who: String) {
+    // A script's stderr is drained to its end (a script blocked on a full
+    // pipe, or killed by SIGPIPE, would be a worse fate than a long log),
+    // but at most STDERR_LOGGED bytes of it are logged: the rest is
+    // counted and said in one line, never dropped without a word. A line
+    // is kept up to STDERR_LINE bytes (the rest of it is skipped), so a
+    // script that never writes a newline costs no memory.
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    // Bytes of the current line seen (kept or not).
+    let mut line_len = 0usize;
+    let mut logged = 0usize;
+    let (mut dropped, mut dropped_bytes) = (0u64, 0u64);
+    let mut end_line = |line: &mut Vec<u8>, len: usize| {
+        if logged >= STDERR_LOGGED {
+            dropped += 1;
+            dropped_bytes += len as u64 + 1;
+        } else {
+            logged += len + 1;
+            tracing::warn!(
+                "cgi {script}: {} ({who})",
+                String::from_utf8_lossy(line).trim_end()
+            );
+        }
+        line.clear();
+    };
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in chunk[..n].split_inclusive(|&b| b == b'\n') {
+            let (text, ends) = match piece.split_last() {
+                Some((b'\n', t)) => (t, true),
+                _ => (piece, false),
+            };
+            let room = STDERR_LINE.saturating_sub(line.len());
+            line.extend_from_slice(&text[..text.len().min(room)]);
+            line_len += text.len();
+            if ends {
+                end_line(&mut line, line_len);
+                line_len = 0;
+            }
+        }
+    }
+    if line_len > 0 {
+        end_line(&mut line, line_len);
+    }
+    if dropped > 0 {
         tracing::warn!(
-            "cgi {script}: {}",
-            String::from_utf8_lossy(shown).trim_end()
+            "cgi {script}: {dropped} more stderr line(s) ({dropped_bytes} bytes) not logged: \
+             over {} KiB from one request ({who})",
+            STDERR_LOGGED / 1024
         );
     }
 }
+
+/// The longest stderr line logged whole; longer ones are cut there.
+const STDERR_LINE: usize = 2048;
+
+/// Bytes of one script's stderr that are logged line by line.
+const STDERR_LOGGED: usize = 1 << 20;
 
 /// How the pump ended.
 enum Ran {
@@ -569,14 +632,20 @@ async fn run(
         let body_done = !p.streaming || ex.body_done();
         let want_body = p.stdin.is_some() && p.incoming.is_empty() && p.streaming && !body_done;
         let watch_client = !want_body && body_done && ex.can_watch();
-        let room = p.obuf.len() < OUT_CHUNK && !p.stdout_eof;
+        // Until the head is parsed, read past the head limit so that a head
+        // without its end is refused (502) at once; then a chunk at a time.
+        let cap = if started { OUT_CHUNK } else { MAX_HEAD + 1 };
+        let room = p.obuf.len() < cap && !p.stdout_eof;
         if !room && p.obuf.is_empty() && p.stdout_eof {
             break;
         }
         tokio::select! {
             biased;
             r = stdout.read_buf(&mut p.obuf), if room => match r {
-                Ok(0) => p.stdout_eof = true,
+                Ok(0) => {
+                    p.stdout_eof = true;
+                    ex.upstream_ended();
+                }
                 Ok(_) => {
                     deadline = Instant::now() + cfg.timeout;
                     quiet_until = Instant::now() + EXIT_GRACE;
@@ -622,10 +691,10 @@ async fn run(
             },
             _ = sleep_until(deadline) => {
                 if !started {
-                    tracing::error!("cgi {}: no response head within {:?}", script.script_name, cfg.timeout);
+                    tracing::error!("cgi {}: no response head within {:?}; {}", script.script_name, cfg.timeout, ex.who());
                     gateway::fail_now(ex, 504).await;
                 } else {
-                    tracing::error!("cgi {}: no output for {:?}", script.script_name, cfg.timeout);
+                    tracing::error!("cgi {}: no output for {:?}; {}", script.script_name, cfg.timeout, ex.who());
                 }
                 return Ran::Abort;
             }
@@ -647,7 +716,11 @@ async fn run(
                             Err(HeadError::TooLarge) => "head too large".to_owned(),
                             _ => "output ended before a complete head".to_owned(),
                         };
-                        tracing::error!("cgi {}: bad response head: {why}", script.script_name);
+                        tracing::error!(
+                            "cgi {}: bad response head: {why}; {}",
+                            script.script_name,
+                            ex.who()
+                        );
                         gateway::fail_now(ex, 502).await;
                         return Ran::Abort;
                     }
@@ -698,8 +771,9 @@ async fn run(
         // The script promised more than it wrote: the client must see the
         // truncation as a closed connection.
         tracing::error!(
-            "cgi {}: output shorter than its Content-Length",
-            script.script_name
+            "cgi {}: output shorter than its Content-Length; {}",
+            script.script_name,
+            ex.who()
         );
     }
     ex.finish();

@@ -135,6 +135,7 @@ pub async fn serve(
         let Some(lease) = gateway::lease(&pool, key.as_deref(), skip, ex, "proxy").await else {
             return Outcome::Done;
         };
+        ex.upstream_began(gateway::target_addr(&lease.proc.target));
         // A parked connection the upstream closed meanwhile fails before
         // any response byte; one for a request that could not go again is
         // checked first (one recv(MSG_PEEK)).
@@ -148,9 +149,10 @@ pub async fn serve(
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(
-                        "proxy pool {}: server #{}: connect: {e}",
+                        "proxy pool {}: server #{}: connect: {e}; {}",
                         pool.spec.name,
-                        lease.proc.index
+                        lease.proc.index,
+                        ex.who()
                     );
                     lease.hold_off(HOLD_OFF);
                     if pool.procs.len() < 2 {
@@ -174,6 +176,9 @@ pub async fn serve(
                 lease.served();
                 drop(lease);
                 ex.tunnel(&mut app, route.tunnel_timeout).await;
+                // Logged when the tunnel closes, with the bytes it
+                // carried down (as nginx logs a WebSocket's 101).
+                ex.finish();
                 return Outcome::Done;
             }
             Done::Sent { reuse } => {
@@ -346,8 +351,9 @@ async fn exchange(
     };
     if let Err(e) = write_request_head(w, &req, &opts, body) {
         tracing::warn!(
-            "proxy pool {}: request not forwarded: {e:?}",
-            pool.spec.name
+            "proxy pool {}: request not forwarded: {e:?}; {}",
+            pool.spec.name,
+            ex.who()
         );
         gateway::simple(ex, e.status(), &[]);
         return Done::Failed;
@@ -367,8 +373,9 @@ async fn exchange(
         }
         Err(_) => {
             tracing::error!(
-                "proxy pool {}: sending the request timed out",
-                pool.spec.name
+                "proxy pool {}: sending the request timed out; {}",
+                pool.spec.name,
+                ex.who()
             );
             gateway::fail_now(ex, 504).await;
             return Done::Failed;
@@ -525,17 +532,19 @@ async fn exchange(
                 Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
                 Read::Eof | Read::Reset => {
                     tracing::error!(
-                        "proxy pool {}: connection closed in the response head",
-                        pool.spec.name
+                        "proxy pool {}: connection closed in the response head; {}",
+                        pool.spec.name,
+                        ex.who()
                     );
                     gateway::fail_now(ex, 502).await;
                     return Done::Failed;
                 }
                 Read::Timeout => {
                     tracing::error!(
-                        "proxy pool {}: server #{}: no response within {limit:?}",
+                        "proxy pool {}: server #{}: no response within {limit:?}; {}",
                         pool.spec.name,
-                        lease.proc.index
+                        lease.proc.index,
+                        ex.who()
                     );
                     gateway::fail_now(ex, 504).await;
                     return Done::Failed;
@@ -546,7 +555,11 @@ async fn exchange(
                 }
             },
             Err(e) => {
-                tracing::error!("proxy pool {}: bad response head: {e:?}", pool.spec.name);
+                tracing::error!(
+                    "proxy pool {}: bad response head: {e:?}; {}",
+                    pool.spec.name,
+                    ex.who()
+                );
                 gateway::fail_now(ex, 502).await;
                 return Done::Failed;
             }
@@ -662,7 +675,11 @@ async fn exchange(
                     consumed += n;
                 }
                 Err(_) => {
-                    tracing::error!("proxy pool {}: bad response body framing", pool.spec.name);
+                    tracing::error!(
+                        "proxy pool {}: bad response body framing; {}",
+                        pool.spec.name,
+                        ex.who()
+                    );
                     ex.abort();
                     return Done::Failed;
                 }
@@ -683,14 +700,19 @@ async fn exchange(
                 // Cut short: no last chunk, so the client sees the
                 // truncation instead of taking it for a whole body.
                 tracing::error!(
-                    "proxy pool {}: connection lost mid-response",
-                    pool.spec.name
+                    "proxy pool {}: connection lost mid-response; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 ex.abort();
                 return Done::Failed;
             }
             Read::Timeout => {
-                tracing::error!("proxy pool {}: no output for {limit:?}", pool.spec.name);
+                tracing::error!(
+                    "proxy pool {}: no output for {limit:?}; {}",
+                    pool.spec.name,
+                    ex.who()
+                );
                 ex.abort();
                 return Done::Failed;
             }

@@ -387,7 +387,10 @@ fn serve_path(
 ) {
     let meta = match std::fs::metadata(key.as_str()) {
         Ok(m) => m,
-        Err(e) => return ex.error(status_for(&e), &[]),
+        Err(e) => {
+            let status = refused(&e, key, ex);
+            return ex.error(status, &[]);
+        }
     };
     if meta.is_dir() {
         if !norm.ends_with('/') {
@@ -435,6 +438,18 @@ fn file_name(path: &str) -> &str {
         Some(i) => &path[i + 1..],
         None => path,
     }
+}
+
+/// The status for a file that could not be opened or read. One the
+/// server may not read (EACCES: its mode or owner) is logged with the
+/// path, as nginx logs `open() "..." failed (13: Permission denied)`:
+/// the operator sees why the 403 came. (Symlinks leading out of the root
+/// are logged where they are refused.)
+fn refused(e: &io::Error, path: &str, ex: &Exchange<'_>) -> u16 {
+    if e.raw_os_error() == Some(libc::EACCES) {
+        tracing::warn!("static: {path}: {e} (403); {}", ex.who());
+    }
+    status_for(e)
 }
 
 fn status_for(e: &io::Error) -> u16 {
@@ -631,7 +646,10 @@ fn serve_file(
 ) {
     match lookup(cfg, cache, key, meta, name) {
         Ok((entry, file)) => serve_entry(cfg, req, cache, ex, key, entry, file),
-        Err(e) => ex.error(status_for(&e), &[]),
+        Err(e) => {
+            let status = refused(&e, key, ex);
+            ex.error(status, &[]);
+        }
     }
 }
 
@@ -792,7 +810,10 @@ fn serve_listing(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, dir: &st
     }
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) => return ex.error(status_for(&e), &[]),
+        Err(e) => {
+            let status = refused(&e, dir, ex);
+            return ex.error(status, &[]);
+        }
     };
     let mut entries = Vec::new();
     for de in rd.flatten() {

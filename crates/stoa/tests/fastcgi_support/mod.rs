@@ -1,6 +1,6 @@
 //! Helpers for the FastCGI tests: the applications of `tests/fastcgi-apps`
 //! (the C one compiled here against libfcgi), Stoa's own `stoa-hello-fcgi`,
-//! a site with pools, the SIGUSR1 status lines, php-fpm started with a
+//! a site with pools, the pools' state from the status page, php-fpm started with a
 //! generated configuration, applications started by hand on a socket, a
 //! small FastCGI client (the `stoa_fastcgi` gateway side) to talk to an
 //! application directly, `/proc` probes and checksums.
@@ -200,7 +200,7 @@ impl Site {
         self.dir.write("stoa.toml", site_config(pools, routes));
     }
 
-    /// The processes of pool `name`, from a fresh SIGUSR1 status line.
+    /// The processes of pool `name`, from the status page.
     pub fn status(&self, name: &str) -> PoolStatus {
         pool_status(&self.server, name)
     }
@@ -241,13 +241,17 @@ impl Site {
 
 pub fn site_config(pools: &str, routes: &str) -> String {
     format!(
-        "{}{pools}\n[[site]]\nroot = \"www\"\n\n{routes}",
+        "{}{pools}\n[[site]]\nroot = \"www\"\n\n{routes}{STATUS_ROUTE}",
         prelude(2)
     )
 }
 
+/// Where the tests' sites serve the status page (loopback only).
+pub const STATUS_PATH: &str = "/stoa-test-status";
+pub const STATUS_ROUTE: &str = "\n[[site.route]]\nprefix = \"/stoa-test-status\"\nstatus = {}\n";
+
 // ---------------------------------------------------------------------------
-// Status lines (SIGUSR1)
+// The pools' state, from the status page
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcStatus {
@@ -262,6 +266,7 @@ pub struct ProcStatus {
 
 #[derive(Debug, Clone)]
 pub struct PoolStatus {
+    /// The pool's part of the status page, as JSON text.
     pub line: String,
     pub waiting: usize,
     pub procs: Vec<ProcStatus>,
@@ -285,68 +290,54 @@ impl PoolStatus {
     }
 }
 
-/// Parses `status: pool NAME: waiting N; #0 Running pid P busy b/c served s
-/// restarts r; ...`.
-pub fn parse_status(line: &str, name: &str) -> Option<PoolStatus> {
-    let start = line.find(&format!("status: pool {name}: "))?;
-    let rest = &line[start + format!("status: pool {name}: ").len()..];
-    let mut parts = rest.trim().split("; ");
-    let waiting = parts
-        .next()?
-        .strip_prefix("waiting ")?
-        .trim()
-        .parse()
-        .ok()?;
+/// Pool `name` of the status page's JSON (`?format=json`). States are
+/// written as the tests name them (`Running`); a spawned pool's stopped
+/// slots are left out, as idle capacity rather than processes.
+pub fn parse_status(json: &str, name: &str) -> Option<PoolStatus> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let pool = v["pools"].as_array()?.iter().find(|p| p["name"] == name)?;
+    let spawned = pool["kind"] == "spawned";
     let mut procs = Vec::new();
-    for p in parts {
-        let w: Vec<&str> = p.split_whitespace().collect();
-        // #0 Running pid 12 busy 0/1 served 3 restarts 0
-        if w.len() < 10 {
-            return None;
+    for c in pool["processes"].as_array()? {
+        let state = c["state"].as_str()?;
+        if spawned && state == "stopped" {
+            continue;
         }
-        let (busy, cap) = w[5].split_once('/')?;
+        let mut cap = state.chars();
+        let state = cap
+            .next()
+            .map(|f| f.to_ascii_uppercase().to_string() + cap.as_str())
+            .unwrap_or_default();
         procs.push(ProcStatus {
-            index: w[0].strip_prefix('#')?.parse().ok()?,
-            state: w[1].to_owned(),
-            pid: w[3].parse().ok()?,
-            busy: busy.parse().ok()?,
-            capacity: cap.parse().ok()?,
-            served: w[7].parse().ok()?,
-            restarts: w[9].parse().ok()?,
+            index: c["index"].as_u64()? as usize,
+            state,
+            // An address pool's slot is a server, named by its address,
+            // not a process of Stoa's: pid 0, as a stopped slot's.
+            pid: if spawned {
+                c["pid"].as_i64()? as i32
+            } else {
+                0
+            },
+            busy: c["busy"].as_u64()? as usize,
+            capacity: c["capacity"].as_u64()? as usize,
+            served: c["served"].as_u64()?,
+            restarts: c["restarts"].as_u64()? as u32,
         });
     }
     Some(PoolStatus {
-        line: line.to_owned(),
-        waiting,
+        line: pool.to_string(),
+        waiting: pool["waiting"].as_u64()? as usize,
         procs,
     })
 }
 
-/// Sends SIGUSR1 and returns pool `name`'s fresh status line.
+/// Pool `name`'s state now, from the status page (which SIGUSR1 used to
+/// log; SIGUSR1 now reopens the log files, as nginx's does).
 pub fn pool_status(server: &Server, name: &str) -> PoolStatus {
-    let from = server.stderr().len();
-    server.signal(libc::SIGUSR1);
-    let needle = format!("status: pool {name}: ");
-    assert!(
-        server.wait_stderr(from, &needle, Duration::from_secs(5)),
-        "no status line for pool {name} after SIGUSR1; stderr:\n{}",
-        server.stderr()
-    );
-    // The line may still be arriving: wait for its newline.
-    let until = Instant::now() + Duration::from_secs(2);
-    loop {
-        let s = server.stderr();
-        let tail = &s[from..];
-        if let Some(i) = tail.find(&needle) {
-            if let Some(end) = tail[i..].find('\n') {
-                let line = &tail[i..i + end];
-                return parse_status(line, name)
-                    .unwrap_or_else(|| panic!("unparsable status line {line:?}"));
-            }
-        }
-        assert!(Instant::now() < until, "status line never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let r = server.get(&format!("{STATUS_PATH}?format=json"));
+    assert_eq!(r.status, 200, "status page: {r:?}");
+    let text = r.text();
+    parse_status(&text, name).unwrap_or_else(|| panic!("no pool {name} in the status page {text}"))
 }
 
 // ---------------------------------------------------------------------------

@@ -179,12 +179,13 @@ async fn run(
         let Some(lease) = gateway::lease(pool, key.as_deref(), skip, ex, "fastcgi").await else {
             return Ran::Sent;
         };
+        ex.upstream_began(gateway::target_addr(&lease.proc.target));
         let up = if lease.proc.multiplexes() {
             match mux::start(&lease.proc, role, params, pool.spec.timeout).await {
                 Ok(r) => Ok(Upstream::Mux(r)),
                 Err(mux::StartError::Connect(e)) => Err(e),
                 Err(mux::StartError::Protocol(e)) => {
-                    tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
+                    tracing::error!("fastcgi pool {}: {e}; {}", pool.spec.name, ex.who());
                     gateway::simple(ex, 500, &[]);
                     return Ran::Sent;
                 }
@@ -215,7 +216,7 @@ async fn run(
                 Ok(app) => match Direct::start(app, &lease, role, params, reused) {
                     Ok(d) => Ok(Upstream::Direct(Box::new(d))),
                     Err(e) => {
-                        tracing::error!("fastcgi pool {}: {e}", pool.spec.name);
+                        tracing::error!("fastcgi pool {}: {e}; {}", pool.spec.name, ex.who());
                         gateway::simple(ex, 500, &[]);
                         return Ran::Sent;
                     }
@@ -227,9 +228,10 @@ async fn run(
             Ok(u) => u,
             Err(e) => {
                 tracing::warn!(
-                    "fastcgi pool {}: process #{}: {e}",
+                    "fastcgi pool {}: process #{}: cannot connect: {e}; {}",
                     pool.spec.name,
-                    lease.proc.index
+                    lease.proc.index,
+                    ex.who()
                 );
                 lease.failed();
                 if pool.procs.len() < 2 {
@@ -261,7 +263,7 @@ async fn run(
                 };
                 if !resendable || stale_left == 0 || !input.rewind() {
                     tracing::error!(
-                        "fastcgi pool {}: process #{} ({}) {what}; 502 ({} {})",
+                        "fastcgi pool {}: process #{} ({}) {what}; 502 ({} {}); {}",
                         pool.spec.name,
                         proc.index,
                         proc.target,
@@ -270,7 +272,8 @@ async fn run(
                             "tried enough"
                         } else {
                             "not sent again"
-                        }
+                        },
+                        ex.who()
                     );
                     // Part of the body may be gone to the application:
                     // answer and close (as `fail` does).
@@ -282,7 +285,7 @@ async fn run(
                 // die with it again).
                 let other = pool.procs.len() > 1;
                 tracing::info!(
-                    "fastcgi pool {}: process #{} ({}) {what}; retrying on {}",
+                    "fastcgi pool {}: process #{} ({}) {what}; retrying on {}; {}",
                     pool.spec.name,
                     proc.index,
                     proc.target,
@@ -290,7 +293,8 @@ async fn run(
                         "another process"
                     } else {
                         "a new one"
-                    }
+                    },
+                    ex.who()
                 );
                 stale_left -= 1;
                 if other {
@@ -695,7 +699,11 @@ async fn exchange(
                 }
                 Ok(n) => u.stdin(&chunk[..n]),
                 Err(e) => {
-                    tracing::error!("fastcgi pool {}: request body spool: {e}", pool.spec.name);
+                    tracing::error!(
+                        "fastcgi pool {}: request body spool: {e}; {}",
+                        pool.spec.name,
+                        ex.who()
+                    );
                     spool_failed = true;
                     break;
                 }
@@ -759,16 +767,18 @@ async fn exchange(
                 }
                 if down.is_none() && granted.is_none() {
                     tracing::error!(
-                        "fastcgi pool {}: no response within {:?}",
+                        "fastcgi pool {}: no response within {:?}; {}",
                         pool.spec.name,
-                        timeout
+                        timeout,
+                        ex.who()
                     );
                     gateway::fail_now(ex, 504).await;
                 } else {
                     tracing::error!(
-                        "fastcgi pool {}: no output for {:?}",
+                        "fastcgi pool {}: no output for {:?}; {}",
                         pool.spec.name,
-                        timeout
+                        timeout,
+                        ex.who()
                     );
                 }
                 break End::Abort;
@@ -794,7 +804,7 @@ async fn exchange(
             match ev {
                 // After an Authorizer's 200 the body is dropped.
                 Event::Stdout { data, .. } if granted.is_none() => out.extend_from_slice(&data),
-                Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data),
+                Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data, ex),
                 Event::Values(v) => {
                     if let Some(l) = &lease {
                         l.proc.learn(&v, &pool.spec);
@@ -804,6 +814,7 @@ async fn exchange(
                     protocol_status, ..
                 } => {
                     ended = true;
+                    ex.upstream_ended();
                     if let Some(l) = &lease {
                         l.proc.values_settled(&pool.spec);
                     }
@@ -823,8 +834,9 @@ async fn exchange(
                     break End::Refused(ps);
                 }
                 tracing::warn!(
-                    "fastcgi pool {}: application refused the request ({ps:?}); 503",
-                    pool.spec.name
+                    "fastcgi pool {}: application refused the request ({ps:?}); 503; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 break fail(ex, 503).await;
             }
@@ -838,8 +850,9 @@ async fn exchange(
             }
             if app_eof {
                 tracing::error!(
-                    "fastcgi pool {}: authorizer lost before its end",
-                    pool.spec.name
+                    "fastcgi pool {}: authorizer lost before its end; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 break fail(ex, 502).await;
             }
@@ -868,7 +881,11 @@ async fn exchange(
                         Err(HeadError::TooLarge) => "head too large".to_owned(),
                         _ => "output ended before a complete head".to_owned(),
                     };
-                    tracing::error!("fastcgi pool {}: bad response: {why}", pool.spec.name);
+                    tracing::error!(
+                        "fastcgi pool {}: bad response: {why}; {}",
+                        pool.spec.name,
+                        ex.who()
+                    );
                     break fail(ex, 502).await;
                 }
                 Ok(Some((mut h, n))) => {
@@ -932,8 +949,9 @@ async fn exchange(
                 // Died mid-response: no last chunk, so the client sees the
                 // truncation instead of taking it for a whole body.
                 tracing::error!(
-                    "fastcgi pool {}: connection lost mid-response",
-                    pool.spec.name
+                    "fastcgi pool {}: connection lost mid-response; {}",
+                    pool.spec.name,
+                    ex.who()
                 );
                 break End::Abort;
             }
@@ -1003,12 +1021,13 @@ fn variables(h: &stoa_cgi::ResponseHead) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn log_stderr(pool: &str, data: &[u8]) {
+fn log_stderr(pool: &str, data: &[u8], ex: &Exchange<'_>) {
     for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         let shown = &line[..line.len().min(2048)];
         tracing::warn!(
-            "fastcgi {pool}: {}",
-            String::from_utf8_lossy(shown).trim_end()
+            "fastcgi {pool}: {} ({})",
+            String::from_utf8_lossy(shown).trim_end(),
+            ex.who()
         );
     }
 }
