@@ -14,7 +14,7 @@ use crate::upstream::pool::{self, Pool};
 use crate::{listen, worker};
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
@@ -481,11 +481,7 @@ impl Pools {
                 Some(p) if p.spec == *spec => p,
                 old => {
                     if !self.made_rundir {
-                        use std::os::unix::fs::DirBuilderExt;
-                        let _ = std::fs::DirBuilder::new()
-                            .mode(0o700)
-                            .recursive(true)
-                            .create(&self.rundir);
+                        self.rundir = make_rundir(&self.rundir);
                         self.made_rundir = true;
                     }
                     self.generation += 1;
@@ -523,6 +519,38 @@ impl Pools {
             let _ = std::fs::remove_dir_all(&self.rundir);
         }
     }
+}
+
+/// Makes the pools' private directory at `want` (`/tmp/stoa-PID`), or
+/// beside it when that name is taken. A directory of that name is left by
+/// a process that had our pid and was killed before it could remove it
+/// (pids are reused); it may belong to another user (a root Stoa, where
+/// we run as `nobody`), so it is never reused: our sockets go in a
+/// directory only we made, mode 0700.
+fn make_rundir(want: &Path) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut dir = want.to_path_buf();
+    for n in 1..=100u32 {
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return dir,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Stale (no live process has our pid): removed when we may.
+                if std::fs::remove_dir_all(&dir).is_ok()
+                    && std::fs::DirBuilder::new().mode(0o700).create(&dir).is_ok()
+                {
+                    return dir;
+                }
+                let mut name = want.as_os_str().to_owned();
+                name.push(format!(".{n}"));
+                dir = PathBuf::from(name);
+            }
+            Err(e) => {
+                tracing::error!("pools' run directory {}: {e}", dir.display());
+                return dir;
+            }
+        }
+    }
+    dir
 }
 
 fn path_of(p: &Option<PathBuf>) -> String {
@@ -573,5 +601,49 @@ fn reload(
             tracing::error!("reload failed, keeping the running configuration: {e}");
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("stoa-unit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("scratch dir");
+        d
+    }
+
+    /// A directory left by a killed process that had our pid is not
+    /// reused as it is (it may be another user's): it is replaced by one
+    /// of ours, mode 0700.
+    #[test]
+    fn a_stale_run_directory_of_our_name_is_replaced_by_a_fresh_private_one() {
+        let base = scratch("rundir-stale");
+        let want = base.join("stoa-1");
+        std::fs::create_dir(&want).expect("stale dir");
+        std::fs::write(want.join("old.sock"), b"").expect("stale file");
+        let got = make_rundir(&want);
+        assert_eq!(got, want);
+        assert!(!want.join("old.sock").exists());
+        let mode = std::fs::metadata(&got).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A name taken by something that cannot be removed as a directory
+    /// gives a directory beside it rather than sockets nobody can create.
+    #[test]
+    fn a_run_directory_name_that_cannot_be_taken_gives_one_beside_it() {
+        let base = scratch("rundir-taken");
+        let want = base.join("stoa-2");
+        std::fs::write(&want, b"not a directory").expect("file in the way");
+        let got = make_rundir(&want);
+        assert_eq!(got, base.join("stoa-2.1"));
+        assert!(got.is_dir());
+        assert!(want.is_file(), "what was there is left alone");
+        let _ = std::fs::remove_dir_all(&base);
     }
 }
