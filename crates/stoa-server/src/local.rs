@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 pub use crate::log::access::AccessLog;
-use crate::log::access::{Dest, Entry, Times};
+use crate::log::access::{Combined, Dest, Entry, Times};
 
 /// Worker threads serving requests (set once at start).
 static WORKERS: AtomicUsize = AtomicUsize::new(1);
@@ -223,11 +223,14 @@ impl Worker {
     /// Counts a response and appends its access-log line, to the route's
     /// own log (`route`) or the server's. The line's fields are asked for
     /// only when that log is on (finding them was a few hundred
-    /// instructions a response with the log off).
+    /// instructions a response with the log off), and only those its
+    /// format prints: `combined` (the default, on every request's path)
+    /// for the Combined format, `entry` for the others.
     pub fn log_access<'r>(
         &self,
         route: Option<&AccessLog>,
         status: u16,
+        combined: impl FnOnce() -> Combined<'r>,
         entry: impl FnOnce() -> Entry<'r>,
     ) {
         self.count_response(status);
@@ -252,21 +255,19 @@ impl Worker {
                 Some(l) => &l.format,
                 None => &sink.log.format,
             };
-            let e = entry();
             let clock = self.clock.borrow();
-            let now = if matches!(format, crate::log::access::Format::Combined) {
-                Duration::from_secs(clock.secs)
+            if let crate::log::access::Format::Combined = format {
+                crate::log::access::write_combined_line(&mut sink.buf, &combined(), &clock.clf);
             } else {
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or(Duration::ZERO)
-            };
-            let times = Times {
-                clf: &clock.clf,
-                iso: &clock.iso,
-                now,
-            };
-            crate::log::access::write_line(&mut sink.buf, format, &e, &times);
+                let times = Times {
+                    clf: &clock.clf,
+                    iso: &clock.iso,
+                    now: SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or(Duration::ZERO),
+                };
+                crate::log::access::write_line(&mut sink.buf, format, &entry(), &times);
+            }
             sink.buf.len() >= LOG_FLUSH_BYTES
         };
         if full {

@@ -6,7 +6,7 @@
 use crate::config::Runtime;
 use crate::exchange::Exchange;
 use crate::local::{Proto, Worker};
-use crate::log::access::Entry;
+use crate::log::access::{Combined, Entry};
 use crate::proto::h1::{consume_body, linger, Io};
 use crate::proto::output::Output;
 use crate::proto::settle::settle;
@@ -322,21 +322,33 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
         .unwrap_or(raw.len())
         .min(512);
     let line = &raw[..end];
-    worker.log_access(None, status, || Entry {
-        peer,
-        request_line: Cow::Borrowed(line),
-        head: None,
-        protocol: "",
-        tls: false,
+    worker.log_access(
+        None,
         status,
-        body_bytes: bytes,
-        bytes_sent: bytes,
-        body_received: raw.len().saturating_sub(line.len()) as u64,
-        request_time: None,
-        upstream_addr: None,
-        upstream_time: None,
-        complete: true,
-    });
+        || Combined {
+            peer,
+            request_line: line,
+            h2: false,
+            status,
+            body_bytes: bytes,
+            head: None,
+        },
+        || Entry {
+            peer,
+            request_line: Cow::Borrowed(line),
+            head: None,
+            protocol: "",
+            tls: false,
+            status,
+            body_bytes: bytes,
+            bytes_sent: bytes,
+            body_received: raw.len().saturating_sub(line.len()) as u64,
+            request_time: None,
+            upstream_addr: None,
+            upstream_time: None,
+            complete: true,
+        },
+    );
 }
 
 #[cfg(test)]

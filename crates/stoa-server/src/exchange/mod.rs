@@ -19,7 +19,7 @@ pub use crate::proto::{BodyFail, Limits};
 pub use sub::{Sub, SubResponse};
 
 use crate::local::{AccessLog, Worker};
-use crate::log::access::Entry;
+use crate::log::access::{Combined, Entry};
 use crate::proto::h1::Io;
 use crate::proto::h2::H2Stream;
 use bytes::Bytes;
@@ -742,43 +742,60 @@ impl<'a> Exchange<'a> {
             return;
         }
         self.logged = true;
-        let (peer, h2, tls) = match &self.side {
-            Side::H1(io) => (io.peer, false, io.is_tls()),
-            Side::H2(s) => (s.peer, true, s.tls.is_some()),
+        let (peer, h2) = match &self.side {
+            Side::H1(io) => (io.peer, false),
+            Side::H2(s) => (s.peer, true),
             Side::Sub(_) => return,
         };
         // nginx's 499: the client went before any response was begun.
         let status = if self.status == 0 { 499 } else { self.status };
         let req = self.req;
-        let began = self.began;
-        let sent = self.sent;
-        let head = if self.status == 0 { 0 } else { self.head_bytes };
-        let received = self.received;
-        let up = self.upstream.as_deref();
-        self.worker.log_access(self.log, status, || Entry {
-            peer,
-            request_line: if h2 {
-                // The head was built as HTTP/1.1; the log says what the
-                // client spoke.
-                let line = req.request_line();
-                let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
-                l.extend_from_slice(b"HTTP/2.0");
-                Cow::Owned(l)
-            } else {
-                Cow::Borrowed(req.request_line())
-            },
-            head: Some(req),
-            protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
-            tls,
+        // The rest is read only by the format that prints it (the
+        // Combined one, on every request's path, needs none of it).
+        let this = &*self;
+        self.worker.log_access(
+            self.log,
             status,
-            body_bytes: sent,
-            bytes_sent: head + sent,
-            body_received: received,
-            request_time: began.map(|b| b.elapsed()),
-            upstream_addr: up.map(|u| u.addr.as_str()),
-            upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
-            complete,
-        });
+            || Combined {
+                peer,
+                request_line: req.request_line(),
+                h2,
+                status,
+                body_bytes: this.sent,
+                head: Some(req),
+            },
+            || {
+                let up = this.upstream.as_deref();
+                Entry {
+                    peer,
+                    request_line: if h2 {
+                        // The head was built as HTTP/1.1; the log says
+                        // what the client spoke.
+                        let line = req.request_line();
+                        let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
+                        l.extend_from_slice(b"HTTP/2.0");
+                        Cow::Owned(l)
+                    } else {
+                        Cow::Borrowed(req.request_line())
+                    },
+                    head: Some(req),
+                    protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
+                    tls: match &this.side {
+                        Side::H1(io) => io.is_tls(),
+                        Side::H2(s) => s.tls.is_some(),
+                        Side::Sub(_) => false,
+                    },
+                    status,
+                    body_bytes: this.sent,
+                    bytes_sent: if this.status == 0 { 0 } else { this.head_bytes } + this.sent,
+                    body_received: this.received,
+                    request_time: this.began.map(|b| b.elapsed()),
+                    upstream_addr: up.map(|u| u.addr.as_str()),
+                    upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
+                    complete,
+                }
+            },
+        );
     }
 }
 
