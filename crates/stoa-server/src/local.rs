@@ -112,6 +112,9 @@ pub struct Worker {
     sinks: RefCell<Vec<Sink>>,
     /// The server's access log format needs the request's duration.
     timed: Cell<bool>,
+    /// The server's access log is on (its sink's destination is not
+    /// `off`): checked before the sinks are borrowed.
+    logs: Cell<bool>,
     pub shutdown: watch::Receiver<bool>,
     /// Set by [`Worker::stop_idle`]: idle connections close.
     stopping: Cell<bool>,
@@ -138,6 +141,7 @@ impl Worker {
             clock: RefCell::new(Clock::new()),
             sinks: RefCell::new(vec![Sink::new(access_log.clone())]),
             timed: Cell::new(access_log.format.timed()),
+            logs: Cell::new(!access_log.is_off()),
             shutdown,
             stopping: Cell::new(false),
             idle: RefCell::new(slab::Slab::new()),
@@ -214,7 +218,7 @@ impl Worker {
 
     /// Counts a response by status class, for the status page.
     #[inline]
-    fn count_response(&self, status: u16) {
+    pub fn count_response(&self, status: u16) {
         if let (Some(w), 100..=599) = (self.shared.stats.get(self.index), status) {
             w.responses[usize::from(status / 100 - 1)].fetch_add(1, Ordering::Relaxed);
         }
@@ -226,6 +230,7 @@ impl Worker {
     /// instructions a response with the log off), and only those its
     /// format prints: `combined` (the default, on every request's path)
     /// for the Combined format, `entry` for the others.
+    #[inline]
     pub fn log_access<'r>(
         &self,
         route: Option<&AccessLog>,
@@ -234,6 +239,32 @@ impl Worker {
         entry: impl FnOnce() -> Entry<'r>,
     ) {
         self.count_response(status);
+        if self.logs_to(route) {
+            self.write_access(route, combined, entry);
+        }
+    }
+
+    /// Whether the access log a response goes to (`route`: its route's
+    /// own, else the server's) is on: checked before a line's fields are
+    /// gathered, so that with the log off a response costs only this.
+    #[inline]
+    pub fn logs_to(&self, route: Option<&AccessLog>) -> bool {
+        match route {
+            None => self.logs.get(),
+            Some(l) => !l.is_off(),
+        }
+    }
+
+    /// The line of [`Worker::log_access`], into its sink's buffer (out of
+    /// line: its frame is not set up for the responses that are not
+    /// logged).
+    #[inline(never)]
+    pub fn write_access<'r>(
+        &self,
+        route: Option<&AccessLog>,
+        combined: impl FnOnce() -> Combined<'r>,
+        entry: impl FnOnce() -> Entry<'r>,
+    ) {
         let full = {
             let mut sinks = self.sinks.borrow_mut();
             let i = match route {
@@ -297,6 +328,7 @@ impl Worker {
             sinks[0].log = access_log.clone();
         }
         self.timed.set(access_log.format.timed());
+        self.logs.set(!access_log.is_off());
     }
 }
 

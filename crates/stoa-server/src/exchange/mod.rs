@@ -742,20 +742,28 @@ impl<'a> Exchange<'a> {
             return;
         }
         self.logged = true;
+        if let Side::Sub(_) = self.side {
+            return;
+        }
+        // nginx's 499: the client went before any response was begun.
+        let status = if self.status == 0 { 499 } else { self.status };
+        self.worker.count_response(status);
+        // Checked before the line's fields are gathered: with the log off,
+        // a response costs no more than this.
+        if !self.worker.logs_to(self.log) {
+            return;
+        }
         let (peer, h2) = match &self.side {
             Side::H1(io) => (io.peer, false),
             Side::H2(s) => (s.peer, true),
             Side::Sub(_) => return,
         };
-        // nginx's 499: the client went before any response was begun.
-        let status = if self.status == 0 { 499 } else { self.status };
         let req = self.req;
         // The rest is read only by the format that prints it (the
         // Combined one, on every request's path, needs none of it).
         let this = &*self;
-        self.worker.log_access(
+        self.worker.write_access(
             self.log,
-            status,
             || Combined {
                 peer,
                 request_line: req.request_line(),
