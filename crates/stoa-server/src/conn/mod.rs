@@ -38,6 +38,23 @@ pub(crate) fn follow(mut rx: watch::Receiver<Arc<Runtime>>) {
 /// True when `rt` changed.
 #[inline]
 pub(crate) fn refresh(rt: &mut Arc<Runtime>) -> bool {
+    // The usual case is checked inline, with a shared borrow; the update
+    // is out of line, so that its frame is not set up for every request.
+    let current = LATEST.with(|l| {
+        let Ok(l) = l.try_borrow() else {
+            return true;
+        };
+        l.as_ref()
+            .is_none_or(|l| !l.rx.has_changed().unwrap_or(false) && Arc::ptr_eq(rt, &l.rt))
+    });
+    !current && refresh_slow(rt)
+}
+
+/// [`refresh`] after a reload (or on a connection that took an older
+/// runtime): out of line.
+#[cold]
+#[inline(never)]
+fn refresh_slow(rt: &mut Arc<Runtime>) -> bool {
     LATEST.with(|l| {
         let Ok(mut l) = l.try_borrow_mut() else {
             return false;
