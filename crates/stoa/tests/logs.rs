@@ -310,6 +310,61 @@ fn a_php_fpm_worker_killed_mid_response_leaves_a_line() {
     );
 }
 
+/// Requests `stoa bench` sends in the logrotate tests.
+const ROTATE_N: u64 = 20_000;
+
+/// Runs `logrotate -f CONF` once `log` has lines, while `stoa bench`
+/// sends [`ROTATE_N`] kept-alive requests to `addr`; checks they all
+/// completed and waits for the lines to be flushed. The lines in `log`
+/// (the new file) and in `rotated`.
+fn rotate_under_load(
+    dir: &TempDir,
+    addr: std::net::SocketAddr,
+    conf: &Path,
+    log: &Path,
+    rotated: &Path,
+) -> (u64, u64) {
+    let url = format!("http://{addr}/index.html");
+    let bench = std::thread::spawn(move || {
+        Command::new(stoa_bin())
+            .args(["bench", "-n", &ROTATE_N.to_string(), "-c", "4", "-k", &url])
+            .output()
+            .expect("run stoa bench")
+    });
+    // Rotate once the log has lines, while the load goes on.
+    wait_text(log, Duration::from_secs(20), |t| t.lines().count() > 100);
+    let out = Command::new("/usr/sbin/logrotate")
+        .arg("-f")
+        .arg("-s")
+        .arg(dir.join("logrotate.state"))
+        .arg(conf)
+        .output()
+        .expect("run logrotate");
+    assert!(out.status.success(), "logrotate: {out:?}");
+    let out = bench.join().expect("bench thread");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let complete = report
+        .lines()
+        .find_map(|l| l.strip_prefix("Complete requests:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no count in:\n{report}"));
+    assert_eq!(complete, ROTATE_N, "{report}");
+    let count = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .count() as u64
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while count(log) + count(rotated) < ROTATE_N && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A flush or two more: nothing beyond the requests may come.
+    std::thread::sleep(Duration::from_millis(1500));
+    (count(log), count(rotated))
+}
+
 /// logrotate's `create` + `postrotate kill -USR1` (nginx's reopen) in the
 /// middle of `stoa bench` load: every request is in exactly one of the
 /// two files (their lines add up to the requests), and both have some.
@@ -332,52 +387,10 @@ fn logrotate_with_usr1_under_load_keeps_every_request_in_exactly_one_file() {
             server.pid()
         ),
     );
-    const N: u64 = 20_000;
-    let url = format!("http://{}/index.html", server.addr);
-    let bench = std::thread::spawn(move || {
-        Command::new(stoa_bin())
-            .args(["bench", "-n", &N.to_string(), "-c", "4", "-k", &url])
-            .output()
-            .expect("run stoa bench")
-    });
-    // Rotate once the log has lines, while the load goes on.
-    wait_text(&log, Duration::from_secs(20), |t| t.lines().count() > 100);
-    let out = Command::new("/usr/sbin/logrotate")
-        .arg("-f")
-        .arg("-s")
-        .arg(dir.join("logrotate.state"))
-        .arg(&conf)
-        .output()
-        .expect("run logrotate");
-    assert!(out.status.success(), "logrotate: {out:?}");
-    let out = bench.join().expect("bench thread");
-    let report = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| -> u64 {
-        report
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in:\n{report}"))
-    };
-    assert_eq!(field("Complete requests:"), N, "{report}");
-    let rotated = dir.join("access.log.1");
-    let count = |p: &Path| {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .lines()
-            .count() as u64
-    };
-    let until = Instant::now() + Duration::from_secs(10);
-    while count(&log) + count(&rotated) < N && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // A flush or two more: nothing beyond N may come.
-    std::thread::sleep(Duration::from_millis(1500));
-    let (new, old) = (count(&log), count(&rotated));
+    let (new, old) = rotate_under_load(&dir, server.addr, &conf, &log, &dir.join("access.log.1"));
     assert_eq!(
         new + old,
-        N,
+        ROTATE_N,
         "{old} lines in the rotated file, {new} in the new one"
     );
     assert!(old > 0 && new > 0, "{old} rotated, {new} new");
@@ -775,49 +788,16 @@ fn logrotate_create_root_adm_under_a_privileged_parent_keeps_every_request_in_on
             server.pid()
         ),
     );
-    const N: u64 = 20_000;
-    let url = format!("http://{}/index.html", server.addr);
-    let bench = std::thread::spawn(move || {
-        Command::new(stoa_bin())
-            .args(["bench", "-n", &N.to_string(), "-c", "4", "-k", &url])
-            .output()
-            .expect("run stoa bench")
-    });
-    wait_text(&log, Duration::from_secs(20), |t| t.lines().count() > 100);
-    let out = Command::new("/usr/sbin/logrotate")
-        .arg("-f")
-        .arg("-s")
-        .arg(dir.join("logrotate.state"))
-        .arg(&conf)
-        .output()
-        .expect("run logrotate");
-    assert!(out.status.success(), "logrotate: {out:?}");
-    let out = bench.join().expect("bench thread");
-    let report = String::from_utf8_lossy(&out.stdout);
-    let complete = report
-        .lines()
-        .find_map(|l| l.strip_prefix("Complete requests:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no count in:\n{report}"));
-    assert_eq!(complete, N, "{report}");
-    let rotated = dir.join("logs/access.log.1");
-    let count = |p: &Path| {
-        std::fs::read_to_string(p)
-            .unwrap_or_default()
-            .lines()
-            .count() as u64
-    };
-    let until = Instant::now() + Duration::from_secs(10);
-    while count(&log) + count(&rotated) < N && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // A flush or two more: nothing beyond N may come.
-    std::thread::sleep(Duration::from_millis(1500));
-    let (new, old) = (count(&log), count(&rotated));
+    let (new, old) = rotate_under_load(
+        &dir,
+        server.addr,
+        &conf,
+        &log,
+        &dir.join("logs/access.log.1"),
+    );
     assert_eq!(
         new + old,
-        N,
+        ROTATE_N,
         "{old} lines in the rotated file, {new} in the new one\nerror log:\n{}",
         std::fs::read_to_string(&err).unwrap_or_default()
     );
