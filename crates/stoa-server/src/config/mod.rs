@@ -22,6 +22,7 @@ use std::time::Duration;
 use toml::Spanned;
 pub use wire::{ProxyProtocol, UnixListen};
 
+mod reach;
 mod wire;
 
 pub mod files;

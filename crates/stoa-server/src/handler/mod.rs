@@ -8,9 +8,12 @@ pub mod cgi;
 pub mod fastcgi;
 pub mod lua;
 pub mod proxy;
+pub(crate) mod redirect;
+pub(crate) mod respond;
 pub mod ssi;
 pub mod static_files;
 pub mod status;
+pub(crate) mod template;
 
 /// How an asynchronous handler ended.
 #[derive(Debug)]

@@ -1,0 +1,342 @@
+//! Templates of values built per request from config text: a `redirect`
+//! route's `Location` (`https://$host$uri`). Parsed once at load time
+//! into pieces, so a request only copies; an unknown `$name` or a capture
+//! the route's regex does not have is a config error, not a silent empty
+//! string (nginx takes `$unknown` as an error too).
+
+/// One piece of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    /// `$scheme`: `http` or `https`.
+    Scheme,
+    /// `$host`: the request's host name, lowercase, without its port
+    /// (nginx `$host`).
+    Host,
+    /// `$http_host`: the Host as sent, port included (nginx `$http_host`).
+    HttpHost,
+    /// `$uri`: the path routing chose by (decoded, normalized, after
+    /// rewrites), percent-encoded again.
+    Uri,
+    /// `$query` or `$args`: the query as sent, without `?`.
+    Query,
+    /// `$is_args`: `?` when there is a query, else nothing.
+    IsArgs,
+    /// `$request_uri`: the target the client sent (path and query, as sent,
+    /// before any rewrite).
+    RequestUri,
+    /// `$1`..`$9`: a capture group of the route's `regex`.
+    Capture(usize),
+}
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Template {
+    pieces: Vec<Piece>,
+    /// The highest capture group used (0: none).
+    max_capture: usize,
+}
+
+/// What a template is expanded with.
+pub(crate) struct Vars<'a> {
+    pub scheme: &'a str,
+    /// The `Host` (or an absolute-form target's authority) as sent.
+    pub host: Option<&'a [u8]>,
+    /// The decoded, normalized path.
+    pub uri: &'a str,
+    pub query: Option<&'a [u8]>,
+    pub request_uri: &'a [u8],
+    /// The route regex's captures on `uri`, when the route has one.
+    pub captures: Option<regex::Captures<'a>>,
+}
+
+/// Names a template may use, for messages and docs.
+const NAMES: &str =
+    "$scheme, $host, $http_host, $uri, $query, $args, $is_args, $request_uri, $1..$9, $$";
+
+impl Template {
+    /// Parses `text`. `groups` is how many capture groups the route's
+    /// regex has (0 without a regex route): `$N` beyond it is refused.
+    pub(crate) fn parse(text: &str, groups: usize) -> Result<Template, String> {
+        let mut pieces = Vec::new();
+        let mut lit = String::new();
+        let mut max_capture = 0;
+        let mut rest = text;
+        while let Some(i) = rest.find('$') {
+            lit.push_str(&rest[..i]);
+            rest = &rest[i + 1..];
+            if let Some(r) = rest.strip_prefix('$') {
+                lit.push('$');
+                rest = r;
+                continue;
+            }
+            // `${name}` separates a name from the letters after it.
+            let (name, after) = if let Some(r) = rest.strip_prefix('{') {
+                let end = r
+                    .find('}')
+                    .ok_or_else(|| format!("`{text}`: `${{` without its `}}`"))?;
+                (&r[..end], &r[end + 1..])
+            } else if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                // One digit, as nginx: `$10` is `$1` then `0`.
+                rest.split_at(1)
+            } else {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                rest.split_at(end)
+            };
+            let piece = match name {
+                "scheme" => Piece::Scheme,
+                "host" => Piece::Host,
+                "http_host" => Piece::HttpHost,
+                "uri" => Piece::Uri,
+                "query" | "args" => Piece::Query,
+                "is_args" => Piece::IsArgs,
+                "request_uri" => Piece::RequestUri,
+                n if n.len() == 1 && n.as_bytes()[0].is_ascii_digit() => {
+                    let g = usize::from(n.as_bytes()[0] - b'0');
+                    if g == 0 || g > groups {
+                        return Err(if groups == 0 {
+                            format!("`{text}`: `${n}` needs a `regex` route with capture groups")
+                        } else {
+                            format!(
+                                "`{text}`: `${n}`: the route's regex has {groups} capture group(s)"
+                            )
+                        });
+                    }
+                    max_capture = max_capture.max(g);
+                    Piece::Capture(g)
+                }
+                "" => {
+                    return Err(format!(
+                        "`{text}`: a `$` without a name (write `$$` for `$`)"
+                    ))
+                }
+                n => {
+                    return Err(format!(
+                        "`{text}`: unknown variable `${n}` (known: {NAMES})"
+                    ))
+                }
+            };
+            if !lit.is_empty() {
+                pieces.push(Piece::Text(std::mem::take(&mut lit)));
+            }
+            pieces.push(piece);
+            rest = after;
+        }
+        lit.push_str(rest);
+        if !lit.is_empty() {
+            pieces.push(Piece::Text(lit));
+        }
+        if let Some(Piece::Text(t)) = pieces.iter().find(|p| match p {
+            Piece::Text(t) => t.bytes().any(|b| b.is_ascii_control()),
+            _ => false,
+        }) {
+            return Err(format!("`{t}`: control characters cannot go in a header"));
+        }
+        Ok(Template {
+            pieces,
+            max_capture,
+        })
+    }
+
+    /// Whether the template reads regex captures.
+    pub(crate) fn uses_captures(&self) -> bool {
+        self.max_capture > 0
+    }
+
+    /// The value for one request, or None when it cannot be made: `$host`
+    /// or `$http_host` without a plain host name (a missing Host, a
+    /// name with characters no host name has), or a control character
+    /// from the request that would break the header.
+    pub(crate) fn expand(&self, v: &Vars<'_>) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(128);
+        for p in &self.pieces {
+            match p {
+                Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
+                Piece::Scheme => out.extend_from_slice(v.scheme.as_bytes()),
+                Piece::Host => {
+                    let h = crate::http::host_name(v.host);
+                    if !is_plain_host(h) {
+                        return None;
+                    }
+                    out.extend(h.bytes().map(|b| b.to_ascii_lowercase()));
+                }
+                Piece::HttpHost => {
+                    let raw = v.host?;
+                    let (h, port) = split_port(raw)?;
+                    if !is_plain_host(h) {
+                        return None;
+                    }
+                    out.extend_from_slice(h.as_bytes());
+                    if let Some(p) = port {
+                        out.push(b':');
+                        out.extend_from_slice(p);
+                    }
+                }
+                Piece::Uri => push_encoded(&mut out, v.uri),
+                Piece::Query => out.extend_from_slice(v.query.unwrap_or(b"")),
+                Piece::IsArgs => {
+                    if v.query.is_some_and(|q| !q.is_empty()) {
+                        out.push(b'?');
+                    }
+                }
+                Piece::RequestUri => out.extend_from_slice(v.request_uri),
+                Piece::Capture(g) => {
+                    if let Some(m) = v.captures.as_ref().and_then(|c| c.get(*g)) {
+                        push_encoded(&mut out, m.as_str());
+                    }
+                }
+            }
+        }
+        // What came from the request is checked here: the parsers refuse
+        // control characters in targets, but a header built from them
+        // must not depend on that.
+        if out.iter().any(|&b| b.is_ascii_control()) {
+            return None;
+        }
+        Some(out)
+    }
+}
+
+/// Decoded path text percent-encoded again (unreserved characters and
+/// `/` kept): a `Location` is a URI reference (RFC 9110 §10.2.2), and
+/// this keeps a decoded `%0d%0a` or space from reaching the header raw.
+fn push_encoded(out: &mut Vec<u8>, s: &str) {
+    let mut e = String::new();
+    crate::http::path::encode_into(s, &mut e);
+    out.extend_from_slice(e.as_bytes());
+}
+
+/// A host and its port (`example.com:8080`, `[::1]:8080`) split, the
+/// port checked to be digits.
+fn split_port(raw: &[u8]) -> Option<(&str, Option<&[u8]>)> {
+    let h = crate::http::host_name(Some(raw));
+    let rest = &raw[h.len()..];
+    match rest {
+        [] => Some((h, None)),
+        [b':', port @ ..] if port.iter().all(u8::is_ascii_digit) => Some((h, Some(port))),
+        _ => None,
+    }
+}
+
+/// A host name or IP literal with nothing else in it: letters, digits,
+/// `.`, `-`, `_`, or a bracketed IPv6 address. What `$host` may put into
+/// a `Location` (the Host header is the client's to write).
+pub(crate) fn is_plain_host(h: &str) -> bool {
+    if let Some(v6) = h.strip_prefix('[') {
+        return v6
+            .strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+    }
+    !h.is_empty()
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Template, Vars};
+
+    fn vars<'a>(uri: &'a str, query: Option<&'a [u8]>) -> Vars<'a> {
+        Vars {
+            scheme: "https",
+            host: Some(b"Example.COM:8443"),
+            uri,
+            query,
+            request_uri: b"/old/a%20b?x=1",
+            captures: None,
+        }
+    }
+
+    fn expand(t: &str, v: &Vars<'_>) -> String {
+        let t = Template::parse(t, 0).unwrap();
+        String::from_utf8(t.expand(v).unwrap()).unwrap()
+    }
+
+    /// nginx's `return 301 https://$host$request_uri;`, the canonical
+    /// https redirect: `$host` is lowercase without the port.
+    #[test]
+    fn variables_expand_as_nginx_names_them() {
+        let v = vars("/old/a b", Some(b"x=1"));
+        assert_eq!(
+            expand("https://$host$request_uri", &v),
+            "https://example.com/old/a%20b?x=1"
+        );
+        assert_eq!(
+            expand("$scheme://$http_host$uri$is_args$args", &v),
+            "https://Example.COM:8443/old/a%20b?x=1"
+        );
+        assert_eq!(expand("/new?$query&y=2", &v), "/new?x=1&y=2");
+        assert_eq!(expand("${uri}x", &v), "/old/a%20bx");
+        assert_eq!(expand("a$$b", &v), "a$b");
+    }
+
+    #[test]
+    fn is_args_is_empty_without_a_query() {
+        let v = vars("/p", None);
+        assert_eq!(expand("$uri$is_args$args", &v), "/p");
+        let v = vars("/p", Some(b""));
+        assert_eq!(expand("$uri$is_args$args", &v), "/p");
+    }
+
+    /// Captures come from the decoded path and are encoded again: nginx
+    /// puts `$1` into `return 301` decoded, so `/a%20b` redirects to a
+    /// `Location` with a raw space in it (not a URI, RFC 3986 §2.1).
+    /// Control characters never reach here: normalization refuses them.
+    #[test]
+    fn captures_are_percent_encoded_and_one_digit_long() {
+        let re = regex::Regex::new(r"^/blog/(\d+)/(.*)$").unwrap();
+        let uri = "/blog/42/a b:c";
+        let t = Template::parse("/posts/$2?id=$10", re.captures_len() - 1).unwrap();
+        assert!(t.uses_captures());
+        let mut v = vars(uri, None);
+        v.captures = re.captures(uri);
+        let out = String::from_utf8(t.expand(&v).unwrap()).unwrap();
+        assert_eq!(out, "/posts/a%20b%3Ac?id=420");
+    }
+
+    #[test]
+    fn unknown_names_and_missing_groups_are_config_errors() {
+        for (t, groups, why) in [
+            ("/x/$nope", 0, "unknown variable `$nope`"),
+            ("/x/$1", 0, "needs a `regex` route"),
+            ("/x/$3", 2, "has 2 capture group"),
+            ("/x/$0", 2, "has 2 capture group"),
+            ("/x/$", 0, "without a name"),
+            ("/x/${uri", 0, "without its"),
+            ("/x/\r\n", 0, "control characters"),
+        ] {
+            let e = Template::parse(t, groups).unwrap_err();
+            assert!(e.contains(why), "{t}: {e}");
+        }
+    }
+
+    /// A Host that is not a plain name gives no value: the redirect is
+    /// refused (400) rather than sent somewhere the client chose oddly.
+    #[test]
+    fn a_host_that_is_not_a_plain_name_gives_no_location() {
+        let t = Template::parse("https://$host/", 0).unwrap();
+        for bad in [&b"a b"[..], b"a/b", b"", b"[zz]", b"x@y"] {
+            let mut v = vars("/", None);
+            v.host = Some(bad);
+            assert_eq!(t.expand(&v), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let mut v = vars("/", None);
+        v.host = None;
+        assert_eq!(t.expand(&v), None);
+        v.host = Some(b"[::1]:8080");
+        assert_eq!(t.expand(&v).unwrap(), b"https://[::1]/");
+        let t = Template::parse("https://$http_host/", 0).unwrap();
+        assert_eq!(t.expand(&v).unwrap(), b"https://[::1]:8080/");
+        v.host = Some(b"a:80x");
+        assert_eq!(t.expand(&v), None);
+    }
+
+    #[test]
+    fn a_query_with_a_control_character_gives_no_location() {
+        let t = Template::parse("/x?$args", 0).unwrap();
+        let v = vars("/", Some(b"a\nb"));
+        assert_eq!(t.expand(&v), None);
+    }
+}
