@@ -1375,6 +1375,7 @@ fn build(
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                     buffering: rc.request_buffering.unwrap_or(true),
+                    timeout: None,
                 }))
             } else if let Some(px) = &rc.proxy {
                 let f = px.get_ref();
@@ -1422,6 +1423,7 @@ fn build(
                         .connect_timeout
                         .as_ref()
                         .map_or(Duration::from_secs(5), |d| d.0),
+                    timeout: None,
                     http10: match f.http_version.as_deref() {
                         None | Some("1.1") => false,
                         Some("1.0") => true,
@@ -1472,6 +1474,7 @@ fn build(
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect(),
                         buffering: rc.request_buffering.unwrap_or(true),
+                        timeout: None,
                     },
                     statics: Arc::new(statics),
                     front_controller,

@@ -40,6 +40,9 @@ pub struct StaticConfig {
     /// For an `alias` route: the prefix removed from the path before it is
     /// mapped under the root.
     strip: Option<String>,
+    /// `default_type`: the `Content-Type` of files whose extension names
+    /// none (nginx `default_type`); None: `application/octet-stream`.
+    default_type: Option<Box<[u8]>>,
 }
 
 impl StaticConfig {
@@ -54,6 +57,7 @@ impl StaticConfig {
             follow_symlinks: false,
             scripts: Vec::new(),
             strip: None,
+            default_type: None,
         })
     }
 
@@ -67,6 +71,12 @@ impl StaticConfig {
         self.follow_symlinks = follow_symlinks;
         self.scripts = scripts;
         self.strip = strip;
+        self
+    }
+
+    /// Files whose extension names no type are sent as `t`.
+    pub(crate) fn with_default_type(mut self, t: Option<&str>) -> StaticConfig {
+        self.default_type = t.map(|t| t.as_bytes().into());
         self
     }
 
@@ -121,6 +131,9 @@ struct Entry {
     modified: u64,
     etag: Box<[u8]>,
     content_type: &'static str,
+    /// The extension named no type: `content_type` is the fallback, which
+    /// a route's `default_type` replaces.
+    untyped: bool,
     /// `Content-Type`, `Accept-Ranges`, `Last-Modified`, `ETag` and, for
     /// compressible types, `Vary`: encoded once per file, not per request.
     headers: Bytes,
@@ -508,7 +521,9 @@ fn lookup(
 
 fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
     let modified = u64::try_from(m.mtime()).unwrap_or(0);
-    let (content_type, compressible) = content_type(name);
+    let known = known_type(name);
+    let untyped = known.is_none();
+    let (content_type, compressible) = known.unwrap_or(UNTYPED);
     // Size and mtime to the nanosecond: a same-size rewrite within one
     // second still changes the tag (Last-Modified cannot tell).
     let etag = format!("\"{:x}-{:x}-{:x}\"", modified, m.size(), m.mtime_nsec())
@@ -539,6 +554,7 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
         modified,
         etag,
         content_type,
+        untyped,
         headers: Bytes::from(h),
         validators_at,
         compressible,
@@ -548,13 +564,15 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
     }
 }
 
+/// The type of a file whose extension names none (RFC 9110 §8.3: the
+/// recipient may then treat it as this).
+const UNTYPED: (&str, bool) = ("application/octet-stream", false);
+
 /// The media type for a file name, with `charset=utf-8` for text, and
-/// whether precompressed variants are worth looking for.
-fn content_type(name: &str) -> (&'static str, bool) {
-    let ext = match name.rsplit_once('.') {
-        Some((_, e)) => e,
-        None => return ("application/octet-stream", false),
-    };
+/// whether precompressed variants are worth looking for; None when the
+/// extension names no type.
+fn known_type(name: &str) -> Option<(&'static str, bool)> {
+    let (_, ext) = name.rsplit_once('.')?;
     // The commonest types first, without allocating.
     let known = match ext {
         "html" | "htm" => Some(("text/html; charset=utf-8", true)),
@@ -574,20 +592,20 @@ fn content_type(name: &str) -> (&'static str, bool) {
         "bin" => Some(("application/octet-stream", false)),
         _ => None,
     };
-    if let Some(k) = known {
-        return k;
+    if known.is_some() {
+        return known;
     }
     match mime_guess::from_ext(ext).first_raw() {
         Some(t) if t.starts_with("text/") => {
             // Leaked once per distinct text type (a handful at most), so
             // entries can hold a &'static str.
-            (text_with_charset(t), true)
+            Some((text_with_charset(t), true))
         }
-        Some(t) => (
+        Some(t) => Some((
             t,
             t.ends_with("+xml") || t.ends_with("json") || t.ends_with("javascript"),
-        ),
-        None => ("application/octet-stream", false),
+        )),
+        None => None,
     }
 }
 
@@ -694,12 +712,26 @@ fn serve_entry(
             };
             if let Some((ventry, vfile)) = variant {
                 key.truncate(base_len);
-                return respond(req, ex, &ventry, vfile, Some(coding), &cache.boundary);
+                return respond(req, ex, &ventry, vfile, Some(coding), cfg, &cache.boundary);
             }
         }
         key.truncate(base_len);
     }
-    respond(req, ex, &entry, file, None, &cache.boundary)
+    respond(req, ex, &entry, file, None, cfg, &cache.boundary)
+}
+
+/// The entry's header block; a file whose extension names no type gets
+/// the route's `default_type` in place of the block's first field
+/// (`Content-Type`, always first).
+fn push_fields(ex: &mut Exchange<'_>, e: &Entry, cfg: &StaticConfig) {
+    match &cfg.default_type {
+        Some(t) if e.untyped => {
+            ex.header("Content-Type", t);
+            let rest = e.headers.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+            ex.raw_headers(&e.headers[rest..]);
+        }
+        _ => ex.raw_headers(&e.headers),
+    }
 }
 
 fn respond(
@@ -708,6 +740,7 @@ fn respond(
     e: &Entry,
     file: Option<Rc<File>>,
     encoding: Option<&[u8]>,
+    cfg: &StaticConfig,
     boundary: &str,
 ) {
     let cond = conditional::Request {
@@ -745,7 +778,7 @@ fn respond(
     match ranges {
         range::Ranges::Ignore => {
             ex.start(200);
-            ex.raw_headers(&e.headers);
+            push_fields(ex, e, cfg);
             if let Some(c) = encoding {
                 ex.header("Content-Encoding", c);
             }
@@ -759,7 +792,7 @@ fn respond(
         range::Ranges::Satisfiable(rs) if rs.len() == 1 => {
             let r = rs[0].clone();
             ex.start(206);
-            ex.raw_headers(&e.headers);
+            push_fields(ex, e, cfg);
             if let Some(c) = encoding {
                 ex.header("Content-Encoding", c);
             }
@@ -768,7 +801,11 @@ fn respond(
             body(ex, e, &file, r);
         }
         range::Ranges::Satisfiable(rs) => {
-            let plan = range::multipart(&rs, e.size, e.content_type, boundary);
+            let ctype = match (&cfg.default_type, e.untyped) {
+                (Some(t), true) => std::str::from_utf8(t).unwrap_or(e.content_type),
+                _ => e.content_type,
+            };
+            let plan = range::multipart(&rs, e.size, ctype, boundary);
             ex.start(206);
             // The part headers carry Content-Type; the message's is multipart.
             for line in e.headers.split(|&b| b == b'\n') {

@@ -40,6 +40,9 @@ pub struct FastCgiRoute {
     pub params: Vec<(String, String)>,
     /// Read the request body before taking a process.
     pub buffering: bool,
+    /// The route's `timeout`: how long the application may keep this
+    /// route's requests waiting for output, in place of the pool's.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Serves a request from a FastCGI pool (the Responder role). `pools` are
@@ -88,7 +91,8 @@ pub async fn serve(
         params.set(k, v.as_bytes());
     }
     gateway::add_variables(&mut params, extra);
-    match run(&pool, Role::Responder, &params, &mut input, ex).await {
+    let timeout = route.timeout.unwrap_or(pool.spec.timeout);
+    match run(&pool, Role::Responder, &params, &mut input, ex, timeout).await {
         Ran::Sent => Outcome::Done,
         Ran::Redirect(loc) => Outcome::Redirect(loc),
         // Only an Authorizer's answer is taken as a grant.
@@ -131,7 +135,8 @@ pub async fn authorize(pool: usize, ex: &mut Exchange<'_>, pools: &[Arc<Pool>]) 
         )
     });
     let mut input = Input::None;
-    match run(&pool, Role::Authorizer, &params, &mut input, ex).await {
+    let timeout = pool.spec.timeout;
+    match run(&pool, Role::Authorizer, &params, &mut input, ex, timeout).await {
         Ran::Authorized(vars) => Authz::Allow(vars),
         Ran::Sent => Authz::Answered,
         // An Authorizer's local redirect is not a grant.
@@ -160,6 +165,7 @@ async fn run(
     params: &stoa_cgi::Env,
     input: &mut Input,
     ex: &mut Exchange<'_>,
+    timeout: std::time::Duration,
 ) -> Ran {
     let key = gateway::affinity_key(&pool.spec.affinity, ex);
     let head = ex.req();
@@ -244,7 +250,7 @@ async fn run(
             }
         };
         let proc = lease.proc.clone();
-        match exchange(ex, pool, lease, up, role, input).await {
+        match exchange(ex, pool, lease, up, role, input, timeout).await {
             done @ (Done::Stale(_) | Done::Lost) => {
                 // The keep-alive race: the application closed a parked
                 // connection as the request went out on it; or a process
@@ -649,6 +655,7 @@ async fn exchange(
     up: Upstream,
     role: Role,
     input: &mut Input,
+    timeout: std::time::Duration,
 ) -> Done {
     let process = lease.proc.index;
     let mut up = Some(up);
@@ -668,7 +675,6 @@ async fn exchange(
             Input::Stream(_) => {}
         }
     }
-    let timeout = pool.spec.timeout;
     let sleep = tokio::time::sleep(timeout);
     tokio::pin!(sleep);
     let mut incoming = Vec::new();
