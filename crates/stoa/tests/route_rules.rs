@@ -90,7 +90,10 @@ fn a_redirect_route_builds_its_location_from_the_request_on_http1() {
     // `Server::get` sends `Host: t`.
     assert_eq!(r.header("location"), Some("http://t/elsewhere/moved/p?q"));
     let r = s.request(b"GET /moved/p HTTP/1.1\r\nHost: t:8080\r\n\r\n");
-    assert_eq!(r.header("location"), Some("http://t:8080/elsewhere/moved/p"));
+    assert_eq!(
+        r.header("location"),
+        Some("http://t:8080/elsewhere/moved/p")
+    );
 
     let r = s.get("/to-host/x");
     assert_eq!(r.status, 302, "nginx and Caddy default to 302: {r:?}");
@@ -172,10 +175,17 @@ fn an_extension_route_answers_a_missing_asset_without_asking_php() {
         ),
     );
     let s = Server::with_config(&cfg);
-    for path in ["/wp-content/themes/t/missing.css", "/x/LOGO.PNG", "/a.woff2"] {
+    for path in [
+        "/wp-content/themes/t/missing.css",
+        "/x/LOGO.PNG",
+        "/a.woff2",
+    ] {
         let r = s.get(path);
         assert_eq!(r.status, 404, "{path}: {r:?}");
-        assert!(r.body.len() < 300, "{path}: a small 404, not the app's page");
+        assert!(
+            r.body.len() < 300,
+            "{path}: a small 404, not the app's page"
+        );
     }
     let r = s.get("/wp-content/themes/t/style.css");
     assert_eq!((r.status, r.text().as_str()), (200, "body{}\n"));
@@ -212,10 +222,8 @@ fn a_routes_max_body_bytes_replaces_the_servers_on_http1_and_http2() {
     );
     let s = Server::with_config(&cfg);
     let post = |path: &str, n: usize| {
-        let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {n}\r\n\r\n"
-        )
-        .into_bytes();
+        let mut req =
+            format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {n}\r\n\r\n").into_bytes();
         req.extend(std::iter::repeat_n(b'x', n));
         s.request(&req)
     };
@@ -231,18 +239,27 @@ fn a_routes_max_body_bytes_replaces_the_servers_on_http1_and_http2() {
           8\r\nxxxxxxxx\r\n8\r\nxxxxxxxx\r\n0\r\n\r\n",
     );
     assert_eq!(r.status, 413, "{r:?}");
-    let mut big = b"POST /big/ HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n".to_vec();
+    let mut big =
+        b"POST /big/ HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n".to_vec();
     big.extend([b'x'; 2000]);
     big.extend_from_slice(b"\r\n0\r\n\r\n");
     let r = s.request(&big);
-    assert_eq!((r.status, r.text().trim()), (200, "2000"), "over the server's limit, under the route's");
+    assert_eq!(
+        (r.status, r.text().trim()),
+        (200, "2000"),
+        "over the server's limit, under the route's"
+    );
 
     let body20 = "x".repeat(20);
     let (status, head, _) = curl_h2c(s.addr, "/small/", &["--data-binary", &body20]);
     assert_eq!(status, 413, "{head}");
     let body2000 = "x".repeat(2000);
     let (status, head, body) = curl_h2c(s.addr, "/big/", &["--data-binary", &body2000]);
-    assert_eq!((status, String::from_utf8_lossy(&body).trim()), (200, "2000"), "{head}");
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).trim()),
+        (200, "2000"),
+        "{head}"
+    );
 }
 
 /// nginx `fastcgi_read_timeout` in one `location`: a route's `timeout`
@@ -253,7 +270,10 @@ fn a_routes_timeout_replaces_its_pools_response_timeout() {
     require(PHP_CGI, "php-cgi");
     let dir = TempDir::new("rr-timeout");
     dir.write("www/slow.php", "<?php sleep(2); echo \"late\\n\";\n");
-    dir.write("www/report/slow.php", "<?php sleep(2); echo \"report\\n\";\n");
+    dir.write(
+        "www/report/slow.php",
+        "<?php sleep(2); echo \"report\\n\";\n",
+    );
     let cfg = dir.config(
         "stoa.toml",
         &format!(
@@ -318,7 +338,9 @@ fn check_warns_about_a_regex_route_that_earlier_routes_leave_nothing() {
     );
     assert!(o.status.success(), "{t}");
     assert!(
-        t.contains("warning:") && t.contains("site[0].route[2]: never used") && t.contains("site[0].route[1]"),
+        t.contains("warning:")
+            && t.contains("site[0].route[2]: never used")
+            && t.contains("site[0].route[1]"),
         "{t}"
     );
     assert!(!t.contains("route[3]: never used"), "{t}");

@@ -352,6 +352,8 @@ pub struct PhpRouteConfig {
 pub struct RouteConfig {
     pub prefix: Option<String>,
     pub suffix: Option<String>,
+    /// A regular expression searched in the path (`(?i)` for any case).
+    pub regex: Option<Spanned<String>>,
     #[serde(rename = "static")]
     pub static_: Option<Spanned<StaticRouteConfig>>,
     pub cgi: Option<Spanned<CgiRouteConfig>>,
@@ -612,6 +614,8 @@ pub enum Matcher {
         suffix: String,
         split: bool,
     },
+    /// Searched in the path (`regex` crate syntax; `(?i)` for any case).
+    Regex(regex::Regex),
 }
 
 impl Matcher {
@@ -621,6 +625,19 @@ impl Matcher {
             Matcher::Suffix { suffix, split } => {
                 ends_with_ignore_case(path, suffix) || (*split && split_at(path, suffix).is_some())
             }
+            Matcher::Regex(re) => re.is_match(path),
+        }
+    }
+
+    /// The matcher as `stoa check`'s reachability analysis sees it.
+    fn pattern(&self) -> reach::Pattern<'_> {
+        match self {
+            Matcher::Prefix(p) => reach::Pattern::Prefix(p),
+            Matcher::Suffix { suffix, split } => reach::Pattern::Suffix {
+                suffix,
+                split: *split,
+            },
+            Matcher::Regex(re) => reach::Pattern::Regex(re.as_str()),
         }
     }
 }
@@ -732,16 +749,6 @@ pub struct Runtime {
     /// What `stoa check` and start-up report without refusing the file
     /// (shadowed routes).
     pub warnings: Vec<String>,
-}
-
-fn same_matcher(a: &Matcher, b: &Matcher) -> bool {
-    match (a, b) {
-        (Matcher::Prefix(x), Matcher::Prefix(y)) => x == y,
-        (Matcher::Suffix { suffix: x, .. }, Matcher::Suffix { suffix: y, .. }) => {
-            x.eq_ignore_ascii_case(y)
-        }
-        _ => false,
-    }
 }
 
 impl Runtime {
@@ -1305,24 +1312,30 @@ fn build(
                 .fastcgi
                 .as_ref()
                 .is_some_and(|f| f.get_ref().split_path.is_some());
-            let matcher = match (&rc.prefix, &rc.suffix) {
-                (Some(p), None) if p.starts_with('/') => Matcher::Prefix(p.clone()),
-                (Some(_), None) => {
+            let matcher = match (&rc.prefix, &rc.suffix, &rc.regex) {
+                (Some(p), None, None) if p.starts_with('/') => Matcher::Prefix(p.clone()),
+                (Some(_), None, None) => {
                     return Err(err(
                         None,
                         &format!("{rkey}.prefix"),
                         "must start with '/'".into(),
                     ))
                 }
-                (None, Some(s)) if !s.is_empty() => Matcher::Suffix {
+                (None, Some(s), None) if !s.is_empty() => Matcher::Suffix {
                     suffix: s.clone(),
                     split,
                 },
+                (None, None, Some(re)) => {
+                    let r = regex::Regex::new(re.get_ref()).map_err(|e| {
+                        err(Some(re.span()), &format!("{rkey}.regex"), e.to_string())
+                    })?;
+                    Matcher::Regex(r)
+                }
                 _ => {
                     return Err(err(
                         None,
                         &rkey,
-                        "give exactly one of `prefix` or `suffix`".into(),
+                        "give exactly one of `prefix`, `suffix` or `regex`".into(),
                     ))
                 }
             };
@@ -1647,14 +1660,6 @@ fn build(
                     ));
                 }
             }
-            if let Some(prev) = routes
-                .iter()
-                .position(|r: &Route| same_matcher(&r.matcher, &matcher))
-            {
-                warnings.push(format!(
-                    "{file}: {rkey}: never used: {key}.route[{prev}] has the same matcher and is tried first"
-                ));
-            }
             let access_log = match &rc.access_log {
                 None | Some(RouteLogConfig::On(true)) => None,
                 Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
@@ -1663,23 +1668,42 @@ fn build(
                     format: format.clone(),
                 }),
             };
-            routes.push(Route {
-                matcher,
-                handler,
-                authorizer,
-                access,
-                try_files: rc.try_files.clone(),
-                access_log,
-            });
+            routes.push((
+                j,
+                Route {
+                    matcher,
+                    handler,
+                    authorizer,
+                    access,
+                    try_files: rc.try_files.clone(),
+                    access_log,
+                },
+            ));
         }
-        // The routing rule: deny routes first, then suffix routes in file
-        // order, then prefix routes, longest first (a stable sort keeps the
-        // file order within each class).
-        routes.sort_by_key(|r| match (&r.handler, &r.matcher) {
+        // The routing rule: deny routes first, then suffix and regex
+        // routes in file order, then prefix routes, longest first (a stable
+        // sort keeps the file order within each class). docs/CONFIG.md,
+        // "Route order", says why.
+        routes.sort_by_key(|(_, r)| match (&r.handler, &r.matcher) {
             (Handler::Deny, _) => (0, 0),
-            (_, Matcher::Suffix { .. }) => (1, 0),
+            (_, Matcher::Suffix { .. } | Matcher::Regex(_)) => (1, 0),
             (_, Matcher::Prefix(p)) => (2, usize::MAX - p.len()),
         });
+        let patterns: Vec<reach::Pattern<'_>> =
+            routes.iter().map(|(_, r)| r.matcher.pattern()).collect();
+        for (k, takers) in reach::never_chosen(&patterns).into_iter().enumerate() {
+            let Some(takers) = takers else { continue };
+            let names: Vec<String> = takers
+                .iter()
+                .map(|&t| format!("{key}.route[{}]", routes[t].0))
+                .collect();
+            warnings.push(format!(
+                "{file}: {key}.route[{}]: never used: every path it takes is taken first by {}",
+                routes[k].0,
+                names.join(" and ")
+            ));
+        }
+        let routes: Vec<Route> = routes.into_iter().map(|(_, r)| r).collect();
         if routes.is_empty() && fallback.is_none() {
             return Err(err(
                 None,
@@ -2218,14 +2242,19 @@ autoindex = false
         .matches("/a.php/x"));
     }
 
+    /// The routing rule (docs/CONFIG.md, "Route order"): deny routes
+    /// first, then suffix and regex routes in file order, then prefixes
+    /// longest first.
     #[test]
-    fn routes_sort_deny_first_then_suffixes_then_longest_prefix() {
+    fn routes_sort_deny_first_then_suffixes_and_regexes_in_file_order_then_longest_prefix() {
         let d = dir();
         let text = format!(
             "[[site]]\nroot = \"{}\"\n\
              [[site.route]]\nprefix = \"/a/\"\nstatic = {{}}\n\
+             [[site.route]]\nregex = '\\.y$'\nstatic = {{}}\n\
              [[site.route]]\nprefix = \"/a/b/\"\nstatic = {{}}\n\
              [[site.route]]\nsuffix = \".x\"\nstatic = {{}}\n\
+             [[site.route]]\nregex = '^/z/'\ndeny = true\n\
              [[site.route]]\nprefix = \"/a/\"\ndeny = true\n",
             d.display()
         );
@@ -2234,13 +2263,22 @@ autoindex = false
             .routes
             .iter()
             .map(|r| match (&r.handler, &r.matcher) {
+                (Handler::Deny, Matcher::Regex(re)) => format!("deny {re}"),
                 (Handler::Deny, _) => "deny".to_owned(),
                 (_, Matcher::Suffix { suffix, .. }) => suffix.clone(),
+                (_, Matcher::Regex(re)) => re.as_str().to_owned(),
                 (_, Matcher::Prefix(p)) => p.clone(),
             })
             .collect();
-        assert_eq!(kinds, ["deny", ".x", "/a/b/", "/a/"]);
-        assert_eq!(rt.warnings.len(), 1, "{:?}", rt.warnings);
+        assert_eq!(kinds, ["deny ^/z/", "deny", r"\.y$", ".x", "/a/b/", "/a/"]);
+        // The deny route on /a/ leaves both /a/ static routes nothing.
+        assert_eq!(
+            rt.warnings,
+            [
+                "t.toml: site[0].route[2]: never used: every path it takes is taken first by site[0].route[5]",
+                "t.toml: site[0].route[0]: never used: every path it takes is taken first by site[0].route[5]",
+            ]
+        );
     }
 
     #[test]

@@ -727,7 +727,11 @@ fn push_fields(ex: &mut Exchange<'_>, e: &Entry, cfg: &StaticConfig) {
     match &cfg.default_type {
         Some(t) if e.untyped => {
             ex.header("Content-Type", t);
-            let rest = e.headers.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let rest = e
+                .headers
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
             ex.raw_headers(&e.headers[rest..]);
         }
         _ => ex.raw_headers(&e.headers),
