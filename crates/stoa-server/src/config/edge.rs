@@ -64,15 +64,17 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// The [`Edge`] of a route (`route` Some) or of a site's root (None):
-/// each key from the route, else from the site.
+/// each key from the route, else from the site ([`inherit`]). Each
+/// feature sets its field in its own slot below (merges stay apart).
 pub(crate) fn resolve(
-    _site: &SiteConfig,
+    site: &SiteConfig,
     route: Option<&RouteConfig>,
     cx: &Ctx<'_>,
 ) -> Result<Edge, ConfigError> {
-    // A key on both tables reads:
-    //     let v = route.and_then(|r| r.KEY.as_ref()).or(site.KEY.as_ref());
-    let access_log = match route.and_then(|r| r.access_log.as_ref()) {
+    let _ = site;
+    let mut edge = Edge::NONE;
+    // `access_log`: a route's only.
+    edge.access_log = match route.and_then(|r| r.access_log.as_ref()) {
         None | Some(RouteLogConfig::On(true)) => None,
         Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
         Some(RouteLogConfig::File(p)) => Some(AccessLog {
@@ -80,7 +82,37 @@ pub(crate) fn resolve(
             format: cx.log_format.clone(),
         }),
     };
-    Ok(Edge { access_log })
+
+    // compress: e.g.
+    //   if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
+    //       edge.compress = Compress::from_keys(v.get_ref())
+    //           .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
+    //   }
+
+    // headers:
+
+    // routes:
+
+    Ok(edge)
+}
+
+/// A key's value for a route: the route's, else its site's (`route` None:
+/// the site's root, the site's). The route's replaces the site's whole.
+// The features' resolve lines use it.
+#[allow(dead_code)]
+pub(crate) fn inherit<'a, T>(route: Option<&'a Option<T>>, site: &'a Option<T>) -> Option<&'a T> {
+    match route {
+        Some(Some(v)) => Some(v),
+        _ => site.as_ref(),
+    }
+}
+
+impl Ctx<'_> {
+    /// The full key of one of this table's keys, for errors:
+    /// `site[0].route[2].compress`.
+    pub(crate) fn key_of(&self, name: &str) -> String {
+        format!("{}.{name}", self.key)
+    }
 }
 
 /// The access phase of a route or a site's root: checks asked in order
@@ -120,7 +152,6 @@ pub(crate) fn access(
     let Some(rc) = route else {
         return Ok(Access { checks });
     };
-    let rkey = cx.key;
     if let Some(lu) = &rc.lua {
         let c = lu.get_ref();
         match &c.access {
@@ -128,7 +159,7 @@ pub(crate) fn access(
                 if rc.authorizer.is_some() {
                     return Err((cx.err)(
                         Some(lu.span()),
-                        &format!("{rkey}.lua.access"),
+                        &cx.key_of("lua.access"),
                         "a route has one access check: `authorizer` or `lua.access`".into(),
                     ));
                 }
@@ -139,13 +170,13 @@ pub(crate) fn access(
                     c.max_instructions,
                     cx.lua_dicts.clone(),
                 )
-                .map_err(|m| (cx.err)(Some(lu.span()), &format!("{rkey}.lua.access"), m))?;
+                .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
                 checks.push(Check::Lua(Arc::new(cfg)));
             }
             None if c.script.is_none() => {
                 return Err((cx.err)(
                     Some(lu.span()),
-                    &format!("{rkey}.lua"),
+                    &cx.key_of("lua"),
                     "needs a `script` (the handler) or an `access` script".into(),
                 ))
             }
@@ -153,7 +184,7 @@ pub(crate) fn access(
         }
     }
     if let Some(a) = &rc.authorizer {
-        let k = format!("{rkey}.authorizer");
+        let k = cx.key_of("authorizer");
         let name = a.get_ref();
         let i = cx
             .pools

@@ -37,7 +37,14 @@ pub(crate) struct Edge {
 
 impl Edge {
     /// Nothing configured: what a request has that no route or site took.
-    pub(crate) const NONE: Edge = Edge { access_log: None };
+    pub(crate) const NONE: Edge = Edge {
+        access_log: None,
+        // compress:
+
+        // headers:
+
+        // routes:
+    };
 
     /// [`Edge::NONE`], for a reference that outlives any runtime.
     pub(crate) fn none() -> &'static Edge {
