@@ -5,12 +5,11 @@
 //! Every error names the file, the line and the key. Relative paths in a
 //! file are taken relative to the directory holding that file.
 
-pub use crate::conn::h2::Http2Limits;
 use crate::handler::static_files::StaticConfig;
 pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
 use crate::log::access::{Dest, Format};
-pub use crate::proto::Limits;
+pub use crate::proto::{Http2Limits, Limits};
 pub use crate::upstream::pool::parse_addr;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
