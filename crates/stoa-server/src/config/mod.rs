@@ -5,12 +5,11 @@
 //! Every error names the file, the line and the key. Relative paths in a
 //! file are taken relative to the directory holding that file.
 
-pub use crate::conn::h2::Http2Limits;
 use crate::handler::static_files::StaticConfig;
 pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
 use crate::log::access::{Dest, Format};
-pub use crate::proto::Limits;
+pub use crate::proto::{Http2Limits, Limits};
 pub use crate::upstream::pool::parse_addr;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -22,8 +21,11 @@ use std::time::Duration;
 use toml::Spanned;
 pub use wire::{ProxyProtocol, UnixListen};
 
+pub(crate) mod edge;
 mod reach;
 mod wire;
+
+pub(crate) use edge::{Access, Check};
 
 pub mod files;
 pub use files::{Files, Recorded};
@@ -295,7 +297,8 @@ pub struct CacheConfig {
     pub revalidate: Option<Dur>,
 }
 
-#[derive(Debug, Deserialize)]
+edge::edge_keys! {
+#[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
     #[serde(default)]
@@ -323,6 +326,7 @@ pub struct SiteConfig {
     #[serde(default)]
     pub rewrite: Vec<Spanned<RewriteConfig>>,
 }
+}
 
 /// `[[site.rewrite]]`: `from` is matched against the decoded, normalized
 /// path; `to` may use `$1`..`$9` and carry a query, to which the request's
@@ -347,6 +351,7 @@ pub struct PhpRouteConfig {
     pub params: std::collections::BTreeMap<String, String>,
 }
 
+edge::edge_keys! {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
@@ -370,6 +375,10 @@ pub struct RouteConfig {
     pub ssi: Option<Spanned<SsiRouteConfig>>,
     /// An embedded Lua handler.
     pub lua: Option<Spanned<LuaRouteConfig>>,
+    /// A redirect built from a template (handler/redirect.rs).
+    pub redirect: Option<Spanned<crate::handler::redirect::RedirectRouteConfig>>,
+    /// A fixed answer (handler/respond.rs).
+    pub respond: Option<Spanned<crate::handler::respond::RespondRouteConfig>>,
     /// 403 for everything the matcher takes.
     #[serde(default)]
     pub deny: bool,
@@ -384,6 +393,7 @@ pub struct RouteConfig {
     /// `false`: no access-log line for this route; a path: its lines go
     /// there instead (in the server's `[log] format`).
     pub access_log: Option<RouteLogConfig>,
+}
 }
 
 /// `lua = {...}`: a Lua script answers (docs/LUA.md).
@@ -655,6 +665,10 @@ pub enum Handler {
     Php(Arc<PhpRoute>),
     /// 403.
     Deny,
+    /// A redirect from a template.
+    Redirect(Arc<crate::handler::redirect::RedirectConfig>),
+    /// A fixed answer.
+    Respond(Arc<crate::handler::respond::RespondConfig>),
 }
 
 /// `php = {...}` resolved.
@@ -671,15 +685,13 @@ pub struct PhpRoute {
 pub struct Route {
     pub matcher: Matcher,
     pub handler: Handler,
-    /// Index into `Runtime::pools` of the FastCGI Authorizer asked first.
-    pub authorizer: Option<usize>,
-    /// A Lua script asked first (`lua = { access = ... }`).
-    pub access: Option<Arc<crate::handler::lua::LuaConfig>>,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
-    /// The route's own access log (off, or another file); None: the
-    /// server's.
-    pub access_log: Option<AccessLog>,
+    /// The access phase: checks asked before the handler (edge.rs).
+    pub(crate) access: Access,
+    /// What the exchange, response filters and handlers read of this
+    /// route (its keys, else its site's).
+    pub(crate) edge: crate::exchange::Edge,
 }
 
 /// `[[site.rewrite]]`, compiled.
@@ -706,6 +718,10 @@ pub struct Site {
     pub https_redirect: bool,
     /// The `Strict-Transport-Security` value for responses over TLS.
     pub hsts: Option<Vec<u8>>,
+    /// The access phase of requests no route takes (the root's).
+    pub(crate) access: Access,
+    /// The [`Route::edge`] of requests no route takes.
+    pub(crate) edge: crate::exchange::Edge,
 }
 
 /// Everything the workers need, validated and precompiled. Immutable: a
@@ -729,6 +745,10 @@ pub struct Runtime {
     pub error_log: Option<PathBuf>,
     pub error_json: bool,
     pub limits: Limits,
+    /// The largest request body any route or site allows (`[limits]
+    /// max_body_bytes` or a larger `max_body_bytes` of a site or route):
+    /// a longer `Content-Length` is refused before routing.
+    pub max_body_ceiling: u64,
     pub cache: Cache,
     /// `[http2]`.
     pub http2: Http2Limits,
@@ -1190,16 +1210,8 @@ fn build(
         match site_cfgs.first_mut() {
             Some(first) => first.root = Some(Spanned::new(0..0, root)),
             None => site_cfgs.push(SiteConfig {
-                hosts: None,
                 root: Some(Spanned::new(0..0, root)),
-                index: None,
-                autoindex: false,
-                follow_symlinks: false,
-                allow_dotfiles: false,
-                https_redirect: false,
-                hsts: None,
-                route: Vec::new(),
-                rewrite: Vec::new(),
+                ..SiteConfig::default()
             }),
         }
     }
@@ -1352,10 +1364,12 @@ fn build(
                         .is_some_and(|l| l.get_ref().script.is_some()),
                 )
                 + usize::from(rc.alias.is_some())
-                + usize::from(rc.deny);
+                + usize::from(rc.deny)
+                + usize::from(rc.redirect.is_some())
+                + usize::from(rc.respond.is_some());
             if handlers != 1 {
                 let msg = if handlers == 0 {
-                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `proxy`, `php`, `ssi`, `lua`, `status` or `deny`)"
+                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `proxy`, `php`, `ssi`, `lua`, `status`, `redirect`, `respond` or `deny`)"
                 } else {
                     "one handler per route"
                 };
@@ -1363,6 +1377,18 @@ fn build(
             }
             let handler = if rc.deny {
                 Handler::Deny
+            } else if let Some(rd) = &rc.redirect {
+                let re = match &matcher {
+                    Matcher::Regex(re) => Some(re),
+                    _ => None,
+                };
+                let cfg = crate::handler::redirect::RedirectConfig::new(rd.get_ref(), re)
+                    .map_err(|m| err(Some(rd.span()), &format!("{rkey}.redirect"), m))?;
+                Handler::Redirect(Arc::new(cfg))
+            } else if let Some(rs) = &rc.respond {
+                let cfg = crate::handler::respond::RespondConfig::new(rs.get_ref())
+                    .map_err(|m| err(Some(rs.span()), &format!("{rkey}.respond"), m))?;
+                Handler::Respond(Arc::new(cfg))
             } else if let Some(st) = &rc.status {
                 let cfg = crate::handler::status::StatusConfig::new(st.get_ref().allow.as_deref())
                     .map_err(|m| err(Some(st.span()), &format!("{rkey}.status.allow"), m))?;
@@ -1388,7 +1414,6 @@ fn build(
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                     buffering: rc.request_buffering.unwrap_or(true),
-                    timeout: None,
                 }))
             } else if let Some(px) = &rc.proxy {
                 let f = px.get_ref();
@@ -1436,7 +1461,6 @@ fn build(
                         .connect_timeout
                         .as_ref()
                         .map_or(Duration::from_secs(5), |d| d.0),
-                    timeout: None,
                     http10: match f.http_version.as_deref() {
                         None | Some("1.1") => false,
                         Some("1.0") => true,
@@ -1487,7 +1511,6 @@ fn build(
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect(),
                         buffering: rc.request_buffering.unwrap_or(true),
-                        timeout: None,
                     },
                     statics: Arc::new(statics),
                     front_controller,
@@ -1592,46 +1615,16 @@ fn build(
             } else {
                 return Err(err(None, &rkey, "no handler".into()));
             };
-            let access = match &rc.lua {
-                Some(lu) => match &lu.get_ref().access {
-                    Some(a) => {
-                        let c = lu.get_ref();
-                        if rc.authorizer.is_some() {
-                            return Err(err(
-                                Some(lu.span()),
-                                &format!("{rkey}.lua.access"),
-                                "a route has one access check: `authorizer` or `lua.access`".into(),
-                            ));
-                        }
-                        let cfg = crate::handler::lua::LuaConfig::new(
-                            resolve(a),
-                            c.timeout.map(|d| d.0),
-                            c.memory.map(|m| m.0),
-                            c.max_instructions,
-                            lua_dicts.clone(),
-                        )
-                        .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.access"), m))?;
-                        Some(Arc::new(cfg))
-                    }
-                    None if lu.get_ref().script.is_none() => {
-                        return Err(err(
-                            Some(lu.span()),
-                            &format!("{rkey}.lua"),
-                            "needs a `script` (the handler) or an `access` script".into(),
-                        ))
-                    }
-                    None => None,
-                },
-                None => None,
+            let cx = edge::Ctx {
+                key: &rkey,
+                err: &err,
+                resolve: &resolve,
+                log_format: &format,
+                pools: &pool_specs,
+                lua_dicts: &lua_dicts,
             };
-            let authorizer = match &rc.authorizer {
-                None => None,
-                Some(a) => Some(pool_index(
-                    a.get_ref(),
-                    a.span(),
-                    &format!("{rkey}.authorizer"),
-                )?),
-            };
+            let access = edge::access(sc, Some(rc), &cx)?;
+            let edge = edge::resolve(sc, Some(rc), &cx)?;
             if let Some(tf) = &rc.try_files {
                 if tf.len() < 2 {
                     return Err(err(
@@ -1660,23 +1653,14 @@ fn build(
                     ));
                 }
             }
-            let access_log = match &rc.access_log {
-                None | Some(RouteLogConfig::On(true)) => None,
-                Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
-                Some(RouteLogConfig::File(p)) => Some(AccessLog {
-                    dest: parse_access_log(p, &resolve),
-                    format: format.clone(),
-                }),
-            };
             routes.push((
                 j,
                 Route {
                     matcher,
                     handler,
-                    authorizer,
-                    access,
                     try_files: rc.try_files.clone(),
-                    access_log,
+                    access,
+                    edge,
                 },
             ));
         }
@@ -1734,6 +1718,15 @@ fn build(
             });
         }
         let hosts = sc.hosts.clone().unwrap_or_else(|| vec!["*".to_owned()]);
+        let cx = edge::Ctx {
+            key: &key,
+            err: &err,
+            resolve: &resolve,
+            log_format: &format,
+            pools: &pool_specs,
+            lua_dicts: &lua_dicts,
+        };
+        let (access, edge) = (edge::access(sc, None, &cx)?, edge::resolve(sc, None, &cx)?);
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
             routes,
@@ -1751,9 +1744,16 @@ fn build(
                 ),
                 None => None,
             },
+            access,
+            edge,
         });
     }
     let transport_rules = sites.iter().any(|s| s.https_redirect || s.hsts.is_some());
+    let max_body_ceiling = sites
+        .iter()
+        .flat_map(|s| std::iter::once(&s.edge).chain(s.routes.iter().map(|r| &r.edge)))
+        .filter_map(|e| e.max_body_bytes)
+        .fold(limits.max_body_bytes, u64::max);
     let https_port = match tls.iter().map(|(a, _)| a.port()).collect::<Vec<_>>() {
         ports if ports.is_empty() || ports.contains(&443) => None,
         ports => Some(ports[0]),
@@ -1770,6 +1770,7 @@ fn build(
         error_log,
         error_json,
         limits,
+        max_body_ceiling,
         cache,
         http2,
         sites,
@@ -2081,6 +2082,7 @@ mod tests {
                 .iter()
                 .find(|r| matches!(&r.matcher, Matcher::Prefix(x) if x == p))
                 .expect("route")
+                .edge
                 .access_log
                 .clone()
         };

@@ -613,7 +613,9 @@ async fn run(
     let Some(mut stdout) = child.stdout.take() else {
         return Ran::Abort;
     };
-    let mut deadline = Instant::now() + cfg.timeout;
+    // The route's `timeout` replaces the `cgi` table's.
+    let timeout = ex.edge().timeout.unwrap_or(cfg.timeout);
+    let mut deadline = Instant::now() + timeout;
     // Once the script has exited, its output ends when stdout is closed or
     // stays quiet for [`EXIT_GRACE`]: a background process it started may
     // hold stdout open for ever, and a response without a length would
@@ -647,7 +649,7 @@ async fn run(
                     ex.upstream_ended();
                 }
                 Ok(_) => {
-                    deadline = Instant::now() + cfg.timeout;
+                    deadline = Instant::now() + timeout;
                     quiet_until = Instant::now() + EXIT_GRACE;
                 }
                 Err(_) => p.stdout_eof = true,
@@ -691,10 +693,10 @@ async fn run(
             },
             _ = sleep_until(deadline) => {
                 if !started {
-                    tracing::error!("cgi {}: no response head within {:?}; {}", script.script_name, cfg.timeout, ex.who());
+                    tracing::error!("cgi {}: no response head within {:?}; {}", script.script_name, timeout, ex.who());
                     gateway::fail_now(ex, 504).await;
                 } else {
-                    tracing::error!("cgi {}: no output for {:?}; {}", script.script_name, cfg.timeout, ex.who());
+                    tracing::error!("cgi {}: no output for {:?}; {}", script.script_name, timeout, ex.who());
                 }
                 return Ran::Abort;
             }

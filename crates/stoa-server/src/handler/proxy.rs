@@ -67,9 +67,6 @@ pub struct ProxyRoute {
     pub tunnel_timeout: Duration,
     /// Connecting gives up after this (then another server, or 502).
     pub connect_timeout: Duration,
-    /// The route's `timeout`: how long the server may keep this route's
-    /// requests waiting for output, in place of the pool's.
-    pub timeout: Option<Duration>,
     /// The upstream speaks HTTP/1.0: no chunked bodies toward it, and a
     /// connection is kept only when it says `Connection: keep-alive`.
     pub http10: bool,
@@ -300,7 +297,8 @@ async fn exchange(
     rechunk: bool,
 ) -> Done {
     let head = ex.req();
-    let limit = route.timeout.unwrap_or(pool.spec.timeout);
+    // The route's `timeout`, in place of the pool's.
+    let limit = ex.edge().timeout.unwrap_or(pool.spec.timeout);
     let peer = ex.peer();
     let local = ex.local_addr();
     let upstream_host = &lease.proc.authority;

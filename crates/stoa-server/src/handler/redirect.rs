@@ -9,7 +9,7 @@ use serde::Deserialize;
 /// `redirect = {...}` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RedirectRouteConfig {
+pub struct RedirectRouteConfig {
     /// The `Location`: a template of `$scheme`, `$host`, `$http_host`,
     /// `$uri`, `$query` (`$args`), `$is_args`, `$request_uri` and, on a
     /// `regex` route, `$1`..`$9`.
@@ -20,7 +20,7 @@ pub(crate) struct RedirectRouteConfig {
 
 /// A `redirect` route, validated.
 #[derive(Debug)]
-pub(crate) struct RedirectConfig {
+pub struct RedirectConfig {
     status: u16,
     to: Template,
     /// The route's regex, kept only when `to` reads its captures: they

@@ -9,7 +9,7 @@ use serde::Deserialize;
 /// `respond = {...}` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RespondRouteConfig {
+pub struct RespondRouteConfig {
     /// 200 (default) to 599.
     pub status: Option<u16>,
     /// The body, sent as written. Without it a status of 400 or more gets
@@ -22,7 +22,7 @@ pub(crate) struct RespondRouteConfig {
 
 /// A `respond` route, validated.
 #[derive(Debug)]
-pub(crate) struct RespondConfig {
+pub struct RespondConfig {
     status: u16,
     /// None: the server's error page (400 and above) or nothing.
     body: Option<Bytes>,

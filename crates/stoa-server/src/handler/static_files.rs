@@ -40,9 +40,6 @@ pub struct StaticConfig {
     /// For an `alias` route: the prefix removed from the path before it is
     /// mapped under the root.
     strip: Option<String>,
-    /// `default_type`: the `Content-Type` of files whose extension names
-    /// none (nginx `default_type`); None: `application/octet-stream`.
-    default_type: Option<Box<[u8]>>,
 }
 
 impl StaticConfig {
@@ -57,7 +54,6 @@ impl StaticConfig {
             follow_symlinks: false,
             scripts: Vec::new(),
             strip: None,
-            default_type: None,
         })
     }
 
@@ -71,12 +67,6 @@ impl StaticConfig {
         self.follow_symlinks = follow_symlinks;
         self.scripts = scripts;
         self.strip = strip;
-        self
-    }
-
-    /// Files whose extension names no type are sent as `t`.
-    pub(crate) fn with_default_type(mut self, t: Option<&str>) -> StaticConfig {
-        self.default_type = t.map(|t| t.as_bytes().into());
         self
     }
 
@@ -712,19 +702,19 @@ fn serve_entry(
             };
             if let Some((ventry, vfile)) = variant {
                 key.truncate(base_len);
-                return respond(req, ex, &ventry, vfile, Some(coding), cfg, &cache.boundary);
+                return respond(req, ex, &ventry, vfile, Some(coding), &cache.boundary);
             }
         }
         key.truncate(base_len);
     }
-    respond(req, ex, &entry, file, None, cfg, &cache.boundary)
+    respond(req, ex, &entry, file, None, &cache.boundary)
 }
 
 /// The entry's header block; a file whose extension names no type gets
 /// the route's `default_type` in place of the block's first field
 /// (`Content-Type`, always first).
-fn push_fields(ex: &mut Exchange<'_>, e: &Entry, cfg: &StaticConfig) {
-    match &cfg.default_type {
+fn push_fields(ex: &mut Exchange<'_>, e: &Entry) {
+    match &ex.edge().default_type {
         Some(t) if e.untyped => {
             ex.header("Content-Type", t);
             let rest = e
@@ -744,7 +734,6 @@ fn respond(
     e: &Entry,
     file: Option<Rc<File>>,
     encoding: Option<&[u8]>,
-    cfg: &StaticConfig,
     boundary: &str,
 ) {
     let cond = conditional::Request {
@@ -782,7 +771,7 @@ fn respond(
     match ranges {
         range::Ranges::Ignore => {
             ex.start(200);
-            push_fields(ex, e, cfg);
+            push_fields(ex, e);
             if let Some(c) = encoding {
                 ex.header("Content-Encoding", c);
             }
@@ -796,7 +785,7 @@ fn respond(
         range::Ranges::Satisfiable(rs) if rs.len() == 1 => {
             let r = rs[0].clone();
             ex.start(206);
-            push_fields(ex, e, cfg);
+            push_fields(ex, e);
             if let Some(c) = encoding {
                 ex.header("Content-Encoding", c);
             }
@@ -805,7 +794,7 @@ fn respond(
             body(ex, e, &file, r);
         }
         range::Ranges::Satisfiable(rs) => {
-            let ctype = match (&cfg.default_type, e.untyped) {
+            let ctype = match (&ex.edge().default_type, e.untyped) {
                 (Some(t), true) => std::str::from_utf8(t).unwrap_or(e.content_type),
                 _ => e.content_type,
             };

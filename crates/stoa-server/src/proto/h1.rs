@@ -60,16 +60,22 @@ impl Io {
         self.out.flush(&mut self.stream, send_timeout).await.is_ok()
     }
 
-    /// The next piece of the request body (see [`BodyReader::next`]).
+    /// The next piece of the request body (see [`BodyReader::next`]), of
+    /// at most `max_body` bytes (the route's limit or `limits`').
     pub async fn read_body(
         &mut self,
         head: &RequestHead,
         limits: &Limits,
+        max_body: u64,
         dst: &mut Vec<u8>,
     ) -> Result<bool, BodyFail> {
         let mut r = match self.reader.take() {
             Some(r) => r,
-            None => Box::new(BodyReader::new(head, limits)),
+            None => {
+                let mut r = Box::new(BodyReader::new(head, limits));
+                r.limit = max_body;
+                r
+            }
         };
         let res = r.next(self, dst).await;
         self.reader = Some(r);

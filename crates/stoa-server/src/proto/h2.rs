@@ -232,6 +232,7 @@ impl H2Stream {
     pub(crate) async fn read_body(
         &mut self,
         limits: &Limits,
+        max_body: u64,
         dst: &mut Vec<u8>,
     ) -> Result<bool, BodyFail> {
         if self.recv_done {
@@ -268,7 +269,7 @@ impl H2Stream {
                 // The window is given back for what was read, so the
                 // client may send this much more.
                 let _ = self.recv.flow_control().release_capacity(n);
-                if self.body_seen > limits.max_body_bytes {
+                if self.body_seen > max_body {
                     return Err(BodyFail::TooLarge);
                 }
                 dst.extend_from_slice(&data);

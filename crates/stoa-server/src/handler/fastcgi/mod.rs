@@ -40,9 +40,6 @@ pub struct FastCgiRoute {
     pub params: Vec<(String, String)>,
     /// Read the request body before taking a process.
     pub buffering: bool,
-    /// The route's `timeout`: how long the application may keep this
-    /// route's requests waiting for output, in place of the pool's.
-    pub timeout: Option<std::time::Duration>,
 }
 
 /// Serves a request from a FastCGI pool (the Responder role). `pools` are
@@ -91,7 +88,8 @@ pub async fn serve(
         params.set(k, v.as_bytes());
     }
     gateway::add_variables(&mut params, extra);
-    let timeout = route.timeout.unwrap_or(pool.spec.timeout);
+    // The route's `timeout`, in place of the pool's.
+    let timeout = ex.edge().timeout.unwrap_or(pool.spec.timeout);
     match run(&pool, Role::Responder, &params, &mut input, ex, timeout).await {
         Ran::Sent => Outcome::Done,
         Ran::Redirect(loc) => Outcome::Redirect(loc),
