@@ -916,6 +916,9 @@ fn include_head(orig: &RequestHead, target: &[u8]) -> RequestHead {
 }
 
 #[cfg(test)]
+mod order_tests;
+
+#[cfg(test)]
 mod tests {
     #[test]
     fn dot_segments_other_than_well_known_are_dotfiles() {

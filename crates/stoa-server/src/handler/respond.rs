@@ -56,6 +56,14 @@ impl RespondConfig {
     }
 }
 
+impl RespondConfig {
+    /// The status it answers with.
+    #[cfg(test)]
+    pub(crate) fn status(&self) -> u16 {
+        self.status
+    }
+}
+
 /// Sends the configured answer.
 pub(crate) fn serve(cfg: &RespondConfig, ex: &mut Exchange<'_>) {
     if cfg.body.is_none() && cfg.status >= 400 {
