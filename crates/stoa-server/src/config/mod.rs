@@ -1341,6 +1341,19 @@ fn build(
                     let r = regex::Regex::new(re.get_ref()).map_err(|e| {
                         err(Some(re.span()), &format!("{rkey}.regex"), e.to_string())
                     })?;
+                    // Script names are kept from static routes by their
+                    // suffix; a regex gives none. An extension regex
+                    // (`\.php$`) running FastCGI without `split_path`
+                    // leaves `/X.PHP` (if its case differs) to a static
+                    // route, as source.
+                    let ext = re.get_ref().ends_with('$') && re.get_ref().contains("\\.");
+                    if ext && rc.fastcgi.is_some() && !split {
+                        warnings.push(format!(
+                            "{file}: {rkey}: a `fastcgi` route on a `regex` names no script suffix: \
+                             files its regex misses may be served as source by static routes; \
+                             give `split_path` (e.g. \".php\") or use `suffix`"
+                        ));
+                    }
                     Matcher::Regex(r)
                 }
                 _ => {

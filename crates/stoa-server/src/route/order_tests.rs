@@ -131,3 +131,34 @@ fn a_content_length_is_checked_against_the_chosen_routes_limit() {
     // Beyond every limit: refused before routing.
     assert_eq!(with_body("/big/", (1 << 30) + 1), "status 413");
 }
+
+/// Scripts are never served as source because static routes refuse the
+/// suffixes of script routes; a regex names none, so `stoa check` says
+/// so for an extension regex running FastCGI without `split_path`.
+#[test]
+fn an_extension_regex_running_fastcgi_without_split_path_is_warned_about() {
+    let d = std::env::temp_dir().join(format!("stoa-route-order-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let warnings = |fastcgi: &str| {
+        let text = format!(
+            "[[pool]]\nname = \"p\"\naddress = [\"127.0.0.1:9000\"]\n\
+             [[site]]\nroot = {:?}\n\
+             [[site.route]]\nregex = '\\.php$'\nfastcgi = {fastcgi}\n\
+             [[site.route]]\nregex = '^/api/'\nfastcgi = {{ pool = \"p\" }}\n",
+            d.display().to_string()
+        );
+        from_str(&text, "t.toml", &d, &Overrides::default())
+            .unwrap()
+            .warnings
+    };
+    let w = warnings("{ pool = \"p\" }");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("route[0]: a `fastcgi` route on a `regex`"),
+        "{w:?}"
+    );
+    assert_eq!(
+        warnings("{ pool = \"p\", split_path = \".php\" }"),
+        Vec::<String>::new()
+    );
+}
