@@ -317,7 +317,8 @@ pub fn cached_whole(cfg: &StaticConfig, norm: &str) -> Option<(Bytes, Bytes)> {
 }
 
 thread_local! {
-    /// This worker thread's cache (each worker is one thread).
+    /// This worker thread's cache (each worker is one thread). Not in
+    /// `local`, which cannot name a handler's type (see local.rs).
     static CACHE: std::cell::RefCell<FileCache> = std::cell::RefCell::new(FileCache::new(
         64 << 20,
         64 * 1024,

@@ -196,7 +196,8 @@ type Entry = (std::sync::Weak<()>, Rc<Vm>);
 
 thread_local! {
     /// Interpreters of this worker, by script id (a small integer: no
-    /// need for SipHash on every request).
+    /// need for SipHash on every request). Not in `local`, which cannot
+    /// name a handler's type (see local.rs).
     static VMS: RefCell<FxHashMap<u64, Entry>> = RefCell::new(FxHashMap::default());
 }
 
