@@ -26,6 +26,7 @@ pub mod privileges;
 pub mod proto;
 pub mod route;
 pub mod server;
+mod units;
 mod unix_listen;
 mod upgrade;
 pub mod upstream;

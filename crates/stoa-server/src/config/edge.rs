@@ -199,14 +199,9 @@ pub(crate) fn access(
                         "a route has one access check: `authorizer` or `lua.access`".into(),
                     ));
                 }
-                let cfg = crate::handler::lua::LuaConfig::new(
-                    (cx.resolve)(a),
-                    c.timeout.map(|d| d.0),
-                    c.memory.map(|m| m.0),
-                    c.max_instructions,
-                    cx.lua_dicts.clone(),
-                )
-                .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
+                let cfg = c
+                    .script_config(a, cx.resolve, cx.lua_dicts)
+                    .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
                 checks.push(Check::Lua(Arc::new(cfg)));
             }
             None if c.script.is_none() => {

@@ -55,6 +55,17 @@ impl RedirectConfig {
     }
 }
 
+impl super::configure::Configure for RedirectRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        let cfg =
+            RedirectConfig::new(self, cx.regex).map_err(super::configure::Fail::at("redirect"))?;
+        Ok(super::Handler::Redirect(std::sync::Arc::new(cfg)))
+    }
+}
+
 /// Answers with the redirect for the path `norm` routing chose by. A
 /// `Location` that cannot be made (`$host` without a usable Host) is a
 /// 400: the client's request is what lacks it.

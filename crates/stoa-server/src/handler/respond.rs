@@ -56,6 +56,16 @@ impl RespondConfig {
     }
 }
 
+impl super::configure::Configure for RespondRouteConfig {
+    fn configure(
+        &self,
+        _: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        let cfg = RespondConfig::new(self).map_err(super::configure::Fail::at("respond"))?;
+        Ok(super::Handler::Respond(std::sync::Arc::new(cfg)))
+    }
+}
+
 impl RespondConfig {
     /// The status it answers with.
     #[cfg(test)]

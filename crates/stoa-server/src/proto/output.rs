@@ -305,7 +305,8 @@ const TLS_PIECE: usize = 64 * 1024;
 
 thread_local! {
     /// The worker's buffer for file ranges read for TLS: reused, so a
-    /// large file over TLS costs no allocation per piece.
+    /// large file over TLS costs no allocation per piece. Here rather
+    /// than in `local`: only this file uses it, with no `Worker` at hand.
     static TLS_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 

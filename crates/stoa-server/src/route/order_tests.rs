@@ -4,6 +4,7 @@
 
 use super::{pick, Pick};
 use crate::config::{from_str, Overrides, Runtime};
+use crate::handler::Handler;
 use stoa_h1::{Framing, Method, RequestHead, Version};
 
 fn runtime(routes: &str) -> Runtime {
@@ -22,9 +23,9 @@ fn head(target: &str) -> RequestHead {
 /// redirect's path, `static` for the site's root, or another status.
 fn chosen(rt: &Runtime, h: &RequestHead) -> String {
     match pick(h, rt).0 {
-        Pick::Respond(cfg) => cfg.status().to_string(),
-        Pick::Redirect(_, norm) => format!("redirect {norm}"),
-        Pick::Static(..) => "static".into(),
+        Pick::Run(Handler::Respond(cfg), _) => cfg.status().to_string(),
+        Pick::Run(Handler::Redirect(_), norm) => format!("redirect {norm}"),
+        Pick::Run(Handler::Static(_), _) => "static".into(),
         Pick::Status(s) => format!("status {s}"),
         _ => "other".into(),
     }
