@@ -16,6 +16,7 @@ use regex_automata::hybrid::LazyStateID;
 use regex_automata::util::start;
 use regex_automata::Anchored;
 use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
 
 /// A route's matcher, as the analysis sees it.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +53,35 @@ impl Pattern<'_> {
 /// States of one product walk before it gives up.
 const MAX_STATES: usize = 20_000;
 
+/// What the analysis of one route may take, and of a whole site: past
+/// them a route gets no verdict (and no warning), so that a reload never
+/// waits long on many large Unicode patterns and one hard route does not
+/// starve the others. Simple configurations take a few milliseconds.
+/// The step bound decides in practice (the same on every machine); the
+/// clock only guards against a slow DFA construction.
+const ROUTE_STEPS: usize = 200_000;
+const ROUTE_TIME: Duration = Duration::from_millis(100);
+const SITE_TIME: Duration = Duration::from_secs(1);
+
+/// What is left of the analysis's budget.
+struct Budget {
+    steps: usize,
+    until: Instant,
+}
+
+impl Budget {
+    /// One transition more; None when the budget is spent.
+    fn take(&mut self) -> Option<()> {
+        self.steps = self.steps.checked_sub(1)?;
+        // The clock is read once every 4096 steps.
+        if self.steps % 4096 == 0 && Instant::now() > self.until {
+            self.steps = 0;
+            return None;
+        }
+        Some(())
+    }
+}
+
 /// Lazy DFA memory for one matcher.
 const CACHE_BYTES: usize = 1 << 20;
 
@@ -62,11 +92,14 @@ struct Lazy {
 }
 
 impl Lazy {
+    /// The DFA of one pattern, or of several at once (then every match
+    /// state knows all the patterns that match there: `MatchKind::All`).
     fn new(patterns: &[String]) -> Option<Lazy> {
         let dfa = DFA::builder()
             .configure(
                 DFA::config()
-                    .cache_capacity(CACHE_BYTES)
+                    .match_kind(regex_automata::MatchKind::All)
+                    .cache_capacity(CACHE_BYTES * patterns.len().clamp(1, 8))
                     // Non-ASCII bytes become "quit" bytes for `\b`
                     // rather than failing the build: the walk gives up
                     // only when it meets one.
@@ -85,22 +118,35 @@ impl Lazy {
         self.next(s, b'/')
     }
 
+    /// The state after byte `b`. None when the DFA cannot go on: a quit
+    /// byte, or a full cache that was cleared (every state id held from
+    /// before is then stale, and using one may panic: the walk stops).
     fn next(&mut self, s: LazyStateID, b: u8) -> Option<LazyStateID> {
+        let clears = self.cache.clear_count();
         let n = self.dfa.next_state(&mut self.cache, s, b).ok()?;
-        (!n.is_quit()).then_some(n)
+        (!n.is_quit() && self.cache.clear_count() == clears).then_some(n)
     }
 
     /// Whether the path read so far (having matched before or not) is a
-    /// match once it ends here.
-    fn ends_matched(&mut self, s: LazyStateID, matched: bool) -> Option<bool> {
+    /// match once it ends here, of a pattern `set` holds.
+    fn ends_matched(&mut self, s: LazyStateID, matched: bool, set: &[bool]) -> Option<bool> {
         if matched {
             return Some(true);
         }
+        let clears = self.cache.clear_count();
         let e = self.dfa.next_eoi_state(&mut self.cache, s).ok()?;
-        if e.is_quit() {
+        if e.is_quit() || self.cache.clear_count() != clears {
             return None;
         }
-        Some(e.is_match())
+        Some(self.matches_in(e, set))
+    }
+
+    /// Whether state `s` is a match of a pattern `set` holds.
+    fn matches_in(&self, s: LazyStateID, set: &[bool]) -> bool {
+        s.is_match()
+            && (0..self.dfa.match_len(&self.cache, s)).any(|i| {
+                set.get(self.dfa.match_pattern(&self.cache, s, i).as_usize()) == Some(&true)
+            })
     }
 }
 
@@ -153,9 +199,16 @@ fn utf8_class(x: u8) -> u8 {
     }
 }
 
-/// Whether some path is taken by `b` and, as `want_a` says, by `a` too
-/// or not by `a`. None: undecided (the walk gave up).
-fn exists(b: &mut Lazy, a: &mut Lazy, want_a: bool) -> Option<bool> {
+/// Whether some path is taken by `b` and, as `want_a` says, by one of
+/// the patterns of `a` that `set` holds, or by none of them. None:
+/// undecided (the walk gave up).
+fn exists(
+    b: &mut Lazy,
+    a: &mut Lazy,
+    set: &[bool],
+    want_a: bool,
+    budget: &mut Budget,
+) -> Option<bool> {
     let clears = (b.cache.clear_count(), a.cache.clear_count());
     // Bytes that lead to different states in either DFA or the UTF-8
     // decoder; control characters are refused by normalization and never
@@ -179,10 +232,10 @@ fn exists(b: &mut Lazy, a: &mut Lazy, want_a: bool) -> Option<bool> {
     let mut found = false;
     while let Some((sb, sa, mb, ma, u)) = queue.pop_front() {
         let mb = mb || sb.is_match();
-        let ma = ma || sa.is_match();
+        let ma = ma || a.matches_in(sa, set);
         if u == 0 {
-            let eb = b.ends_matched(sb, mb)?;
-            let ea = a.ends_matched(sa, ma)?;
+            let eb = b.ends_matched(sb, mb, &[true])?;
+            let ea = a.ends_matched(sa, ma, set)?;
             if eb && ea == want_a {
                 found = true;
                 break;
@@ -197,6 +250,7 @@ fn exists(b: &mut Lazy, a: &mut Lazy, want_a: bool) -> Option<bool> {
             let Some(u) = utf8_step(u, x) else {
                 continue;
             };
+            budget.take()?;
             let next = (b.next(sb, x)?, a.next(sa, x)?, mb, ma, u);
             if visited.insert(next) {
                 if visited.len() > MAX_STATES {
@@ -213,52 +267,117 @@ fn exists(b: &mut Lazy, a: &mut Lazy, want_a: bool) -> Option<bool> {
     Some(found)
 }
 
+/// Whether every path `b` takes is taken by one of the patterns `by` of
+/// `all` (`set`: scratch space, one flag per pattern).
+fn covered_by(
+    b: &mut Lazy,
+    all: &mut Lazy,
+    set: &mut [bool],
+    by: &[usize],
+    budget: &mut Budget,
+) -> Option<bool> {
+    set.iter_mut().for_each(|x| *x = false);
+    by.iter().for_each(|&i| set[i] = true);
+    exists(b, all, set, false, budget).map(|found| !found)
+}
+
 /// For each route, in routing order: None when it can be chosen (or
 /// the analysis could not tell), else the earlier routes (indices into
 /// `routes`) that together take every path it would: one route when one
 /// is enough, else a set of them none of which could be left out.
 pub(crate) fn never_chosen(routes: &[Pattern<'_>]) -> Vec<Option<Vec<usize>>> {
-    let sources: Vec<String> = routes.iter().map(Pattern::source).collect();
-    let covered = |b: &mut Lazy, by: &[usize]| {
-        let pats: Vec<String> = by.iter().map(|&i| sources[i].clone()).collect();
-        let mut a = Lazy::new(&pats)?;
-        Some(!exists(b, &mut a, false)?)
-    };
     let mut out = vec![None; routes.len()];
-    for k in 1..routes.len() {
-        let Some(mut b) = Lazy::new(&sources[k..=k]) else {
-            continue;
-        };
-        let all: Vec<usize> = (0..k).collect();
-        if covered(&mut b, &all) != Some(true) {
-            continue;
-        }
-        // The routes that take some of its paths; then, one at a time,
-        // those the rest can do without.
-        let mut takers = Vec::new();
-        for i in 0..k {
-            let Some(mut a) = Lazy::new(&sources[i..=i]) else {
-                takers.push(i);
-                continue;
-            };
-            if exists(&mut b, &mut a, true) != Some(false) {
-                takers.push(i);
-            }
-        }
-        // (Latest first, so the earliest routes are the ones named.)
-        for j in (0..takers.len()).rev() {
-            if takers.len() == 1 {
+    let sources: Vec<String> = routes.iter().map(Pattern::source).collect();
+    // Each pattern is compiled twice in all: alone, and in the DFA of
+    // every route (which answers "taken by the routes before it").
+    // Compiling a union per route instead cost seconds for forty Unicode
+    // patterns.
+    let Some(mut all) = Lazy::new(&sources) else {
+        return out;
+    };
+    let mut singles: Vec<Option<Lazy>> = sources
+        .iter()
+        .map(|s| Lazy::new(std::slice::from_ref(s)))
+        .collect();
+    let site_until = Instant::now() + SITE_TIME;
+    // Two rounds: every route first gets a short try, so that a few hard
+    // ones cannot spend the time the easy ones need; the undecided then
+    // share what is left.
+    let mut undecided: Vec<usize> = (1..routes.len()).collect();
+    for round_time in [ROUTE_TIME / 10, ROUTE_TIME] {
+        let mut still = Vec::new();
+        for &k in &undecided {
+            let now = Instant::now();
+            if now > site_until {
                 break;
             }
-            let mut rest = takers.clone();
-            rest.remove(j);
-            if covered(&mut b, &rest) == Some(true) {
-                takers = rest;
+            let mut budget = Budget {
+                steps: ROUTE_STEPS,
+                until: now + round_time,
+            };
+            match dead_route(&mut singles, &mut all, k, &mut budget) {
+                Some(v) => out[k] = v,
+                None => still.push(k),
             }
         }
-        out[k] = Some(takers);
+        undecided = still;
     }
     out
+}
+
+/// Route `k`'s verdict: Some(None) reachable, Some(Some(takers)) never
+/// chosen, None undecided. `singles`: each route's own DFA.
+fn dead_route(
+    singles: &mut [Option<Lazy>],
+    all: &mut Lazy,
+    k: usize,
+    budget: &mut Budget,
+) -> Option<Option<Vec<usize>>> {
+    let mut b = singles[k].take()?;
+    let verdict = dead_route_with(&mut b, singles, all, k, budget);
+    singles[k] = Some(b);
+    verdict
+}
+
+fn dead_route_with(
+    b: &mut Lazy,
+    singles: &mut [Option<Lazy>],
+    all: &mut Lazy,
+    k: usize,
+    budget: &mut Budget,
+) -> Option<Option<Vec<usize>>> {
+    let mut set = vec![false; singles.len()];
+    let before: Vec<usize> = (0..k).collect();
+    if !covered_by(b, all, &mut set, &before, budget)? {
+        return Some(None);
+    }
+    // The routes that take some of its paths (each walked alone: in the
+    // DFA of all routes the others keep every state alive); then, latest
+    // first, those the rest can do without (so the earliest routes are
+    // named). Past the budget the list stays longer than it need be,
+    // never wrong.
+    const ONE: &[bool] = &[true];
+    let mut takers = Vec::new();
+    for (i, a) in singles.iter_mut().enumerate().take(k) {
+        let meets = match a {
+            Some(a) => exists(b, a, ONE, true, budget),
+            None => None,
+        };
+        if meets != Some(false) {
+            takers.push(i);
+        }
+    }
+    for j in (0..takers.len()).rev() {
+        if takers.len() == 1 {
+            break;
+        }
+        let mut rest = takers.clone();
+        rest.remove(j);
+        if covered_by(b, all, &mut set, &rest, budget) == Some(true) {
+            takers = rest;
+        }
+    }
+    Some(Some(takers))
 }
 
 #[cfg(test)]
@@ -446,5 +565,31 @@ mod tests {
         // An ASCII-only boundary is decided.
         let r = dead(&[Pattern::Regex(r"(?-u:\b)x"), Pattern::Regex(r"(?-u:\b)xy")]);
         assert_eq!(r, [None, Some(vec![0])]);
+    }
+
+    /// Many Unicode patterns: the lazy DFAs' caches fill and are cleared
+    /// (a stale state id once panicked here), and the walks are cut by
+    /// the budget. What is reported is still right, and it ends.
+    #[test]
+    fn many_unicode_regexes_end_within_the_budget_and_report_nothing_false() {
+        let srcs: Vec<String> = (0..40)
+            .map(|i| format!(r"(?i)^/section{i}/\w+/.*\.(css|js|png|jpe?g|gif)$"))
+            .collect();
+        let mut pats: Vec<Pattern<'_>> = srcs.iter().map(|s| Pattern::Regex(s)).collect();
+        pats.push(Pattern::Regex(r"\.php$"));
+        pats.push(Pattern::Regex(r"(?i)^/section3/\w+/x\.css$"));
+        pats.push(Pattern::Prefix("/"));
+        pats.push(Pattern::Prefix("/section1/"));
+        let t = std::time::Instant::now();
+        let r = dead(&pats);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(r[..41].iter().all(Option::is_none), "{r:?}");
+        assert!(r[41].as_ref().is_none_or(|v| v == &[3]), "{r:?}");
+        assert!(r[42].is_none(), "{r:?}");
+        assert!(r[43].as_ref().is_none_or(|v| v == &[42]), "{r:?}");
     }
 }
