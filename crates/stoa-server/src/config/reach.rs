@@ -74,7 +74,7 @@ impl Budget {
     fn take(&mut self) -> Option<()> {
         self.steps = self.steps.checked_sub(1)?;
         // The clock is read once every 4096 steps.
-        if self.steps % 4096 == 0 && Instant::now() > self.until {
+        if self.steps.is_multiple_of(4096) && Instant::now() > self.until {
             self.steps = 0;
             return None;
         }
