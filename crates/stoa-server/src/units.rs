@@ -96,3 +96,21 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mul)
         .ok_or_else(|| format!("`{s}` is too large"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_parse_with_units() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_size("16 MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("16kb").unwrap(), 16_000);
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert!(parse_size("99999999999 GiB").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+}

@@ -233,3 +233,23 @@ pub(crate) fn access(
     }
     Ok(Access { checks })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::inherit;
+
+    /// A route's value replaces its site's whole (nginx: a directive in a
+    /// location replaces the server's); a route without it, or a site's
+    /// root (`route` None), has the site's.
+    #[test]
+    fn a_routes_key_replaces_its_sites_and_otherwise_the_site_decides() {
+        let site = Some(vec!["site"]);
+        assert_eq!(
+            inherit(Some(&Some(vec!["route"])), &site),
+            Some(&vec!["route"])
+        );
+        assert_eq!(inherit(Some(&None), &site), Some(&vec!["site"]));
+        assert_eq!(inherit(None, &site), Some(&vec!["site"]));
+        assert_eq!(inherit::<Vec<&str>>(Some(&None), &None), None);
+    }
+}

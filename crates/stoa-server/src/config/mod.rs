@@ -11,7 +11,7 @@ pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
 use crate::log::access::{Dest, Format};
 pub use crate::proto::{Http2Limits, Limits};
-pub use crate::units::{parse_duration, parse_size, Dur, Size};
+pub use crate::units::{Dur, Size};
 pub use crate::upstream::pool::parse_addr;
 use serde::Deserialize;
 use std::fmt;
@@ -605,12 +605,8 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Reads and validates a config file.
-pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> {
-    load_with(path, overrides, &Files::disk())
-}
-
-/// [`load`], reading the file, its certificates and keys through `files`.
+/// Reads and validates a config file, reading it, its certificates and
+/// keys through `files`.
 pub fn load_with(
     path: &Path,
     overrides: &Overrides,
@@ -663,6 +659,9 @@ fn expand_stoa(mut command: Vec<String>) -> Result<Vec<String>, String> {
 }
 
 /// Parses and validates config text; `base` resolves relative paths.
+/// Pure but for the files it names (roots, certificates): what tests of
+/// configuration and routing start from.
+#[cfg(test)]
 pub fn from_str(
     text: &str,
     file: &str,
@@ -694,12 +693,8 @@ fn from_str_with(
     build(parsed, text, file, base, overrides, files)
 }
 
-/// A runtime for `stoa serve DIR` without a config file.
-pub fn for_dir(overrides: &Overrides) -> Result<Runtime, ConfigError> {
-    for_dir_with(overrides, &Files::disk())
-}
-
-/// [`for_dir`], reading `--tls-cert`/`--tls-key` through `files`.
+/// A runtime for `stoa serve DIR` without a config file, reading
+/// `--tls-cert`/`--tls-key` through `files`.
 pub fn for_dir_with(overrides: &Overrides, files: &Files) -> Result<Runtime, ConfigError> {
     build(
         FileConfig::default(),
@@ -1975,19 +1970,6 @@ autoindex = false
         assert_eq!(tls(&[8443]).https_port, Some(8443));
         assert_eq!(tls(&[8443, 443]).https_port, None);
         assert!(tls(&[]).transport_rules);
-    }
-
-    #[test]
-    fn durations_and_sizes_parse_with_units() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("fast").is_err());
-        assert_eq!(parse_size("16 MiB").unwrap(), 16 << 20);
-        assert_eq!(parse_size("16kb").unwrap(), 16_000);
-        assert_eq!(parse_size("1024").unwrap(), 1024);
-        assert!(parse_size("99999999999 GiB").is_err());
-        assert!(parse_size("lots").is_err());
     }
 
     #[test]

@@ -9,18 +9,18 @@ use serde::Deserialize;
 /// `redirect = {...}` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RedirectRouteConfig {
+pub(crate) struct RedirectRouteConfig {
     /// The `Location`: a template of `$scheme`, `$host`, `$http_host`,
     /// `$uri`, `$query` (`$args`), `$is_args`, `$request_uri` and, on a
     /// `regex` route, `$1`..`$9`.
-    pub to: String,
+    pub(crate) to: String,
     /// 301, 302 (default, as nginx and Caddy), 303, 307 or 308.
-    pub status: Option<u16>,
+    pub(crate) status: Option<u16>,
 }
 
 /// A `redirect` route, validated.
 #[derive(Debug)]
-pub struct RedirectConfig {
+pub(crate) struct RedirectConfig {
     status: u16,
     to: Template,
     /// The route's regex, kept only when `to` reads its captures: they

@@ -9,20 +9,20 @@ use serde::Deserialize;
 /// `respond = {...}` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RespondRouteConfig {
+pub(crate) struct RespondRouteConfig {
     /// 200 (default) to 599.
-    pub status: Option<u16>,
+    pub(crate) status: Option<u16>,
     /// The body, sent as written. Without it a status of 400 or more gets
     /// the server's own small error page (as nginx `return 404;`), any
     /// other an empty body.
-    pub body: Option<String>,
+    pub(crate) body: Option<String>,
     /// The body's `Content-Type` (default `text/plain; charset=utf-8`).
-    pub content_type: Option<String>,
+    pub(crate) content_type: Option<String>,
 }
 
 /// A `respond` route, validated.
 #[derive(Debug)]
-pub struct RespondConfig {
+pub(crate) struct RespondConfig {
     status: u16,
     /// None: the server's error page (400 and above) or nothing.
     body: Option<Bytes>,
