@@ -13,6 +13,7 @@ pub mod cert;
 pub mod config;
 pub mod conn;
 pub mod exchange;
+mod filter;
 pub mod fs;
 pub mod gateway;
 pub mod handler;
