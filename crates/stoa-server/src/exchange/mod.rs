@@ -20,6 +20,7 @@ pub use crate::proto::{BodyFail, Limits};
 pub(crate) use edge::Edge;
 pub use sub::{Sub, SubResponse};
 
+use crate::filter::{Active, Fields, FileVersion, Filters, Head, Length, Whole};
 use crate::local::{AccessLog, Worker};
 use crate::log::access::{Combined, Entry};
 use crate::proto::h1::Io;
@@ -78,6 +79,15 @@ pub struct Exchange<'a> {
     received: u64,
     /// The application that answers, for the log.
     upstream: Option<Box<UpstreamTrace>>,
+    /// The route's response filters; None when it has none, the common
+    /// case, which costs one test per response call.
+    filters: Option<&'a Filters>,
+    /// The body filters at work on this response, once its head chose
+    /// them (`crate::filter`).
+    active: Option<Box<Active>>,
+    /// Where the header fields start in the head's buffer (after the
+    /// status line), for filters to read and edit them.
+    fields_at: usize,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -117,7 +127,17 @@ impl<'a> Exchange<'a> {
             head_bytes: 0,
             received: 0,
             upstream: None,
+            filters: None,
+            active: None,
+            fields_at: 0,
         }
+    }
+
+    /// This request's response filters (its route's, else its site's).
+    #[inline]
+    pub(crate) fn with_filters(mut self, filters: Option<&'a Filters>) -> Exchange<'a> {
+        self.filters = filters.filter(|f| !f.is_empty());
+        self
     }
 
     /// This request was routed to a route (or a site's root) with these
@@ -199,6 +219,7 @@ impl<'a> Exchange<'a> {
         // The route first routed to keeps deciding (its log, its filters).
         ex.edge = self.edge;
         ex.log = self.log;
+        ex.filters = self.filters;
         ex.began = self.began;
         ex.received = self.received;
         ex
@@ -360,6 +381,9 @@ impl<'a> Exchange<'a> {
     /// Status line, Date and Server.
     pub fn start(&mut self, status: u16) {
         self.status = status;
+        // A response that starts anew (an error replacing one not sent)
+        // starts its filters anew too.
+        self.active = None;
         if let Side::H1(io) = &self.side {
             if io.reader.is_none() && self.req.expect_continue && self.req.has_body() {
                 // Answered before the body was asked for: the client waits
@@ -374,12 +398,17 @@ impl<'a> Exchange<'a> {
                 let b = io.out.buf();
                 self.head_bytes = b.len() as u64;
                 push_status_line(b, status);
+                self.fields_at = b.len();
                 self.worker.push_date(b);
             }
-            Side::Sub(s) => s.status = status,
+            Side::Sub(s) => {
+                s.status = status;
+                self.fields_at = s.head.len();
+            }
             Side::H2(s) => {
                 s.start(status);
                 self.head_bytes = 0;
+                self.fields_at = 0;
                 self.worker.push_date(&mut s.head);
             }
         }
@@ -400,6 +429,49 @@ impl<'a> Exchange<'a> {
     /// Ends a head whose body has this length (`None`: a status without a
     /// body, or HEAD).
     pub fn end_head(&mut self, len: Option<u64>) {
+        if let Some(f) = self.filters {
+            let announced = match len {
+                Some(n) => Length::Known(n),
+                None => Length::Empty,
+            };
+            if self.run_filters(f, announced) == Length::Unknown {
+                // A filter made the length unknown (it rewrites the
+                // body): streamed; what the handler announced still
+                // bounds what it may write, and tells a cut body.
+                self.head_stream();
+                self.remaining = len.map(|n| if self.head_only { 0 } else { n });
+                return;
+            }
+        }
+        self.head_length(len);
+    }
+
+    /// Runs the route's filters on the head so far; the body's length as
+    /// they leave it.
+    #[inline(never)]
+    fn run_filters(&mut self, filters: &Filters, length: Length) -> Length {
+        let http10 = self.req.version == Version::Http10 && matches!(self.side, Side::H1(_));
+        let sub = matches!(self.side, Side::Sub(_));
+        let (buf, at) = match &mut self.side {
+            Side::H1(io) => (io.out.buf(), self.fields_at),
+            Side::Sub(s) => (&mut s.head, self.fields_at),
+            Side::H2(s) => (&mut s.head, 0),
+        };
+        let mut head = Head {
+            req: self.req,
+            status: self.status,
+            fields: Fields::new(buf, at),
+            length,
+            head_only: self.head_only,
+            http10,
+            sub,
+        };
+        self.active = filters.head(&mut head);
+        head.length
+    }
+
+    /// [`Exchange::end_head`] once the filters ran.
+    fn head_length(&mut self, len: Option<u64>) {
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
             if let Some(len) = len {
@@ -430,8 +502,16 @@ impl<'a> Exchange<'a> {
     /// Ends a head whose body length is not known yet: HTTP/1.1 chunks it,
     /// HTTP/1.0 delimits it by closing the connection.
     pub fn end_head_stream(&mut self) {
+        if let Some(f) = self.filters {
+            self.run_filters(f, Length::Unknown);
+        }
+        self.head_stream();
+    }
+
+    /// [`Exchange::end_head_stream`] once the filters ran.
+    fn head_stream(&mut self) {
         if self.head_only {
-            self.end_head(None);
+            self.head_length(None);
             return;
         }
         match &mut self.side {
@@ -447,7 +527,7 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(_) | Side::H2(_) => {}
         }
-        self.end_head(None);
+        self.head_length(None);
         self.remaining = None;
     }
 
@@ -455,6 +535,9 @@ impl<'a> Exchange<'a> {
     pub fn body_mem(&mut self, body: Bytes) {
         if self.head_only {
             return;
+        }
+        if self.active.is_some() {
+            return self.filter_mem(body);
         }
         match &mut self.side {
             Side::H1(io) if !self.chunked => {
@@ -497,6 +580,18 @@ impl<'a> Exchange<'a> {
         if data.is_empty() {
             return;
         }
+        if self.active.is_some() {
+            return self.filter_data(data);
+        }
+        self.emit(data);
+    }
+
+    /// Body bytes to the carrier, framed as the head said.
+    fn emit(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            // An empty chunk would end a chunked body.
+            return;
+        }
         self.sent += data.len() as u64;
         match &mut self.side {
             Side::H1(io) => {
@@ -518,6 +613,9 @@ impl<'a> Exchange<'a> {
     pub fn body_file(&mut self, file: Rc<File>, offset: u64, len: u64) {
         if self.head_only {
             return;
+        }
+        if self.active.is_some() {
+            return self.filter_file(&file, offset, len);
         }
         if let Some(r) = self.remaining.as_mut() {
             *r = r.saturating_sub(len);
@@ -635,6 +733,9 @@ impl<'a> Exchange<'a> {
     /// Writes everything queued; false when the client is gone or stopped
     /// reading for longer than the send timeout.
     pub async fn flush(&mut self) -> bool {
+        if self.active.is_some() {
+            self.filter_flush();
+        }
         match &mut self.side {
             Side::H1(io) => io.flush(self.limits.send_timeout).await,
             Side::Sub(_) => true,
@@ -712,6 +813,9 @@ impl<'a> Exchange<'a> {
                 self.relay_end();
             }
         }
+        if self.active.is_some() {
+            self.filter_end(whole);
+        }
         if self.chunked {
             self.chunked = false;
             if let Side::H1(io) = &mut self.side {
@@ -723,6 +827,133 @@ impl<'a> Exchange<'a> {
         }
         let complete = whole && !self.truncated();
         self.log_line(complete);
+    }
+
+    // ---- the body through filters (`crate::filter`) ----
+
+    /// The body about to be written is this version of a file (the static
+    /// handler's whole 200): a filter may answer it with what it made of
+    /// that version before (a compressed form), instead of reworking it.
+    #[inline]
+    pub(crate) fn body_version(&mut self, version: FileVersion) {
+        if let Some(a) = self.active.as_deref_mut() {
+            a.version = Some(version);
+        }
+    }
+
+    #[inline(never)]
+    fn filter_data(&mut self, data: &[u8]) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        a.data(data);
+        self.emit_filtered(&mut a);
+        self.active = Some(a);
+    }
+
+    fn emit_filtered(&mut self, a: &mut Active) {
+        self.emit(&a.out);
+        a.out.clear();
+    }
+
+    /// A shared body through the filters: whole, when it is the version
+    /// the exchange was told of (a kept form may answer it).
+    #[inline(never)]
+    fn filter_mem(&mut self, body: Bytes) {
+        let whole = self
+            .active
+            .as_deref()
+            .is_some_and(|a| a.version.is_some_and(|v| v.size == body.len() as u64))
+            && self.remaining.is_none_or(|r| r == body.len() as u64);
+        if whole {
+            if let Some(made) = self.active.as_deref_mut().and_then(|a| a.whole(Whole::Mem(&body))) {
+                self.remaining = self.remaining.map(|_| 0);
+                return self.emit_mem(made);
+            }
+        }
+        self.write(&body)
+    }
+
+    /// A file range through the filters: whole when it is the version
+    /// the exchange was told of, else read and fed in pieces.
+    #[inline(never)]
+    fn filter_file(&mut self, file: &File, offset: u64, len: u64) {
+        let len = self.remaining.map_or(len, |r| r.min(len));
+        let whole = offset == 0
+            && self
+                .active
+                .as_deref()
+                .is_some_and(|a| a.version.is_some_and(|v| v.size == len));
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= len;
+        }
+        if whole {
+            if let Some(made) = self.active.as_deref_mut().and_then(|a| a.whole(Whole::File(file))) {
+                return self.emit_mem(made);
+            }
+        }
+        use std::os::unix::fs::FileExt;
+        let mut piece = vec![0; len.min(64 * 1024) as usize];
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let n = (end - at).min(piece.len() as u64) as usize;
+            if let Err(e) = file.read_exact_at(&mut piece[..n], at) {
+                // The head is gone: the body ends here, short of its
+                // length, so the response is cut (the connection closes,
+                // an HTTP/2 stream is reset).
+                tracing::error!("reading a file for a response: {e}");
+                self.remaining = Some(self.remaining.unwrap_or(0) + (end - at));
+                return;
+            }
+            self.filter_data(&piece[..n]);
+            at += n as u64;
+        }
+    }
+
+    /// Encoded output that came whole (a kept form) to the carrier.
+    fn emit_mem(&mut self, made: Bytes) {
+        if made.is_empty() {
+            return;
+        }
+        self.sent += made.len() as u64;
+        match &mut self.side {
+            Side::H1(io) => {
+                if self.chunked {
+                    push_chunk_header(io.out.buf(), made.len());
+                    io.out.push_mem(made);
+                    io.out.buf().extend_from_slice(CHUNK_END);
+                } else {
+                    io.out.push_mem(made);
+                }
+            }
+            Side::Sub(s) => s.push_body(&made),
+            Side::H2(s) => s.push_mem(made),
+        }
+    }
+
+    /// The application flushed: what the filters hold goes out with it.
+    #[inline(never)]
+    fn filter_flush(&mut self) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        a.flush();
+        self.emit_filtered(&mut a);
+        self.active = Some(a);
+    }
+
+    /// The end of the response: the filters' tails, unless the body was
+    /// cut (then the client must see a truncation, not a whole stream).
+    #[inline(never)]
+    fn filter_end(&mut self, whole: bool) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        if whole && !self.truncated() {
+            a.finish();
+            self.emit_filtered(&mut a);
+        }
     }
 
     /// The application answering this request (`unix:/path` or
