@@ -3,13 +3,14 @@
 //! responses (nginx `add_header` / `expires`, Caddy `header`).
 //!
 //! The configuration is checked once, at load, into [`HeaderRules`]: the
-//! names that go (lower case) and the lines that are appended, encoded
-//! already. A response head is edited where it is built, as the lines
-//! `Name: value\r\n` every carrier writes ([`HeaderRules::edit`]), so the
-//! same code serves HTTP/1 and HTTP/2. Fields that frame the message or
-//! belong to one connection cannot be named: a rule must not be able to
-//! make a response unreadable.
+//! names that go and the fields that are appended. It is a head-only
+//! response filter ([`Filter`]): the exchange hands it every response's
+//! complete head, as the lines every carrier writes ([`Fields`]), so the
+//! same code serves HTTP/1 and HTTP/2 and every handler. Fields that frame
+//! the message or belong to one connection cannot be named: a rule must
+//! not be able to make a response unreadable.
 
+use super::{Fields, Filter, Head, Never};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -91,11 +92,10 @@ enum Expires {
 /// no rules pay nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HeaderRules {
-    /// Lower-case names whose fields the handler wrote go (`remove`,
-    /// `set`).
-    drop: Box<[Box<[u8]>]>,
-    /// `set` and `add` lines, encoded, each ending in CRLF.
-    lines: Box<[u8]>,
+    /// Names whose fields the handler wrote go (`remove`, `set`).
+    drop: Box<[Box<str>]>,
+    /// `set` and `add` fields, appended in this order.
+    lines: Box<[(Box<str>, Box<[u8]>)]>,
     expires: Option<Expires>,
     /// `cache_control`, or what `expires` implies.
     cache_control: Option<Box<[u8]>>,
@@ -136,16 +136,15 @@ impl HeaderRules {
         {
             return Ok(None);
         }
-        let mut drop: Vec<Box<[u8]>> = Vec::new();
+        let mut drop: Vec<Box<str>> = Vec::new();
         let mut lines = Vec::new();
         for name in &h.remove {
             check_name(name).map_err(|m| format!("headers.remove: {m}"))?;
-            drop.push(name.to_ascii_lowercase().into_bytes().into());
+            drop.push(name.as_str().into());
         }
         for (key, map, replaces) in [("set", &h.set, true), ("add", &h.add, false)] {
             for (name, values) in map {
                 check_name(name).map_err(|m| format!("headers.{key}: {m}"))?;
-                let lower = name.to_ascii_lowercase();
                 if h.remove.iter().any(|r| r.eq_ignore_ascii_case(name)) {
                     return Err(format!("headers.{key}: `{name}` is also in headers.remove"));
                 }
@@ -160,10 +159,10 @@ impl HeaderRules {
                 }
                 for v in values.as_slice() {
                     check_value(v).map_err(|m| format!("headers.{key}.{name}: {m}"))?;
-                    stoa_h1::response::push_header(&mut lines, name, v.as_bytes());
+                    lines.push((name.as_str().into(), v.as_bytes().into()));
                 }
                 if replaces {
-                    drop.push(lower.into_bytes().into());
+                    drop.push(name.as_str().into());
                 }
             }
         }
@@ -206,47 +205,22 @@ impl HeaderRules {
         self.always || (200..400).contains(&status)
     }
 
-    /// Edits the header lines `head[from..]` (`Name: value\r\n` each, no
-    /// blank line yet) of a response with `status`, sent at `now`: fields
-    /// named by `remove`, `set`, `expires` and `cache_control` go, then
-    /// the rules' fields are appended. `expires` and `cache_control` are
-    /// for 2xx and 3xx only, whatever `always` says: an error is not to be
-    /// cached for a month.
-    pub(crate) fn edit(&self, head: &mut Vec<u8>, from: usize, status: u16, now: SystemTime) {
+    /// Edits the header fields of a response with `status`, sent at
+    /// `now`: fields named by `remove`, `set`, `expires` and
+    /// `cache_control` go, then the rules' fields are appended.
+    /// `expires` and `cache_control` are for 2xx and 3xx only, whatever
+    /// `always` says: an error is not to be cached for a month.
+    pub(crate) fn edit(&self, fields: &mut Fields<'_>, status: u16, now: SystemTime) {
         if !self.applies(status) {
             return;
         }
-        let success = (200..400).contains(&status);
-        let caching = success && (self.expires.is_some() || self.cache_control.is_some());
-        let drops = |name: &[u8]| {
-            self.drop.iter().any(|d| d.eq_ignore_ascii_case(name))
-                || caching
-                    && (self.cache_control.is_some() && name.eq_ignore_ascii_case(b"cache-control")
-                        || self.expires.is_some() && name.eq_ignore_ascii_case(b"expires"))
-        };
-        // Compacted in place: a line that stays moves down over those
-        // that went.
-        let mut read = from;
-        let mut write = from;
-        while read < head.len() {
-            let end = head[read..]
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .map_or(head.len(), |i| read + i + 2);
-            let line = &head[read..end];
-            let name = line
-                .iter()
-                .position(|&b| b == b':')
-                .map_or(line, |i| &line[..i]);
-            if !drops(name) {
-                head.copy_within(read..end, write);
-                write += end - read;
-            }
-            read = end;
+        for name in self.drop.iter() {
+            fields.remove(name);
         }
-        head.truncate(write);
-        head.extend_from_slice(&self.lines);
-        if !caching {
+        for (name, value) in self.lines.iter() {
+            fields.append(name, value);
+        }
+        if !(200..400).contains(&status) {
             return;
         }
         if let Some(e) = self.expires {
@@ -257,11 +231,23 @@ impl HeaderRules {
                 // Thu, 31 Dec 2037 23:55:55 GMT
                 Expires::Max => UNIX_EPOCH + Duration::from_secs(2_145_916_555),
             };
-            stoa_h1::response::push_header(head, "Expires", httpdate::fmt_http_date(at).as_bytes());
+            fields.set("Expires", httpdate::fmt_http_date(at).as_bytes());
         }
         if let Some(v) = &self.cache_control {
-            stoa_h1::response::push_header(head, "Cache-Control", v);
+            fields.set("Cache-Control", v);
         }
+    }
+}
+
+impl Filter for HeaderRules {
+    type Body = Never;
+    /// An included response's fields are thrown away with its head; an
+    /// error page's response is the main one, which is edited.
+    const IN_SUBREQUESTS: bool = false;
+
+    fn head(&self, h: &mut Head<'_>) -> Option<Never> {
+        self.edit(&mut h.fields, h.status, SystemTime::now());
+        None
     }
 }
 
@@ -398,10 +384,13 @@ mod tests {
         Server: stoa\r\nContent-Type: text/html\r\nX-Old: 1\r\nx-old: 2\r\n";
     const FROM: usize = 17;
 
+    fn edit(r: &HeaderRules, head: &mut Vec<u8>, status: u16, now: SystemTime) {
+        r.edit(&mut Fields::new(head, FROM), status, now);
+    }
+
     fn edited(r: &HeaderRules, status: u16) -> String {
         let mut head = BASE.to_vec();
-        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        r.edit(&mut head, FROM, status, now);
+        edit(r, &mut head, status, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
         String::from_utf8(head).expect("ascii")
     }
 
@@ -468,14 +457,14 @@ mod tests {
             Some("public, max-age=60"),
         );
         let mut head = b"HTTP/1.1 200 OK\r\nCache-Control: private\r\nExpires: 0\r\n".to_vec();
-        r.edit(&mut head, FROM, 200, UNIX_EPOCH);
+        edit(&r, &mut head, 200, UNIX_EPOCH);
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "HTTP/1.1 200 OK\r\nX-A: 1\r\nExpires: Thu, 01 Jan 1970 01:30:00 GMT\r\n\
              Cache-Control: public, max-age=60\r\n"
         );
         let mut head = b"HTTP/1.1 503 x\r\nCache-Control: no-store\r\n".to_vec();
-        r.edit(&mut head, FROM, 503, UNIX_EPOCH);
+        edit(&r, &mut head, 503, UNIX_EPOCH);
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "HTTP/1.1 503 x\r\nCache-Control: no-store\r\nX-A: 1\r\n"

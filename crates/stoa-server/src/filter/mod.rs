@@ -255,6 +255,7 @@ macro_rules! filters {
 // The registry: one line per filter, in the order they see a head.
 filters! {
     compress: compress::Compress,
+    headers: headers::HeaderRules,
 }
 
 impl Active {
