@@ -22,7 +22,10 @@ use std::time::Duration;
 use toml::Spanned;
 pub use wire::{ProxyProtocol, UnixListen};
 
+pub(crate) mod edge;
 mod wire;
+
+pub(crate) use edge::{Access, Check};
 
 pub mod files;
 pub use files::{Files, Recorded};
@@ -294,7 +297,8 @@ pub struct CacheConfig {
     pub revalidate: Option<Dur>,
 }
 
-#[derive(Debug, Deserialize)]
+edge::edge_keys! {
+#[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
     #[serde(default)]
@@ -322,6 +326,7 @@ pub struct SiteConfig {
     #[serde(default)]
     pub rewrite: Vec<Spanned<RewriteConfig>>,
 }
+}
 
 /// `[[site.rewrite]]`: `from` is matched against the decoded, normalized
 /// path; `to` may use `$1`..`$9` and carry a query, to which the request's
@@ -346,6 +351,7 @@ pub struct PhpRouteConfig {
     pub params: std::collections::BTreeMap<String, String>,
 }
 
+edge::edge_keys! {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
@@ -381,6 +387,7 @@ pub struct RouteConfig {
     /// `false`: no access-log line for this route; a path: its lines go
     /// there instead (in the server's `[log] format`).
     pub access_log: Option<RouteLogConfig>,
+}
 }
 
 /// `lua = {...}`: a Lua script answers (docs/LUA.md).
@@ -653,15 +660,13 @@ pub struct PhpRoute {
 pub struct Route {
     pub matcher: Matcher,
     pub handler: Handler,
-    /// Index into `Runtime::pools` of the FastCGI Authorizer asked first.
-    pub authorizer: Option<usize>,
-    /// A Lua script asked first (`lua = { access = ... }`).
-    pub access: Option<Arc<crate::handler::lua::LuaConfig>>,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
-    /// The route's own access log (off, or another file); None: the
-    /// server's.
-    pub access_log: Option<AccessLog>,
+    /// The access phase: checks asked before the handler (edge.rs).
+    pub(crate) access: Access,
+    /// What the exchange, response filters and handlers read of this
+    /// route (its keys, else its site's).
+    pub(crate) edge: crate::exchange::Edge,
 }
 
 /// `[[site.rewrite]]`, compiled.
@@ -688,6 +693,10 @@ pub struct Site {
     pub https_redirect: bool,
     /// The `Strict-Transport-Security` value for responses over TLS.
     pub hsts: Option<Vec<u8>>,
+    /// The access phase of requests no route takes (the root's).
+    pub(crate) access: Access,
+    /// The [`Route::edge`] of requests no route takes.
+    pub(crate) edge: crate::exchange::Edge,
 }
 
 /// Everything the workers need, validated and precompiled. Immutable: a
@@ -1182,16 +1191,8 @@ fn build(
         match site_cfgs.first_mut() {
             Some(first) => first.root = Some(Spanned::new(0..0, root)),
             None => site_cfgs.push(SiteConfig {
-                hosts: None,
                 root: Some(Spanned::new(0..0, root)),
-                index: None,
-                autoindex: false,
-                follow_symlinks: false,
-                allow_dotfiles: false,
-                https_redirect: false,
-                hsts: None,
-                route: Vec::new(),
-                rewrite: Vec::new(),
+                ..SiteConfig::default()
             }),
         }
     }
@@ -1575,46 +1576,16 @@ fn build(
             } else {
                 return Err(err(None, &rkey, "no handler".into()));
             };
-            let access = match &rc.lua {
-                Some(lu) => match &lu.get_ref().access {
-                    Some(a) => {
-                        let c = lu.get_ref();
-                        if rc.authorizer.is_some() {
-                            return Err(err(
-                                Some(lu.span()),
-                                &format!("{rkey}.lua.access"),
-                                "a route has one access check: `authorizer` or `lua.access`".into(),
-                            ));
-                        }
-                        let cfg = crate::handler::lua::LuaConfig::new(
-                            resolve(a),
-                            c.timeout.map(|d| d.0),
-                            c.memory.map(|m| m.0),
-                            c.max_instructions,
-                            lua_dicts.clone(),
-                        )
-                        .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.access"), m))?;
-                        Some(Arc::new(cfg))
-                    }
-                    None if lu.get_ref().script.is_none() => {
-                        return Err(err(
-                            Some(lu.span()),
-                            &format!("{rkey}.lua"),
-                            "needs a `script` (the handler) or an `access` script".into(),
-                        ))
-                    }
-                    None => None,
-                },
-                None => None,
+            let cx = edge::Ctx {
+                key: &rkey,
+                err: &err,
+                resolve: &resolve,
+                log_format: &format,
+                pools: &pool_specs,
+                lua_dicts: &lua_dicts,
             };
-            let authorizer = match &rc.authorizer {
-                None => None,
-                Some(a) => Some(pool_index(
-                    a.get_ref(),
-                    a.span(),
-                    &format!("{rkey}.authorizer"),
-                )?),
-            };
+            let access = edge::access(sc, Some(rc), &cx)?;
+            let edge = edge::resolve(sc, Some(rc), &cx)?;
             if let Some(tf) = &rc.try_files {
                 if tf.len() < 2 {
                     return Err(err(
@@ -1651,21 +1622,12 @@ fn build(
                     "{file}: {rkey}: never used: {key}.route[{prev}] has the same matcher and is tried first"
                 ));
             }
-            let access_log = match &rc.access_log {
-                None | Some(RouteLogConfig::On(true)) => None,
-                Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
-                Some(RouteLogConfig::File(p)) => Some(AccessLog {
-                    dest: parse_access_log(p, &resolve),
-                    format: format.clone(),
-                }),
-            };
             routes.push(Route {
                 matcher,
                 handler,
-                authorizer,
-                access,
                 try_files: rc.try_files.clone(),
-                access_log,
+                access,
+                edge,
             });
         }
         // The routing rule: deny routes first, then suffix routes in file
@@ -1706,6 +1668,15 @@ fn build(
             });
         }
         let hosts = sc.hosts.clone().unwrap_or_else(|| vec!["*".to_owned()]);
+        let cx = edge::Ctx {
+            key: &key,
+            err: &err,
+            resolve: &resolve,
+            log_format: &format,
+            pools: &pool_specs,
+            lua_dicts: &lua_dicts,
+        };
+        let (access, edge) = (edge::access(sc, None, &cx)?, edge::resolve(sc, None, &cx)?);
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
             routes,
@@ -1723,6 +1694,8 @@ fn build(
                 ),
                 None => None,
             },
+            access,
+            edge,
         });
     }
     let transport_rules = sites.iter().any(|s| s.https_redirect || s.hsts.is_some());
@@ -2053,6 +2026,7 @@ mod tests {
                 .iter()
                 .find(|r| matches!(&r.matcher, Matcher::Prefix(x) if x == p))
                 .expect("route")
+                .edge
                 .access_log
                 .clone()
         };

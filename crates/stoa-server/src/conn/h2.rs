@@ -7,7 +7,7 @@
 //! HTTP/2 request".
 
 use crate::config::Runtime;
-use crate::exchange::Exchange;
+use crate::exchange::{Edge, Exchange};
 use crate::local::Proto;
 use crate::local::Worker;
 use crate::proto::flood::Guard;
@@ -260,13 +260,13 @@ async fn stream(
         return;
     }
     let head = request_head(&parts, side.body_done());
-    let (mut hsts, mut log) = (None, None);
-    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts, &mut log);
+    let (mut hsts, mut edge) = (None, Edge::none());
+    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts, &mut edge);
     let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
         let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits)
             .with_hsts(hsts)
-            .with_log(log);
+            .with_edge(edge);
         route::run(p, &mut ex, rt, 0).await;
         ex.truncated()
     };

@@ -26,6 +26,7 @@
 pub(crate) mod compress;
 mod fields;
 
+pub(crate) use compress::CompressSetting;
 pub(crate) use fields::Fields;
 
 use bytes::Bytes;
@@ -112,6 +113,8 @@ pub(crate) struct FileVersion {
 }
 
 /// The body state of a filter that has none.
+// Used by head-only filters (headers); none is registered yet.
+#[allow(dead_code)]
 pub(crate) enum Never {}
 
 impl BodyFilter for Never {

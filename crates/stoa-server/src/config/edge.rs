@@ -1,0 +1,211 @@
+//! The keys a site sets for all its routes and a route overrides: where
+//! they are declared ([`edge_keys!`], once for `[[site]]` and
+//! `[[site.route]]`), and how they are resolved, once at load, into what
+//! the phases read at run time:
+//!
+//! - [`resolve`] -> [`Edge`] (`exchange/edge.rs`): what the exchange, its
+//!   response filters and the handlers read;
+//! - [`access`] -> [`Access`]: the checks of the access phase, which
+//!   routing runs before the handler (`route::access_phase`).
+//!
+//! A route's value replaces its site's whole (nginx inherits a
+//! directive into a location the same way, unless the location sets it).
+//! A feature adds: its key(s) in [`edge_keys!`], its field in `Edge`
+//! (or a check in `Access`), and one line here that resolves it.
+
+use super::{ConfigError, ErrAt, RouteConfig, RouteLogConfig, SiteConfig};
+use crate::exchange::Edge;
+use crate::local::AccessLog;
+use crate::log::access::Format;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Declares `[[site]]` and `[[site.route]]` (config/mod.rs) with the keys
+/// both take appended: every key below exists on both tables, with the
+/// same type, so [`resolve`] reads `route.KEY` else `site.KEY`. The
+/// fields written in the invocation come first and must end with a comma.
+/// A key is `Option<Spanned<T>>` (None: not written; the span names the
+/// line in errors), `T` the key's serde table, defined beside the
+/// feature's code.
+macro_rules! edge_keys {
+    ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($field)*
+
+            /// Gzip, brotli and zstd on the fly (`crate::filter::compress`):
+            /// `true`, `false` or a table.
+            pub(crate) compress: Option<Spanned<crate::filter::CompressSetting>>,
+
+            // headers: `headers`, `expires`, `cache_control`,
+            // `error_pages`, `intercept_errors`.
+
+            // access: `basic_auth`, `address_rules`, `limit_requests`,
+            // `limit_connections`.
+
+            // routes: `max_body_bytes`, `timeout`, `default_type`.
+        }
+    };
+}
+pub(crate) use edge_keys;
+
+/// What resolving needs of the file being loaded.
+pub(crate) struct Ctx<'a> {
+    /// `site[0]` or `site[0].route[2]`: the table whose keys these are,
+    /// for errors (`site[0].route[2].compress`).
+    pub(crate) key: &'a str,
+    pub(crate) err: &'a ErrAt<'a>,
+    /// A path as written, made absolute (relative to the file).
+    pub(crate) resolve: &'a dyn Fn(&str) -> PathBuf,
+    /// The server's access-log format (`[log] format`).
+    pub(crate) log_format: &'a Format,
+    /// The pools, for checks that name one (`authorizer`).
+    pub(crate) pools: &'a [crate::upstream::pool::PoolSpec],
+    /// `[lua.shared]`, for Lua scripts.
+    pub(crate) lua_dicts: &'a crate::handler::lua::Dicts,
+}
+
+/// The [`Edge`] of a route (`route` Some) or of a site's root (None):
+/// each key from the route, else from the site ([`inherit`]). Each
+/// feature sets its field in its own slot below (merges stay apart).
+pub(crate) fn resolve(
+    site: &SiteConfig,
+    route: Option<&RouteConfig>,
+    cx: &Ctx<'_>,
+) -> Result<Edge, ConfigError> {
+    let _ = site;
+    let mut edge = Edge::NONE;
+    // `access_log`: a route's only.
+    edge.access_log = match route.and_then(|r| r.access_log.as_ref()) {
+        None | Some(RouteLogConfig::On(true)) => None,
+        Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
+        Some(RouteLogConfig::File(p)) => Some(AccessLog {
+            dest: super::parse_access_log(p, cx.resolve),
+            format: cx.log_format.clone(),
+        }),
+    };
+
+    // compress: the route's value, else the site's; `false` lifts it.
+    let mut filters = crate::filter::Filters::default();
+    if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
+        filters.compress = v
+            .get_ref()
+            .build()
+            .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
+    }
+
+    // headers:
+
+    // routes:
+
+    // Last: every filter's slot above filled `filters`.
+    edge.filters = (!filters.is_empty()).then_some(filters);
+    Ok(edge)
+}
+
+/// A key's value for a route: the route's, else its site's (`route` None:
+/// the site's root, the site's). The route's replaces the site's whole.
+// The features' resolve lines use it.
+#[allow(dead_code)]
+pub(crate) fn inherit<'a, T>(route: Option<&'a Option<T>>, site: &'a Option<T>) -> Option<&'a T> {
+    match route {
+        Some(Some(v)) => Some(v),
+        _ => site.as_ref(),
+    }
+}
+
+impl Ctx<'_> {
+    /// The full key of one of this table's keys, for errors:
+    /// `site[0].route[2].compress`.
+    pub(crate) fn key_of(&self, name: &str) -> String {
+        format!("{}.{name}", self.key)
+    }
+}
+
+/// The access phase of a route or a site's root: checks asked in order
+/// before the handler; the first that answers ends the request, the
+/// variables each grants reach the handler. Empty (nearly always): routing
+/// pays one branch.
+#[derive(Debug, Default)]
+pub(crate) struct Access {
+    pub(crate) checks: Vec<Check>,
+}
+
+/// One check of the access phase.
+#[derive(Debug)]
+pub(crate) enum Check {
+    /// A FastCGI Authorizer (RFC-less FastCGI role; the pool's index in
+    /// `Runtime::pools`).
+    FastCgi(usize),
+    /// A Lua `access` script.
+    Lua(Arc<crate::handler::lua::LuaConfig>),
+}
+
+impl Access {
+    /// No check: the handler runs at once.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.checks.is_empty()
+    }
+}
+
+/// The [`Access`] of a route (`route` Some) or of a site's root (None).
+pub(crate) fn access(
+    _site: &SiteConfig,
+    route: Option<&RouteConfig>,
+    cx: &Ctx<'_>,
+) -> Result<Access, ConfigError> {
+    let mut checks = Vec::new();
+    let Some(rc) = route else {
+        return Ok(Access { checks });
+    };
+    if let Some(lu) = &rc.lua {
+        let c = lu.get_ref();
+        match &c.access {
+            Some(a) => {
+                if rc.authorizer.is_some() {
+                    return Err((cx.err)(
+                        Some(lu.span()),
+                        &cx.key_of("lua.access"),
+                        "a route has one access check: `authorizer` or `lua.access`".into(),
+                    ));
+                }
+                let cfg = crate::handler::lua::LuaConfig::new(
+                    (cx.resolve)(a),
+                    c.timeout.map(|d| d.0),
+                    c.memory.map(|m| m.0),
+                    c.max_instructions,
+                    cx.lua_dicts.clone(),
+                )
+                .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
+                checks.push(Check::Lua(Arc::new(cfg)));
+            }
+            None if c.script.is_none() => {
+                return Err((cx.err)(
+                    Some(lu.span()),
+                    &cx.key_of("lua"),
+                    "needs a `script` (the handler) or an `access` script".into(),
+                ))
+            }
+            None => {}
+        }
+    }
+    if let Some(a) = &rc.authorizer {
+        let k = cx.key_of("authorizer");
+        let name = a.get_ref();
+        let i = cx
+            .pools
+            .iter()
+            .position(|p| &p.name == name)
+            .ok_or_else(|| (cx.err)(Some(a.span()), &k, format!("no [[pool]] named `{name}`")))?;
+        if cx.pools[i].protocol != crate::upstream::Protocol::FastCgi {
+            return Err((cx.err)(
+                Some(a.span()),
+                &k,
+                format!("pool `{name}` speaks HTTP: use `proxy`"),
+            ));
+        }
+        checks.push(Check::FastCgi(i));
+    }
+    Ok(Access { checks })
+}
