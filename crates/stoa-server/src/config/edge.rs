@@ -33,7 +33,9 @@ macro_rules! edge_keys {
         pub struct $name {
             $($field)*
 
-            // compress: `compress`.
+            /// Gzip, brotli and zstd on the fly (`crate::filter::compress`):
+            /// `true`, `false` or a table.
+            pub(crate) compress: Option<Spanned<crate::filter::CompressSetting>>,
 
             // headers: `headers`, `expires`, `cache_control`,
             // `error_pages`, `intercept_errors`.
@@ -83,16 +85,21 @@ pub(crate) fn resolve(
         }),
     };
 
-    // compress: e.g.
-    //   if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
-    //       edge.compress = Compress::from_keys(v.get_ref())
-    //           .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
-    //   }
+    // compress: the route's value, else the site's; `false` lifts it.
+    let mut filters = crate::filter::Filters::default();
+    if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
+        filters.compress = v
+            .get_ref()
+            .build()
+            .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
+    }
 
     // headers:
 
     // routes:
 
+    // Last: every filter's slot above filled `filters`.
+    edge.filters = (!filters.is_empty()).then_some(filters);
     Ok(edge)
 }
 

@@ -27,7 +27,9 @@ pub(crate) struct Edge {
     /// The route's own access log (`access_log` of a route: off, or
     /// another file); None: the server's.
     pub(crate) access_log: Option<AccessLog>,
-    // compress: `compress` (the compress filter's settings).
+    /// The response filters (`crate::filter`): `compress`, and the
+    /// filters of `headers`; None when the route has none.
+    pub(crate) filters: Option<crate::filter::Filters>,
 
     // headers: `headers`, `expires`, `cache_control`, `error_pages`,
     // `intercept_errors`.
@@ -39,7 +41,7 @@ impl Edge {
     /// Nothing configured: what a request has that no route or site took.
     pub(crate) const NONE: Edge = Edge {
         access_log: None,
-        // compress:
+        filters: None,
 
         // headers:
 

@@ -133,19 +133,13 @@ impl<'a> Exchange<'a> {
         }
     }
 
-    /// This request's response filters (its route's, else its site's).
-    #[inline]
-    pub(crate) fn with_filters(mut self, filters: Option<&'a Filters>) -> Exchange<'a> {
-        self.filters = filters.filter(|f| !f.is_empty());
-        self
-    }
-
     /// This request was routed to a route (or a site's root) with these
     /// settings: its response filters, its handler's limits, its own
     /// access log (`access_log` of a route: off, or another file).
     #[inline]
     pub(crate) fn with_edge(mut self, edge: &'a Edge) -> Exchange<'a> {
         self.edge = edge;
+        self.filters = edge.filters.as_ref();
         let log = edge.access_log.as_ref();
         if log.is_some() {
             self.log = log;

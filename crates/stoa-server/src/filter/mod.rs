@@ -28,6 +28,7 @@ pub(crate) mod error_pages;
 pub(crate) mod headers;
 mod fields;
 
+pub(crate) use compress::CompressSetting;
 pub(crate) use fields::Fields;
 
 use bytes::Bytes;
@@ -114,6 +115,8 @@ pub(crate) struct FileVersion {
 }
 
 /// The body state of a filter that has none.
+// Used by head-only filters (headers); none is registered yet.
+#[allow(dead_code)]
 pub(crate) enum Never {}
 
 impl BodyFilter for Never {
