@@ -31,9 +31,11 @@ pub(crate) struct Edge {
     /// filters of `headers`; None when the route has none.
     pub(crate) filters: Option<crate::filter::Filters>,
 
-    // headers: `headers`, `expires`, `cache_control`, `error_pages`,
-    // `intercept_errors`.
-
+    // headers: `headers`, `expires`, `cache_control` are a filter (in
+    // `filters`).
+    /// `error_pages` and `intercept_errors`: errors answered with another
+    /// URI's body, by routing (`route::error_page`).
+    pub(crate) error_pages: Option<crate::filter::error_pages::ErrorPages>,
     // routes: `max_body_bytes`, `timeout`, `default_type`.
 }
 
@@ -44,7 +46,7 @@ impl Edge {
         filters: None,
 
         // headers:
-
+        error_pages: None,
         // routes:
     };
 

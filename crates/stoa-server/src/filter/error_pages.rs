@@ -18,25 +18,33 @@ pub(crate) enum ErrorPage {
     Redirect(Box<[u8]>),
 }
 
-/// `error_pages = { "404" = "/404.html", "5xx" = "/50x.html" }`, checked.
+/// `error_pages = { "404" = "/404.html", "5xx" = "/50x.html" }` and
+/// `intercept_errors`, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ErrorPages {
     /// By exact status, sorted.
     exact: Box<[(u16, ErrorPage)]>,
     /// `4xx` and `5xx`.
     class: [Option<ErrorPage>; 2],
+    /// Applications' responses with these statuses are replaced too
+    /// (`intercept_errors`), not only the server's own.
+    pub(crate) intercept: bool,
 }
 
 impl ErrorPages {
     /// Checks the table as written: keys a status from 400 to 599 or a
     /// class `4xx` / `5xx`, values a path beginning with `/` or an
-    /// `http://` / `https://` URL. `None` for an empty table (a route
-    /// lifts its site's with `error_pages = {}`).
-    pub(crate) fn build(table: &BTreeMap<String, String>) -> Result<Option<ErrorPages>, String> {
+    /// `http://` / `https://` URL. `None` for none (a route lifts its
+    /// site's with `error_pages = {}`). `intercept`: `intercept_errors`,
+    /// which needs pages to show.
+    pub(crate) fn build(
+        table: Option<&BTreeMap<String, String>>,
+        intercept: bool,
+    ) -> Result<Option<ErrorPages>, String> {
         let mut exact = Vec::new();
         let mut class: [Option<ErrorPage>; 2] = [None, None];
-        for (key, to) in table {
-            let page = target(to).map_err(|m| format!("error_pages.\"{key}\": {m}"))?;
+        for (key, to) in table.into_iter().flatten() {
+            let page = target(to).map_err(|m| format!("\"{key}\": {m}"))?;
             let k = key.to_ascii_lowercase();
             match k.as_str() {
                 "4xx" => class[0] = Some(page),
@@ -45,7 +53,7 @@ impl ErrorPages {
                     Ok(s) if (400..600).contains(&s) => exact.push((s, page)),
                     _ => {
                         return Err(format!(
-                            "error_pages: `{key}` is not a status from 400 to 599 or a class \
+                            "`{key}` is not a status from 400 to 599 or a class \
                              (\"4xx\", \"5xx\")"
                         ))
                     }
@@ -53,12 +61,20 @@ impl ErrorPages {
             }
         }
         if exact.is_empty() && class.iter().all(Option::is_none) {
+            if intercept {
+                return Err(
+                    "intercept_errors replaces applications' errors with error_pages: there are \
+                     none here"
+                        .into(),
+                );
+            }
             return Ok(None);
         }
         exact.sort_by_key(|(s, _)| *s);
         Ok(Some(ErrorPages {
             exact: exact.into(),
             class,
+            intercept,
         }))
     }
 
@@ -107,12 +123,11 @@ mod tests {
     use super::*;
 
     fn build(pairs: &[(&str, &str)]) -> Result<Option<ErrorPages>, String> {
-        ErrorPages::build(
-            &pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        let table = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ErrorPages::build(Some(&table), false)
     }
 
     fn local(p: &str) -> ErrorPage {
@@ -173,5 +188,8 @@ mod tests {
             assert!(e.contains(bad), "{e}");
         }
         assert_eq!(build(&[]), Ok(None));
+        assert_eq!(ErrorPages::build(None, false), Ok(None));
+        // Intercepting with nothing to show is a mistake.
+        assert!(ErrorPages::build(None, true).is_err());
     }
 }

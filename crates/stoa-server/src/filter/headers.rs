@@ -105,19 +105,20 @@ pub(crate) struct HeaderRules {
 impl HeaderRules {
     /// Checks `headers`, `expires` and `cache_control` of one site or
     /// route (each the route's if it has it, else the site's) into rules;
-    /// `None` when there are none. The error names the key.
+    /// `None` when there are none. An error says which of the three keys
+    /// it is about, and what is wrong.
     pub(crate) fn build(
         headers: Option<&HeadersTable>,
         expires: Option<&str>,
         cache_control: Option<&str>,
-    ) -> Result<Option<HeaderRules>, String> {
+    ) -> Result<Option<HeaderRules>, (&'static str, String)> {
         let expires = match expires {
-            Some(e) => parse_expires(e).map_err(|m| format!("expires: {m}"))?,
+            Some(e) => parse_expires(e).map_err(|m| ("expires", m))?,
             None => None,
         };
         let cache_control = match cache_control {
             Some(v) => {
-                check_value(v).map_err(|m| format!("cache_control: {m}"))?;
+                check_value(v).map_err(|m| ("cache_control", m))?;
                 Some(v.as_bytes().into())
             }
             None => expires.map(|e| match e {
@@ -136,29 +137,30 @@ impl HeaderRules {
         {
             return Ok(None);
         }
+        let err = |m: String| ("headers", m);
         let mut drop: Vec<Box<str>> = Vec::new();
         let mut lines = Vec::new();
         for name in &h.remove {
-            check_name(name).map_err(|m| format!("headers.remove: {m}"))?;
+            check_name(name).map_err(|m| err(format!("remove: {m}")))?;
             drop.push(name.as_str().into());
         }
         for (key, map, replaces) in [("set", &h.set, true), ("add", &h.add, false)] {
             for (name, values) in map {
-                check_name(name).map_err(|m| format!("headers.{key}: {m}"))?;
+                check_name(name).map_err(|m| err(format!("{key}: {m}")))?;
                 if h.remove.iter().any(|r| r.eq_ignore_ascii_case(name)) {
-                    return Err(format!("headers.{key}: `{name}` is also in headers.remove"));
+                    return Err(err(format!("{key}: `{name}` is also in `remove`")));
                 }
                 if replaces && h.add.keys().any(|a| a.eq_ignore_ascii_case(name)) {
-                    return Err(format!(
-                        "headers.set: `{name}` is also in headers.add (set replaces, add adds: \
-                         give all its values to one of them)"
-                    ));
+                    return Err(err(format!(
+                        "set: `{name}` is also in `add` (set replaces, add adds: give all its \
+                         values to one of them)"
+                    )));
                 }
                 if values.as_slice().is_empty() {
-                    return Err(format!("headers.{key}.{name}: no value"));
+                    return Err(err(format!("{key}: {name}: no value")));
                 }
                 for v in values.as_slice() {
-                    check_value(v).map_err(|m| format!("headers.{key}.{name}: {m}"))?;
+                    check_value(v).map_err(|m| err(format!("{key}: {name}: {m}")))?;
                     lines.push((name.as_str().into(), v.as_bytes().into()));
                 }
                 if replaces {
@@ -175,16 +177,14 @@ impl HeaderRules {
         };
         if cache_control.is_some() {
             if let Some(n) = dup("cache-control") {
-                return Err(format!(
-                    "headers: `{n}` and cache_control/expires both say Cache-Control: keep one"
-                ));
+                return Err(err(format!(
+                    "`{n}` and cache_control/expires both say Cache-Control: keep one"
+                )));
             }
         }
         if expires.is_some() {
             if let Some(n) = dup("expires") {
-                return Err(format!(
-                    "headers: `{n}` and expires both say Expires: keep one"
-                ));
+                return Err(err(format!("`{n}` and expires both say Expires: keep one")));
             }
         }
         Ok(Some(HeaderRules {
@@ -390,7 +390,12 @@ mod tests {
 
     fn edited(r: &HeaderRules, status: u16) -> String {
         let mut head = BASE.to_vec();
-        edit(r, &mut head, status, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        edit(
+            r,
+            &mut head,
+            status,
+            UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        );
         String::from_utf8(head).expect("ascii")
     }
 
@@ -498,8 +503,9 @@ mod tests {
         ] {
             for key in ["set", "add"] {
                 let t = table(&format!("headers = {{ {key} = {{ {name} = \"x\" }} }}"));
-                let e = HeaderRules::build(Some(&t), None, None).unwrap_err();
-                assert!(e.starts_with(&format!("headers.{key}: `{name}`")), "{e}");
+                let (k, e) = HeaderRules::build(Some(&t), None, None).unwrap_err();
+                assert_eq!(k, "headers");
+                assert!(e.starts_with(&format!("{key}: `{name}`")), "{e}");
             }
             let t = table(&format!("headers = {{ remove = [\"{name}\"] }}"));
             assert!(HeaderRules::build(Some(&t), None, None).is_err(), "{name}");
@@ -523,12 +529,11 @@ mod tests {
         ] {
             let mut t = HeadersTable::default();
             t.add.insert("X-A".into(), Values::One(bad.into()));
-            let e = HeaderRules::build(Some(&t), None, None).unwrap_err();
-            assert!(e.starts_with("headers.add.X-A: "), "{e}");
-            assert!(
-                HeaderRules::build(None, None, Some(bad)).is_err(),
-                "{bad:?}"
-            );
+            let (k, e) = HeaderRules::build(Some(&t), None, None).unwrap_err();
+            assert_eq!(k, "headers");
+            assert!(e.starts_with("add: X-A: "), "{e}");
+            let (k, _) = HeaderRules::build(None, None, Some(bad)).unwrap_err();
+            assert_eq!(k, "cache_control", "{bad:?}");
         }
         let mut t = HeadersTable::default();
         t.add

@@ -25,8 +25,8 @@
 
 pub(crate) mod compress;
 pub(crate) mod error_pages;
-pub(crate) mod headers;
 mod fields;
+pub(crate) mod headers;
 
 pub(crate) use compress::CompressSetting;
 pub(crate) use fields::Fields;
