@@ -41,6 +41,37 @@ pub enum Side<'a> {
     H1(&'a mut Io),
     Sub(&'a mut Sub),
     H2(&'a mut H2Stream),
+    /// A response caught for an error page (`error_pages`): nothing of it
+    /// reaches the carrier, which waits inside until routing writes the
+    /// page ([`Exchange::take_caught`]).
+    Caught(Box<Caught<'a>>),
+}
+
+/// An error response held back from the client (see [`Side::Caught`]).
+pub struct Caught<'a> {
+    /// The carrier, given back for the error page (None only while it is
+    /// being given back).
+    carrier: Option<Side<'a>>,
+    status: u16,
+    /// The caught response's header lines, for the fields its status
+    /// needs (`Allow`, `WWW-Authenticate`...).
+    head: Vec<u8>,
+}
+
+impl Side<'_> {
+    /// The same carrier, borrowed again (for a local redirect).
+    fn reborrow(&mut self) -> Side<'_> {
+        match self {
+            Side::H1(io) => Side::H1(io),
+            Side::Sub(s) => Side::Sub(s),
+            Side::H2(s) => Side::H2(s),
+            Side::Caught(c) => Side::Caught(Box::new(Caught {
+                carrier: c.carrier.as_mut().map(Side::reborrow),
+                status: c.status,
+                head: Vec::new(),
+            })),
+        }
+    }
 }
 
 /// One request and its response, as a handler sees them.
@@ -201,11 +232,7 @@ impl<'a> Exchange<'a> {
     /// The same carrier with another request (a local redirect): the
     /// response starts anew; whether the connection stays carries over.
     pub fn redirected<'b>(&'b mut self, req: &'b RequestHead) -> Exchange<'b> {
-        let side = match &mut self.side {
-            Side::H1(io) => Side::H1(io),
-            Side::Sub(s) => Side::Sub(s),
-            Side::H2(s) => Side::H2(s),
-        };
+        let side = self.side.reborrow();
         // The redirected request writes the line; this one has none.
         self.logged = true;
         let mut ex = Exchange::on(side, req, self.worker, self.limits, self.keep);
@@ -242,27 +269,52 @@ impl<'a> Exchange<'a> {
         self.limits
     }
 
-    pub fn peer(&self) -> SocketAddr {
+    /// The side that carries the request: a caught response's carrier.
+    #[inline]
+    fn carrier(&self) -> &Side<'a> {
         match &self.side {
+            Side::Caught(c) => c.carrier.as_ref().unwrap_or(&self.side),
+            s => s,
+        }
+    }
+
+    #[inline]
+    fn carrier_mut(&mut self) -> &mut Side<'a> {
+        if matches!(&self.side, Side::Caught(c) if c.carrier.is_some()) {
+            if let Side::Caught(c) = &mut self.side {
+                if let Some(s) = c.carrier.as_mut() {
+                    return s;
+                }
+            }
+            // The test above saw it.
+            unreachable!();
+        }
+        &mut self.side
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        match self.carrier() {
             Side::H1(io) => io.peer,
             Side::Sub(s) => s.peer,
             Side::H2(s) => s.peer,
+            Side::Caught(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
         }
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.local_addr(),
             Side::Sub(s) => s.local,
             Side::H2(s) => s.local,
+            Side::Caught(_) => None,
         }
     }
 
     /// `http` or `https`.
     pub fn scheme(&self) -> &'static str {
-        let tls = match &self.side {
+        let tls = match self.carrier() {
             Side::H1(io) => io.is_tls(),
-            Side::Sub(_) => false,
+            Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(s) => s.tls.is_some(),
         };
         if tls {
@@ -275,16 +327,16 @@ impl<'a> Exchange<'a> {
     /// The TLS version and cipher suite (SSL_PROTOCOL, SSL_CIPHER), over
     /// TLS.
     pub fn tls_info(&self) -> Option<(&'static str, &'static str)> {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.stream.tls_info(),
-            Side::Sub(_) => None,
+            Side::Sub(_) | Side::Caught(_) => None,
             Side::H2(s) => s.tls,
         }
     }
 
     /// The protocol name applications see (SERVER_PROTOCOL).
     pub fn protocol(&self) -> &'static str {
-        match self.side {
+        match self.carrier() {
             Side::H2(_) => "HTTP/2.0",
             _ => self.req.version.as_str(),
         }
@@ -313,9 +365,9 @@ impl<'a> Exchange<'a> {
     /// no body until the first [`Exchange::read_body`] asks for it, and a
     /// final answer given before that ends the wait (RFC 9110 §10.1.1).
     pub fn awaits_continue(&self) -> bool {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.reader.is_none() && self.req.expect_continue && self.req.has_body(),
-            Side::Sub(_) => false,
+            Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(s) => s.continue_pending(),
         }
     }
@@ -325,10 +377,11 @@ impl<'a> Exchange<'a> {
     /// `body_min_rate`.
     pub async fn read_body(&mut self, dst: &mut Vec<u8>) -> Result<bool, BodyFail> {
         let before = dst.len();
-        let r = match &mut self.side {
-            Side::H1(io) => io.read_body(self.req, self.limits, dst).await,
-            Side::Sub(_) => Ok(false),
-            Side::H2(s) => s.read_body(self.limits, dst).await,
+        let (req, limits) = (self.req, self.limits);
+        let r = match self.carrier_mut() {
+            Side::H1(io) => io.read_body(req, limits, dst).await,
+            Side::Sub(_) | Side::Caught(_) => Ok(false),
+            Side::H2(s) => s.read_body(limits, dst).await,
         };
         self.received += dst.len().saturating_sub(before) as u64;
         r
@@ -336,9 +389,9 @@ impl<'a> Exchange<'a> {
 
     /// Whether the request body was read to its end (or there is none).
     pub fn body_done(&self) -> bool {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.body_done(self.req),
-            Side::Sub(_) => true,
+            Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.body_done(),
         }
     }
@@ -346,18 +399,18 @@ impl<'a> Exchange<'a> {
     /// Whether it makes sense to watch for the client leaving now (HTTP/1:
     /// not while a large amount of pipelined input is already buffered).
     pub fn can_watch(&self) -> bool {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.rbuf.len() < 64 * 1024,
-            Side::Sub(_) => false,
+            Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(_) => true,
         }
     }
 
     /// Resolves when the client goes away (true) or sends more (false).
     pub async fn client_gone(&mut self) -> bool {
-        match &mut self.side {
+        match self.carrier_mut() {
             Side::H1(io) => io.client_gone().await,
-            Side::Sub(_) => std::future::pending().await,
+            Side::Sub(_) | Side::Caught(_) => std::future::pending().await,
             Side::H2(s) => s.client_gone().await,
         }
     }
@@ -369,11 +422,80 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.out.buf(),
             Side::Sub(s) => &mut s.head,
             Side::H2(s) => &mut s.head,
+            Side::Caught(c) => &mut c.head,
         }
     }
 
-    /// Status line, Date and Server.
+    /// Status line, Date and Server. An application's error status that
+    /// the route replaces with an error page (`intercept_errors`) is
+    /// caught instead: what follows of the response goes nowhere.
     pub fn start(&mut self, status: u16) {
+        if self.edge.error_pages.as_ref().is_some_and(|p| p.intercept) && self.catch(status, &[]) {
+            return;
+        }
+        self.begin(status);
+    }
+
+    /// Holds back a response with `status` for its error page, if the
+    /// route has one for it and nothing of the response was sent; true
+    /// when the response is caught (now or before).
+    #[inline(never)]
+    fn catch(&mut self, status: u16, headers: &[(&str, &[u8])]) -> bool {
+        if let Side::Caught(_) = self.side {
+            return true;
+        }
+        let Some(pages) = self.edge.error_pages.as_ref() else {
+            return false;
+        };
+        if self.status != 0 || pages.page(status).is_none() || matches!(self.side, Side::Sub(_)) {
+            return false;
+        }
+        let mut head = Vec::new();
+        for (n, v) in headers {
+            stoa_h1::response::push_header(&mut head, n, v);
+        }
+        let caught = Side::Caught(Box::new(Caught {
+            carrier: None,
+            status,
+            head,
+        }));
+        let carrier = std::mem::replace(&mut self.side, caught);
+        if let Side::Caught(c) = &mut self.side {
+            c.carrier = Some(carrier);
+        }
+        self.status = status;
+        true
+    }
+
+    /// Whether the response was caught for an error page.
+    #[inline]
+    pub(crate) fn is_caught(&self) -> bool {
+        matches!(self.side, Side::Caught(_))
+    }
+
+    /// Gives a caught response's carrier back, for its error page to be
+    /// written as a fresh response: its status and the header lines it
+    /// had.
+    pub(crate) fn take_caught(&mut self) -> Option<(u16, Vec<u8>)> {
+        let Side::Caught(c) = &mut self.side else {
+            return None;
+        };
+        let carrier = c.carrier.take()?;
+        let Side::Caught(c) = std::mem::replace(&mut self.side, carrier) else {
+            return None;
+        };
+        self.status = 0;
+        self.sent = 0;
+        self.chunked = false;
+        self.remaining = None;
+        self.active = None;
+        self.head_bytes = 0;
+        Some((c.status, c.head))
+    }
+
+    /// [`Exchange::start`], never caught: for an error page, whose own
+    /// errors are not replaced.
+    pub(crate) fn begin(&mut self, status: u16) {
         self.status = status;
         // A response that starts anew (an error replacing one not sent)
         // starts its filters anew too.
@@ -405,6 +527,7 @@ impl<'a> Exchange<'a> {
                 self.fields_at = 0;
                 self.worker.push_date(&mut s.head);
             }
+            Side::Caught(_) => return,
         }
         if let Some(v) = self.hsts {
             self.header("Strict-Transport-Security", v);
@@ -444,12 +567,17 @@ impl<'a> Exchange<'a> {
     /// they leave it.
     #[inline(never)]
     fn run_filters(&mut self, filters: &Filters, length: Length) -> Length {
+        if let Side::Caught(_) = self.side {
+            // Filters run on the error page that replaces it.
+            return length;
+        }
         let http10 = self.req.version == Version::Http10 && matches!(self.side, Side::H1(_));
         let sub = matches!(self.side, Side::Sub(_));
         let (buf, at) = match &mut self.side {
             Side::H1(io) => (io.out.buf(), self.fields_at),
             Side::Sub(s) => (&mut s.head, self.fields_at),
             Side::H2(s) => (&mut s.head, 0),
+            Side::Caught(c) => (&mut c.head, 0),
         };
         let mut head = Head {
             req: self.req,
@@ -519,7 +647,7 @@ impl<'a> Exchange<'a> {
                     self.chunked = true;
                 }
             }
-            Side::Sub(_) | Side::H2(_) => {}
+            Side::Sub(_) | Side::H2(_) | Side::Caught(_) => {}
         }
         self.head_length(None);
         self.remaining = None;
@@ -600,6 +728,8 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(s) => s.push_body(data),
             Side::H2(s) => s.push(data),
+            // Caught: the error page replaces it.
+            Side::Caught(_) => {}
         }
     }
 
@@ -627,6 +757,7 @@ impl<'a> Exchange<'a> {
                 self.sent += len;
                 s.push_file(file, offset, len);
             }
+            Side::Caught(_) => {}
         }
     }
 
@@ -651,7 +782,7 @@ impl<'a> Exchange<'a> {
                 io.out.seal();
                 io.flush(self.limits.send_timeout).await
             }
-            Side::Sub(_) => true,
+            Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.interim(status, lines),
         }
     }
@@ -666,6 +797,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.out.buf().extend_from_slice(data),
             Side::Sub(s) => s.push_body(data),
             Side::H2(_) => return self.relay_nph(data),
+            Side::Caught(_) => {}
         }
         self.status = status;
         self.keep = false;
@@ -680,10 +812,27 @@ impl<'a> Exchange<'a> {
             // connection goes on, as after a 405.)
             self.keep = false;
         }
-        self.start(status);
+        // The route's error page for it, if it has one, replaces it.
+        if self.edge.error_pages.is_some() && self.catch(status, headers) {
+            return;
+        }
+        self.begin(status);
         for (n, v) in headers {
             self.header(n, v);
         }
+        self.error_body(status);
+    }
+
+    /// The built-in error response, with header lines (each ending in
+    /// CRLF): for an error page that could not be had.
+    pub(crate) fn error_lines(&mut self, status: u16, lines: &[u8]) {
+        self.begin(status);
+        self.raw_headers(lines);
+        self.error_body(status);
+    }
+
+    /// The small HTML body of an error, and its head's end.
+    fn error_body(&mut self, status: u16) {
         let reason = stoa_h1::reason_phrase(status);
         let mut body = Vec::with_capacity(96);
         body.extend_from_slice(b"<!DOCTYPE html>\n<title>");
@@ -732,7 +881,7 @@ impl<'a> Exchange<'a> {
         }
         match &mut self.side {
             Side::H1(io) => io.flush(self.limits.send_timeout).await,
-            Side::Sub(_) => true,
+            Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.flush(false, self.limits.send_timeout).await,
         }
     }
@@ -802,6 +951,10 @@ impl<'a> Exchange<'a> {
     }
 
     fn end(&mut self, whole: bool) {
+        if let Side::Caught(_) = self.side {
+            // Its error page ends it (`take_caught`).
+            return;
+        }
         if let Side::H2(s) = &self.side {
             if s.nph.is_some() {
                 self.relay_end();
@@ -931,6 +1084,7 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(s) => s.push_body(&made),
             Side::H2(s) => s.push_mem(made),
+            Side::Caught(_) => {}
         }
     }
 
@@ -994,7 +1148,7 @@ impl<'a> Exchange<'a> {
             return;
         }
         self.logged = true;
-        if let Side::Sub(_) = self.side {
+        if let Side::Sub(_) = self.carrier() {
             return;
         }
         // nginx's 499: the client went before any response was begun.
@@ -1005,10 +1159,10 @@ impl<'a> Exchange<'a> {
         if !self.worker.logs_to(self.log) {
             return;
         }
-        let (peer, h2) = match &self.side {
+        let (peer, h2) = match self.carrier() {
             Side::H1(io) => (io.peer, false),
             Side::H2(s) => (s.peer, true),
-            Side::Sub(_) => return,
+            Side::Sub(_) | Side::Caught(_) => return,
         };
         let req = self.req;
         // The rest is read only by the format that prints it (the
@@ -1040,10 +1194,10 @@ impl<'a> Exchange<'a> {
                     },
                     head: Some(req),
                     protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
-                    tls: match &this.side {
+                    tls: match this.carrier() {
                         Side::H1(io) => io.is_tls(),
                         Side::H2(s) => s.tls.is_some(),
-                        Side::Sub(_) => false,
+                        Side::Sub(_) | Side::Caught(_) => false,
                     },
                     status,
                     body_bytes: this.sent,
