@@ -87,6 +87,9 @@ enum Expires {
     Max,
 }
 
+/// A field a rule appends: its name and value.
+type Line = (Box<str>, Box<[u8]>);
+
 /// What the three keys of a site or route say, checked: `None` from
 /// [`HeaderRules::build`] when they say nothing, so responses that have
 /// no rules pay nothing.
@@ -95,7 +98,7 @@ pub(crate) struct HeaderRules {
     /// Names whose fields the handler wrote go (`remove`, `set`).
     drop: Box<[Box<str>]>,
     /// `set` and `add` fields, appended in this order.
-    lines: Box<[(Box<str>, Box<[u8]>)]>,
+    lines: Box<[Line]>,
     expires: Option<Expires>,
     /// `cache_control`, or what `expires` implies.
     cache_control: Option<Box<[u8]>>,
