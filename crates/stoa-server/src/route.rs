@@ -295,6 +295,9 @@ fn pick_in<'r>(
     }
     for _ in 0..MAX_INTERNAL {
         if !site.allow_dotfiles && has_dotfile(&norm) {
+            // Refused before any route: the site's settings (its error
+            // pages, its header rules) answer.
+            *edge = &site.edge;
             let to = changed.map(|q| (norm, q));
             return (Pick::Status(403), to);
         }

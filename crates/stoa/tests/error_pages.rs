@@ -44,6 +44,7 @@ fn curl_h2c(addr: SocketAddr, path: &str, extra: &[&str]) -> (u16, String, Vec<u
 
 const PAGE_404: &str = "<h1>custom not found</h1>\n";
 const PAGE_5XX: &str = "<h1>custom trouble</h1>\n";
+const PAGE_403: &str = "<h1>custom forbidden</h1>\n";
 
 /// A site with error pages: a static 404 page, a 5xx page run by SSI, a
 /// FastCGI application with and without `intercept_errors`, a dead pool,
@@ -53,6 +54,9 @@ fn site(tag: &str) -> (TempDir, Server) {
     let dir = TempDir::new(tag);
     dir.write("www/index.html", "home\n");
     dir.write("www/errors/404.html", PAGE_404);
+    dir.write("www/errors/403.html", PAGE_403);
+    dir.write("www/.git/config", "secret\n");
+    dir.write("www/private/x.txt", "private\n");
     dir.write(
         "www/errors/50x.shtml",
         "<h1>custom trouble</h1>\n<!--#if expr=\"1\" -->ssi ran: <!--#echo var=\"DOCUMENT_NAME\" -->\n<!--#endif -->",
@@ -66,7 +70,9 @@ fn site(tag: &str) -> (TempDir, Server) {
             "[[pool]]\nname = \"app\"\ncommand = [\"{HELLO_FCGI}\"]\nprocesses = 1\n\n\
              [[pool]]\nname = \"dead\"\naddress = [\"127.0.0.1:1\"]\n\n\
              [[site]]\nroot = \"www\"\n\
-             error_pages = {{ \"404\" = \"/errors/404.html\", \"5xx\" = \"/errors/50x.shtml\" }}\n\n\
+             error_pages = {{ \"404\" = \"/errors/404.html\", \"403\" = \"/errors/403.html\", \
+             \"5xx\" = \"/errors/50x.shtml\" }}\n\n\
+             [[site.route]]\nprefix = \"/private/\"\ndeny = true\n\n\
              [[site.route]]\nsuffix = \".shtml\"\nssi = {{}}\n\n\
              [[site.route]]\nprefix = \"/app/\"\nfastcgi = {{ pool = \"app\" }}\nintercept_errors = true\n\n\
              [[site.route]]\nprefix = \"/raw/\"\nfastcgi = {{ pool = \"app\" }}\n\n\
@@ -104,6 +110,17 @@ fn a_missing_file_gets_the_custom_404_page_with_status_404_over_h1_and_h2() {
     assert_eq!(head.content_length(), Some(PAGE_404.len() as u64));
     assert_eq!(c.request(&get("/nothere.html")).status, 404);
     assert_eq!(c.request(&get("/index.html")).text(), "home\n");
+}
+
+/// Paths Stoa refuses (a dotfile, a `deny` route) get the 403 page, with
+/// 403.
+#[test]
+fn refused_paths_get_the_403_page_with_status_403() {
+    let (_dir, server) = site("errpages-403");
+    for path in ["/.git/config", "/private/x.txt"] {
+        let r = server.get(path);
+        assert_eq!((r.status, r.text().as_str()), (403, PAGE_403), "{path}");
+    }
 }
 
 /// `try_files = ["$uri", "=404"]` falling through is a real 404 with the
