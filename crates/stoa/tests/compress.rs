@@ -352,3 +352,24 @@ fn gunzip_chunked_so_far(raw: &[u8]) -> Option<String> {
     let out = child.wait_with_output().ok()?;
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+#[test]
+fn a_precompressed_zst_file_is_served_like_gz_and_br_and_not_compressed_again() {
+    // As nginx's gzip_static (and brotli_static): the sibling is sent
+    // as it is, with its coding, when the client takes it.
+    let s = site("compress-zst");
+    s.dir.write("www/pre.css", b"body { color: red }\n".repeat(100));
+    s.dir.write("www/pre.css.zst", b"zstd bytes made beforehand");
+    s.dir.write("www/pre.css.br", b"br bytes made beforehand");
+    let url = format!("http://{}/pre.css", s.server.addr);
+    let z = curl(&s.dir, "zst", &["-H", "Accept-Encoding: gzip, br, zstd", &url]);
+    assert_eq!(z.header("content-encoding"), Some("zstd"), "{}", z.head);
+    assert_eq!(z.body, b"zstd bytes made beforehand");
+    let b = curl(&s.dir, "br", &["-H", "Accept-Encoding: gzip, br", &url]);
+    assert_eq!(b.header("content-encoding"), Some("br"), "{}", b.head);
+    assert_eq!(b.body, b"br bytes made beforehand");
+    // No sibling for gzip: compressed on the fly instead.
+    let g = curl(&s.dir, "gz", &["--compressed", "-H", "Accept-Encoding: gzip", &url]);
+    assert_eq!(g.header("content-encoding"), Some("gzip"), "{}", g.head);
+    assert_eq!(g.body, b"body { color: red }\n".repeat(100));
+}
