@@ -92,6 +92,18 @@ fn forbidden(from: &str, to: &str) -> bool {
     {
         return true;
     }
+    // Response filters sit below the exchange: they see a head and body
+    // bytes, never a carrier, a route, a configuration file or a handler.
+    if from == "filter"
+        && [
+            "exchange", "route", "config", "conn", "proto", "gateway", "upstream", "handler",
+            "top",
+        ]
+        .iter()
+        .any(|l| to == *l || to.starts_with("handler::"))
+    {
+        return true;
+    }
     if from == "local" && to == "log" {
         return false;
     }
@@ -211,6 +223,8 @@ fn the_layer_rules_catch_an_upward_import() {
     assert!(!forbidden("handler::cgi", "exchange"));
     assert!(!forbidden("handler::cgi", "handler"));
     assert!(!forbidden("route", "handler::cgi"));
+    assert!(forbidden("filter", "exchange"));
+    assert!(!forbidden("exchange", "filter"));
     assert_eq!(layer_of("handler/fastcgi/mux.rs"), "handler::fastcgi");
     assert_eq!(layer_named("handler::fastcgi"), "handler::fastcgi");
     let p = crate_paths("use crate::exchange::{BodyFail, Exchange};\nuse crate::{a, b::c};");
