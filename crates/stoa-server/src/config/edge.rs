@@ -208,14 +208,9 @@ pub(crate) fn access(
                         "a route has one access check: `authorizer` or `lua.access`".into(),
                     ));
                 }
-                let cfg = crate::handler::lua::LuaConfig::new(
-                    (cx.resolve)(a),
-                    c.timeout.map(|d| d.0),
-                    c.memory.map(|m| m.0),
-                    c.max_instructions,
-                    cx.lua_dicts.clone(),
-                )
-                .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
+                let cfg = c
+                    .script_config(a, cx.resolve, cx.lua_dicts)
+                    .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
                 checks.push(Check::Lua(Arc::new(cfg)));
             }
             None if c.script.is_none() => {
@@ -246,4 +241,24 @@ pub(crate) fn access(
         checks.push(Check::FastCgi(i));
     }
     Ok(Access { checks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inherit;
+
+    /// A route's value replaces its site's whole (nginx: a directive in a
+    /// location replaces the server's); a route without it, or a site's
+    /// root (`route` None), has the site's.
+    #[test]
+    fn a_routes_key_replaces_its_sites_and_otherwise_the_site_decides() {
+        let site = Some(vec!["site"]);
+        assert_eq!(
+            inherit(Some(&Some(vec!["route"])), &site),
+            Some(&vec!["route"])
+        );
+        assert_eq!(inherit(Some(&None), &site), Some(&vec!["site"]));
+        assert_eq!(inherit(None, &site), Some(&vec!["site"]));
+        assert_eq!(inherit::<Vec<&str>>(Some(&None), &None), None);
+    }
 }

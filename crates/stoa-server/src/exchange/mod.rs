@@ -265,10 +265,6 @@ impl<'a> Exchange<'a> {
         self.worker
     }
 
-    pub fn limits(&self) -> &'a Limits {
-        self.limits
-    }
-
     /// The side that carries the request: a caught response's carrier.
     #[inline]
     fn carrier(&self) -> &Side<'a> {
@@ -344,11 +340,6 @@ impl<'a> Exchange<'a> {
 
     pub fn is_head(&self) -> bool {
         self.head_only
-    }
-
-    /// Whether a body follows the head.
-    pub fn has_body(&self) -> bool {
-        self.req.has_body()
     }
 
     /// The body's length: `Some(0)` without one, `None` when it is not
@@ -859,6 +850,9 @@ impl<'a> Exchange<'a> {
         self.keep
     }
 
+    /// The response's status (0 before `start`).
+    // For the phases after the handler (response filters, error pages).
+    #[allow(dead_code)]
     pub fn status(&self) -> u16 {
         self.status
     }
