@@ -117,3 +117,115 @@ fn for_lines(block: &[u8], mut f: impl FnMut(&[u8], &[u8])) {
         rest = &rest[end..];
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{from_str, Overrides, Runtime};
+    use crate::exchange::Edge;
+    use crate::filter::error_pages::ErrorPage;
+    use stoa_h1::{Method, RequestHead, Version};
+
+    fn runtime(body: &str) -> Result<Runtime, String> {
+        let root = std::env::temp_dir();
+        let text = format!("[[site]]\nroot = {:?}\n{body}", root.display().to_string());
+        from_str(&text, "t.toml", &root, &Overrides::default()).map_err(|e| e.to_string())
+    }
+
+    /// The edge routing settles on for `path`.
+    fn edge<'r>(rt: &'r Runtime, path: &str) -> &'r Edge {
+        let head = RequestHead::from_parts(
+            Method::Get,
+            path.as_bytes(),
+            Version::Http11,
+            [(&b"host"[..], &b"x"[..])],
+        );
+        let (mut hsts, mut edge) = (None, Edge::none());
+        super::super::pick_request(&head, rt, false, &mut hsts, &mut edge);
+        edge
+    }
+
+    fn page(rt: &Runtime, path: &str, status: u16) -> Option<ErrorPage> {
+        edge(rt, path)
+            .error_pages
+            .as_ref()
+            .and_then(|p| p.page(status))
+            .cloned()
+    }
+
+    fn local(p: &str) -> Option<ErrorPage> {
+        Some(ErrorPage::Local(p.as_bytes().into()))
+    }
+
+    /// A route's `error_pages` replaces its site's whole (nginx inherits
+    /// `error_page` into a location unless the location has its own);
+    /// `{}` lifts them; a dotfile refused before any route has the site's.
+    #[test]
+    fn a_routes_error_pages_replace_its_sites_and_an_empty_table_lifts_them() {
+        let rt = runtime(
+            "error_pages = { \"404\" = \"/404.html\", \"5xx\" = \"/50x.html\" }\n\
+             [[site.route]]\nprefix = \"/own/\"\nstatic = {}\nerror_pages = { \"404\" = \"/own404.html\" }\n\
+             [[site.route]]\nprefix = \"/none/\"\nstatic = {}\nerror_pages = {}\n\
+             [[site.route]]\nprefix = \"/same/\"\nstatic = {}\n",
+        )
+        .expect("a valid config");
+        assert_eq!(page(&rt, "/x", 404), local("/404.html"));
+        assert_eq!(page(&rt, "/x", 503), local("/50x.html"));
+        assert_eq!(page(&rt, "/same/x", 404), local("/404.html"));
+        assert_eq!(page(&rt, "/own/x", 404), local("/own404.html"));
+        assert_eq!(page(&rt, "/own/x", 503), None);
+        assert_eq!(page(&rt, "/none/x", 404), None);
+        assert!(edge(&rt, "/none/x").error_pages.is_none());
+        assert_eq!(page(&rt, "/.git/config", 403), None);
+        assert_eq!(page(&rt, "/.git/config", 404), local("/404.html"));
+        // Only routes that ask intercept applications' errors.
+        assert!(edge(&rt, "/x")
+            .error_pages
+            .as_ref()
+            .is_some_and(|p| !p.intercept));
+    }
+
+    #[test]
+    fn intercept_errors_is_inherited_and_needs_error_pages() {
+        let rt = runtime(
+            "error_pages = { \"5xx\" = \"/50x.html\" }\nintercept_errors = true\n\
+             [[site.route]]\nprefix = \"/off/\"\nstatic = {}\nintercept_errors = false\n",
+        )
+        .expect("a valid config");
+        assert!(edge(&rt, "/x")
+            .error_pages
+            .as_ref()
+            .is_some_and(|p| p.intercept));
+        assert!(edge(&rt, "/off/x")
+            .error_pages
+            .as_ref()
+            .is_some_and(|p| !p.intercept));
+        let e = runtime("[[site.route]]\nprefix = \"/a/\"\nstatic = {}\nintercept_errors = true\n")
+            .expect_err("intercept_errors without pages");
+        assert!(e.contains("site[0].route[0].intercept_errors"), "{e}");
+        let e = runtime("error_pages = { \"200\" = \"/x.html\" }\n").expect_err("a 200 page");
+        assert!(e.contains("t.toml:3: site[0].error_pages"), "{e}");
+    }
+
+    /// `headers`, `expires` and `cache_control` each inherit on their own:
+    /// a route's `expires` keeps its site's `headers`; nothing configured
+    /// is no filter at all.
+    #[test]
+    fn header_keys_reach_the_filters_of_the_route_each_on_its_own() {
+        let rt = runtime(
+            "headers = { add = { X-A = \"1\" } }\n\
+             [[site.route]]\nprefix = \"/assets/\"\nstatic = {}\nexpires = \"1d\"\n\
+             [[site.route]]\nprefix = \"/bare/\"\nstatic = {}\nheaders = {}\n",
+        )
+        .expect("a valid config");
+        let rules = |p: &str| {
+            edge(&rt, p)
+                .filters
+                .as_ref()
+                .and_then(|f| f.headers.clone())
+        };
+        assert!(rules("/x").is_some());
+        assert!(rules("/assets/x").is_some_and(|r| r != rules("/x").expect("the site's")));
+        assert!(rules("/bare/x").is_none());
+        assert!(runtime("").expect("valid").sites[0].edge.filters.is_none());
+    }
+}
