@@ -203,6 +203,13 @@ fn intercept_errors_replaces_an_applications_errors_and_reuses_its_connection() 
         "the application's connection was not kept: {}",
         after.text()
     );
+    // A caught body too long to be worth reading (past 1 MiB) is
+    // abandoned: the page comes at once all the same, and the
+    // application answers the next request.
+    let huge = server.get("/app/x?status=500&big=20000000");
+    assert_eq!(huge.status, 500);
+    assert_eq!(huge.text(), format!("{PAGE_5XX}ssi ran: 50x.shtml\n"));
+    assert_eq!(server.get("/app/x").status, 200);
     // Not intercepted: the application's own answer.
     let raw = server.get("/raw/x?status=500");
     assert_eq!(raw.status, 500);

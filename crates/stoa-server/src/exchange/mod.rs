@@ -56,7 +56,15 @@ pub struct Caught<'a> {
     /// The caught response's header lines, for the fields its status
     /// needs (`Allow`, `WWW-Authenticate`...).
     head: Vec<u8>,
+    /// Body bytes thrown away: past [`MAX_DRAIN`], flushing says the
+    /// client is gone, so the application is cut off instead of read to
+    /// its end.
+    dropped: u64,
 }
+
+/// An application's caught error body read to its end (so that its
+/// connection is kept) up to this; a longer one is abandoned.
+const MAX_DRAIN: u64 = 1 << 20;
 
 impl Side<'_> {
     /// The same carrier, borrowed again (for a local redirect).
@@ -69,6 +77,7 @@ impl Side<'_> {
                 carrier: c.carrier.as_mut().map(Side::reborrow),
                 status: c.status,
                 head: Vec::new(),
+                dropped: 0,
             })),
         }
     }
@@ -449,6 +458,7 @@ impl<'a> Exchange<'a> {
             carrier: None,
             status,
             head,
+            dropped: 0,
         }));
         let carrier = std::mem::replace(&mut self.side, caught);
         if let Side::Caught(c) = &mut self.side {
@@ -720,7 +730,7 @@ impl<'a> Exchange<'a> {
             Side::Sub(s) => s.push_body(data),
             Side::H2(s) => s.push(data),
             // Caught: the error page replaces it.
-            Side::Caught(_) => {}
+            Side::Caught(c) => c.dropped += data.len() as u64,
         }
     }
 
@@ -748,7 +758,7 @@ impl<'a> Exchange<'a> {
                 self.sent += len;
                 s.push_file(file, offset, len);
             }
-            Side::Caught(_) => {}
+            Side::Caught(c) => c.dropped += len,
         }
     }
 
@@ -875,7 +885,8 @@ impl<'a> Exchange<'a> {
         }
         match &mut self.side {
             Side::H1(io) => io.flush(self.limits.send_timeout).await,
-            Side::Sub(_) | Side::Caught(_) => true,
+            Side::Sub(_) => true,
+            Side::Caught(c) => c.dropped <= MAX_DRAIN,
             Side::H2(s) => s.flush(false, self.limits.send_timeout).await,
         }
     }
@@ -1078,7 +1089,7 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(s) => s.push_body(&made),
             Side::H2(s) => s.push_mem(made),
-            Side::Caught(_) => {}
+            Side::Caught(c) => c.dropped += made.len() as u64,
         }
     }
 
