@@ -123,6 +123,19 @@ fn refused_paths_get_the_403_page_with_status_403() {
     }
 }
 
+/// An application's local redirect (RFC 3875 §6.2.2) to a missing file
+/// is routed again; the 404 it meets gets the page like any other.
+#[test]
+fn a_local_redirect_to_a_missing_file_gets_the_404_page() {
+    let (_dir, server) = site("errpages-redirect");
+    let r = server.get("/raw/x?location=/index.html");
+    assert_eq!((r.status, r.text().as_str()), (200, "home\n"));
+    let r = server.get("/raw/x?location=/gone.html");
+    assert_eq!((r.status, r.text().as_str()), (404, PAGE_404));
+    let (status, _, body) = curl_h2c(server.addr, "/raw/x?location=/gone.html", &[]);
+    assert_eq!((status, body.as_slice()), (404, PAGE_404.as_bytes()));
+}
+
 /// `try_files = ["$uri", "=404"]` falling through is a real 404 with the
 /// custom page (not a soft 404 with status 200).
 #[test]

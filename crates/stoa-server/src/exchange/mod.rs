@@ -128,6 +128,12 @@ pub struct Exchange<'a> {
     /// Where the header fields start in the head's buffer (after the
     /// status line), for filters to read and edit them.
     fields_at: usize,
+    /// An error may be caught for its error page: whoever runs the
+    /// handler writes the page afterwards (routing's `error_page::run_in`).
+    /// Off on a redirected exchange until its runner says so, so that a
+    /// path that would not write the page gives the built-in error rather
+    /// than nothing.
+    may_catch: bool,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -170,6 +176,7 @@ impl<'a> Exchange<'a> {
             filters: None,
             active: None,
             fields_at: 0,
+            may_catch: true,
         }
     }
 
@@ -252,6 +259,7 @@ impl<'a> Exchange<'a> {
         ex.filters = self.filters;
         ex.began = self.began;
         ex.received = self.received;
+        ex.may_catch = false;
         ex
     }
 
@@ -444,7 +452,7 @@ impl<'a> Exchange<'a> {
         if let Side::Caught(_) = self.side {
             return true;
         }
-        let Some(pages) = self.edge.error_pages.as_ref() else {
+        let Some(pages) = self.edge.error_pages.as_ref().filter(|_| self.may_catch) else {
             return false;
         };
         if self.status != 0 || pages.page(status).is_none() || matches!(self.side, Side::Sub(_)) {
@@ -466,6 +474,13 @@ impl<'a> Exchange<'a> {
         }
         self.status = status;
         true
+    }
+
+    /// The caller writes the error page of a response caught here
+    /// ([`Exchange::take_caught`]); a redirected exchange needs this to
+    /// catch.
+    pub(crate) fn catch_errors(&mut self) {
+        self.may_catch = true;
     }
 
     /// Whether the response was caught for an error page.

@@ -37,6 +37,7 @@ pub(super) async fn run_in(
     vars: &[(String, Vec<u8>)],
     nest: Option<&Nest>,
 ) {
+    ex.catch_errors();
     if let Some(f) = dispatch_in(p, ex, rt, depth, vars, nest) {
         f.await;
     }
