@@ -48,7 +48,7 @@ pub enum Side<'a> {
 }
 
 /// An error response held back from the client (see [`Side::Caught`]).
-pub struct Caught<'a> {
+pub(crate) struct Caught<'a> {
     /// The carrier, given back for the error page (None only while it is
     /// being given back).
     carrier: Option<Side<'a>>,
