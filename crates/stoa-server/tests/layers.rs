@@ -96,8 +96,7 @@ fn forbidden(from: &str, to: &str) -> bool {
     // bytes, never a carrier, a route, a configuration file or a handler.
     if from == "filter"
         && [
-            "exchange", "route", "config", "conn", "proto", "gateway", "upstream", "handler",
-            "top",
+            "exchange", "route", "config", "conn", "proto", "gateway", "upstream", "handler", "top",
         ]
         .iter()
         .any(|l| to == *l || to.starts_with("handler::"))

@@ -22,7 +22,17 @@ const PYTHON: &str = "/usr/bin/python3";
 
 /// Text that compresses as HTML does, `len` bytes.
 fn page(len: usize) -> Vec<u8> {
-    let words = ["<p>", "stoa", "</p>", "compress", "the", "server", "<a href=\"/x\">", "</a>", "\n"];
+    let words = [
+        "<p>",
+        "stoa",
+        "</p>",
+        "compress",
+        "the",
+        "server",
+        "<a href=\"/x\">",
+        "</a>",
+        "\n",
+    ];
     let mut out = b"<!DOCTYPE html>\n".to_vec();
     let mut x: u64 = 0x9e3779b97f4a7c15;
     while out.len() < len {
@@ -156,9 +166,16 @@ fn curl(dir: &TempDir, tag: &str, args: &[&str]) -> Got {
         Ok(o) => o,
         Err(e) => panic!("curl: {e}"),
     };
-    assert!(out.status.success(), "curl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let head = std::fs::read_to_string(&head).unwrap_or_default();
-    let last = head.rsplit("\r\n\r\n").find(|h| !h.trim().is_empty()).unwrap_or("");
+    let last = head
+        .rsplit("\r\n\r\n")
+        .find(|h| !h.trim().is_empty())
+        .unwrap_or("");
     Got {
         head: last.replace('\r', ""),
         body: std::fs::read(&body).unwrap_or_default(),
@@ -173,7 +190,10 @@ fn python_decode(coding: &str, file: &Path) -> Vec<u8> {
                   elif c == 'br': out = brotli.decompress(data)\n\
                   else: out = zstandard.ZstdDecompressor().decompressobj().decompress(data)\n\
                   sys.stdout.buffer.write(out)\n";
-    let out = Command::new(PYTHON).args(["-c", script, coding]).arg(file).output();
+    let out = Command::new(PYTHON)
+        .args(["-c", script, coding])
+        .arg(file)
+        .output();
     let out = match out {
         Ok(o) => o,
         Err(e) => panic!("python3: {e}"),
@@ -198,20 +218,46 @@ fn every_handler_decodes_to_the_original(proto: &str) {
             let ae = format!("Accept-Encoding: {coding}");
             let got = curl(&s.dir, &tag, &[proto, "-H", &ae, &url]);
             assert_eq!(got.status(), "200", "{path} {coding}: {}", got.head);
-            assert_eq!(got.header("content-encoding"), Some(coding), "{path}: {}", got.head);
+            assert_eq!(
+                got.header("content-encoding"),
+                Some(coding),
+                "{path}: {}",
+                got.head
+            );
             assert!(
-                got.header("vary").is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
+                got.header("vary")
+                    .is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
                 "{path}: {}",
                 got.head
             );
             assert_eq!(got.header("content-length"), None, "{path}: {}", got.head);
-            assert!(got.body.len() < s.page.len() / 2, "{path} {coding}: {} bytes", got.body.len());
+            assert!(
+                got.body.len() < s.page.len() / 2,
+                "{path} {coding}: {} bytes",
+                got.body.len()
+            );
             let decoded = python_decode(coding, &s.dir.join(&format!("{tag}.body")));
-            assert!(decoded == s.page, "{path} {coding}: decodes to {} bytes", decoded.len());
+            assert!(
+                decoded == s.page,
+                "{path} {coding}: decodes to {} bytes",
+                decoded.len()
+            );
         }
-        let got = curl(&s.dir, "curl", &[proto, "--compressed", &format!("{base}{path}")]);
-        assert!(got.header("content-encoding").is_some(), "{path}: {}", got.head);
-        assert!(got.body == s.page, "{path}: curl --compressed decodes to {} bytes", got.body.len());
+        let got = curl(
+            &s.dir,
+            "curl",
+            &[proto, "--compressed", &format!("{base}{path}")],
+        );
+        assert!(
+            got.header("content-encoding").is_some(),
+            "{path}: {}",
+            got.head
+        );
+        assert!(
+            got.body == s.page,
+            "{path}: curl --compressed decodes to {} bytes",
+            got.body.len()
+        );
     }
 }
 
@@ -233,17 +279,29 @@ fn a_static_file_is_compressed_once_and_its_strong_etag_made_weak() {
     let plain = curl(&s.dir, "plain", &[&url]);
     let tag = plain.header("etag").unwrap_or_default().to_owned();
     assert!(tag.starts_with('"'), "{}", plain.head);
-    assert!(plain.header("vary").is_some(), "compressible: Vary even uncompressed");
+    assert!(
+        plain.header("vary").is_some(),
+        "compressible: Vary even uncompressed"
+    );
     assert_eq!(plain.body, s.page);
     let a = curl(&s.dir, "a", &["-H", "Accept-Encoding: gzip", &url]);
     let b = curl(&s.dir, "b", &["-H", "Accept-Encoding: gzip", &url]);
-    assert_eq!(a.header("etag"), Some(format!("W/{tag}").as_str()), "{}", a.head);
+    assert_eq!(
+        a.header("etag"),
+        Some(format!("W/{tag}").as_str()),
+        "{}",
+        a.head
+    );
     assert_eq!(a.header("accept-ranges"), None, "{}", a.head);
     assert!(a.body == b.body, "the kept form is sent again");
     // The weak tag revalidates (If-None-Match compares weakly, §13.1.2),
     // and the 304 is left alone.
     let inm = format!("If-None-Match: W/{tag}");
-    let nm = curl(&s.dir, "nm", &["-H", "Accept-Encoding: gzip", "-H", &inm, &url]);
+    let nm = curl(
+        &s.dir,
+        "nm",
+        &["-H", "Accept-Encoding: gzip", "-H", &inm, &url],
+    );
     assert_eq!(nm.status(), "304", "{}", nm.head);
     assert_eq!(nm.header("content-encoding"), None, "{}", nm.head);
     assert!(nm.body.is_empty());
@@ -254,24 +312,62 @@ fn a_range_request_no_transform_and_incompressible_types_are_sent_as_they_are() 
     let s = site("compress-not");
     let base = format!("http://{}", s.server.addr);
     // RFC 9110 §14: a range is of the identity's bytes.
-    let r = curl(&s.dir, "range", &["-H", "Accept-Encoding: gzip", "-r", "100-199", &format!("{base}/page.html")]);
+    let r = curl(
+        &s.dir,
+        "range",
+        &[
+            "-H",
+            "Accept-Encoding: gzip",
+            "-r",
+            "100-199",
+            &format!("{base}/page.html"),
+        ],
+    );
     assert_eq!(r.status(), "206", "{}", r.head);
     assert_eq!(r.header("content-encoding"), None, "{}", r.head);
     assert_eq!(r.body, &s.page[100..200]);
     // RFC 9111 §5.2.2.6.
-    let nt = curl(&s.dir, "nt", &["-H", "Accept-Encoding: gzip", &format!("{base}/cgi-bin/no-transform")]);
+    let nt = curl(
+        &s.dir,
+        "nt",
+        &[
+            "-H",
+            "Accept-Encoding: gzip",
+            &format!("{base}/cgi-bin/no-transform"),
+        ],
+    );
     assert_eq!(nt.header("content-encoding"), None, "{}", nt.head);
     assert_eq!(nt.body, s.page);
-    let bin = curl(&s.dir, "bin", &["-H", "Accept-Encoding: gzip", &format!("{base}/page.bin")]);
+    let bin = curl(
+        &s.dir,
+        "bin",
+        &["-H", "Accept-Encoding: gzip", &format!("{base}/page.bin")],
+    );
     assert_eq!(bin.header("content-encoding"), None, "{}", bin.head);
     assert_eq!(bin.header("vary"), None, "not compressible: no Vary");
     assert_eq!(bin.body, s.page);
     // A route's `compress = false` lifts the site's.
-    let off = curl(&s.dir, "off", &["-H", "Accept-Encoding: gzip", &format!("{base}/off/page.json")]);
+    let off = curl(
+        &s.dir,
+        "off",
+        &[
+            "-H",
+            "Accept-Encoding: gzip",
+            &format!("{base}/off/page.json"),
+        ],
+    );
     assert_eq!(off.header("content-encoding"), None, "{}", off.head);
     assert_eq!(off.body, s.page);
     // q=0 refuses a coding (RFC 9110 §12.5.3).
-    let q0 = curl(&s.dir, "q0", &["-H", "Accept-Encoding: gzip;q=0, br;q=0.5", &format!("{base}/page.json")]);
+    let q0 = curl(
+        &s.dir,
+        "q0",
+        &[
+            "-H",
+            "Accept-Encoding: gzip;q=0, br;q=0.5",
+            &format!("{base}/page.json"),
+        ],
+    );
     assert_eq!(q0.header("content-encoding"), Some("br"), "{}", q0.head);
 }
 
@@ -281,9 +377,16 @@ fn an_http10_client_gets_the_identity_with_its_length() {
     // body without closing.
     let s = site("compress-10");
     let url = format!("http://{}/page.html", s.server.addr);
-    let got = curl(&s.dir, "h10", &["--http1.0", "-H", "Accept-Encoding: gzip", &url]);
+    let got = curl(
+        &s.dir,
+        "h10",
+        &["--http1.0", "-H", "Accept-Encoding: gzip", &url],
+    );
     assert_eq!(got.header("content-encoding"), None, "{}", got.head);
-    assert_eq!(got.header("content-length"), Some(s.page.len().to_string().as_str()));
+    assert_eq!(
+        got.header("content-length"),
+        Some(s.page.len().to_string().as_str())
+    );
     assert_eq!(got.body, s.page);
 }
 
@@ -298,7 +401,10 @@ fn a_server_sent_event_stream_arrives_event_by_event_through_compression() {
     // not been written yet (the script waits for `go`).
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        assert!(Instant::now() < until, "the first event never came: {raw:?}");
+        assert!(
+            Instant::now() < until,
+            "the first event never came: {raw:?}"
+        );
         let mut buf = [0u8; 4096];
         let n = match stream.read(&mut buf) {
             Ok(0) => panic!("closed before the first event: {raw:?}"),
@@ -309,7 +415,9 @@ fn a_server_sent_event_stream_arrives_event_by_event_through_compression() {
         if let Some(text) = gunzip_chunked_so_far(&raw) {
             if text.contains("data: one\n\n") {
                 assert!(!text.contains("two"), "{text}");
-                let head = String::from_utf8_lossy(&raw[..common::find(&raw, b"\r\n\r\n").unwrap_or(0)]).to_string();
+                let head =
+                    String::from_utf8_lossy(&raw[..common::find(&raw, b"\r\n\r\n").unwrap_or(0)])
+                        .to_string();
                 assert!(head.contains("Content-Encoding: gzip"), "{head}");
                 break;
             }
@@ -330,7 +438,8 @@ fn gunzip_chunked_so_far(raw: &[u8]) -> Option<String> {
     let mut body = Vec::new();
     let mut rest = &raw[at..];
     while let Some(eol) = common::find(rest, b"\r\n") {
-        let size = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).ok()?.trim(), 16).ok()?;
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&rest[..eol]).ok()?.trim(), 16).ok()?;
         let data = rest.get(eol + 2..eol + 2 + size)?;
         body.extend_from_slice(data);
         rest = rest.get(eol + 2 + size + 2..).unwrap_or(&[]);
@@ -358,18 +467,28 @@ fn a_precompressed_zst_file_is_served_like_gz_and_br_and_not_compressed_again() 
     // As nginx's gzip_static (and brotli_static): the sibling is sent
     // as it is, with its coding, when the client takes it.
     let s = site("compress-zst");
-    s.dir.write("www/pre.css", b"body { color: red }\n".repeat(100));
-    s.dir.write("www/pre.css.zst", b"zstd bytes made beforehand");
+    s.dir
+        .write("www/pre.css", b"body { color: red }\n".repeat(100));
+    s.dir
+        .write("www/pre.css.zst", b"zstd bytes made beforehand");
     s.dir.write("www/pre.css.br", b"br bytes made beforehand");
     let url = format!("http://{}/pre.css", s.server.addr);
-    let z = curl(&s.dir, "zst", &["-H", "Accept-Encoding: gzip, br, zstd", &url]);
+    let z = curl(
+        &s.dir,
+        "zst",
+        &["-H", "Accept-Encoding: gzip, br, zstd", &url],
+    );
     assert_eq!(z.header("content-encoding"), Some("zstd"), "{}", z.head);
     assert_eq!(z.body, b"zstd bytes made beforehand");
     let b = curl(&s.dir, "br", &["-H", "Accept-Encoding: gzip, br", &url]);
     assert_eq!(b.header("content-encoding"), Some("br"), "{}", b.head);
     assert_eq!(b.body, b"br bytes made beforehand");
     // No sibling for gzip: compressed on the fly instead.
-    let g = curl(&s.dir, "gz", &["--compressed", "-H", "Accept-Encoding: gzip", &url]);
+    let g = curl(
+        &s.dir,
+        "gz",
+        &["--compressed", "-H", "Accept-Encoding: gzip", &url],
+    );
     assert_eq!(g.header("content-encoding"), Some("gzip"), "{}", g.head);
     assert_eq!(g.body, b"body { color: red }\n".repeat(100));
 }

@@ -30,7 +30,6 @@ pub(crate) struct Edge {
     /// The response filters (`crate::filter`): `compress`, and the
     /// filters of `headers`; None when the route has none.
     pub(crate) filters: Option<crate::filter::Filters>,
-
     // headers: `headers`, `expires`, `cache_control`, `error_pages`,
     // `intercept_errors`.
 
@@ -42,7 +41,6 @@ impl Edge {
     pub(crate) const NONE: Edge = Edge {
         access_log: None,
         filters: None,
-
         // headers:
 
         // routes:

@@ -860,7 +860,11 @@ impl<'a> Exchange<'a> {
             .is_some_and(|a| a.version.is_some_and(|v| v.size == body.len() as u64))
             && self.remaining.is_none_or(|r| r == body.len() as u64);
         if whole {
-            if let Some(made) = self.active.as_deref_mut().and_then(|a| a.whole(Whole::Mem(&body))) {
+            if let Some(made) = self
+                .active
+                .as_deref_mut()
+                .and_then(|a| a.whole(Whole::Mem(&body)))
+            {
                 self.remaining = self.remaining.map(|_| 0);
                 return self.emit_mem(made);
             }
@@ -882,7 +886,11 @@ impl<'a> Exchange<'a> {
             *r -= len;
         }
         if whole {
-            if let Some(made) = self.active.as_deref_mut().and_then(|a| a.whole(Whole::File(file))) {
+            if let Some(made) = self
+                .active
+                .as_deref_mut()
+                .and_then(|a| a.whole(Whole::File(file)))
+            {
                 return self.emit_mem(made);
             }
         }

@@ -90,7 +90,11 @@ impl<'b> Fields<'b> {
         }
         Some(match rest.iter().position(|&b| b == b'\n') {
             Some(i) => {
-                let v = if i > 0 && rest[i - 1] == b'\r' { i - 1 } else { i };
+                let v = if i > 0 && rest[i - 1] == b'\r' {
+                    i - 1
+                } else {
+                    i
+                };
                 (pos, pos + v, pos + i + 1)
             }
             None => (pos, self.buf.len(), self.buf.len()),

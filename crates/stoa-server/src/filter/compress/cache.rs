@@ -69,7 +69,12 @@ pub(super) fn put(key: Key, body: Bytes) {
     forms.bytes += len;
     while forms.bytes > MAX_BYTES {
         // A scan, on insert only: inserts are one per file version.
-        let Some(oldest) = forms.map.iter().min_by_key(|(_, k)| k.used).map(|(k, _)| *k) else {
+        let Some(oldest) = forms
+            .map
+            .iter()
+            .min_by_key(|(_, k)| k.used)
+            .map(|(k, _)| *k)
+        else {
             break;
         };
         if let Some(k) = forms.map.remove(&oldest) {

@@ -143,7 +143,9 @@ impl CompressSetting {
         }
         let brotli_level = t.brotli_level.unwrap_or(5);
         if brotli_level > 11 {
-            return Err(format!("compress: brotli_level {brotli_level} is not 0 to 11"));
+            return Err(format!(
+                "compress: brotli_level {brotli_level} is not 0 to 11"
+            ));
         }
         let zstd_level = t.zstd_level.unwrap_or(3);
         if !(1..=19).contains(&zstd_level) {

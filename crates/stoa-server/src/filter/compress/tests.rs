@@ -47,7 +47,8 @@ fn run(
 }
 
 const GET_ALL: &str = "GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip, br, zstd";
-const HTML: &str = "Content-Type: text/html; charset=utf-8\r\nETag: \"1-2\"\r\nAccept-Ranges: bytes\r\n";
+const HTML: &str =
+    "Content-Type: text/html; charset=utf-8\r\nETag: \"1-2\"\r\nAccept-Ranges: bytes\r\n";
 
 #[test]
 fn a_compressible_body_is_encoded_with_its_etag_weakened_and_its_length_dropped() {
@@ -77,7 +78,13 @@ fn vary_is_sent_on_compressible_responses_even_when_not_compressed() {
     assert!(body.is_none(), "shorter than min_length");
     assert!(f.contains("Vary: Accept-Encoding\r\n"), "{f}");
     // An existing Vary naming it is not repeated.
-    let (f, _, _) = run(&c, &short, 200, "Content-Type: text/css\r\nVary: accept-encoding, Origin\r\n", Length::Known(5000));
+    let (f, _, _) = run(
+        &c,
+        &short,
+        200,
+        "Content-Type: text/css\r\nVary: accept-encoding, Origin\r\n",
+        Length::Known(5000),
+    );
     assert_eq!(f.matches("ary").count(), 1, "{f}");
 }
 
@@ -86,12 +93,28 @@ fn ranges_no_transform_encoded_bodies_and_bodiless_statuses_are_left_alone() {
     let c = on();
     let r = req(GET_ALL);
     for (status, fields, length) in [
-        (206, format!("{HTML}Content-Range: bytes 0-9/5000\r\n"), Length::Known(10)),
-        (200, format!("{HTML}Cache-Control: public, no-transform\r\n"), Length::Known(5000)),
-        (200, format!("{HTML}Content-Encoding: gzip\r\n"), Length::Known(5000)),
+        (
+            206,
+            format!("{HTML}Content-Range: bytes 0-9/5000\r\n"),
+            Length::Known(10),
+        ),
+        (
+            200,
+            format!("{HTML}Cache-Control: public, no-transform\r\n"),
+            Length::Known(5000),
+        ),
+        (
+            200,
+            format!("{HTML}Content-Encoding: gzip\r\n"),
+            Length::Known(5000),
+        ),
         (204, HTML.to_owned(), Length::Empty),
         (304, HTML.to_owned(), Length::Empty),
-        (200, "Content-Type: image/png\r\n".to_owned(), Length::Known(5000)),
+        (
+            200,
+            "Content-Type: image/png\r\n".to_owned(),
+            Length::Known(5000),
+        ),
         (200, String::new(), Length::Known(5000)),
     ] {
         let (f, len, body) = run(&c, &r, status, &fields, length);
@@ -104,7 +127,13 @@ fn ranges_no_transform_encoded_bodies_and_bodiless_statuses_are_left_alone() {
 #[test]
 fn a_streamed_body_of_unknown_length_is_compressed_whatever_min_length() {
     let r = req(GET_ALL);
-    let (f, _, body) = run(&on(), &r, 200, "Content-Type: text/event-stream\r\n", Length::Unknown);
+    let (f, _, body) = run(
+        &on(),
+        &r,
+        200,
+        "Content-Type: text/event-stream\r\n",
+        Length::Unknown,
+    );
     assert!(body.is_some());
     assert!(f.contains("Content-Encoding: zstd"), "{f}");
 }
@@ -123,7 +152,11 @@ fn head_gets_the_head_get_would_get_and_no_encoder() {
     let r = req("HEAD / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: gzip");
     let (f, len, body) = run(&on(), &r, 200, HTML, Length::Known(5000));
     assert!(body.is_none());
-    assert_eq!(len, Length::Unknown, "no Content-Length: GET's would be unknown");
+    assert_eq!(
+        len,
+        Length::Unknown,
+        "no Content-Length: GET's would be unknown"
+    );
     assert!(f.contains("Content-Encoding: gzip"), "{f}");
 }
 
@@ -142,7 +175,14 @@ fn media_types_match_exactly_by_top_level_wildcard_or_suffix() {
     ] {
         assert!(c.takes_type(t.as_bytes()), "{t}");
     }
-    for t in ["image/png", "application/octet-stream", "font/woff2", "textual", "", "application/zip"] {
+    for t in [
+        "image/png",
+        "application/octet-stream",
+        "font/woff2",
+        "textual",
+        "",
+        "application/zip",
+    ] {
         assert!(!c.takes_type(t.as_bytes()), "{t}");
     }
 }
@@ -159,7 +199,9 @@ fn the_table_validates_levels_encodings_and_types() {
     };
     assert!(matches!(parse("compress = false"), Ok(None)));
     assert!(matches!(parse("compress = true"), Ok(Some(_))));
-    let c = parse(r#"compress = { encodings = ["gzip"], types = ["text/html"], min_length = 1, gzip_level = 9 }"#);
+    let c = parse(
+        r#"compress = { encodings = ["gzip"], types = ["text/html"], min_length = 1, gzip_level = 9 }"#,
+    );
     let c = c.ok().flatten().expect("valid");
     assert_eq!(c.codings, vec![Coding::Gzip]);
     assert_eq!(c.gzip_level, 9);
@@ -230,7 +272,11 @@ fn each_flush_makes_everything_written_so_far_decodable() {
         assert_eq!(got, b"data: one\n\n", "{coding:?}");
         c.data(b"data: two\n\n", &mut out);
         c.finish(&mut out);
-        assert_eq!(decode(coding, &out), b"data: one\n\ndata: two\n\n", "{coding:?}");
+        assert_eq!(
+            decode(coding, &out),
+            b"data: one\n\ndata: two\n\n",
+            "{coding:?}"
+        );
     }
 }
 
@@ -261,6 +307,10 @@ fn a_static_files_form_is_made_once_per_version_and_decodes_to_the_file() {
         assert_eq!(decode(coding, &first), &body[..]);
         let again = Compressing::new(coding, 4, None).whole(&v, Whole::Mem(&body));
         // The same allocation: kept, not compressed again.
-        assert_eq!(again.map(|b| b.as_ptr()), Some(first.as_ptr()), "{coding:?}");
+        assert_eq!(
+            again.map(|b| b.as_ptr()),
+            Some(first.as_ptr()),
+            "{coding:?}"
+        );
     }
 }
