@@ -81,7 +81,7 @@ fn site(tag: &str) -> Site {
         "cgi/events",
         format!(
             "#!/bin/sh\nprintf 'Content-Type: text/event-stream\\r\\n\\r\\n'\nprintf 'data: one\\n\\n'\n\
-             i=0\nwhile [ ! -e '{go}' ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done\n\
+             i=0\nwhile [ ! -e '{go}'\"$QUERY_STRING\" ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done\n\
              printf 'data: two\\n\\n'\n",
             go = dir.join("go").display()
         ),
@@ -424,6 +424,7 @@ fn a_server_sent_event_stream_arrives_event_by_event_through_compression() {
         }
     }
     std::fs::write(s.dir.join("go"), b"").ok();
+    // (the script waits for `go` followed by its query: none here)
     let mut rest = Vec::new();
     let _ = stream.read_to_end(&mut rest);
     raw.extend_from_slice(&rest);
@@ -491,4 +492,59 @@ fn a_precompressed_zst_file_is_served_like_gz_and_br_and_not_compressed_again() 
     );
     assert_eq!(g.header("content-encoding"), Some("gzip"), "{}", g.head);
     assert_eq!(g.body, b"body { color: red }\n".repeat(100));
+}
+
+#[test]
+fn server_sent_events_arrive_one_by_one_over_http2_in_every_coding() {
+    // curl decodes as it receives (-N: no buffering of its own): the
+    // first event must be readable before the script writes the second.
+    let s = site("compress-sse-h2");
+    for coding in ["gzip", "br", "zstd"] {
+        let url = format!("http://{}/cgi-bin/events?{coding}", s.server.addr);
+        let ae = format!("Accept-Encoding: {coding}");
+        let child = Command::new("curl")
+            .args([
+                "-s",
+                "-N",
+                "--http2-prior-knowledge",
+                "--compressed",
+                "--max-time",
+                "30",
+                "-H",
+                &ae,
+                "-D",
+                "/dev/stderr",
+                &url,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => panic!("curl: {e}"),
+        };
+        let mut out = child.stdout.take().expect("piped");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while !common::contains(&got, b"data: one\n\n") {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    panic!("{coding}: the stream ended before the first event: {got:?}")
+                }
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert!(!common::contains(&got, b"two"), "{coding}");
+        std::fs::write(s.dir.join(&format!("go{coding}")), b"").ok();
+        let _ = out.read_to_end(&mut got);
+        let done = child.wait_with_output();
+        let head = done
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_default();
+        assert!(
+            head.contains(&format!("content-encoding: {coding}")),
+            "{head}"
+        );
+        assert_eq!(got, b"data: one\n\ndata: two\n\n", "{coding}");
+    }
 }

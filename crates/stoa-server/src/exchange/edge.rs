@@ -44,7 +44,6 @@ impl Edge {
     pub(crate) const NONE: Edge = Edge {
         access_log: None,
         filters: None,
-
         // headers:
         error_pages: None,
         // routes:

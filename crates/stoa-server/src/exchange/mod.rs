@@ -515,7 +515,9 @@ impl<'a> Exchange<'a> {
         self.status = status;
         // A response that starts anew (an error replacing one not sent)
         // starts its filters anew too.
-        self.active = None;
+        if self.active.is_some() {
+            self.active = None;
+        }
         if let Side::H1(io) = &self.side {
             if io.reader.is_none() && self.req.expect_continue && self.req.has_body() {
                 // Answered before the body was asked for: the client waits
@@ -608,7 +610,9 @@ impl<'a> Exchange<'a> {
         head.length
     }
 
-    /// [`Exchange::end_head`] once the filters ran.
+    /// [`Exchange::end_head`] once the filters ran. Inlined: on the path
+    /// without filters `end_head` is this and one test.
+    #[inline(always)]
     fn head_length(&mut self, len: Option<u64>) {
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
@@ -1001,10 +1005,12 @@ impl<'a> Exchange<'a> {
     /// The body about to be written is this version of a file (the static
     /// handler's whole 200): a filter may answer it with what it made of
     /// that version before (a compressed form), instead of reworking it.
+    /// `version` is called only when a filter takes the body: without
+    /// filters this costs one test.
     #[inline]
-    pub(crate) fn body_version(&mut self, version: FileVersion) {
+    pub(crate) fn body_version(&mut self, version: impl FnOnce() -> FileVersion) {
         if let Some(a) = self.active.as_deref_mut() {
-            a.version = Some(version);
+            a.version = Some(version());
         }
     }
 

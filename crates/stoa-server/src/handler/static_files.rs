@@ -626,12 +626,13 @@ fn accepted_encodings(ae: &[u8]) -> (bool, bool, bool) {
         if zero_q {
             continue;
         }
-        if coding.eq_ignore_ascii_case(b"zstd") {
-            zst = true;
+        // The commonest first: every browser sends gzip.
+        if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip") {
+            gz = true;
         } else if coding.eq_ignore_ascii_case(b"br") {
             br = true;
-        } else if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip") {
-            gz = true;
+        } else if coding.eq_ignore_ascii_case(b"zstd") {
+            zst = true;
         } else if coding == b"*" {
             zst = true;
             br = true;
@@ -764,7 +765,7 @@ fn respond(
             ex.end_head(Some(e.size));
             // A response filter (compress) may answer this version of the
             // file with what it made of it before.
-            ex.body_version(FileVersion {
+            ex.body_version(|| FileVersion {
                 dev: e.dev,
                 ino: e.ino,
                 size: e.size,

@@ -109,14 +109,14 @@ impl CompressSetting {
                 let mut v = Vec::new();
                 for n in names {
                     let c = Coding::from_token(n.as_bytes()).ok_or_else(|| {
-                        format!("compress: unknown encoding {n:?} (zstd, br or gzip)")
+                        format!("unknown encoding {n:?} (zstd, br or gzip)")
                     })?;
                     if !v.contains(&c) {
                         v.push(c);
                     }
                 }
                 if v.is_empty() {
-                    return Err("compress: `encodings` is empty (use compress = false)".into());
+                    return Err("`encodings` is empty (use compress = false)".into());
                 }
                 v
             }
@@ -130,7 +130,7 @@ impl CompressSetting {
                         .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && !a.contains('*'));
                     if !ok || ty.contains(';') {
                         return Err(format!(
-                            "compress: {ty:?} is not a media type (\"text/html\", \"text/*\", \"application/*+json\")"
+                            "{ty:?} is not a media type (\"text/html\", \"text/*\", \"application/*+json\")"
                         ));
                     }
                 }
@@ -139,17 +139,17 @@ impl CompressSetting {
         };
         let gzip_level = t.gzip_level.unwrap_or(6);
         if !(1..=9).contains(&gzip_level) {
-            return Err(format!("compress: gzip_level {gzip_level} is not 1 to 9"));
+            return Err(format!("gzip_level {gzip_level} is not 1 to 9"));
         }
         let brotli_level = t.brotli_level.unwrap_or(5);
         if brotli_level > 11 {
             return Err(format!(
-                "compress: brotli_level {brotli_level} is not 0 to 11"
+                "brotli_level {brotli_level} is not 0 to 11"
             ));
         }
         let zstd_level = t.zstd_level.unwrap_or(3);
         if !(1..=19).contains(&zstd_level) {
-            return Err(format!("compress: zstd_level {zstd_level} is not 1 to 19"));
+            return Err(format!("zstd_level {zstd_level} is not 1 to 19"));
         }
         Ok(Some(Compress {
             codings,
