@@ -294,9 +294,12 @@ fn pick_in<'r>(
         let route = route(site, &norm);
         // The route routing settles on decides (internal redirects
         // included); no route: the site's root.
-        *edge = route.map_or(&site.edge, |r| &r.edge);
+        let (e, access) = match route {
+            Some(r) => (&r.edge, &r.access),
+            None => (&site.edge, &site.access),
+        };
+        *edge = e;
         // The access phase: one branch when there is no check.
-        let access = route.map_or(&site.access, |r| &r.access);
         if guard && !access.is_empty() {
             let to = changed.map(|q| (norm, q));
             return (Pick::Access(access), to);
@@ -529,20 +532,25 @@ fn dispatch_in<'x>(
     vars: &'x [(String, Vec<u8>)],
     nest: Option<&'x Nest>,
 ) -> Option<Running<'x>> {
-    let (h, norm) = match p {
-        Pick::Run(h, norm) => (h, norm),
-        Pick::Access(a) => return Some(Box::pin(access_phase(a, ex, rt, depth, nest))),
+    match p {
+        Pick::Run(Handler::Static(cfg), norm) => {
+            static_files::serve(cfg, ex, &norm);
+            ex.finish();
+            None
+        }
+        Pick::Run(h, norm) => run_handler(h, norm, ex, rt, depth, vars, nest),
+        Pick::Access(a) => Some(Box::pin(access_phase(a, ex, rt, depth, nest))),
         Pick::OptionsStar => {
             ex.start(204);
             ex.header("Allow", b"GET, HEAD, OPTIONS");
             ex.end_head(None);
             ex.finish();
-            return None;
+            None
         }
         Pick::Status(s) => {
             ex.error(s, &[]);
             ex.finish();
-            return None;
+            None
         }
         Pick::HttpsRedirect => {
             let port = match rt.https_port {
@@ -555,9 +563,22 @@ fn dispatch_in<'x>(
                 None => ex.error(400, &[]),
             }
             ex.finish();
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// [`dispatch_in`] for a handler other than static files (which it runs
+/// itself, first: the path most requests take).
+fn run_handler<'x>(
+    h: &'x Handler,
+    norm: String,
+    ex: &'x mut Exchange<'_>,
+    rt: &'x Runtime,
+    depth: u8,
+    vars: &'x [(String, Vec<u8>)],
+    nest: Option<&'x Nest>,
+) -> Option<Running<'x>> {
     match h {
         Handler::Static(cfg) => {
             static_files::serve(cfg, ex, &norm);

@@ -22,23 +22,25 @@ use std::sync::Arc;
 
 /// A route's handler, configured (each variant's type lives with its
 /// handler, and so does its configurator: `configure::Configure`).
+// Those that answer at once first, then those that run as a future:
+// `runs_async` is then one comparison.
 #[derive(Debug)]
 pub(crate) enum Handler {
     Static(Arc<static_files::StaticConfig>),
-    Cgi(Arc<cgi::CgiConfig>),
-    FastCgi(Arc<fastcgi::FastCgiRoute>),
-    Proxy(Arc<proxy::ProxyRoute>),
     /// The status page.
     Status(Arc<status::StatusConfig>),
-    /// Pages parsed for server-side includes.
-    Ssi(Arc<ssi::SsiConfig>),
-    /// A Lua script.
-    Lua(Arc<lua::LuaConfig>),
     /// The PHP preset: FastCGI for scripts, static for other files
     /// (routing picks which).
     Php(Arc<php::PhpRoute>),
     /// `deny = true`: 403.
     Deny,
+    Cgi(Arc<cgi::CgiConfig>),
+    FastCgi(Arc<fastcgi::FastCgiRoute>),
+    Proxy(Arc<proxy::ProxyRoute>),
+    /// Pages parsed for server-side includes.
+    Ssi(Arc<ssi::SsiConfig>),
+    /// A Lua script.
+    Lua(Arc<lua::LuaConfig>),
 }
 
 impl Handler {
