@@ -18,7 +18,8 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
-  dpkg-dev man-db systemd zsh fish haproxy logrotate)
+  dpkg-dev man-db systemd zsh fish haproxy logrotate
+  python3-brotli python3-zstandard)
 need_apt=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")

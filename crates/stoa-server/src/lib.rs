@@ -15,6 +15,7 @@ pub mod cert;
 pub(crate) mod config;
 pub(crate) mod conn;
 pub(crate) mod exchange;
+mod filter;
 pub(crate) mod fs;
 pub(crate) mod gateway;
 pub(crate) mod handler;

@@ -24,6 +24,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use stoa_h1::{Framing, Method, RequestHead};
 
+mod error_page;
+
 /// CGI/FastCGI local redirects followed for one request (RFC 3875 §6.2.2).
 pub(crate) const MAX_REDIRECTS: u8 = 10;
 
@@ -293,6 +295,9 @@ fn pick_in<'r>(
     }
     for _ in 0..MAX_INTERNAL {
         if !site.allow_dotfiles && has_dotfile(&norm) {
+            // Refused before any route: the site's settings (its error
+            // pages, its header rules) answer.
+            *edge = &site.edge;
             let to = changed.map(|q| (norm, q));
             return (Pick::Status(403), to);
         }
@@ -518,7 +523,12 @@ pub(crate) fn dispatch<'x>(
     depth: u8,
     vars: &'x [(String, Vec<u8>)],
 ) -> Option<Running<'x>> {
-    dispatch_in(p, ex, rt, depth, vars, None)
+    if ex.edge().error_pages.is_none() {
+        return dispatch_in(p, ex, rt, depth, vars, None);
+    }
+    // An error the route has a page for is caught by the exchange and
+    // replaced here, whichever handler answered (even a synchronous one).
+    Some(Box::pin(error_page::run_in(p, ex, rt, depth, vars, None)))
 }
 
 /// [`dispatch`] inside a subrequest: `nest` is what the including
@@ -661,9 +671,7 @@ async fn follow(o: Outcome, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8, nest
     let (p, rewritten) = pick(&new, rt);
     let new = rewritten.unwrap_or(new);
     let mut sub = ex.redirected(&new);
-    if let Some(f) = dispatch_in(p, &mut sub, rt, depth + 1, &[], nest) {
-        f.await;
-    }
+    error_page::run_in(p, &mut sub, rt, depth + 1, &[], nest).await;
     let keep = sub.keeps();
     drop(sub);
     ex.absorb_keep(keep);
@@ -725,9 +733,7 @@ async fn access_phase(
         }
         Some(new) => {
             let mut sub = ex.redirected(&new);
-            if let Some(f) = dispatch_in(p, &mut sub, rt, depth, &vars, nest) {
-                f.await;
-            }
+            error_page::run_in(p, &mut sub, rt, depth, &vars, nest).await;
             let keep = sub.keeps();
             drop(sub);
             ex.absorb_keep(keep);

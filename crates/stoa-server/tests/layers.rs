@@ -108,6 +108,17 @@ fn forbidden(from: &str, to: &str) -> bool {
     {
         return true;
     }
+    // Response filters sit below the exchange: they see a head and body
+    // bytes, never a carrier, a route, a configuration file or a handler.
+    if from == "filter"
+        && [
+            "exchange", "route", "config", "conn", "proto", "gateway", "upstream", "handler", "top",
+        ]
+        .iter()
+        .any(|l| to == *l || to.starts_with("handler::"))
+    {
+        return true;
+    }
     if from == "local" && to == "log" {
         return false;
     }
@@ -227,6 +238,8 @@ fn the_layer_rules_catch_an_upward_import() {
     assert!(!forbidden("handler::cgi", "exchange"));
     assert!(!forbidden("handler::cgi", "handler"));
     assert!(!forbidden("route", "handler::cgi"));
+    assert!(forbidden("filter", "exchange"));
+    assert!(!forbidden("exchange", "filter"));
     assert!(forbidden("config", "conn"));
     assert!(forbidden("config", "route"));
     assert!(forbidden("route", "conn"));

@@ -163,6 +163,32 @@ fn pages(dir: &TempDir) {
         "deeper <!--#include file=\"leaf.txt\" --> name=<!--#echo var=\"DOCUMENT_NAME\" -->",
     );
     dir.write("www/inc/leaf.txt", "leaf");
+    // An included page gets its own query (Apache's t/modules/include.t:
+    // virtual.shtml includes header.shtml?mod_include test, whose title
+    // echoes QUERY_STRING; virtualq.shtml, PR 12655).
+    dir.write(
+        "www/inc/args.shtml",
+        "args[<!--#echo var=\"QUERY_STRING\" -->|<!--#echo var=\"QUERY_STRING_UNESCAPED\" -->\
+         |<!--#echo var=\"DOCUMENT_ARGS\" -->]",
+    );
+    dir.write(
+        "www/inc/virtual.shtml",
+        "<!--#include virtual=\"/inc/header.shtml?mod_include test\" -->\n\
+         Hello World\n\
+         <!--#include virtual=\"/inc/footer.shtml\" -->\n",
+    );
+    dir.write(
+        "www/inc/header.shtml",
+        "<title><!--#echo var=\"QUERY_STRING\" --></title>\n",
+    );
+    dir.write("www/inc/footer.shtml", "<h5>footer</h5>\n");
+    dir.write(
+        "www/inc/virtualq.shtml",
+        "<!--#echo var=\"QUERY_STRING\" -->\n\
+         <!--#include virtual=\"args.shtml?$QUERY_STRING\" -->\n\
+         <!--#include virtual=\"leaf.txt\" -->\n\
+         <!--#echo var=\"QUERY_STRING\" -->\n",
+    );
     dir.write(
         "www/loop.shtml",
         "loop[<!--#include virtual=\"/loop.shtml\" -->]",
@@ -196,6 +222,7 @@ fn pages(dir: &TempDir) {
          <!--#echo --><!--#config errmsg=\"[an error occurred while processing this directive]\" -->\n\
          N: <!--#exec cmd=\"echo hi\" --> <!--#exec cgi=\"/cgi-bin/hello.cgi\" -->\n\
          O: <!--#include virtual=\"/static.html\" onerror=\"/static.html\" -->\n\
+         P: <!--#include virtual=\"/inc/args.shtml?q=%3Cb%3E&r\" -->\n\
          end\n",
     );
     // A directive across Stoa's read boundary (16 KiB): text up to one
@@ -301,7 +328,14 @@ fn issue_13_every_directive_prints_what_apache_mod_include_prints() {
         "apache stops a self-include after 10 levels: {}",
         a.text()
     );
-    for path in ["/index.shtml?a=b%20c&d", "/long.shtml", "/inc/nested.shtml"] {
+    for path in [
+        "/index.shtml?a=b%20c&d",
+        "/index.shtml",
+        "/long.shtml",
+        "/inc/nested.shtml",
+        "/inc/virtual.shtml",
+        "/inc/virtualq.shtml?foo=bar",
+    ] {
         let a = apache.get(path);
         let s = stoa.get(path);
         assert_eq!(a.status, 200, "apache {path}: {}", apache.errors());
@@ -330,11 +364,70 @@ fn issue_13_every_directive_prints_what_apache_mod_include_prints() {
         "J:  12  123,456 121K",
         "L: if-yes e2 eq cap=n else-taken\n",
         "M: [oops] [oops] [oops]\n",
+        "P: args[q=%3Cb%3E&amp;r|q=\\&lt;b\\&gt;\\&amp;r|a=b%20c&amp;d]\n",
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
     let fcgi = pattern(48, 5);
     assert!(contains(&s.body, &fcgi), "the FastCGI output is included");
+    // Apache's own include.t: virtual.shtml and virtualq.shtml (PR 12655).
+    let v = stoa.get("/inc/virtual.shtml").text();
+    assert!(v.contains("<title>mod_include test</title>"), "{v}");
+    assert!(v.contains("Hello World") && v.contains("footer"), "{v}");
+    let q = stoa.get("/inc/virtualq.shtml?foo=bar").text();
+    assert!(
+        q.starts_with("foo=bar\nargs[foo=bar|foo=bar|foo=bar]\nleaf\nfoo=bar"),
+        "{q}"
+    );
+}
+
+/// An included page's `QUERY_STRING` and `QUERY_STRING_UNESCAPED` are
+/// those of its own request (Apache's include.t, virtual.shtml), in
+/// `echo`, `printenv` and an `exec cmd`'s environment; a page included
+/// without a query, and the including page after the include, see the
+/// including page's. (Apache leaves the last nested query in the table
+/// it shares with the including page; its documentation speaks of the
+/// "active SSI document", which is what is done here.)
+#[test]
+fn an_included_page_sees_its_own_query_string_and_the_including_page_keeps_its_own() {
+    let dir = TempDir::new("ssi-query");
+    dir.write(
+        "www/outer.shtml",
+        "1:<!--#include virtual=\"/inner.shtml?x=%41%20b&y\" -->\n\
+         2:<!--#include virtual=\"/inner.shtml\" -->\n\
+         3:<!--#echo var=\"QUERY_STRING\" -->|<!--#echo var=\"QUERY_STRING_UNESCAPED\" -->\n",
+    );
+    dir.write(
+        "www/inner.shtml",
+        "<!--#echo var=\"QUERY_STRING\" -->|<!--#echo var=\"QUERY_STRING_UNESCAPED\" -->\
+         |<!--#echo var=\"DOCUMENT_ARGS\" -->|<!--#exec cmd=\"printf %s \\\"$QUERY_STRING\\\"\" -->",
+    );
+    dir.write(
+        "www/env.shtml",
+        "<!--#include virtual=\"/printenv.shtml?p=1\" -->",
+    );
+    dir.write("www/printenv.shtml", "<!--#printenv -->");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[site]]\nroot = \"{}/www\"\n\n[[site.route]]\nsuffix = \".shtml\"\nssi = {{ exec = true }}\n",
+            dir.path().display()
+        ),
+    );
+    let stoa = Server::with_config(&cfg);
+    let r = stoa.get("/outer.shtml?o=%3C1%3E");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.text(),
+        "1:x=%41%20b&amp;y|x=A b\\&amp;y|o=%3C1%3E|x=%41%20b&y\n\
+         2:o=%3C1%3E|o=\\&lt;1\\&gt;|o=%3C1%3E|o=%3C1%3E\n\
+         3:o=%3C1%3E|o=\\&lt;1\\&gt;\n"
+    );
+    let env = stoa.get("/env.shtml?o=2").text();
+    assert!(env.contains("QUERY_STRING=p=1\n"), "{env}");
+    assert!(env.contains("QUERY_STRING_UNESCAPED=p=1\n"), "{env}");
+    assert!(env.contains("DOCUMENT_ARGS=o=2\n"), "{env}");
+    assert!(!env.contains("QUERY_STRING=o=2"), "{env}");
 }
 
 #[test]

@@ -33,10 +33,23 @@ macro_rules! edge_keys {
         pub struct $name {
             $($field)*
 
-            // compress: `compress`.
+            /// Gzip, brotli and zstd on the fly (`crate::filter::compress`):
+            /// `true`, `false` or a table.
+            pub(crate) compress: Option<Spanned<crate::filter::CompressSetting>>,
 
-            // headers: `headers`, `expires`, `cache_control`,
-            // `error_pages`, `intercept_errors`.
+            /// Response header fields set, added, removed
+            /// (`crate::filter::headers`).
+            pub(crate) headers: Option<Spanned<crate::filter::headers::HeadersTable>>,
+            /// `Expires` and `Cache-Control: max-age` (nginx `expires`).
+            pub(crate) expires: Option<Spanned<String>>,
+            /// `Cache-Control` on 2xx and 3xx responses.
+            pub(crate) cache_control: Option<Spanned<String>>,
+            /// Errors replaced by another URI's body, status kept
+            /// (`crate::filter::error_pages`).
+            pub(crate) error_pages:
+                Option<Spanned<std::collections::BTreeMap<String, String>>>,
+            /// Applications' errors replaced too.
+            pub(crate) intercept_errors: Option<Spanned<bool>>,
 
             // access: `basic_auth`, `address_rules`, `limit_requests`,
             // `limit_connections`.
@@ -93,13 +106,43 @@ pub(crate) fn resolve(
         }),
     };
 
-    // compress: e.g.
-    //   if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
-    //       edge.compress = Compress::from_keys(v.get_ref())
-    //           .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
-    //   }
+    // compress: the route's value, else the site's; `false` lifts it.
+    let mut filters = crate::filter::Filters::default();
+    if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
+        filters.compress = v
+            .get_ref()
+            .build()
+            .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
+    }
 
-    // headers:
+    // headers: `headers`, `expires` and `cache_control` are one filter;
+    // `error_pages` and `intercept_errors` one setting.
+    let h = inherit(route.map(|r| &r.headers), &site.headers);
+    let e = inherit(route.map(|r| &r.expires), &site.expires);
+    let c = inherit(route.map(|r| &r.cache_control), &site.cache_control);
+    filters.headers = crate::filter::headers::HeaderRules::build(
+        h.map(|v| v.get_ref()),
+        e.map(|v| v.get_ref().as_str()),
+        c.map(|v| v.get_ref().as_str()),
+    )
+    .map_err(|(key, m)| {
+        let span = match key {
+            "expires" => e.map(|v| v.span()),
+            "cache_control" => c.map(|v| v.span()),
+            _ => h.map(|v| v.span()),
+        };
+        (cx.err)(span, &cx.key_of(key), m)
+    })?;
+    let p = inherit(route.map(|r| &r.error_pages), &site.error_pages);
+    let i = inherit(route.map(|r| &r.intercept_errors), &site.intercept_errors);
+    edge.error_pages = crate::filter::error_pages::ErrorPages::build(
+        p.map(|v| v.get_ref()),
+        i.is_some_and(|v| *v.get_ref()),
+    )
+    .map_err(|m| match p {
+        Some(p) => (cx.err)(Some(p.span()), &cx.key_of("error_pages"), m),
+        None => (cx.err)(i.map(|v| v.span()), &cx.key_of("intercept_errors"), m),
+    })?;
 
     // routes:
     if let Some(v) = inherit(route.map(|r| &r.max_body_bytes), &site.max_body_bytes) {
@@ -129,6 +172,8 @@ pub(crate) fn resolve(
         edge.default_type = Some(t.as_bytes().into());
     }
 
+    // Last: every filter's slot above filled `filters`.
+    edge.filters = (!filters.is_empty()).then_some(filters);
     Ok(edge)
 }
 

@@ -81,7 +81,9 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts, &mut edge);
                 let head = rewritten.as_ref().unwrap_or(&head);
                 body_left = head.has_body();
-                let mut keep = if p.runs_async() {
+                // An error page is fetched by a subrequest, so a route
+                // that has them runs asynchronously whatever its handler.
+                let mut keep = if p.runs_async() || edge.error_pages.is_some() {
                     // Boxed, exchange and all: rare next to static files,
                     // and its state would otherwise sit in every
                     // connection's future.

@@ -27,11 +27,15 @@ pub(crate) struct Edge {
     /// The route's own access log (`access_log` of a route: off, or
     /// another file); None: the server's.
     pub(crate) access_log: Option<AccessLog>,
-    // compress: `compress` (the compress filter's settings).
+    /// The response filters (`crate::filter`): `compress`, and the
+    /// filters of `headers`; None when the route has none.
+    pub(crate) filters: Option<crate::filter::Filters>,
 
-    // headers: `headers`, `expires`, `cache_control`, `error_pages`,
-    // `intercept_errors`.
-
+    // headers: `headers`, `expires`, `cache_control` are a filter (in
+    // `filters`).
+    /// `error_pages` and `intercept_errors`: errors answered with another
+    /// URI's body, by routing (`route::error_page`).
+    pub(crate) error_pages: Option<crate::filter::error_pages::ErrorPages>,
     // routes: `max_body_bytes`, `timeout`, `default_type`.
     /// The largest request body (None: `[limits] max_body_bytes`).
     pub(crate) max_body_bytes: Option<u64>,
@@ -48,10 +52,9 @@ impl Edge {
     /// Nothing configured: what a request has that no route or site took.
     pub(crate) const NONE: Edge = Edge {
         access_log: None,
-        // compress:
-
+        filters: None,
         // headers:
-
+        error_pages: None,
         // routes:
         max_body_bytes: None,
         timeout: None,

@@ -20,6 +20,7 @@ pub use crate::proto::{BodyFail, Limits};
 pub(crate) use edge::Edge;
 pub use sub::{Sub, SubResponse};
 
+use crate::filter::{Active, Fields, FileVersion, Filters, Head, Length, Whole};
 use crate::local::{AccessLog, Worker};
 use crate::log::access::{Combined, Entry};
 use crate::proto::h1::Io;
@@ -40,6 +41,46 @@ pub enum Side<'a> {
     H1(&'a mut Io),
     Sub(&'a mut Sub),
     H2(&'a mut H2Stream),
+    /// A response caught for an error page (`error_pages`): nothing of it
+    /// reaches the carrier, which waits inside until routing writes the
+    /// page ([`Exchange::take_caught`]).
+    Caught(Box<Caught<'a>>),
+}
+
+/// An error response held back from the client (see [`Side::Caught`]).
+pub(crate) struct Caught<'a> {
+    /// The carrier, given back for the error page (None only while it is
+    /// being given back).
+    carrier: Option<Side<'a>>,
+    status: u16,
+    /// The caught response's header lines, for the fields its status
+    /// needs (`Allow`, `WWW-Authenticate`...).
+    head: Vec<u8>,
+    /// Body bytes thrown away: past [`MAX_DRAIN`], flushing says the
+    /// client is gone, so the application is cut off instead of read to
+    /// its end.
+    dropped: u64,
+}
+
+/// An application's caught error body read to its end (so that its
+/// connection is kept) up to this; a longer one is abandoned.
+const MAX_DRAIN: u64 = 1 << 20;
+
+impl Side<'_> {
+    /// The same carrier, borrowed again (for a local redirect).
+    fn reborrow(&mut self) -> Side<'_> {
+        match self {
+            Side::H1(io) => Side::H1(io),
+            Side::Sub(s) => Side::Sub(s),
+            Side::H2(s) => Side::H2(s),
+            Side::Caught(c) => Side::Caught(Box::new(Caught {
+                carrier: c.carrier.as_mut().map(Side::reborrow),
+                status: c.status,
+                head: Vec::new(),
+                dropped: 0,
+            })),
+        }
+    }
 }
 
 /// One request and its response, as a handler sees them.
@@ -78,6 +119,21 @@ pub struct Exchange<'a> {
     received: u64,
     /// The application that answers, for the log.
     upstream: Option<Box<UpstreamTrace>>,
+    /// The route's response filters; None when it has none, the common
+    /// case, which costs one test per response call.
+    filters: Option<&'a Filters>,
+    /// The body filters at work on this response, once its head chose
+    /// them (`crate::filter`).
+    active: Option<Box<Active>>,
+    /// Where the header fields start in the head's buffer (after the
+    /// status line), for filters to read and edit them.
+    fields_at: usize,
+    /// An error may be caught for its error page: whoever runs the
+    /// handler writes the page afterwards (routing's `error_page::run_in`).
+    /// Off on a redirected exchange until its runner says so, so that a
+    /// path that would not write the page gives the built-in error rather
+    /// than nothing.
+    may_catch: bool,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -117,6 +173,10 @@ impl<'a> Exchange<'a> {
             head_bytes: 0,
             received: 0,
             upstream: None,
+            filters: None,
+            active: None,
+            fields_at: 0,
+            may_catch: true,
         }
     }
 
@@ -126,6 +186,7 @@ impl<'a> Exchange<'a> {
     #[inline]
     pub(crate) fn with_edge(mut self, edge: &'a Edge) -> Exchange<'a> {
         self.edge = edge;
+        self.filters = edge.filters.as_ref();
         let log = edge.access_log.as_ref();
         if log.is_some() {
             self.log = log;
@@ -187,11 +248,7 @@ impl<'a> Exchange<'a> {
     /// The same carrier with another request (a local redirect): the
     /// response starts anew; whether the connection stays carries over.
     pub fn redirected<'b>(&'b mut self, req: &'b RequestHead) -> Exchange<'b> {
-        let side = match &mut self.side {
-            Side::H1(io) => Side::H1(io),
-            Side::Sub(s) => Side::Sub(s),
-            Side::H2(s) => Side::H2(s),
-        };
+        let side = self.side.reborrow();
         // The redirected request writes the line; this one has none.
         self.logged = true;
         let mut ex = Exchange::on(side, req, self.worker, self.limits, self.keep);
@@ -199,8 +256,10 @@ impl<'a> Exchange<'a> {
         // The route first routed to keeps deciding (its log, its filters).
         ex.edge = self.edge;
         ex.log = self.log;
+        ex.filters = self.filters;
         ex.began = self.began;
         ex.received = self.received;
+        ex.may_catch = false;
         ex
     }
 
@@ -223,27 +282,52 @@ impl<'a> Exchange<'a> {
         self.worker
     }
 
-    pub fn peer(&self) -> SocketAddr {
+    /// The side that carries the request: a caught response's carrier.
+    #[inline]
+    fn carrier(&self) -> &Side<'a> {
         match &self.side {
+            Side::Caught(c) => c.carrier.as_ref().unwrap_or(&self.side),
+            s => s,
+        }
+    }
+
+    #[inline]
+    fn carrier_mut(&mut self) -> &mut Side<'a> {
+        if matches!(&self.side, Side::Caught(c) if c.carrier.is_some()) {
+            if let Side::Caught(c) = &mut self.side {
+                if let Some(s) = c.carrier.as_mut() {
+                    return s;
+                }
+            }
+            // The test above saw it.
+            unreachable!();
+        }
+        &mut self.side
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        match self.carrier() {
             Side::H1(io) => io.peer,
             Side::Sub(s) => s.peer,
             Side::H2(s) => s.peer,
+            Side::Caught(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
         }
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.local_addr(),
             Side::Sub(s) => s.local,
             Side::H2(s) => s.local,
+            Side::Caught(_) => None,
         }
     }
 
     /// `http` or `https`.
     pub fn scheme(&self) -> &'static str {
-        let tls = match &self.side {
+        let tls = match self.carrier() {
             Side::H1(io) => io.is_tls(),
-            Side::Sub(_) => false,
+            Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(s) => s.tls.is_some(),
         };
         if tls {
@@ -256,16 +340,16 @@ impl<'a> Exchange<'a> {
     /// The TLS version and cipher suite (SSL_PROTOCOL, SSL_CIPHER), over
     /// TLS.
     pub fn tls_info(&self) -> Option<(&'static str, &'static str)> {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.stream.tls_info(),
-            Side::Sub(_) => None,
+            Side::Sub(_) | Side::Caught(_) => None,
             Side::H2(s) => s.tls,
         }
     }
 
     /// The protocol name applications see (SERVER_PROTOCOL).
     pub fn protocol(&self) -> &'static str {
-        match self.side {
+        match self.carrier() {
             Side::H2(_) => "HTTP/2.0",
             _ => self.req.version.as_str(),
         }
@@ -289,9 +373,9 @@ impl<'a> Exchange<'a> {
     /// no body until the first [`Exchange::read_body`] asks for it, and a
     /// final answer given before that ends the wait (RFC 9110 §10.1.1).
     pub fn awaits_continue(&self) -> bool {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.reader.is_none() && self.req.expect_continue && self.req.has_body(),
-            Side::Sub(_) => false,
+            Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(s) => s.continue_pending(),
         }
     }
@@ -306,10 +390,11 @@ impl<'a> Exchange<'a> {
             .edge
             .max_body_bytes
             .unwrap_or(self.limits.max_body_bytes);
-        let r = match &mut self.side {
-            Side::H1(io) => io.read_body(self.req, self.limits, max, dst).await,
-            Side::Sub(_) => Ok(false),
-            Side::H2(s) => s.read_body(self.limits, max, dst).await,
+        let (req, limits) = (self.req, self.limits);
+        let r = match self.carrier_mut() {
+            Side::H1(io) => io.read_body(req, limits, max, dst).await,
+            Side::Sub(_) | Side::Caught(_) => Ok(false),
+            Side::H2(s) => s.read_body(limits, max, dst).await,
         };
         self.received += dst.len().saturating_sub(before) as u64;
         r
@@ -317,9 +402,9 @@ impl<'a> Exchange<'a> {
 
     /// Whether the request body was read to its end (or there is none).
     pub fn body_done(&self) -> bool {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.body_done(self.req),
-            Side::Sub(_) => true,
+            Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.body_done(),
         }
     }
@@ -327,18 +412,18 @@ impl<'a> Exchange<'a> {
     /// Whether it makes sense to watch for the client leaving now (HTTP/1:
     /// not while a large amount of pipelined input is already buffered).
     pub fn can_watch(&self) -> bool {
-        match &self.side {
+        match self.carrier() {
             Side::H1(io) => io.rbuf.len() < 64 * 1024,
-            Side::Sub(_) => false,
+            Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(_) => true,
         }
     }
 
     /// Resolves when the client goes away (true) or sends more (false).
     pub async fn client_gone(&mut self) -> bool {
-        match &mut self.side {
+        match self.carrier_mut() {
             Side::H1(io) => io.client_gone().await,
-            Side::Sub(_) => std::future::pending().await,
+            Side::Sub(_) | Side::Caught(_) => std::future::pending().await,
             Side::H2(s) => s.client_gone().await,
         }
     }
@@ -350,12 +435,94 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.out.buf(),
             Side::Sub(s) => &mut s.head,
             Side::H2(s) => &mut s.head,
+            Side::Caught(c) => &mut c.head,
         }
     }
 
-    /// Status line, Date and Server.
+    /// Status line, Date and Server. An application's error status that
+    /// the route replaces with an error page (`intercept_errors`) is
+    /// caught instead: what follows of the response goes nowhere.
     pub fn start(&mut self, status: u16) {
+        if self.edge.error_pages.as_ref().is_some_and(|p| p.intercept) && self.catch(status, &[]) {
+            return;
+        }
+        self.begin(status);
+    }
+
+    /// Holds back a response with `status` for its error page, if the
+    /// route has one for it and nothing of the response was sent; true
+    /// when the response is caught (now or before).
+    #[inline(never)]
+    fn catch(&mut self, status: u16, headers: &[(&str, &[u8])]) -> bool {
+        if let Side::Caught(_) = self.side {
+            return true;
+        }
+        let Some(pages) = self.edge.error_pages.as_ref().filter(|_| self.may_catch) else {
+            return false;
+        };
+        if self.status != 0 || pages.page(status).is_none() || matches!(self.side, Side::Sub(_)) {
+            return false;
+        }
+        let mut head = Vec::new();
+        for (n, v) in headers {
+            stoa_h1::response::push_header(&mut head, n, v);
+        }
+        let caught = Side::Caught(Box::new(Caught {
+            carrier: None,
+            status,
+            head,
+            dropped: 0,
+        }));
+        let carrier = std::mem::replace(&mut self.side, caught);
+        if let Side::Caught(c) = &mut self.side {
+            c.carrier = Some(carrier);
+        }
         self.status = status;
+        true
+    }
+
+    /// The caller writes the error page of a response caught here
+    /// ([`Exchange::take_caught`]); a redirected exchange needs this to
+    /// catch.
+    pub(crate) fn catch_errors(&mut self) {
+        self.may_catch = true;
+    }
+
+    /// Whether the response was caught for an error page.
+    #[inline]
+    pub(crate) fn is_caught(&self) -> bool {
+        matches!(self.side, Side::Caught(_))
+    }
+
+    /// Gives a caught response's carrier back, for its error page to be
+    /// written as a fresh response: its status and the header lines it
+    /// had.
+    pub(crate) fn take_caught(&mut self) -> Option<(u16, Vec<u8>)> {
+        let Side::Caught(c) = &mut self.side else {
+            return None;
+        };
+        let carrier = c.carrier.take()?;
+        let Side::Caught(c) = std::mem::replace(&mut self.side, carrier) else {
+            return None;
+        };
+        self.status = 0;
+        self.sent = 0;
+        self.chunked = false;
+        self.remaining = None;
+        self.active = None;
+        self.head_bytes = 0;
+        Some((c.status, c.head))
+    }
+
+    /// [`Exchange::start`], never caught: for an error page, whose own
+    /// errors are not replaced.
+    pub(crate) fn begin(&mut self, status: u16) {
+        self.status = status;
+        // A response that starts anew (an error replacing one not sent)
+        // starts its filters anew too.
+        if self.active.is_some() {
+            self.active = None;
+        }
         if let Side::H1(io) = &self.side {
             if io.reader.is_none() && self.req.expect_continue && self.req.has_body() {
                 // Answered before the body was asked for: the client waits
@@ -370,14 +537,20 @@ impl<'a> Exchange<'a> {
                 let b = io.out.buf();
                 self.head_bytes = b.len() as u64;
                 push_status_line(b, status);
+                self.fields_at = b.len();
                 self.worker.push_date(b);
             }
-            Side::Sub(s) => s.status = status,
+            Side::Sub(s) => {
+                s.status = status;
+                self.fields_at = s.head.len();
+            }
             Side::H2(s) => {
                 s.start(status);
                 self.head_bytes = 0;
+                self.fields_at = 0;
                 self.worker.push_date(&mut s.head);
             }
+            Side::Caught(_) => return,
         }
         if let Some(v) = self.hsts {
             self.header("Strict-Transport-Security", v);
@@ -396,6 +569,56 @@ impl<'a> Exchange<'a> {
     /// Ends a head whose body has this length (`None`: a status without a
     /// body, or HEAD).
     pub fn end_head(&mut self, len: Option<u64>) {
+        if let Some(f) = self.filters {
+            let announced = match len {
+                Some(n) => Length::Known(n),
+                None => Length::Empty,
+            };
+            if self.run_filters(f, announced) == Length::Unknown {
+                // A filter made the length unknown (it rewrites the
+                // body): streamed; what the handler announced still
+                // bounds what it may write, and tells a cut body.
+                self.head_stream();
+                self.remaining = len.map(|n| if self.head_only { 0 } else { n });
+                return;
+            }
+        }
+        self.head_length(len);
+    }
+
+    /// Runs the route's filters on the head so far; the body's length as
+    /// they leave it.
+    #[inline(never)]
+    fn run_filters(&mut self, filters: &Filters, length: Length) -> Length {
+        if let Side::Caught(_) = self.side {
+            // Filters run on the error page that replaces it.
+            return length;
+        }
+        let http10 = self.req.version == Version::Http10 && matches!(self.side, Side::H1(_));
+        let sub = matches!(self.side, Side::Sub(_));
+        let (buf, at) = match &mut self.side {
+            Side::H1(io) => (io.out.buf(), self.fields_at),
+            Side::Sub(s) => (&mut s.head, self.fields_at),
+            Side::H2(s) => (&mut s.head, 0),
+            Side::Caught(c) => (&mut c.head, 0),
+        };
+        let mut head = Head {
+            req: self.req,
+            status: self.status,
+            fields: Fields::new(buf, at),
+            length,
+            head_only: self.head_only,
+            http10,
+            sub,
+        };
+        self.active = filters.head(&mut head);
+        head.length
+    }
+
+    /// [`Exchange::end_head`] once the filters ran. Inlined: on the path
+    /// without filters `end_head` is this and one test.
+    #[inline(always)]
+    fn head_length(&mut self, len: Option<u64>) {
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
             if let Some(len) = len {
@@ -426,8 +649,16 @@ impl<'a> Exchange<'a> {
     /// Ends a head whose body length is not known yet: HTTP/1.1 chunks it,
     /// HTTP/1.0 delimits it by closing the connection.
     pub fn end_head_stream(&mut self) {
+        if let Some(f) = self.filters {
+            self.run_filters(f, Length::Unknown);
+        }
+        self.head_stream();
+    }
+
+    /// [`Exchange::end_head_stream`] once the filters ran.
+    fn head_stream(&mut self) {
         if self.head_only {
-            self.end_head(None);
+            self.head_length(None);
             return;
         }
         match &mut self.side {
@@ -441,9 +672,9 @@ impl<'a> Exchange<'a> {
                     self.chunked = true;
                 }
             }
-            Side::Sub(_) | Side::H2(_) => {}
+            Side::Sub(_) | Side::H2(_) | Side::Caught(_) => {}
         }
-        self.end_head(None);
+        self.head_length(None);
         self.remaining = None;
     }
 
@@ -451,6 +682,9 @@ impl<'a> Exchange<'a> {
     pub fn body_mem(&mut self, body: Bytes) {
         if self.head_only {
             return;
+        }
+        if self.active.is_some() {
+            return self.filter_mem(body);
         }
         match &mut self.side {
             Side::H1(io) if !self.chunked => {
@@ -493,6 +727,18 @@ impl<'a> Exchange<'a> {
         if data.is_empty() {
             return;
         }
+        if self.active.is_some() {
+            return self.filter_data(data);
+        }
+        self.emit(data);
+    }
+
+    /// Body bytes to the carrier, framed as the head said.
+    fn emit(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            // An empty chunk would end a chunked body.
+            return;
+        }
         self.sent += data.len() as u64;
         match &mut self.side {
             Side::H1(io) => {
@@ -507,6 +753,8 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(s) => s.push_body(data),
             Side::H2(s) => s.push(data),
+            // Caught: the error page replaces it.
+            Side::Caught(c) => c.dropped += data.len() as u64,
         }
     }
 
@@ -514,6 +762,9 @@ impl<'a> Exchange<'a> {
     pub fn body_file(&mut self, file: Rc<File>, offset: u64, len: u64) {
         if self.head_only {
             return;
+        }
+        if self.active.is_some() {
+            return self.filter_file(&file, offset, len);
         }
         if let Some(r) = self.remaining.as_mut() {
             *r = r.saturating_sub(len);
@@ -531,6 +782,7 @@ impl<'a> Exchange<'a> {
                 self.sent += len;
                 s.push_file(file, offset, len);
             }
+            Side::Caught(c) => c.dropped += len,
         }
     }
 
@@ -555,7 +807,7 @@ impl<'a> Exchange<'a> {
                 io.out.seal();
                 io.flush(self.limits.send_timeout).await
             }
-            Side::Sub(_) => true,
+            Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.interim(status, lines),
         }
     }
@@ -570,6 +822,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.out.buf().extend_from_slice(data),
             Side::Sub(s) => s.push_body(data),
             Side::H2(_) => return self.relay_nph(data),
+            Side::Caught(_) => {}
         }
         self.status = status;
         self.keep = false;
@@ -584,10 +837,27 @@ impl<'a> Exchange<'a> {
             // connection goes on, as after a 405.)
             self.keep = false;
         }
-        self.start(status);
+        // The route's error page for it, if it has one, replaces it.
+        if self.edge.error_pages.is_some() && self.catch(status, headers) {
+            return;
+        }
+        self.begin(status);
         for (n, v) in headers {
             self.header(n, v);
         }
+        self.error_body(status);
+    }
+
+    /// The built-in error response, with header lines (each ending in
+    /// CRLF): for an error page that could not be had.
+    pub(crate) fn error_lines(&mut self, status: u16, lines: &[u8]) {
+        self.begin(status);
+        self.raw_headers(lines);
+        self.error_body(status);
+    }
+
+    /// The small HTML body of an error, and its head's end.
+    fn error_body(&mut self, status: u16) {
         let reason = stoa_h1::reason_phrase(status);
         let mut body = Vec::with_capacity(96);
         body.extend_from_slice(b"<!DOCTYPE html>\n<title>");
@@ -634,9 +904,13 @@ impl<'a> Exchange<'a> {
     /// Writes everything queued; false when the client is gone or stopped
     /// reading for longer than the send timeout.
     pub async fn flush(&mut self) -> bool {
+        if self.active.is_some() {
+            self.filter_flush();
+        }
         match &mut self.side {
             Side::H1(io) => io.flush(self.limits.send_timeout).await,
             Side::Sub(_) => true,
+            Side::Caught(c) => c.dropped <= MAX_DRAIN,
             Side::H2(s) => s.flush(false, self.limits.send_timeout).await,
         }
     }
@@ -706,10 +980,17 @@ impl<'a> Exchange<'a> {
     }
 
     fn end(&mut self, whole: bool) {
+        if let Side::Caught(_) = self.side {
+            // Its error page ends it (`take_caught`).
+            return;
+        }
         if let Side::H2(s) = &self.side {
             if s.nph.is_some() {
                 self.relay_end();
             }
+        }
+        if self.active.is_some() {
+            self.filter_end(whole);
         }
         if self.chunked {
             self.chunked = false;
@@ -722,6 +1003,144 @@ impl<'a> Exchange<'a> {
         }
         let complete = whole && !self.truncated();
         self.log_line(complete);
+    }
+
+    // ---- the body through filters (`crate::filter`) ----
+
+    /// The body about to be written is this version of a file (the static
+    /// handler's whole 200): a filter may answer it with what it made of
+    /// that version before (a compressed form), instead of reworking it.
+    /// `version` is called only when a filter takes the body: without
+    /// filters this costs one test.
+    #[inline]
+    pub(crate) fn body_version(&mut self, version: impl FnOnce() -> FileVersion) {
+        if let Some(a) = self.active.as_deref_mut() {
+            a.version = Some(version());
+        }
+    }
+
+    #[inline(never)]
+    fn filter_data(&mut self, data: &[u8]) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        a.data(data);
+        self.emit_filtered(&mut a);
+        self.active = Some(a);
+    }
+
+    fn emit_filtered(&mut self, a: &mut Active) {
+        self.emit(&a.out);
+        a.out.clear();
+    }
+
+    /// A shared body through the filters: whole, when it is the version
+    /// the exchange was told of (a kept form may answer it).
+    #[inline(never)]
+    fn filter_mem(&mut self, body: Bytes) {
+        let whole = self
+            .active
+            .as_deref()
+            .is_some_and(|a| a.version.is_some_and(|v| v.size == body.len() as u64))
+            && self.remaining.is_none_or(|r| r == body.len() as u64);
+        if whole {
+            if let Some(made) = self
+                .active
+                .as_deref_mut()
+                .and_then(|a| a.whole(Whole::Mem(&body)))
+            {
+                self.remaining = self.remaining.map(|_| 0);
+                return self.emit_mem(made);
+            }
+        }
+        self.write(&body)
+    }
+
+    /// A file range through the filters: whole when it is the version
+    /// the exchange was told of, else read and fed in pieces.
+    #[inline(never)]
+    fn filter_file(&mut self, file: &File, offset: u64, len: u64) {
+        let len = self.remaining.map_or(len, |r| r.min(len));
+        let whole = offset == 0
+            && self
+                .active
+                .as_deref()
+                .is_some_and(|a| a.version.is_some_and(|v| v.size == len));
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= len;
+        }
+        if whole {
+            if let Some(made) = self
+                .active
+                .as_deref_mut()
+                .and_then(|a| a.whole(Whole::File(file)))
+            {
+                return self.emit_mem(made);
+            }
+        }
+        use std::os::unix::fs::FileExt;
+        let mut piece = vec![0; len.min(64 * 1024) as usize];
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let n = (end - at).min(piece.len() as u64) as usize;
+            if let Err(e) = file.read_exact_at(&mut piece[..n], at) {
+                // The head is gone: the body ends here, short of its
+                // length, so the response is cut (the connection closes,
+                // an HTTP/2 stream is reset).
+                tracing::error!("reading a file for a response: {e}");
+                self.remaining = Some(self.remaining.unwrap_or(0) + (end - at));
+                return;
+            }
+            self.filter_data(&piece[..n]);
+            at += n as u64;
+        }
+    }
+
+    /// Encoded output that came whole (a kept form) to the carrier.
+    fn emit_mem(&mut self, made: Bytes) {
+        if made.is_empty() {
+            return;
+        }
+        self.sent += made.len() as u64;
+        match &mut self.side {
+            Side::H1(io) => {
+                if self.chunked {
+                    push_chunk_header(io.out.buf(), made.len());
+                    io.out.push_mem(made);
+                    io.out.buf().extend_from_slice(CHUNK_END);
+                } else {
+                    io.out.push_mem(made);
+                }
+            }
+            Side::Sub(s) => s.push_body(&made),
+            Side::H2(s) => s.push_mem(made),
+            Side::Caught(c) => c.dropped += made.len() as u64,
+        }
+    }
+
+    /// The application flushed: what the filters hold goes out with it.
+    #[inline(never)]
+    fn filter_flush(&mut self) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        a.flush();
+        self.emit_filtered(&mut a);
+        self.active = Some(a);
+    }
+
+    /// The end of the response: the filters' tails, unless the body was
+    /// cut (then the client must see a truncation, not a whole stream).
+    #[inline(never)]
+    fn filter_end(&mut self, whole: bool) {
+        let Some(mut a) = self.active.take() else {
+            return;
+        };
+        if whole && !self.truncated() {
+            a.finish();
+            self.emit_filtered(&mut a);
+        }
     }
 
     /// The application answering this request (`unix:/path` or
@@ -760,7 +1179,7 @@ impl<'a> Exchange<'a> {
             return;
         }
         self.logged = true;
-        if let Side::Sub(_) = self.side {
+        if let Side::Sub(_) = self.carrier() {
             return;
         }
         // nginx's 499: the client went before any response was begun.
@@ -771,10 +1190,10 @@ impl<'a> Exchange<'a> {
         if !self.worker.logs_to(self.log) {
             return;
         }
-        let (peer, h2) = match &self.side {
+        let (peer, h2) = match self.carrier() {
             Side::H1(io) => (io.peer, false),
             Side::H2(s) => (s.peer, true),
-            Side::Sub(_) => return,
+            Side::Sub(_) | Side::Caught(_) => return,
         };
         let req = self.req;
         // The rest is read only by the format that prints it (the
@@ -806,10 +1225,10 @@ impl<'a> Exchange<'a> {
                     },
                     head: Some(req),
                     protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
-                    tls: match &this.side {
+                    tls: match this.carrier() {
                         Side::H1(io) => io.is_tls(),
                         Side::H2(s) => s.tls.is_some(),
-                        Side::Sub(_) => false,
+                        Side::Sub(_) | Side::Caught(_) => false,
                     },
                     status,
                     body_bytes: this.sent,

@@ -162,15 +162,23 @@ struct Origin<'a> {
 }
 
 /// The variables a page sees: the outermost page's, made on first use.
+/// A nested page requested with a query sees that query as its
+/// `QUERY_STRING` and `QUERY_STRING_UNESCAPED` (Apache's include.t,
+/// virtual.shtml: the header included with `?mod_include test` prints
+/// it); everything else, `DOCUMENT_ARGS` included, is the outermost
+/// page's. Apache writes the nested query into the table it shares with
+/// the including page, which then keeps it after the include; here the
+/// including page keeps its own, as mod_include's documentation says of
+/// the "active SSI document".
 enum PageEnv<'a> {
     Outermost(OnceCell<Rc<BaseVars>>, Origin<'a>),
-    Nested(Rc<BaseVars>),
+    Nested(Rc<BaseVars>, Option<Vec<u8>>),
 }
 
 impl PageEnv<'_> {
     fn base(&self) -> &Rc<BaseVars> {
         let (cell, o) = match self {
-            PageEnv::Nested(b) => return b,
+            PageEnv::Nested(b, _) => return b,
             PageEnv::Outermost(cell, o) => (cell, o),
         };
         cell.get_or_init(|| {
@@ -188,13 +196,48 @@ impl PageEnv<'_> {
     }
 }
 
+impl PageEnv<'_> {
+    /// This page's own value of `name` where it differs from the
+    /// outermost page's.
+    fn own(&self, name: &[u8]) -> Option<Vec<u8>> {
+        let PageEnv::Nested(_, Some(query)) = self else {
+            return None;
+        };
+        match name {
+            b"QUERY_STRING" => Some(query.clone()),
+            b"QUERY_STRING_UNESCAPED" => Some(stoa_ssi::format::query_string_unescaped(query)),
+            _ => None,
+        }
+    }
+}
+
 impl Env for PageEnv<'_> {
     fn var(&self, name: &[u8]) -> Option<Cow<'_, [u8]>> {
+        if let Some(v) = self.own(name) {
+            return Some(Cow::Owned(v));
+        }
         self.base().vars().var(name)
     }
 
     fn for_each_var(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
-        self.base().vars().for_each_var(f)
+        if !matches!(self, PageEnv::Nested(_, Some(_))) {
+            return self.base().vars().for_each_var(f);
+        }
+        // QUERY_STRING is always in the base list (a CGI variable);
+        // QUERY_STRING_UNESCAPED only when the outermost page had a query.
+        let mut unescaped = false;
+        self.base().vars().for_each_var(&mut |n, v| {
+            unescaped |= n == b"QUERY_STRING_UNESCAPED";
+            match self.own(n) {
+                Some(own) => f(n, &own),
+                None => f(n, v),
+            }
+        });
+        if !unescaped {
+            if let Some(own) = self.own(b"QUERY_STRING_UNESCAPED") {
+                f(b"QUERY_STRING_UNESCAPED", &own);
+            }
+        }
     }
 
     fn zone(&self, t: i64) -> Zone {
@@ -413,7 +456,7 @@ pub async fn serve(
         let sh = shared.borrow();
         match &sh.base {
             Some((base, times)) => (
-                PageEnv::Nested(base.clone()),
+                PageEnv::Nested(base.clone(), ex.req().query().map(<[u8]>::to_vec)),
                 Times {
                     request: now,
                     last_modified: times.last_modified,
@@ -706,7 +749,7 @@ impl<I: Include> Doc<'_, '_, I> {
             // Its own group, so a timeout kills what the shell started too.
             .process_group(0)
             .kill_on_drop(true);
-        self.env.base().vars().for_each_var(&mut |n, v| {
+        self.env.for_each_var(&mut |n, v| {
             if let (Ok(n), Ok(v)) = (os_str(n), os_str(v)) {
                 cmd.env(n, v);
             }
@@ -791,14 +834,17 @@ fn page_vars(b: &BaseVars) -> VarList {
         vars.set(n.as_bytes(), v);
     }
     let name = norm.rsplit('/').next().unwrap_or("");
-    let query = b.head.query().unwrap_or(b"");
     vars.set(b"DOCUMENT_NAME", name.as_bytes());
     vars.set(b"DOCUMENT_URI", norm.as_bytes());
-    vars.set(b"DOCUMENT_ARGS", query);
-    vars.set(
-        b"QUERY_STRING_UNESCAPED",
-        &stoa_ssi::format::query_string_unescaped(query),
-    );
+    vars.set(b"DOCUMENT_ARGS", b.head.query().unwrap_or(b""));
+    // Only with a query, as mod_include: without one it is undefined
+    // (`echo` prints "(none)"), where QUERY_STRING is empty.
+    if let Some(query) = b.head.query() {
+        vars.set(
+            b"QUERY_STRING_UNESCAPED",
+            &stoa_ssi::format::query_string_unescaped(query),
+        );
+    }
     vars.set(b"USER_NAME", user_name(b.uid).as_bytes());
     vars
 }

@@ -7,6 +7,7 @@
 //! to a thread pool (nginx and lighttpd make the same trade).
 
 use crate::exchange::Exchange;
+use crate::filter::FileVersion;
 use crate::fs::Root;
 use crate::http::{autoindex, conditional, path, range};
 use bytes::Bytes;
@@ -618,9 +619,10 @@ fn open_beneath(cfg: &StaticConfig, rel: &str) -> io::Result<File> {
     cfg.root.open_beneath(rel, cfg.follow_symlinks)
 }
 
-/// Which precompressed variants an `Accept-Encoding` value takes (br, gzip).
-fn accepted_encodings(ae: &[u8]) -> (bool, bool) {
-    let (mut br, mut gz) = (false, false);
+/// Which precompressed variants an `Accept-Encoding` value takes (zstd,
+/// br, gzip).
+fn accepted_encodings(ae: &[u8]) -> (bool, bool, bool) {
+    let (mut zst, mut br, mut gz) = (false, false, false);
     for item in stoa_h1::list_items(ae) {
         let mut parts = item.split(|&b| b == b';');
         let coding = stoa_h1::trim(parts.next().unwrap_or(b""));
@@ -632,16 +634,20 @@ fn accepted_encodings(ae: &[u8]) -> (bool, bool) {
         if zero_q {
             continue;
         }
-        if coding.eq_ignore_ascii_case(b"br") {
-            br = true;
-        } else if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip") {
+        // The commonest first: every browser sends gzip.
+        if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip") {
             gz = true;
+        } else if coding.eq_ignore_ascii_case(b"br") {
+            br = true;
+        } else if coding.eq_ignore_ascii_case(b"zstd") {
+            zst = true;
         } else if coding == b"*" {
+            zst = true;
             br = true;
             gz = true;
         }
     }
-    (br, gz)
+    (zst, br, gz)
 }
 
 fn serve_file(
@@ -679,9 +685,15 @@ fn serve_entry(
         None
     };
     if let Some(ae) = ae {
-        let (br, gz) = accepted_encodings(ae);
+        let (zst, br, gz) = accepted_encodings(ae);
         let base_len = key.len();
-        for (ok, ext, coding) in [(br, ".br", &b"br"[..]), (gz, ".gz", b"gzip")] {
+        // zstd first, as `compress` prefers it: as small as brotli's at a
+        // fraction of the decoding cost.
+        for (ok, ext, coding) in [
+            (zst, ".zst", &b"zstd"[..]),
+            (br, ".br", b"br"),
+            (gz, ".gz", b"gzip"),
+        ] {
             if !ok {
                 continue;
             }
@@ -777,6 +789,14 @@ fn respond(
                 ex.header("Content-Encoding", c);
             }
             ex.end_head(Some(e.size));
+            // A response filter (compress) may answer this version of the
+            // file with what it made of it before.
+            ex.body_version(|| FileVersion {
+                dev: e.dev,
+                ino: e.ino,
+                size: e.size,
+                mtime: e.mtime,
+            });
             body(ex, e, &file, 0..e.size);
         }
         range::Ranges::Unsatisfiable => {
