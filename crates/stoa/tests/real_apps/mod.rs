@@ -608,3 +608,97 @@ pub fn assert_no_source(server: &Server, paths: &[&str]) {
     }
     assert!(leaks.is_empty(), "PHP source served for: {leaks:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Debian packages a test needs, HTTP/2 through curl, and a log of the
+// requests that reached PHP
+
+/// Whether every `(file, package)` is present. When some are missing and
+/// the test does not run as root, prints which and how to get them and
+/// returns false, and the caller returns: a developer's unprivileged run
+/// skips. As root (CI, `sudo ./test.sh`, which installs them from
+/// `apt_pkgs`) a missing package fails the test.
+pub fn packages_or_skip(test: &str, needs: &[(&str, &str)]) -> bool {
+    let missing: Vec<&str> = needs
+        .iter()
+        .filter(|(file, _)| !Path::new(file).exists())
+        .map(|&(_, package)| package)
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let list = missing.join(" ");
+    assert!(
+        !is_root(),
+        "{test}: missing Debian packages {list} (apt-get install {list}); test.sh installs them when run as root"
+    );
+    eprintln!(
+        "SKIPPED {test}: needs the Debian packages {list} (apt-get install {list}, or run ./test.sh as root)"
+    );
+    false
+}
+
+/// A PHP file for php-fpm's `auto_prepend_file`: it appends each request's
+/// `REQUEST_URI` to `log` before the script runs (so once a response is in
+/// hand, the line of a request that reached PHP is already written), then
+/// runs `php` (defines the application reads first).
+pub fn php_request_log_prepend(dir: &TempDir, log: &Path, php: &str) -> PathBuf {
+    dir.write(
+        "prepend.php",
+        format!(
+            "<?php\n// Written by Stoa's test: which requests reached PHP.\n\
+             file_put_contents({:?}, ($_SERVER['REQUEST_URI'] ?? '-') . \"\\n\", FILE_APPEND | LOCK_EX);\n{php}\n",
+            log.display().to_string()
+        ),
+    )
+}
+
+/// The request URIs that reached PHP so far (see [`php_request_log_prepend`]).
+pub fn php_requests(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A GET over HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3) by curl,
+/// with extra request header lines (`"Name: value"`); the body as it
+/// came (not decoded).
+pub fn curl_h2c_get(server: &Server, path: &str, headers: &[&str]) -> Response {
+    require("curl", "curl");
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-i", "--max-time", "30", "--http2-prior-knowledge"]);
+    cmd.args(["-H", "Host: t"]);
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    cmd.arg(format!("http://{}{path}", server.addr));
+    let out = run_with_deadline(&mut cmd, Duration::from_secs(40))
+        .unwrap_or_else(|| panic!("curl --http2-prior-knowledge {path} took longer than 40 s"));
+    assert!(
+        out.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = out.stdout;
+    let end = crate::common::find(&raw, b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("curl {path}: no head in {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.split_whitespace();
+    let version = parts.next().unwrap_or_default().to_owned();
+    let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    Response {
+        version,
+        status,
+        reason: String::new(),
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}
