@@ -129,6 +129,10 @@ struct WikiSetup<'a> {
     site: &'a str,
     /// More `[[site.route]]` tables.
     routes: &'a str,
+    /// Instead of the base configuration: a whole `[[site]]` + `[[pool]]`
+    /// text (docs/NGINX.md's), with `/var/www/html`, the images directory
+    /// and the php-fpm socket replaced by the test's.
+    config: Option<String>,
 }
 
 fn start_wiki(s: WikiSetup) -> Option<Wiki> {
@@ -184,13 +188,19 @@ fn start_wiki(s: WikiSetup) -> Option<Wiki> {
     let fpm = PhpFpm::start(
         &dir,
         FpmOptions {
-            extra: format!("php_admin_value[auto_prepend_file] = {}\n", prepend.display()),
+            extra: format!(
+                "php_admin_value[auto_prepend_file] = {}\n",
+                prepend.display()
+            ),
             ..FpmOptions::default()
         },
     );
-    let cfg = dir.config(
-        "stoa.toml",
-        &format!(
+    let text = match &s.config {
+        Some(doc) => doc
+            .replace("/var/www/html", &docroot.display().to_string())
+            .replace("/var/lib/mediawiki/images", &images.display().to_string())
+            .replace("/run/php/php8.2-fpm.sock", &fpm.sock.display().to_string()),
+        None => format!(
             "[[site]]\nroot = \"{root}\"\nindex = [\"index.php\"]\nfollow_symlinks = true\n{site}\n\n\
              {base}\n{routes}\n{pool}",
             root = docroot.display(),
@@ -199,7 +209,8 @@ fn start_wiki(s: WikiSetup) -> Option<Wiki> {
             routes = s.routes,
             pool = fpm.pool("php", 4, ""),
         ),
-    );
+    };
+    let cfg = dir.config("stoa.toml", &text);
     let server = Server::with_config(&cfg);
     Some(Wiki {
         server,
@@ -268,7 +279,11 @@ fn mediawiki_short_urls_serve_pages_through_index_php_over_http1_and_h2() {
     assert!(h2.text().contains("MediaWiki has been installed"));
     let r = w.server.get("/wiki/Special:Version");
     assert_eq!(r.status, 200, "{}", w.fail("Special:Version", &r));
-    assert!(r.text().contains("1.39"), "{}", w.fail("Special:Version", &r));
+    assert!(
+        r.text().contains("1.39"),
+        "{}",
+        w.fail("Special:Version", &r)
+    );
     let r = w.server.get("/wiki/Main_Page?action=raw");
     assert_eq!(r.status, 200, "{}", w.fail("action=raw", &r));
     assert!(
@@ -283,7 +298,9 @@ fn mediawiki_short_urls_serve_pages_through_index_php_over_http1_and_h2() {
     assert_eq!(r.status, 404, "{}", w.fail("missing page", &r));
     assert!(r.text().contains("There is currently no text in this page"));
     // The API, an entry point with a query.
-    let r = w.server.get("/w/api.php?action=query&meta=siteinfo&format=json");
+    let r = w
+        .server
+        .get("/w/api.php?action=query&meta=siteinfo&format=json");
     assert_eq!(r.status, 200, "{}", w.fail("api.php", &r));
     assert!(r.text().contains(WIKI), "{}", w.fail("api.php", &r));
 }
@@ -460,7 +477,84 @@ fn mediawiki_pages_and_load_php_are_gzip_compressed_and_decode_to_the_same() {
         assert!(r.has_token("vary", "Accept-Encoding"), "{:?}", r.headers);
         assert_eq!(gunzip(&r.body), plain.body, "{path}: decodes to the same");
         let h2 = curl_h2c_get(&w.server, path, &["Accept-Encoding: gzip"]);
-        assert_eq!(h2.header("content-encoding"), Some("gzip"), "{:?}", h2.headers);
+        assert_eq!(
+            h2.header("content-encoding"),
+            Some("gzip"),
+            "{:?}",
+            h2.headers
+        );
         assert_eq!(gunzip(&h2.body), plain.body, "{path} over h2");
+    }
+}
+
+/// docs/NGINX.md's MediaWiki configuration (Manual:Short_URL/Nginx's
+/// current form), run as written there: short URLs, `/` redirected to
+/// the main page, rest.php with PATH_INFO, images served and never run,
+/// skin assets with a week's lifetime, pages compressed, and every path
+/// that is no entry point or asset a small 404 that never reaches PHP.
+#[test]
+fn mediawiki_runs_with_the_configuration_of_docs_nginx_md() {
+    let Some(w) = start_wiki(WikiSetup {
+        tag: "mw-doc",
+        config: Some(nginx_md_config("mediawiki")),
+        ..WikiSetup::default()
+    }) else {
+        return;
+    };
+    let r = w.server.get("/wiki/Main_Page");
+    assert_eq!(r.status, 200, "{}", w.fail("/wiki/Main_Page", &r));
+    assert!(r.text().contains("MediaWiki has been installed"));
+    let raw = w.server.get("/wiki/Main_Page?action=raw");
+    assert_eq!(raw.status, 200, "{}", w.fail("action=raw", &raw));
+    let r = w.server.request(&request(
+        "GET",
+        "/wiki/Main_Page?action=raw",
+        &["Accept-Encoding: gzip"],
+    ));
+    assert_eq!(
+        r.header("content-encoding"),
+        Some("gzip"),
+        "{}",
+        w.fail("gzip", &r)
+    );
+    assert_eq!(gunzip(&r.body), raw.body);
+    let r = w.server.get("/");
+    assert_eq!(r.status, 301, "{}", w.fail("/", &r));
+    assert_eq!(
+        r.header("location").map(local_path).as_deref(),
+        Some("/wiki/Main_Page")
+    );
+    let r = w.server.get("/w/rest.php/v1/page/Main_Page");
+    assert_eq!(r.status, 200, "{}", w.fail("rest.php", &r));
+    assert!(
+        r.text().contains("\"key\":\"Main_Page\""),
+        "{}",
+        w.fail("rest.php", &r)
+    );
+    std::fs::write(w.images.join("evil.php"), "<?php echo 'EVIL RAN';\n").expect("evil.php");
+    let r = w.server.get("/w/images/evil.php");
+    assert_eq!(r.status, 403, "{}", w.fail("evil.php", &r));
+    let r = w
+        .server
+        .get("/w/skins/Vector/skinStyles/jquery.ui/jquery.ui.tooltip.css");
+    assert_eq!(r.status, 200, "{}", w.fail("skin css", &r));
+    assert!(
+        r.header("cache-control")
+            .is_some_and(|v| v.contains("max-age=604800")),
+        "{:?}",
+        r.headers
+    );
+    for path in [
+        "/w/maintenance/install.php",
+        "/w/includes/WebStart.php",
+        "/w/LocalSettings.php",
+        "/w/images/evil.php/x",
+        "/index.php",
+        "/w/skins/Vector/missing.css",
+    ] {
+        let r = w.server.get(path);
+        assert!(r.status == 404 || r.status == 403, "{}", w.fail(path, &r));
+        assert!(r.body.len() < 1024, "{path}: {} bytes", r.body.len());
+        assert!(!w.reached_php(path), "{path} reached PHP");
     }
 }

@@ -682,8 +682,12 @@ pub fn curl_h2c_get(server: &Server, path: &str, headers: &[&str]) -> Response {
         String::from_utf8_lossy(&out.stderr)
     );
     let raw = out.stdout;
-    let end = crate::common::find(&raw, b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("curl {path}: no head in {:?}", String::from_utf8_lossy(&raw)));
+    let end = crate::common::find(&raw, b"\r\n\r\n").unwrap_or_else(|| {
+        panic!(
+            "curl {path}: no head in {:?}",
+            String::from_utf8_lossy(&raw)
+        )
+    });
     let head = String::from_utf8_lossy(&raw[..end]).into_owned();
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
@@ -701,4 +705,24 @@ pub fn curl_h2c_get(server: &Server, path: &str, headers: &[&str]) -> Response {
         headers,
         body: raw[end + 4..].to_vec(),
     }
+}
+
+/// The `toml` block after `<!-- tested: NAME -->` in docs/NGINX.md: the
+/// configuration the guide gives, run as written by the tests.
+pub fn nginx_md_config(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/NGINX.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let marker = format!("<!-- tested: {name} -->");
+    let at = text
+        .find(&marker)
+        .unwrap_or_else(|| panic!("docs/NGINX.md has no {marker}"));
+    let rest = &text[at + marker.len()..];
+    let start = rest
+        .find("```toml\n")
+        .unwrap_or_else(|| panic!("no ```toml block after {marker}"))
+        + "```toml\n".len();
+    let len = rest[start..]
+        .find("```")
+        .unwrap_or_else(|| panic!("the block after {marker} does not end"));
+    rest[start..start + len].to_owned()
 }
