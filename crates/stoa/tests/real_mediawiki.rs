@@ -33,6 +33,8 @@ const WIKI: &str = "Stoa Wiki 81e0";
 const NEEDS: &[(&str, &str)] = &[
     ("/usr/share/mediawiki/maintenance/install.php", "mediawiki"),
     ("/usr/bin/php", "php-cli"),
+    ("/usr/share/doc/php-fpm", "php-fpm"),
+    ("/usr/share/doc/php-sqlite3", "php-sqlite3"),
     ("/usr/bin/curl", "curl"),
 ];
 
