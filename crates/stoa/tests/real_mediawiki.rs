@@ -92,10 +92,8 @@ deny = true
 ";
 
 /// `location ~ ^/w/resources/(assets|lib|src) { add_header Cache-Control
-/// "public"; expires 7d; }` and the same for skin and extension assets;
-/// `location = / { return 301 /wiki/Main_Page; }`; `location / { return
-/// 404; }`.
-const EDGE: &str = "\
+/// "public"; expires 7d; }` and the same for skin and extension assets.
+const ASSETS: &str = "\
 [[site.route]]
 regex = \"^/w/resources/(assets|lib|src)/\"
 static = {}
@@ -106,7 +104,11 @@ expires = \"7d\"
 regex = \"^/w/(skins|extensions)/.+\\\\.(css|js|gif|jpg|jpeg|png|svg|wasm|ttf|woff|woff2)$\"
 static = {}
 expires = \"7d\"
+";
 
+/// `location = / { return 301 /wiki/Main_Page; }` and `location / {
+/// return 404; }`.
+const ENDS: &str = "\
 [[site.route]]
 regex = \"^/$\"
 redirect = { to = \"/wiki/Main_Page\", status = 301 }
@@ -373,7 +375,7 @@ fn mediawiki_images_are_never_run_and_internal_directories_are_denied() {
 fn mediawiki_skin_and_resource_assets_carry_a_weeks_expires() {
     let Some(w) = start_wiki(WikiSetup {
         tag: "mw-expires",
-        routes: EDGE,
+        routes: ASSETS,
         ..WikiSetup::default()
     }) else {
         return;
@@ -420,7 +422,7 @@ fn mediawiki_skin_and_resource_assets_carry_a_weeks_expires() {
 fn mediawiki_root_redirects_to_the_main_page_and_other_paths_are_404() {
     let Some(w) = start_wiki(WikiSetup {
         tag: "mw-redirect",
-        routes: EDGE,
+        routes: ENDS,
         ..WikiSetup::default()
     }) else {
         return;

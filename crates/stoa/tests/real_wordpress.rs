@@ -187,15 +187,19 @@ prefix = \"/wp-config.php\"
 deny = true
 ";
 
-/// nginx `location ~* \.(js|css|png|jpg|jpeg|gif|ico)$ { expires max;
+/// nginx `location ~* \.(js|css|png|jpg|jpeg|gif|ico)$ { ...
 /// log_not_found off; }`: assets never reach PHP, missing or not.
 const ASSET_ROUTE: &str = "\
 [[site.route]]
 regex = \"(?i)\\\\.(js|css|png|jpe?g|gif|ico|svg|webp|woff2?|ttf)$\"
 static = {}
-expires = \"365d\"
 access_log = false
 ";
+
+/// The same with the location's `expires max;` (a year: see docs/NGINX.md).
+fn asset_route_with_expires() -> String {
+    format!("{ASSET_ROUTE}expires = \"365d\"\n")
+}
 
 struct WordPress {
     server: Server,
@@ -462,10 +466,16 @@ fn wordpress_installs_through_its_form_and_serves_its_front_page_over_http1_and_
     // alone, a missing stylesheet boots WordPress for its themed 404 page
     // (nginx's `try_files ... /index.php?$args` without the asset
     // location does the same).
+    let t = Instant::now();
     let r = wp.server.get("/wp-content/themes/x/missing.css");
+    let took = t.elapsed();
     assert_eq!(r.status, 404, "{}", wp.fail("missing.css", &r));
     assert!(wp.reached_php("/wp-content/themes/x/missing.css"));
     assert!(r.body.len() > 4096, "{} bytes", r.body.len());
+    eprintln!(
+        "missing asset through PHP (php route alone): {} bytes in {took:?}",
+        r.body.len()
+    );
 }
 
 /// WordPress's hardening page and the nginx recipe: a PHP file under
@@ -552,7 +562,13 @@ fn wordpress_missing_theme_asset_is_a_small_404_without_php() {
         "/wp-content/plugins/gone/logo.PNG",
         "/favicon.ico",
     ] {
+        let t = Instant::now();
         let r = wp.server.get(path);
+        eprintln!(
+            "{path}: {} bytes in {:?} (asset route)",
+            r.body.len(),
+            t.elapsed()
+        );
         assert_eq!(r.status, 404, "{}", wp.fail(path, &r));
         assert!(
             r.body.len() < 1024,
@@ -596,9 +612,10 @@ fn wordpress_missing_theme_asset_is_a_small_404_without_php() {
 /// HTTP/2; pages from PHP do not get them.
 #[test]
 fn wordpress_static_assets_carry_expires_and_cache_control() {
+    let routes = asset_route_with_expires();
     let Some(wp) = start_wordpress(WpSetup {
         tag: "wp-expires",
-        routes: ASSET_ROUTE,
+        routes: &routes,
         ..WpSetup::default()
     }) else {
         return;
@@ -679,6 +696,11 @@ fn wordpress_front_page_is_gzip_compressed_and_decodes_to_the_page() {
         String::from_utf8_lossy(&gunzip(&r.body)),
         plain.text(),
         "the gzip body decodes to the page"
+    );
+    eprintln!(
+        "front page: {} bytes, {} with gzip",
+        plain.body.len(),
+        r.body.len()
     );
     let h2 = curl_h2c_get(&wp.server, "/", &["Accept-Encoding: gzip"]);
     assert_eq!(h2.status, 200);
