@@ -785,6 +785,10 @@ limit_requests = { rate = \"1/m\", burst = 2 }
         statuses.iter().filter(|&&s| s == 200).count(),
         "only the admitted requests reached PHP: {statuses:?}"
     );
+    // The same client over HTTP/2 shares the limit: still refused.
+    let h2 = curl_h2c_get(&wp.server, "/wp-login.php", &[]);
+    assert_eq!(h2.status, 429, "{h2:?}");
+    assert!(h2.header("retry-after").is_some(), "{h2:?}");
     // Other pages are not limited.
     for _ in 0..4 {
         assert_eq!(wp.server.get("/").status, 200);
@@ -851,6 +855,15 @@ fn wordpress_admin_behind_basic_auth_asks_for_credentials_first() {
         wp.fail("install.php with credentials", &good)
     );
     assert!(wp.reached_php("/wp-admin/install.php"));
+    // The same over HTTP/2.
+    let h2 = curl_h2c_get(&wp.server, "/wp-admin/", &[]);
+    assert_eq!(h2.status, 401, "{h2:?}");
+    let h2 = curl_h2c_get(
+        &wp.server,
+        "/wp-admin/install.php",
+        &["Authorization: Basic ZWRpdG9yOmdhdGUtcHctNDQxMQ=="],
+    );
+    assert_eq!(h2.status, 200, "{h2:?}");
 }
 
 /// docs/NGINX.md's WordPress configuration, run as written there (paths
