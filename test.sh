@@ -19,9 +19,10 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
-  dpkg-dev man-db systemd zsh fish haproxy logrotate
-  wordpress mariadb-server php-mysql mediawiki php-cli)
+  dpkg-dev man-db systemd zsh fish haproxy logrotate)
 need_apt=()
+# The real applications of real_wordpress.rs and real_mediawiki.rs.
+apt_pkgs+=(wordpress mariadb-server php-mysql mediawiki php-cli)
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done
