@@ -70,17 +70,24 @@ impl MariaDb {
         let data = base.join("data");
         let sock = base.join("mysqld.sock");
         let log = base.join("error.log");
+        // A temporary directory of its own: servers bootstrapping at once
+        // in a shared /tmp collide on their temporary tables' names
+        // (`#sql-temptable-...`) and the install fails.
+        let tmp = dir.mkdir("mariadb/tmp");
         if is_root() {
             // mariadbd refuses to run as root; it switches to `mysql`
             // (the Debian package's user), which must own its files.
             run(Command::new("chown").args(["-R", "mysql:mysql"]).arg(&base));
         }
         let mut install = mariadb_cmd("mariadb-install-db");
-        install.arg(format!("--datadir={}", data.display())).args([
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-            "--skip-name-resolve",
-        ]);
+        install
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
+            .args([
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ]);
         if is_root() {
             install.arg("--user=mysql");
         }
@@ -94,6 +101,7 @@ impl MariaDb {
         );
         let mut cmd = mariadb_cmd("/usr/sbin/mariadbd");
         cmd.arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--socket={}", sock.display()))
             .arg(format!("--pid-file={}", base.join("mysqld.pid").display()))
             .arg(format!("--log-error={}", log.display()))
