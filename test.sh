@@ -14,15 +14,16 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 # systemd, zsh and fish, for the Debian package's test: dpkg-shlibdeps, man,
 # systemd-analyze, and the shells its completions are for; systemd also for
 # systemd-socket-activate, for systemd.rs; haproxy, the PROXY protocol's
-# sender in wire.rs; wordpress, mariadb-server and php-mysql for
-# real_wordpress.rs, mediawiki and php-cli for real_mediawiki.rs).
+# sender in wire.rs).
 apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
   dpkg-dev man-db systemd zsh fish haproxy logrotate)
 need_apt=()
-# The real applications of real_wordpress.rs and real_mediawiki.rs.
-apt_pkgs+=(wordpress mariadb-server php-mysql mediawiki php-cli)
+# The real applications of real_wordpress.rs, real_mediawiki.rs and
+# real_phpmyadmin.rs (dbconfig-no-thanks: phpmyadmin installs without
+# asking for a database of its own).
+apt_pkgs+=(wordpress mariadb-server php-mysql mediawiki php-cli dbconfig-no-thanks phpmyadmin)
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done

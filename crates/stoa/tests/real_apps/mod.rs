@@ -10,6 +10,8 @@
 #![allow(dead_code)]
 
 use crate::common::{php_fpm_binary, request, require, stop_master, Response, Server, TempDir};
+
+pub mod mariadb;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -312,6 +314,8 @@ pub fn gunzip(data: &[u8]) -> Vec<u8> {
 #[derive(Default, Debug)]
 pub struct Browser {
     pub cookies: Vec<(String, String)>,
+    /// Header lines sent with every request (`Authorization: Basic ...`).
+    pub headers: Vec<String>,
 }
 
 impl Browser {
@@ -361,7 +365,7 @@ impl Browser {
         content_type: Option<&str>,
         body: &[u8],
     ) -> Response {
-        let mut headers: Vec<String> = Vec::new();
+        let mut headers: Vec<String> = self.headers.clone();
         if let Some(c) = self.cookie_header() {
             headers.push(c);
         }
