@@ -261,7 +261,7 @@ fn mediawiki_short_urls_serve_pages_through_index_php_over_http1_and_h2() {
     }) else {
         return;
     };
-    let r = w.server.get("/wiki/Main_Page");
+    let r = patient_get(&w.server, "/wiki/Main_Page");
     assert_eq!(r.status, 200, "{}", w.fail("/wiki/Main_Page", &r));
     let html = r.text();
     assert!(html.contains(WIKI), "{}", w.fail("site name", &r));
@@ -281,24 +281,24 @@ fn mediawiki_short_urls_serve_pages_through_index_php_over_http1_and_h2() {
     assert_eq!(h2.status, 200, "h2: {h2:?}");
     assert!(h2.version.starts_with("HTTP/2"), "{h2:?}");
     assert!(h2.text().contains("MediaWiki has been installed"));
-    let r = w.server.get("/wiki/Special:Version");
+    let r = patient_get(&w.server, "/wiki/Special:Version");
     assert_eq!(r.status, 200, "{}", w.fail("Special:Version", &r));
     assert!(
         r.text().contains("1.39"),
         "{}",
         w.fail("Special:Version", &r)
     );
-    let r = w.server.get("/wiki/Main_Page?action=raw");
+    let r = patient_get(&w.server, "/wiki/Main_Page?action=raw");
     assert_eq!(r.status, 200, "{}", w.fail("action=raw", &r));
     assert!(
         r.text().starts_with("<strong>MediaWiki has been installed"),
         "{}",
         w.fail("action=raw", &r)
     );
-    let r = w.server.get("/w/index.php?title=Main_Page&action=raw");
+    let r = patient_get(&w.server, "/w/index.php?title=Main_Page&action=raw");
     assert_eq!(r.status, 200, "{}", w.fail("long form", &r));
     // A page that does not exist is MediaWiki's own 404.
-    let r = w.server.get("/wiki/No_such_page_here");
+    let r = patient_get(&w.server, "/wiki/No_such_page_here");
     assert_eq!(r.status, 404, "{}", w.fail("missing page", &r));
     assert!(r.text().contains("There is currently no text in this page"));
     // The API, an entry point with a query.
@@ -341,7 +341,7 @@ fn mediawiki_images_are_never_run_and_internal_directories_are_denied() {
         "/w/mw-config/index.php",
         "/w/vendor/autoload.php",
     ] {
-        let r = w.server.get(path);
+        let r = patient_get(&w.server, path);
         // A path below a file is no file at all: 404 is as good.
         if path.ends_with("/x") {
             assert_eq!(r.status, 404, "{}", w.fail(path, &r));
@@ -353,11 +353,11 @@ fn mediawiki_images_are_never_run_and_internal_directories_are_denied() {
     }
     let h2 = curl_h2c_get(&w.server, "/w/images/evil.php", &[]);
     assert_eq!(h2.status, 403, "{h2:?}");
-    let r = w.server.get("/w/images/a/ab/Pic.png");
+    let r = patient_get(&w.server, "/w/images/a/ab/Pic.png");
     assert_eq!(r.status, 200, "{}", w.fail("image", &r));
     assert_eq!(r.body, png);
     // A missing file under /w/ is a 404 from Stoa, not PHP.
-    let r = w.server.get("/w/skins/Vector/missing.css");
+    let r = patient_get(&w.server, "/w/skins/Vector/missing.css");
     assert_eq!(r.status, 404, "{}", w.fail("missing skin file", &r));
     assert!(!w.reached_php("/w/skins/Vector/missing.css"));
 }
@@ -385,7 +385,7 @@ fn mediawiki_skin_and_resource_assets_carry_a_weeks_expires() {
         "/w/resources/assets/change-your-logo.svg",
         "/w/skins/Vector/skinStyles/jquery.ui/jquery.ui.tooltip.css",
     ] {
-        let r = w.server.get(path);
+        let r = patient_get(&w.server, path);
         assert_eq!(r.status, 200, "{}", w.fail(path, &r));
         assert!(
             r.header("cache-control")
@@ -403,7 +403,7 @@ fn mediawiki_skin_and_resource_assets_carry_a_weeks_expires() {
             h2.headers
         );
     }
-    let r = w.server.get("/wiki/Main_Page");
+    let r = patient_get(&w.server, "/wiki/Main_Page");
     assert_eq!(r.status, 200, "{}", w.fail("/wiki/Main_Page", &r));
     assert!(
         !r.header("cache-control")
@@ -427,7 +427,7 @@ fn mediawiki_root_redirects_to_the_main_page_and_other_paths_are_404() {
     }) else {
         return;
     };
-    let r = w.server.get("/");
+    let r = patient_get(&w.server, "/");
     assert_eq!(r.status, 301, "{}", w.fail("/", &r));
     assert_eq!(
         r.header("location").map(local_path).as_deref(),
@@ -438,7 +438,7 @@ fn mediawiki_root_redirects_to_the_main_page_and_other_paths_are_404() {
     let h2 = curl_h2c_get(&w.server, "/", &[]);
     assert_eq!(h2.status, 301, "{h2:?}");
     for path in ["/index.php", "/wp-login.php", "/robots.txt.bak", "/x/y"] {
-        let r = w.server.get(path);
+        let r = patient_get(&w.server, path);
         assert_eq!(r.status, 404, "{}", w.fail(path, &r));
         assert!(r.body.len() < 256, "{path}: {} bytes", r.body.len());
         assert!(!w.reached_php(path));
@@ -465,12 +465,10 @@ fn mediawiki_pages_and_load_php_are_gzip_compressed_and_decode_to_the_same() {
         "/wiki/Main_Page?action=raw",
         "/w/load.php?modules=startup&only=scripts&raw=1&skin=vector",
     ] {
-        let plain = w.server.get(path);
+        let plain = patient_get(&w.server, path);
         assert_eq!(plain.status, 200, "{}", w.fail(path, &plain));
         assert_eq!(plain.header("content-encoding"), None);
-        let r = w
-            .server
-            .request(&request("GET", path, &["Accept-Encoding: gzip"]));
+        let r = patient_request(&w.server, &request("GET", path, &["Accept-Encoding: gzip"]));
         assert_eq!(r.status, 200, "{}", w.fail(path, &r));
         assert_eq!(
             r.header("content-encoding"),
@@ -505,16 +503,19 @@ fn mediawiki_runs_with_the_configuration_of_docs_nginx_md() {
     }) else {
         return;
     };
-    let r = w.server.get("/wiki/Main_Page");
+    let r = patient_get(&w.server, "/wiki/Main_Page");
     assert_eq!(r.status, 200, "{}", w.fail("/wiki/Main_Page", &r));
     assert!(r.text().contains("MediaWiki has been installed"));
-    let raw = w.server.get("/wiki/Main_Page?action=raw");
+    let raw = patient_get(&w.server, "/wiki/Main_Page?action=raw");
     assert_eq!(raw.status, 200, "{}", w.fail("action=raw", &raw));
-    let r = w.server.request(&request(
-        "GET",
-        "/wiki/Main_Page?action=raw",
-        &["Accept-Encoding: gzip"],
-    ));
+    let r = patient_request(
+        &w.server,
+        &request(
+            "GET",
+            "/wiki/Main_Page?action=raw",
+            &["Accept-Encoding: gzip"],
+        ),
+    );
     assert_eq!(
         r.header("content-encoding"),
         Some("gzip"),
@@ -522,13 +523,13 @@ fn mediawiki_runs_with_the_configuration_of_docs_nginx_md() {
         w.fail("gzip", &r)
     );
     assert_eq!(gunzip(&r.body), raw.body);
-    let r = w.server.get("/");
+    let r = patient_get(&w.server, "/");
     assert_eq!(r.status, 301, "{}", w.fail("/", &r));
     assert_eq!(
         r.header("location").map(local_path).as_deref(),
         Some("/wiki/Main_Page")
     );
-    let r = w.server.get("/w/rest.php/v1/page/Main_Page");
+    let r = patient_get(&w.server, "/w/rest.php/v1/page/Main_Page");
     assert_eq!(r.status, 200, "{}", w.fail("rest.php", &r));
     assert!(
         r.text().contains("\"key\":\"Main_Page\""),
@@ -536,7 +537,7 @@ fn mediawiki_runs_with_the_configuration_of_docs_nginx_md() {
         w.fail("rest.php", &r)
     );
     std::fs::write(w.images.join("evil.php"), "<?php echo 'EVIL RAN';\n").expect("evil.php");
-    let r = w.server.get("/w/images/evil.php");
+    let r = patient_get(&w.server, "/w/images/evil.php");
     assert_eq!(r.status, 403, "{}", w.fail("evil.php", &r));
     let r = w
         .server
@@ -556,7 +557,7 @@ fn mediawiki_runs_with_the_configuration_of_docs_nginx_md() {
         "/index.php",
         "/w/skins/Vector/missing.css",
     ] {
-        let r = w.server.get(path);
+        let r = patient_get(&w.server, path);
         assert!(r.status == 404 || r.status == 403, "{}", w.fail(path, &r));
         assert!(r.body.len() < 1024, "{path}: {} bytes", r.body.len());
         assert!(!w.reached_php(path), "{path} reached PHP");

@@ -264,7 +264,7 @@ impl WordPress {
         headers.extend(auth);
         let mut bytes = request("POST", "/wp-admin/install.php?step=2", &headers);
         bytes.extend_from_slice(body.as_bytes());
-        let r = self.server.request(&bytes);
+        let r = patient_request(&self.server, &bytes);
         assert_eq!(r.status, 200, "{}", self.fail("install.php step 2", &r));
         assert!(
             r.text().contains("Success!") || r.text().contains("WordPress has been installed"),
@@ -315,7 +315,7 @@ fn wordpress_installs_through_its_form_and_serves_its_front_page_over_http1_and_
     }) else {
         return;
     };
-    let r = wp.server.get("/");
+    let r = patient_get(&wp.server, "/");
     assert_eq!(r.status, 200, "{}", wp.fail("/", &r));
     let html = r.text();
     assert!(html.contains(TITLE), "{}", wp.fail("front page title", &r));
@@ -333,7 +333,7 @@ fn wordpress_installs_through_its_form_and_serves_its_front_page_over_http1_and_
     // The first post by its pretty permalink, a path that is no file:
     // index.php gets it with the client's REQUEST_URI and finds the post;
     // an unknown one is WordPress's own 404 page.
-    let r = wp.server.get("/hello-world/");
+    let r = patient_get(&wp.server, "/hello-world/");
     assert_eq!(r.status, 200, "{}", wp.fail("/hello-world/", &r));
     assert!(
         r.text().contains("Welcome to WordPress"),
@@ -341,7 +341,7 @@ fn wordpress_installs_through_its_form_and_serves_its_front_page_over_http1_and_
         wp.fail("/hello-world/", &r)
     );
     assert!(wp.reached_php("/hello-world/"), "{:?}", wp.php_requests());
-    let r = wp.server.get("/no-such-post/");
+    let r = patient_get(&wp.server, "/no-such-post/");
     assert_eq!(r.status, 404, "{}", wp.fail("/no-such-post/", &r));
     assert!(r.text().contains(TITLE), "WordPress's themed 404 page");
     // What the asset route of the other tests saves: with the `php` route
@@ -349,7 +349,7 @@ fn wordpress_installs_through_its_form_and_serves_its_front_page_over_http1_and_
     // (nginx's `try_files ... /index.php?$args` without the asset
     // location does the same).
     let t = Instant::now();
-    let r = wp.server.get("/wp-content/themes/x/missing.css");
+    let r = patient_get(&wp.server, "/wp-content/themes/x/missing.css");
     let took = t.elapsed();
     assert_eq!(r.status, 404, "{}", wp.fail("missing.css", &r));
     assert!(wp.reached_php("/wp-content/themes/x/missing.css"));
@@ -398,12 +398,15 @@ fn wordpress_php_under_uploads_is_refused_and_never_run() {
         "/wp-content/uploads/../uploads/evil.php",
         "/wp-content//uploads/evil.php",
     ] {
-        let r = wp.server.get(path);
+        let r = patient_get(&wp.server, path);
         assert!(r.status == 403 || r.status == 404, "{}", wp.fail(path, &r));
         assert!(!r.text().contains("EVIL RAN"), "{}", wp.fail(path, &r));
         assert!(!r.text().contains("<?php"), "{}", wp.fail(path, &r));
     }
-    assert_eq!(wp.server.get("/wp-content/uploads/evil.php").status, 403);
+    assert_eq!(
+        patient_get(&wp.server, "/wp-content/uploads/evil.php").status,
+        403
+    );
     let h2 = curl_h2c_get(&wp.server, "/wp-content/uploads/evil.php", &[]);
     assert_eq!(h2.status, 403, "{h2:?}");
     assert!(!ran.exists(), "evil.php ran");
@@ -412,10 +415,10 @@ fn wordpress_php_under_uploads_is_refused_and_never_run() {
         "a request for evil.php reached PHP: {:?}",
         wp.php_requests()
     );
-    let r = wp.server.get("/wp-content/uploads/2024/01/pic.png");
+    let r = patient_get(&wp.server, "/wp-content/uploads/2024/01/pic.png");
     assert_eq!(r.status, 200, "{}", wp.fail("uploaded image", &r));
     assert_eq!(r.body, png);
-    let r = wp.server.get("/wp-config.php");
+    let r = patient_get(&wp.server, "/wp-config.php");
     assert_eq!(r.status, 403, "{}", wp.fail("/wp-config.php", &r));
     assert!(!wp.reached_php("/wp-config.php"));
 }
@@ -445,7 +448,7 @@ fn wordpress_missing_theme_asset_is_a_small_404_without_php() {
         "/favicon.ico",
     ] {
         let t = Instant::now();
-        let r = wp.server.get(path);
+        let r = patient_get(&wp.server, path);
         eprintln!(
             "{path}: {} bytes in {:?} (asset route)",
             r.body.len(),
@@ -482,7 +485,7 @@ fn wordpress_missing_theme_asset_is_a_small_404_without_php() {
     // A page that is no file still goes to WordPress (its themed 404,
     // tens of kilobytes: what every missing asset would cost without the
     // regex route).
-    let r = wp.server.get("/no-such-page/");
+    let r = patient_get(&wp.server, "/no-such-page/");
     assert_eq!(r.status, 404, "{}", wp.fail("page", &r));
     assert!(r.body.len() > 4096, "{} bytes", r.body.len());
     assert!(wp.reached_php("/no-such-page/"), "{:?}", wp.php_requests());
@@ -507,7 +510,7 @@ fn wordpress_static_assets_carry_expires_and_cache_control() {
         "/wp-content/themes/twentytwentythree/screenshot.png",
         "/wp-includes/js/jquery/jquery.min.js",
     ] {
-        let r = wp.server.get(path);
+        let r = patient_get(&wp.server, path);
         assert_eq!(r.status, 200, "{}", wp.fail(path, &r));
         let cc = r.header("cache-control").unwrap_or_default().to_owned();
         assert!(
@@ -531,7 +534,7 @@ fn wordpress_static_assets_carry_expires_and_cache_control() {
         );
         assert!(h2.header("expires").is_some(), "{path} over h2");
     }
-    let r = wp.server.get("/");
+    let r = patient_get(&wp.server, "/");
     assert_eq!(r.status, 200, "{}", wp.fail("/", &r));
     assert!(
         !r.header("cache-control")
@@ -558,13 +561,11 @@ fn wordpress_front_page_is_gzip_compressed_and_decodes_to_the_page() {
     }) else {
         return;
     };
-    let plain = wp.server.get("/");
+    let plain = patient_get(&wp.server, "/");
     assert_eq!(plain.status, 200, "{}", wp.fail("/", &plain));
     assert_eq!(plain.header("content-encoding"), None);
     assert!(plain.text().contains(TITLE));
-    let r = wp
-        .server
-        .request(&header_req("/", &["Accept-Encoding: gzip"]));
+    let r = patient_request(&wp.server, &header_req("/", &["Accept-Encoding: gzip"]));
     assert_eq!(r.status, 200, "{}", wp.fail("/ gzip", &r));
     assert_eq!(
         r.header("content-encoding"),
@@ -603,10 +604,13 @@ fn wordpress_front_page_is_gzip_compressed_and_decodes_to_the_page() {
         "{WP}/wp-content/themes/twentytwentythree/style.css"
     ))
     .expect("style.css");
-    let r = wp.server.request(&header_req(
-        "/wp-content/themes/twentytwentythree/style.css",
-        &["Accept-Encoding: gzip"],
-    ));
+    let r = patient_request(
+        &wp.server,
+        &header_req(
+            "/wp-content/themes/twentytwentythree/style.css",
+            &["Accept-Encoding: gzip"],
+        ),
+    );
     assert_eq!(r.status, 200);
     if css.len() >= 256 {
         assert_eq!(
@@ -640,7 +644,7 @@ limit_requests = { rate = \"1/m\", burst = 2 }
     };
     let mut statuses = Vec::new();
     for _ in 0..10 {
-        let r = wp.server.get("/wp-login.php");
+        let r = patient_get(&wp.server, "/wp-login.php");
         if r.status == 429 {
             assert!(r.header("retry-after").is_some(), "{}", wp.fail("429", &r));
         } else {
@@ -673,7 +677,7 @@ limit_requests = { rate = \"1/m\", burst = 2 }
     assert!(h2.header("retry-after").is_some(), "{h2:?}");
     // Other pages are not limited.
     for _ in 0..4 {
-        assert_eq!(wp.server.get("/").status, 200);
+        assert_eq!(patient_get(&wp.server, "/").status, 200);
     }
 }
 
@@ -711,7 +715,7 @@ fn wordpress_admin_behind_basic_auth_asks_for_credentials_first() {
         return;
     };
     // Installing goes through wp-admin/install.php: with credentials.
-    let r = wp.server.get("/wp-admin/");
+    let r = patient_get(&wp.server, "/wp-admin/");
     assert_eq!(r.status, 401, "{}", wp.fail("/wp-admin/", &r));
     assert!(
         r.header("www-authenticate")
@@ -720,16 +724,19 @@ fn wordpress_admin_behind_basic_auth_asks_for_credentials_first() {
         r.headers
     );
     assert!(!wp.reached_php("/wp-admin/"), "{:?}", wp.php_requests());
-    let bad = wp.server.request(&header_req(
-        "/wp-admin/",
-        &["Authorization: Basic ZWRpdG9yOndyb25n"],
-    ));
+    let bad = patient_request(
+        &wp.server,
+        &header_req("/wp-admin/", &["Authorization: Basic ZWRpdG9yOndyb25n"]),
+    );
     assert_eq!(bad.status, 401);
     // editor:gate-pw-4411
-    let good = wp.server.request(&header_req(
-        "/wp-admin/install.php",
-        &["Authorization: Basic ZWRpdG9yOmdhdGUtcHctNDQxMQ=="],
-    ));
+    let good = patient_request(
+        &wp.server,
+        &header_req(
+            "/wp-admin/install.php",
+            &["Authorization: Basic ZWRpdG9yOmdhdGUtcHctNDQxMQ=="],
+        ),
+    );
     assert_eq!(
         good.status,
         200,
@@ -777,12 +784,10 @@ fn wordpress_runs_with_the_configuration_of_docs_nginx_md() {
     wp.dir
         .write("wp/50x.html", "<h1>Stoa test: the blog is resting</h1>\n");
 
-    let plain = wp.server.get("/");
+    let plain = patient_get(&wp.server, "/");
     assert_eq!(plain.status, 200, "{}", wp.fail("/", &plain));
     assert!(plain.text().contains(TITLE));
-    let r = wp
-        .server
-        .request(&header_req("/", &["Accept-Encoding: gzip"]));
+    let r = patient_request(&wp.server, &header_req("/", &["Accept-Encoding: gzip"]));
     assert_eq!(
         r.header("content-encoding"),
         Some("gzip"),
@@ -791,7 +796,7 @@ fn wordpress_runs_with_the_configuration_of_docs_nginx_md() {
     );
     assert_eq!(String::from_utf8_lossy(&gunzip(&r.body)), plain.text());
 
-    let r = wp.server.get("/wp-content/themes/x/missing.css");
+    let r = patient_get(&wp.server, "/wp-content/themes/x/missing.css");
     assert_eq!(r.status, 404, "{}", wp.fail("missing.css", &r));
     assert!(r.body.len() < 1024);
     assert!(!wp.reached_php("/wp-content/themes/x/missing.css"));
@@ -808,15 +813,15 @@ fn wordpress_runs_with_the_configuration_of_docs_nginx_md() {
 
     wp.dir
         .write("wp/wp-content/uploads/evil.php", "<?php echo 'EVIL RAN';\n");
-    let r = wp.server.get("/wp-content/uploads/evil.php");
+    let r = patient_get(&wp.server, "/wp-content/uploads/evil.php");
     assert_eq!(r.status, 403, "{}", wp.fail("evil.php", &r));
     assert!(!wp.reached_php("/wp-content/uploads/evil.php"));
-    assert_eq!(wp.server.get("/wp-config.php").status, 403);
+    assert_eq!(patient_get(&wp.server, "/wp-config.php").status, 403);
 
-    let r = wp.server.get("/wp-admin/");
+    let r = patient_get(&wp.server, "/wp-admin/");
     assert_eq!(r.status, 401, "{}", wp.fail("/wp-admin/", &r));
     assert!(!wp.reached_php("/wp-admin/"));
-    let r = wp.server.request(&header_req("/wp-admin/", &[auth]));
+    let r = patient_request(&wp.server, &header_req("/wp-admin/", &[auth]));
     assert_eq!(
         r.status,
         302,
@@ -829,7 +834,7 @@ fn wordpress_runs_with_the_configuration_of_docs_nginx_md() {
         "WordPress's own login comes next: {:?}",
         r.headers
     );
-    let r = wp.server.get("/wp-admin/admin-ajax.php");
+    let r = patient_get(&wp.server, "/wp-admin/admin-ajax.php");
     assert_ne!(r.status, 401, "{}", wp.fail("admin-ajax.php", &r));
     assert!(wp.reached_php("/wp-admin/admin-ajax.php"));
 
@@ -845,7 +850,7 @@ fn wordpress_runs_with_the_configuration_of_docs_nginx_md() {
         ..
     } = wp;
     drop(fpm);
-    let r = server.get("/");
+    let r = patient_get(&server, "/");
     assert_eq!(r.status, 502, "without php-fpm: {r:?}\n{}", server.stderr());
     assert!(
         r.text().contains("the blog is resting"),

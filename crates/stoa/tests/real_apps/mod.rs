@@ -378,7 +378,7 @@ impl Browser {
         let refs: Vec<&str> = headers.iter().map(String::as_str).collect();
         let mut bytes = request(method, path, &refs);
         bytes.extend_from_slice(body);
-        let r = server.request(&bytes);
+        let r = patient_request(server, &bytes);
         self.remember(&r);
         r
     }
@@ -729,4 +729,23 @@ pub fn nginx_md_config(name: &str) -> String {
         .find("```")
         .unwrap_or_else(|| panic!("the block after {marker} does not end"));
     rest[start..start + len].to_owned()
+}
+
+/// How long one read of a real application's answer may take: the common
+/// client's 5 s is for Stoa's own answers, and an application installing
+/// beside other tests on a loaded two-core machine can take longer.
+pub const APP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `Server::request` with [`APP_TIMEOUT`] for each read.
+pub fn patient_request(server: &Server, bytes: &[u8]) -> Response {
+    let mut c = server.connect();
+    c.stream
+        .set_read_timeout(Some(APP_TIMEOUT))
+        .expect("set the read timeout");
+    c.request(bytes)
+}
+
+/// `Server::get` with [`APP_TIMEOUT`] for each read.
+pub fn patient_get(server: &Server, path: &str) -> Response {
+    patient_request(server, &crate::common::get(path))
 }
