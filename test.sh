@@ -21,6 +21,10 @@ apt_pkgs=(curl php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2
   dpkg-dev man-db systemd zsh fish haproxy logrotate
   python3-brotli python3-zstandard)
 need_apt=()
+# The real applications of real_wordpress.rs, real_mediawiki.rs and
+# real_phpmyadmin.rs (dbconfig-no-thanks: phpmyadmin installs without
+# asking for a database of its own).
+apt_pkgs+=(wordpress mariadb-server php-mysql mediawiki php-cli dbconfig-no-thanks phpmyadmin)
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done

@@ -537,7 +537,14 @@ impl Conn {
 
     fn fill(&mut self) -> io::Result<usize> {
         let mut tmp = [0u8; 64 * 1024];
-        let n = self.stream.read(&mut tmp)?;
+        // A read on a socket with a timeout is not restarted after a stop
+        // signal (signal(7)): EINTR says nothing about the server.
+        let n = loop {
+            match self.stream.read(&mut tmp) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
         self.buf.extend_from_slice(&tmp[..n]);
         Ok(n)
     }

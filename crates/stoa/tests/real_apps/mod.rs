@@ -10,6 +10,8 @@
 #![allow(dead_code)]
 
 use crate::common::{php_fpm_binary, request, require, stop_master, Response, Server, TempDir};
+
+pub mod mariadb;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -312,6 +314,8 @@ pub fn gunzip(data: &[u8]) -> Vec<u8> {
 #[derive(Default, Debug)]
 pub struct Browser {
     pub cookies: Vec<(String, String)>,
+    /// Header lines sent with every request (`Authorization: Basic ...`).
+    pub headers: Vec<String>,
 }
 
 impl Browser {
@@ -361,7 +365,7 @@ impl Browser {
         content_type: Option<&str>,
         body: &[u8],
     ) -> Response {
-        let mut headers: Vec<String> = Vec::new();
+        let mut headers: Vec<String> = self.headers.clone();
         if let Some(c) = self.cookie_header() {
             headers.push(c);
         }
@@ -374,7 +378,7 @@ impl Browser {
         let refs: Vec<&str> = headers.iter().map(String::as_str).collect();
         let mut bytes = request(method, path, &refs);
         bytes.extend_from_slice(body);
-        let r = server.request(&bytes);
+        let r = patient_request(server, &bytes);
         self.remember(&r);
         r
     }
@@ -607,4 +611,141 @@ pub fn assert_no_source(server: &Server, paths: &[&str]) {
         }
     }
     assert!(leaks.is_empty(), "PHP source served for: {leaks:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Debian packages a test needs, HTTP/2 through curl, and a log of the
+// requests that reached PHP
+
+/// Whether every `(file, package)` is present. When some are missing and
+/// the test does not run as root, prints which and how to get them and
+/// returns false, and the caller returns: a developer's unprivileged run
+/// skips. As root (CI, `sudo ./test.sh`, which installs them from
+/// `apt_pkgs`) a missing package fails the test.
+pub fn packages_or_skip(test: &str, needs: &[(&str, &str)]) -> bool {
+    let missing: Vec<&str> = needs
+        .iter()
+        .filter(|(file, _)| !Path::new(file).exists())
+        .map(|&(_, package)| package)
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let list = missing.join(" ");
+    assert!(
+        !is_root(),
+        "{test}: missing Debian packages {list} (apt-get install {list}); test.sh installs them when run as root"
+    );
+    eprintln!(
+        "SKIPPED {test}: needs the Debian packages {list} (apt-get install {list}, or run ./test.sh as root)"
+    );
+    false
+}
+
+/// A PHP file for php-fpm's `auto_prepend_file`: it appends each request's
+/// `REQUEST_URI` to `log` before the script runs (so once a response is in
+/// hand, the line of a request that reached PHP is already written), then
+/// runs `php` (defines the application reads first).
+pub fn php_request_log_prepend(dir: &TempDir, log: &Path, php: &str) -> PathBuf {
+    dir.write(
+        "prepend.php",
+        format!(
+            "<?php\n// Written by Stoa's test: which requests reached PHP.\n\
+             file_put_contents({:?}, ($_SERVER['REQUEST_URI'] ?? '-') . \"\\n\", FILE_APPEND | LOCK_EX);\n{php}\n",
+            log.display().to_string()
+        ),
+    )
+}
+
+/// The request URIs that reached PHP so far (see [`php_request_log_prepend`]).
+pub fn php_requests(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A GET over HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3) by curl,
+/// with extra request header lines (`"Name: value"`); the body as it
+/// came (not decoded).
+pub fn curl_h2c_get(server: &Server, path: &str, headers: &[&str]) -> Response {
+    require("curl", "curl");
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-i", "--max-time", "30", "--http2-prior-knowledge"]);
+    cmd.args(["-H", "Host: t"]);
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    cmd.arg(format!("http://{}{path}", server.addr));
+    let out = run_with_deadline(&mut cmd, Duration::from_secs(40))
+        .unwrap_or_else(|| panic!("curl --http2-prior-knowledge {path} took longer than 40 s"));
+    assert!(
+        out.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = out.stdout;
+    let end = crate::common::find(&raw, b"\r\n\r\n").unwrap_or_else(|| {
+        panic!(
+            "curl {path}: no head in {:?}",
+            String::from_utf8_lossy(&raw)
+        )
+    });
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.split_whitespace();
+    let version = parts.next().unwrap_or_default().to_owned();
+    let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    Response {
+        version,
+        status,
+        reason: String::new(),
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
+/// The `toml` block after `<!-- tested: NAME -->` in docs/NGINX.md: the
+/// configuration the guide gives, run as written by the tests.
+pub fn nginx_md_config(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/NGINX.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let marker = format!("<!-- tested: {name} -->");
+    let at = text
+        .find(&marker)
+        .unwrap_or_else(|| panic!("docs/NGINX.md has no {marker}"));
+    let rest = &text[at + marker.len()..];
+    let start = rest
+        .find("```toml\n")
+        .unwrap_or_else(|| panic!("no ```toml block after {marker}"))
+        + "```toml\n".len();
+    let len = rest[start..]
+        .find("```")
+        .unwrap_or_else(|| panic!("the block after {marker} does not end"));
+    rest[start..start + len].to_owned()
+}
+
+/// How long one read of a real application's answer may take: the common
+/// client's 5 s is for Stoa's own answers, and an application installing
+/// beside other tests on a loaded two-core machine can take longer.
+pub const APP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `Server::request` with [`APP_TIMEOUT`] for each read.
+pub fn patient_request(server: &Server, bytes: &[u8]) -> Response {
+    let mut c = server.connect();
+    c.stream
+        .set_read_timeout(Some(APP_TIMEOUT))
+        .expect("set the read timeout");
+    c.request(bytes)
+}
+
+/// `Server::get` with [`APP_TIMEOUT`] for each read.
+pub fn patient_get(server: &Server, path: &str) -> Response {
+    patient_request(server, &crate::common::get(path))
 }
