@@ -108,9 +108,8 @@ impl CompressSetting {
             Some(names) => {
                 let mut v = Vec::new();
                 for n in names {
-                    let c = Coding::from_token(n.as_bytes()).ok_or_else(|| {
-                        format!("unknown encoding {n:?} (zstd, br or gzip)")
-                    })?;
+                    let c = Coding::from_token(n.as_bytes())
+                        .ok_or_else(|| format!("unknown encoding {n:?} (zstd, br or gzip)"))?;
                     if !v.contains(&c) {
                         v.push(c);
                     }
@@ -143,9 +142,7 @@ impl CompressSetting {
         }
         let brotli_level = t.brotli_level.unwrap_or(5);
         if brotli_level > 11 {
-            return Err(format!(
-                "brotli_level {brotli_level} is not 0 to 11"
-            ));
+            return Err(format!("brotli_level {brotli_level} is not 0 to 11"));
         }
         let zstd_level = t.zstd_level.unwrap_or(3);
         if !(1..=19).contains(&zstd_level) {
