@@ -9,12 +9,13 @@ use crate::config::{Handler, Route, Runtime, Site};
 use crate::exchange::{Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi::{self, CgiConfig};
 use crate::handler::fastcgi::{self, FastCgiRoute};
+use crate::access::{Access, Granted, Start};
 use crate::handler::lua::{self, LuaConfig};
 use crate::handler::proxy::{self, ProxyRoute};
 use crate::handler::ssi::{self, SsiConfig};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
-use crate::handler::{Authz, Outcome};
+use crate::handler::Outcome;
 use crate::local::{AccessLog, Worker};
 use std::cell::RefCell;
 use std::future::Future;
@@ -44,9 +45,9 @@ pub enum Pick<'r> {
     Ssi(&'r SsiConfig, String),
     /// A Lua script.
     Lua(&'r LuaConfig, String),
-    /// A route with an access check: ask it first, then pick again with
+    /// A route with an access phase: run it first, then pick again with
     /// [`pick_unguarded`].
-    Guarded(Guard<'r>),
+    Guarded(&'r Access),
     /// The status page.
     ServerStatus(&'r StatusConfig),
     /// Answered without a handler (404, 413, OPTIONS *...).
@@ -71,14 +72,6 @@ impl Pick<'_> {
                 | Pick::Guarded(..)
         )
     }
-}
-
-/// What is asked before a route's handler runs.
-pub enum Guard<'r> {
-    /// A FastCGI Authorizer (the pool's index).
-    FastCgi(usize),
-    /// A Lua `access` script.
-    Lua(&'r LuaConfig),
 }
 
 /// Chooses the handler for a request: limits first, then the site by Host,
@@ -301,15 +294,14 @@ fn pick_in<'r>(
         // The route routing settles on decides (internal redirects
         // included).
         *log = route.and_then(|r| r.access_log.as_ref());
-        if let (Some(r), true) = (route, guard) {
-            let g = match (r.authorizer, &r.access) {
-                (Some(pool), _) => Some(Guard::FastCgi(pool)),
-                (None, Some(lua)) => Some(Guard::Lua(lua)),
-                (None, None) => None,
+        if guard {
+            let access = match route {
+                Some(r) => r.access.as_ref(),
+                None => site.access.as_ref(),
             };
-            if let Some(g) = g {
+            if let Some(a) = access {
                 let to = changed.map(|q| (norm, q));
-                return (Pick::Guarded(g), to);
+                return (Pick::Guarded(a), to);
             }
         }
         let handler = route.map(|r| &r.handler).or(site.fallback.as_ref());
@@ -595,7 +587,7 @@ fn dispatch_in<'x>(
             let o = lua::serve(cfg, norm, ex, &inc, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::Guarded(g) => Some(Box::pin(guarded(g, ex, rt, depth, nest))),
+        Pick::Guarded(a) => guarded(a, ex, rt, depth, nest),
     }
 }
 
@@ -653,40 +645,72 @@ fn redirect_head(orig: &RequestHead, location: &[u8]) -> RequestHead {
     )
 }
 
-/// A request for a route with an access check, a FastCGI Authorizer
-/// (§6.3) or a Lua `access` script: it answers first; when it lets the
-/// request through, the route's handler runs with the variables it
-/// granted, otherwise its response goes to the client. Local redirects
-/// come through routing again, so they are checked too.
-async fn guarded(
-    g: Guard<'_>,
+/// A request for a route with an access phase (crate::access): address
+/// rules, basic auth, limits, a FastCGI Authorizer (§6.3), a Lua `access`
+/// script. When it lets the request through, the route's handler runs
+/// with the variables it granted, otherwise its answer went to the
+/// client. Checks that need no waiting run here, and a static file behind
+/// them is served at once; the rest continues as a future. Local
+/// redirects come through routing again, so they are checked too.
+fn guarded<'x>(
+    a: &'x Access,
+    ex: &'x mut Exchange<'_>,
+    rt: &'x Runtime,
+    depth: u8,
+    nest: Option<&'x Nest>,
+) -> Option<Running<'x>> {
+    match a.start(ex) {
+        Start::Answered => None,
+        Start::Granted(g) => {
+            let (p, rewritten) = pick_unguarded(ex.req(), rt);
+            if rewritten.is_none() && g.is_plain() && !p.runs_async() {
+                // The usual case behind address rules and limits: a
+                // static file, served now; a connection slot is held
+                // until it is written.
+                let _ = dispatch_in(p, ex, rt, depth, &[], nest);
+                drop(g);
+                return None;
+            }
+            Some(Box::pin(async move {
+                granted(g, p, rewritten, ex, rt, depth, nest).await;
+            }))
+        }
+        Start::Pending(pending) => Some(Box::pin(async move {
+            let g = {
+                let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
+                let max = a.lua_max_subrequest();
+                let inc = Includer::inside(rt, ex, max, nest, &norm, None);
+                a.finish(pending, ex, &rt.pools, &inc).await
+            };
+            let Some(g) = g else {
+                return;
+            };
+            let (p, rewritten) = pick_unguarded(ex.req(), rt);
+            granted(g, p, rewritten, ex, rt, depth, nest).await;
+        })),
+    }
+}
+
+/// Runs the handler a request that passed its access phase was routed
+/// to, with what the phase granted.
+async fn granted(
+    g: Granted,
+    p: Pick<'_>,
+    rewritten: Option<RequestHead>,
     ex: &mut Exchange<'_>,
     rt: &Runtime,
     depth: u8,
     nest: Option<&Nest>,
 ) {
-    let authz = match g {
-        Guard::FastCgi(pool) => fastcgi::authorize(pool, ex, &rt.pools).await,
-        Guard::Lua(cfg) => {
-            let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
-            let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
-            lua::access(cfg, ex, &inc).await
-        }
-    };
-    let vars = match authz {
-        Authz::Allow(v) => v,
-        Authz::Answered => return,
-    };
-    let (p, rewritten) = pick_unguarded(ex.req(), rt);
     match rewritten {
         None => {
-            if let Some(f) = dispatch_in(p, ex, rt, depth, &vars, nest) {
+            if let Some(f) = dispatch_in(p, ex, rt, depth, &g.vars, nest) {
                 f.await;
             }
         }
         Some(new) => {
             let mut sub = ex.redirected(&new);
-            if let Some(f) = dispatch_in(p, &mut sub, rt, depth, &vars, nest) {
+            if let Some(f) = dispatch_in(p, &mut sub, rt, depth, &g.vars, nest) {
                 f.await;
             }
             let keep = sub.keeps();
@@ -694,6 +718,9 @@ async fn guarded(
             ex.absorb_keep(keep);
         }
     }
+    // Held to here: `limit_connections` counts the request until its
+    // handler is done.
+    drop(g);
 }
 
 /// What a document passes down to the subrequests it makes.

@@ -7,7 +7,7 @@
 //! CL.TE, TE.CL, duplicate lengths, obs-fold), the upstream receives
 //! exactly one framing field that matches the bytes that follow.
 
-use super::cidr::TrustedProxies;
+use crate::cidr::TrustedProxies;
 use super::forwarded::{push_forwarded_element, push_xff_node, Node};
 use super::{
     connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,

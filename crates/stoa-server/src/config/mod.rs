@@ -316,6 +316,12 @@ pub struct SiteConfig {
     pub https_redirect: bool,
     /// `Strict-Transport-Security` on responses sent over TLS.
     pub hsts: Option<Spanned<String>>,
+    /// The access phase's keys (access/, docs/CONFIG.md "Access"): a
+    /// route's value replaces the site's.
+    pub address_rules: Option<Vec<String>>,
+    pub basic_auth: Option<crate::access::basic::BasicAuthKey>,
+    pub limit_requests: Option<crate::access::limit::LimitRequestsTable>,
+    pub limit_connections: Option<u32>,
     #[serde(default)]
     pub route: Vec<RouteConfig>,
     /// Regular-expression rewrites of the path, in order, before routing.
@@ -381,6 +387,12 @@ pub struct RouteConfig {
     /// `false`: no access-log line for this route; a path: its lines go
     /// there instead (in the server's `[log] format`).
     pub access_log: Option<RouteLogConfig>,
+    /// The access phase's keys (access/, docs/CONFIG.md "Access"): a
+    /// route's value replaces the site's.
+    pub address_rules: Option<Vec<String>>,
+    pub basic_auth: Option<crate::access::basic::BasicAuthKey>,
+    pub limit_requests: Option<crate::access::limit::LimitRequestsTable>,
+    pub limit_connections: Option<u32>,
 }
 
 /// `lua = {...}`: a Lua script answers (docs/LUA.md).
@@ -653,10 +665,9 @@ pub struct PhpRoute {
 pub struct Route {
     pub matcher: Matcher,
     pub handler: Handler,
-    /// Index into `Runtime::pools` of the FastCGI Authorizer asked first.
-    pub authorizer: Option<usize>,
-    /// A Lua script asked first (`lua = { access = ... }`).
-    pub access: Option<Arc<crate::handler::lua::LuaConfig>>,
+    /// The access phase (address rules, basic auth, limits, the FastCGI
+    /// Authorizer, the Lua `access` script); None: nothing to check.
+    pub access: Option<crate::access::Access>,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
     /// The route's own access log (off, or another file); None: the
@@ -679,6 +690,8 @@ pub struct Site {
     pub routes: Vec<Route>,
     /// The site's own static handler, used when no route matches.
     pub fallback: Option<Handler>,
+    /// The site's access phase, for requests no route takes.
+    pub access: Option<crate::access::Access>,
     /// The site's root, where `try_files` and index names are looked up.
     pub root: Option<PathBuf>,
     pub index: Vec<String>,
@@ -1192,6 +1205,10 @@ fn build(
                 hsts: None,
                 route: Vec::new(),
                 rewrite: Vec::new(),
+                address_rules: None,
+                basic_auth: None,
+                limit_requests: None,
+                limit_connections: None,
             }),
         }
     }
@@ -1298,6 +1315,15 @@ fn build(
             pool_of(name, span, k, crate::upstream::Protocol::FastCgi)
         };
         let mut routes = Vec::new();
+        // One builder per site: routes that inherit the site's limits
+        // share their tables.
+        let mut access_builder = crate::access::Builder::default();
+        let site_keys = access_keys(
+            sc.address_rules.as_ref(),
+            &sc.basic_auth,
+            &sc.limit_requests,
+            sc.limit_connections,
+        );
         for (j, rc) in sc.route.iter().enumerate() {
             let rkey = format!("{key}.route[{j}]");
             let split = rc
@@ -1659,10 +1685,14 @@ fn build(
                     format: format.clone(),
                 }),
             };
+            let keys = access_keys(rc.address_rules.as_ref(), &rc.basic_auth, &rc.limit_requests, rc.limit_connections)
+                .over(&site_keys);
+            let access = access_builder
+                .build(&keys, authorizer, access, &resolve)
+                .map_err(|(k, m)| err(None, &format!("{rkey}.{k}"), m))?;
             routes.push(Route {
                 matcher,
                 handler,
-                authorizer,
                 access,
                 try_files: rc.try_files.clone(),
                 access_log,
@@ -1706,10 +1736,14 @@ fn build(
             });
         }
         let hosts = sc.hosts.clone().unwrap_or_else(|| vec!["*".to_owned()]);
+        let site_access = access_builder
+            .build(&site_keys, None, None, &resolve)
+            .map_err(|(k, m)| err(None, &format!("{key}.{k}"), m))?;
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
             routes,
             fallback,
+            access: site_access,
             root: site_root.map(|r| r.canonicalize().unwrap_or(r)),
             index,
             rewrites,
@@ -1752,6 +1786,22 @@ fn build(
         source: file.to_owned(),
         warnings,
     })
+}
+
+/// The access keys of a site or route, gathered (serde cannot flatten
+/// them into a table that refuses unknown keys).
+fn access_keys(
+    address_rules: Option<&Vec<String>>,
+    basic_auth: &Option<crate::access::basic::BasicAuthKey>,
+    limit_requests: &Option<crate::access::limit::LimitRequestsTable>,
+    limit_connections: Option<u32>,
+) -> crate::access::AccessKeys {
+    crate::access::AccessKeys {
+        address_rules: address_rules.cloned(),
+        basic_auth: basic_auth.clone(),
+        limit_requests: limit_requests.clone(),
+        limit_connections,
+    }
 }
 
 /// Makes a config error at a span of the file, for a key.

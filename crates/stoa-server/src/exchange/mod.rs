@@ -73,6 +73,8 @@ pub struct Exchange<'a> {
     received: u64,
     /// The application that answers, for the log.
     upstream: Option<Box<UpstreamTrace>>,
+    /// The user the access phase authenticated (the log's `$remote_user`).
+    user: Option<Box<str>>,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -111,6 +113,7 @@ impl<'a> Exchange<'a> {
             head_bytes: 0,
             received: 0,
             upstream: None,
+            user: None,
         }
     }
 
@@ -182,6 +185,7 @@ impl<'a> Exchange<'a> {
         ex.log = self.log;
         ex.began = self.began;
         ex.received = self.received;
+        ex.user = self.user.take();
         ex
     }
 
@@ -202,6 +206,24 @@ impl<'a> Exchange<'a> {
 
     pub fn worker(&self) -> &'a Worker {
         self.worker
+    }
+
+    /// Whether this is a subrequest (an SSI include, a Lua subrequest):
+    /// nginx runs no access phase for those, and neither does Stoa's
+    /// own checks.
+    pub fn is_sub(&self) -> bool {
+        matches!(self.side, Side::Sub(_))
+    }
+
+    /// Records the user the access phase authenticated, for the access
+    /// log's user field.
+    pub fn set_user(&mut self, user: &str) {
+        self.user = Some(user.into());
+    }
+
+    /// The authenticated user, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
     }
 
     pub fn limits(&self) -> &'a Limits {
@@ -771,6 +793,7 @@ impl<'a> Exchange<'a> {
                 status,
                 body_bytes: this.sent,
                 head: Some(req),
+                user: this.user.as_deref(),
             },
             || {
                 let up = this.upstream.as_deref();
@@ -800,6 +823,7 @@ impl<'a> Exchange<'a> {
                     request_time: this.began.map(|b| b.elapsed()),
                     upstream_addr: up.map(|u| u.addr.as_str()),
                     upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
+                    user: this.user.as_deref(),
                     complete,
                 }
             },
