@@ -9,7 +9,11 @@
 //! - the upstream layer knows no protocol and no request: nothing of the
 //!   exchange, the gateway or handlers;
 //! - `local`, `http` and `fs` are leaves, and so is `log` (the log
-//!   formats and files), which only `local` beneath the exchange may use.
+//!   formats and files), which only `local` beneath the exchange may use;
+//! - the access phase (`access`) sits beside the handlers: it imports the
+//!   exchange, and the FastCGI and Lua handlers for the Authorizer and Lua
+//!   checks, never the connections, the wire, routing or the config
+//!   loader; no handler, gateway or upstream code imports it.
 //!
 //! Handlers also never look at how the request was framed on the wire
 //! (`head.framing`, `req().keep_alive`, `.expect_continue` of the request
@@ -63,6 +67,14 @@ fn forbidden(from: &str, to: &str) -> bool {
         return true;
     }
     if is_handler(from) && is_handler(to) {
+        return true;
+    }
+    if from == "access" && above_handlers.contains(&to) {
+        return true;
+    }
+    if (is_handler(from) || ["handler", "gateway", "upstream", "exchange", "proto"].contains(&from))
+        && to == "access"
+    {
         return true;
     }
     if from == "conn" && (is_handler(to) || to == "handler") {
