@@ -282,7 +282,11 @@ mod tests {
     fn bracketed_ipv6_is_the_same_range_as_bare() {
         // The status page's `allow` once refused `[::1]` while
         // `trusted_proxies` took it: one parser, one set of spellings.
-        for (a, b) in [("[::1]", "::1"), ("[fd00::]/8", "fd00::/8"), ("[::1]/128", "::1")] {
+        for (a, b) in [
+            ("[::1]", "::1"),
+            ("[fd00::]/8", "fd00::/8"),
+            ("[::1]/128", "::1"),
+        ] {
             assert_eq!(a.parse::<Cidr>(), b.parse::<Cidr>(), "{a} vs {b}");
         }
         assert_eq!("[::1".parse::<Cidr>(), Err(CidrError::Syntax));

@@ -518,7 +518,7 @@ pub(crate) fn log_paths(rt: &Runtime) -> Vec<PathBuf> {
     use crate::log::access::Dest;
     let routes = rt.sites.iter().flat_map(|s| s.routes.iter());
     let mut files: Vec<PathBuf> = std::iter::once(&rt.access_log)
-        .chain(routes.filter_map(|r| r.access_log.as_ref()))
+        .chain(routes.filter_map(|r| r.edge.access_log.as_ref()))
         .filter_map(|l| match &l.dest {
             Dest::File(p) => Some(p.clone()),
             _ => None,

@@ -8,7 +8,7 @@
 //! per-worker state (`local`) and HTTP semantics (`http`) beneath them all.
 //! Protocol parsing lives in the sans-IO crates; this crate does the I/O.
 
-pub mod access;
+pub(crate) mod access;
 pub mod broker;
 pub mod cert;
 pub mod config;

@@ -5,18 +5,18 @@
 //! text), at most [`MAX_REDIRECTS`] deep (h2o's `reprocess`). [`Includer`]
 //! runs a path as a subrequest for handlers that include others (SSI, Lua).
 
+use crate::access::{Access, Granted, Start};
 use crate::config::{Handler, Route, Runtime, Site};
-use crate::exchange::{Exchange, Include, Sub, SubResponse};
+use crate::exchange::{Edge, Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi::{self, CgiConfig};
 use crate::handler::fastcgi::{self, FastCgiRoute};
-use crate::access::{Access, Granted, Start};
 use crate::handler::lua::{self, LuaConfig};
 use crate::handler::proxy::{self, ProxyRoute};
 use crate::handler::ssi::{self, SsiConfig};
 use crate::handler::static_files::{self, StaticConfig};
 use crate::handler::status::{self, StatusConfig};
 use crate::handler::Outcome;
-use crate::local::{AccessLog, Worker};
+use crate::local::Worker;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -24,18 +24,18 @@ use std::rc::Rc;
 use stoa_h1::{Framing, Method, RequestHead};
 
 /// CGI/FastCGI local redirects followed for one request (RFC 3875 §6.2.2).
-pub const MAX_REDIRECTS: u8 = 10;
+pub(crate) const MAX_REDIRECTS: u8 = 10;
 
 /// Subrequests nested in one another (SSI includes, Lua subrequests):
 /// Apache's `LimitInternalRecursion` default.
-pub const MAX_INCLUDE_DEPTH: usize = 10;
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 10;
 
 /// An asynchronous handler's run, boxed: rare next to static files, and
 /// its state would otherwise sit in every connection's future.
-pub type Running<'x> = Pin<Box<dyn Future<Output = ()> + 'x>>;
+pub(crate) type Running<'x> = Pin<Box<dyn Future<Output = ()> + 'x>>;
 
 /// Where a request goes.
-pub enum Pick<'r> {
+pub(crate) enum Pick<'r> {
     /// With the decoded, normalized path the route was chosen by.
     Static(&'r StaticConfig, String),
     Cgi(&'r CgiConfig, String),
@@ -45,9 +45,10 @@ pub enum Pick<'r> {
     Ssi(&'r SsiConfig, String),
     /// A Lua script.
     Lua(&'r LuaConfig, String),
-    /// A route with an access phase: run it first, then pick again with
+    /// A route (or a site's root) with access checks: the access phase
+    /// runs them first ([`guarded`]), then picks again with
     /// [`pick_unguarded`].
-    Guarded(&'r Access),
+    Access(&'r Access),
     /// The status page.
     ServerStatus(&'r StatusConfig),
     /// Answered without a handler (404, 413, OPTIONS *...).
@@ -61,16 +62,11 @@ pub enum Pick<'r> {
 impl Pick<'_> {
     /// Whether [`dispatch`] answers at once (static files, the status
     /// page, errors) or hands back a future to await.
-    pub fn runs_async(&self) -> bool {
+    pub(crate) fn runs_async(&self) -> bool {
         matches!(
             self,
-            Pick::Cgi(..)
-                | Pick::FastCgi(..)
-                | Pick::Proxy(..)
-                | Pick::Ssi(..)
-                | Pick::Lua(..)
-                | Pick::Guarded(..)
-        )
+            Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Proxy(..) | Pick::Ssi(..) | Pick::Lua(..)
+        ) || matches!(self, Pick::Access(a) if a.runs_async())
     }
 }
 
@@ -78,8 +74,8 @@ impl Pick<'_> {
 /// then the route. When routing changed the target (a rewrite, an index or
 /// `try_files` redirect), the request as the handler is to see it comes
 /// back too; its REQUEST_URI stays the client's.
-pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
-    pick_with(head, rt, true, &mut None)
+pub(crate) fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
+    pick_with(head, rt, true, &mut Edge::none())
 }
 
 /// [`pick`] for a request as it arrived on a connection, over TLS or
@@ -88,21 +84,22 @@ pub fn pick<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<Reques
 /// `/.well-known/acme-challenge/` excepted: they must be answered over
 /// http, RFC 8555 §8.3); a request over TLS to a site with `hsts` gets
 /// that value (in `hsts`) to send as `Strict-Transport-Security` (only
-/// over TLS: RFC 6797 §7.2). A route with an access log of its own
-/// (`access_log`) puts it in `log`.
+/// over TLS: RFC 6797 §7.2). The settings of the route (or site root)
+/// routing settled on come back in `edge`, for the exchange
+/// ([`Exchange::with_edge`]); [`Edge::NONE`] when none took the request.
 #[inline]
-pub fn pick_request<'r>(
+pub(crate) fn pick_request<'r>(
     head: &RequestHead,
     rt: &'r Runtime,
     tls: bool,
     hsts: &mut Option<&'r [u8]>,
-    log: &mut Option<&'r AccessLog>,
+    edge: &mut &'r Edge,
 ) -> (Pick<'r>, Option<RequestHead>) {
     if rt.transport_rules {
-        return pick_with_rules(head, rt, tls, hsts, log);
+        return pick_with_rules(head, rt, tls, hsts, edge);
     }
     // The common case costs one test: the same call as before the rules.
-    pick_with(head, rt, true, log)
+    pick_with(head, rt, true, edge)
 }
 
 /// [`pick_request`] when some site has transport rules.
@@ -112,7 +109,7 @@ fn pick_with_rules<'r>(
     rt: &'r Runtime,
     tls: bool,
     hsts: &mut Option<&'r [u8]>,
-    log: &mut Option<&'r AccessLog>,
+    edge: &mut &'r Edge,
 ) -> (Pick<'r>, Option<RequestHead>) {
     if let Some(site) = rt.site_for(crate::http::host_name(head.host())) {
         if tls {
@@ -121,7 +118,7 @@ fn pick_with_rules<'r>(
             return (Pick::HttpsRedirect, None);
         }
     }
-    pick_with(head, rt, true, log)
+    pick_with(head, rt, true, edge)
 }
 
 /// Whether a path is an ACME HTTP-01 challenge (RFC 8555 §8.3), decoded
@@ -167,7 +164,7 @@ fn https_location(head: &RequestHead, port: Option<u16>) -> Option<Vec<u8>> {
 static BOUND_HTTPS_PORT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
 
 /// Records the port a TLS listener configured with port 0 was given.
-pub fn set_bound_https_port(port: u16) {
+pub(crate) fn set_bound_https_port(port: u16) {
     let _ = BOUND_HTTPS_PORT.compare_exchange(
         0,
         port,
@@ -176,9 +173,12 @@ pub fn set_bound_https_port(port: u16) {
     );
 }
 
-/// [`pick`] once the route's Authorizer said yes.
-pub fn pick_unguarded<'r>(head: &RequestHead, rt: &'r Runtime) -> (Pick<'r>, Option<RequestHead>) {
-    pick_with(head, rt, false, &mut None)
+/// [`pick`] once the route's access checks let the request through.
+pub(crate) fn pick_unguarded<'r>(
+    head: &RequestHead,
+    rt: &'r Runtime,
+) -> (Pick<'r>, Option<RequestHead>) {
+    pick_with(head, rt, false, &mut Edge::none())
 }
 
 /// Internal redirects (index scripts, `try_files`, front controllers)
@@ -196,7 +196,7 @@ fn pick_with<'r>(
     head: &RequestHead,
     rt: &'r Runtime,
     guard: bool,
-    log: &mut Option<&'r AccessLog>,
+    edge: &mut &'r Edge,
 ) -> (Pick<'r>, Option<RequestHead>) {
     if let Framing::Length(n) = head.framing {
         if n > rt.limits.max_body_bytes {
@@ -229,7 +229,7 @@ fn pick_with<'r>(
     let Ok(norm) = crate::http::path::normalize(head.path()) else {
         return (Pick::Status(400), None);
     };
-    let (p, changed) = pick_in(site, norm, head.query(), head.is_rewritten(), guard, log);
+    let (p, changed) = pick_in(site, norm, head.query(), head.is_rewritten(), guard, edge);
     let head = changed.map(|(norm, query)| rewritten_head(head, &norm, query));
     (p, head)
 }
@@ -243,14 +243,16 @@ type Changed = (String, Option<Vec<u8>>);
 /// already), dotfiles, the route and its access check, `try_files` and
 /// internal redirects. The target to give the handler comes back when
 /// routing changed it. It reads nothing else of a request, so a
-/// subrequest is routed without building its head first.
+/// subrequest is routed without building its head first. With `guard`,
+/// a route with access checks comes back as [`Pick::Access`]: the access
+/// phase runs before the handler.
 fn pick_in<'r>(
     site: &'r Site,
     mut norm: String,
     head_query: Option<&[u8]>,
     rewritten: bool,
     guard: bool,
-    log: &mut Option<&'r AccessLog>,
+    edge: &mut &'r Edge,
 ) -> (Pick<'r>, Option<Changed>) {
     let mut changed: Option<Option<Vec<u8>>> = None;
     if !rewritten {
@@ -292,17 +294,13 @@ fn pick_in<'r>(
         }
         let route = route(site, &norm);
         // The route routing settles on decides (internal redirects
-        // included).
-        *log = route.and_then(|r| r.access_log.as_ref());
-        if guard {
-            let access = match route {
-                Some(r) => r.access.as_ref(),
-                None => site.access.as_ref(),
-            };
-            if let Some(a) = access {
-                let to = changed.map(|q| (norm, q));
-                return (Pick::Guarded(a), to);
-            }
+        // included); no route: the site's root.
+        *edge = route.map_or(&site.edge, |r| &r.edge);
+        // The access phase: one branch when there is no check.
+        let access = route.map_or(&site.access, |r| &r.access);
+        if guard && !access.is_empty() {
+            let to = changed.map(|q| (norm, q));
+            return (Pick::Access(access), to);
         }
         let handler = route.map(|r| &r.handler).or(site.fallback.as_ref());
         let query = match &changed {
@@ -506,7 +504,7 @@ fn route<'s>(site: &'s Site, path: &str) -> Option<&'s Route> {
 /// others come back as a future to await. `vars` are an Authorizer's
 /// grants; `depth` counts local redirects. This is the one match over
 /// handlers: a new handler is one arm here and one in `route_step`.
-pub fn dispatch<'x>(
+pub(crate) fn dispatch<'x>(
     p: Pick<'x>,
     ex: &'x mut Exchange<'_>,
     rt: &'x Runtime,
@@ -587,12 +585,12 @@ fn dispatch_in<'x>(
             let o = lua::serve(cfg, norm, ex, &inc, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::Guarded(a) => guarded(a, ex, rt, depth, nest),
+        Pick::Access(a) => guarded(a, ex, rt, depth, nest),
     }
 }
 
 /// Runs what [`dispatch`] chose to its end.
-pub async fn run(p: Pick<'_>, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
+pub(crate) async fn run(p: Pick<'_>, ex: &mut Exchange<'_>, rt: &Runtime, depth: u8) {
     if let Some(f) = dispatch(p, ex, rt, depth, &[]) {
         f.await;
     }
@@ -663,17 +661,47 @@ fn guarded<'x>(
         Start::Answered => None,
         Start::Granted(g) => {
             let (p, rewritten) = pick_unguarded(ex.req(), rt);
-            if rewritten.is_none() && g.is_plain() && !p.runs_async() {
+            if !p.runs_async() {
                 // The usual case behind address rules and limits: a
-                // static file, served now; a connection slot is held
-                // until it is written.
-                let _ = dispatch_in(p, ex, rt, depth, &[], nest);
+                // static file (or an error), served now; handlers that
+                // answer at once take no variables. A connection slot is
+                // held until the response is written.
+                let ran = match &rewritten {
+                    None => dispatch_in(p, ex, rt, depth, &[], nest).is_none(),
+                    Some(new) => {
+                        let mut sub = ex.redirected(new);
+                        let ran = dispatch_in(p, &mut sub, rt, depth, &[], nest).is_none();
+                        let keep = sub.keeps();
+                        drop(sub);
+                        ex.absorb_keep(keep);
+                        ran
+                    }
+                };
+                debug_assert!(ran, "runs_async and dispatch disagree");
                 drop(g);
+                return None;
+            }
+            if !a.runs_async() {
+                // The configuration promised a handler that answers at
+                // once (`Access::settle`) and routing found another: answer
+                // rather than drop a future the caller will not run.
+                tracing::error!(
+                    "access: {} routed to an asynchronous handler on a synchronous route",
+                    String::from_utf8_lossy(ex.req().path())
+                );
+                ex.error(500, &[]);
+                ex.finish();
                 return None;
             }
             Some(Box::pin(async move {
                 granted(g, p, rewritten, ex, rt, depth, nest).await;
             }))
+        }
+        Start::Pending(_) if !a.runs_async() => {
+            // Cannot be: a synchronous route has no check that waits.
+            ex.error(500, &[]);
+            ex.finish();
+            None
         }
         Start::Pending(pending) => Some(Box::pin(async move {
             let g = {
@@ -725,30 +753,30 @@ async fn granted(
 
 /// What a document passes down to the subrequests it makes.
 #[derive(Default, Clone)]
-pub struct Nest {
+pub(crate) struct Nest {
     /// The documents being included, outermost first, as (normalized
     /// path, query): including one of them again is a loop.
-    pub chain: Vec<(String, Vec<u8>)>,
+    pub(crate) chain: Vec<(String, Vec<u8>)>,
     /// SSI: the environment and `set` variables nested pages share.
-    pub ssi: Option<Rc<RefCell<ssi::Shared>>>,
+    pub(crate) ssi: Option<Rc<RefCell<ssi::Shared>>>,
 }
 
 /// Subrequests through routing, for handlers that include others.
-pub struct Includer<'r> {
-    pub rt: &'r Runtime,
-    pub worker: &'r Worker,
-    pub peer: std::net::SocketAddr,
-    pub local: Option<std::net::SocketAddr>,
+pub(crate) struct Includer<'r> {
+    pub(crate) rt: &'r Runtime,
+    pub(crate) worker: &'r Worker,
+    pub(crate) peer: std::net::SocketAddr,
+    pub(crate) local: Option<std::net::SocketAddr>,
     /// Body bytes kept from one subrequest.
-    pub max_body: usize,
+    pub(crate) max_body: usize,
     /// The including documents, this one last.
-    pub nest: Nest,
+    pub(crate) nest: Nest,
 }
 
 impl<'r> Includer<'r> {
     /// The includer of the document `norm` being served on `ex`, itself
     /// included by `outer` (if any).
-    pub fn inside(
+    pub(crate) fn inside(
         rt: &'r Runtime,
         ex: &Exchange<'r>,
         max_body: usize,
@@ -773,7 +801,7 @@ impl<'r> Includer<'r> {
 }
 
 /// The handler routing chose for a subrequest, and the head it runs on.
-pub struct Routed<'r>(Pick<'r>, RequestHead);
+pub(crate) struct Routed<'r>(Pick<'r>, RequestHead);
 
 impl<'r> Includer<'r> {
     /// Routes a subrequest for `target` as [`pick`] routes
@@ -835,7 +863,7 @@ impl<'r> Includer<'r> {
             let (p, rewritten) = pick(&head, self.rt);
             return Err(Routed(p, rewritten.unwrap_or(head)));
         };
-        let (p, changed) = pick_in(site, norm, query, false, true, &mut None);
+        let (p, changed) = pick_in(site, norm, query, false, true, &mut Edge::none());
         if let (Pick::Static(cfg, n), None) = (&p, &changed) {
             if let Some((head, body)) = static_files::cached_whole(cfg, n) {
                 // As `Sub::push_body` keeps it.

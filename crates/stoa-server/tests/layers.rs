@@ -6,6 +6,10 @@
 //!   connection loops, the wire (`proto`), routing, the config loader or
 //!   start-up; no handler imports another;
 //! - connections never import handlers;
+//! - connections route, and routing reads the configuration's runtime:
+//!   `conn -> route -> config`, never back (`config` imports no
+//!   connection, routing or start-up; `route` no connection, wire or
+//!   start-up);
 //! - the upstream layer knows no protocol and no request: nothing of the
 //!   exchange, the gateway or handlers;
 //! - `local`, `http` and `fs` are leaves, and so is `log` (the log
@@ -78,6 +82,12 @@ fn forbidden(from: &str, to: &str) -> bool {
         return true;
     }
     if from == "conn" && (is_handler(to) || to == "handler") {
+        return true;
+    }
+    if from == "config" && ["conn", "route", "top"].contains(&to) {
+        return true;
+    }
+    if from == "route" && ["conn", "proto", "top"].contains(&to) {
         return true;
     }
     if from == "upstream" && (to == "exchange" || to == "gateway" || is_handler(to)) {
@@ -223,6 +233,11 @@ fn the_layer_rules_catch_an_upward_import() {
     assert!(!forbidden("handler::cgi", "exchange"));
     assert!(!forbidden("handler::cgi", "handler"));
     assert!(!forbidden("route", "handler::cgi"));
+    assert!(forbidden("config", "conn"));
+    assert!(forbidden("config", "route"));
+    assert!(forbidden("route", "conn"));
+    assert!(!forbidden("conn", "route"));
+    assert!(!forbidden("route", "config"));
     assert_eq!(layer_of("handler/fastcgi/mux.rs"), "handler::fastcgi");
     assert_eq!(layer_named("handler::fastcgi"), "handler::fastcgi");
     let p = crate_paths("use crate::exchange::{BodyFail, Exchange};\nuse crate::{a, b::c};");

@@ -34,7 +34,11 @@ fn htpasswd(file: &Path, create: bool, flag: &str, user: &str, password: &str) {
         .args([user, password])
         .output()
         .expect("run htpasswd");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn basic(user: &str, password: &str) -> String {
@@ -43,7 +47,11 @@ fn basic(user: &str, password: &str) -> String {
     let raw = format!("{user}:{password}").into_bytes();
     let mut out = String::from("Authorization: Basic ");
     for chunk in raw.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -152,7 +160,10 @@ fn rfc7617_passwords_htpasswd_made_with_bcrypt_apr1_and_sha_are_accepted_and_wro
 fn a_changed_htpasswd_file_is_read_again_without_a_reload() {
     let (dir, server) = basic_site("access-reread");
     let users = dir.join("htpasswd");
-    assert_eq!(get_as(&server, "/", Some(("bob", "apr1 secret"))).status, 200);
+    assert_eq!(
+        get_as(&server, "/", Some(("bob", "apr1 secret"))).status,
+        200
+    );
     // As an administrator does it: htpasswd rewrites the file.
     htpasswd(&users, false, "-m", "bob", "new secret");
     htpasswd(&users, false, "-s", "dave", "dave secret");
@@ -161,9 +172,18 @@ fn a_changed_htpasswd_file_is_read_again_without_a_reload() {
         assert!(Instant::now() < until, "the new password never took");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(get_as(&server, "/", Some(("bob", "apr1 secret"))).status, 401);
-    assert_eq!(get_as(&server, "/", Some(("dave", "dave secret"))).status, 200);
-    assert_eq!(get_as(&server, "/", Some(("alice", "bcrypt secret"))).status, 200);
+    assert_eq!(
+        get_as(&server, "/", Some(("bob", "apr1 secret"))).status,
+        401
+    );
+    assert_eq!(
+        get_as(&server, "/", Some(("dave", "dave secret"))).status,
+        200
+    );
+    assert_eq!(
+        get_as(&server, "/", Some(("alice", "bcrypt secret"))).status,
+        200
+    );
 }
 
 #[test]
@@ -261,8 +281,16 @@ fn address_rules_tell_ipv4_and_ipv6_loopback_clients_apart_over_http1_and_http2(
                 .collect()
         };
         let (a, b) = (urls(v4), urls(v6));
-        assert_eq!(curl_statuses(&a, h2, &[]), [200, 403, 200, 200], "IPv4, h2 {h2}");
-        assert_eq!(curl_statuses(&b, h2, &[]), [403, 200, 200, 200], "IPv6, h2 {h2}");
+        assert_eq!(
+            curl_statuses(&a, h2, &[]),
+            [200, 403, 200, 200],
+            "IPv4, h2 {h2}"
+        );
+        assert_eq!(
+            curl_statuses(&b, h2, &[]),
+            [403, 200, 200, 200],
+            "IPv6, h2 {h2}"
+        );
     }
 }
 
@@ -308,7 +336,11 @@ fn rfc6585_4_requests_past_rate_and_burst_get_429_with_retry_after_measured_with
     // Four connections, two workers: the limit is one table for all.
     let url = format!("http://{}/limited/", server.addr);
     let st = bench_statuses(&["-n", "50", "-c", "4", "-k"], &url, &dir);
-    assert_eq!((st["200"].as_u64(), st["429"].as_u64()), (Some(10), Some(40)), "{st}");
+    assert_eq!(
+        (st["200"].as_u64(), st["429"].as_u64()),
+        (Some(10), Some(40)),
+        "{st}"
+    );
     let r = server.get("/limited/");
     assert_eq!(r.status, 429);
     let retry: u64 = r
@@ -323,14 +355,20 @@ fn rfc6585_4_requests_past_rate_and_burst_get_429_with_retry_after_measured_with
 
     // HTTP/2 requests count as HTTP/1 ones; the key is a header, and a
     // request without it is not limited.
-    let urls: Vec<String> = (0..8).map(|_| format!("http://{}/h2/", server.addr)).collect();
+    let urls: Vec<String> = (0..8)
+        .map(|_| format!("http://{}/h2/", server.addr))
+        .collect();
     let keyed = |key: &str| {
         let h = format!("X-Api-Key: {key}");
         curl_statuses(&urls, true, &["-H", &h])
     };
     assert_eq!(keyed("one"), [200, 200, 200, 200, 200, 429, 429, 429]);
     assert_eq!(keyed("two")[..5], [200; 5], "another key, its own burst");
-    assert_eq!(curl_statuses(&urls, true, &[]), [200; 8], "no key, no limit");
+    assert_eq!(
+        curl_statuses(&urls, true, &[]),
+        [200; 8],
+        "no key, no limit"
+    );
 }
 
 #[test]

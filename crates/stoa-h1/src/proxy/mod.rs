@@ -26,7 +26,6 @@
 //!
 //! Nothing here allocates except by growing the caller's `Vec<u8>`.
 
-
 mod forwarded;
 mod redirect;
 mod request;

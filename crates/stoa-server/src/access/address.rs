@@ -38,10 +38,7 @@ impl AddressRules {
                     "deny" => false,
                     _ => return Err(format!("`{line}`: starts with `allow` or `deny`")),
                 };
-                let net: Cidr = range
-                    .trim()
-                    .parse()
-                    .map_err(|e| format!("`{line}`: {e}"))?;
+                let net: Cidr = range.trim().parse().map_err(|e| format!("`{line}`: {e}"))?;
                 Ok((allow, net))
             })
             .collect::<Result<Vec<_>, String>>()?;

@@ -42,14 +42,14 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// site's.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(untagged)]
-pub enum BasicAuthKey {
+pub(crate) enum BasicAuthKey {
     Off(bool),
     On(BasicAuthTable),
 }
 
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
-pub struct BasicAuthTable {
+pub(crate) struct BasicAuthTable {
     /// Shown by browsers in the login prompt.
     pub(crate) realm: String,
     /// The htpasswd file (relative to the config file's directory).
@@ -137,7 +137,10 @@ pub(crate) struct SlowCheck {
 
 impl BasicAuth {
     pub(crate) fn new(realm: &str, path: &Path) -> Result<Arc<BasicAuth>, String> {
-        if realm.bytes().any(|b| b == b'"' || b == b'\\' || b.is_ascii_control()) {
+        if realm
+            .bytes()
+            .any(|b| b == b'"' || b == b'\\' || b.is_ascii_control())
+        {
             return Err("realm: no quotes, backslashes or control characters".into());
         }
         let (users, sig) = read(path)?;
@@ -363,9 +366,17 @@ mod tests {
             Some(("Aladdin".into(), b"open sesame".to_vec()))
         );
         // §2: the scheme is case-insensitive; the password may hold ':'.
-        assert_eq!(decode(&basic("u", "a:b")).map(|c| c.1), Some(b"a:b".to_vec()));
+        assert_eq!(
+            decode(&basic("u", "a:b")).map(|c| c.1),
+            Some(b"a:b".to_vec())
+        );
         assert!(decode(b"bAsIc dTpw").is_some());
-        for bad in [&b"Bearer dTpw"[..], b"Basic", b"Basic !!!", b"Basic dXNlcg=="] {
+        for bad in [
+            &b"Bearer dTpw"[..],
+            b"Basic",
+            b"Basic !!!",
+            b"Basic dXNlcg==",
+        ] {
             assert_eq!(decode(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
@@ -374,7 +385,10 @@ mod tests {
     fn the_challenge_names_the_realm_and_utf_8() {
         let p = file("challenge", "a:{SHA}CEo1Ae3vaEXy8eQZjsOiuBz1xrw=\n");
         let b = BasicAuth::new("Admin area", &p).expect("loads");
-        assert_eq!(b.challenge(), b"Basic realm=\"Admin area\", charset=\"UTF-8\"");
+        assert_eq!(
+            b.challenge(),
+            b"Basic realm=\"Admin area\", charset=\"UTF-8\""
+        );
         assert!(BasicAuth::new("a\"b", &p).is_err());
     }
 
@@ -386,12 +400,21 @@ mod tests {
              bob:$2y$05$ea3O/mlQA6vydbSkuXbBbewYBpeDcLVaRoE87VlKxRlAn80mQJKzm\n",
         );
         let b = BasicAuth::new("r", &p).expect("loads");
-        assert_eq!(b.check_blocking(Some(&basic("alice", "sesame"))), Some("alice".into()));
+        assert_eq!(
+            b.check_blocking(Some(&basic("alice", "sesame"))),
+            Some("alice".into())
+        );
         assert_eq!(b.check_blocking(Some(&basic("alice", "nope"))), None);
-        assert_eq!(b.check_blocking(Some(&basic("bob", "sesame"))), Some("bob".into()));
+        assert_eq!(
+            b.check_blocking(Some(&basic("bob", "sesame"))),
+            Some("bob".into())
+        );
         assert_eq!(b.check_blocking(Some(&basic("bob", "nope"))), None);
         // An unknown user goes through the (bcrypt) dummy: slow like bob.
-        assert!(matches!(b.check(Some(&basic("carol", "sesame"))), Checked::Slow(_)));
+        assert!(matches!(
+            b.check(Some(&basic("carol", "sesame"))),
+            Checked::Slow(_)
+        ));
         assert_eq!(b.check_blocking(Some(&basic("carol", "sesame"))), None);
         assert_eq!(b.check_blocking(None), None);
     }
@@ -412,7 +435,10 @@ mod tests {
         };
         let job = slow("sesame").expect("first try is slow");
         assert_eq!(rt.block_on(b.verify_slow(job)), Some("bob".into()));
-        assert!(matches!(b.check(Some(&basic("bob", "sesame"))), Checked::User(_)));
+        assert!(matches!(
+            b.check(Some(&basic("bob", "sesame"))),
+            Checked::User(_)
+        ));
         let job = slow("nope").expect("slow");
         assert_eq!(rt.block_on(b.verify_slow(job)), None);
         assert!(slow("nope").is_some(), "a failure is not cached");

@@ -57,9 +57,11 @@ impl Hash {
                 .map_err(|_| "a {SHA} hash is 20 bytes of SHA-1")?;
             return Ok(Hash::Sha1(arr));
         }
-        Err("not a hash Stoa reads: bcrypt (`htpasswd -B`), apr1 MD5 (`-m`) or {SHA} (`-s`); \
+        Err(
+            "not a hash Stoa reads: bcrypt (`htpasswd -B`), apr1 MD5 (`-m`) or {SHA} (`-s`); \
              crypt(3) DES (`-d`) and plain text are refused"
-            .into())
+                .into(),
+        )
     }
 
     /// Whether verifying costs enough to keep it off the event loop

@@ -45,7 +45,7 @@ pub(crate) const SHARDS: usize = 16;
 /// `limit_requests` as written.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
-pub struct LimitRequestsTable {
+pub(crate) struct LimitRequestsTable {
     /// `N/s`, `N/m` or `N/h` (nginx's `Nr/s` spelling too).
     pub(crate) rate: String,
     /// Requests over the rate let through at once (default 0).
@@ -138,18 +138,11 @@ impl LimitRequestsTable {
                 {
                     LimitKey::Header(name.to_ascii_lowercase())
                 }
-                _ => {
-                    return Err(format!(
-                        "key `{k}`: `client-ip`, `user` or `header:NAME`"
-                    ))
-                }
+                _ => return Err(format!("key `{k}`: `client-ip`, `user` or `header:NAME`")),
             },
         };
         Ok(Arc::new(RateLimit::new(
-            interval,
-            self.burst,
-            key,
-            self.delay,
+            interval, self.burst, key, self.delay,
         )))
     }
 }
@@ -417,8 +410,14 @@ mod tests {
             assert_eq!(l.check_at("a", t0), Rate::Pass, "request {i}");
         }
         // The fifth at once is over; one interval later one more passes.
-        assert_eq!(l.check_at("a", t0), Rate::Over(Duration::from_nanos(S / 10)));
-        assert_eq!(l.check_at("a", t0 + S / 20), Rate::Over(Duration::from_nanos(S / 20)));
+        assert_eq!(
+            l.check_at("a", t0),
+            Rate::Over(Duration::from_nanos(S / 10))
+        );
+        assert_eq!(
+            l.check_at("a", t0 + S / 20),
+            Rate::Over(Duration::from_nanos(S / 20))
+        );
         assert_eq!(l.check_at("a", t0 + S / 10), Rate::Pass);
         assert!(matches!(l.check_at("a", t0 + S / 10), Rate::Over(_)));
         // Other keys have their own bucket.
@@ -435,7 +434,10 @@ mod tests {
         for i in 0..100 {
             assert_eq!(l.check_at(1u8, S + i * (S / 10)), Rate::Pass, "{i}");
         }
-        assert!(matches!(l.check_at(1u8, S + 99 * (S / 10) + 1), Rate::Over(_)));
+        assert!(matches!(
+            l.check_at(1u8, S + 99 * (S / 10) + 1),
+            Rate::Over(_)
+        ));
     }
 
     #[test]
@@ -443,7 +445,10 @@ mod tests {
         let l = RateLimit::new(S / 10, 2, LimitKey::ClientIp, true);
         assert_eq!(l.check_at("a", S), Rate::Pass);
         assert_eq!(l.check_at("a", S), Rate::Wait(Duration::from_nanos(S / 10)));
-        assert_eq!(l.check_at("a", S), Rate::Wait(Duration::from_nanos(2 * S / 10)));
+        assert_eq!(
+            l.check_at("a", S),
+            Rate::Wait(Duration::from_nanos(2 * S / 10))
+        );
         assert!(matches!(l.check_at("a", S), Rate::Over(_)));
     }
 
@@ -500,7 +505,11 @@ mod tests {
         drop(s1);
         let s3 = c.acquire(a).expect("a slot came back");
         drop((s2, s3));
-        let held: usize = c.shards.iter().map(|s| s.lock().expect("shard").len()).sum();
+        let held: usize = c
+            .shards
+            .iter()
+            .map(|s| s.lock().expect("shard").len())
+            .sum();
         assert_eq!(held, 0, "idle addresses are forgotten");
         assert!(ConnLimit::new(0).is_err());
     }

@@ -28,9 +28,9 @@
 //! passed them.
 
 pub(crate) mod address;
-pub mod basic;
+pub(crate) mod basic;
 pub(crate) mod htpasswd;
-pub mod limit;
+pub(crate) mod limit;
 
 use crate::exchange::{Exchange, Include};
 use crate::handler::lua::LuaConfig;
@@ -39,50 +39,9 @@ use crate::upstream::Pool;
 use address::AddressRules;
 use basic::{BasicAuth, BasicAuthKey, Checked, SlowCheck};
 use limit::{ConnLimit, ConnSlot, LimitKey, LimitRequestsTable, Rate, RateLimit};
-use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The access keys of a `[[site]]` or a `[[site.route]]`, as written.
-/// A route's key replaces the site's whole.
-#[derive(Debug, Default, Deserialize, Clone)]
-pub struct AccessKeys {
-    /// `["allow 10.0.0.0/8", "deny all"]`.
-    pub address_rules: Option<Vec<String>>,
-    /// `{ realm, users }`, or `false` to lift the site's.
-    pub basic_auth: Option<BasicAuthKey>,
-    /// `{ rate, burst, key, delay }`.
-    pub limit_requests: Option<LimitRequestsTable>,
-    /// Requests in flight per client address.
-    pub limit_connections: Option<u32>,
-}
-
-impl AccessKeys {
-    /// The route's value of each key over the site's.
-    pub fn over(&self, site: &AccessKeys) -> AccessKeys {
-        AccessKeys {
-            address_rules: self
-                .address_rules
-                .clone()
-                .or_else(|| site.address_rules.clone()),
-            basic_auth: self.basic_auth.clone().or_else(|| site.basic_auth.clone()),
-            limit_requests: self
-                .limit_requests
-                .clone()
-                .or_else(|| site.limit_requests.clone()),
-            limit_connections: self.limit_connections.or(site.limit_connections),
-        }
-    }
-
-    /// Whether any key is set.
-    pub fn is_empty(&self) -> bool {
-        self.address_rules.is_none()
-            && self.basic_auth.is_none()
-            && self.limit_requests.is_none()
-            && self.limit_connections.is_none()
-    }
-}
 
 /// One check of the phase.
 #[derive(Debug)]
@@ -98,84 +57,153 @@ enum Check {
 
 /// A route's access phase: its checks, in the order they run. Built once
 /// per route when the configuration loads (the limits' tables are shared
-/// by every worker from here).
-#[derive(Debug)]
-pub struct Access {
+/// by every worker from here). Empty for nearly every route: routing then
+/// pays one branch.
+#[derive(Debug, Default)]
+pub(crate) struct Access {
     checks: Box<[Check]>,
+    /// No check waits and the route's handler answers at once: the phase
+    /// and the handler run without a future (the static path behind
+    /// address rules and limits).
+    sync: bool,
 }
 
-/// Builds the limits' tables once per distinct setting, so that a site's
-/// `limit_requests` inherited by all its routes is one table (a client's
-/// requests to any of them count together, as one nginx zone).
+impl Check {
+    /// Where it runs in the phase (see the module's list).
+    fn rank(&self) -> u8 {
+        match self {
+            Check::Address(_) => 0,
+            Check::Basic(_) => 1,
+            Check::Requests(_) => 2,
+            Check::Connections(_) => 3,
+            Check::Authorizer(_) => 4,
+            Check::Lua(_) => 5,
+        }
+    }
+
+    /// Whether it may have to wait (a bcrypt verification, a delay, an
+    /// application).
+    fn may_wait(&self) -> bool {
+        match self {
+            Check::Address(_) | Check::Connections(_) => false,
+            Check::Requests(l) => l.delay,
+            Check::Basic(_) | Check::Authorizer(_) | Check::Lua(_) => true,
+        }
+    }
+}
+
+/// Builds routes' phases, the limits' tables once per distinct setting,
+/// so that a site's `limit_requests` inherited by all its routes is one
+/// table (a client's requests to any of them count together, as one
+/// nginx zone does) and a site's htpasswd file is read once.
 #[derive(Default)]
-pub struct Builder {
+pub(crate) struct Builder {
+    checks: Vec<Check>,
     limits: Vec<(String, Arc<RateLimit>)>,
     conns: Vec<(u32, Arc<ConnLimit>)>,
     basics: Vec<((String, PathBuf), Arc<BasicAuth>)>,
 }
 
 impl Builder {
-    /// The phase of one route: `keys` (the route's over the site's, see
-    /// [`AccessKeys::over`]), then the route's Authorizer and Lua
-    /// `access` script. None when there is nothing to check (then the
-    /// route costs nothing more). Errors name the key.
-    pub fn build(
+    /// `address_rules`.
+    pub(crate) fn address_rules(&mut self, lines: &[String]) -> Result<(), String> {
+        self.checks
+            .push(Check::Address(AddressRules::parse(lines)?));
+        Ok(())
+    }
+
+    /// `basic_auth`; `false` adds nothing (it lifts the site's).
+    pub(crate) fn basic_auth(
         &mut self,
-        keys: &AccessKeys,
-        authorizer: Option<usize>,
-        lua: Option<Arc<LuaConfig>>,
+        key: &BasicAuthKey,
         resolve: &dyn Fn(&str) -> PathBuf,
-    ) -> Result<Option<Access>, (&'static str, String)> {
-        let mut checks = Vec::new();
-        if let Some(lines) = &keys.address_rules {
-            let r = AddressRules::parse(lines).map_err(|e| ("address_rules", e))?;
-            checks.push(Check::Address(r));
-        }
-        if let Some(b) = &keys.basic_auth {
-            if let BasicAuthKey::On(t) = b {
-                let id = (t.realm.clone(), resolve(&t.users));
-                if let Some((_, a)) = self.basics.iter().find(|(k, _)| *k == id) {
-                    checks.push(Check::Basic(Arc::clone(a)));
-                } else if let Some(a) = b.build(resolve).map_err(|e| ("basic_auth", e))? {
-                    self.basics.push((id, Arc::clone(&a)));
-                    checks.push(Check::Basic(a));
-                }
-            } else {
-                b.build(resolve).map_err(|e| ("basic_auth", e))?;
+    ) -> Result<(), String> {
+        if let BasicAuthKey::On(t) = key {
+            let id = (t.realm.clone(), resolve(&t.users));
+            if let Some((_, a)) = self.basics.iter().find(|(k, _)| *k == id) {
+                self.checks.push(Check::Basic(Arc::clone(a)));
+                return Ok(());
             }
         }
-        if let Some(t) = &keys.limit_requests {
-            let id = format!("{t:?}");
-            let l = match self.limits.iter().find(|(k, _)| *k == id) {
-                Some((_, l)) => Arc::clone(l),
-                None => {
-                    let l = t.build().map_err(|e| ("limit_requests", e))?;
-                    self.limits.push((id, Arc::clone(&l)));
-                    l
-                }
-            };
-            checks.push(Check::Requests(l));
+        if let Some(a) = key.build(resolve)? {
+            if let BasicAuthKey::On(t) = key {
+                self.basics
+                    .push(((t.realm.clone(), resolve(&t.users)), Arc::clone(&a)));
+            }
+            self.checks.push(Check::Basic(a));
         }
-        if let Some(n) = keys.limit_connections {
-            let c = match self.conns.iter().find(|(k, _)| *k == n) {
-                Some((_, c)) => Arc::clone(c),
-                None => {
-                    let c = ConnLimit::new(n).map_err(|e| ("limit_connections", e))?;
-                    self.conns.push((n, Arc::clone(&c)));
-                    c
-                }
-            };
-            checks.push(Check::Connections(c));
-        }
-        if let Some(pool) = authorizer {
-            checks.push(Check::Authorizer(pool));
-        }
-        if let Some(l) = lua {
-            checks.push(Check::Lua(l));
-        }
-        Ok((!checks.is_empty()).then(|| Access {
+        Ok(())
+    }
+
+    /// `limit_requests`.
+    pub(crate) fn limit_requests(&mut self, t: &LimitRequestsTable) -> Result<(), String> {
+        let id = format!("{t:?}");
+        let l = match self.limits.iter().find(|(k, _)| *k == id) {
+            Some((_, l)) => Arc::clone(l),
+            None => {
+                let l = t.build()?;
+                self.limits.push((id, Arc::clone(&l)));
+                l
+            }
+        };
+        self.checks.push(Check::Requests(l));
+        Ok(())
+    }
+
+    /// `limit_connections`.
+    pub(crate) fn limit_connections(&mut self, n: u32) -> Result<(), String> {
+        let c = match self.conns.iter().find(|(k, _)| *k == n) {
+            Some((_, c)) => Arc::clone(c),
+            None => {
+                let c = ConnLimit::new(n)?;
+                self.conns.push((n, Arc::clone(&c)));
+                c
+            }
+        };
+        self.checks.push(Check::Connections(c));
+        Ok(())
+    }
+
+    /// A FastCGI Authorizer (the pool's index).
+    pub(crate) fn authorizer(&mut self, pool: usize) {
+        self.checks.push(Check::Authorizer(pool));
+    }
+
+    /// A Lua `access` script.
+    pub(crate) fn lua(&mut self, cfg: Arc<LuaConfig>) {
+        self.checks.push(Check::Lua(cfg));
+    }
+
+    /// The phase of the checks added since the last one, in their fixed
+    /// order.
+    pub(crate) fn finish(&mut self) -> Access {
+        let mut checks = std::mem::take(&mut self.checks);
+        checks.sort_by_key(Check::rank);
+        Access {
             checks: checks.into(),
-        }))
+            sync: false,
+        }
+    }
+}
+
+impl Access {
+    /// No check: the handler runs at once.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.checks.is_empty()
+    }
+
+    /// Says whether the route's handler always answers at once; with no
+    /// check that waits, the phase then runs without a future.
+    pub(crate) fn settle(mut self, handler_answers_at_once: bool) -> Access {
+        self.sync = handler_answers_at_once && !self.checks.iter().any(Check::may_wait);
+        self
+    }
+
+    /// Whether routing must run the phase (and the handler) as a future.
+    #[inline]
+    pub(crate) fn runs_async(&self) -> bool {
+        !self.sync
     }
 }
 
@@ -183,30 +211,26 @@ impl Builder {
 /// the authenticated user, and its place under `limit_connections`
 /// (held until the request is done: drop it then).
 #[derive(Default)]
-pub struct Granted {
+pub(crate) struct Granted {
     /// Environment variables for CGI, FastCGI and SSI (`req.vars` in
     /// Lua): an Authorizer's `Variable-*`, `REMOTE_USER` and `AUTH_TYPE`.
-    pub vars: Vec<(String, Vec<u8>)>,
+    pub(crate) vars: Vec<(String, Vec<u8>)>,
     user: Option<String>,
     slots: Vec<ConnSlot>,
 }
 
 impl Granted {
-    /// Nothing but a pass: no variables for the handler.
-    pub fn is_plain(&self) -> bool {
-        self.vars.is_empty()
-    }
-
     fn authenticated(&mut self, user: String, ex: &mut Exchange<'_>) {
         ex.set_user(&user);
-        self.vars.push(("REMOTE_USER".into(), user.as_bytes().to_vec()));
+        self.vars
+            .push(("REMOTE_USER".into(), user.as_bytes().to_vec()));
         self.vars.push(("AUTH_TYPE".into(), b"Basic".to_vec()));
         self.user = Some(user);
     }
 }
 
 /// How far [`Access::start`] got.
-pub enum Start {
+pub(crate) enum Start {
     /// Every check passed.
     Granted(Granted),
     /// A check answered (the response is written and finished).
@@ -216,7 +240,7 @@ pub enum Start {
 }
 
 /// A phase halfway: the check at `at` and what it waits for.
-pub struct Pending {
+pub(crate) struct Pending {
     at: usize,
     wait: Wait,
     granted: Granted,
@@ -246,7 +270,7 @@ fn answer(ex: &mut Exchange<'_>, status: u16, headers: &[(&str, &[u8])]) -> Step
 impl Access {
     /// The body bytes kept from one subrequest of the Lua `access`
     /// script (its `max_subrequest`; 0 without one).
-    pub fn lua_max_subrequest(&self) -> usize {
+    pub(crate) fn lua_max_subrequest(&self) -> usize {
         self.checks
             .iter()
             .find_map(|c| match c {
@@ -258,7 +282,7 @@ impl Access {
 
     /// Runs the checks that need no waiting, in order, stopping at the
     /// first that answers or must wait.
-    pub fn start(&self, ex: &mut Exchange<'_>) -> Start {
+    pub(crate) fn start(&self, ex: &mut Exchange<'_>) -> Start {
         let mut g = Granted::default();
         for (i, c) in self.checks.iter().enumerate() {
             match self.step(c, ex, &mut g) {
@@ -337,7 +361,7 @@ impl Access {
     /// Finishes a phase [`Access::start`] left pending: waits, then runs
     /// the remaining checks. `pools` are the runtime's (the Authorizer's);
     /// `inc` runs the Lua script's subrequests.
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         p: Pending,
         ex: &mut Exchange<'_>,
@@ -398,51 +422,34 @@ impl Access {
 mod tests {
     use super::*;
 
-    fn keys(toml_text: &str) -> AccessKeys {
-        toml::from_str(toml_text).expect("keys")
+    fn resolve(s: &str) -> PathBuf {
+        PathBuf::from(s)
     }
 
-    #[test]
-    fn a_routes_key_replaces_the_sites_and_false_lifts_basic_auth() {
-        let site = keys(
-            "address_rules = [\"deny all\"]\nbasic_auth = { realm = \"r\", users = \"u\" }\n\
-             limit_connections = 3\n",
-        );
-        let route = keys("address_rules = [\"allow all\"]\nbasic_auth = false\n");
-        let k = route.over(&site);
-        assert_eq!(k.address_rules, Some(vec!["allow all".to_string()]));
-        assert!(matches!(k.basic_auth, Some(BasicAuthKey::Off(false))));
-        assert_eq!(k.limit_connections, Some(3));
-        let mut b = Builder::default();
-        let resolve = |s: &str| PathBuf::from(s);
-        let a = b
-            .build(&k, None, None, &resolve)
-            .expect("builds")
-            .expect("checks");
-        assert!(matches!(
-            &a.checks[..],
-            [Check::Address(_), Check::Connections(_)]
-        ));
-        assert!(b
-            .build(&AccessKeys::default(), None, None, &resolve)
-            .expect("builds")
-            .is_none());
-    }
-
-    #[test]
-    fn checks_run_in_their_fixed_order_whatever_the_key_order() {
-        let path = std::env::temp_dir().join(format!("stoa-access-order-{}", std::process::id()));
+    fn sha_file(tag: &str) -> String {
+        let path = std::env::temp_dir().join(format!("stoa-access-{tag}-{}", std::process::id()));
         std::fs::write(&path, "a:{SHA}CEo1Ae3vaEXy8eQZjsOiuBz1xrw=\n").expect("write");
-        let text = format!(
-            "limit_connections = 1\nlimit_requests = {{ rate = \"1/s\" }}\n\
-             basic_auth = {{ realm = \"r\", users = {:?} }}\naddress_rules = [\"allow all\"]\n",
-            path.display()
-        );
+        path.display().to_string()
+    }
+
+    #[test]
+    fn checks_run_in_their_fixed_order_whatever_order_they_were_given() {
         let mut b = Builder::default();
-        let a = b
-            .build(&keys(&text), Some(0), None, &|s: &str| PathBuf::from(s))
-            .expect("builds")
-            .expect("checks");
+        b.authorizer(0);
+        b.limit_connections(1).expect("conns");
+        let t: LimitRequestsTable = toml::from_str("rate = \"1/s\"").expect("table");
+        b.limit_requests(&t).expect("rate");
+        let key: BasicAuthKey = toml::from_str::<toml::Value>(&format!(
+            "k = {{ realm = \"r\", users = {:?} }}",
+            sha_file("order")
+        ))
+        .expect("toml")["k"]
+            .clone()
+            .try_into()
+            .expect("key");
+        b.basic_auth(&key, &resolve).expect("basic");
+        b.address_rules(&["allow all".into()]).expect("rules");
+        let a = b.finish();
         assert!(matches!(
             &a.checks[..],
             [
@@ -453,15 +460,29 @@ mod tests {
                 Check::Authorizer(0)
             ]
         ));
+        // The builder starts again empty for the next route.
+        assert!(b.finish().is_empty());
+    }
+
+    #[test]
+    fn basic_auth_false_adds_no_check_and_true_is_refused() {
+        let mut b = Builder::default();
+        b.basic_auth(&BasicAuthKey::Off(false), &resolve)
+            .expect("false");
+        assert!(b.finish().is_empty());
+        assert!(b.basic_auth(&BasicAuthKey::Off(true), &resolve).is_err());
     }
 
     #[test]
     fn routes_with_the_same_limit_share_one_table() {
-        let k = keys("limit_requests = { rate = \"5/s\", burst = 2 }\nlimit_connections = 4\n");
+        let t: LimitRequestsTable = toml::from_str("rate = \"5/s\"\nburst = 2").expect("table");
         let mut b = Builder::default();
-        let r = |s: &str| PathBuf::from(s);
-        let one = b.build(&k, None, None, &r).expect("ok").expect("some");
-        let two = b.build(&k, None, None, &r).expect("ok").expect("some");
+        b.limit_requests(&t).expect("one");
+        b.limit_connections(4).expect("one");
+        let one = b.finish();
+        b.limit_requests(&t).expect("two");
+        b.limit_connections(4).expect("two");
+        let two = b.finish();
         match (&one.checks[0], &two.checks[0]) {
             (Check::Requests(x), Check::Requests(y)) => assert!(Arc::ptr_eq(x, y)),
             _ => panic!("limits first"),
@@ -473,25 +494,34 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_name_their_key() {
-        let r = |s: &str| PathBuf::from(s);
+    fn only_checks_that_never_wait_before_a_handler_that_answers_at_once_run_without_a_future() {
         let mut b = Builder::default();
-        let err = |t: &str| {
-            Builder::default()
-                .build(&keys(t), None, None, &r)
-                .err()
-                .map(|e| e.0)
-        };
-        assert_eq!(err("address_rules = [\"allow nowhere\"]"), Some("address_rules"));
-        assert_eq!(err("limit_requests = { rate = \"fast\" }"), Some("limit_requests"));
-        assert_eq!(err("limit_connections = 0"), Some("limit_connections"));
-        assert_eq!(err("basic_auth = true"), Some("basic_auth"));
-        assert_eq!(
-            err("basic_auth = { realm = \"r\", users = \"/nonexistent/htpasswd\" }"),
-            Some("basic_auth")
-        );
-        assert!(toml::from_str::<AccessKeys>("limit_requests = { rate = \"1/s\", nodelay = true }")
-            .is_err());
-        let _ = &mut b;
+        b.address_rules(&["deny 10.0.0.0/8".into()]).expect("rules");
+        let t: LimitRequestsTable = toml::from_str("rate = \"5/s\"").expect("table");
+        b.limit_requests(&t).expect("rate");
+        b.limit_connections(3).expect("conns");
+        assert!(!b.finish().settle(true).runs_async());
+        b.address_rules(&["allow all".into()]).expect("rules");
+        assert!(b.finish().settle(false).runs_async(), "a script route");
+        let t: LimitRequestsTable = toml::from_str("rate = \"5/s\"\ndelay = true").expect("table");
+        b.limit_requests(&t).expect("rate");
+        assert!(b.finish().settle(true).runs_async(), "a delay waits");
+        b.authorizer(1);
+        assert!(b.finish().settle(true).runs_async(), "an Authorizer waits");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let mut b = Builder::default();
+        assert!(b.address_rules(&["allow nowhere".into()]).is_err());
+        let t: LimitRequestsTable = toml::from_str("rate = \"fast\"").expect("table");
+        assert!(b.limit_requests(&t).is_err());
+        assert!(b.limit_connections(0).is_err());
+        let missing: BasicAuthKey = BasicAuthKey::On(basic::BasicAuthTable {
+            realm: "r".into(),
+            users: "/nonexistent/htpasswd".into(),
+        });
+        assert!(b.basic_auth(&missing, &resolve).is_err());
+        assert!(toml::from_str::<LimitRequestsTable>("rate = \"1/s\"\nnodelay = true").is_err());
     }
 }

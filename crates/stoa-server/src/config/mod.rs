@@ -5,12 +5,11 @@
 //! Every error names the file, the line and the key. Relative paths in a
 //! file are taken relative to the directory holding that file.
 
-pub use crate::conn::h2::Http2Limits;
 use crate::handler::static_files::StaticConfig;
 pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
 use crate::log::access::{Dest, Format};
-pub use crate::proto::Limits;
+pub use crate::proto::{Http2Limits, Limits};
 pub use crate::upstream::pool::parse_addr;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
@@ -22,7 +21,10 @@ use std::time::Duration;
 use toml::Spanned;
 pub use wire::{ProxyProtocol, UnixListen};
 
+pub(crate) mod edge;
 mod wire;
+
+pub(crate) use crate::access::Access;
 
 pub mod files;
 pub use files::{Files, Recorded};
@@ -294,7 +296,8 @@ pub struct CacheConfig {
     pub revalidate: Option<Dur>,
 }
 
-#[derive(Debug, Deserialize)]
+edge::edge_keys! {
+#[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
     #[serde(default)]
@@ -316,17 +319,12 @@ pub struct SiteConfig {
     pub https_redirect: bool,
     /// `Strict-Transport-Security` on responses sent over TLS.
     pub hsts: Option<Spanned<String>>,
-    /// The access phase's keys (access/, docs/CONFIG.md "Access"): a
-    /// route's value replaces the site's.
-    pub address_rules: Option<Vec<String>>,
-    pub basic_auth: Option<crate::access::basic::BasicAuthKey>,
-    pub limit_requests: Option<crate::access::limit::LimitRequestsTable>,
-    pub limit_connections: Option<u32>,
     #[serde(default)]
     pub route: Vec<RouteConfig>,
     /// Regular-expression rewrites of the path, in order, before routing.
     #[serde(default)]
     pub rewrite: Vec<Spanned<RewriteConfig>>,
+}
 }
 
 /// `[[site.rewrite]]`: `from` is matched against the decoded, normalized
@@ -352,6 +350,7 @@ pub struct PhpRouteConfig {
     pub params: std::collections::BTreeMap<String, String>,
 }
 
+edge::edge_keys! {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
@@ -387,12 +386,7 @@ pub struct RouteConfig {
     /// `false`: no access-log line for this route; a path: its lines go
     /// there instead (in the server's `[log] format`).
     pub access_log: Option<RouteLogConfig>,
-    /// The access phase's keys (access/, docs/CONFIG.md "Access"): a
-    /// route's value replaces the site's.
-    pub address_rules: Option<Vec<String>>,
-    pub basic_auth: Option<crate::access::basic::BasicAuthKey>,
-    pub limit_requests: Option<crate::access::limit::LimitRequestsTable>,
-    pub limit_connections: Option<u32>,
+}
 }
 
 /// `lua = {...}`: a Lua script answers (docs/LUA.md).
@@ -665,14 +659,13 @@ pub struct PhpRoute {
 pub struct Route {
     pub matcher: Matcher,
     pub handler: Handler,
-    /// The access phase (address rules, basic auth, limits, the FastCGI
-    /// Authorizer, the Lua `access` script); None: nothing to check.
-    pub access: Option<crate::access::Access>,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
-    /// The route's own access log (off, or another file); None: the
-    /// server's.
-    pub access_log: Option<AccessLog>,
+    /// The access phase: checks asked before the handler (edge.rs).
+    pub(crate) access: Access,
+    /// What the exchange, response filters and handlers read of this
+    /// route (its keys, else its site's).
+    pub(crate) edge: crate::exchange::Edge,
 }
 
 /// `[[site.rewrite]]`, compiled.
@@ -690,8 +683,6 @@ pub struct Site {
     pub routes: Vec<Route>,
     /// The site's own static handler, used when no route matches.
     pub fallback: Option<Handler>,
-    /// The site's access phase, for requests no route takes.
-    pub access: Option<crate::access::Access>,
     /// The site's root, where `try_files` and index names are looked up.
     pub root: Option<PathBuf>,
     pub index: Vec<String>,
@@ -701,6 +692,10 @@ pub struct Site {
     pub https_redirect: bool,
     /// The `Strict-Transport-Security` value for responses over TLS.
     pub hsts: Option<Vec<u8>>,
+    /// The access phase of requests no route takes (the root's).
+    pub(crate) access: Access,
+    /// The [`Route::edge`] of requests no route takes.
+    pub(crate) edge: crate::exchange::Edge,
 }
 
 /// Everything the workers need, validated and precompiled. Immutable: a
@@ -1195,20 +1190,8 @@ fn build(
         match site_cfgs.first_mut() {
             Some(first) => first.root = Some(Spanned::new(0..0, root)),
             None => site_cfgs.push(SiteConfig {
-                hosts: None,
                 root: Some(Spanned::new(0..0, root)),
-                index: None,
-                autoindex: false,
-                follow_symlinks: false,
-                allow_dotfiles: false,
-                https_redirect: false,
-                hsts: None,
-                route: Vec::new(),
-                rewrite: Vec::new(),
-                address_rules: None,
-                basic_auth: None,
-                limit_requests: None,
-                limit_connections: None,
+                ..SiteConfig::default()
             }),
         }
     }
@@ -1315,15 +1298,8 @@ fn build(
             pool_of(name, span, k, crate::upstream::Protocol::FastCgi)
         };
         let mut routes = Vec::new();
-        // One builder per site: routes that inherit the site's limits
-        // share their tables.
-        let mut access_builder = crate::access::Builder::default();
-        let site_keys = access_keys(
-            sc.address_rules.as_ref(),
-            &sc.basic_auth,
-            &sc.limit_requests,
-            sc.limit_connections,
-        );
+        // Per site: routes inheriting the site's limits share their tables.
+        let access_builder = std::cell::RefCell::new(crate::access::Builder::default());
         for (j, rc) in sc.route.iter().enumerate() {
             let rkey = format!("{key}.route[{j}]");
             let split = rc
@@ -1601,46 +1577,20 @@ fn build(
             } else {
                 return Err(err(None, &rkey, "no handler".into()));
             };
-            let access = match &rc.lua {
-                Some(lu) => match &lu.get_ref().access {
-                    Some(a) => {
-                        let c = lu.get_ref();
-                        if rc.authorizer.is_some() {
-                            return Err(err(
-                                Some(lu.span()),
-                                &format!("{rkey}.lua.access"),
-                                "a route has one access check: `authorizer` or `lua.access`".into(),
-                            ));
-                        }
-                        let cfg = crate::handler::lua::LuaConfig::new(
-                            resolve(a),
-                            c.timeout.map(|d| d.0),
-                            c.memory.map(|m| m.0),
-                            c.max_instructions,
-                            lua_dicts.clone(),
-                        )
-                        .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.access"), m))?;
-                        Some(Arc::new(cfg))
-                    }
-                    None if lu.get_ref().script.is_none() => {
-                        return Err(err(
-                            Some(lu.span()),
-                            &format!("{rkey}.lua"),
-                            "needs a `script` (the handler) or an `access` script".into(),
-                        ))
-                    }
-                    None => None,
-                },
-                None => None,
+            let cx = edge::Ctx {
+                key: &rkey,
+                err: &err,
+                resolve: &resolve,
+                log_format: &format,
+                pools: &pool_specs,
+                lua_dicts: &lua_dicts,
+                access: &access_builder,
             };
-            let authorizer = match &rc.authorizer {
-                None => None,
-                Some(a) => Some(pool_index(
-                    a.get_ref(),
-                    a.span(),
-                    &format!("{rkey}.authorizer"),
-                )?),
-            };
+            let access = edge::access(sc, Some(rc), &cx)?.settle(edge::answers_at_once(
+                Some(&handler),
+                rc.try_files.is_some(),
+            ));
+            let edge = edge::resolve(sc, Some(rc), &cx)?;
             if let Some(tf) = &rc.try_files {
                 if tf.len() < 2 {
                     return Err(err(
@@ -1677,25 +1627,12 @@ fn build(
                     "{file}: {rkey}: never used: {key}.route[{prev}] has the same matcher and is tried first"
                 ));
             }
-            let access_log = match &rc.access_log {
-                None | Some(RouteLogConfig::On(true)) => None,
-                Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
-                Some(RouteLogConfig::File(p)) => Some(AccessLog {
-                    dest: parse_access_log(p, &resolve),
-                    format: format.clone(),
-                }),
-            };
-            let keys = access_keys(rc.address_rules.as_ref(), &rc.basic_auth, &rc.limit_requests, rc.limit_connections)
-                .over(&site_keys);
-            let access = access_builder
-                .build(&keys, authorizer, access, &resolve)
-                .map_err(|(k, m)| err(None, &format!("{rkey}.{k}"), m))?;
             routes.push(Route {
                 matcher,
                 handler,
-                access,
                 try_files: rc.try_files.clone(),
-                access_log,
+                access,
+                edge,
             });
         }
         // The routing rule: deny routes first, then suffix routes in file
@@ -1736,14 +1673,22 @@ fn build(
             });
         }
         let hosts = sc.hosts.clone().unwrap_or_else(|| vec!["*".to_owned()]);
-        let site_access = access_builder
-            .build(&site_keys, None, None, &resolve)
-            .map_err(|(k, m)| err(None, &format!("{key}.{k}"), m))?;
+        let cx = edge::Ctx {
+            key: &key,
+            err: &err,
+            resolve: &resolve,
+            log_format: &format,
+            pools: &pool_specs,
+            lua_dicts: &lua_dicts,
+            access: &access_builder,
+        };
+        let access =
+            edge::access(sc, None, &cx)?.settle(edge::answers_at_once(fallback.as_ref(), false));
+        let edge = edge::resolve(sc, None, &cx)?;
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
             routes,
             fallback,
-            access: site_access,
             root: site_root.map(|r| r.canonicalize().unwrap_or(r)),
             index,
             rewrites,
@@ -1757,6 +1702,8 @@ fn build(
                 ),
                 None => None,
             },
+            access,
+            edge,
         });
     }
     let transport_rules = sites.iter().any(|s| s.https_redirect || s.hsts.is_some());
@@ -1786,22 +1733,6 @@ fn build(
         source: file.to_owned(),
         warnings,
     })
-}
-
-/// The access keys of a site or route, gathered (serde cannot flatten
-/// them into a table that refuses unknown keys).
-fn access_keys(
-    address_rules: Option<&Vec<String>>,
-    basic_auth: &Option<crate::access::basic::BasicAuthKey>,
-    limit_requests: &Option<crate::access::limit::LimitRequestsTable>,
-    limit_connections: Option<u32>,
-) -> crate::access::AccessKeys {
-    crate::access::AccessKeys {
-        address_rules: address_rules.cloned(),
-        basic_auth: basic_auth.clone(),
-        limit_requests: limit_requests.clone(),
-        limit_connections,
-    }
 }
 
 /// Makes a config error at a span of the file, for a key.
@@ -2103,6 +2034,7 @@ mod tests {
                 .iter()
                 .find(|r| matches!(&r.matcher, Matcher::Prefix(x) if x == p))
                 .expect("route")
+                .edge
                 .access_log
                 .clone()
         };

@@ -4,7 +4,7 @@
 //! buffered.
 
 use crate::config::Runtime;
-use crate::exchange::Exchange;
+use crate::exchange::{Edge, Exchange};
 use crate::local::{Proto, Worker};
 use crate::log::access::{Combined, Entry};
 use crate::proto::h1::{consume_body, linger, Io};
@@ -76,9 +76,9 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     };
                 }
                 let closing = *worker.shutdown.borrow();
-                let (mut hsts, mut log) = (None, None);
+                let (mut hsts, mut edge) = (None, Edge::none());
                 let (p, rewritten) =
-                    route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts, &mut log);
+                    route::pick_request(&head, &rt, io.stream.is_tls(), &mut hsts, &mut edge);
                 let head = rewritten.as_ref().unwrap_or(&head);
                 body_left = head.has_body();
                 let mut keep = if p.runs_async() {
@@ -88,7 +88,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     Box::pin(async {
                         let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing)
                             .with_hsts(hsts)
-                            .with_log(log);
+                            .with_edge(edge);
                         route::run(p, &mut ex, &rt, 0).await;
                         ex.keeps()
                     })
@@ -96,7 +96,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                 } else {
                     let mut ex = Exchange::h1(&mut io, head, &worker, &rt.limits, closing)
                         .with_hsts(hsts)
-                        .with_log(log);
+                        .with_edge(edge);
                     let sync = route::dispatch(p, &mut ex, &rt, 0, &[]).is_none();
                     debug_assert!(sync, "runs_async and dispatch disagree");
                     ex.keeps()

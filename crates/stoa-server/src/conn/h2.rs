@@ -7,7 +7,7 @@
 //! HTTP/2 request".
 
 use crate::config::Runtime;
-use crate::exchange::Exchange;
+use crate::exchange::{Edge, Exchange};
 use crate::local::Proto;
 use crate::local::Worker;
 use crate::proto::flood::Guard;
@@ -24,53 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use stoa_h1::{Framing, Method, RequestHead, Version};
 use tokio::time::Instant;
-
-/// `[http2]`: the limits of every HTTP/2 connection. The defaults are
-/// hyper's server's (h2's where hyper keeps them), plus the control
-/// frame budget of [`crate::proto::flood`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Http2Limits {
-    /// Most streams open at once per connection.
-    pub max_concurrent_streams: u32,
-    /// Flow-control window per stream: large enough that one stream
-    /// fills a fast link.
-    pub initial_window_size: u32,
-    /// Flow-control window of the whole connection.
-    pub initial_connection_window_size: u32,
-    /// Largest frame payload the server accepts.
-    pub max_frame_size: u32,
-    /// Largest header list a request may carry, decoded (also what bounds
-    /// an HPACK bomb or a CONTINUATION flood).
-    pub max_header_list_size: u32,
-    /// Response bytes h2 buffers per stream before it stops granting
-    /// window to the handler.
-    pub max_send_buffer: usize,
-    /// Streams a client may reset before they are even accepted, at once
-    /// (CVE-2023-44487).
-    pub max_pending_accept_reset_streams: usize,
-    /// Streams this server may reset because of client errors before it
-    /// closes the connection.
-    pub max_local_error_reset_streams: usize,
-    /// PING and SETTINGS frames at once, refilled at a tenth of this per
-    /// second (CVE-2019-9512, CVE-2019-9515).
-    pub max_control_frames: u32,
-}
-
-impl Default for Http2Limits {
-    fn default() -> Self {
-        Http2Limits {
-            max_concurrent_streams: 200,
-            initial_window_size: 1 << 20,
-            initial_connection_window_size: 1 << 20,
-            max_frame_size: 16 << 10,
-            max_header_list_size: 16 << 10,
-            max_send_buffer: 400 << 10,
-            max_pending_accept_reset_streams: 20,
-            max_local_error_reset_streams: 1024,
-            max_control_frames: 1000,
-        }
-    }
-}
 
 /// How long a connection that was told to go away (GOAWAY) may take to
 /// end before it is dropped: a client that stops reading cannot even be
@@ -260,13 +213,13 @@ async fn stream(
         return;
     }
     let head = request_head(&parts, side.body_done());
-    let (mut hsts, mut log) = (None, None);
-    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts, &mut log);
+    let (mut hsts, mut edge) = (None, Edge::none());
+    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts, &mut edge);
     let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
         let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits)
             .with_hsts(hsts)
-            .with_log(log);
+            .with_edge(edge);
         route::run(p, &mut ex, rt, 0).await;
         ex.truncated()
     };

@@ -12,10 +12,12 @@
 //! `Connection` and close-delimited bodies are decided here for HTTP/1
 //! only: handlers never branch on the framing of either direction.
 
+mod edge;
 mod nph;
 mod sub;
 
 pub use crate::proto::{BodyFail, Limits};
+pub(crate) use edge::Edge;
 pub use sub::{Sub, SubResponse};
 
 use crate::local::{AccessLog, Worker};
@@ -58,6 +60,9 @@ pub struct Exchange<'a> {
     remaining: Option<u64>,
     /// `Strict-Transport-Security`, sent with every head (over TLS).
     hsts: Option<&'a [u8]>,
+    /// The settings of the route the request was routed to (response
+    /// filters', handlers'); [`Edge::NONE`] until `with_edge`.
+    edge: &'a Edge,
     /// The route's own access log (`access_log` of a route), else the
     /// server's.
     log: Option<&'a AccessLog>,
@@ -106,6 +111,7 @@ impl<'a> Exchange<'a> {
             chunked: false,
             remaining: None,
             hsts: None,
+            edge: Edge::none(),
             log: None,
             logged: false,
             // The request's clock, read only when the log wants durations.
@@ -117,15 +123,26 @@ impl<'a> Exchange<'a> {
         }
     }
 
-    /// This request's access log is its route's own (`access_log` of a
-    /// route; off, or another file).
+    /// This request was routed to a route (or a site's root) with these
+    /// settings: its response filters, its handler's limits, its own
+    /// access log (`access_log` of a route: off, or another file).
     #[inline]
-    pub fn with_log(mut self, log: Option<&'a AccessLog>) -> Exchange<'a> {
+    pub(crate) fn with_edge(mut self, edge: &'a Edge) -> Exchange<'a> {
+        self.edge = edge;
+        let log = edge.access_log.as_ref();
         if log.is_some() {
             self.log = log;
             self.began = self.worker.log_timed(log).then(Instant::now);
         }
         self
+    }
+
+    /// The settings of the route this request was routed to.
+    // Read by the features that put their settings in `Edge`.
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn edge(&self) -> &'a Edge {
+        self.edge
     }
 
     /// Every response head of this exchange carries
@@ -182,6 +199,8 @@ impl<'a> Exchange<'a> {
         self.logged = true;
         let mut ex = Exchange::on(side, req, self.worker, self.limits, self.keep);
         ex.hsts = self.hsts;
+        // The route first routed to keeps deciding (its log, its filters).
+        ex.edge = self.edge;
         ex.log = self.log;
         ex.began = self.began;
         ex.received = self.received;

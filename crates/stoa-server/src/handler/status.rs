@@ -8,8 +8,8 @@ use crate::local::{Proto, Shared};
 use crate::upstream::{Pool, PoolKind, ProcState};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use stoa_h1::cidr::Cidr;
 use std::sync::Arc;
+use stoa_h1::cidr::Cidr;
 
 /// `status = { allow = [...] }` on a route, validated.
 #[derive(Debug)]

@@ -67,3 +67,50 @@ impl Default for Limits {
         }
     }
 }
+
+/// `[http2]`: the limits of every HTTP/2 connection. The defaults are
+/// hyper's server's (h2's where hyper keeps them), plus the control
+/// frame budget of [`crate::proto::flood`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// Most streams open at once per connection.
+    pub max_concurrent_streams: u32,
+    /// Flow-control window per stream: large enough that one stream
+    /// fills a fast link.
+    pub initial_window_size: u32,
+    /// Flow-control window of the whole connection.
+    pub initial_connection_window_size: u32,
+    /// Largest frame payload the server accepts.
+    pub max_frame_size: u32,
+    /// Largest header list a request may carry, decoded (also what bounds
+    /// an HPACK bomb or a CONTINUATION flood).
+    pub max_header_list_size: u32,
+    /// Response bytes h2 buffers per stream before it stops granting
+    /// window to the handler.
+    pub max_send_buffer: usize,
+    /// Streams a client may reset before they are even accepted, at once
+    /// (CVE-2023-44487).
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams this server may reset because of client errors before it
+    /// closes the connection.
+    pub max_local_error_reset_streams: usize,
+    /// PING and SETTINGS frames at once, refilled at a tenth of this per
+    /// second (CVE-2019-9512, CVE-2019-9515).
+    pub max_control_frames: u32,
+}
+
+impl Default for Http2Limits {
+    fn default() -> Self {
+        Http2Limits {
+            max_concurrent_streams: 200,
+            initial_window_size: 1 << 20,
+            initial_connection_window_size: 1 << 20,
+            max_frame_size: 16 << 10,
+            max_header_list_size: 16 << 10,
+            max_send_buffer: 400 << 10,
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 1024,
+            max_control_frames: 1000,
+        }
+    }
+}

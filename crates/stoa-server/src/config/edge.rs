@@ -1,0 +1,226 @@
+//! The keys a site sets for all its routes and a route overrides: where
+//! they are declared ([`edge_keys!`], once for `[[site]]` and
+//! `[[site.route]]`), and how they are resolved, once at load, into what
+//! the phases read at run time:
+//!
+//! - [`resolve`] -> [`Edge`] (`exchange/edge.rs`): what the exchange, its
+//!   response filters and the handlers read;
+//! - [`access`] -> [`Access`]: the checks of the access phase, which
+//!   routing runs before the handler (`route::access_phase`).
+//!
+//! A route's value replaces its site's whole (nginx inherits a
+//! directive into a location the same way, unless the location sets it).
+//! A feature adds: its key(s) in [`edge_keys!`], its field in `Edge`
+//! (or a check in `Access`), and one line here that resolves it.
+
+use super::{ConfigError, ErrAt, RouteConfig, RouteLogConfig, SiteConfig};
+use crate::access::Access;
+use crate::exchange::Edge;
+use crate::local::AccessLog;
+use crate::log::access::Format;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Declares `[[site]]` and `[[site.route]]` (config/mod.rs) with the keys
+/// both take appended: every key below exists on both tables, with the
+/// same type, so [`resolve`] reads `route.KEY` else `site.KEY`. The
+/// fields written in the invocation come first and must end with a comma.
+/// A key is `Option<Spanned<T>>` (None: not written; the span names the
+/// line in errors), `T` the key's serde table, defined beside the
+/// feature's code.
+macro_rules! edge_keys {
+    ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($field)*
+
+            // compress: `compress`.
+
+            // headers: `headers`, `expires`, `cache_control`,
+            // `error_pages`, `intercept_errors`.
+
+            // access: `basic_auth`, `address_rules`, `limit_requests`,
+            // `limit_connections` (access/, docs/CONFIG.md "Access").
+            /// `["allow 10.0.0.0/8", "deny all"]`: first match wins.
+            pub(crate) address_rules: Option<toml::Spanned<Vec<String>>>,
+            /// `{ realm, users }`, or `false` to lift the site's.
+            pub(crate) basic_auth: Option<toml::Spanned<crate::access::basic::BasicAuthKey>>,
+            /// `{ rate, burst, key, delay }`.
+            pub(crate) limit_requests: Option<toml::Spanned<crate::access::limit::LimitRequestsTable>>,
+            /// Requests in flight per client address.
+            pub(crate) limit_connections: Option<toml::Spanned<u32>>,
+
+            // routes: `max_body_bytes`, `timeout`, `default_type`.
+        }
+    };
+}
+pub(crate) use edge_keys;
+
+/// What resolving needs of the file being loaded.
+pub(crate) struct Ctx<'a> {
+    /// `site[0]` or `site[0].route[2]`: the table whose keys these are,
+    /// for errors (`site[0].route[2].compress`).
+    pub(crate) key: &'a str,
+    pub(crate) err: &'a ErrAt<'a>,
+    /// A path as written, made absolute (relative to the file).
+    pub(crate) resolve: &'a dyn Fn(&str) -> PathBuf,
+    /// The server's access-log format (`[log] format`).
+    pub(crate) log_format: &'a Format,
+    /// The pools, for checks that name one (`authorizer`).
+    pub(crate) pools: &'a [crate::upstream::pool::PoolSpec],
+    /// `[lua.shared]`, for Lua scripts.
+    pub(crate) lua_dicts: &'a crate::handler::lua::Dicts,
+    /// The site's access checks being built: the limits' tables one per
+    /// distinct setting, shared by the routes that inherit it.
+    pub(crate) access: &'a std::cell::RefCell<crate::access::Builder>,
+}
+
+/// The [`Edge`] of a route (`route` Some) or of a site's root (None):
+/// each key from the route, else from the site ([`inherit`]). Each
+/// feature sets its field in its own slot below (merges stay apart).
+pub(crate) fn resolve(
+    site: &SiteConfig,
+    route: Option<&RouteConfig>,
+    cx: &Ctx<'_>,
+) -> Result<Edge, ConfigError> {
+    let _ = site;
+    let mut edge = Edge::NONE;
+    // `access_log`: a route's only.
+    edge.access_log = match route.and_then(|r| r.access_log.as_ref()) {
+        None | Some(RouteLogConfig::On(true)) => None,
+        Some(RouteLogConfig::On(false)) => Some(AccessLog::OFF),
+        Some(RouteLogConfig::File(p)) => Some(AccessLog {
+            dest: super::parse_access_log(p, cx.resolve),
+            format: cx.log_format.clone(),
+        }),
+    };
+
+    // compress: e.g.
+    //   if let Some(v) = inherit(route.map(|r| &r.compress), &site.compress) {
+    //       edge.compress = Compress::from_keys(v.get_ref())
+    //           .map_err(|m| (cx.err)(Some(v.span()), &cx.key_of("compress"), m))?;
+    //   }
+
+    // headers:
+
+    // routes:
+
+    Ok(edge)
+}
+
+/// A key's value for a route: the route's, else its site's (`route` None:
+/// the site's root, the site's). The route's replaces the site's whole.
+// The features' resolve lines use it.
+#[allow(dead_code)]
+pub(crate) fn inherit<'a, T>(route: Option<&'a Option<T>>, site: &'a Option<T>) -> Option<&'a T> {
+    match route {
+        Some(Some(v)) => Some(v),
+        _ => site.as_ref(),
+    }
+}
+
+impl Ctx<'_> {
+    /// The full key of one of this table's keys, for errors:
+    /// `site[0].route[2].compress`.
+    pub(crate) fn key_of(&self, name: &str) -> String {
+        format!("{}.{name}", self.key)
+    }
+}
+
+/// The [`Access`] of a route (`route` Some) or of a site's root (None).
+/// Its checks run in the fixed order of `crate::access`, whatever the
+/// order of the keys.
+pub(crate) fn access(
+    site: &SiteConfig,
+    route: Option<&RouteConfig>,
+    cx: &Ctx<'_>,
+) -> Result<Access, ConfigError> {
+    let mut b = cx.access.borrow_mut();
+    // Each key: the route's, else the site's; its span names the line.
+    let at = |v: std::ops::Range<usize>, key: &str| {
+        let k = cx.key_of(key);
+        move |m: String| (cx.err)(Some(v), &k, m)
+    };
+    if let Some(v) = inherit(route.map(|r| &r.address_rules), &site.address_rules) {
+        b.address_rules(v.get_ref())
+            .map_err(at(v.span(), "address_rules"))?;
+    }
+    if let Some(v) = inherit(route.map(|r| &r.basic_auth), &site.basic_auth) {
+        b.basic_auth(v.get_ref(), cx.resolve)
+            .map_err(at(v.span(), "basic_auth"))?;
+    }
+    if let Some(v) = inherit(route.map(|r| &r.limit_requests), &site.limit_requests) {
+        b.limit_requests(v.get_ref())
+            .map_err(at(v.span(), "limit_requests"))?;
+    }
+    if let Some(v) = inherit(route.map(|r| &r.limit_connections), &site.limit_connections) {
+        b.limit_connections(*v.get_ref())
+            .map_err(at(v.span(), "limit_connections"))?;
+    }
+    let Some(rc) = route else {
+        return Ok(b.finish());
+    };
+    if let Some(lu) = &rc.lua {
+        let c = lu.get_ref();
+        match &c.access {
+            Some(a) => {
+                if rc.authorizer.is_some() {
+                    return Err((cx.err)(
+                        Some(lu.span()),
+                        &cx.key_of("lua.access"),
+                        "a route has one access check: `authorizer` or `lua.access`".into(),
+                    ));
+                }
+                let cfg = crate::handler::lua::LuaConfig::new(
+                    (cx.resolve)(a),
+                    c.timeout.map(|d| d.0),
+                    c.memory.map(|m| m.0),
+                    c.max_instructions,
+                    cx.lua_dicts.clone(),
+                )
+                .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
+                b.lua(Arc::new(cfg));
+            }
+            None if c.script.is_none() => {
+                return Err((cx.err)(
+                    Some(lu.span()),
+                    &cx.key_of("lua"),
+                    "needs a `script` (the handler) or an `access` script".into(),
+                ))
+            }
+            None => {}
+        }
+    }
+    if let Some(a) = &rc.authorizer {
+        let k = cx.key_of("authorizer");
+        let name = a.get_ref();
+        let i = cx
+            .pools
+            .iter()
+            .position(|p| &p.name == name)
+            .ok_or_else(|| (cx.err)(Some(a.span()), &k, format!("no [[pool]] named `{name}`")))?;
+        if cx.pools[i].protocol != crate::upstream::Protocol::FastCgi {
+            return Err((cx.err)(
+                Some(a.span()),
+                &k,
+                format!("pool `{name}` speaks HTTP: use `proxy`"),
+            ));
+        }
+        b.authorizer(i);
+    }
+    Ok(b.finish())
+}
+
+/// Whether a route's handler always answers at once (a static file
+/// handler that no index script or `try_files` can turn into a script,
+/// the status page, a deny), so that its access phase, when none of its
+/// checks waits, runs without a future ([`Access::settle`]).
+pub(crate) fn answers_at_once(handler: Option<&super::Handler>, try_files: bool) -> bool {
+    use super::Handler;
+    !try_files
+        && match handler {
+            Some(Handler::Static(c)) => !c.has_scripts(),
+            Some(Handler::Status(_) | Handler::Deny) => true,
+            _ => false,
+        }
+}
