@@ -382,6 +382,13 @@ fn limit_connections_answers_503_while_the_clients_requests_are_in_flight() {
         "#!/bin/sh\ntouch \"$STARTED\"\nwhile [ ! -e \"$GO\" ]; do sleep 0.05; done\n\
          printf 'Content-Type: text/plain\\r\\n\\r\\ndone\\n'\n",
     );
+    // A local redirect (RFC 3875 §6.2.2) is the same request: its
+    // slot is not taken twice.
+    executable(
+        &dir,
+        "cgi-bin/redirect.sh",
+        "#!/bin/sh\nprintf 'Location: /index.html\\r\\n\\r\\n'\n",
+    );
     let started = dir.join("started");
     let go = dir.join("go");
     let server = serve(
@@ -395,6 +402,8 @@ fn limit_connections_answers_503_while_the_clients_requests_are_in_flight() {
             go.display().to_string()
         ),
     );
+    let r = server.get("/cgi-bin/redirect.sh");
+    assert_eq!((r.status, r.text().as_str()), (200, "hello\n"), "{r:?}");
     let mut slow = server.connect();
     slow.send(&get("/cgi-bin/slow.sh"));
     let until = Instant::now() + Duration::from_secs(10);

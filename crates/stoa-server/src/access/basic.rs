@@ -97,18 +97,21 @@ impl std::fmt::Debug for BasicAuth {
 
 struct Table {
     users: Users,
-    /// (mtime ns, size, inode) when it was read.
-    sig: Option<(i128, u64, u64)>,
+    /// The file's signature when it was read.
+    sig: Option<Signature>,
 }
 
-fn signature(path: &Path) -> Option<(i128, u64, u64)> {
+/// A file's (mtime ns, size, inode): what tells a changed file.
+type Signature = (i128, u64, u64);
+
+fn signature(path: &Path) -> Option<Signature> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     let mtime = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
     Some((mtime, m.size(), m.ino()))
 }
 
-fn read(path: &Path) -> Result<(Users, Option<(i128, u64, u64)>), String> {
+fn read(path: &Path) -> Result<(Users, Option<Signature>), String> {
     // Stat first: a change during the read is seen on the next look.
     let sig = signature(path);
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -31,7 +31,7 @@
 
 use serde::Deserialize;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -66,8 +66,8 @@ pub(crate) enum LimitKey {
     /// A request header's value (lowercase name); requests without it
     /// are not limited (nginx: an empty key is not accounted).
     Header(String),
-    /// The user basic authentication (or an Authorizer's `REMOTE_USER`)
-    /// established; requests without one are not limited.
+    /// The user `basic_auth` established (it runs before the limits);
+    /// requests without one are not limited.
     User,
 }
 
@@ -170,9 +170,7 @@ impl RateLimit {
 
     /// [`RateLimit::check`] at `now` ns after the limit's epoch.
     pub(crate) fn check_at(&self, key: impl Hash, now: u64) -> Rate {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        let k = h.finish();
+        let k = self.hasher.hash_one(key);
         let shard = &self.shards[(k as usize) & (SHARDS - 1)];
         let mut lru = match shard.lock() {
             Ok(g) => g,

@@ -25,7 +25,9 @@
 //!
 //! Subrequests (SSI includes, Lua subrequests) skip checks 1-4, as
 //! nginx runs no access phase for subrequests: the including request
-//! passed them.
+//! passed them. A local redirect (a CGI or FastCGI `Location: /path`) is
+//! checked again but not counted again by the limits, as nginx counts
+//! `limit_req` and `limit_conn` once per main request.
 
 pub(crate) mod address;
 pub(crate) mod basic;
@@ -309,6 +311,10 @@ impl Access {
             {
                 Step::Next
             }
+            // A local redirect's request was counted (and holds its slot)
+            // as the first one: counting it again would refuse a CGI
+            // redirect under `limit_connections = 1`.
+            Check::Requests(_) | Check::Connections(_) if ex.is_redirected() => Step::Next,
             Check::Address(r) => {
                 if r.allows(ex.peer().ip()) {
                     Step::Next

@@ -80,6 +80,10 @@ pub struct Exchange<'a> {
     upstream: Option<Box<UpstreamTrace>>,
     /// The user the access phase authenticated (the log's `$remote_user`).
     user: Option<Box<str>>,
+    /// A local redirect of a request already admitted: the request
+    /// limits counted it once (nginx counts `limit_req`/`limit_conn`
+    /// once per main request).
+    redirected: bool,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -120,6 +124,7 @@ impl<'a> Exchange<'a> {
             received: 0,
             upstream: None,
             user: None,
+            redirected: false,
         }
     }
 
@@ -205,6 +210,7 @@ impl<'a> Exchange<'a> {
         ex.began = self.began;
         ex.received = self.received;
         ex.user = self.user.take();
+        ex.redirected = true;
         ex
     }
 
@@ -230,19 +236,20 @@ impl<'a> Exchange<'a> {
     /// Whether this is a subrequest (an SSI include, a Lua subrequest):
     /// nginx runs no access phase for those, and neither does Stoa's
     /// own checks.
-    pub fn is_sub(&self) -> bool {
+    pub(crate) fn is_sub(&self) -> bool {
         matches!(self.side, Side::Sub(_))
+    }
+
+    /// Whether this is a local redirect of a request (its limits were
+    /// counted for the first).
+    pub(crate) fn is_redirected(&self) -> bool {
+        self.redirected
     }
 
     /// Records the user the access phase authenticated, for the access
     /// log's user field.
-    pub fn set_user(&mut self, user: &str) {
+    pub(crate) fn set_user(&mut self, user: &str) {
         self.user = Some(user.into());
-    }
-
-    /// The authenticated user, if any.
-    pub fn user(&self) -> Option<&str> {
-        self.user.as_deref()
     }
 
     pub fn limits(&self) -> &'a Limits {
