@@ -371,6 +371,27 @@ fn rfc6585_4_requests_past_rate_and_burst_get_429_with_retry_after_measured_with
     );
 }
 
+/// nginx's `limit_req` without `nodelay`: requests within the burst are
+/// not refused but held back to the rate, so the k-th of a quick series
+/// is answered no sooner than (k - 1) / rate after the first.
+#[test]
+fn with_delay_requests_within_the_burst_wait_their_turn_instead_of_429() {
+    let dir = TempDir::new("access-delay");
+    dir.write("www/index.html", "hello\n");
+    let server = serve(
+        &dir,
+        "\"127.0.0.1:0\"",
+        "[log]\naccess = \"off\"\n\n[[site]]\nroot = \"www\"\n\
+         limit_requests = { rate = \"10/s\", burst = 5, delay = true }\n",
+    );
+    let t0 = Instant::now();
+    for i in 0..4 {
+        assert_eq!(server.get("/index.html").status, 200, "request {i}");
+    }
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+}
+
 #[test]
 fn limit_connections_answers_503_while_the_clients_requests_are_in_flight() {
     let dir = TempDir::new("access-conns");
