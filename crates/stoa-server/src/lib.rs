@@ -8,29 +8,32 @@
 //! per-worker state (`local`) and HTTP semantics (`http`) beneath them all.
 //! Protocol parsing lives in the sans-IO crates; this crate does the I/O.
 
+// `pub`: what the binary (crates/stoa) and the tests (tests/, fuzz/) use;
+// the rest is the crate's own.
 pub(crate) mod access;
 pub mod broker;
 pub mod cert;
-pub mod config;
-pub mod conn;
-pub mod exchange;
-pub mod fs;
-pub mod gateway;
-pub mod handler;
+pub(crate) mod config;
+pub(crate) mod conn;
+pub(crate) mod exchange;
+pub(crate) mod fs;
+pub(crate) mod gateway;
+pub(crate) mod handler;
 pub mod http;
 mod lifecycle;
 mod listen;
-pub mod local;
+pub(crate) mod local;
 pub mod log;
 mod notify;
-pub mod privileges;
-pub mod proto;
-pub mod route;
-pub mod server;
+pub(crate) mod privileges;
+pub(crate) mod proto;
+pub(crate) mod route;
+pub(crate) mod server;
+mod units;
 mod unix_listen;
 mod upgrade;
-pub mod upstream;
-pub mod worker;
+pub(crate) mod upstream;
+pub(crate) mod worker;
 
 pub use config::{ConfigError, Overrides, Runtime};
 pub use server::{run, Source, StartError};

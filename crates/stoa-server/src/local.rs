@@ -2,6 +2,18 @@
 //! log time), the access-log buffer, the buffers idle connections lend
 //! back, and counters. Everything below the connection loops may use it;
 //! it imports nothing of the server's.
+//!
+//! Per-worker state that is NOT here, and why: each is a `thread_local!`
+//! of a type its own layer defines, which this leaf cannot name, and
+//! is reached without a `Worker` in hand (no argument threaded through
+//! every call for it):
+//! - `handler::static_files::CACHE`: the small-file cache (a handler's);
+//! - `handler::lua::VMS`: the Lua interpreters, by script (a handler's);
+//! - `gateway::bufs::SPARE`: spare read/write buffers of the gateways;
+//! - `proto::output::TLS_BUF`: the buffer file ranges are read into for
+//!   TLS;
+//! - `conn::LATEST`: this worker's view of the reload channel;
+//! - `conn::proxy_protocol::WARNED`: which PROXY refusals were logged.
 
 use std::cell::{Cell, RefCell};
 use std::io::Write;

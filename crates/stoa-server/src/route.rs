@@ -6,16 +6,16 @@
 //! runs a path as a subrequest for handlers that include others (SSI, Lua).
 
 use crate::access::{Access, Granted, Start};
-use crate::config::{Handler, Route, Runtime, Site};
+use crate::config::{Route, Runtime, Site};
 use crate::exchange::{Edge, Exchange, Include, Sub, SubResponse};
-use crate::handler::cgi::{self, CgiConfig};
-use crate::handler::fastcgi::{self, FastCgiRoute};
-use crate::handler::lua::{self, LuaConfig};
-use crate::handler::proxy::{self, ProxyRoute};
-use crate::handler::ssi::{self, SsiConfig};
-use crate::handler::static_files::{self, StaticConfig};
-use crate::handler::status::{self, StatusConfig};
-use crate::handler::Outcome;
+use crate::handler::cgi;
+use crate::handler::fastcgi;
+use crate::handler::lua;
+use crate::handler::proxy;
+use crate::handler::ssi;
+use crate::handler::static_files;
+use crate::handler::status;
+use crate::handler::{Handler, Outcome};
 use crate::local::Worker;
 use std::cell::RefCell;
 use std::future::Future;
@@ -34,23 +34,17 @@ pub(crate) const MAX_INCLUDE_DEPTH: usize = 10;
 /// its state would otherwise sit in every connection's future.
 pub(crate) type Running<'x> = Pin<Box<dyn Future<Output = ()> + 'x>>;
 
-/// Where a request goes.
+/// Where a request goes: what routing decided. The handlers themselves
+/// are one enum, [`Handler`]; this only adds what routing answers without
+/// one.
 pub(crate) enum Pick<'r> {
-    /// With the decoded, normalized path the route was chosen by.
-    Static(&'r StaticConfig, String),
-    Cgi(&'r CgiConfig, String),
-    FastCgi(&'r FastCgiRoute, String),
-    Proxy(&'r ProxyRoute, String),
-    /// A page parsed for server-side includes.
-    Ssi(&'r SsiConfig, String),
-    /// A Lua script.
-    Lua(&'r LuaConfig, String),
+    /// A handler, with the decoded, normalized path the route was chosen
+    /// by (never the PHP preset, which routing resolves, nor `Deny`).
+    Run(&'r Handler, String),
     /// A route (or a site's root) with access checks: the access phase
     /// runs them first ([`guarded`]), then picks again with
     /// [`pick_unguarded`].
     Access(&'r Access),
-    /// The status page.
-    ServerStatus(&'r StatusConfig),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     /// A cleartext request to a site with `https_redirect`: 308 to the
@@ -63,10 +57,11 @@ impl Pick<'_> {
     /// Whether [`dispatch`] answers at once (static files, the status
     /// page, errors) or hands back a future to await.
     pub(crate) fn runs_async(&self) -> bool {
-        matches!(
-            self,
-            Pick::Cgi(..) | Pick::FastCgi(..) | Pick::Proxy(..) | Pick::Ssi(..) | Pick::Lua(..)
-        ) || matches!(self, Pick::Access(a) if a.runs_async())
+        match self {
+            Pick::Run(h, _) => h.runs_async(),
+            Pick::Access(a) => a.runs_async(),
+            Pick::Status(_) | Pick::HttpsRedirect | Pick::OptionsStar => false,
+        }
     }
 }
 
@@ -321,14 +316,13 @@ fn pick_in<'r>(
         match step {
             Step::Done(p) => {
                 let to = match (&p, changed) {
-                    (
-                        Pick::Static(_, n)
-                        | Pick::Cgi(_, n)
-                        | Pick::FastCgi(_, n)
-                        | Pick::Proxy(_, n)
-                        | Pick::Ssi(_, n),
-                        Some(q),
-                    ) => Some((n.clone(), q)),
+                    // A Lua script and the status page see the request
+                    // as it came.
+                    (Pick::Run(h, n), Some(q))
+                        if !matches!(h, Handler::Lua(_) | Handler::Status(_)) =>
+                    {
+                        Some((n.clone(), q))
+                    }
                     _ => None,
                 };
                 return (p, to);
@@ -380,39 +374,40 @@ fn route_step<'r>(
     mut norm: String,
     query: Option<&[u8]>,
 ) -> Step<'r> {
-    match handler {
-        Some(Handler::Static(cfg)) => {
+    let Some(h) = handler else {
+        return Step::Done(Pick::Status(404));
+    };
+    match h {
+        Handler::Static(cfg) => {
             // An index that a script route runs is run (an internal
             // redirect), never served.
             if let Some(name) = cfg.script_index(&norm) {
                 norm.push_str(name);
                 return Step::Redirect(norm, query.map(<[u8]>::to_vec));
             }
-            Step::Done(Pick::Static(cfg, norm))
         }
-        Some(Handler::Cgi(cfg)) => {
+        Handler::Cgi(cfg) => {
             if let Some(name) = cfg.dir_index(&norm, &site.index) {
                 norm.push_str(name);
                 return Step::Redirect(norm, query.map(<[u8]>::to_vec));
             }
-            Step::Done(Pick::Cgi(cfg, norm))
         }
-        Some(Handler::FastCgi(cfg)) => Step::Done(Pick::FastCgi(cfg, norm)),
-        Some(Handler::Proxy(cfg)) => Step::Done(Pick::Proxy(cfg, norm)),
-        Some(Handler::Status(cfg)) => Step::Done(Pick::ServerStatus(cfg)),
-        Some(Handler::Ssi(cfg)) => Step::Done(Pick::Ssi(cfg, norm)),
-        Some(Handler::Lua(cfg)) => Step::Done(Pick::Lua(cfg, norm)),
-        Some(Handler::Php(php)) => php_step(site, php, norm),
-        Some(Handler::Deny) => Step::Done(Pick::Status(403)),
-        None => Step::Done(Pick::Status(404)),
+        Handler::Php(php) => return php_step(site, php, norm),
+        Handler::Deny => return Step::Done(Pick::Status(403)),
+        _ => {}
     }
+    Step::Done(Pick::Run(h, norm))
 }
 
 /// The PHP preset (Caddy's `php_fastcgi`): a path through a `.php` file
 /// runs it (the rest is PATH_INFO); another existing file is static (never
 /// a `.php`); a directory runs its index.php; anything else runs the front
 /// controller.
-fn php_step<'r>(site: &'r Site, php: &'r crate::config::PhpRoute, mut norm: String) -> Step<'r> {
+fn php_step<'r>(
+    site: &'r Site,
+    php: &'r crate::handler::php::PhpRoute,
+    mut norm: String,
+) -> Step<'r> {
     let Some(root) = site.root.as_deref() else {
         return Step::Done(Pick::Status(404));
     };
@@ -420,25 +415,25 @@ fn php_step<'r>(site: &'r Site, php: &'r crate::config::PhpRoute, mut norm: Stri
     let is_file = |p: &str| std::fs::metadata(format!("{root}{p}")).is_ok_and(|m| m.is_file());
     if let Some(at) = crate::config::split_at(&norm, ".php") {
         if is_file(&norm[..at]) {
-            return Step::Done(Pick::FastCgi(&php.fastcgi, norm));
+            return Step::Done(Pick::Run(&php.fastcgi, norm));
         }
     } else {
         match std::fs::metadata(format!("{root}{norm}")) {
-            Ok(m) if m.is_file() => return Step::Done(Pick::Static(&php.statics, norm)),
+            Ok(m) if m.is_file() => return Step::Done(Pick::Run(&php.statics, norm)),
             Ok(m) if m.is_dir() => {
                 if norm.ends_with('/') && is_file(&format!("{norm}index.php")) {
                     norm.push_str("index.php");
-                    return Step::Done(Pick::FastCgi(&php.fastcgi, norm));
+                    return Step::Done(Pick::Run(&php.fastcgi, norm));
                 }
                 // The static handler redirects to the slash, or serves
                 // another index or a listing.
-                return Step::Done(Pick::Static(&php.statics, norm));
+                return Step::Done(Pick::Run(&php.statics, norm));
             }
             _ => {}
         }
     }
     match &php.front_controller {
-        Some(fc) if is_file(fc) => Step::Done(Pick::FastCgi(&php.fastcgi, fc.clone())),
+        Some(fc) if is_file(fc) => Step::Done(Pick::Run(&php.fastcgi, fc.clone())),
         _ => Step::Done(Pick::Status(404)),
     }
 }
@@ -525,23 +520,20 @@ fn dispatch_in<'x>(
     vars: &'x [(String, Vec<u8>)],
     nest: Option<&'x Nest>,
 ) -> Option<Running<'x>> {
-    match p {
-        Pick::Static(cfg, norm) => {
-            static_files::serve(cfg, ex, &norm);
-            ex.finish();
-            None
-        }
+    let (h, norm) = match p {
+        Pick::Run(h, norm) => (h, norm),
+        Pick::Access(a) => return guarded(a, ex, rt, depth, nest),
         Pick::OptionsStar => {
             ex.start(204);
             ex.header("Allow", b"GET, HEAD, OPTIONS");
             ex.end_head(None);
             ex.finish();
-            None
+            return None;
         }
         Pick::Status(s) => {
             ex.error(s, &[]);
             ex.finish();
-            None
+            return None;
         }
         Pick::HttpsRedirect => {
             let port = match rt.https_port {
@@ -554,25 +546,32 @@ fn dispatch_in<'x>(
                 None => ex.error(400, &[]),
             }
             ex.finish();
+            return None;
+        }
+    };
+    match h {
+        Handler::Static(cfg) => {
+            static_files::serve(cfg, ex, &norm);
+            ex.finish();
             None
         }
-        Pick::ServerStatus(cfg) => {
+        Handler::Status(cfg) => {
             status::serve(cfg, ex, &rt.pools);
             ex.finish();
             None
         }
-        Pick::Cgi(cfg, norm) => Some(Box::pin(async move {
+        Handler::Cgi(cfg) => Some(Box::pin(async move {
             let o = cgi::serve(cfg, norm, ex, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::FastCgi(cfg, norm) => Some(Box::pin(async move {
+        Handler::FastCgi(cfg) => Some(Box::pin(async move {
             let o = fastcgi::serve(cfg, norm, ex, &rt.pools, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::Proxy(cfg, norm) => Some(Box::pin(async move {
+        Handler::Proxy(cfg) => Some(Box::pin(async move {
             proxy::serve(cfg, &norm, ex, &rt.pools).await;
         })),
-        Pick::Ssi(cfg, norm) => Some(Box::pin(async move {
+        Handler::Ssi(cfg) => Some(Box::pin(async move {
             // A nested page runs in the environment of the page that
             // started the includes (Apache's "kludge" in includes_filter).
             let shared = nest.and_then(|n| n.ssi.clone()).unwrap_or_default();
@@ -580,12 +579,17 @@ fn dispatch_in<'x>(
             let o = ssi::serve(cfg, norm, ex, &inc, &shared, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::Lua(cfg, norm) => Some(Box::pin(async move {
+        Handler::Lua(cfg) => Some(Box::pin(async move {
             let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
             let o = lua::serve(cfg, norm, ex, &inc, vars).await;
             follow(o, ex, rt, depth, nest).await;
         })),
-        Pick::Access(a) => guarded(a, ex, rt, depth, nest),
+        // Routing answers these itself (`route_step`): never picked.
+        Handler::Php(_) | Handler::Deny => {
+            ex.error(403, &[]);
+            ex.finish();
+            None
+        }
     }
 }
 
@@ -864,7 +868,7 @@ impl<'r> Includer<'r> {
             return Err(Routed(p, rewritten.unwrap_or(head)));
         };
         let (p, changed) = pick_in(site, norm, query, false, true, &mut Edge::none());
-        if let (Pick::Static(cfg, n), None) = (&p, &changed) {
+        if let (Pick::Run(Handler::Static(cfg), n), None) = (&p, &changed) {
             if let Some((head, body)) = static_files::cached_whole(cfg, n) {
                 // As `Sub::push_body` keeps it.
                 let cut = body.len() > self.max_body;
@@ -942,6 +946,9 @@ fn include_head(orig: &RequestHead, target: &[u8]) -> RequestHead {
             .filter(|(n, _)| !DROP.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes()))),
     )
 }
+
+#[cfg(test)]
+mod pick_tests;
 
 #[cfg(test)]
 mod tests {

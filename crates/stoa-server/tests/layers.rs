@@ -12,8 +12,13 @@
 //!   start-up);
 //! - the upstream layer knows no protocol and no request: nothing of the
 //!   exchange, the gateway or handlers;
-//! - `local`, `http` and `fs` are leaves, and so is `log` (the log
-//!   formats and files), which only `local` beneath the exchange may use;
+//! - `local`, `http`, `fs` and `units` (the config's units) are leaves,
+//!   and so is `log` (the log formats and files), which only `local`
+//!   beneath the exchange may use.
+//! - `handler/mod.rs` (the one enum of handlers), `handler/configure.rs`
+//!   (what configurators share) and `handler/php.rs` (the preset that
+//!   composes two handlers) are the handler layer itself, which every
+//!   handler may use;
 //! - the access phase (`access`) sits beside the handlers: it imports the
 //!   exchange, and the FastCGI and Lua handlers for the Authorizer and Lua
 //!   checks, never the connections, the wire, routing or the config
@@ -32,7 +37,7 @@ fn layer_of(rel: &str) -> String {
     let first = parts.next().unwrap_or("");
     match first {
         "handler" => match parts.next() {
-            None | Some("mod") => "handler".to_owned(),
+            None | Some("mod" | "configure" | "php") => "handler".to_owned(),
             Some(name) => format!("handler::{name}"),
         },
         "lib" | "server" | "worker" | "lifecycle" | "listen" | "notify" | "upgrade"
@@ -47,6 +52,7 @@ fn layer_named(path: &str) -> String {
     let first = parts.next().unwrap_or("");
     match first {
         "handler" => match parts.next() {
+            Some("configure") => "handler".to_owned(),
             Some(name) if name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) => {
                 format!("handler::{name}")
             }
@@ -117,7 +123,7 @@ fn forbidden(from: &str, to: &str) -> bool {
     if from == "local" && to == "log" {
         return false;
     }
-    if from == "local" || from == "http" || from == "fs" || from == "log" {
+    if ["local", "http", "fs", "log", "units"].contains(&from) {
         return true;
     }
     false
@@ -239,6 +245,12 @@ fn the_layer_rules_catch_an_upward_import() {
     assert!(!forbidden("conn", "route"));
     assert!(!forbidden("route", "config"));
     assert_eq!(layer_of("handler/fastcgi/mux.rs"), "handler::fastcgi");
+    assert_eq!(layer_of("handler/configure.rs"), "handler");
+    assert!(!forbidden(
+        "handler::cgi",
+        layer_named("handler::configure::Ctx").as_str()
+    ));
+    assert!(forbidden("units", "config"));
     assert_eq!(layer_named("handler::fastcgi"), "handler::fastcgi");
     let p = crate_paths("use crate::exchange::{BodyFail, Exchange};\nuse crate::{a, b::c};");
     assert!(p.contains("exchange"), "{p:?}");

@@ -6,7 +6,7 @@
 //! - [`resolve`] -> [`Edge`] (`exchange/edge.rs`): what the exchange, its
 //!   response filters and the handlers read;
 //! - [`access`] -> [`Access`]: the checks of the access phase, which
-//!   routing runs before the handler (`route::access_phase`).
+//!   routing runs before the handler (`route::guarded`, over `crate::access`).
 //!
 //! A route's value replaces its site's whole (nginx inherits a
 //! directive into a location the same way, unless the location sets it).
@@ -171,14 +171,9 @@ pub(crate) fn access(
                         "a route has one access check: `authorizer` or `lua.access`".into(),
                     ));
                 }
-                let cfg = crate::handler::lua::LuaConfig::new(
-                    (cx.resolve)(a),
-                    c.timeout.map(|d| d.0),
-                    c.memory.map(|m| m.0),
-                    c.max_instructions,
-                    cx.lua_dicts.clone(),
-                )
-                .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
+                let cfg = c
+                    .script_config(a, cx.resolve, cx.lua_dicts)
+                    .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
                 b.lua(Arc::new(cfg));
             }
             None if c.script.is_none() => {
@@ -215,12 +210,32 @@ pub(crate) fn access(
 /// handler that no index script or `try_files` can turn into a script,
 /// the status page, a deny), so that its access phase, when none of its
 /// checks waits, runs without a future ([`Access::settle`]).
-pub(crate) fn answers_at_once(handler: Option<&super::Handler>, try_files: bool) -> bool {
-    use super::Handler;
+pub(crate) fn answers_at_once(handler: Option<&crate::handler::Handler>, try_files: bool) -> bool {
+    use crate::handler::Handler;
     !try_files
         && match handler {
             Some(Handler::Static(c)) => !c.has_scripts(),
             Some(Handler::Status(_) | Handler::Deny) => true,
             _ => false,
         }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inherit;
+
+    /// A route's value replaces its site's whole (nginx: a directive in a
+    /// location replaces the server's); a route without it, or a site's
+    /// root (`route` None), has the site's.
+    #[test]
+    fn a_routes_key_replaces_its_sites_and_otherwise_the_site_decides() {
+        let site = Some(vec!["site"]);
+        assert_eq!(
+            inherit(Some(&Some(vec!["route"])), &site),
+            Some(&vec!["route"])
+        );
+        assert_eq!(inherit(Some(&None), &site), Some(&vec!["site"]));
+        assert_eq!(inherit(None, &site), Some(&vec!["site"]));
+        assert_eq!(inherit::<Vec<&str>>(Some(&None), &None), None);
+    }
 }

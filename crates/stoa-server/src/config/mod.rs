@@ -5,13 +5,14 @@
 //! Every error names the file, the line and the key. Relative paths in a
 //! file are taken relative to the directory holding that file.
 
-use crate::handler::static_files::StaticConfig;
+use crate::handler::configure::{self, Configure};
+use crate::handler::{self, Handler};
 pub use crate::http::path::{ends_with_ignore_case, split_at};
 pub use crate::local::AccessLog;
 use crate::log::access::{Dest, Format};
 pub use crate::proto::{Http2Limits, Limits};
+pub use crate::units::{Dur, Size};
 pub use crate::upstream::pool::parse_addr;
-use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
@@ -52,97 +53,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a bare
-/// number of seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Dur(pub Duration);
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        int_or_str(
-            d,
-            |n| Dur(Duration::from_secs(n)),
-            |s| parse_duration(s).map(Dur),
-        )
-    }
-}
-
-/// Deserializes a value written either as a bare integer or as a string
-/// with a unit; errors carry the TOML span, so messages name the line.
-fn int_or_str<'de, D: Deserializer<'de>, T>(
-    d: D,
-    from_int: impl Fn(u64) -> T,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<T, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Int(u64),
-        Str(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::Int(n) => Ok(from_int(n)),
-        Raw::Str(s) => parse(&s).map_err(de::Error::custom),
-    }
-}
-
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = (&t[..split], t[split..].trim());
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (write e.g. \"10s\", \"500ms\", \"2m\")"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
-    };
-    if !(0.0..=1e9).contains(&secs) {
-        return Err(format!("`{s}` is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// A byte size written as `16384`, `"16 KiB"`, `"16 MiB"`, `"1 GB"`...
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Size(pub u64);
-
-impl<'de> Deserialize<'de> for Size {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        int_or_str(d, Size, |s| parse_size(s).map(Size))
-    }
-}
-
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = (&t[..split], t[split..].trim());
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (write e.g. 16384 or \"16 MiB\")"))?;
-    let mul: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1000,
-        "kib" => 1 << 10,
-        "m" | "mb" => 1_000_000,
-        "mib" => 1 << 20,
-        "g" | "gb" => 1_000_000_000,
-        "gib" => 1 << 30,
-        _ => {
-            return Err(format!(
-                "`{s}`: unknown unit `{unit}` (use B, KiB, MiB, GiB, kB, MB or GB)"
-            ))
-        }
-    };
-    n.checked_mul(mul)
-        .ok_or_else(|| format!("`{s}` is too large"))
-}
 
 /// The file as written. Field docs are the reference for docs/CONFIG.md.
 #[derive(Debug, Deserialize, Default)]
@@ -337,47 +247,37 @@ pub struct RewriteConfig {
     pub to: String,
 }
 
-/// `php = {...}`: a PHP application through a FastCGI pool, done safely.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PhpRouteConfig {
-    pub pool: String,
-    /// The script run for paths that name no file (default "/index.php";
-    /// "" for none: 404).
-    pub front_controller: Option<String>,
-    /// Extra FastCGI parameters.
-    #[serde(default)]
-    pub params: std::collections::BTreeMap<String, String>,
-}
-
 edge::edge_keys! {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     pub prefix: Option<String>,
     pub suffix: Option<String>,
+    // The handlers' keys: each table is its handler's (handler/*), and
+    // `handlers` below lists them.
     #[serde(rename = "static")]
-    pub static_: Option<Spanned<StaticRouteConfig>>,
-    pub cgi: Option<Spanned<CgiRouteConfig>>,
-    pub fastcgi: Option<Spanned<FastCgiRouteConfig>>,
+    pub static_: Option<Spanned<handler::static_files::StaticRouteConfig>>,
+    pub cgi: Option<Spanned<handler::cgi::CgiRouteConfig>>,
+    pub fastcgi: Option<Spanned<handler::fastcgi::FastCgiRouteConfig>>,
     /// A reverse proxy to an HTTP `[[pool]]`.
-    pub proxy: Option<Spanned<ProxyRouteConfig>>,
+    pub proxy: Option<Spanned<handler::proxy::ProxyRouteConfig>>,
     /// A `[[pool]]` whose application is asked first (FastCGI Authorizer).
     pub authorizer: Option<Spanned<String>>,
     /// The status page.
-    pub status: Option<Spanned<StatusRouteConfig>>,
+    pub status: Option<Spanned<handler::status::StatusRouteConfig>>,
     /// The PHP preset.
-    pub php: Option<Spanned<PhpRouteConfig>>,
+    pub php: Option<Spanned<handler::php::PhpRouteConfig>>,
     /// Server-side includes (Apache mod_include syntax).
-    pub ssi: Option<Spanned<SsiRouteConfig>>,
-    /// An embedded Lua handler.
-    pub lua: Option<Spanned<LuaRouteConfig>>,
+    pub ssi: Option<Spanned<handler::ssi::SsiRouteConfig>>,
+    /// An embedded Lua handler (with `script`), or a Lua access check
+    /// (with `access`).
+    pub lua: Option<Spanned<handler::lua::LuaRouteConfig>>,
     /// 403 for everything the matcher takes.
     #[serde(default)]
     pub deny: bool,
     /// Static files from this directory, the part of the path after the
     /// prefix mapped into it (nginx `alias`).
-    pub alias: Option<Spanned<String>>,
+    pub alias: Option<Spanned<handler::static_files::Alias>>,
     /// Files tried in order (`$uri`, `$uri/`, `$query_string`); the last
     /// entry is a URI run through routing or `=CODE`.
     pub try_files: Option<Vec<String>>,
@@ -389,97 +289,45 @@ pub struct RouteConfig {
 }
 }
 
-/// `lua = {...}`: a Lua script answers (docs/LUA.md).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LuaRouteConfig {
-    /// The script (relative to the config file's directory); it returns
-    /// the function called for each request. Without it the route needs
-    /// another handler, and `access` is its check.
-    pub script: Option<String>,
-    /// A script run before the route's handler (any handler): it answers
-    /// (401, 403, a redirect...) or lets the request through, with
-    /// variables for the handler.
-    pub access: Option<String>,
-    /// The whole request, Lua and what it waits for (default 5s).
-    pub timeout: Option<Dur>,
-    /// What one worker's interpreter may allocate (default 64 MiB).
-    pub memory: Option<Size>,
-    /// VM instructions one request may run (default 1e9).
-    pub max_instructions: Option<u64>,
-}
+/// A handler key of a route: its name, and when the route has it, the
+/// span of its value and its configurator.
+type HandlerKey<'a> = (
+    &'static str,
+    Option<(Option<std::ops::Range<usize>>, &'a dyn Configure)>,
+);
 
-/// `ssi = {...}`: pages parsed for server-side includes.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SsiRouteConfig {
-    /// Allow `<!--#exec cgi/cmd -->` (default false: `IncludesNOEXEC`).
-    #[serde(default)]
-    pub exec: bool,
-    /// Send the page's Last-Modified (Apache `XBitHack full`; default false).
-    #[serde(default)]
-    pub last_modified: bool,
-    /// The starting `config errmsg` (`SSIErrorMsg`).
-    pub errmsg: Option<String>,
-    /// The starting `config timefmt` (`SSITimeFormat`).
-    pub timefmt: Option<String>,
-    /// The starting `config sizefmt`: "abbrev" (default) or "bytes".
-    pub sizefmt: Option<String>,
-    /// What `echo` prints for an undefined variable (`SSIUndefinedEcho`).
-    pub echomsg: Option<String>,
-    /// How long an `exec cmd` may run (default 10s).
-    pub exec_timeout: Option<Dur>,
-    /// Body bytes kept from one include (default 16 MiB).
-    pub max_include: Option<Size>,
-    /// The bound on one directive's length (default 8 KiB).
-    pub max_directive: Option<Size>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StatusRouteConfig {
-    /// Addresses or blocks that may read it (default: loopback).
-    pub allow: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FastCgiRouteConfig {
-    /// The `[[pool]]` that serves this route.
-    pub pool: String,
-    /// Split SCRIPT_NAME and PATH_INFO after the first occurrence of this
-    /// (`.php`) followed by '/' or the end of the path.
-    pub split_path: Option<String>,
-    /// Extra FastCGI parameters.
-    #[serde(default)]
-    pub params: std::collections::BTreeMap<String, String>,
-}
-
-/// `proxy = {...}`: a route served by an HTTP `[[pool]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProxyRouteConfig {
-    pub pool: String,
-    /// Remove the route's prefix from the path sent upstream (default false).
-    #[serde(default)]
-    pub strip_prefix: bool,
-    /// Send the client's Host (default true); else the upstream's address.
-    pub preserve_host: Option<bool>,
-    /// Peers (addresses or CIDR blocks) whose Forwarded / X-Forwarded-*
-    /// fields are kept and appended to; from others they are replaced.
-    #[serde(default)]
-    pub trusted_proxies: Vec<String>,
-    /// Add `Forwarded` (RFC 7239; default true).
-    pub forwarded: Option<bool>,
-    /// Add `X-Forwarded-For/-Proto/-Host` (default true).
-    pub x_forwarded: Option<bool>,
-    /// An upgraded (WebSocket) connection closes after this long idle
-    /// (default 1 h).
-    pub tunnel_timeout: Option<Dur>,
-    /// Connecting gives up after this (default 5 s).
-    pub connect_timeout: Option<Dur>,
-    /// "1.1" (default) or "1.0": the protocol the upstream speaks.
-    pub http_version: Option<String>,
+impl RouteConfig {
+    /// Every handler's key, and whether this route has it: the one list
+    /// of handlers the loader has (a new handler is a line here and its
+    /// key above), in the order `no handler` names them.
+    fn handlers(&self) -> [HandlerKey<'_>; 10] {
+        fn key<'a, T: Configure>(name: &'static str, v: Option<&'a Spanned<T>>) -> HandlerKey<'a> {
+            (
+                name,
+                v.map(|v| (Some(v.span()), v.get_ref() as &dyn Configure)),
+            )
+        }
+        [
+            key("static", self.static_.as_ref()),
+            key("alias", self.alias.as_ref()),
+            key("cgi", self.cgi.as_ref()),
+            key("fastcgi", self.fastcgi.as_ref()),
+            key("proxy", self.proxy.as_ref()),
+            key("php", self.php.as_ref()),
+            key("ssi", self.ssi.as_ref()),
+            // Without a script, `lua` is an access check only.
+            key(
+                "lua",
+                self.lua.as_ref().filter(|l| l.get_ref().script.is_some()),
+            ),
+            key("status", self.status.as_ref()),
+            (
+                "deny",
+                self.deny
+                    .then_some((None, &handler::Deny as &dyn Configure)),
+            ),
+        ]
+    }
 }
 
 /// `health = {...}` of an HTTP pool.
@@ -523,29 +371,6 @@ pub struct PoolConfig {
     pub socket_activation: bool,
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CgiRouteConfig {
-    pub dir: Option<String>,
-    pub interpreter: Option<String>,
-    /// One program for the whole prefix; the rest of the path is PATH_INFO.
-    pub script: Option<String>,
-    /// Extra environment variables.
-    #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
-    pub timeout: Option<Dur>,
-    #[serde(default)]
-    pub pass_authorization: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StaticRouteConfig {
-    pub root: Option<String>,
-    pub index: Option<Vec<String>>,
-    pub autoindex: Option<bool>,
 }
 
 /// Where access log lines go.
@@ -631,34 +456,9 @@ impl Matcher {
 }
 
 #[derive(Debug)]
-pub enum Handler {
-    Static(Arc<StaticConfig>),
-    Cgi(Arc<crate::handler::cgi::CgiConfig>),
-    FastCgi(Arc<crate::handler::fastcgi::FastCgiRoute>),
-    Proxy(Arc<crate::handler::proxy::ProxyRoute>),
-    Status(Arc<crate::handler::status::StatusConfig>),
-    Ssi(Arc<crate::handler::ssi::SsiConfig>),
-    Lua(Arc<crate::handler::lua::LuaConfig>),
-    /// The PHP preset: FastCGI for scripts, static for other files.
-    Php(Arc<PhpRoute>),
-    /// 403.
-    Deny,
-}
-
-/// `php = {...}` resolved.
-#[derive(Debug)]
-pub struct PhpRoute {
-    pub fastcgi: crate::handler::fastcgi::FastCgiRoute,
-    /// Serves the files that are not scripts (never a `.php`).
-    pub statics: Arc<StaticConfig>,
-    /// Run for paths that name no file; None: 404.
-    pub front_controller: Option<String>,
-}
-
-#[derive(Debug)]
 pub struct Route {
     pub matcher: Matcher,
-    pub handler: Handler,
+    pub(crate) handler: Handler,
     /// `try_files`, as written.
     pub try_files: Option<Vec<String>>,
     /// The access phase: checks asked before the handler (edge.rs).
@@ -682,7 +482,7 @@ pub struct Site {
     /// file order, then prefixes, longest first.
     pub routes: Vec<Route>,
     /// The site's own static handler, used when no route matches.
-    pub fallback: Option<Handler>,
+    pub(crate) fallback: Option<Handler>,
     /// The site's root, where `try_files` and index names are looked up.
     pub root: Option<PathBuf>,
     pub index: Vec<String>,
@@ -787,12 +587,8 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Reads and validates a config file.
-pub fn load(path: &Path, overrides: &Overrides) -> Result<Runtime, ConfigError> {
-    load_with(path, overrides, &Files::disk())
-}
-
-/// [`load`], reading the file, its certificates and keys through `files`.
+/// Reads and validates a config file, reading it, its certificates and
+/// keys through `files`.
 pub fn load_with(
     path: &Path,
     overrides: &Overrides,
@@ -845,6 +641,9 @@ fn expand_stoa(mut command: Vec<String>) -> Result<Vec<String>, String> {
 }
 
 /// Parses and validates config text; `base` resolves relative paths.
+/// Pure but for the files it names (roots, certificates): what tests of
+/// configuration and routing start from.
+#[cfg(test)]
 pub fn from_str(
     text: &str,
     file: &str,
@@ -876,12 +675,8 @@ fn from_str_with(
     build(parsed, text, file, base, overrides, files)
 }
 
-/// A runtime for `stoa serve DIR` without a config file.
-pub fn for_dir(overrides: &Overrides) -> Result<Runtime, ConfigError> {
-    for_dir_with(overrides, &Files::disk())
-}
-
-/// [`for_dir`], reading `--tls-cert`/`--tls-key` through `files`.
+/// A runtime for `stoa serve DIR` without a config file, reading
+/// `--tls-cert`/`--tls-key` through `files`.
 pub fn for_dir_with(overrides: &Overrides, files: &Files) -> Result<Runtime, ConfigError> {
     build(
         FileConfig::default(),
@@ -1224,35 +1019,30 @@ fn build(
         // whatever route or index setting leads to them.
         let mut scripts: Vec<String> = Vec::new();
         for rc in &sc.route {
-            if let (Some(suffix), true) = (&rc.suffix, rc.static_.is_none() && rc.alias.is_none()) {
-                if rc.cgi.is_some() || rc.fastcgi.is_some() || rc.php.is_some() {
+            for (_, h) in rc.handlers() {
+                let Some((_, h)) = h else { continue };
+                if let (Some(suffix), true) = (&rc.suffix, h.runs_scripts()) {
                     scripts.push(suffix.to_ascii_lowercase());
                 }
-            }
-            if rc.php.is_some() {
-                scripts.push(".php".to_owned());
-            }
-            if let Some(split) = rc
-                .fastcgi
-                .as_ref()
-                .and_then(|f| f.get_ref().split_path.clone())
-            {
-                scripts.push(split.to_ascii_lowercase());
+                if let Some(marker) = h.script_marker() {
+                    scripts.push(marker.to_ascii_lowercase());
+                }
             }
         }
         scripts.sort();
         scripts.dedup();
         let site_root = sc.root.as_ref().map(|r| resolve(r.get_ref()));
-        let open_static = |root: &Path,
-                           index: Vec<String>,
-                           autoindex: bool,
-                           strip: Option<&str>|
-         -> Result<StaticConfig, String> {
-            Ok(StaticConfig::open(root, index, autoindex)?.with_rules(
-                sc.follow_symlinks,
-                scripts.clone(),
-                strip.map(str::to_owned),
-            ))
+        let document_root = site_root
+            .as_ref()
+            .map(|r| r.canonicalize().unwrap_or(r.clone()).display().to_string())
+            .unwrap_or_default();
+        let site_cx = configure::SiteCtx {
+            root: site_root.clone(),
+            document_root,
+            index: index.clone(),
+            autoindex: sc.autoindex,
+            follow_symlinks: sc.follow_symlinks,
+            scripts,
         };
         let fallback = match &sc.root {
             Some(r) => {
@@ -1261,51 +1051,37 @@ fn build(
                 } else {
                     Some(r.span())
                 };
-                let cfg = open_static(&resolve(r.get_ref()), index.clone(), sc.autoindex, None)
+                let cfg = site_cx
+                    .open_static(&resolve(r.get_ref()), index.clone(), sc.autoindex, None)
                     .map_err(|m| err(span, &format!("{key}.root"), m))?;
                 Some(Handler::Static(Arc::new(cfg)))
             }
             None => None,
         };
-        let document_root = site_root
-            .as_ref()
-            .map(|r| r.canonicalize().unwrap_or(r.clone()).display().to_string())
-            .unwrap_or_default();
-        let pool_of = |name: &str,
-                       span: std::ops::Range<usize>,
-                       k: &str,
-                       want: crate::upstream::Protocol| {
+        let pool = |name: &str, want: crate::upstream::Protocol| {
             let i = pool_specs
                 .iter()
                 .position(|p| p.name == name)
-                .ok_or_else(|| err(Some(span.clone()), k, format!("no [[pool]] named `{name}`")))?;
+                .ok_or_else(|| format!("no [[pool]] named `{name}`"))?;
             if pool_specs[i].protocol != want {
-                return Err(err(
-                    Some(span),
-                    k,
-                    format!(
-                        "pool `{name}` speaks {}",
-                        match pool_specs[i].protocol {
-                            crate::upstream::Protocol::Http => "HTTP: use `proxy`",
-                            crate::upstream::Protocol::FastCgi => "FastCGI: use `fastcgi` or `php`",
-                        }
-                    ),
+                return Err(format!(
+                    "pool `{name}` speaks {}",
+                    match pool_specs[i].protocol {
+                        crate::upstream::Protocol::Http => "HTTP: use `proxy`",
+                        crate::upstream::Protocol::FastCgi => "FastCGI: use `fastcgi` or `php`",
+                    }
                 ));
             }
             Ok(i)
-        };
-        let pool_index = |name: &str, span: std::ops::Range<usize>, k: &str| {
-            pool_of(name, span, k, crate::upstream::Protocol::FastCgi)
         };
         let mut routes = Vec::new();
         // Per site: routes inheriting the site's limits share their tables.
         let access_builder = std::cell::RefCell::new(crate::access::Builder::default());
         for (j, rc) in sc.route.iter().enumerate() {
             let rkey = format!("{key}.route[{j}]");
-            let split = rc
-                .fastcgi
-                .as_ref()
-                .is_some_and(|f| f.get_ref().split_path.is_some());
+            let handlers = rc.handlers();
+            let mut present = handlers.iter().filter_map(|(_, h)| h.clone());
+            let split = present.clone().any(|(_, h)| h.splits_path());
             let matcher = match (&rc.prefix, &rc.suffix) {
                 (Some(p), None) if p.starts_with('/') => Matcher::Prefix(p.clone()),
                 (Some(_), None) => {
@@ -1327,256 +1103,29 @@ fn build(
                     ))
                 }
             };
-            let handlers = usize::from(rc.static_.is_some())
-                + usize::from(rc.cgi.is_some())
-                + usize::from(rc.fastcgi.is_some())
-                + usize::from(rc.proxy.is_some())
-                + usize::from(rc.status.is_some())
-                + usize::from(rc.php.is_some())
-                + usize::from(rc.ssi.is_some())
-                + usize::from(
-                    rc.lua
-                        .as_ref()
-                        .is_some_and(|l| l.get_ref().script.is_some()),
-                )
-                + usize::from(rc.alias.is_some())
-                + usize::from(rc.deny);
-            if handlers != 1 {
-                let msg = if handlers == 0 {
-                    "no handler (`static`, `alias`, `cgi`, `fastcgi`, `proxy`, `php`, `ssi`, `lua`, `status` or `deny`)"
+            let (Some((span, h)), None) = (present.next(), present.next()) else {
+                let msg = if handlers.iter().all(|(_, h)| h.is_none()) {
+                    let names: Vec<String> =
+                        handlers.iter().map(|(n, _)| format!("`{n}`")).collect();
+                    let (last, rest) = names.split_last().unwrap_or((&names[0], &[]));
+                    format!("no handler ({} or {last})", rest.join(", "))
                 } else {
-                    "one handler per route"
+                    "one handler per route".to_owned()
                 };
-                return Err(err(None, &rkey, msg.into()));
-            }
-            let handler = if rc.deny {
-                Handler::Deny
-            } else if let Some(st) = &rc.status {
-                let cfg = crate::handler::status::StatusConfig::new(st.get_ref().allow.as_deref())
-                    .map_err(|m| err(Some(st.span()), &format!("{rkey}.status.allow"), m))?;
-                Handler::Status(Arc::new(cfg))
-            } else if let Some(fc) = &rc.fastcgi {
-                let f = fc.get_ref();
-                let idx = pool_index(&f.pool, fc.span(), &format!("{rkey}.fastcgi.pool"))?;
-                if f.split_path.as_deref() == Some("") {
-                    return Err(err(
-                        Some(fc.span()),
-                        &format!("{rkey}.fastcgi.split_path"),
-                        "must not be empty".into(),
-                    ));
-                }
-                Handler::FastCgi(Arc::new(crate::handler::fastcgi::FastCgiRoute {
-                    pool: idx,
-                    pool_name: f.pool.clone(),
-                    document_root: document_root.clone(),
-                    split_path: f.split_path.clone(),
-                    params: f
-                        .params
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                    buffering: rc.request_buffering.unwrap_or(true),
-                }))
-            } else if let Some(px) = &rc.proxy {
-                let f = px.get_ref();
-                let idx = pool_of(
-                    &f.pool,
-                    px.span(),
-                    &format!("{rkey}.proxy.pool"),
-                    crate::upstream::Protocol::Http,
-                )?;
-                let trusted = stoa_h1::proxy::TrustedProxies::parse(
-                    f.trusted_proxies.iter().map(String::as_str),
-                )
-                .map_err(|e| {
-                    err(
-                        Some(px.span()),
-                        &format!("{rkey}.proxy.trusted_proxies"),
-                        e.to_string(),
-                    )
-                })?;
-                let strip_prefix = match (&rc.prefix, f.strip_prefix) {
-                    (Some(p), true) => Some(p.trim_end_matches('/').to_owned()),
-                    (None, true) => {
-                        return Err(err(
-                            Some(px.span()),
-                            &format!("{rkey}.proxy.strip_prefix"),
-                            "needs a `prefix` route".into(),
-                        ))
-                    }
-                    (_, false) => None,
-                };
-                Handler::Proxy(Arc::new(crate::handler::proxy::ProxyRoute {
-                    pool: idx,
-                    pool_name: f.pool.clone(),
-                    strip_prefix,
-                    preserve_host: f.preserve_host.unwrap_or(true),
-                    trusted,
-                    forwarded: f.forwarded.unwrap_or(true),
-                    x_forwarded: f.x_forwarded.unwrap_or(true),
-                    buffering: rc.request_buffering.unwrap_or(true),
-                    tunnel_timeout: f
-                        .tunnel_timeout
-                        .as_ref()
-                        .map_or(Duration::from_secs(3600), |d| d.0),
-                    connect_timeout: f
-                        .connect_timeout
-                        .as_ref()
-                        .map_or(Duration::from_secs(5), |d| d.0),
-                    http10: match f.http_version.as_deref() {
-                        None | Some("1.1") => false,
-                        Some("1.0") => true,
-                        Some(other) => {
-                            return Err(err(
-                                Some(px.span()),
-                                &format!("{rkey}.proxy.http_version"),
-                                format!("`{other}`: \"1.1\" or \"1.0\""),
-                            ))
-                        }
-                    },
-                }))
-            } else if let Some(ph) = &rc.php {
-                let f = ph.get_ref();
-                let idx = pool_index(&f.pool, ph.span(), &format!("{rkey}.php.pool"))?;
-                let Some(root) = &site_root else {
-                    return Err(err(
-                        Some(ph.span()),
-                        &format!("{rkey}.php"),
-                        "runs files under the site's `root`, and the site has none".into(),
-                    ));
-                };
-                let mut php_index = vec!["index.php".to_owned()];
-                php_index.extend(index.iter().filter(|n| *n != "index.php").cloned());
-                let statics = open_static(root, php_index, sc.autoindex, None)
-                    .map_err(|m| err(Some(ph.span()), &format!("{rkey}.php"), m))?;
-                let front_controller = match f.front_controller.as_deref() {
-                    None => Some("/index.php".to_owned()),
-                    Some("") => None,
-                    Some(p) if p.starts_with('/') => Some(p.to_owned()),
-                    Some(_) => {
-                        return Err(err(
-                            Some(ph.span()),
-                            &format!("{rkey}.php.front_controller"),
-                            "must start with '/'".into(),
-                        ))
-                    }
-                };
-                Handler::Php(Arc::new(PhpRoute {
-                    fastcgi: crate::handler::fastcgi::FastCgiRoute {
-                        pool: idx,
-                        pool_name: f.pool.clone(),
-                        document_root: document_root.clone(),
-                        split_path: Some(".php".to_owned()),
-                        params: f
-                            .params
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                        buffering: rc.request_buffering.unwrap_or(true),
-                    },
-                    statics: Arc::new(statics),
-                    front_controller,
-                }))
-            } else if let Some(al) = &rc.alias {
-                let Some(prefix) = &rc.prefix else {
-                    return Err(err(
-                        Some(al.span()),
-                        &format!("{rkey}.alias"),
-                        "needs a `prefix` route (the prefix maps onto the directory)".into(),
-                    ));
-                };
-                let cfg = open_static(
-                    &resolve(al.get_ref()),
-                    index.clone(),
-                    sc.autoindex,
-                    Some(prefix.trim_end_matches('/')),
-                )
-                .map_err(|m| err(Some(al.span()), &format!("{rkey}.alias"), m))?;
-                Handler::Static(Arc::new(cfg))
-            } else if let Some(st) = &rc.static_ {
-                let s = st.get_ref();
-                let root = match (&s.root, &site_root) {
-                    (Some(r), _) => resolve(r),
-                    (None, Some(r)) => r.clone(),
-                    (None, None) => {
-                        return Err(err(
-                            Some(st.span()),
-                            &format!("{rkey}.static.root"),
-                            "no root here or on the site".into(),
-                        ))
-                    }
-                };
-                let cfg = open_static(
-                    &root,
-                    s.index.clone().unwrap_or_else(|| index.clone()),
-                    s.autoindex.unwrap_or(sc.autoindex),
-                    None,
-                )
-                .map_err(|m| err(Some(st.span()), &format!("{rkey}.static.root"), m))?;
-                Handler::Static(Arc::new(cfg))
-            } else if let Some((lu, script)) = rc
-                .lua
-                .as_ref()
-                .and_then(|l| Some((l, l.get_ref().script.as_ref()?)))
-            {
-                let c = lu.get_ref();
-                let cfg = crate::handler::lua::LuaConfig::new(
-                    resolve(script),
-                    c.timeout.map(|d| d.0),
-                    c.memory.map(|m| m.0),
-                    c.max_instructions,
-                    lua_dicts.clone(),
-                )
-                .map_err(|m| err(Some(lu.span()), &format!("{rkey}.lua.script"), m))?;
-                Handler::Lua(Arc::new(cfg))
-            } else if let Some(ss) = &rc.ssi {
-                let Some(root) = &site_root else {
-                    return Err(err(
-                        Some(ss.span()),
-                        &format!("{rkey}.ssi"),
-                        "parses files under the site's `root`, and the site has none".into(),
-                    ));
-                };
-                let c = ss.get_ref();
-                let cfg = crate::handler::ssi::SsiConfig::new(
-                    root,
-                    crate::handler::ssi::SsiSpec {
-                        exec: c.exec,
-                        last_modified: c.last_modified,
-                        errmsg: c.errmsg.clone(),
-                        timefmt: c.timefmt.clone(),
-                        sizefmt: c.sizefmt.clone(),
-                        echomsg: c.echomsg.clone(),
-                        exec_timeout: c.exec_timeout.map(|d| d.0),
-                        max_include: c.max_include.map(|s| s.0),
-                        max_directive: c.max_directive.map(|s| s.0),
-                        follow_symlinks: sc.follow_symlinks,
-                        document_root: document_root.clone(),
-                    },
-                )
-                .map_err(|m| err(Some(ss.span()), &format!("{rkey}.ssi"), m))?;
-                Handler::Ssi(Arc::new(cfg))
-            } else if let Some(cg) = &rc.cgi {
-                let c = cg.get_ref();
-                let cfg = crate::handler::cgi::route_config(
-                    crate::handler::cgi::RouteSpec {
-                        dir: c.dir.as_deref().map(&resolve),
-                        interpreter: c.interpreter.as_deref().map(&resolve),
-                        script: c.script.as_deref().map(&resolve),
-                        timeout: c.timeout.map(|d| d.0),
-                        pass_authorization: c.pass_authorization,
-                        buffering: rc.request_buffering.unwrap_or(true),
-                        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                    },
-                    rc.prefix.as_deref(),
-                    site_root.clone(),
-                    &cgi_globals,
-                )
-                .map_err(|m| err(Some(cg.span()), &format!("{rkey}.cgi"), m))?;
-                Handler::Cgi(Arc::new(cfg))
-            } else {
-                return Err(err(None, &rkey, "no handler".into()));
+                return Err(err(None, &rkey, msg));
             };
+            let hcx = configure::Ctx {
+                prefix: rc.prefix.as_deref(),
+                request_buffering: rc.request_buffering.unwrap_or(true),
+                site: &site_cx,
+                resolve: &resolve,
+                pool: &pool,
+                cgi: &cgi_globals,
+                lua_dicts: &lua_dicts,
+            };
+            let handler = h
+                .configure(&hcx)
+                .map_err(|f| err(span, &format!("{rkey}.{}", f.key), f.message))?;
             let cx = edge::Ctx {
                 key: &rkey,
                 err: &err,
@@ -2358,19 +1907,6 @@ autoindex = false
         assert_eq!(tls(&[8443]).https_port, Some(8443));
         assert_eq!(tls(&[8443, 443]).https_port, None);
         assert!(tls(&[]).transport_rules);
-    }
-
-    #[test]
-    fn durations_and_sizes_parse_with_units() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("fast").is_err());
-        assert_eq!(parse_size("16 MiB").unwrap(), 16 << 20);
-        assert_eq!(parse_size("16kb").unwrap(), 16_000);
-        assert_eq!(parse_size("1024").unwrap(), 1024);
-        assert!(parse_size("99999999999 GiB").is_err());
-        assert!(parse_size("lots").is_err());
     }
 
     #[test]

@@ -375,7 +375,9 @@ mod tests {
                 root: Some(".".into()),
                 ..Default::default()
             };
-            let rt = std::sync::Arc::new(crate::config::for_dir(&ov).expect("config"));
+            let rt = std::sync::Arc::new(
+                crate::config::for_dir_with(&ov, &crate::config::Files::disk()).expect("config"),
+            );
             let (_tx, rx) = tokio::sync::watch::channel(false);
             let shared = std::sync::Arc::new(crate::local::Shared::new(1));
             let w = std::rc::Rc::new(crate::local::Worker::new(&rt.access_log, rx, shared));

@@ -22,6 +22,7 @@ struct Latest {
 }
 
 thread_local! {
+    /// Per worker; not in `local`, which cannot name the `Runtime`.
     static LATEST: RefCell<Option<Latest>> = const { RefCell::new(None) };
 }
 

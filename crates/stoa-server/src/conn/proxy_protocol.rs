@@ -26,6 +26,8 @@ enum Refusal {
 }
 
 thread_local! {
+    /// The refusals (`Refusal` bits) this worker has logged once. Here
+    /// rather than in `local`: only this file uses it.
     static WARNED: Cell<u8> = const { Cell::new(0) };
 }
 

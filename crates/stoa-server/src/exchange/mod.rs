@@ -252,10 +252,6 @@ impl<'a> Exchange<'a> {
         self.user = Some(user.into());
     }
 
-    pub fn limits(&self) -> &'a Limits {
-        self.limits
-    }
-
     pub fn peer(&self) -> SocketAddr {
         match &self.side {
             Side::H1(io) => io.peer,
@@ -306,11 +302,6 @@ impl<'a> Exchange<'a> {
 
     pub fn is_head(&self) -> bool {
         self.head_only
-    }
-
-    /// Whether a body follows the head.
-    pub fn has_body(&self) -> bool {
-        self.req.has_body()
     }
 
     /// The body's length: `Some(0)` without one, `None` when it is not
@@ -647,6 +638,9 @@ impl<'a> Exchange<'a> {
         self.keep
     }
 
+    /// The response's status (0 before `start`).
+    // For the phases after the handler (response filters, error pages).
+    #[allow(dead_code)]
     pub fn status(&self) -> u16 {
         self.status
     }

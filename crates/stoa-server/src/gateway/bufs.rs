@@ -25,6 +25,8 @@ pub struct Bufs {
 }
 
 thread_local! {
+    /// This worker's spare buffers. Not in `local`, which cannot name the
+    /// gateway's types (see local.rs).
     static SPARE: RefCell<Vec<Bufs>> = const { RefCell::new(Vec::new()) };
 }
 

@@ -789,3 +789,53 @@ fn nph_status(out: &[u8]) -> u16 {
         .and_then(|c| c.trim().parse().ok())
         .unwrap_or(0)
 }
+
+// ---- configuration: `cgi = {...}` of a route ----
+
+/// `cgi = {...}`: programs run per request (RFC 3875).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgiRouteConfig {
+    pub dir: Option<String>,
+    pub interpreter: Option<String>,
+    /// One program for the whole prefix; the rest of the path is PATH_INFO.
+    pub script: Option<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    pub timeout: Option<crate::units::Dur>,
+    #[serde(default)]
+    pub pass_authorization: bool,
+}
+
+impl super::configure::Configure for CgiRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        let cfg = route_config(
+            RouteSpec {
+                dir: self.dir.as_deref().map(cx.resolve),
+                interpreter: self.interpreter.as_deref().map(cx.resolve),
+                script: self.script.as_deref().map(cx.resolve),
+                timeout: self.timeout.map(|d| d.0),
+                pass_authorization: self.pass_authorization,
+                buffering: cx.request_buffering,
+                env: self
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+            cx.prefix,
+            cx.site.root.clone(),
+            cx.cgi,
+        )
+        .map_err(super::configure::Fail::at("cgi"))?;
+        Ok(super::Handler::Cgi(Arc::new(cfg)))
+    }
+
+    fn runs_scripts(&self) -> bool {
+        true
+    }
+}

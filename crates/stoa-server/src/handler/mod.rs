@@ -3,14 +3,67 @@
 //! connection or HTTP version carrying it. They import the exchange, the
 //! gateway and upstream layers and `http`; never the connection loops,
 //! `proto`, routing, the config loader, or one another.
+//!
+//! This module, [`configure`] (what configurators share) and [`php`] (the
+//! preset that composes FastCGI and static files) are the handler layer
+//! itself: [`Handler`] is the one enum of handlers routing dispatches on.
 
 pub mod cgi;
+pub(crate) mod configure;
 pub mod fastcgi;
 pub mod lua;
+pub(crate) mod php;
 pub mod proxy;
 pub mod ssi;
 pub mod static_files;
 pub mod status;
+
+use std::sync::Arc;
+
+/// A route's handler, configured (each variant's type lives with its
+/// handler, and so does its configurator: `configure::Configure`).
+#[derive(Debug)]
+pub(crate) enum Handler {
+    Static(Arc<static_files::StaticConfig>),
+    Cgi(Arc<cgi::CgiConfig>),
+    FastCgi(Arc<fastcgi::FastCgiRoute>),
+    Proxy(Arc<proxy::ProxyRoute>),
+    /// The status page.
+    Status(Arc<status::StatusConfig>),
+    /// Pages parsed for server-side includes.
+    Ssi(Arc<ssi::SsiConfig>),
+    /// A Lua script.
+    Lua(Arc<lua::LuaConfig>),
+    /// The PHP preset: FastCGI for scripts, static for other files
+    /// (routing picks which).
+    Php(Arc<php::PhpRoute>),
+    /// `deny = true`: 403.
+    Deny,
+}
+
+impl Handler {
+    /// Whether it runs as a future (it waits on something) or answers at
+    /// once (static files, the status page, 403).
+    pub(crate) fn runs_async(&self) -> bool {
+        matches!(
+            self,
+            Handler::Cgi(_)
+                | Handler::FastCgi(_)
+                | Handler::Proxy(_)
+                | Handler::Ssi(_)
+                | Handler::Lua(_)
+        )
+    }
+}
+
+/// `deny = true`: 403 for everything the route's matcher takes.
+pub(crate) struct Deny;
+
+impl configure::Configure for Deny {
+    fn configure(&self, _: &configure::Ctx<'_>) -> Result<Handler, configure::Fail> {
+        Ok(Handler::Deny)
+    }
+}
 
 /// How an asynchronous handler ended.
 #[derive(Debug)]

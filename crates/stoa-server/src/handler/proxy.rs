@@ -784,3 +784,76 @@ async fn read_more(
         gone = ex.client_gone(), if watch => if gone { Read::ClientGone } else { Read::Data },
     }
 }
+
+// ---- configuration: `proxy = {...}` of a route ----
+
+/// `proxy = {...}`: a route served by an HTTP `[[pool]]`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyRouteConfig {
+    pub pool: String,
+    /// Remove the route's prefix from the path sent upstream (default false).
+    #[serde(default)]
+    pub strip_prefix: bool,
+    /// Send the client's Host (default true); else the upstream's address.
+    pub preserve_host: Option<bool>,
+    /// Peers (addresses or CIDR blocks) whose Forwarded / X-Forwarded-*
+    /// fields are kept and appended to; from others they are replaced.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// Add `Forwarded` (RFC 7239; default true).
+    pub forwarded: Option<bool>,
+    /// Add `X-Forwarded-For/-Proto/-Host` (default true).
+    pub x_forwarded: Option<bool>,
+    /// An upgraded (WebSocket) connection closes after this long idle
+    /// (default 1 h).
+    pub tunnel_timeout: Option<crate::units::Dur>,
+    /// Connecting gives up after this (default 5 s).
+    pub connect_timeout: Option<crate::units::Dur>,
+    /// "1.1" (default) or "1.0": the protocol the upstream speaks.
+    pub http_version: Option<String>,
+}
+
+impl super::configure::Configure for ProxyRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        use super::configure::Fail;
+        let pool = (cx.pool)(&self.pool, crate::upstream::Protocol::Http)
+            .map_err(Fail::at("proxy.pool"))?;
+        let trusted =
+            stoa_h1::proxy::TrustedProxies::parse(self.trusted_proxies.iter().map(String::as_str))
+                .map_err(|e| Fail::new("proxy.trusted_proxies", e.to_string()))?;
+        let strip_prefix = match (cx.prefix, self.strip_prefix) {
+            (Some(p), true) => Some(p.trim_end_matches('/').to_owned()),
+            (None, true) => return Err(Fail::new("proxy.strip_prefix", "needs a `prefix` route")),
+            (_, false) => None,
+        };
+        let http10 = match self.http_version.as_deref() {
+            None | Some("1.1") => false,
+            Some("1.0") => true,
+            Some(other) => {
+                return Err(Fail::new(
+                    "proxy.http_version",
+                    format!("`{other}`: \"1.1\" or \"1.0\""),
+                ))
+            }
+        };
+        Ok(super::Handler::Proxy(Arc::new(ProxyRoute {
+            pool,
+            pool_name: self.pool.clone(),
+            strip_prefix,
+            preserve_host: self.preserve_host.unwrap_or(true),
+            trusted,
+            forwarded: self.forwarded.unwrap_or(true),
+            x_forwarded: self.x_forwarded.unwrap_or(true),
+            buffering: cx.request_buffering,
+            tunnel_timeout: self
+                .tunnel_timeout
+                .map_or(Duration::from_secs(3600), |d| d.0),
+            connect_timeout: self.connect_timeout.map_or(Duration::from_secs(5), |d| d.0),
+            http10,
+        })))
+    }
+}

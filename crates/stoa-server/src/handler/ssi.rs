@@ -871,3 +871,64 @@ fn local_zone(t: i64) -> Zone {
         name,
     }
 }
+
+// ---- configuration: `ssi = {...}` of a route ----
+
+/// `ssi = {...}`: pages parsed for server-side includes.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsiRouteConfig {
+    /// Allow `<!--#exec cgi/cmd -->` (default false: `IncludesNOEXEC`).
+    #[serde(default)]
+    pub exec: bool,
+    /// Send the page's Last-Modified (Apache `XBitHack full`; default false).
+    #[serde(default)]
+    pub last_modified: bool,
+    /// The starting `config errmsg` (`SSIErrorMsg`).
+    pub errmsg: Option<String>,
+    /// The starting `config timefmt` (`SSITimeFormat`).
+    pub timefmt: Option<String>,
+    /// The starting `config sizefmt`: "abbrev" (default) or "bytes".
+    pub sizefmt: Option<String>,
+    /// What `echo` prints for an undefined variable (`SSIUndefinedEcho`).
+    pub echomsg: Option<String>,
+    /// How long an `exec cmd` may run (default 10s).
+    pub exec_timeout: Option<crate::units::Dur>,
+    /// Body bytes kept from one include (default 16 MiB).
+    pub max_include: Option<crate::units::Size>,
+    /// The bound on one directive's length (default 8 KiB).
+    pub max_directive: Option<crate::units::Size>,
+}
+
+impl super::configure::Configure for SsiRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        use super::configure::Fail;
+        let Some(root) = &cx.site.root else {
+            return Err(Fail::new(
+                "ssi",
+                "parses files under the site's `root`, and the site has none",
+            ));
+        };
+        let cfg = SsiConfig::new(
+            root,
+            SsiSpec {
+                exec: self.exec,
+                last_modified: self.last_modified,
+                errmsg: self.errmsg.clone(),
+                timefmt: self.timefmt.clone(),
+                sizefmt: self.sizefmt.clone(),
+                echomsg: self.echomsg.clone(),
+                exec_timeout: self.exec_timeout.map(|d| d.0),
+                max_include: self.max_include.map(|s| s.0),
+                max_directive: self.max_directive.map(|s| s.0),
+                follow_symlinks: cx.site.follow_symlinks,
+                document_root: cx.site.document_root.clone(),
+            },
+        )
+        .map_err(Fail::at("ssi"))?;
+        Ok(super::Handler::Ssi(std::sync::Arc::new(cfg)))
+    }
+}

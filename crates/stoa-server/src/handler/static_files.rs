@@ -323,7 +323,8 @@ pub fn cached_whole(cfg: &StaticConfig, norm: &str) -> Option<(Bytes, Bytes)> {
 }
 
 thread_local! {
-    /// This worker thread's cache (each worker is one thread).
+    /// This worker thread's cache (each worker is one thread). Not in
+    /// `local`, which cannot name a handler's type (see local.rs).
     static CACHE: std::cell::RefCell<FileCache> = std::cell::RefCell::new(FileCache::new(
         64 << 20,
         64 * 1024,
@@ -848,4 +849,70 @@ fn serve_listing(cfg: &StaticConfig, ex: &mut Exchange<'_>, norm: &str, dir: &st
     ex.header("Content-Type", b"text/html; charset=utf-8");
     ex.end_head(Some(page.len() as u64));
     ex.body_mem(Bytes::from(page.into_bytes()));
+}
+
+// ---- configuration: `static = {...}` and `alias = "DIR"` of a route ----
+
+/// `static = {...}`: files under a root (the site's unless given).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRouteConfig {
+    pub root: Option<String>,
+    pub index: Option<Vec<String>>,
+    pub autoindex: Option<bool>,
+}
+
+impl super::configure::Configure for StaticRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        use super::configure::Fail;
+        let root = match (&self.root, &cx.site.root) {
+            (Some(r), _) => (cx.resolve)(r),
+            (None, Some(r)) => r.clone(),
+            (None, None) => return Err(Fail::new("static.root", "no root here or on the site")),
+        };
+        let cfg = cx
+            .site
+            .open_static(
+                &root,
+                self.index.clone().unwrap_or_else(|| cx.site.index.clone()),
+                self.autoindex.unwrap_or(cx.site.autoindex),
+                None,
+            )
+            .map_err(Fail::at("static.root"))?;
+        Ok(super::Handler::Static(std::sync::Arc::new(cfg)))
+    }
+}
+
+/// `alias = "DIR"`: static files from this directory, the part of the
+/// path after the route's prefix mapped into it (nginx `alias`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Alias(pub String);
+
+impl super::configure::Configure for Alias {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        use super::configure::Fail;
+        let Some(prefix) = cx.prefix else {
+            return Err(Fail::new(
+                "alias",
+                "needs a `prefix` route (the prefix maps onto the directory)",
+            ));
+        };
+        let cfg = cx
+            .site
+            .open_static(
+                &(cx.resolve)(&self.0),
+                cx.site.index.clone(),
+                cx.site.autoindex,
+                Some(prefix.trim_end_matches('/')),
+            )
+            .map_err(Fail::at("alias"))?;
+        Ok(super::Handler::Static(std::sync::Arc::new(cfg)))
+    }
 }

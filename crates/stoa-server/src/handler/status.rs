@@ -503,6 +503,27 @@ fn pool_snap(p: &Pool) -> PoolSnap {
     }
 }
 
+// ---- configuration: `status = {...}` of a route ----
+
+/// `status = {...}`: the status page.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusRouteConfig {
+    /// Addresses or blocks that may read it (default: loopback).
+    pub allow: Option<Vec<String>>,
+}
+
+impl super::configure::Configure for StatusRouteConfig {
+    fn configure(
+        &self,
+        _: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        let cfg = StatusConfig::new(self.allow.as_deref())
+            .map_err(super::configure::Fail::at("status.allow"))?;
+        Ok(super::Handler::Status(Arc::new(cfg)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,6 +76,7 @@ pub fn render(url_path: &str, entries: &mut [Entry]) -> String {
 
 /// Escapes `& < > " '` so `s` is safe in HTML text and in a quoted
 /// attribute value (either quote).
+#[cfg(test)]
 pub fn html_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + s.len() / 8);
     escape_into(s, &mut out);

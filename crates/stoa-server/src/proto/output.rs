@@ -109,19 +109,6 @@ impl Output {
         self.segs.is_empty() && self.head.len() == self.head_mark
     }
 
-    /// Bytes queued in memory (for backpressure decisions).
-    pub fn queued_bytes(&self) -> usize {
-        self.head.len()
-            + self
-                .segs
-                .iter()
-                .map(|s| match s {
-                    Seg::Mem(b) => b.len(),
-                    _ => 0,
-                })
-                .sum::<usize>()
-    }
-
     /// Writes everything queued. Each write must make progress within
     /// `idle` (a client that stops reading is cut off; a slow one is not).
     /// On error the queue is left partly written; the connection is to be
@@ -305,7 +292,8 @@ const TLS_PIECE: usize = 64 * 1024;
 
 thread_local! {
     /// The worker's buffer for file ranges read for TLS: reused, so a
-    /// large file over TLS costs no allocation per piece.
+    /// large file over TLS costs no allocation per piece. Here rather
+    /// than in `local`: only this file uses it, with no `Worker` at hand.
     static TLS_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 

@@ -9,7 +9,5 @@ pub mod health;
 pub mod pool;
 pub mod stream;
 
-pub use pool::{
-    Affinity, Health, Lease, NoProcess, Pool, PoolKind, PoolSpec, ProcState, Protocol, Target,
-};
+pub use pool::{Affinity, Health, Lease, NoProcess, Pool, PoolKind, ProcState, Protocol, Target};
 pub use stream::AppStream;

@@ -1040,6 +1040,60 @@ enum Step {
     Timeout,
 }
 
+// ---- configuration: `fastcgi = {...}` of a route ----
+
+/// `fastcgi = {...}`: a route served by a FastCGI `[[pool]]`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastCgiRouteConfig {
+    /// The `[[pool]]` that serves this route.
+    pub pool: String,
+    /// Split SCRIPT_NAME and PATH_INFO after the first occurrence of this
+    /// (`.php`) followed by '/' or the end of the path.
+    pub split_path: Option<String>,
+    /// Extra FastCGI parameters.
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
+}
+
+impl super::configure::Configure for FastCgiRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        use super::configure::Fail;
+        let pool = (cx.pool)(&self.pool, crate::upstream::Protocol::FastCgi)
+            .map_err(Fail::at("fastcgi.pool"))?;
+        if self.split_path.as_deref() == Some("") {
+            return Err(Fail::new("fastcgi.split_path", "must not be empty"));
+        }
+        Ok(super::Handler::FastCgi(Arc::new(FastCgiRoute {
+            pool,
+            pool_name: self.pool.clone(),
+            document_root: cx.site.document_root.clone(),
+            split_path: self.split_path.clone(),
+            params: self
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            buffering: cx.request_buffering,
+        })))
+    }
+
+    fn runs_scripts(&self) -> bool {
+        true
+    }
+
+    fn script_marker(&self) -> Option<&str> {
+        self.split_path.as_deref()
+    }
+
+    fn splits_path(&self) -> bool {
+        self.split_path.is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,7 +196,8 @@ type Entry = (std::sync::Weak<()>, Rc<Vm>);
 
 thread_local! {
     /// Interpreters of this worker, by script id (a small integer: no
-    /// need for SipHash on every request).
+    /// need for SipHash on every request). Not in `local`, which cannot
+    /// name a handler's type (see local.rs).
     static VMS: RefCell<FxHashMap<u64, Entry>> = RefCell::new(FxHashMap::default());
 }
 
@@ -1187,4 +1188,60 @@ fn respond(ex: &mut Exchange<'_>, vm: &Vm, out: MultiValue) -> mlua::Result<()> 
     ex.write(&body);
     ex.finish();
     Ok(())
+}
+
+// ---- configuration: `lua = {...}` of a route ----
+
+/// `lua = {...}`: a Lua script answers (docs/LUA.md).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LuaRouteConfig {
+    /// The script (relative to the config file's directory); it returns
+    /// the function called for each request. Without it the route needs
+    /// another handler, and `access` is its check.
+    pub script: Option<String>,
+    /// A script run before the route's handler (any handler): it answers
+    /// (401, 403, a redirect...) or lets the request through, with
+    /// variables for the handler.
+    pub access: Option<String>,
+    /// The whole request, Lua and what it waits for (default 5s).
+    pub timeout: Option<crate::units::Dur>,
+    /// What one worker's interpreter may allocate (default 64 MiB).
+    pub memory: Option<crate::units::Size>,
+    /// VM instructions one request may run (default 1e9).
+    pub max_instructions: Option<u64>,
+}
+
+impl LuaRouteConfig {
+    /// The script at `path` (as written) with this table's limits.
+    pub(crate) fn script_config(
+        &self,
+        path: &str,
+        resolve: &dyn Fn(&str) -> PathBuf,
+        dicts: &Dicts,
+    ) -> Result<LuaConfig, String> {
+        LuaConfig::new(
+            resolve(path),
+            self.timeout.map(|d| d.0),
+            self.memory.map(|m| m.0),
+            self.max_instructions,
+            dicts.clone(),
+        )
+    }
+}
+
+impl super::configure::Configure for LuaRouteConfig {
+    fn configure(
+        &self,
+        cx: &super::configure::Ctx<'_>,
+    ) -> Result<super::Handler, super::configure::Fail> {
+        use super::configure::Fail;
+        let Some(script) = &self.script else {
+            return Err(Fail::new("lua", "no `script`"));
+        };
+        let cfg = self
+            .script_config(script, cx.resolve, cx.lua_dicts)
+            .map_err(Fail::at("lua.script"))?;
+        Ok(super::Handler::Lua(Arc::new(cfg)))
+    }
 }

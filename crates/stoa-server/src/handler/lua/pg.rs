@@ -80,14 +80,6 @@ impl Pg {
         *self.conn.borrow_mut() = Some(c.clone());
         Ok(c)
     }
-
-    /// Whether a connection is open now (for tests and the status page).
-    pub fn is_open(&self) -> bool {
-        self.conn
-            .borrow()
-            .as_ref()
-            .is_some_and(|c| !c.client.is_closed())
-    }
 }
 
 impl Conn {

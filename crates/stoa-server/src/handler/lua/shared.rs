@@ -234,6 +234,7 @@ impl Dict {
     }
 
     /// Bytes in use and the bound.
+    #[cfg(test)]
     pub fn usage(&self) -> (usize, usize) {
         let d = self.lock();
         (d.used, d.capacity)
