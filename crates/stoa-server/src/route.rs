@@ -45,6 +45,11 @@ pub(crate) enum Pick<'r> {
     /// runs them first ([`guarded`]), then picks again with
     /// [`pick_unguarded`].
     Access(&'r Access),
+    /// A route whose checks never wait, before a handler that answers at
+    /// once (a static file, the status page: `Access::settle`): routing
+    /// chose the handler already, the checks run before it without a
+    /// future and without routing again.
+    Checked(&'r Access, &'r Handler, String),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     /// A cleartext request to a site with `https_redirect`: 308 to the
@@ -60,6 +65,7 @@ impl Pick<'_> {
         match self {
             Pick::Run(h, _) => h.runs_async(),
             Pick::Access(a) => a.runs_async(),
+            Pick::Checked(..) => false,
             Pick::Status(_) | Pick::HttpsRedirect | Pick::OptionsStar => false,
         }
     }
@@ -294,6 +300,20 @@ fn pick_in<'r>(
         // The access phase: one branch when there is no check.
         let access = route.map_or(&site.access, |r| &r.access);
         if guard && !access.is_empty() {
+            if !access.runs_async() {
+                // Settled at load: this handler answers at once and no
+                // index script or `try_files` leads elsewhere.
+                if let Some(h @ (Handler::Static(_) | Handler::Status(_))) =
+                    route.map(|r| &r.handler).or(site.fallback.as_ref())
+                {
+                    // The status page sees the request as it came.
+                    let to = match (h, changed) {
+                        (Handler::Static(_), Some(q)) => Some((norm.clone(), q)),
+                        _ => None,
+                    };
+                    return (Pick::Checked(access, h, norm), to);
+                }
+            }
             let to = changed.map(|q| (norm, q));
             return (Pick::Access(access), to);
         }
@@ -523,6 +543,23 @@ fn dispatch_in<'x>(
     let (h, norm) = match p {
         Pick::Run(h, norm) => (h, norm),
         Pick::Access(a) => return guarded(a, ex, rt, depth, nest),
+        Pick::Checked(a, h, norm) => {
+            match a.start(ex) {
+                Start::Granted(g) => {
+                    let ran = dispatch_in(Pick::Run(h, norm), ex, rt, depth, &[], nest).is_none();
+                    debug_assert!(ran, "a checked route's handler answers at once");
+                    // A `limit_connections` slot is held until here.
+                    drop(g);
+                }
+                Start::Answered => {}
+                Start::Pending(_) => {
+                    // Cannot be: `Access::settle` saw no check that waits.
+                    ex.error(500, &[]);
+                    ex.finish();
+                }
+            }
+            return None;
+        }
         Pick::OptionsStar => {
             ex.start(204);
             ex.header("Allow", b"GET, HEAD, OPTIONS");
