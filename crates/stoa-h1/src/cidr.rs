@@ -79,15 +79,36 @@ fn bits(ip: IpAddr) -> (u128, bool) {
     }
 }
 
+/// An address made ready for matching against many ranges
+/// ([`Cidr::contains_addr`]): the conversion [`Cidr::contains`] does for
+/// each range, done once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addr {
+    bits: u128,
+    v4: bool,
+}
+
+impl From<IpAddr> for Addr {
+    fn from(ip: IpAddr) -> Addr {
+        let (bits, v4) = bits(ip);
+        Addr { bits, v4 }
+    }
+}
+
 impl Cidr {
     /// Whether `ip` is inside this network.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let (b, v4) = bits(ip);
+        self.contains_addr(Addr::from(ip))
+    }
+
+    /// [`Cidr::contains`] for an address converted once.
+    #[inline]
+    pub fn contains_addr(&self, a: Addr) -> bool {
         let family = match self.family {
             Family::Any => return true,
             f => f == Family::V4,
         };
-        v4 == family && b & mask(self.prefix) == self.net
+        a.v4 == family && a.bits & mask(self.prefix) == self.net
     }
 
     /// The prefix length (a bare address has the family's full length;

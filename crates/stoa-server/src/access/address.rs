@@ -12,7 +12,7 @@
 //! to shut others out ends with `"deny all"`.
 
 use std::net::IpAddr;
-use stoa_h1::cidr::Cidr;
+use stoa_h1::cidr::{Addr, Cidr};
 
 /// The rules, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +51,9 @@ impl AddressRules {
     /// does).
     #[inline]
     pub(crate) fn allows(&self, ip: IpAddr) -> bool {
+        let a = Addr::from(ip);
         for (allow, net) in self.rules.iter() {
-            if net.contains(ip) {
+            if net.contains_addr(a) {
                 return *allow;
             }
         }

@@ -332,7 +332,7 @@ impl Access {
             },
             Check::Requests(l) => {
                 let verdict = match &l.key {
-                    LimitKey::ClientIp => l.check(limit::canonical(ex.peer().ip())),
+                    LimitKey::ClientIp => l.check_ip(ex.peer().ip()),
                     LimitKey::Header(name) => match ex.req().header(name) {
                         Some(v) if !v.is_empty() => l.check(v),
                         _ => Rate::Pass,
