@@ -49,7 +49,9 @@ pub(crate) enum Pick<'r> {
     /// once (a static file, the status page: `Access::settle`): routing
     /// chose the handler already, the checks run before it without a
     /// future and without routing again.
-    Checked(&'r Access, &'r Handler, String),
+    /// The handler is the access phase's own reference to the route's
+    /// (`Access::checked_handler`), so a `Pick` stays as large as before.
+    Checked(&'r Access, String),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     /// A cleartext request to a site with `https_redirect`: 308 to the
@@ -303,15 +305,13 @@ fn pick_in<'r>(
             if !access.runs_async() {
                 // Settled at load: this handler answers at once and no
                 // index script or `try_files` leads elsewhere.
-                if let Some(h @ (Handler::Static(_) | Handler::Status(_))) =
-                    route.map(|r| &r.handler).or(site.fallback.as_ref())
-                {
+                if let Some(h) = access.checked_handler() {
                     // The status page sees the request as it came.
                     let to = match (h, changed) {
                         (Handler::Static(_), Some(q)) => Some((norm.clone(), q)),
                         _ => None,
                     };
-                    return (Pick::Checked(access, h, norm), to);
+                    return (Pick::Checked(access, norm), to);
                 }
             }
             let to = changed.map(|q| (norm, q));
@@ -543,17 +543,18 @@ fn dispatch_in<'x>(
     let (h, norm) = match p {
         Pick::Run(h, norm) => (h, norm),
         Pick::Access(a) => return guarded(a, ex, rt, depth, nest),
-        Pick::Checked(a, h, norm) => {
-            match a.start(ex) {
-                Start::Granted(g) => {
+        Pick::Checked(a, norm) => {
+            match (a.start(ex), a.checked_handler()) {
+                (Start::Granted(g), Some(h)) => {
                     let ran = dispatch_in(Pick::Run(h, norm), ex, rt, depth, &[], nest).is_none();
                     debug_assert!(ran, "a checked route's handler answers at once");
                     // A `limit_connections` slot is held until here.
                     drop(g);
                 }
-                Start::Answered => {}
-                Start::Pending(_) => {
-                    // Cannot be: `Access::settle` saw no check that waits.
+                (Start::Answered, _) => {}
+                (Start::Pending(_) | Start::Granted(_), _) => {
+                    // Cannot be: `Access::settle` saw no check that waits
+                    // and kept the handler it hands over.
                     ex.error(500, &[]);
                     ex.finish();
                 }

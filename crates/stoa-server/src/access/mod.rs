@@ -36,7 +36,7 @@ pub(crate) mod limit;
 
 use crate::exchange::{Exchange, Include};
 use crate::handler::lua::LuaConfig;
-use crate::handler::{fastcgi, lua, Authz};
+use crate::handler::{fastcgi, lua, Authz, Handler};
 use crate::upstream::Pool;
 use address::AddressRules;
 use basic::{BasicAuth, BasicAuthKey, Checked, SlowCheck};
@@ -68,6 +68,11 @@ pub(crate) struct Access {
     /// and the handler run without a future (the static path behind
     /// address rules and limits).
     sync: bool,
+    /// With `sync`, the route's handler when it is a static file handler
+    /// or the status page (an `Arc` shared with the route): routing hands
+    /// it over as `Pick::Checked` without a second pick, and without
+    /// making every `Pick` larger by a second reference.
+    checked: Option<Handler>,
 }
 
 impl Check {
@@ -184,6 +189,7 @@ impl Builder {
         Access {
             checks: checks.into(),
             sync: false,
+            checked: None,
         }
     }
 }
@@ -195,11 +201,31 @@ impl Access {
         self.checks.is_empty()
     }
 
-    /// Says whether the route's handler always answers at once; with no
-    /// check that waits, the phase then runs without a future.
-    pub(crate) fn settle(mut self, handler_answers_at_once: bool) -> Access {
-        self.sync = handler_answers_at_once && !self.checks.iter().any(Check::may_wait);
+    /// Tells the phase its route's handler (`try_files`: the route has
+    /// some). When that always answers at once (a static file handler
+    /// that no index script or `try_files` can turn into a script run,
+    /// the status page, a deny) and no check waits, the phase runs
+    /// without a future.
+    pub(crate) fn settle(mut self, handler: Option<&Handler>, try_files: bool) -> Access {
+        let at_once = !try_files
+            && match handler {
+                Some(Handler::Static(c)) => !c.has_scripts(),
+                Some(Handler::Status(_) | Handler::Deny) => true,
+                _ => false,
+            };
+        self.sync = at_once && !self.checks.iter().any(Check::may_wait);
+        self.checked = match handler {
+            Some(Handler::Static(c)) if self.sync => Some(Handler::Static(Arc::clone(c))),
+            Some(Handler::Status(c)) if self.sync => Some(Handler::Status(Arc::clone(c))),
+            _ => None,
+        };
         self
+    }
+
+    /// The handler routing may hand over with the checks (see `checked`).
+    #[inline]
+    pub(crate) fn checked_handler(&self) -> Option<&Handler> {
+        self.checked.as_ref()
     }
 
     /// Whether routing must run the phase (and the handler) as a future.
@@ -499,6 +525,13 @@ mod tests {
         }
     }
 
+    fn static_handler() -> Handler {
+        let dir = std::env::temp_dir();
+        let cfg = crate::handler::static_files::StaticConfig::open(&dir, vec![], false)
+            .expect("a static handler");
+        Handler::Static(Arc::new(cfg))
+    }
+
     #[test]
     fn only_checks_that_never_wait_before_a_handler_that_answers_at_once_run_without_a_future() {
         let mut b = Builder::default();
@@ -506,14 +539,30 @@ mod tests {
         let t: LimitRequestsTable = toml::from_str("rate = \"5/s\"").expect("table");
         b.limit_requests(&t).expect("rate");
         b.limit_connections(3).expect("conns");
-        assert!(!b.finish().settle(true).runs_async());
+        assert!(!b
+            .finish()
+            .settle(Some(&static_handler()), false)
+            .runs_async());
         b.address_rules(&["allow all".into()]).expect("rules");
-        assert!(b.finish().settle(false).runs_async(), "a script route");
+        assert!(
+            b.finish().settle(None, false).runs_async(),
+            "a script route"
+        );
         let t: LimitRequestsTable = toml::from_str("rate = \"5/s\"\ndelay = true").expect("table");
         b.limit_requests(&t).expect("rate");
-        assert!(b.finish().settle(true).runs_async(), "a delay waits");
+        assert!(
+            b.finish()
+                .settle(Some(&static_handler()), false)
+                .runs_async(),
+            "a delay waits"
+        );
         b.authorizer(1);
-        assert!(b.finish().settle(true).runs_async(), "an Authorizer waits");
+        assert!(
+            b.finish()
+                .settle(Some(&static_handler()), false)
+                .runs_async(),
+            "an Authorizer waits"
+        );
     }
 
     #[test]

@@ -206,20 +206,6 @@ pub(crate) fn access(
     Ok(b.finish())
 }
 
-/// Whether a route's handler always answers at once (a static file
-/// handler that no index script or `try_files` can turn into a script,
-/// the status page, a deny), so that its access phase, when none of its
-/// checks waits, runs without a future ([`Access::settle`]).
-pub(crate) fn answers_at_once(handler: Option<&crate::handler::Handler>, try_files: bool) -> bool {
-    use crate::handler::Handler;
-    !try_files
-        && match handler {
-            Some(Handler::Static(c)) => !c.has_scripts(),
-            Some(Handler::Status(_) | Handler::Deny) => true,
-            _ => false,
-        }
-}
-
 #[cfg(test)]
 mod tests {
     use super::inherit;

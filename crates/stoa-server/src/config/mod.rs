@@ -1135,10 +1135,8 @@ fn build(
                 lua_dicts: &lua_dicts,
                 access: &access_builder,
             };
-            let access = edge::access(sc, Some(rc), &cx)?.settle(edge::answers_at_once(
-                Some(&handler),
-                rc.try_files.is_some(),
-            ));
+            let access =
+                edge::access(sc, Some(rc), &cx)?.settle(Some(&handler), rc.try_files.is_some());
             let edge = edge::resolve(sc, Some(rc), &cx)?;
             if let Some(tf) = &rc.try_files {
                 if tf.len() < 2 {
@@ -1231,8 +1229,7 @@ fn build(
             lua_dicts: &lua_dicts,
             access: &access_builder,
         };
-        let access =
-            edge::access(sc, None, &cx)?.settle(edge::answers_at_once(fallback.as_ref(), false));
+        let access = edge::access(sc, None, &cx)?.settle(fallback.as_ref(), false);
         let edge = edge::resolve(sc, None, &cx)?;
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
