@@ -19,6 +19,7 @@
 //!   balancer sends ahead of a connection, with the client's address.
 
 pub mod body;
+pub mod cidr;
 pub mod proxy;
 pub mod proxy_protocol;
 pub mod request;

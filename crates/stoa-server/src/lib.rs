@@ -10,6 +10,7 @@
 
 // `pub`: what the binary (crates/stoa) and the tests (tests/, fuzz/) use;
 // the rest is the crate's own.
+pub(crate) mod access;
 pub mod broker;
 pub mod cert;
 pub(crate) mod config;

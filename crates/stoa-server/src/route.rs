@@ -5,7 +5,8 @@
 //! text), at most [`MAX_REDIRECTS`] deep (h2o's `reprocess`). [`Includer`]
 //! runs a path as a subrequest for handlers that include others (SSI, Lua).
 
-use crate::config::{Access, Check, Route, Runtime, Site};
+use crate::access::{Access, Granted, Start};
+use crate::config::{Route, Runtime, Site};
 use crate::exchange::{Edge, Exchange, Include, Sub, SubResponse};
 use crate::handler::cgi;
 use crate::handler::fastcgi;
@@ -16,7 +17,7 @@ use crate::handler::respond;
 use crate::handler::ssi;
 use crate::handler::static_files;
 use crate::handler::status;
-use crate::handler::{Authz, Handler, Outcome};
+use crate::handler::{Handler, Outcome};
 use crate::local::Worker;
 use std::cell::RefCell;
 use std::future::Future;
@@ -45,9 +46,16 @@ pub(crate) enum Pick<'r> {
     /// by (never the PHP preset, which routing resolves, nor `Deny`).
     Run(&'r Handler, String),
     /// A route (or a site's root) with access checks: the access phase
-    /// runs them first ([`access_phase`]), then picks again with
+    /// runs them first ([`guarded`]), then picks again with
     /// [`pick_unguarded`].
     Access(&'r Access),
+    /// A route whose checks never wait, before a handler that answers at
+    /// once (a static file, the status page: `Access::settle`): routing
+    /// chose the handler already, the checks run before it without a
+    /// future and without routing again.
+    /// The handler is the access phase's own reference to the route's
+    /// (`Access::checked_handler`), so a `Pick` stays as large as before.
+    Checked(&'r Access, String),
     /// Answered without a handler (404, 413, OPTIONS *...).
     Status(u16),
     /// A cleartext request to a site with `https_redirect`: 308 to the
@@ -62,7 +70,8 @@ impl Pick<'_> {
     pub(crate) fn runs_async(&self) -> bool {
         match self {
             Pick::Run(h, _) => h.runs_async(),
-            Pick::Access(_) => true,
+            Pick::Access(a) => a.runs_async(),
+            Pick::Checked(..) => false,
             Pick::Status(_) | Pick::HttpsRedirect | Pick::OptionsStar => false,
         }
     }
@@ -311,6 +320,18 @@ fn pick_in<'r>(
         *edge = e;
         // The access phase: one branch when there is no check.
         if guard && !access.is_empty() {
+            if !access.runs_async() {
+                // Settled at load: this handler answers at once and no
+                // index script or `try_files` leads elsewhere.
+                if let Some(h) = access.checked_handler() {
+                    // The status page sees the request as it came.
+                    let to = match (h, changed) {
+                        (Handler::Static(_), Some(q)) => Some((norm.clone(), q)),
+                        _ => None,
+                    };
+                    return (Pick::Checked(access, norm), to);
+                }
+            }
             let to = changed.map(|q| (norm, q));
             return (Pick::Access(access), to);
         }
@@ -549,7 +570,25 @@ fn dispatch_in<'x>(
             None
         }
         Pick::Run(h, norm) => run_handler(h, norm, ex, rt, depth, vars, nest),
-        Pick::Access(a) => Some(Box::pin(access_phase(a, ex, rt, depth, nest))),
+        Pick::Access(a) => guarded(a, ex, rt, depth, nest),
+        Pick::Checked(a, norm) => {
+            match (a.start(ex), a.checked_handler()) {
+                (Start::Granted(g), Some(h)) => {
+                    let ran = dispatch_in(Pick::Run(h, norm), ex, rt, depth, &[], nest).is_none();
+                    debug_assert!(ran, "a checked route's handler answers at once");
+                    // A `limit_connections` slot is held until here.
+                    drop(g);
+                }
+                (Start::Answered, _) => {}
+                (Start::Pending(_) | Start::Granted(_), _) => {
+                    // Cannot be: `Access::settle` saw no check that waits
+                    // and kept the handler it hands over.
+                    ex.error(500, &[]);
+                    ex.finish();
+                }
+            }
+            None
+        }
         Pick::OptionsStar => {
             ex.start(204);
             ex.header("Allow", b"GET, HEAD, OPTIONS");
@@ -695,50 +734,110 @@ fn redirect_head(orig: &RequestHead, location: &[u8]) -> RequestHead {
     )
 }
 
-/// The access phase (nginx's `NGX_HTTP_ACCESS_PHASE`), for a route or a
-/// site root with checks: each is asked in order (a FastCGI Authorizer,
-/// FastCGI §6.3; a Lua `access` script); the first that answers (401,
-/// 403, a redirect...) ends the request with its response; when all let
-/// it through, the handler runs with the variables they granted. It runs
-/// wherever routing does (HTTP/1, HTTP/2, subrequests); local redirects
-/// come through routing again, so they are checked too.
-async fn access_phase(
-    access: &Access,
+/// A request for a route with an access phase (crate::access): address
+/// rules, basic auth, limits, a FastCGI Authorizer (§6.3), a Lua `access`
+/// script. When it lets the request through, the route's handler runs
+/// with the variables it granted, otherwise its answer went to the
+/// client. Checks that need no waiting run here, and a static file behind
+/// them is served at once; the rest continues as a future. Local
+/// redirects come through routing again, so they are checked too.
+fn guarded<'x>(
+    a: &'x Access,
+    ex: &'x mut Exchange<'_>,
+    rt: &'x Runtime,
+    depth: u8,
+    nest: Option<&'x Nest>,
+) -> Option<Running<'x>> {
+    match a.start(ex) {
+        Start::Answered => None,
+        Start::Granted(g) => {
+            let (p, rewritten) = pick_unguarded(ex.req(), rt);
+            if !p.runs_async() {
+                // The usual case behind address rules and limits: a
+                // static file (or an error), served now; handlers that
+                // answer at once take no variables. A connection slot is
+                // held until the response is written.
+                let ran = match &rewritten {
+                    None => dispatch_in(p, ex, rt, depth, &[], nest).is_none(),
+                    Some(new) => {
+                        let mut sub = ex.redirected(new);
+                        let ran = dispatch_in(p, &mut sub, rt, depth, &[], nest).is_none();
+                        let keep = sub.keeps();
+                        drop(sub);
+                        ex.absorb_keep(keep);
+                        ran
+                    }
+                };
+                debug_assert!(ran, "runs_async and dispatch disagree");
+                drop(g);
+                return None;
+            }
+            if !a.runs_async() {
+                // The configuration promised a handler that answers at
+                // once (`Access::settle`) and routing found another: answer
+                // rather than drop a future the caller will not run.
+                tracing::error!(
+                    "access: {} routed to an asynchronous handler on a synchronous route",
+                    String::from_utf8_lossy(ex.req().path())
+                );
+                ex.error(500, &[]);
+                ex.finish();
+                return None;
+            }
+            Some(Box::pin(async move {
+                granted(g, p, rewritten, ex, rt, depth, nest).await;
+            }))
+        }
+        Start::Pending(_) if !a.runs_async() => {
+            // Cannot be: a synchronous route has no check that waits.
+            ex.error(500, &[]);
+            ex.finish();
+            None
+        }
+        Start::Pending(pending) => Some(Box::pin(async move {
+            let g = {
+                let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
+                let max = a.lua_max_subrequest();
+                let inc = Includer::inside(rt, ex, max, nest, &norm, None);
+                a.finish(pending, ex, &rt.pools, &inc).await
+            };
+            let Some(g) = g else {
+                return;
+            };
+            let (p, rewritten) = pick_unguarded(ex.req(), rt);
+            granted(g, p, rewritten, ex, rt, depth, nest).await;
+        })),
+    }
+}
+
+/// Runs the handler a request that passed its access phase was routed
+/// to, with what the phase granted.
+async fn granted(
+    g: Granted,
+    p: Pick<'_>,
+    rewritten: Option<RequestHead>,
     ex: &mut Exchange<'_>,
     rt: &Runtime,
     depth: u8,
     nest: Option<&Nest>,
 ) {
-    let mut vars = Vec::new();
-    for check in &access.checks {
-        let authz = match check {
-            Check::FastCgi(pool) => fastcgi::authorize(*pool, ex, &rt.pools).await,
-            Check::Lua(cfg) => {
-                let norm = crate::http::path::normalize(ex.req().path()).unwrap_or_default();
-                let inc = Includer::inside(rt, ex, cfg.max_subrequest, nest, &norm, None);
-                lua::access(cfg, ex, &inc).await
-            }
-        };
-        match authz {
-            Authz::Allow(v) => vars.extend(v),
-            Authz::Answered => return,
-        }
-    }
-    let (p, rewritten) = pick_unguarded(ex.req(), rt);
     match rewritten {
         None => {
-            if let Some(f) = dispatch_in(p, ex, rt, depth, &vars, nest) {
+            if let Some(f) = dispatch_in(p, ex, rt, depth, &g.vars, nest) {
                 f.await;
             }
         }
         Some(new) => {
             let mut sub = ex.redirected(&new);
-            error_page::run_in(p, &mut sub, rt, depth, &vars, nest).await;
+            error_page::run_in(p, &mut sub, rt, depth, &g.vars, nest).await;
             let keep = sub.keeps();
             drop(sub);
             ex.absorb_keep(keep);
         }
     }
+    // Held to here: `limit_connections` counts the request until its
+    // handler is done.
+    drop(g);
 }
 
 /// What a document passes down to the subrequests it makes.

@@ -18,7 +18,11 @@
 //! - `handler/mod.rs` (the one enum of handlers), `handler/configure.rs`
 //!   (what configurators share) and `handler/php.rs` (the preset that
 //!   composes two handlers) are the handler layer itself, which every
-//!   handler may use.
+//!   handler may use;
+//! - the access phase (`access`) sits beside the handlers: it imports the
+//!   exchange, and the FastCGI and Lua handlers for the Authorizer and Lua
+//!   checks, never the connections, the wire, routing or the config
+//!   loader; no handler, gateway or upstream code imports it.
 //!
 //! Handlers also never look at how the request was framed on the wire
 //! (`head.framing`, `req().keep_alive`, `.expect_continue` of the request
@@ -73,6 +77,14 @@ fn forbidden(from: &str, to: &str) -> bool {
         return true;
     }
     if is_handler(from) && is_handler(to) {
+        return true;
+    }
+    if from == "access" && above_handlers.contains(&to) {
+        return true;
+    }
+    if (is_handler(from) || ["handler", "gateway", "upstream", "exchange", "proto"].contains(&from))
+        && to == "access"
+    {
         return true;
     }
     if from == "conn" && (is_handler(to) || to == "handler") {

@@ -26,13 +26,12 @@
 //!
 //! Nothing here allocates except by growing the caller's `Vec<u8>`.
 
-mod cidr;
 mod forwarded;
 mod redirect;
 mod request;
 mod response;
 
-pub use cidr::{Cidr, CidrError, TrustedProxies};
+pub use crate::cidr::{Cidr, CidrError, TrustedProxies};
 pub use forwarded::{push_forwarded_element, Node};
 pub use redirect::{rewrite_location, rewrite_refresh, RedirectRule};
 pub use request::{

@@ -7,13 +7,13 @@
 //! CL.TE, TE.CL, duplicate lengths, obs-fold), the upstream receives
 //! exactly one framing field that matches the bytes that follow.
 
-use super::cidr::TrustedProxies;
 use super::forwarded::{push_forwarded_element, push_xff_node, Node};
 use super::{
     connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
     named_by_connection, push_field,
 };
 use crate::body::{push_chunk_header, CHUNK_END};
+use crate::cidr::TrustedProxies;
 use crate::{eq_ignore_case, list_items, push_u64, Framing, Version};
 use std::net::SocketAddr;
 

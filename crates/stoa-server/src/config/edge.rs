@@ -6,7 +6,7 @@
 //! - [`resolve`] -> [`Edge`] (`exchange/edge.rs`): what the exchange, its
 //!   response filters and the handlers read;
 //! - [`access`] -> [`Access`]: the checks of the access phase, which
-//!   routing runs before the handler (`route::access_phase`).
+//!   routing runs before the handler (`route::guarded`, over `crate::access`).
 //!
 //! A route's value replaces its site's whole (nginx inherits a
 //! directive into a location the same way, unless the location sets it).
@@ -14,6 +14,7 @@
 //! (or a check in `Access`), and one line here that resolves it.
 
 use super::{ConfigError, ErrAt, RouteConfig, RouteLogConfig, SiteConfig};
+use crate::access::Access;
 use crate::exchange::Edge;
 use crate::local::AccessLog;
 use crate::log::access::Format;
@@ -52,7 +53,15 @@ macro_rules! edge_keys {
             pub(crate) intercept_errors: Option<Spanned<bool>>,
 
             // access: `basic_auth`, `address_rules`, `limit_requests`,
-            // `limit_connections`.
+            // `limit_connections` (access/, docs/CONFIG.md "Access").
+            /// `["allow 10.0.0.0/8", "deny all"]`: first match wins.
+            pub(crate) address_rules: Option<toml::Spanned<Vec<String>>>,
+            /// `{ realm, users }`, or `false` to lift the site's.
+            pub(crate) basic_auth: Option<toml::Spanned<crate::access::basic::BasicAuthKey>>,
+            /// `{ rate, burst, key, delay }`.
+            pub(crate) limit_requests: Option<toml::Spanned<crate::access::limit::LimitRequestsTable>>,
+            /// Requests in flight per client address.
+            pub(crate) limit_connections: Option<toml::Spanned<u32>>,
 
             // routes: `max_body_bytes`, `timeout`, `default_type`.
             /// The largest request body here, replacing `[limits]
@@ -84,6 +93,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) pools: &'a [crate::upstream::pool::PoolSpec],
     /// `[lua.shared]`, for Lua scripts.
     pub(crate) lua_dicts: &'a crate::handler::lua::Dicts,
+    /// The site's access checks being built: the limits' tables one per
+    /// distinct setting, shared by the routes that inherit it.
+    pub(crate) access: &'a std::cell::RefCell<crate::access::Builder>,
 }
 
 /// The [`Edge`] of a route (`route` Some) or of a site's root (None):
@@ -196,42 +208,38 @@ impl Ctx<'_> {
     }
 }
 
-/// The access phase of a route or a site's root: checks asked in order
-/// before the handler; the first that answers ends the request, the
-/// variables each grants reach the handler. Empty (nearly always): routing
-/// pays one branch.
-#[derive(Debug, Default)]
-pub(crate) struct Access {
-    pub(crate) checks: Vec<Check>,
-}
-
-/// One check of the access phase.
-#[derive(Debug)]
-pub(crate) enum Check {
-    /// A FastCGI Authorizer (RFC-less FastCGI role; the pool's index in
-    /// `Runtime::pools`).
-    FastCgi(usize),
-    /// A Lua `access` script.
-    Lua(Arc<crate::handler::lua::LuaConfig>),
-}
-
-impl Access {
-    /// No check: the handler runs at once.
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.checks.is_empty()
-    }
-}
-
 /// The [`Access`] of a route (`route` Some) or of a site's root (None).
+/// Its checks run in the fixed order of `crate::access`, whatever the
+/// order of the keys.
 pub(crate) fn access(
-    _site: &SiteConfig,
+    site: &SiteConfig,
     route: Option<&RouteConfig>,
     cx: &Ctx<'_>,
 ) -> Result<Access, ConfigError> {
-    let mut checks = Vec::new();
+    let mut b = cx.access.borrow_mut();
+    // Each key: the route's, else the site's; its span names the line.
+    let at = |v: std::ops::Range<usize>, key: &str| {
+        let k = cx.key_of(key);
+        move |m: String| (cx.err)(Some(v), &k, m)
+    };
+    if let Some(v) = inherit(route.map(|r| &r.address_rules), &site.address_rules) {
+        b.address_rules(v.get_ref())
+            .map_err(at(v.span(), "address_rules"))?;
+    }
+    if let Some(v) = inherit(route.map(|r| &r.basic_auth), &site.basic_auth) {
+        b.basic_auth(v.get_ref(), cx.resolve)
+            .map_err(at(v.span(), "basic_auth"))?;
+    }
+    if let Some(v) = inherit(route.map(|r| &r.limit_requests), &site.limit_requests) {
+        b.limit_requests(v.get_ref())
+            .map_err(at(v.span(), "limit_requests"))?;
+    }
+    if let Some(v) = inherit(route.map(|r| &r.limit_connections), &site.limit_connections) {
+        b.limit_connections(*v.get_ref())
+            .map_err(at(v.span(), "limit_connections"))?;
+    }
     let Some(rc) = route else {
-        return Ok(Access { checks });
+        return Ok(b.finish());
     };
     if let Some(lu) = &rc.lua {
         let c = lu.get_ref();
@@ -247,7 +255,7 @@ pub(crate) fn access(
                 let cfg = c
                     .script_config(a, cx.resolve, cx.lua_dicts)
                     .map_err(|m| (cx.err)(Some(lu.span()), &cx.key_of("lua.access"), m))?;
-                checks.push(Check::Lua(Arc::new(cfg)));
+                b.lua(Arc::new(cfg));
             }
             None if c.script.is_none() => {
                 return Err((cx.err)(
@@ -274,9 +282,9 @@ pub(crate) fn access(
                 format!("pool `{name}` speaks HTTP: use `proxy`"),
             ));
         }
-        checks.push(Check::FastCgi(i));
+        b.authorizer(i);
     }
-    Ok(Access { checks })
+    Ok(b.finish())
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub(crate) mod edge;
 mod reach;
 mod wire;
 
-pub(crate) use edge::{Access, Check};
+pub(crate) use crate::access::Access;
 
 pub mod files;
 pub use files::{Files, Recorded};
@@ -1093,6 +1093,8 @@ fn build(
             Ok(i)
         };
         let mut routes = Vec::new();
+        // Per site: routes inheriting the site's limits share their tables.
+        let access_builder = std::cell::RefCell::new(crate::access::Builder::default());
         for (j, rc) in sc.route.iter().enumerate() {
             let rkey = format!("{key}.route[{j}]");
             let handlers = rc.handlers();
@@ -1172,8 +1174,10 @@ fn build(
                 log_format: &format,
                 pools: &pool_specs,
                 lua_dicts: &lua_dicts,
+                access: &access_builder,
             };
-            let access = edge::access(sc, Some(rc), &cx)?;
+            let access =
+                edge::access(sc, Some(rc), &cx)?.settle(Some(&handler), rc.try_files.is_some());
             let edge = edge::resolve(sc, Some(rc), &cx)?;
             if let Some(tf) = &rc.try_files {
                 if tf.len() < 2 {
@@ -1275,8 +1279,10 @@ fn build(
             log_format: &format,
             pools: &pool_specs,
             lua_dicts: &lua_dicts,
+            access: &access_builder,
         };
-        let (access, edge) = (edge::access(sc, None, &cx)?, edge::resolve(sc, None, &cx)?);
+        let access = edge::access(sc, None, &cx)?.settle(fallback.as_ref(), false);
+        let edge = edge::resolve(sc, None, &cx)?;
         sites.push(Site {
             hosts: hosts.iter().map(|h| HostPattern::parse(h)).collect(),
             routes,
@@ -1752,7 +1758,7 @@ autoindex = false
         let e = from_str(&text, "t.toml", Path::new("."), &Overrides::default()).unwrap_err();
         assert_eq!(e.line, Some(5), "{e}");
         assert_eq!(e.key, "site[0].route[0].status.allow");
-        assert!(e.message.contains("prefix length"), "{e}");
+        assert!(e.message.contains("prefix longer than the address"), "{e}");
         let ok = text.replace("/40", "/8");
         assert!(from_str(&ok, "t.toml", Path::new("."), &Overrides::default()).is_ok());
     }

@@ -334,6 +334,7 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
             status,
             body_bytes: bytes,
             head: None,
+            user: None,
         },
         || Entry {
             peer,
@@ -348,6 +349,7 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
             request_time: None,
             upstream_addr: None,
             upstream_time: None,
+            user: None,
             complete: true,
         },
     );

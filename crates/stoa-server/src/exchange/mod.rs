@@ -134,6 +134,12 @@ pub struct Exchange<'a> {
     /// path that would not write the page gives the built-in error rather
     /// than nothing.
     may_catch: bool,
+    /// The user the access phase authenticated (the log's `$remote_user`).
+    user: Option<Box<str>>,
+    /// A local redirect of a request already admitted: the request
+    /// limits counted it once (nginx counts `limit_req`/`limit_conn`
+    /// once per main request).
+    redirected: bool,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -177,6 +183,8 @@ impl<'a> Exchange<'a> {
             active: None,
             fields_at: 0,
             may_catch: true,
+            user: None,
+            redirected: false,
         }
     }
 
@@ -260,6 +268,8 @@ impl<'a> Exchange<'a> {
         ex.began = self.began;
         ex.received = self.received;
         ex.may_catch = false;
+        ex.user = self.user.take();
+        ex.redirected = true;
         ex
     }
 
@@ -280,6 +290,25 @@ impl<'a> Exchange<'a> {
 
     pub fn worker(&self) -> &'a Worker {
         self.worker
+    }
+
+    /// Whether this is a subrequest (an SSI include, a Lua subrequest):
+    /// nginx runs no access phase for those, and neither does Stoa's
+    /// own checks.
+    pub(crate) fn is_sub(&self) -> bool {
+        matches!(self.side, Side::Sub(_))
+    }
+
+    /// Whether this is a local redirect of a request (its limits were
+    /// counted for the first).
+    pub(crate) fn is_redirected(&self) -> bool {
+        self.redirected
+    }
+
+    /// Records the user the access phase authenticated, for the access
+    /// log's user field.
+    pub(crate) fn set_user(&mut self, user: &str) {
+        self.user = Some(user.into());
     }
 
     /// The side that carries the request: a caught response's carrier.
@@ -1208,6 +1237,7 @@ impl<'a> Exchange<'a> {
                 status,
                 body_bytes: this.sent,
                 head: Some(req),
+                user: this.user.as_deref(),
             },
             || {
                 let up = this.upstream.as_deref();
@@ -1237,6 +1267,7 @@ impl<'a> Exchange<'a> {
                     request_time: this.began.map(|b| b.elapsed()),
                     upstream_addr: up.map(|u| u.addr.as_str()),
                     upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
+                    user: this.user.as_deref(),
                     complete,
                 }
             },

@@ -71,6 +71,12 @@ impl StaticConfig {
         self
     }
 
+    /// Whether the site has scripts this handler refuses to serve (and
+    /// whose index names routing may run instead).
+    pub fn has_scripts(&self) -> bool {
+        !self.scripts.is_empty()
+    }
+
     /// For a directory path, the first index name present there when it is
     /// a script of the site (routing runs it instead of serving it).
     pub fn script_index(&self, norm: &str) -> Option<&str> {

@@ -7,9 +7,9 @@ use crate::exchange::Exchange;
 use crate::local::{Proto, Shared};
 use crate::upstream::{Pool, PoolKind, ProcState};
 use std::fmt::Write as _;
-use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use stoa_h1::cidr::Cidr;
 
 /// `status = { allow = [...] }` on a route, validated.
 #[derive(Debug)]
@@ -17,63 +17,17 @@ pub struct StatusConfig {
     pub allow: Vec<Cidr>,
 }
 
-/// An address block: `127.0.0.1`, `10.0.0.0/8`, `::1`, `fd00::/8`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    bits: u8,
-}
-
-impl Cidr {
-    pub fn parse(s: &str) -> Result<Cidr, String> {
-        let (a, bits) = match s.split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
-        };
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("`{s}`: not an IP address or block"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let bits = match bits {
-            None => max,
-            Some(b) => b
-                .parse::<u8>()
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| format!("`{s}`: prefix length must be 0..={max}"))?,
-        };
-        Ok(Cidr { addr, bits })
-    }
-
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        // An IPv4 client on a dual-stack socket shows up IPv4-mapped.
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
-            v4 => v4,
-        };
-        let shift = |bits: u8, width: u32| -> u32 { width - u32::from(bits) };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(a)) => {
-                let s = shift(self.bits, 32);
-                s == 32 || (u32::from(net) >> s) == (u32::from(a) >> s)
-            }
-            (IpAddr::V6(net), IpAddr::V6(a)) => {
-                let s = shift(self.bits, 128);
-                s == 128 || (u128::from(net) >> s) == (u128::from(a) >> s)
-            }
-            _ => false,
-        }
-    }
-}
-
 impl StatusConfig {
     pub fn new(allow: Option<&[String]>) -> Result<StatusConfig, String> {
         let allow = match allow {
             Some(list) => list
                 .iter()
-                .map(|s| Cidr::parse(s))
+                .map(|s| s.parse::<Cidr>().map_err(|e| format!("`{s}`: {e}")))
                 .collect::<Result<_, _>>()?,
-            None => vec![Cidr::parse("127.0.0.0/8")?, Cidr::parse("::1")?],
+            None => vec![
+                "127.0.0.0/8".parse().map_err(|e| format!("{e}"))?,
+                "::1".parse().map_err(|e| format!("{e}"))?,
+            ],
         };
         Ok(StatusConfig { allow })
     }
@@ -575,21 +529,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn address_blocks_match_what_they_cover() {
-        let c = |s: &str| Cidr::parse(s).expect(s);
-        let ip = |s: &str| s.parse::<IpAddr>().expect(s);
-        assert!(c("127.0.0.0/8").contains(ip("127.1.2.3")));
-        assert!(!c("127.0.0.0/8").contains(ip("128.0.0.1")));
-        assert!(c("10.1.2.3").contains(ip("10.1.2.3")));
-        assert!(!c("10.1.2.3").contains(ip("10.1.2.4")));
-        assert!(c("0.0.0.0/0").contains(ip("8.8.8.8")));
-        assert!(c("::1").contains(ip("::1")));
-        assert!(c("fd00::/8").contains(ip("fd12::1")));
-        assert!(!c("fd00::/8").contains(ip("fe80::1")));
-        // IPv4-mapped clients match IPv4 blocks, never IPv6 ones by accident.
-        assert!(c("127.0.0.0/8").contains(ip("::ffff:127.0.0.1")));
-        assert!(!c("::1").contains(ip("127.0.0.1")));
-        assert!(Cidr::parse("10.0.0.0/33").is_err());
-        assert!(Cidr::parse("nope").is_err());
+    fn allow_takes_the_spellings_trusted_proxies_takes() {
+        // One parser for every address list: `[::1]` and `all` included.
+        let cfg = |list: &[&str]| {
+            let v: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            StatusConfig::new(Some(&v))
+        };
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect(s);
+        let c = cfg(&["[::1]", "10.0.0.0/8"]).expect("parses");
+        assert!(c.allow.iter().any(|n| n.contains(ip("::1"))));
+        assert!(c.allow.iter().any(|n| n.contains(ip("::ffff:10.1.2.3"))));
+        assert!(cfg(&["all"]).expect("all").allow[0].contains(ip("2001:db8::1")));
+        assert!(cfg(&["10.0.0.0/33"]).is_err());
+        assert!(cfg(&["nope"]).is_err());
+        let default = StatusConfig::new(None).expect("default");
+        assert!(default.allow.iter().any(|n| n.contains(ip("127.0.0.1"))));
+        assert!(default.allow.iter().any(|n| n.contains(ip("::1"))));
+        assert!(!default.allow.iter().any(|n| n.contains(ip("192.0.2.1"))));
     }
 }

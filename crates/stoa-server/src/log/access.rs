@@ -41,8 +41,8 @@ impl AccessLog {
 /// How lines are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
-    /// `$remote_addr - - [$time_local] "$request" $status $body_bytes_sent
-    /// "$http_referer" "$http_user_agent"`.
+    /// `$remote_addr - $remote_user [$time_local] "$request" $status
+    /// $body_bytes_sent "$http_referer" "$http_user_agent"`.
     Combined,
     /// One JSON object per line.
     Json,
@@ -98,6 +98,8 @@ pub struct Entry<'r> {
     /// The application's address and how long it took, for gateways.
     pub upstream_addr: Option<&'r str>,
     pub upstream_time: Option<Duration>,
+    /// The user the access phase authenticated (`$remote_user`).
+    pub user: Option<&'r str>,
     /// The response was sent whole; false when it was cut (the client
     /// left, the application failed or a send timed out).
     pub complete: bool,
@@ -151,6 +153,7 @@ enum Part {
 enum Var {
     RemoteAddr,
     RemotePort,
+    RemoteUser,
     TimeLocal,
     TimeIso8601,
     Msec,
@@ -176,6 +179,7 @@ enum Var {
 pub const VARIABLES: &[&str] = &[
     "remote_addr",
     "remote_port",
+    "remote_user",
     "time_local",
     "time_iso8601",
     "msec",
@@ -201,6 +205,7 @@ impl Var {
         Some(match name {
             "remote_addr" => Var::RemoteAddr,
             "remote_port" => Var::RemotePort,
+            "remote_user" => Var::RemoteUser,
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
             "msec" => Var::Msec,
@@ -307,6 +312,7 @@ fn combined(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
             status: e.status,
             body_bytes: e.body_bytes,
             head: e.head,
+            user: e.user,
         },
         t.clf,
     );
@@ -330,6 +336,8 @@ pub struct Combined<'r> {
     pub body_bytes: u64,
     /// The parsed head (None: it could not be parsed).
     pub head: Option<&'r RequestHead>,
+    /// The authenticated user (the third field; `-` without one).
+    pub user: Option<&'r str>,
 }
 
 /// Appends the Combined line for `c` (with its newline) to `out`; `clf`
@@ -342,7 +350,18 @@ pub fn write_combined_line(out: &mut Vec<u8>, c: &Combined<'_>, clf: &str) {
 #[inline]
 fn write_combined(out: &mut Vec<u8>, c: &Combined<'_>, clf: &str) {
     push_ip(out, c.peer);
-    out.extend_from_slice(b" - - [");
+    match c.user {
+        None => out.extend_from_slice(b" - - ["),
+        Some(u) => {
+            out.extend_from_slice(b" - ");
+            // An empty user prints as nginx prints an empty value.
+            if u.is_empty() {
+                out.push(b'-');
+            }
+            escape_into(out, u.as_bytes());
+            out.extend_from_slice(b" [");
+        }
+    }
     out.extend_from_slice(clf.as_bytes());
     out.extend_from_slice(b"] \"");
     if c.h2 {
@@ -405,6 +424,11 @@ fn json(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
     push_ip(out, e.peer);
     out.extend_from_slice(b"\",\"remote_port\":");
     stoa_h1::push_u64(out, u64::from(e.peer.port()));
+    out.extend_from_slice(b",\"remote_user\":");
+    match e.user {
+        Some(u) => json_str(out, u.as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
     out.extend_from_slice(b",\"request\":");
     json_str(out, &e.request_line);
     out.extend_from_slice(b",\"method\":");
@@ -476,6 +500,11 @@ fn template(out: &mut Vec<u8>, tpl: &Template, e: &Entry<'_>, t: &Times<'_>) {
         match v {
             Var::RemoteAddr => push_ip(out, e.peer),
             Var::RemotePort => stoa_h1::push_u64(out, u64::from(e.peer.port())),
+            Var::RemoteUser => {
+                if let Some(u) = e.user {
+                    escape_into(out, u.as_bytes())
+                }
+            }
             Var::TimeLocal => out.extend_from_slice(t.clf.as_bytes()),
             Var::TimeIso8601 => out.extend_from_slice(t.iso.as_bytes()),
             Var::Msec => push_secs(out, t.now),
@@ -640,6 +669,7 @@ mod tests {
             request_time: Some(Duration::from_micros(12_345)),
             upstream_addr: Some("unix:/run/php.sock"),
             upstream_time: Some(Duration::from_millis(11)),
+            user: None,
             complete: true,
         }
     }
@@ -669,6 +699,27 @@ mod tests {
         assert!(line(&Format::Combined, &e).contains("\" 200 - \""));
     }
 
+    /// The user basic authentication established fills the Combined
+    /// format's third field (Apache's `%u`, nginx's `$remote_user`),
+    /// escaped like every other field; JSON and templates name it.
+    #[test]
+    fn the_authenticated_user_is_the_third_field() {
+        let mut e = entry();
+        e.user = Some("alice \"x\"");
+        assert!(line(&Format::Combined, &e)
+            .starts_with("192.0.2.7 - alice \\\"x\\\" [26/Nov/2026:14:01:44 +0000] \"GET"));
+        let v: serde_json::Value =
+            serde_json::from_str(line(&Format::Json, &e).trim_end()).expect("json");
+        assert_eq!(v["remote_user"], "alice \"x\"");
+        let t = Format::parse("$remote_user|$remote_addr").expect("template");
+        assert_eq!(line(&t, &e), "alice \\\"x\\\"|192.0.2.7\n");
+        e.user = None;
+        assert_eq!(line(&t, &e), "-|192.0.2.7\n");
+        let v: serde_json::Value =
+            serde_json::from_str(line(&Format::Json, &e).trim_end()).expect("json");
+        assert!(v["remote_user"].is_null());
+    }
+
     /// The Combined fast path (no [`Entry`]) writes what the Entry path
     /// writes: HTTP/2's line rebuilt while escaping, field names in any
     /// case, the first of repeated fields, `-` for absent ones.
@@ -683,6 +734,7 @@ mod tests {
             status: e.status,
             body_bytes: e.body_bytes,
             head,
+            user: None,
         };
         write_combined_line(&mut fast, &c(false, &e.request_line, e.head), T.clf);
         assert_eq!(fast, line(&Format::Combined, &e).into_bytes());

@@ -1,21 +1,37 @@
-//! Address ranges (`10.0.0.0/8`, `fd00::/8`) for `trusted_proxies`.
+//! Address ranges (`10.0.0.0/8`, `fd00::/8`, `[::1]`, `all`): the one
+//! parser behind every list of addresses in the configuration
+//! (`trusted_proxies` of the proxy and of the PROXY protocol, the status
+//! page's `allow`, a route's `address_rules`), so that all of them take
+//! the same spellings.
 //!
-//! Hand-written rather than a dependency: matching is a mask and a compare,
-//! and the only subtlety, IPv4-mapped IPv6 peers, is a proxy's concern that
-//! general-purpose crates leave to the caller.
+//! It lives here, at the bottom of the workspace, because the proxy's
+//! sans-IO code needs it and every crate above can reach it; it does no
+//! I/O. Hand-written rather than a dependency: matching is a mask and a
+//! compare, and the only subtlety, IPv4-mapped IPv6 peers (what a
+//! dual-stack socket reports for an IPv4 client), is one general-purpose
+//! crates leave to the caller.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-/// One IPv4 or IPv6 network: an address and a prefix length.
+/// One IPv4 or IPv6 network (an address and a prefix length), or every
+/// address of both families (`all`, nginx's `allow all`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cidr {
     /// The network's address, left-aligned in 128 bits for both families
     /// so that matching is one code path.
     net: u128,
     prefix: u8,
-    v4: bool,
+    family: Family,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    V4,
+    V6,
+    /// `all`: both families, every address.
+    Any,
 }
 
 /// Why a range was refused.
@@ -63,33 +79,70 @@ fn bits(ip: IpAddr) -> (u128, bool) {
     }
 }
 
+/// An address made ready for matching against many ranges
+/// ([`Cidr::contains_addr`]): the conversion [`Cidr::contains`] does for
+/// each range, done once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addr {
+    bits: u128,
+    v4: bool,
+}
+
+impl From<IpAddr> for Addr {
+    fn from(ip: IpAddr) -> Addr {
+        let (bits, v4) = bits(ip);
+        Addr { bits, v4 }
+    }
+}
+
 impl Cidr {
     /// Whether `ip` is inside this network.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let (b, v4) = bits(ip);
-        v4 == self.v4 && b & mask(self.prefix) == self.net
+        self.contains_addr(Addr::from(ip))
     }
 
-    /// The prefix length (a bare address has the family's full length).
+    /// [`Cidr::contains`] for an address converted once.
+    #[inline]
+    pub fn contains_addr(&self, a: Addr) -> bool {
+        let family = match self.family {
+            Family::Any => return true,
+            f => f == Family::V4,
+        };
+        a.v4 == family && a.bits & mask(self.prefix) == self.net
+    }
+
+    /// The prefix length (a bare address has the family's full length;
+    /// `all` has 0).
     pub fn prefix(&self) -> u8 {
         self.prefix
     }
+
+    /// Every address of both families.
+    pub const ALL: Cidr = Cidr {
+        net: 0,
+        prefix: 0,
+        family: Family::Any,
+    };
 }
 
 impl FromStr for Cidr {
     type Err = CidrError;
 
-    /// `addr` or `addr/prefix`; IPv6 with or without brackets.
+    /// `addr` or `addr/prefix`, IPv6 with or without brackets
+    /// (`[::1]`, `[fd00::]/8`), or `all`.
     fn from_str(s: &str) -> Result<Cidr, CidrError> {
+        if s == "all" {
+            return Ok(Cidr::ALL);
+        }
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
         };
-        let addr = addr
-            .strip_prefix('[')
-            .and_then(|a| a.strip_suffix(']'))
-            .unwrap_or(addr);
-        let ip: IpAddr = addr.parse().map_err(|_| CidrError::Syntax)?;
+        let ip: IpAddr = match addr.strip_prefix('[').and_then(|a| a.strip_suffix(']')) {
+            // Brackets are IPv6's (RFC 3986 §3.2.2), as in a URL or `listen`.
+            Some(v6) => IpAddr::V6(v6.parse().map_err(|_| CidrError::Syntax)?),
+            None => addr.parse().map_err(|_| CidrError::Syntax)?,
+        };
         let (net, v4) = bits(ip);
         // A mapped range (`::ffff:10.0.0.0/104`) is written with an IPv6
         // prefix; it is stored as the IPv4 range it covers.
@@ -115,17 +168,24 @@ impl FromStr for Cidr {
         if net & !mask(prefix) != 0 {
             return Err(CidrError::HostBits);
         }
-        Ok(Cidr { net, prefix, v4 })
+        let family = if v4 { Family::V4 } else { Family::V6 };
+        Ok(Cidr {
+            net,
+            prefix,
+            family,
+        })
     }
 }
 
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.v4 {
-            let a = std::net::Ipv4Addr::from((self.net >> 96) as u32);
-            write!(f, "{a}/{}", self.prefix)
-        } else {
-            write!(f, "{}/{}", std::net::Ipv6Addr::from(self.net), self.prefix)
+        match self.family {
+            Family::V4 => {
+                let a = std::net::Ipv4Addr::from((self.net >> 96) as u32);
+                write!(f, "{a}/{}", self.prefix)
+            }
+            Family::V6 => write!(f, "{}/{}", std::net::Ipv6Addr::from(self.net), self.prefix),
+            Family::Any => f.write_str("all"),
         }
     }
 }
@@ -228,8 +288,35 @@ mod tests {
     }
 
     #[test]
+    fn all_covers_both_families_and_only_as_a_whole_word() {
+        let all: Cidr = "all".parse().unwrap();
+        assert!(all.contains(ip("203.0.113.9")));
+        assert!(all.contains(ip("2001:db8::1")));
+        assert!(all.contains(ip("::ffff:10.0.0.1")));
+        assert_eq!(all.prefix(), 0);
+        for bad in ["ALL", "all/0", " all", "any"] {
+            assert_eq!(bad.parse::<Cidr>(), Err(CidrError::Syntax), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bracketed_ipv6_is_the_same_range_as_bare() {
+        // The status page's `allow` once refused `[::1]` while
+        // `trusted_proxies` took it: one parser, one set of spellings.
+        for (a, b) in [
+            ("[::1]", "::1"),
+            ("[fd00::]/8", "fd00::/8"),
+            ("[::1]/128", "::1"),
+        ] {
+            assert_eq!(a.parse::<Cidr>(), b.parse::<Cidr>(), "{a} vs {b}");
+        }
+        assert_eq!("[::1".parse::<Cidr>(), Err(CidrError::Syntax));
+        assert_eq!("[10.0.0.1]".parse::<Cidr>(), Err(CidrError::Syntax));
+    }
+
+    #[test]
     fn a_range_prints_as_written() {
-        for s in ["10.0.0.0/8", "2001:db8::/32", "127.0.0.1/32"] {
+        for s in ["10.0.0.0/8", "2001:db8::/32", "127.0.0.1/32", "all"] {
             assert_eq!(s.parse::<Cidr>().unwrap().to_string(), s);
         }
     }
