@@ -164,11 +164,11 @@ perf_load() {
     BG_PIDS=("${BG_PIDS[@]/$sp}")
     [ "$n" -gt 0 ] || { warn "$tag: the load failed (see $RUN/raw/load-$tag.txt)"; FAILED=1; echo "  perf   $load: LOAD FAILED"; return; }
     # the two filtered exits come after the plain events: label them
-    awk -F, -v n="$n" -v load="$load" '
+    awk -F, -v n="$n" -v loadname="$load" '
         /^[0-9]/ { ev = $3; sub(/^syscalls:sys_(enter|exit)_/, "", ev); sub(/^raw_syscalls:sys_enter$/, "ALL", ev)
                    if (ev in seen) ev = ev "-failed"; seen[ev] = 1
                    if ($1 > 0 || ev ~ /^(recvfrom|writev|epoll_wait)/) out = out sprintf(" %s=%.3f", ev, $1 / n) }
-        END { printf "  perf   %-9s (%d req):%s\n", load, n, out }' "$f"
+        END { printf "  perf   %-9s (%d req):%s\n", loadname, n, out }' "$f"
 }
 # strace_load SERVER_NAME ROUTE TAG: strace -f -c over the saturated load
 strace_load() {
