@@ -5,6 +5,7 @@
 //! [`Exchange`](crate::exchange::Exchange) ([`response`]).
 
 pub mod bufs;
+pub(crate) mod life;
 pub mod response;
 
 pub use bufs::Bufs;
