@@ -117,6 +117,16 @@ impl Fail {
         }
     }
 
+    /// A connection that could not be made: nothing was sent, so any
+    /// request may go to another server.
+    pub(crate) fn connect(e: &std::io::Error) -> Fail {
+        let mut f = Fail::closed(false, Retry::Unsent, format!("connect: {e}"));
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            f.cause = Cause::Timeout;
+        }
+        f
+    }
+
     pub(crate) fn timeout(reused: bool, what: impl Into<String>) -> Fail {
         Fail {
             cause: Cause::Timeout,

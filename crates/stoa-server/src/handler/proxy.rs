@@ -173,7 +173,7 @@ impl life::Steps for Http<'_> {
     async fn connect(&mut self, lease: &Lease) -> Result<AppStream, Fail> {
         AppStream::connect(&lease.proc.target, self.route.connect_timeout)
             .await
-            .map_err(|e| connect_fail(&e))
+            .map_err(|e| Fail::connect(&e))
     }
 
     async fn exchange(
@@ -209,16 +209,6 @@ impl life::Steps for Http<'_> {
         }
         Ok(())
     }
-}
-
-/// A connection that could not be made: nothing was sent, so any request
-/// may go to another server.
-pub(crate) fn connect_fail(e: &io::Error) -> Fail {
-    let mut f = Fail::closed(false, Retry::Unsent, format!("connect: {e}"));
-    if e.kind() == io::ErrorKind::TimedOut {
-        f.cause = life::Cause::Timeout;
-    }
-    f
 }
 
 /// The connection closed before any response byte. A reset of a parked
