@@ -490,7 +490,7 @@ impl Pools {
                         Some(self.rundir.clone()),
                         self.generation,
                     ));
-                    pool::start(&p);
+                    crate::upstream::start(&p);
                     if let Some(old) = old {
                         tracing::info!(
                             "pool {}: configuration changed, starting a new generation; the old one drains",

@@ -8,8 +8,18 @@
 pub mod health;
 pub mod pool;
 pub mod stream;
+pub mod target;
 
 pub use pool::{
     Affinity, Health, Lease, NoProcess, Pool, PoolKind, Proc, ProcState, Protocol, Target,
 };
 pub use stream::AppStream;
+
+/// Starts a pool: its processes and their supervision, the expiry of its
+/// parked connections, and its health checks.
+pub fn start(pool: &std::sync::Arc<Pool>) {
+    pool::start(pool);
+    if pool.spec.health.is_some() {
+        tokio::task::spawn_local(health::watch(pool.clone()));
+    }
+}

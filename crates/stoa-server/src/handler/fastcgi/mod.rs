@@ -9,7 +9,8 @@ use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::life::{self, Fail, Retry};
 use crate::gateway::{self, response, Bufs, ClientEv, Input};
-use crate::upstream::{AppStream, Lease, Pool};
+use crate::upstream::pool::PoolSpec;
+use crate::upstream::{AppStream, Lease, Pool, Proc};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -603,6 +604,34 @@ enum Done {
     Redirect(Vec<u8>),
 }
 
+/// Sizes a process's concurrency to what it said in FCGI_GET_VALUES_RESULT
+/// (§4.1). Without multiplexing each request has a connection of its own,
+/// so both FCGI_MAX_CONNS and FCGI_MAX_REQS bind; a multiplexing process
+/// takes MAX_REQS requests spread over at most MAX_CONNS connections, and
+/// Stoa opens one per worker (so it multiplexes only when MAX_CONNS allows
+/// one per worker). The operator's `capacity` caps what it says.
+fn learn(proc: &Proc, v: &stoa_fastcgi::Values, spec: &PoolSpec) {
+    let mpx = v.mpxs_conns == Some(true)
+        && v.max_conns
+            .is_none_or(|c| c as usize >= crate::local::worker_count().max(1));
+    let said = match (v.max_conns, v.max_reqs) {
+        (_, Some(r)) if mpx => Some(r),
+        (Some(c), Some(r)) => Some(c.min(r)),
+        (c, r) => c.or(r),
+    };
+    let n = match (said.map(|n| n as usize), spec.stated_capacity) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if let Some(n) = n {
+        proc.settle(n, mpx && n > 1);
+    }
+    // An answer without either limit (php-fpm 8.2 sends only
+    // FCGI_MPXS_CONNS=0) says nothing about concurrency: the request's
+    // end then applies the pool default, without keep-alive.
+    tracing::debug!("pool {}: process #{} says {v:?}", spec.name, proc.index);
+}
+
 /// How the exchange loop ended.
 enum End {
     /// The response is complete (or the client left after it); whether the
@@ -803,7 +832,7 @@ async fn exchange(
                 Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data, ex),
                 Event::Values(v) => {
                     if let Some(l) = &lease {
-                        l.proc.learn(&v, &pool.spec);
+                        learn(&l.proc, &v, &pool.spec);
                     }
                 }
                 Event::End {

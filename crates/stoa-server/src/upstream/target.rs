@@ -1,0 +1,57 @@
+//! Where an application process is reached: a Unix socket or a TCP
+//! address. A leaf of the upstream layer: the pool and the streams name
+//! it, it names neither.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::path::PathBuf;
+
+/// How to reach one application process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl Target {
+    pub fn parse(s: &str, base: &Path) -> Result<Target, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            let p = Path::new(p);
+            return Ok(Target::Unix(if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }));
+        }
+        parse_addr(s).map(Target::Tcp)
+    }
+}
+
+/// As the configuration writes it: `127.0.0.1:8080`, `unix:/run/app.sock`.
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Tcp(a) => write!(f, "{a}"),
+            Target::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// Accepts `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` and `:8080`
+/// (all IPv4 interfaces).
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "`{s}` is not an address (write e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"
+    ))
+}
