@@ -653,6 +653,61 @@ fn issue_4_kill_9_of_a_process_under_load_fails_no_request_and_the_pool_recovers
     assert!(!alive(victim));
 }
 
+/// The only process of a spawned pool is killed (SIGKILL: the OOM killer)
+/// under GET load: the requests it had in flight go again once its
+/// successor runs (the slot's listening socket outlives it, so nothing
+/// queued there is lost), and no client sees a failure. nginx with one
+/// `server` in its upstream answers 502 to those in flight; php-fpm's
+/// master restarts the child the same way.
+#[test]
+fn a_killed_single_spawned_process_under_get_load_costs_no_request() {
+    let site = hello_site("fcgi-kill-one", "processes = 1");
+    get_report(&site, "/app/?warm");
+    let victim = site.wait_running("app", 1).proc(0).pid;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (results, killed_at) = std::thread::scope(|s| {
+        let load: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let r = try_request(&site, &get("/app/?sleep=20"));
+                        out.push((t0.elapsed(), r.map(|r| r.status)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let killed_at = t0.elapsed();
+        kill(victim, libc::SIGKILL);
+        // Until the successor has served a while.
+        site.wait_status("app", Duration::from_secs(5), |s| {
+            s.proc(0).restarts == 1 && s.proc(0).state == "Running"
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let results: Vec<_> = load
+            .into_iter()
+            .flat_map(|h| h.join().expect("load thread"))
+            .collect();
+        (results, killed_at)
+    });
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|(_, r)| !matches!(r, Ok(200)))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "killed at {killed_at:?}, failures {failed:?}\n{}",
+        site.stderr()
+    );
+    let after = results.iter().filter(|(t, _)| *t > killed_at).count();
+    assert!(after >= 8, "the load stopped: {after} requests after the kill");
+    assert!(!alive(victim));
+}
+
 #[test]
 fn issue_10_a_process_killed_after_serving_is_restarted_at_once_every_time() {
     let site = hello_site("fcgi-kill-again", "processes = 1");

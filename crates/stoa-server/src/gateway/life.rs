@@ -265,8 +265,14 @@ pub(crate) trait Steps {
     /// The pause before the same server takes the next try after a new
     /// connection to it failed; `None`: another server or the answer.
     const SAME_SERVER_PAUSE: Option<Duration>;
+    /// After a parked connection failed before any response byte (the
+    /// keep-alive race), send the request on to another server when the
+    /// pool has one, rather than on a new connection to the same.
+    const RACE_ELSEWHERE: bool;
     /// The name of the protocol in log lines ("proxy", "fastcgi").
     const KIND: &'static str;
+    /// How its log lines say a request goes to the next server.
+    const ANOTHER: &'static str;
 
     /// A parked connection to the lease's server that still looks usable.
     /// `strict`: the request could not go again after the keep-alive race,
@@ -353,7 +359,7 @@ pub(crate) async fn run<S: Steps>(
                     };
                     let within = pol.within.is_none_or(|w| started.elapsed() < w);
                     if wanted && within && failed_servers < servers {
-                        log_retry(ex, pool, &proc, S::KIND, &f, "trying another server");
+                        log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
                         skip = Some(proc.index);
                         continue;
                     }
@@ -430,14 +436,29 @@ pub(crate) async fn run<S: Steps>(
             give_up(ex, pool, &proc, S::KIND, &f, why, true).await;
             return None;
         }
-        if race || f.same_server {
-            if race {
-                race_left -= 1;
-                // The server's other parked connections are as suspect:
-                // closed, so the next try connects anew.
-                proc.retried();
-            }
-            log_retry(ex, pool, &proc, S::KIND, &f, if race { "retrying on a new one" } else { "trying again" });
+        if race {
+            race_left -= 1;
+            // The server's other parked connections are as suspect:
+            // closed, so the next try connects anew.
+            proc.retried();
+            let elsewhere = S::RACE_ELSEWHERE && servers > 1;
+            log_retry(
+                ex,
+                pool,
+                &proc,
+                S::KIND,
+                &f,
+                if elsewhere {
+                    S::ANOTHER
+                } else {
+                    "retrying on a new one"
+                },
+            );
+            skip = elsewhere.then_some(proc.index);
+            continue;
+        }
+        if f.same_server {
+            log_retry(ex, pool, &proc, S::KIND, &f, "trying again");
             skip = None;
             continue;
         }
@@ -445,7 +466,7 @@ pub(crate) async fn run<S: Steps>(
             pool.hold_off(&proc, HOLD_OFF);
         }
         if other {
-            log_retry(ex, pool, &proc, S::KIND, &f, "trying another server");
+            log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
             skip = Some(proc.index);
         } else if let Some(pause) = pause {
             pauses_left -= 1;

@@ -280,14 +280,15 @@ pub async fn lease(
         Ok(l) => Some(l),
         Err(e) => {
             tracing::warn!(
-                "{kind} pool {}: {} ({} waiting); 503",
+                "{kind} pool {}: {} ({} waiting); 503; {}",
                 pool.spec.name,
                 match e {
                     NoProcess::QueueFull => "queue full",
                     NoProcess::Timeout => "none free in time",
                     NoProcess::Stopped => "stopped by a reload that removed it",
                 },
-                pool.waiting()
+                pool.waiting(),
+                ex.who()
             );
             simple(ex, 503, &[("Retry-After", b"1")]);
             None

@@ -87,7 +87,11 @@ pub async fn serve(
     pools: &[Arc<Pool>],
 ) -> Outcome {
     let Some(pool) = pools.get(route.pool).cloned() else {
-        tracing::error!("proxy: pool {} is not running", route.pool_name);
+        tracing::error!(
+            "proxy: pool {} is not running; {}",
+            route.pool_name,
+            ex.who()
+        );
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
@@ -159,7 +163,12 @@ impl life::Steps for Http<'_> {
     /// An HTTP server that closed a new connection is failing: trying it
     /// again would only put off the 502 (nginx tries each server once).
     const SAME_SERVER_PAUSE: Option<Duration> = None;
+    /// An HTTP server closes idle connections on its own timer and stays
+    /// up: the same server takes the request on a new connection (its
+    /// affinity kept).
+    const RACE_ELSEWHERE: bool = false;
     const KIND: &'static str = "proxy";
+    const ANOTHER: &'static str = "trying another server";
 
     fn reuse(&mut self, lease: &Lease, strict: bool) -> Option<AppStream> {
         // A parked connection the upstream closed meanwhile fails before

@@ -57,7 +57,11 @@ pub async fn serve(
     extra: &[(String, Vec<u8>)],
 ) -> Outcome {
     let Some(pool) = pools.get(route.pool).cloned() else {
-        tracing::error!("fastcgi: pool {} is not running", route.pool_name);
+        tracing::error!(
+            "fastcgi: pool {} is not running; {}",
+            route.pool_name,
+            ex.who()
+        );
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
@@ -120,7 +124,10 @@ pub use crate::handler::Authz;
 /// Asks the Authorizer application of pool `pool` about a request (§6.3).
 pub async fn authorize(pool: usize, ex: &mut Exchange<'_>, pools: &[Arc<Pool>]) -> Authz {
     let Some(pool) = pools.get(pool).cloned() else {
-        tracing::error!("fastcgi: authorizer pool #{pool} is not running");
+        tracing::error!(
+            "fastcgi: authorizer pool #{pool} is not running; {}",
+            ex.who()
+        );
         gateway::simple(ex, 503, &[]);
         return Authz::Answered;
     };
@@ -236,7 +243,12 @@ impl life::Steps for Fcgi<'_> {
     /// pause. An HTTP server gives no such promise.
     const SAME_SERVER_PAUSE: Option<std::time::Duration> =
         Some(std::time::Duration::from_millis(50));
+    /// A FastCGI process that closes a parked connection is often on its
+    /// way out (php-fpm recycling a child, a process killed while idle):
+    /// another process is the better bet when the pool has one.
+    const RACE_ELSEWHERE: bool = true;
     const KIND: &'static str = "fastcgi";
+    const ANOTHER: &'static str = "retrying on another process";
 
     fn reuse(&mut self, lease: &Lease, strict: bool) -> Option<FcgiConn> {
         if lease.proc.multiplexes() {
