@@ -382,7 +382,10 @@ fn the_upstream_modules_import_each_other_without_a_cycle() {
 fn the_cycle_check_catches_a_cycle() {
     let mut edges: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
     edges.insert("health".into(), ["pool".to_owned()].into());
-    edges.insert("pool".into(), ["stream".to_owned(), "health".to_owned()].into());
+    edges.insert(
+        "pool".into(),
+        ["stream".to_owned(), "health".to_owned()].into(),
+    );
     edges.insert("stream".into(), BTreeSet::new());
     assert!(find_cycle(&edges).is_some());
     edges.insert("pool".into(), ["stream".to_owned()].into());

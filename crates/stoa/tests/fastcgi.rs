@@ -704,7 +704,10 @@ fn a_killed_single_spawned_process_under_get_load_costs_no_request() {
         site.stderr()
     );
     let after = results.iter().filter(|(t, _)| *t > killed_at).count();
-    assert!(after >= 8, "the load stopped: {after} requests after the kill");
+    assert!(
+        after >= 8,
+        "the load stopped: {after} requests after the kill"
+    );
     assert!(!alive(victim));
 }
 

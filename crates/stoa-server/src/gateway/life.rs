@@ -311,6 +311,126 @@ pub(crate) fn idempotent(ex: &Exchange<'_>) -> bool {
     head.method.is_idempotent() || head.header("idempotency-key").is_some()
 }
 
+/// What the loop knows of a request's tries so far.
+#[derive(Debug)]
+struct Tally {
+    /// Servers in the pool.
+    servers: usize,
+    /// Servers that failed it (each is tried once).
+    failed: usize,
+    /// Sends so far (the first included).
+    sends: u32,
+    races_left: u8,
+    pauses_left: u8,
+}
+
+impl Tally {
+    fn new(servers: usize) -> Tally {
+        Tally {
+            servers,
+            failed: 0,
+            sends: 0,
+            races_left: RACE_RESENDS,
+            pauses_left: RACE_RESENDS,
+        }
+    }
+}
+
+/// How a protocol's servers differ where the rule lets them.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    race_elsewhere: bool,
+    same_server_pause: Option<Duration>,
+}
+
+/// The request as the rule sees it.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    /// Idempotent (or `retries.non_idempotent`).
+    idempotent: bool,
+    /// Its body is all in hand (not streamed): it can be sent again.
+    resendable: bool,
+    /// Time since its first try.
+    elapsed: Duration,
+}
+
+/// What to do after a failed try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Answer the client with the failure's status; why, for the log.
+    GiveUp(&'static str),
+    /// The keep-alive race: a new connection, to another server
+    /// (`true`) or the same.
+    Race(bool),
+    /// The same server (it only asked for a different way).
+    Same,
+    /// Another server; the failed one is held off.
+    Another,
+    /// The same server after this pause.
+    Pause(Duration),
+}
+
+/// The retry rule (the module's doc), as a pure function: updates `t`.
+fn decide(f: &Fail, t: &mut Tally, pol: &Retries, req: Request, rules: Rules) -> Next {
+    let race = f.is_race();
+    if !race && !f.same_server && f.cause != Cause::Local {
+        t.failed += 1;
+    }
+    let other = t.failed < t.servers;
+    let wanted = match f.cause {
+        _ if race => true,
+        Cause::Error | Cause::Refused => pol.on_error,
+        Cause::Timeout => pol.on_timeout,
+        Cause::Status(s) => pol.on_status.contains(&s),
+        Cause::Local => false,
+    };
+    let safe = match f.retry {
+        Retry::Unsent => true,
+        Retry::MaybeSent => req.idempotent,
+        Retry::Never => false,
+    } && req.resendable;
+    let in_budget = if race {
+        t.races_left > 0
+    } else {
+        (pol.tries == 0 || t.sends < pol.tries)
+            && pol.within.is_none_or(|w| req.elapsed < w)
+            && t.sends < MAX_SENDS
+    };
+    // The same server after a pause, where the protocol's servers come
+    // back on their socket: only after a broken connection (an overloaded
+    // or slow server is not asked again at once).
+    let pause = rules
+        .same_server_pause
+        .filter(|_| f.cause == Cause::Error && t.pauses_left > 0);
+    let target_ok = race || f.same_server || other || pause.is_some();
+    if !wanted || !safe {
+        return Next::GiveUp("not sent again");
+    }
+    if !in_budget {
+        return Next::GiveUp("tried enough");
+    }
+    if !target_ok {
+        return Next::GiveUp("no other server to try");
+    }
+    if race {
+        t.races_left -= 1;
+        return Next::Race(rules.race_elsewhere && t.servers > 1);
+    }
+    if f.same_server {
+        return Next::Same;
+    }
+    if other {
+        return Next::Another;
+    }
+    match pause {
+        Some(p) => {
+            t.pauses_left -= 1;
+            Next::Pause(p)
+        }
+        None => Next::GiveUp("no other server to try"),
+    }
+}
+
 /// Runs the request through `steps` until it is answered. `None`: the
 /// client was answered here (503 from the queue, or the last failure's
 /// status).
@@ -325,12 +445,11 @@ pub(crate) async fn run<S: Steps>(
     let key = gateway::affinity_key(&pool.spec.affinity, ex);
     let idem = idempotent(ex) || pol.non_idempotent;
     let started = Instant::now();
-    let servers = pool.procs.len();
-    // Servers that failed a new connection (each is tried once).
-    let mut failed_servers = 0usize;
-    let mut race_left = RACE_RESENDS;
-    let mut pauses_left = RACE_RESENDS;
-    let mut sends = 0u32;
+    let rules = Rules {
+        race_elsewhere: S::RACE_ELSEWHERE,
+        same_server_pause: S::SAME_SERVER_PAUSE,
+    };
+    let mut tally = Tally::new(pool.procs.len());
     let mut skip = None;
     loop {
         let Some(lease) = gateway::lease(pool, key.as_deref(), skip, ex, S::KIND).await else {
@@ -338,8 +457,8 @@ pub(crate) async fn run<S: Steps>(
         };
         ex.upstream_began(gateway::target_addr(&lease.proc.target));
         let proc = lease.proc.clone();
-        let may_go_again = !plan.streamed && input.replayable();
-        let parked = steps.reuse(&lease, !(idem && may_go_again));
+        let resendable = !plan.streamed && input.replayable();
+        let parked = steps.reuse(&lease, !(idem && resendable));
         let reused = parked.is_some();
         let conn = match parked {
             Some(c) => c,
@@ -350,37 +469,42 @@ pub(crate) async fn run<S: Steps>(
                         pool.hold_off(&proc, HOLD_OFF);
                     }
                     drop(lease);
-                    failed_servers += 1;
                     // Nothing was sent: any request may try another server.
-                    let wanted = match f.cause {
-                        Cause::Error => pol.on_error,
-                        Cause::Timeout => pol.on_timeout,
-                        _ => false,
+                    let req = Request {
+                        idempotent: true,
+                        resendable: true,
+                        elapsed: started.elapsed(),
                     };
-                    let within = pol.within.is_none_or(|w| started.elapsed() < w);
-                    if wanted && within && failed_servers < servers {
+                    let next = decide(
+                        &f,
+                        &mut tally,
+                        pol,
+                        req,
+                        Rules {
+                            race_elsewhere: false,
+                            same_server_pause: None,
+                        },
+                    );
+                    if next == Next::Another {
                         log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
                         skip = Some(proc.index);
                         continue;
                     }
-                    let why = if !wanted {
-                        "not retried on this"
-                    } else if !within {
-                        "retries.within passed"
-                    } else {
-                        "no other server to try"
+                    let why = match next {
+                        Next::GiveUp(why) => why,
+                        _ => "no other server to try",
                     };
                     give_up(ex, pool, &proc, S::KIND, &f, why, false).await;
                     return None;
                 }
             },
         };
-        sends += 1;
-        let left = (pol.tries == 0 || sends < pol.tries)
+        tally.sends += 1;
+        let left = (pol.tries == 0 || tally.sends < pol.tries)
             && pol.within.is_none_or(|w| started.elapsed() < w)
-            && may_go_again
+            && resendable
             && idem;
-        let statuses: &[u16] = if left && failed_servers + 1 < servers {
+        let statuses: &[u16] = if left && tally.failed + 1 < tally.servers {
             &pol.on_status
         } else {
             &[]
@@ -393,89 +517,51 @@ pub(crate) async fn run<S: Steps>(
             Ok(out) => return Some(out),
             Err(f) => f,
         };
-        let race = f.is_race();
-        if !race && !f.same_server && f.cause != Cause::Local {
-            failed_servers += 1;
+        let req = Request {
+            idempotent: idem,
+            resendable,
+            elapsed: started.elapsed(),
+        };
+        let mut next = decide(&f, &mut tally, pol, req, rules);
+        if !matches!(next, Next::GiveUp(_)) && !input.rewind() {
+            next = Next::GiveUp("not sent again");
         }
-        let other = failed_servers < servers;
-        let wanted = match f.cause {
-            _ if race => true,
-            Cause::Error | Cause::Refused => pol.on_error,
-            Cause::Timeout => pol.on_timeout,
-            Cause::Status(s) => pol.on_status.contains(&s),
-            Cause::Local => false,
-        };
-        let safe = match f.retry {
-            Retry::Unsent => true,
-            Retry::MaybeSent => idem,
-            Retry::Never => false,
-        };
-        let in_budget = if race {
-            race_left > 0
-        } else {
-            (pol.tries == 0 || sends < pol.tries)
-                && pol.within.is_none_or(|w| started.elapsed() < w)
-                && sends < MAX_SENDS
-        };
-        // Where the next try would go: the same server after a race or
-        // when the failure says so, another one, or the same one after a
-        // pause when the protocol's servers come back on their socket
-        // (only after a broken connection: an overloaded or slow server
-        // is not asked again at once).
-        let pause = S::SAME_SERVER_PAUSE.filter(|_| f.cause == Cause::Error && pauses_left > 0);
-        let target_ok = race || f.same_server || other || pause.is_some();
-        let again = wanted && safe && in_budget && target_ok && !plan.streamed && input.rewind();
-        if !again {
-            let why = if !in_budget {
-                "tried enough"
-            } else if wanted && safe && !target_ok {
-                "no other server to try"
-            } else {
-                "not sent again"
-            };
-            give_up(ex, pool, &proc, S::KIND, &f, why, true).await;
-            return None;
-        }
-        if race {
-            race_left -= 1;
-            // The server's other parked connections are as suspect:
-            // closed, so the next try connects anew.
-            proc.retried();
-            let elsewhere = S::RACE_ELSEWHERE && servers > 1;
-            log_retry(
-                ex,
-                pool,
-                &proc,
-                S::KIND,
-                &f,
-                if elsewhere {
+        match next {
+            Next::GiveUp(why) => {
+                give_up(ex, pool, &proc, S::KIND, &f, why, true).await;
+                return None;
+            }
+            Next::Race(elsewhere) => {
+                // The server's other parked connections are as suspect:
+                // closed, so the next try connects anew.
+                proc.retried();
+                let what = if elsewhere {
                     S::ANOTHER
                 } else {
                     "retrying on a new one"
-                },
-            );
-            skip = elsewhere.then_some(proc.index);
-            continue;
-        }
-        if f.same_server {
-            log_retry(ex, pool, &proc, S::KIND, &f, "trying again");
-            skip = None;
-            continue;
-        }
-        if matches!(f.cause, Cause::Error | Cause::Timeout) {
-            pool.hold_off(&proc, HOLD_OFF);
-        }
-        if other {
-            log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
-            skip = Some(proc.index);
-        } else if let Some(pause) = pause {
-            pauses_left -= 1;
-            proc.retried();
-            log_retry(ex, pool, &proc, S::KIND, &f, "retrying on a new one");
-            // The process is going away: its successor takes over the
-            // socket in a moment.
-            tokio::time::sleep(pause).await;
-            skip = None;
+                };
+                log_retry(ex, pool, &proc, S::KIND, &f, what);
+                skip = elsewhere.then_some(proc.index);
+            }
+            Next::Same => {
+                log_retry(ex, pool, &proc, S::KIND, &f, "trying again");
+                skip = None;
+            }
+            Next::Another => {
+                if matches!(f.cause, Cause::Error | Cause::Timeout) {
+                    pool.hold_off(&proc, HOLD_OFF);
+                }
+                log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
+                skip = Some(proc.index);
+            }
+            Next::Pause(pause) => {
+                proc.retried();
+                log_retry(ex, pool, &proc, S::KIND, &f, "retrying on a new one");
+                // The process is going away: its successor takes over the
+                // socket in a moment.
+                tokio::time::sleep(pause).await;
+                skip = None;
+            }
         }
     }
 }
@@ -530,5 +616,224 @@ async fn give_up(
         gateway::fail_now(ex, f.status).await;
     } else {
         gateway::simple(ex, f.status, &[]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HTTP: Rules = Rules {
+        race_elsewhere: false,
+        same_server_pause: None,
+    };
+    const FASTCGI: Rules = Rules {
+        race_elsewhere: true,
+        same_server_pause: Some(Duration::from_millis(50)),
+    };
+
+    fn req(idempotent: bool) -> Request {
+        Request {
+            idempotent,
+            resendable: true,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    fn sent(t: &mut Tally) -> &mut Tally {
+        t.sends += 1;
+        t
+    }
+
+    /// nginx: "upstream prematurely closed connection" with one server and
+    /// nowhere left to go is a 502 at once, for a GET as for a POST.
+    #[test]
+    fn a_new_connection_closed_by_the_only_http_server_is_given_up_at_once() {
+        let f = Fail::closed(false, Retry::MaybeSent, "closed");
+        let pol = Retries::default();
+        let mut t = Tally::new(1);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(true), HTTP),
+            Next::GiveUp("no other server to try")
+        );
+        let mut t = Tally::new(1);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(false), HTTP),
+            Next::GiveUp("not sent again")
+        );
+    }
+
+    /// RFC 9110 §9.2.2: a request the application may have acted on goes
+    /// again only when idempotent; one it cannot have (a reset with the
+    /// request unread) goes again whatever its method.
+    #[test]
+    fn only_idempotent_requests_go_again_after_a_failure_that_may_have_reached_the_application() {
+        let pol = Retries::default();
+        let maybe = Fail::closed(false, Retry::MaybeSent, "closed");
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&maybe, sent(&mut t), &pol, req(true), HTTP),
+            Next::Another
+        );
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&maybe, sent(&mut t), &pol, req(false), HTTP),
+            Next::GiveUp("not sent again")
+        );
+        let unsent = Fail::connect(&std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&unsent, &mut t, &pol, req(false), HTTP),
+            Next::Another
+        );
+        // `non_idempotent = true` is the caller's `idempotent`.
+        let streamed = Request {
+            resendable: false,
+            ..req(true)
+        };
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&unsent, &mut t, &pol, streamed, HTTP),
+            Next::GiveUp("not sent again")
+        );
+    }
+
+    /// The keep-alive race is the reuse's failure, not the server's: twice
+    /// at most, on a new connection to the same HTTP server (another
+    /// FastCGI process), even with `retries.on = []`.
+    #[test]
+    fn the_keep_alive_race_goes_again_twice_whatever_retries_on_says() {
+        let pol = Retries {
+            on_error: false,
+            on_timeout: false,
+            ..Retries::default()
+        };
+        let race = Fail::closed(true, Retry::MaybeSent, "closed");
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&race, sent(&mut t), &pol, req(true), HTTP),
+            Next::Race(false)
+        );
+        assert_eq!(
+            decide(&race, sent(&mut t), &pol, req(true), FASTCGI),
+            Next::Race(true)
+        );
+        assert_eq!(
+            decide(&race, sent(&mut t), &pol, req(true), HTTP),
+            Next::GiveUp("tried enough")
+        );
+        assert_eq!(t.failed, 0, "a race is not the server's failure");
+    }
+
+    /// nginx `proxy_next_upstream` without `timeout`: a slow server's 504
+    /// goes to the client; with it, the next server gets the request.
+    #[test]
+    fn retries_on_names_the_failures_that_go_to_the_next_server() {
+        let slow = Fail::timeout(false, "slow");
+        let only_errors = RetriesConfig {
+            on: Some(vec!["error".into()]),
+            ..RetriesConfig::default()
+        }
+        .validate()
+        .expect("valid");
+        let mut t = Tally::new(3);
+        assert_eq!(
+            decide(&slow, sent(&mut t), &only_errors, req(true), HTTP),
+            Next::GiveUp("not sent again")
+        );
+        let mut t = Tally::new(3);
+        assert_eq!(
+            decide(&slow, sent(&mut t), &Retries::default(), req(true), HTTP),
+            Next::Another
+        );
+        let s503 = Fail::status(false, 503);
+        let on503 = RetriesConfig {
+            on: Some(vec!["http_503".into()]),
+            ..RetriesConfig::default()
+        }
+        .validate()
+        .expect("valid");
+        let mut t = Tally::new(3);
+        assert_eq!(
+            decide(&s503, sent(&mut t), &on503, req(true), HTTP),
+            Next::Another
+        );
+        assert!(RetriesConfig {
+            on: Some(vec!["http_500".into()]),
+            ..RetriesConfig::default()
+        }
+        .validate()
+        .is_err());
+    }
+
+    /// `tries` counts sends, the first included (nginx
+    /// `proxy_next_upstream_tries`); `within` bounds the time
+    /// (`proxy_next_upstream_timeout`).
+    #[test]
+    fn tries_and_within_bound_the_retries() {
+        let f = Fail::closed(false, Retry::MaybeSent, "closed");
+        let pol = Retries {
+            tries: 2,
+            ..Retries::default()
+        };
+        let mut t = Tally::new(5);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(true), HTTP),
+            Next::Another
+        );
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(true), HTTP),
+            Next::GiveUp("tried enough")
+        );
+        let pol = Retries {
+            within: Some(Duration::from_secs(1)),
+            ..Retries::default()
+        };
+        let late = Request {
+            elapsed: Duration::from_secs(2),
+            ..req(true)
+        };
+        let mut t = Tally::new(5);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, late, HTTP),
+            Next::GiveUp("tried enough")
+        );
+    }
+
+    /// A lone FastCGI process that closed a new connection is on its way
+    /// out and its successor takes over its socket: tried again after a
+    /// pause, twice at most. An overloaded one is not asked again at once.
+    #[test]
+    fn a_lone_fastcgi_process_is_tried_again_after_a_pause_only_when_its_connection_broke() {
+        let pol = Retries::default();
+        let broke = Fail::closed(false, Retry::MaybeSent, "lost");
+        let mut t = Tally::new(1);
+        let pause = Next::Pause(Duration::from_millis(50));
+        assert_eq!(
+            decide(&broke, sent(&mut t), &pol, req(true), FASTCGI),
+            pause
+        );
+        assert_eq!(
+            decide(&broke, sent(&mut t), &pol, req(true), FASTCGI),
+            pause
+        );
+        assert_eq!(
+            decide(&broke, sent(&mut t), &pol, req(true), FASTCGI),
+            Next::GiveUp("no other server to try")
+        );
+        let overloaded = Fail {
+            cause: Cause::Refused,
+            retry: Retry::Unsent,
+            reused: false,
+            same_server: false,
+            status: 503,
+            retry_after: true,
+            what: "refused".into(),
+        };
+        let mut t = Tally::new(1);
+        assert_eq!(
+            decide(&overloaded, sent(&mut t), &pol, req(false), FASTCGI),
+            Next::GiveUp("no other server to try")
+        );
     }
 }

@@ -423,7 +423,10 @@ async fn exchange(
                         return Ok(Done::Failed);
                     }
                 };
-                if !matches!(timeout(send_limit, app.write_all(&chunk[..n])).await, Ok(Ok(()))) {
+                if !matches!(
+                    timeout(send_limit, app.write_all(&chunk[..n])).await,
+                    Ok(Ok(()))
+                ) {
                     // An upstream that answers early (413) stops reading:
                     // its answer may still be there.
                     sent_all = false;
@@ -438,7 +441,10 @@ async fn exchange(
                 match ex.read_body(&mut piece).await {
                     Ok(more) => {
                         if !piece.is_empty()
-                            && !matches!(timeout(send_limit, app.write_all(&piece)).await, Ok(Ok(())))
+                            && !matches!(
+                                timeout(send_limit, app.write_all(&piece)).await,
+                                Ok(Ok(()))
+                            )
                         {
                             sent_all = false;
                             break;
@@ -474,7 +480,10 @@ async fn exchange(
                     framed.extend_from_slice(stoa_h1::body::LAST_CHUNK);
                 }
                 if !framed.is_empty()
-                    && !matches!(timeout(send_limit, app.write_all(&framed)).await, Ok(Ok(())))
+                    && !matches!(
+                        timeout(send_limit, app.write_all(&framed)).await,
+                        Ok(Ok(()))
+                    )
                 {
                     sent_all = false;
                     break;
@@ -834,9 +843,7 @@ impl super::configure::Configure for ProxyRouteConfig {
             }
         };
         let retries = match &self.retries {
-            Some(r) => r
-                .validate()
-                .map_err(|e| Fail::new("proxy.retries", e))?,
+            Some(r) => r.validate().map_err(|e| Fail::new("proxy.retries", e))?,
             None => life::Retries::default(),
         };
         Ok(super::Handler::Proxy(Arc::new(ProxyRoute {

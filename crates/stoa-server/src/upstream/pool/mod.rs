@@ -29,9 +29,9 @@ mod spec;
 mod stash;
 mod supervise;
 
-pub use proc::{Proc, ProcState};
 pub use crate::upstream::stream::IdleConn;
 pub use crate::upstream::target::{parse_addr, Target};
+pub use proc::{Proc, ProcState};
 pub use spec::{Affinity, Balance, Health, PoolKind, PoolSpec, Protocol, SpecTable};
 pub use supervise::stop;
 
@@ -40,7 +40,6 @@ use proc::mono_ms;
 use queue::{wait_queues, WaitQueue, FAIRNESS};
 use scale::scale;
 use stash::expire_idle;
-use supervise::{socket_name, supervise};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -49,7 +48,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
+use supervise::{socket_name, supervise};
 
 /// A claimed request slot on a process; dropping it frees the slot and
 /// wakes a waiting request.

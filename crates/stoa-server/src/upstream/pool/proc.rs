@@ -2,8 +2,8 @@
 //! state, its health and latency, and what it said it can take.
 
 use super::spec::{PoolSpec, Protocol};
-use crate::upstream::target::Target;
 use crate::upstream::stream::IdleConn;
+use crate::upstream::target::Target;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };

@@ -221,7 +221,11 @@ impl<'a> SpecTable<'a> {
                     (Some(n), None, None) => (n, n),
                     (None, min, Some(max)) => (min.unwrap_or(1), max),
                     (None, None, None) => (1, 1),
-                    _ => return Err("give `processes`, or `min_processes` and `max_processes`".into()),
+                    _ => {
+                        return Err(
+                            "give `processes`, or `min_processes` and `max_processes`".into()
+                        )
+                    }
                 };
                 if max == 0 || min > max || max > 1024 {
                     return Err(format!(

@@ -4,8 +4,8 @@
 
 use super::proc::{Proc, ProcState};
 use super::Pool;
-use crate::upstream::stream::IdleConn;
 use crate::local::worker_index;
+use crate::upstream::stream::IdleConn;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,8 +6,8 @@
 
 use super::proc::{Proc, ProcState};
 use super::spec::PoolKind;
-use crate::upstream::target::Target;
 use super::Pool;
+use crate::upstream::target::Target;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::Stdio;
