@@ -234,6 +234,59 @@ fn a_post_is_never_sent_on_a_connection_near_its_announced_keep_alive_end() {
     assert_eq!(b.stat("late_drops"), 0, "{}", s.stderr());
 }
 
+/// nginx sets `proxy_read_timeout` per location: a route's `read_timeout`
+/// replaces the pool's `timeout` (60 s) for its requests, and a response
+/// head that takes longer is a 504 at once (the pool's only server: no
+/// other to try).
+#[test]
+fn a_routes_read_timeout_replaces_the_pools_timeout() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-read-timeout");
+    let s = stoa(&dir, &http_pool(&[b.addr], ""), ", read_timeout = \"300ms\"");
+    let t = Instant::now();
+    let r = s.get("/app/slow?delay=2");
+    let took = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}\n{}", s.stderr());
+    assert!(took < Duration::from_millis(1500), "504 after {took:?}");
+    assert_eq!(s.get("/app/quick").status, 200);
+    let log = s.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("no response within"))
+        .unwrap_or_else(|| panic!("no log line for the timeout:\n{log}"));
+    assert!(line.contains(&b.addr.to_string()), "{line}");
+    assert!(line.contains("GET /app/slow"), "{line}");
+    assert!(line.contains("client: 127.0.0.1"), "{line}");
+}
+
+/// nginx `proxy_next_upstream http_503`: a server's 503 is not passed on
+/// while another server is left, for an idempotent request; a POST gets
+/// the 503 as the server gave it (RFC 9110 §9.2.2: it may have acted).
+#[test]
+fn retries_on_http_503_send_a_get_to_the_next_server_but_not_a_post() {
+    let down = Backend::start(&["--name", "down", "--health-down"]);
+    let up = Backend::start(&["--name", "up"]);
+    let dir = TempDir::new("proxy-retry-503");
+    let s = stoa(
+        &dir,
+        &http_pool(&[down.addr, up.addr], "balance = \"round-robin\""),
+        ", strip_prefix = true, retries = { on = [\"error\", \"http_503\"] }",
+    );
+    for _ in 0..6 {
+        let r = s.get("/app/health");
+        assert_eq!(r.status, 200, "{r:?}\n{}", s.stderr());
+        assert_eq!(r.text(), "ok up\n");
+    }
+    let posts: Vec<u16> = (0..4)
+        .map(|_| {
+            s.request(b"POST /app/health HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi")
+                .status
+        })
+        .collect();
+    assert!(posts.contains(&503), "{posts:?}");
+    assert!(posts.contains(&200), "{posts:?}");
+}
+
 /// Active health checks: a server whose /health fails is taken out of
 /// rotation and put back once it passes again.
 #[test]
