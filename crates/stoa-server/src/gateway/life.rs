@@ -452,9 +452,7 @@ pub(crate) async fn run<S: Steps>(
     let mut tally = Tally::new(pool.procs.len());
     let mut skip = None;
     loop {
-        let Some(lease) = gateway::lease(pool, key.as_deref(), skip, ex, S::KIND).await else {
-            return None;
-        };
+        let lease = gateway::lease(pool, key.as_deref(), skip, ex, S::KIND).await?;
         ex.upstream_began(gateway::target_addr(&lease.proc.target));
         let proc = lease.proc.clone();
         let resendable = !plan.streamed && input.replayable();
