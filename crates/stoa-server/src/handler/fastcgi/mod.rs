@@ -305,7 +305,7 @@ impl life::Steps for Fcgi<'_> {
             }
         };
         let proc = lease.proc.clone();
-        match exchange(ex, self.pool, lease, up, self.role, input, self.timeout).await {
+        match exchange(self, ex, lease, up, input).await {
             // The keep-alive race: the application closed a parked
             // connection as the request went out on it; or a process on
             // its way out (php-fpm's reload) took a new one and closed
@@ -678,16 +678,21 @@ fn release(up: &mut Option<Upstream>, lease: &mut Option<Lease>) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Sends the request and passes the response on (the send, receive and
+/// release steps of the life cycle for FastCGI).
 async fn exchange(
+    call: &Fcgi<'_>,
     ex: &mut Exchange<'_>,
-    pool: &Arc<Pool>,
     lease: Lease,
     up: Upstream,
-    role: Role,
     input: &mut Input,
-    timeout: std::time::Duration,
 ) -> Done {
+    let Fcgi {
+        pool,
+        role,
+        timeout,
+        ..
+    } = *call;
     let process = lease.proc.index;
     let mut up = Some(up);
     let mut lease = Some(lease);
