@@ -242,7 +242,11 @@ fn a_post_is_never_sent_on_a_connection_near_its_announced_keep_alive_end() {
 fn a_routes_read_timeout_replaces_the_pools_timeout() {
     let b = Backend::start(&[]);
     let dir = TempDir::new("proxy-read-timeout");
-    let s = stoa(&dir, &http_pool(&[b.addr], ""), ", read_timeout = \"300ms\"");
+    let s = stoa(
+        &dir,
+        &http_pool(&[b.addr], ""),
+        ", read_timeout = \"300ms\"",
+    );
     let t = Instant::now();
     let r = s.get("/app/slow?delay=2");
     let took = t.elapsed();
