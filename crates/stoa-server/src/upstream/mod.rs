@@ -1,9 +1,11 @@
 //! The upstream layer: application processes and the connections to them,
-//! protocol-free, shared by FastCGI and (next) the proxy. Pools of process
-//! slots (spawned and supervised, or remote addresses), leases with a
-//! bounded wait queue, balancing (least-busy, round-robin, rendezvous
-//! affinity), the stash of kept-alive connections and its idle expiry.
-//! It imports nothing above it: no exchange, gateway, handler or config.
+//! protocol-free, shared by FastCGI and the proxy (whose one life cycle is
+//! `gateway::life`). Pools of process slots (spawned and supervised, or
+//! remote addresses), leases with a bounded wait queue, balancing
+//! (least-busy, round-robin, p2c, rendezvous affinity), the stash of
+//! kept-alive connections and its idle expiry. It imports nothing above
+//! it: no exchange, gateway, handler or config; and its modules import
+//! each other one way: target <- stream <- pool <- health.
 
 pub mod health;
 pub mod pool;

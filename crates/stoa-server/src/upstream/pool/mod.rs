@@ -71,14 +71,6 @@ impl Lease {
         }
     }
 
-    /// The process refused the connection: its kept-alive connections are
-    /// stale too. (A spawned process that died is seen to by its
-    /// supervisor; a remote address stays in rotation.)
-    pub fn failed(&self) {
-        self.proc.failures.fetch_add(1, Ordering::Relaxed);
-        self.proc.drop_idle();
-    }
-
     /// The server failed (refused a connection, died mid-request): out of
     /// rotation for `d` when the pool has another to offer.
     pub fn hold_off(&self, d: Duration) {
