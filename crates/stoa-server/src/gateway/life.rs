@@ -834,4 +834,57 @@ mod tests {
             Next::GiveUp("no other server to try")
         );
     }
+
+    /// The keys as CONFIG.md documents them, on a `proxy = {}` and a
+    /// `fastcgi = {}` route; an unknown failure name is refused with its
+    /// key named.
+    #[test]
+    fn routes_take_retries_and_the_proxy_its_send_and_read_timeouts() {
+        use crate::config::{from_str, Overrides};
+        use crate::handler::Handler;
+        let d = std::env::temp_dir().join(format!("stoa-life-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        let text = |on: &str| {
+            format!(
+                "[[pool]]\nname = \"web\"\nprotocol = \"http\"\naddress = [\"127.0.0.1:9\"]\n\
+                 [[pool]]\nname = \"php\"\naddress = [\"127.0.0.1:9\"]\n\
+                 [[site]]\nroot = \".\"\n\
+                 [[site.route]]\nprefix = \"/p/\"\nproxy = {{ pool = \"web\", send_timeout = \"3s\", read_timeout = \"70s\", \
+                 retries = {{ on = [{on}], tries = 3, within = \"10s\", non_idempotent = true }} }}\n\
+                 [[site.route]]\nprefix = \"/f/\"\nfastcgi = {{ pool = \"php\", retries = {{ on = [] }} }}\n"
+            )
+        };
+        let rt = from_str(
+            &text("\"error\", \"http_503\""),
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .expect("valid");
+        let routes = &rt.sites[0].routes;
+        let Handler::Proxy(p) = &routes[0].handler else {
+            panic!("not a proxy route");
+        };
+        assert_eq!(p.send_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(p.read_timeout, Some(Duration::from_secs(70)));
+        assert_eq!(
+            p.retries,
+            Retries {
+                on_error: true,
+                on_timeout: false,
+                on_status: vec![503],
+                tries: 3,
+                within: Some(Duration::from_secs(10)),
+                non_idempotent: true,
+            }
+        );
+        let Handler::FastCgi(f) = &routes[1].handler else {
+            panic!("not a fastcgi route");
+        };
+        assert!(!f.retries.on_error && !f.retries.on_timeout);
+        let e = from_str(&text("\"http_500\""), "t.toml", &d, &Overrides::default())
+            .expect_err("http_500 is not a retry condition");
+        assert!(e.to_string().contains("proxy.retries"), "{e}");
+        assert!(e.to_string().contains("http_500"), "{e}");
+    }
 }
