@@ -711,6 +711,43 @@ fn a_killed_single_spawned_process_under_get_load_costs_no_request() {
     assert!(!alive(victim));
 }
 
+/// nginx's `fastcgi_next_upstream error timeout` (its default): a GET
+/// that got no response head in time goes to the pool's other process
+/// (the first is told to stop it, FastCGI §5.4); with `retries = { on =
+/// ["error"] }` (nginx: `fastcgi_next_upstream error`) the client gets its
+/// 504 after the first timeout.
+#[test]
+fn a_get_that_times_out_goes_to_the_other_process_unless_the_route_retries_only_on_error() {
+    let pool = hello_pool("app", "processes = 2\ntimeout = \"500ms\"");
+    let routes = "[[site.route]]\nprefix = \"/app/\"\nfastcgi = { pool = \"app\" }\n\n\
+                  [[site.route]]\nprefix = \"/once/\"\nfastcgi = { pool = \"app\", retries = { on = [\"error\"] } }\n\n";
+    let site = Site::start("fcgi-timeout-retry", &pool, routes);
+    site.wait_running("app", 2);
+    let t = Instant::now();
+    let r = site.get("/app/?sleep=1500");
+    let both = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(
+        site.wait_stderr(0, "retrying on another process", Duration::from_secs(5)),
+        "{}",
+        site.stderr()
+    );
+    assert!(both >= Duration::from_millis(1000), "504 after {both:?}");
+    let t = Instant::now();
+    let r = site.get("/once/?sleep=1500");
+    let once = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(once < Duration::from_millis(900), "504 after {once:?}");
+    let log = site.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("504 (GET not sent again)"))
+        .unwrap_or_else(|| panic!("no log line for the 504:\n{log}"));
+    assert!(line.contains("fastcgi pool app"), "{line}");
+    assert!(line.contains("GET /once/"), "{line}");
+    assert!(line.contains("client: 127.0.0.1"), "{line}");
+}
+
 #[test]
 fn issue_10_a_process_killed_after_serving_is_restarted_at_once_every_time() {
     let site = hello_site("fcgi-kill-again", "processes = 1");

@@ -295,6 +295,7 @@ impl life::Steps for Fcgi<'_> {
         input: &mut Input,
         _t: &life::Try<'_>,
     ) -> Result<Ran, Fail> {
+        let reused = matches!(conn, FcgiConn::Own(_, true));
         let up = match conn {
             FcgiConn::Mux(r) => Upstream::Mux(r),
             FcgiConn::Own(app, reused) => {
@@ -320,6 +321,10 @@ impl life::Steps for Fcgi<'_> {
                 } else {
                     "closed a new connection before a response"
                 },
+            )),
+            Done::TimedOut => Err(Fail::timeout(
+                reused,
+                format!("sent no response within {:?}", self.timeout),
             )),
             Done::Lost => Err(Fail::closed(
                 false,
@@ -608,6 +613,8 @@ enum Done {
     /// before its response head was complete (a process killed
     /// mid-request); nothing went to the client.
     Lost,
+    /// No response head in time; nothing went to the client.
+    TimedOut,
     /// Refused by the application before any output (END_REQUEST with
     /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
     Refused(ProtocolStatus),
@@ -656,6 +663,8 @@ enum End {
     Authorized(Vec<(String, Vec<u8>)>),
     Stale(bool),
     Lost,
+    /// No response head within the timeout; nothing went to the client.
+    TimedOut,
 }
 
 /// Waits on the upstream while there is one (after its release, never).
@@ -808,13 +817,9 @@ async fn exchange(
                     break End::Abort;
                 }
                 if down.is_none() && granted.is_none() {
-                    tracing::error!(
-                        "fastcgi pool {}: no response within {:?}; {}",
-                        pool.spec.name,
-                        timeout,
-                        ex.who()
-                    );
-                    gateway::fail_now(ex, 504).await;
+                    // Nothing reached the client: the life cycle decides
+                    // (another process for an idempotent request, or 504).
+                    break End::TimedOut;
                 } else {
                     tracing::error!(
                         "fastcgi pool {}: no output for {:?}; {}",
@@ -1018,6 +1023,14 @@ async fn exchange(
             Done::Sent
         }
         End::Refused(ps) => Done::Refused(ps),
+        End::TimedOut => {
+            // Stopped at the application (§5.4), so a single-threaded one
+            // is free for the next request.
+            if let Some(u) = up {
+                u.abort().await;
+            }
+            Done::TimedOut
+        }
         End::Stale(r) => Done::Stale(r),
         End::Lost => Done::Lost,
         End::Authorized(v) => Done::Authorized(v),
