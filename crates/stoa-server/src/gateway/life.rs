@@ -21,10 +21,11 @@
 //!   an `Idempotency-Key`), or any with `retries.non_idempotent`;
 //! - a body partly taken from the client (streamed) never goes again;
 //! - a connection that was parked and failed before any response byte met
-//!   the keep-alive race: the request goes again on a new connection to
-//!   the same server (twice at most) whatever `retries.on` says, since the
-//!   reuse failed and not the server (nginx does not count such a failure
-//!   against `proxy_next_upstream_tries` either);
+//!   the keep-alive race: the request goes again on a new connection
+//!   (twice at most) whatever `retries.on` says, since the reuse failed
+//!   and not the server (nginx does not count such a failure against
+//!   `proxy_next_upstream_tries` either); to the same HTTP server, or to
+//!   another FastCGI process ([`Steps::RACE_ELSEWHERE`]);
 //! - a server that failed a new connection is held off (out of rotation
 //!   for [`HOLD_OFF`] when the pool has another) and the next try goes to
 //!   another server; with none left the client gets the failure's status
