@@ -293,6 +293,22 @@ pub(crate) trait Steps {
         input: &mut Input,
         t: &Try<'_>,
     ) -> Result<Self::Out, Fail>;
+
+    /// Answers the client when no try is left (or no server is free) with
+    /// `status`: a status page, closing the connection when part of the
+    /// body may be gone (`sent`). The HTTP/2 steps answer a gRPC call in
+    /// its own terms instead (`grpc-status`).
+    async fn answer(&self, ex: &mut Exchange<'_>, status: u16, retry_after: bool, sent: bool) {
+        if retry_after {
+            gateway::simple(ex, status, &[("Retry-After", b"1")]);
+        } else if sent {
+            // Part of the body may be gone to the application: answer and
+            // close.
+            gateway::fail_now(ex, status).await;
+        } else {
+            gateway::simple(ex, status, &[]);
+        }
+    }
 }
 
 /// What the loop needs of a request besides its steps.
@@ -453,7 +469,11 @@ pub(crate) async fn run<S: Steps>(
     let mut tally = Tally::new(pool.procs.len());
     let mut skip = None;
     loop {
-        let lease = gateway::lease(pool, key.as_deref(), skip, ex, S::KIND).await?;
+        let Some(lease) = gateway::lease_logged(pool, key.as_deref(), skip, ex, S::KIND).await
+        else {
+            steps.answer(ex, 503, true, false).await;
+            return None;
+        };
         ex.upstream_began(gateway::target_addr(&lease.proc.target));
         let proc = lease.proc.clone();
         let resendable = !plan.streamed && input.replayable();
@@ -493,7 +513,7 @@ pub(crate) async fn run<S: Steps>(
                         Next::GiveUp(why) => why,
                         _ => "no other server to try",
                     };
-                    give_up(ex, pool, &proc, S::KIND, &f, why, false).await;
+                    give_up(steps, ex, pool, &proc, &f, why, false).await;
                     return None;
                 }
             },
@@ -527,7 +547,7 @@ pub(crate) async fn run<S: Steps>(
         }
         match next {
             Next::GiveUp(why) => {
-                give_up(ex, pool, &proc, S::KIND, &f, why, true).await;
+                give_up(steps, ex, pool, &proc, &f, why, true).await;
                 return None;
             }
             Next::Race(elsewhere) => {
@@ -582,15 +602,16 @@ fn log_retry(ex: &Exchange<'_>, pool: &Pool, proc: &Proc, kind: &str, f: &Fail, 
 }
 
 /// Answers the client with the failure's status and logs why.
-async fn give_up(
+async fn give_up<S: Steps>(
+    steps: &S,
     ex: &mut Exchange<'_>,
     pool: &Pool,
     proc: &Proc,
-    kind: &str,
     f: &Fail,
     why: &str,
     sent: bool,
 ) {
+    let kind = S::KIND;
     let head = ex.req();
     tracing::error!(
         "{kind} pool {}: server #{} ({}) {}{}; {} ({} {why}); {}",
@@ -607,15 +628,7 @@ async fn give_up(
         head.method.as_str(),
         ex.who()
     );
-    if f.retry_after {
-        gateway::simple(ex, f.status, &[("Retry-After", b"1")]);
-    } else if sent {
-        // Part of the body may be gone to the application: answer and
-        // close.
-        gateway::fail_now(ex, f.status).await;
-    } else {
-        gateway::simple(ex, f.status, &[]);
-    }
+    steps.answer(ex, f.status, f.retry_after, sent).await;
 }
 
 #[cfg(test)]

@@ -266,14 +266,14 @@ fn temp_file() -> io::Result<std::fs::File> {
 }
 
 /// A slot on a process (or server) of `pool`, chosen by `key` (affinity)
-/// and avoiding `skip`; when none frees up (queue full, or
-/// `queue_timeout`), the client gets 503 with `Retry-After` and `None`
-/// comes back. `kind` names the pool's protocol in the log.
-pub async fn lease(
+/// and avoiding `skip`; `None` when none frees up (queue full, or
+/// `queue_timeout`), logged with `kind` (the pool's protocol) and the
+/// request: the caller answers (503 with `Retry-After`, or a gRPC status).
+pub async fn lease_logged(
     pool: &Arc<Pool>,
     key: Option<&[u8]>,
     skip: Option<usize>,
-    ex: &mut Exchange<'_>,
+    ex: &Exchange<'_>,
     kind: &str,
 ) -> Option<Lease> {
     match pool.lease(key, skip).await {
@@ -290,7 +290,6 @@ pub async fn lease(
                 pool.waiting(),
                 ex.who()
             );
-            simple(ex, 503, &[("Retry-After", b"1")]);
             None
         }
     }
