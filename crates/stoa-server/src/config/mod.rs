@@ -954,6 +954,20 @@ fn build(
             spec.socket_activation = true;
         }
         match pc.protocol.as_deref() {
+            None | Some("fastcgi") if spec.h2c => {
+                return Err(err(
+                    Some(p.span()),
+                    &format!("{key}.address"),
+                    "`h2c://` addresses are for `protocol = \"http\"` pools".into(),
+                ))
+            }
+            Some("http") if spec.h2c && pc.health.is_some() => {
+                return Err(err(
+                    Some(p.span()),
+                    &format!("{key}.health"),
+                    "health checks speak HTTP/1.1, which `h2c://` servers do not".into(),
+                ))
+            }
             None | Some("fastcgi") => {
                 if pc.health.is_some() {
                     return Err(err(
@@ -967,8 +981,9 @@ fn build(
                 spec.protocol = crate::upstream::Protocol::Http;
                 if pc.capacity.is_none() {
                     // Connections (and requests) at once per server, as
-                    // nginx's `keepalive 32`.
-                    spec.default_capacity = 32;
+                    // nginx's `keepalive 32`; over HTTP/2 streams, which
+                    // are cheap (a long gRPC stream holds one).
+                    spec.default_capacity = if spec.h2c { 256 } else { 32 };
                 }
                 if let Some(h) = &pc.health {
                     if !h.path.starts_with('/') {
