@@ -5,6 +5,7 @@
 //! [`Exchange`](crate::exchange::Exchange) ([`response`]).
 
 pub mod bufs;
+pub(crate) mod life;
 pub mod response;
 
 pub use bufs::Bufs;
@@ -265,30 +266,30 @@ fn temp_file() -> io::Result<std::fs::File> {
 }
 
 /// A slot on a process (or server) of `pool`, chosen by `key` (affinity)
-/// and avoiding `skip`; when none frees up (queue full, or
-/// `queue_timeout`), the client gets 503 with `Retry-After` and `None`
-/// comes back. `kind` names the pool's protocol in the log.
-pub async fn lease(
+/// and avoiding `skip`; `None` when none frees up (queue full, or
+/// `queue_timeout`), logged with `kind` (the pool's protocol) and the
+/// request: the caller answers (503 with `Retry-After`, or a gRPC status).
+pub async fn lease_logged(
     pool: &Arc<Pool>,
     key: Option<&[u8]>,
     skip: Option<usize>,
-    ex: &mut Exchange<'_>,
+    ex: &Exchange<'_>,
     kind: &str,
 ) -> Option<Lease> {
     match pool.lease(key, skip).await {
         Ok(l) => Some(l),
         Err(e) => {
             tracing::warn!(
-                "{kind} pool {}: {} ({} waiting); 503",
+                "{kind} pool {}: {} ({} waiting); 503; {}",
                 pool.spec.name,
                 match e {
                     NoProcess::QueueFull => "queue full",
                     NoProcess::Timeout => "none free in time",
                     NoProcess::Stopped => "stopped by a reload that removed it",
                 },
-                pool.waiting()
+                pool.waiting(),
+                ex.who()
             );
-            simple(ex, 503, &[("Retry-After", b"1")]);
             None
         }
     }

@@ -67,6 +67,7 @@ impl Configure for PhpRouteConfig {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
                 buffering: cx.request_buffering,
+                retries: Default::default(),
             })),
             statics: Handler::Static(Arc::new(statics)),
             front_controller,

@@ -17,6 +17,7 @@ mod h2;
 
 use super::Outcome;
 use crate::exchange::Exchange;
+use crate::gateway::life::{self, Fail, Retry};
 use crate::gateway::{self, Bufs, Input};
 use crate::upstream::{AppStream, Lease, Pool};
 use std::borrow::Cow;
@@ -41,9 +42,6 @@ const READ_CHUNK: usize = 64 * 1024;
 /// How long an application may take to answer `Expect: 100-continue`
 /// before the body goes anyway (curl waits 1 s too).
 const EXPECT_WAIT: Duration = Duration::from_secs(1);
-/// A server that refused a connection or died mid-request is left out of
-/// rotation this long (when the pool has others).
-const HOLD_OFF: Duration = Duration::from_secs(2);
 
 /// A `proxy = {...}` route, validated.
 #[derive(Debug)]
@@ -69,6 +67,14 @@ pub struct ProxyRoute {
     pub tunnel_timeout: Duration,
     /// Connecting gives up after this (then another server, or 502).
     pub connect_timeout: Duration,
+    /// Writing the request may stall this long (default: the route's
+    /// `timeout`, else the pool's).
+    pub send_timeout: Option<Duration>,
+    /// The response head, then each piece of the body, may take this long
+    /// (default: the route's `timeout`, else the pool's).
+    pub read_timeout: Option<Duration>,
+    /// When a failed try goes again (`gateway::life`).
+    pub(crate) retries: life::Retries,
     /// The upstream speaks HTTP/1.0: no chunked bodies toward it, and a
     /// connection is kept only when it says `Connection: keep-alive`.
     pub http10: bool,
@@ -131,143 +137,87 @@ pub async fn serve(
         .and_then(|p| stoa_h1::proxy::strip_prefix(&target, p.as_bytes()))
         .map_or(0, |rest| target.len() - rest.len());
     let target = &target[start..];
-    let key = gateway::affinity_key(&pool.spec.affinity, ex);
-    let idempotent = head.method.is_idempotent() || head.header("idempotency-key").is_some();
-    let mut skip = None;
-    let mut stale_left = 2u8;
-    // Servers that failed the request on a new connection: once every
-    // server of the pool has, none is left to try.
-    let mut failed = 0usize;
-    let mut tries = pool.procs.len().clamp(2, 4);
-    while tries > 0 {
-        tries -= 1;
-        let Some(lease) = gateway::lease(&pool, key.as_deref(), skip, ex, "proxy").await else {
-            return Outcome::Done;
-        };
-        ex.upstream_began(gateway::target_addr(&lease.proc.target));
+    let mut steps = Http {
+        route,
+        pool: &pool,
+        target,
+        rechunk,
+    };
+    let plan = life::Plan {
+        pool: &pool,
+        retries: &route.retries,
+        streamed: rechunk,
+    };
+    life::run(&mut steps, &plan, ex, &mut input).await;
+    Outcome::Done
+}
+
+/// The HTTP/1 steps of the upstream life cycle (`gateway::life`).
+struct Http<'a> {
+    route: &'a ProxyRoute,
+    pool: &'a Arc<Pool>,
+    /// The request target sent upstream.
+    target: &'a [u8],
+    /// The body streams as it comes, in chunks of Stoa's own.
+    rechunk: bool,
+}
+
+impl life::Steps for Http<'_> {
+    type Conn = AppStream;
+    type Out = ();
+    /// An HTTP server that closed a new connection is failing: trying it
+    /// again would only put off the 502 (nginx tries each server once).
+    const SAME_SERVER_PAUSE: Option<Duration> = None;
+    const KIND: &'static str = "proxy";
+
+    fn reuse(&mut self, lease: &Lease, strict: bool) -> Option<AppStream> {
         // A parked connection the upstream closed meanwhile fails before
         // any response byte; one for a request that could not go again is
         // checked first (one recv(MSG_PEEK)).
-        let parked = std::iter::from_fn(|| lease.proc.take_idle())
+        std::iter::from_fn(|| lease.take_idle())
             .filter_map(|c| AppStream::from_idle(c).ok())
-            .find(|s| idempotent || s.looks_open());
-        let reused = parked.is_some();
-        let mut app = match parked {
-            Some(s) => s,
-            None => match AppStream::connect(&lease.proc.target, route.connect_timeout).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(
-                        "proxy pool {}: server #{}: connect: {e}; {}",
-                        pool.spec.name,
-                        lease.proc.index,
-                        ex.who()
-                    );
-                    lease.hold_off(HOLD_OFF);
-                    if pool.procs.len() < 2 {
-                        break;
-                    }
-                    skip = Some(lease.proc.index);
-                    continue;
-                }
-            },
-        };
-        let proc = lease.proc.clone();
+            .find(|s| !strict || s.looks_open())
+    }
+
+    async fn connect(&mut self, lease: &Lease) -> Result<AppStream, Fail> {
+        AppStream::connect(&lease.proc.target, self.route.connect_timeout)
+            .await
+            .map_err(|e| Fail::connect(&e))
+    }
+
+    async fn exchange(
+        &mut self,
+        ex: &mut Exchange<'_>,
+        lease: Lease,
+        mut app: AppStream,
+        input: &mut Input,
+        t: &life::Try<'_>,
+    ) -> Result<(), Fail> {
         let began = std::time::Instant::now();
-        match exchange(
-            ex, route, &pool, &lease, &mut app, target, &mut input, rechunk,
-        )
-        .await
-        {
+        match exchange(self, ex, &lease, &mut app, input, t).await? {
             Done::Upgraded => {
                 // A tunnel is not a request in flight: the slot goes back
                 // (a server's `capacity` bounds requests, not WebSockets).
                 lease.served();
                 drop(lease);
-                ex.tunnel(&mut app, route.tunnel_timeout).await;
+                ex.tunnel(&mut app, self.route.tunnel_timeout).await;
                 // Logged when the tunnel closes, with the bytes it
                 // carried down (as nginx logs a WebSocket's 101).
                 ex.finish();
-                return Outcome::Done;
             }
             Done::Sent { reuse } => {
-                proc.record_latency(began.elapsed());
+                lease.proc.record_latency(began.elapsed());
                 lease.served();
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
                     idle.ttl = ttl;
                     lease.park(idle);
                 }
-                return Outcome::Done;
             }
-            Done::Failed => return Outcome::Done,
-            Done::Stale { reset } => {
-                // The keep-alive race. Nothing reached the client. A reset
-                // means the upstream closed with the request unread, so
-                // any method may go again; a clean close might have
-                // followed a crash mid-request, so only an idempotent one.
-                // On a new connection it was no race: the server failed
-                // (died, or closed at once); an idempotent request tries
-                // another server, when the pool has one. With none, the
-                // answer is 502 at once, as nginx gives when its
-                // `proxy_next_upstream` has nowhere left to go: waiting
-                // in the queue for this server to be skipped would only
-                // end in a 503 after `queue_timeout`.
-                if !reused {
-                    failed += 1;
-                }
-                let other = failed < pool.procs.len();
-                let again = stale_left > 0
-                    && !rechunk
-                    && (if reused {
-                        idempotent || reset
-                    } else {
-                        idempotent && other
-                    })
-                    && input.replayable()
-                    && input.rewind();
-                if !again {
-                    let why = if stale_left == 0 {
-                        "tried enough"
-                    } else if !reused && idempotent && !other {
-                        "no other server to try"
-                    } else {
-                        "not sent again"
-                    };
-                    tracing::error!(
-                        "proxy pool {}: server #{} ({}) closed the {} connection without a response; 502 ({} {why})",
-                        pool.spec.name,
-                        proc.index,
-                        proc.target,
-                        if reused { "kept-alive" } else { "new" },
-                        head.method.as_str(),
-                    );
-                    gateway::fail_now(ex, 502).await;
-                    return Outcome::Done;
-                }
-                tracing::info!(
-                    "proxy pool {}: server #{} ({}): {}",
-                    pool.spec.name,
-                    proc.index,
-                    proc.target,
-                    if reused {
-                        "kept-alive connection closed before a response; retrying on a new one"
-                    } else {
-                        "connection failed before a response; trying another server"
-                    }
-                );
-                stale_left -= 1;
-                proc.retried();
-                if !reused {
-                    lease.hold_off(HOLD_OFF);
-                    skip = Some(proc.index);
-                }
-                tries = tries.max(1);
-            }
+            Done::Failed => {}
         }
+        Ok(())
     }
-    gateway::simple(ex, 502, &[]);
-    Outcome::Done
 }
 
 /// The target sent upstream over HTTP/2: the path routing matched
@@ -293,7 +243,27 @@ fn upstream_target(route: &ProxyRoute, head: &stoa_h1::RequestHead, norm: &str) 
     t
 }
 
-/// How one try ended.
+/// The connection closed before any response byte. A reset of a parked
+/// connection means the upstream closed it with the request unread (the
+/// keep-alive race), so any method may go again; a clean close might
+/// have followed a crash mid-request, and so might a reset of a new one:
+/// only an idempotent request then.
+fn stale(reused: bool, reset: bool) -> Fail {
+    Fail::closed(
+        reused,
+        if reused && reset {
+            Retry::Unsent
+        } else {
+            Retry::MaybeSent
+        },
+        format!(
+            "closed the {} connection without a response",
+            if reused { "kept-alive" } else { "new" }
+        ),
+    )
+}
+
+/// How one try ended, once something went to the client.
 enum Done {
     /// A response went to the client; `Some(ttl)`: the connection may
     /// carry another request (for at most `ttl` when the upstream said).
@@ -302,9 +272,6 @@ enum Done {
     Failed,
     /// A 101 went to the client: copy both ways from here.
     Upgraded,
-    /// The connection closed (reset: `reset`) before any response byte;
-    /// nothing went to the client.
-    Stale { reset: bool },
 }
 
 fn is_reset(e: &io::Error) -> bool {
@@ -316,21 +283,28 @@ fn is_reset(e: &io::Error) -> bool {
     )
 }
 
-/// Sends the request on `app` and passes the response to the client.
-#[allow(clippy::too_many_arguments)]
+/// Sends the request on `app` and passes the response to the client;
+/// a [`Fail`] while nothing reached the client.
 async fn exchange(
+    call: &Http<'_>,
     ex: &mut Exchange<'_>,
-    route: &ProxyRoute,
-    pool: &Pool,
     lease: &Lease,
     app: &mut AppStream,
-    target: &[u8],
     input: &mut Input,
-    rechunk: bool,
-) -> Done {
+    t: &life::Try<'_>,
+) -> Result<Done, Fail> {
+    let Http {
+        route,
+        pool,
+        target,
+        rechunk,
+    } = *call;
     let head = ex.req();
-    // The route's `timeout`, in place of the pool's.
-    let limit = ex.edge().timeout.unwrap_or(pool.spec.timeout);
+    // The route's `send_timeout` / `read_timeout`, else its `timeout`,
+    // else the pool's.
+    let route_limit = ex.edge().timeout.unwrap_or(pool.spec.timeout);
+    let send_limit = route.send_timeout.unwrap_or(route_limit);
+    let limit = route.read_timeout.unwrap_or(route_limit);
     let peer = ex.peer();
     let local = ex.local_addr();
     let upstream_host = &lease.proc.authority;
@@ -389,29 +363,24 @@ async fn exchange(
             ex.who()
         );
         gateway::simple(ex, e.status(), &[]);
-        return Done::Failed;
+        return Ok(Done::Failed);
     }
     // The head and a body in memory leave in one write.
     if let Input::Memory(b) = input {
         w.extend_from_slice(b);
     }
     let mut sent_all = true;
-    match timeout(limit, app.write_all(w)).await {
+    match timeout(send_limit, app.write_all(w)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             // Nothing of the request is known to have arrived.
-            return Done::Stale {
-                reset: is_reset(&e),
-            };
+            return Err(stale(t.reused, is_reset(&e)));
         }
         Err(_) => {
-            tracing::error!(
-                "proxy pool {}: sending the request timed out; {}",
-                pool.spec.name,
-                ex.who()
-            );
-            gateway::fail_now(ex, 504).await;
-            return Done::Failed;
+            return Err(Fail::timeout(
+                t.reused,
+                format!("took the request head for longer than {send_limit:?}"),
+            ));
         }
     }
     // Expect end to end: the application's 100 lets the body come (the
@@ -441,18 +410,16 @@ async fn exchange(
                     Read::Data => {}
                     Read::Timeout => break,
                     Read::Eof if rbuf.is_empty() => {
-                        return Done::Stale {
-                            reset: refused_unread(app).await,
-                        }
+                        return Err(stale(t.reused, refused_unread(app).await))
                     }
-                    Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
+                    Read::Reset if rbuf.is_empty() => return Err(stale(t.reused, true)),
                     Read::Eof | Read::Reset => {
                         hold_body = true;
                         break;
                     }
                     Read::ClientGone => {
                         ex.close();
-                        return Done::Failed;
+                        return Ok(Done::Failed);
                     }
                 },
             }
@@ -470,12 +437,16 @@ async fn exchange(
                     Ok(0) => break,
                     Ok(n) => n,
                     Err(e) => {
-                        tracing::error!("proxy: request body spool: {e}");
+                        tracing::error!(
+                            "proxy pool {}: request body spool: {e}; {}",
+                            pool.spec.name,
+                            ex.who()
+                        );
                         gateway::fail_now(ex, 500).await;
-                        return Done::Failed;
+                        return Ok(Done::Failed);
                     }
                 };
-                if !matches!(timeout(limit, app.write_all(&chunk[..n])).await, Ok(Ok(()))) {
+                if !matches!(timeout(send_limit, app.write_all(&chunk[..n])).await, Ok(Ok(()))) {
                     // An upstream that answers early (413) stops reading:
                     // its answer may still be there.
                     sent_all = false;
@@ -490,7 +461,7 @@ async fn exchange(
                 match ex.read_body(&mut piece).await {
                     Ok(more) => {
                         if !piece.is_empty()
-                            && !matches!(timeout(limit, app.write_all(&piece)).await, Ok(Ok(())))
+                            && !matches!(timeout(send_limit, app.write_all(&piece)).await, Ok(Ok(())))
                         {
                             sent_all = false;
                             break;
@@ -503,7 +474,7 @@ async fn exchange(
                         // The client's body broke off: the upstream got a
                         // short request, which it will take as an error.
                         ex.close();
-                        return Done::Failed;
+                        return Ok(Done::Failed);
                     }
                 }
             }
@@ -518,7 +489,7 @@ async fn exchange(
                     Ok(more) => more,
                     Err(_) => {
                         ex.close();
-                        return Done::Failed;
+                        return Ok(Done::Failed);
                     }
                 };
                 stoa_h1::proxy::push_chunk(&mut framed, &piece);
@@ -526,7 +497,7 @@ async fn exchange(
                     framed.extend_from_slice(stoa_h1::body::LAST_CHUNK);
                 }
                 if !framed.is_empty()
-                    && !matches!(timeout(limit, app.write_all(&framed)).await, Ok(Ok(())))
+                    && !matches!(timeout(send_limit, app.write_all(&framed)).await, Ok(Ok(())))
                 {
                     sent_all = false;
                     break;
@@ -558,11 +529,9 @@ async fn exchange(
             Ok(None) => match read_more(app, rbuf, limit, ex).await {
                 Read::Data => continue,
                 Read::Eof if rbuf.is_empty() => {
-                    return Done::Stale {
-                        reset: refused_unread(app).await,
-                    }
+                    return Err(stale(t.reused, refused_unread(app).await))
                 }
-                Read::Reset if rbuf.is_empty() => return Done::Stale { reset: true },
+                Read::Reset if rbuf.is_empty() => return Err(stale(t.reused, true)),
                 Read::Eof | Read::Reset => {
                     tracing::error!(
                         "proxy pool {}: connection closed in the response head; {}",
@@ -570,21 +539,17 @@ async fn exchange(
                         ex.who()
                     );
                     gateway::fail_now(ex, 502).await;
-                    return Done::Failed;
+                    return Ok(Done::Failed);
                 }
                 Read::Timeout => {
-                    tracing::error!(
-                        "proxy pool {}: server #{}: no response within {limit:?}; {}",
-                        pool.spec.name,
-                        lease.proc.index,
-                        ex.who()
-                    );
-                    gateway::fail_now(ex, 504).await;
-                    return Done::Failed;
+                    return Err(Fail::timeout(
+                        t.reused,
+                        format!("sent no response within {limit:?}"),
+                    ));
                 }
                 Read::ClientGone => {
                     ex.close();
-                    return Done::Failed;
+                    return Ok(Done::Failed);
                 }
             },
             Err(e) => {
@@ -594,7 +559,7 @@ async fn exchange(
                     ex.who()
                 );
                 gateway::fail_now(ex, 502).await;
-                return Done::Failed;
+                return Ok(Done::Failed);
             }
         };
         match inspect_response(rh, &sent) {
@@ -612,12 +577,18 @@ async fn exchange(
                         && !ex.interim(rh.status, w).await
                     {
                         ex.close();
-                        return Done::Failed;
+                        return Ok(Done::Failed);
                     }
                 }
                 rbuf.drain(..n);
             }
             Ok(i) if i.kind == ResponseKind::Final => {
+                if t.retry_statuses.contains(&rh.status) {
+                    // The route retries on this status and a try is left:
+                    // the response is not passed on (nor the connection
+                    // kept: its body is unread).
+                    return Err(Fail::status(t.reused, rh.status));
+                }
                 rbuf.drain(..n);
                 break i;
             }
@@ -631,7 +602,7 @@ async fn exchange(
                 };
                 if write_response_headers(&mut raw, rh, &ropts).is_err() {
                     gateway::fail_now(ex, 502).await;
-                    return Done::Failed;
+                    return Ok(Done::Failed);
                 }
                 raw.extend_from_slice(b"Connection: Upgrade\r\nUpgrade: ");
                 raw.extend_from_slice(rh.header("upgrade").unwrap_or(b""));
@@ -639,12 +610,16 @@ async fn exchange(
                 raw.extend_from_slice(&rbuf[n..]);
                 ex.raw(&raw, 101);
                 ex.finish();
-                return Done::Upgraded;
+                return Ok(Done::Upgraded);
             }
             Ok(_) | Err(_) => {
-                tracing::error!("proxy pool {}: response not passed on", pool.spec.name);
+                tracing::error!(
+                    "proxy pool {}: response not passed on; {}",
+                    pool.spec.name,
+                    ex.who()
+                );
                 gateway::fail_now(ex, 502).await;
-                return Done::Failed;
+                return Ok(Done::Failed);
             }
         }
     };
@@ -674,11 +649,12 @@ async fn exchange(
     };
     if write_response_headers(fields, rh, &ropts).is_err() {
         tracing::error!(
-            "proxy pool {}: a response field cannot be passed on",
-            pool.spec.name
+            "proxy pool {}: a response field cannot be passed on; {}",
+            pool.spec.name,
+            ex.who()
         );
         gateway::fail_now(ex, 502).await;
-        return Done::Failed;
+        return Ok(Done::Failed);
     }
     if !sent_all || !ex.body_done() {
         // The upstream answered before taking the whole body: this
@@ -714,7 +690,7 @@ async fn exchange(
                         ex.who()
                     );
                     ex.abort();
-                    return Done::Failed;
+                    return Ok(Done::Failed);
                 }
             }
         }
@@ -724,7 +700,7 @@ async fn exchange(
         }
         if !ex.flush().await {
             ex.abort();
-            return Done::Failed;
+            return Ok(Done::Failed);
         }
         match read_more(app, rbuf, limit, ex).await {
             Read::Data => {}
@@ -738,7 +714,7 @@ async fn exchange(
                     ex.who()
                 );
                 ex.abort();
-                return Done::Failed;
+                return Ok(Done::Failed);
             }
             Read::Timeout => {
                 tracing::error!(
@@ -747,19 +723,19 @@ async fn exchange(
                     ex.who()
                 );
                 ex.abort();
-                return Done::Failed;
+                return Ok(Done::Failed);
             }
             Read::ClientGone => {
                 ex.abort();
-                return Done::Failed;
+                return Ok(Done::Failed);
             }
         }
     }
     ex.finish();
     let reusable = info.reusable(sent_all, true, rbuf.len());
-    Done::Sent {
+    Ok(Done::Sent {
         reuse: reusable.then(|| ttl(pool.spec.keepalive_timeout, &info.keep_alive_params)),
-    }
+    })
 }
 
 /// After a clean close with no response: whether the upstream also reset
@@ -845,6 +821,13 @@ pub struct ProxyRouteConfig {
     pub connect_timeout: Option<crate::units::Dur>,
     /// "1.1" (default), "1.0" or "2": the protocol the upstream speaks.
     pub http_version: Option<String>,
+    /// Writing the request may stall this long (nginx `proxy_send_timeout`).
+    pub send_timeout: Option<crate::units::Dur>,
+    /// The response may take this long, between pieces too (nginx
+    /// `proxy_read_timeout`).
+    pub read_timeout: Option<crate::units::Dur>,
+    /// When a failed try goes again (nginx `proxy_next_upstream`).
+    pub retries: Option<life::RetriesConfig>,
 }
 
 impl super::configure::Configure for ProxyRouteConfig {
@@ -874,6 +857,12 @@ impl super::configure::Configure for ProxyRouteConfig {
                 ))
             }
         };
+        let retries = match &self.retries {
+            Some(r) => r
+                .validate()
+                .map_err(|e| Fail::new("proxy.retries", e))?,
+            None => life::Retries::default(),
+        };
         Ok(super::Handler::Proxy(Arc::new(ProxyRoute {
             pool,
             pool_name: self.pool.clone(),
@@ -887,6 +876,9 @@ impl super::configure::Configure for ProxyRouteConfig {
                 .tunnel_timeout
                 .map_or(Duration::from_secs(3600), |d| d.0),
             connect_timeout: self.connect_timeout.map_or(Duration::from_secs(5), |d| d.0),
+            send_timeout: self.send_timeout.map(|d| d.0),
+            read_timeout: self.read_timeout.map(|d| d.0),
+            retries,
             http10,
             http2,
         })))

@@ -9,5 +9,7 @@ pub mod health;
 pub mod pool;
 pub mod stream;
 
-pub use pool::{Affinity, Health, Lease, NoProcess, Pool, PoolKind, ProcState, Protocol, Target};
+pub use pool::{
+    Affinity, Health, Lease, NoProcess, Pool, PoolKind, Proc, ProcState, Protocol, Target,
+};
 pub use stream::AppStream;

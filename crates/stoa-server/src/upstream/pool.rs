@@ -640,12 +640,23 @@ impl Lease {
     /// The server failed (refused a connection, died mid-request): out of
     /// rotation for `d` when the pool has another to offer.
     pub fn hold_off(&self, d: Duration) {
-        self.proc.failures.fetch_add(1, Ordering::Relaxed);
-        self.proc.drop_idle();
-        if self.pool.procs.len() > 1 {
-            let until = mono_ms() + d.as_millis() as u64;
-            self.proc.down_until.store(until, Ordering::Relaxed);
+        self.pool.hold_off(&self.proc, d);
+    }
+
+    /// A parked connection to this lease's server whose parked life has
+    /// not ended: those past it (the pool's `keepalive_timeout`, or a
+    /// shorter one the server announced, less a margin) are closed here,
+    /// not only by the periodic sweep, which may run long after.
+    pub fn take_idle(&self) -> Option<IdleConn> {
+        let now = self.pool.clock();
+        let own = self.pool.spec.keepalive_timeout.as_millis() as u64;
+        while let Some(c) = self.proc.take_idle() {
+            let life = c.ttl.map_or(own, |t| (t.as_millis() as u64).min(own));
+            if now < c.since + life {
+                return Some(c);
+            }
         }
+        None
     }
 
     /// Parks a connection that ended its request cleanly for the next one.
@@ -757,6 +768,18 @@ impl Pool {
             listeners: Mutex::new((0..n).map(|_| None).collect()),
             rundir,
             learned: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Server `proc` failed (refused a connection, died mid-request): out
+    /// of rotation for `d` when the pool has another to offer; its parked
+    /// connections are closed.
+    pub fn hold_off(&self, proc: &Proc, d: Duration) {
+        proc.failures.fetch_add(1, Ordering::Relaxed);
+        proc.drop_idle();
+        if self.procs.len() > 1 {
+            let until = mono_ms() + d.as_millis() as u64;
+            proc.down_until.store(until, Ordering::Relaxed);
         }
     }
 

@@ -7,6 +7,7 @@ mod mux;
 
 use super::Outcome;
 use crate::exchange::Exchange;
+use crate::gateway::life::{self, Fail, Retry};
 use crate::gateway::{self, response, Bufs, ClientEv, Input};
 use crate::upstream::{AppStream, Lease, Pool};
 use std::pin::Pin;
@@ -40,6 +41,8 @@ pub struct FastCgiRoute {
     pub params: Vec<(String, String)>,
     /// Read the request body before taking a process.
     pub buffering: bool,
+    /// When a failed try goes again (`gateway::life`).
+    pub(crate) retries: life::Retries,
 }
 
 /// Serves a request from a FastCGI pool (the Responder role). `pools` are
@@ -90,7 +93,17 @@ pub async fn serve(
     gateway::add_variables(&mut params, extra);
     // The route's `timeout`, in place of the pool's.
     let timeout = ex.edge().timeout.unwrap_or(pool.spec.timeout);
-    match run(&pool, Role::Responder, &params, &mut input, ex, timeout).await {
+    match run(
+        &pool,
+        Role::Responder,
+        &params,
+        &mut input,
+        ex,
+        timeout,
+        &route.retries,
+    )
+    .await
+    {
         Ran::Sent => Outcome::Done,
         Ran::Redirect(loc) => Outcome::Redirect(loc),
         // Only an Authorizer's answer is taken as a grant.
@@ -134,7 +147,20 @@ pub async fn authorize(pool: usize, ex: &mut Exchange<'_>, pools: &[Arc<Pool>]) 
     });
     let mut input = Input::None;
     let timeout = pool.spec.timeout;
-    match run(&pool, Role::Authorizer, &params, &mut input, ex, timeout).await {
+    // An Authorizer's own retries: the defaults (a route's `retries` are
+    // for its responder).
+    let retries = life::Retries::default();
+    match run(
+        &pool,
+        Role::Authorizer,
+        &params,
+        &mut input,
+        ex,
+        timeout,
+        &retries,
+    )
+    .await
+    {
         Ran::Authorized(vars) => Authz::Allow(vars),
         Ran::Sent => Authz::Answered,
         // An Authorizer's local redirect is not a grant.
@@ -155,8 +181,9 @@ enum Ran {
     Redirect(Vec<u8>),
 }
 
-/// Leases a process and runs the request there, retrying elsewhere when a
-/// process refuses the connection or the request before any output.
+/// Runs the request at a process of the pool through the upstream life
+/// cycle (`gateway::life`), which retries elsewhere when a process
+/// refuses the connection or the request before any output.
 async fn run(
     pool: &Arc<Pool>,
     role: Role,
@@ -164,188 +191,153 @@ async fn run(
     input: &mut Input,
     ex: &mut Exchange<'_>,
     timeout: std::time::Duration,
+    retries: &life::Retries,
 ) -> Ran {
-    let key = gateway::affinity_key(&pool.spec.affinity, ex);
-    let head = ex.req();
-    let mut skip = None;
-    // What the client gets if every try fails: 502 when no process could
-    // be reached, 503 when they refused the request.
-    const RETRY: &[(&str, &[u8])] = &[("Retry-After", b"1")];
-    let mut last: (u16, &[(&str, &[u8])]) = (502, &[]);
-    // Sends after a connection closed before any response byte.
-    let mut stale_left = 2u8;
-    // Whether such a request may go again (RFC 9110 §9.2.2): idempotent,
-    // with its whole body in hand.
-    let resendable = head.method.is_idempotent() && input.replayable();
-    let mut tries = pool.procs.len().clamp(2, 4);
-    while tries > 0 {
-        tries -= 1;
-        let Some(lease) = gateway::lease(pool, key.as_deref(), skip, ex, "fastcgi").await else {
-            return Ran::Sent;
-        };
-        ex.upstream_began(gateway::target_addr(&lease.proc.target));
-        let up = if lease.proc.multiplexes() {
-            match mux::start(&lease.proc, role, params, pool.spec.timeout).await {
-                Ok(r) => Ok(Upstream::Mux(r)),
-                Err(mux::StartError::Connect(e)) => Err(e),
-                Err(mux::StartError::Protocol(e)) => {
-                    tracing::error!("fastcgi pool {}: {e}; {}", pool.spec.name, ex.who());
-                    gateway::simple(ex, 500, &[]);
-                    return Ran::Sent;
-                }
-            }
-        } else {
-            // A parked connection the application has closed meanwhile
-            // (php-fpm recycling or reloading a child) fails the request
-            // before any response byte (`Done::Stale` below), and one that
-            // may go again simply does. One that may not is checked first
-            // (a peek: one more syscall, +3-4 us per request when it was
-            // done for all, so only where a retry cannot stand in), and so
-            // is one parked after a request with a body, which the
-            // application may close at once (a retry alone met three such
-            // in a row in 5 runs of 12).
-            let parked = std::iter::from_fn(|| lease.proc.take_idle())
-                .filter_map(|c| {
-                    let suspect = c.suspect;
-                    AppStream::from_idle(c).ok().map(|s| (s, suspect))
-                })
-                .find(|(s, suspect)| (resendable && !suspect) || s.looks_open())
-                .map(|(s, _)| s);
-            let reused = parked.is_some();
-            let app = match parked {
-                Some(s) => Ok(s),
-                None => AppStream::connect(&lease.proc.target, pool.spec.timeout).await,
+    let mut steps = Fcgi {
+        pool,
+        role,
+        params,
+        timeout,
+    };
+    let plan = life::Plan {
+        pool,
+        retries,
+        // A body streamed to the application is never sent again.
+        streamed: false,
+    };
+    life::run(&mut steps, &plan, ex, input)
+        .await
+        .unwrap_or(Ran::Sent)
+}
+
+/// The FastCGI steps of the upstream life cycle.
+struct Fcgi<'a> {
+    pool: &'a Arc<Pool>,
+    role: Role,
+    params: &'a stoa_cgi::Env,
+    timeout: std::time::Duration,
+}
+
+/// A connection for one request: its own (parked before, or new), or a
+/// share of a multiplexed one.
+enum FcgiConn {
+    Own(AppStream, bool),
+    Mux(mux::MuxRequest),
+}
+
+impl life::Steps for Fcgi<'_> {
+    type Conn = FcgiConn;
+    type Out = Ran;
+    /// A FastCGI process that closed a new connection is usually on its
+    /// way out (php-fpm recycling or reloading a child, a spawned process
+    /// restarting): its successor takes over the same listening socket in
+    /// a moment, so the same process is worth a second try after a short
+    /// pause. An HTTP server gives no such promise.
+    const SAME_SERVER_PAUSE: Option<std::time::Duration> =
+        Some(std::time::Duration::from_millis(50));
+    const KIND: &'static str = "fastcgi";
+
+    fn reuse(&mut self, lease: &Lease, strict: bool) -> Option<FcgiConn> {
+        if lease.proc.multiplexes() {
+            return None;
+        }
+        // A parked connection the application has closed meanwhile
+        // (php-fpm recycling or reloading a child) fails the request
+        // before any response byte, and one that may go again simply
+        // does. One that may not is checked first (a peek: one more
+        // syscall, +3-4 us per request when it was done for all, so only
+        // where a retry cannot stand in), and so is one parked after a
+        // request with a body, which the application may close at once (a
+        // retry alone met three such in a row in 5 runs of 12).
+        std::iter::from_fn(|| lease.take_idle())
+            .filter_map(|c| {
+                let suspect = c.suspect;
+                AppStream::from_idle(c).ok().map(|s| (s, suspect))
+            })
+            .find(|(s, suspect)| (!strict && !suspect) || s.looks_open())
+            .map(|(s, _)| FcgiConn::Own(s, true))
+    }
+
+    async fn connect(&mut self, lease: &Lease) -> Result<FcgiConn, Fail> {
+        if lease.proc.multiplexes() {
+            return match mux::start(&lease.proc, self.role, self.params, self.pool.spec.timeout)
+                .await
+            {
+                Ok(r) => Ok(FcgiConn::Mux(r)),
+                Err(mux::StartError::Connect(e)) => Err(Fail::connect(&e)),
+                Err(mux::StartError::Protocol(e)) => Err(Fail::local(500, e.to_string())),
             };
-            match app {
-                Ok(app) => match Direct::start(app, &lease, role, params, reused) {
-                    Ok(d) => Ok(Upstream::Direct(Box::new(d))),
-                    Err(e) => {
-                        tracing::error!("fastcgi pool {}: {e}; {}", pool.spec.name, ex.who());
-                        gateway::simple(ex, 500, &[]);
-                        return Ran::Sent;
-                    }
-                },
-                Err(e) => Err(e),
-            }
-        };
-        let up = match up {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::warn!(
-                    "fastcgi pool {}: process #{}: cannot connect: {e}; {}",
-                    pool.spec.name,
-                    lease.proc.index,
-                    ex.who()
-                );
-                lease.failed();
-                if pool.procs.len() < 2 {
-                    // No other process to try (waiting for this one to be
-                    // skipped would only time out in the queue).
-                    break;
+        }
+        AppStream::connect(&lease.proc.target, self.pool.spec.timeout)
+            .await
+            .map(|s| FcgiConn::Own(s, false))
+            .map_err(|e| Fail::connect(&e))
+    }
+
+    async fn exchange(
+        &mut self,
+        ex: &mut Exchange<'_>,
+        lease: Lease,
+        conn: FcgiConn,
+        input: &mut Input,
+        _t: &life::Try<'_>,
+    ) -> Result<Ran, Fail> {
+        let up = match conn {
+            FcgiConn::Mux(r) => Upstream::Mux(r),
+            FcgiConn::Own(app, reused) => {
+                match Direct::start(app, &lease, self.role, self.params, reused) {
+                    Ok(d) => Upstream::Direct(Box::new(d)),
+                    Err(e) => return Err(Fail::local(500, e.to_string())),
                 }
-                skip = Some(lease.proc.index);
-                continue;
             }
         };
         let proc = lease.proc.clone();
-        match exchange(ex, pool, lease, up, role, input, timeout).await {
-            done @ (Done::Stale(_) | Done::Lost) => {
-                // The keep-alive race: the application closed a parked
-                // connection as the request went out on it; or a process
-                // on its way out (php-fpm's reload) took a new one and
-                // closed it; or the process died (killed, crashed) before
-                // its response head was complete. Nothing reached the
-                // client: an idempotent request (RFC 9110 §9.2.2) goes
-                // again, twice at most, as nginx's `fastcgi_next_upstream
-                // error` sends it to the next server. Others may have had
-                // an effect: 502.
-                let reused = matches!(done, Done::Stale(true));
-                let what = match done {
-                    Done::Lost => "lost the connection before a complete response head",
-                    _ if reused => "closed a kept-alive connection before a response",
-                    _ => "closed a new connection before a response",
-                };
-                if !resendable || stale_left == 0 || !input.rewind() {
-                    tracing::error!(
-                        "fastcgi pool {}: process #{} ({}) {what}; 502 ({} {}); {}",
-                        pool.spec.name,
-                        proc.index,
-                        proc.target,
-                        head.method.as_str(),
-                        if stale_left == 0 {
-                            "tried enough"
-                        } else {
-                            "not sent again"
-                        },
-                        ex.who()
-                    );
-                    // Part of the body may be gone to the application:
-                    // answer and close (as `fail` does).
-                    gateway::fail_now(ex, 502).await;
-                    return Ran::Sent;
-                }
-                // Another process when the pool has one: this one may be
-                // dying, and the request would wait for its restart (or
-                // die with it again).
-                let other = pool.procs.len() > 1;
-                tracing::info!(
-                    "fastcgi pool {}: process #{} ({}) {what}; retrying on {}; {}",
-                    pool.spec.name,
-                    proc.index,
-                    proc.target,
-                    if other {
-                        "another process"
-                    } else {
-                        "a new one"
-                    },
-                    ex.who()
-                );
-                stale_left -= 1;
-                if other {
-                    skip = Some(proc.index);
-                } else if !reused {
-                    // The process is going away: give its successor a
-                    // moment to take over the socket.
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-                // The process's other parked connections are as suspect:
-                // closed (so the next try connects anew), not bypassed (an
-                // open one would hold a single-threaded application while
-                // a new connection waited behind it in its backlog).
-                proc.retried();
-                tries = tries.max(1);
-            }
+        match exchange(ex, self.pool, lease, up, self.role, input, self.timeout).await {
+            // The keep-alive race: the application closed a parked
+            // connection as the request went out on it; or a process on
+            // its way out (php-fpm's reload) took a new one and closed
+            // it; or the process died (killed, crashed) before its
+            // response head was complete. Nothing reached the client; the
+            // application may have started on it.
+            Done::Stale(reused) => Err(Fail::closed(
+                reused,
+                Retry::MaybeSent,
+                if reused {
+                    "closed a kept-alive connection before a response"
+                } else {
+                    "closed a new connection before a response"
+                },
+            )),
+            Done::Lost => Err(Fail::closed(
+                false,
+                Retry::MaybeSent,
+                "lost the connection before a complete response head",
+            )),
+            // Refused before any output (END_REQUEST with OVERLOADED or
+            // CANT_MPX_CONN): nothing was done, any request may go again;
+            // to another process (OVERLOADED), or the same one without
+            // multiplexing (CANT_MPX_CONN).
             Done::Refused(ps) => {
-                // Nothing reached the client and the input can be sent
-                // again: another process (OVERLOADED), or the same one
-                // without multiplexing (CANT_MPX_CONN).
-                tracing::info!(
-                    "fastcgi pool {}: process #{} refused the request ({ps:?}); trying again",
-                    pool.spec.name,
-                    proc.index
-                );
                 if ps == ProtocolStatus::CantMpxConn {
                     proc.stop_multiplexing();
-                } else if pool.procs.len() < 2 {
-                    last = (503, RETRY);
-                    break;
-                } else {
-                    skip = Some(proc.index);
                 }
-                last = (503, RETRY);
-                if !input.rewind() {
-                    break;
-                }
+                Err(Fail {
+                    cause: life::Cause::Refused,
+                    retry: Retry::Unsent,
+                    reused: false,
+                    same_server: ps == ProtocolStatus::CantMpxConn,
+                    status: 503,
+                    retry_after: true,
+                    what: format!("refused the request ({ps:?})"),
+                })
             }
-            Done::Sent => return Ran::Sent,
-            Done::Authorized(v) => return Ran::Authorized(v),
+            Done::Sent => Ok(Ran::Sent),
+            Done::Authorized(v) => Ok(Ran::Authorized(v)),
             // The lease is gone: the process is free before the new
             // request runs, which may need this very pool.
-            Done::Redirect(loc) => return Ran::Redirect(loc),
+            Done::Redirect(loc) => Ok(Ran::Redirect(loc)),
         }
     }
-    gateway::simple(ex, last.0, last.1);
-    Ran::Sent
 }
 
 /// One request's own connection to a process.
@@ -1058,6 +1050,8 @@ pub struct FastCgiRouteConfig {
     /// Extra FastCGI parameters.
     #[serde(default)]
     pub params: std::collections::BTreeMap<String, String>,
+    /// When a failed try goes again (nginx `fastcgi_next_upstream`).
+    pub retries: Option<life::RetriesConfig>,
 }
 
 impl super::configure::Configure for FastCgiRouteConfig {
@@ -1082,6 +1076,10 @@ impl super::configure::Configure for FastCgiRouteConfig {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             buffering: cx.request_buffering,
+            retries: match &self.retries {
+                Some(r) => r.validate().map_err(|e| Fail::new("fastcgi.retries", e))?,
+                None => life::Retries::default(),
+            },
         })))
     }
 

@@ -22,7 +22,9 @@ use super::ProxyRoute;
 use crate::exchange::{BodyFail, Exchange};
 use crate::gateway;
 use crate::handler::Outcome;
-use crate::upstream::{AppStream, NoProcess, Pool, Target};
+use crate::gateway::life::{self, Fail, Retry};
+use crate::gateway::Input;
+use crate::upstream::{AppStream, Lease, Pool, Target};
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::{RecvStream, SendStream};
@@ -69,16 +71,13 @@ impl Drop for Open {
     }
 }
 
-/// A connection to `target` with room for one more stream: one of this
-/// worker's, else a new one.
-async fn stream_on(
-    target: &Target,
-    limit: Duration,
-) -> io::Result<(SendRequest<Bytes>, Open, Rc<Cell<bool>>)> {
-    let key = target.to_string();
-    let found = CONNS.with(|m| {
+/// One of this worker's connections to the server at `key` with room
+/// for one more stream (under its SETTINGS_MAX_CONCURRENT_STREAMS), the
+/// stream counted.
+fn shared(key: &str) -> Option<Share> {
+    CONNS.with(|m| {
         let mut m = m.borrow_mut();
-        let list = m.entry(key.clone()).or_default();
+        let list = m.get_mut(key)?;
         list.retain(|c| !c.gone.get());
         list.iter()
             .find(|c| c.open.get() < c.send.current_max_send_streams().max(1))
@@ -86,10 +85,12 @@ async fn stream_on(
                 c.open.set(c.open.get() + 1);
                 (c.send.clone(), Open(c.open.clone()), c.gone.clone())
             })
-    });
-    if let Some(f) = found {
-        return Ok(f);
-    }
+    })
+}
+
+/// A new connection to `target`, kept for this worker's next requests;
+/// the first stream counted on it.
+async fn connect(target: &Target, limit: Duration) -> io::Result<Share> {
     let stream = AppStream::connect(target, limit).await?;
     if let AppStream::Tcp(s) = &stream {
         // Frames are written whole; Nagle would hold a small one back
@@ -130,11 +131,14 @@ async fn stream_on(
         g.set(true);
     });
     CONNS.with(|m| {
-        m.borrow_mut().entry(key).or_default().push(Conn {
-            send: send.clone(),
-            open: open.clone(),
-            gone: gone.clone(),
-        })
+        m.borrow_mut()
+            .entry(target.to_string())
+            .or_default()
+            .push(Conn {
+                send: send.clone(),
+                open: open.clone(),
+                gone: gone.clone(),
+            })
     });
     Ok((send, Open(open), gone))
 }
@@ -217,8 +221,9 @@ fn fail_late(ex: &mut Exchange<'_>, grpc: bool, code: u8, msg: &str) {
     ex.finish();
 }
 
-/// Serves a request of `route` from `pool` over HTTP/2; `target` is the
-/// path and query to send.
+/// Serves a request of `route` from `pool` over HTTP/2, on the one
+/// upstream life cycle (`gateway::life`); `target` is the path and query
+/// to send.
 pub(super) async fn serve(
     route: &ProxyRoute,
     pool: &Arc<Pool>,
@@ -234,100 +239,110 @@ pub(super) async fn serve(
     } else {
         None
     };
-    let key = gateway::affinity_key(&pool.spec.affinity, ex);
-    let mut skip = None;
-    let mut tries = pool.procs.len().clamp(2, 4);
-    loop {
-        tries -= 1;
-        let lease = match pool.lease(key.as_deref(), skip).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(
-                    "proxy pool {}: {} ({} waiting); {}; {}",
-                    pool.spec.name,
-                    match e {
-                        NoProcess::QueueFull => "queue full",
-                        NoProcess::Timeout => "none free in time",
-                        NoProcess::Stopped => "stopped by a reload that removed it",
-                    },
-                    pool.waiting(),
-                    if grpc { "grpc-status 14" } else { "503" },
-                    ex.who()
-                );
-                fail(ex, grpc, 503, code::UNAVAILABLE, "no upstream server free");
-                return Outcome::Done;
-            }
-        };
-        ex.upstream_began(gateway::target_addr(&lease.proc.target));
-        let mut connect = route.connect_timeout;
-        if let Some(d) = deadline {
-            connect = connect.min(d.saturating_duration_since(Instant::now()));
-        }
-        let (send, open, gone) = match stream_on(&lease.proc.target, connect).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(
-                    "proxy pool {}: server {}: HTTP/2 connect: {e}; {}",
-                    pool.spec.name,
-                    lease.proc.target,
-                    ex.who()
-                );
-                lease.hold_off(super::HOLD_OFF);
-                if tries > 0 && pool.procs.len() > 1 {
-                    skip = Some(lease.proc.index);
-                    continue;
-                }
-                let (status, c, m) = if e.kind() == io::ErrorKind::TimedOut {
-                    (504, code::UNAVAILABLE, "upstream connect timed out")
-                } else {
-                    (502, code::UNAVAILABLE, "upstream unreachable")
-                };
-                fail(ex, grpc, status, c, m);
-                return Outcome::Done;
-            }
-        };
-        let began = std::time::Instant::now();
-        match exchange(ex, route, pool, &lease, send, target, grpc, deadline).await {
-            Try::Done => {
-                lease.proc.record_latency(began.elapsed());
-                lease.served();
-                return Outcome::Done;
-            }
-            Try::Refused(why) => {
-                // The connection went away (or refused the stream) before
-                // the server took the request, and nothing of it came from
-                // the client yet: it goes again, any method (RFC 9113
-                // §8.7: REFUSED_STREAM and streams above a GOAWAY's last
-                // id were not processed).
-                gone.set(true);
-                drop(open);
-                if tries == 0 {
-                    tracing::error!(
-                        "proxy pool {}: server {}: {why}; tried enough; {}",
-                        pool.spec.name,
-                        lease.proc.target,
-                        ex.who()
-                    );
-                    fail(ex, grpc, 502, code::UNAVAILABLE, "upstream connection failed");
-                    return Outcome::Done;
-                }
-                tracing::info!(
-                    "proxy pool {}: server {}: {why}; sent again on a new connection; {}",
-                    pool.spec.name,
-                    lease.proc.target,
-                    ex.who()
-                );
-                lease.proc.retried();
-            }
-        }
-    }
+    let mut steps = H2 {
+        route,
+        pool,
+        target,
+        grpc,
+        deadline,
+    };
+    // The body streams both ways as it comes (gRPC's streaming calls: no
+    // request buffering, as nginx's grpc module); a try goes again only
+    // while nothing of it was taken from the client, which `exchange`
+    // says in its `Fail`.
+    let plan = life::Plan {
+        pool,
+        retries: &route.retries,
+        streamed: false,
+    };
+    life::run(&mut steps, &plan, ex, &mut Input::None).await;
+    Outcome::Done
 }
 
-enum Try {
-    /// Answered (well or not): nothing more to do.
-    Done,
-    /// Not taken by the server, nothing read from the client: may go again.
-    Refused(String),
+/// The HTTP/2 steps of the upstream life cycle.
+struct H2<'a> {
+    route: &'a ProxyRoute,
+    pool: &'a Arc<Pool>,
+    target: &'a [u8],
+    /// A gRPC call: Stoa's failures answer with `grpc-status`.
+    grpc: bool,
+    /// Its `grpc-timeout`, from when the request came.
+    deadline: Option<Instant>,
+}
+
+/// A stream's share of a connection.
+type Share = (SendRequest<Bytes>, Open, Rc<Cell<bool>>);
+
+impl life::Steps for H2<'_> {
+    type Conn = Share;
+    type Out = ();
+    /// As for HTTP/1: a server that failed a new connection is not asked
+    /// again at once.
+    const SAME_SERVER_PAUSE: Option<Duration> = None;
+    const KIND: &'static str = "proxy";
+
+    /// A shared connection to the server with room for a stream; "park"
+    /// is then a no-op: the connection stays shared.
+    fn reuse(&mut self, lease: &Lease, _strict: bool) -> Option<Share> {
+        shared(&lease.proc.target.to_string())
+    }
+
+    async fn connect(&mut self, lease: &Lease) -> Result<Share, Fail> {
+        let mut limit = self.route.connect_timeout;
+        if let Some(d) = self.deadline {
+            limit = limit.min(d.saturating_duration_since(Instant::now()));
+        }
+        connect(&lease.proc.target, limit)
+            .await
+            .map_err(|e| Fail::connect(&e))
+    }
+
+    async fn exchange(
+        &mut self,
+        ex: &mut Exchange<'_>,
+        lease: Lease,
+        (send, open, gone): Share,
+        _input: &mut Input,
+        t: &life::Try<'_>,
+    ) -> Result<(), Fail> {
+        let began = std::time::Instant::now();
+        let r = exchange(self, ex, &lease, send, t).await;
+        if let Err(f) = &r {
+            if f.cause == life::Cause::Error {
+                // The connection is suspect: the next try opens a new one.
+                gone.set(true);
+            }
+        } else {
+            lease.proc.record_latency(began.elapsed());
+            lease.served();
+        }
+        drop(open);
+        r
+    }
+
+    async fn answer(&self, ex: &mut Exchange<'_>, status: u16, retry_after: bool, sent: bool) {
+        if !self.grpc {
+            if retry_after {
+                gateway::simple(ex, status, &[("Retry-After", b"1")]);
+            } else if sent {
+                gateway::fail_now(ex, status).await;
+            } else {
+                gateway::simple(ex, status, &[]);
+            }
+            return;
+        }
+        // The HTTP-to-gRPC status mapping of the gRPC spec, but a timeout
+        // of Stoa's own is the call's deadline (as Envoy reports it).
+        let (code, msg) = match status {
+            504 => (code::DEADLINE_EXCEEDED, "upstream timed out"),
+            503 => (code::UNAVAILABLE, "no upstream server free"),
+            400 => (code::INTERNAL, "request not forwarded"),
+            _ => (code::UNAVAILABLE, "upstream unavailable"),
+        };
+        // No flush here: over HTTP/2 the head must leave with END_STREAM
+        // (a trailers-only response), which the stream's last flush does.
+        fail(ex, true, status, code, msg);
+    }
 }
 
 /// What happened next on the client's side.
@@ -507,40 +522,40 @@ fn pass_head(ex: &mut Exchange<'_>, resp: &http::Response<RecvStream>) {
 /// on, both bodies at once.
 #[allow(clippy::too_many_arguments)]
 async fn exchange(
+    steps: &H2<'_>,
     ex: &mut Exchange<'_>,
-    route: &ProxyRoute,
-    pool: &Pool,
-    lease: &crate::upstream::Lease,
+    lease: &Lease,
     send: SendRequest<Bytes>,
-    target: &[u8],
-    grpc: bool,
-    deadline: Option<Instant>,
-) -> Try {
-    // The route's `timeout`, else the pool's: for the head, then between
-    // pieces of the body.
-    let limit = ex.edge().timeout.unwrap_or(pool.spec.timeout);
+    t: &life::Try<'_>,
+) -> Result<(), Fail> {
+    let H2 {
+        route,
+        pool,
+        target,
+        grpc,
+        deadline,
+    } = *steps;
+    // The route's `read_timeout`, else its `timeout`, else the pool's: for
+    // the head, then between pieces of the body.
+    let limit = route
+        .read_timeout
+        .unwrap_or_else(|| ex.edge().timeout.unwrap_or(pool.spec.timeout));
     let server = &lease.proc.target;
-    let req = match request(ex, route, &lease.proc.authority, target) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(
-                "proxy pool {}: server {server}: request not forwarded over HTTP/2: {e}; {}",
-                pool.spec.name,
-                ex.who()
-            );
-            fail(ex, grpc, 400, code::INTERNAL, "request not forwarded");
-            return Try::Done;
-        }
-    };
-    let mut send = match send.ready().await {
-        Ok(s) => s,
-        Err(e) => return Try::Refused(format!("connection not usable: {e}")),
-    };
+    let req = request(ex, route, &lease.proc.authority, target)
+        .map_err(|e| Fail::local(400, format!("request not forwarded over HTTP/2: {e}")))?;
+    // The connection went away (or refused the stream) before the server
+    // took the request, and nothing of it came from the client yet: it
+    // goes again, any method (RFC 9113 §8.7: REFUSED_STREAM and streams
+    // above a GOAWAY's last id were not processed).
+    let unsent = |what: String| Fail::closed(t.reused, Retry::Unsent, what);
+    let mut send = send
+        .ready()
+        .await
+        .map_err(|e| unsent(format!("connection not usable: {e}")))?;
     let no_body = ex.body_done();
-    let (resp, stream) = match send.send_request(req, no_body) {
-        Ok(x) => x,
-        Err(e) => return Try::Refused(format!("stream not opened: {e}")),
-    };
+    let (resp, stream) = send
+        .send_request(req, no_body)
+        .map_err(|e| unsent(format!("stream not opened: {e}")))?;
     let mut up = (!no_body).then_some(stream);
     let mut pending: Option<Bytes> = None;
     let mut client_done = no_body;
@@ -591,7 +606,7 @@ async fn exchange(
                 }
                 if head_sent {
                     ex.abort();
-                    return Try::Done;
+                    return Ok(());
                 }
                 match e {
                     BodyFail::Gone => ex.close(),
@@ -605,14 +620,14 @@ async fn exchange(
                         fail(ex, grpc, 400, code::INTERNAL, "bad request body")
                     }
                 }
-                return Try::Done;
+                return Ok(());
             }
             Ev::Client(ClientEv::Gone(gone)) => {
                 if gone {
                     // Dropping the streams resets them (CANCEL): the
                     // server stops working for nobody.
                     ex.abort();
-                    return Try::Done;
+                    return Ok(());
                 }
             }
             Ev::Cap(Some(n)) => {
@@ -639,17 +654,21 @@ async fn exchange(
                 pending = None;
             }
             Ev::Down(DownEv::Head(Ok(resp))) => {
+                let status = resp.status().as_u16();
+                if t.retry_statuses.contains(&status) && !read_any && pending.is_none() {
+                    return Err(Fail::status(t.reused, status));
+                }
                 gateway::learn_session(pool, lease.proc.index, response_fields(resp.headers()));
                 pass_head(ex, &resp);
                 head_sent = true;
                 let body = resp.into_body();
                 if body.is_end_stream() {
                     ex.finish();
-                    return Try::Done;
+                    return Ok(());
                 }
                 if !ex.flush().await {
                     ex.abort();
-                    return Try::Done;
+                    return Ok(());
                 }
                 down = Down::Body(body);
                 read_by = Instant::now() + limit;
@@ -658,16 +677,16 @@ async fn exchange(
                 let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM)
                     || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR))
                     || e.is_io();
-                if refused && !read_any && pending.is_none() {
-                    return Try::Refused(format!("no response: {e}"));
+                let nothing_read = !read_any && pending.is_none();
+                if refused && nothing_read {
+                    return Err(unsent(format!("no response: {e}")));
                 }
-                tracing::error!(
-                    "proxy pool {}: server {server}: no response over HTTP/2: {e}; {}",
-                    pool.spec.name,
-                    ex.who()
-                );
-                fail(ex, grpc, 502, code::UNAVAILABLE, "upstream failed");
-                return Try::Done;
+                let mut f = Fail::closed(t.reused, Retry::MaybeSent, format!("no response: {e}"));
+                if !nothing_read {
+                    // Part of a streamed body is gone: it cannot go again.
+                    f.retry = Retry::Never;
+                }
+                return Err(f);
             }
             Ev::Down(DownEv::Data(Some(Ok(data)))) => {
                 let n = data.len();
@@ -675,7 +694,7 @@ async fn exchange(
                     ex.body_mem(data);
                     if !ex.flush().await {
                         ex.abort();
-                        return Try::Done;
+                        return Ok(());
                     }
                 }
                 if let Down::Body(r) = &mut down {
@@ -692,50 +711,56 @@ async fn exchange(
                         Ok(None) => {}
                         Err(e) => {
                             tracing::error!(
-                                "proxy pool {}: server {server}: response trailers: {e}; {}",
+                                "proxy pool {}: server #{} ({server}): response trailers: {e}; {}",
                                 pool.spec.name,
+                                lease.proc.index,
                                 ex.who()
                             );
                             fail_late(ex, grpc, code::UNAVAILABLE, "upstream failed");
-                            return Try::Done;
+                            return Ok(());
                         }
                     }
                 }
                 ex.finish();
-                return Try::Done;
+                return Ok(());
             }
             Ev::Down(DownEv::Data(Some(Err(e)))) => {
                 tracing::error!(
-                    "proxy pool {}: server {server}: response cut over HTTP/2: {e}; {}",
+                    "proxy pool {}: server #{} ({server}): response cut over HTTP/2: {e}; {}",
                     pool.spec.name,
+                    lease.proc.index,
                     ex.who()
                 );
                 fail_late(ex, grpc, code::UNAVAILABLE, "upstream failed mid-response");
-                return Try::Done;
+                return Ok(());
             }
             Ev::Timeout => {
                 let by_deadline = deadline.is_some_and(|d| d <= Instant::now());
-                tracing::error!(
-                    "proxy pool {}: server {server}: {}; {}",
-                    pool.spec.name,
-                    if by_deadline {
-                        "grpc-timeout passed".to_owned()
-                    } else if head_sent {
-                        format!("no output for {limit:?}")
-                    } else {
-                        format!("no response within {limit:?}")
-                    },
-                    ex.who()
-                );
+                let what = if by_deadline {
+                    "grpc-timeout passed".to_owned()
+                } else if head_sent {
+                    format!("no output for {limit:?}")
+                } else {
+                    format!("no response within {limit:?}")
+                };
                 if let Some(mut u) = up.take() {
                     u.send_reset(h2::Reason::CANCEL);
                 }
-                if head_sent {
-                    fail_late(ex, grpc, code::DEADLINE_EXCEEDED, "upstream timed out");
-                } else {
-                    fail(ex, grpc, 504, code::DEADLINE_EXCEEDED, "upstream timed out");
+                if !head_sent {
+                    let mut f = Fail::timeout(t.reused, what);
+                    if by_deadline || read_any || pending.is_some() {
+                        f.retry = Retry::Never;
+                    }
+                    return Err(f);
                 }
-                return Try::Done;
+                tracing::error!(
+                    "proxy pool {}: server #{} ({server}): {what}; {}",
+                    pool.spec.name,
+                    lease.proc.index,
+                    ex.who()
+                );
+                fail_late(ex, grpc, code::DEADLINE_EXCEEDED, "upstream timed out");
+                return Ok(());
             }
         }
     }
