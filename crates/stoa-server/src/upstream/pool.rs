@@ -160,6 +160,8 @@ pub enum PoolKind {
 pub enum Target {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// TLS over TCP (`upstream/tls.rs`).
+    Tls(Box<super::tls::TlsTarget>),
 }
 
 impl Target {
@@ -182,6 +184,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Tcp(a) => write!(f, "{a}"),
             Target::Unix(p) => write!(f, "unix:{}", p.display()),
+            Target::Tls(t) => write!(f, "{t}"),
         }
     }
 }
@@ -284,6 +287,7 @@ impl Proc {
         let authority = match &target {
             Target::Tcp(a) => a.to_string(),
             Target::Unix(_) => "localhost".to_owned(),
+            Target::Tls(t) => t.authority.clone(),
         };
         Proc {
             index,
