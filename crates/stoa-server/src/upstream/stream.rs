@@ -166,7 +166,7 @@ impl AsyncRead for AppStream {
         match self.get_mut() {
             AppStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             AppStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            AppStream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            AppStream::Tls(s) => super::tls::poll_read(s, cx, buf),
         }
     }
 }
@@ -180,7 +180,7 @@ impl AsyncWrite for AppStream {
         match self.get_mut() {
             AppStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
             AppStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            AppStream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            AppStream::Tls(s) => super::tls::poll_write(s, cx, buf),
         }
     }
 

@@ -481,6 +481,43 @@ fn handshake_error(t: &TlsTarget, e: io::Error) -> io::Error {
     )
 }
 
+/// Reads, first sending what earlier writes left encrypted in the
+/// session: tokio-rustls accepts a write once rustls has it, and sends the
+/// records only as far as the socket takes them then; the rest waits for a
+/// flush the HTTP/1 exchange (written for plain sockets) does not make
+/// before it waits for the response. A connection just moved to this
+/// worker has no write readiness yet, so its request would wait forever.
+pub(crate) fn poll_read(
+    s: &mut ClientStream,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> std::task::Poll<io::Result<()>> {
+    if s.get_ref().1.wants_write() {
+        if let std::task::Poll::Ready(Err(e)) = std::pin::Pin::new(&mut *s).poll_flush(cx) {
+            return std::task::Poll::Ready(Err(e));
+        }
+    }
+    std::pin::Pin::new(s).poll_read(cx, buf)
+}
+
+/// Writes, and sends at once what the socket takes (see [`poll_read`]);
+/// what it does not take goes on the next read, write or flush.
+pub(crate) fn poll_write(
+    s: &mut ClientStream,
+    cx: &mut std::task::Context<'_>,
+    buf: &[u8],
+) -> std::task::Poll<io::Result<usize>> {
+    let n = match std::pin::Pin::new(&mut *s).poll_write(cx, buf) {
+        std::task::Poll::Ready(Ok(n)) => n,
+        other => return other,
+    };
+    if s.get_ref().1.wants_write() {
+        // An error here comes back on the next call; `n` bytes were taken.
+        let _ = std::pin::Pin::new(&mut *s).poll_flush(cx);
+    }
+    std::task::Poll::Ready(Ok(n))
+}
+
 /// The TCP socket under a TLS stream, in a slot it can be taken out of
 /// and put back into: a parked connection adopted by another worker is
 /// deregistered from the old event loop and registered with the new one
