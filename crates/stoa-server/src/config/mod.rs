@@ -375,6 +375,8 @@ pub struct PoolConfig {
     pub protocol: Option<String>,
     /// Active health checks (HTTP pools).
     pub health: Option<HealthConfig>,
+    /// TLS to the servers (HTTP pools; `https://` addresses imply it).
+    pub tls: Option<crate::upstream::tls::TlsKey>,
     /// Spawned processes also get their socket as fd 3 with LISTEN_FDS=1.
     #[serde(default)]
     pub socket_activation: bool,
@@ -903,10 +905,17 @@ fn build(
             Ok(c) => c,
             Err(m) => return Err(err(Some(p.span()), &format!("{key}.command"), m)),
         };
+        let (address, tls) = crate::upstream::tls::plan(
+            pc.address.clone(),
+            pc.tls.as_ref(),
+            pc.protocol.as_deref() == Some("http"),
+            base,
+        )
+        .map_err(|m| err(Some(p.span()), &format!("{key}.tls"), m))?;
         let spec = crate::upstream::pool::spec(
             &pc.name,
             command,
-            pc.address.clone(),
+            address,
             pc.processes,
             pc.min_processes,
             pc.max_processes,
@@ -943,6 +952,9 @@ fn build(
         )
         .map_err(|m| err(Some(p.span()), &key, m))?;
         let mut spec = spec;
+        if let Some(tls) = tls {
+            crate::upstream::tls::apply(&mut spec.kind, tls);
+        }
         if pc.socket_activation {
             if pc.command.is_none() {
                 return Err(err(

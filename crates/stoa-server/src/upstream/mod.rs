@@ -8,6 +8,7 @@
 pub mod health;
 pub mod pool;
 pub mod stream;
+pub mod tls;
 
 pub use pool::{
     Affinity, Health, Lease, NoProcess, Pool, PoolKind, Proc, ProcState, Protocol, Target,

@@ -163,6 +163,8 @@ pub enum PoolKind {
 pub enum Target {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// TLS over TCP (`upstream/tls.rs`).
+    Tls(Box<super::tls::TlsTarget>),
 }
 
 impl Target {
@@ -185,6 +187,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Tcp(a) => write!(f, "{a}"),
             Target::Unix(p) => write!(f, "unix:{}", p.display()),
+            Target::Tls(t) => write!(f, "{t}"),
         }
     }
 }
@@ -287,6 +290,7 @@ impl Proc {
         let authority = match &target {
             Target::Tcp(a) => a.to_string(),
             Target::Unix(_) => "localhost".to_owned(),
+            Target::Tls(t) => t.authority.clone(),
         };
         Proc {
             index,
