@@ -11,7 +11,8 @@ method handlers and raw bytes (no protoc): service test.Echo.
   Meta           the request's metadata, "name=value" lines
   Fail           aborts with status 5 NOT_FOUND "no such thing"
 
-Prints "listening on 127.0.0.1:PORT" once it serves.
+`--tls CERT KEY`: TLS (grpcio offers ALPN h2). Prints "listening on
+127.0.0.1:PORT" once it serves.
 """
 import sys
 import time
@@ -60,9 +61,17 @@ def fail(req, ctx):
 
 
 def main():
-    port = 0
-    if len(sys.argv) > 2 and sys.argv[1] == "--port":
-        port = int(sys.argv[2])
+    port, tls = 0, None
+    args = sys.argv[1:]
+    while args:
+        if args[0] == "--port":
+            port, args = int(args[1]), args[2:]
+        elif args[0] == "--tls":
+            with open(args[1], "rb") as c, open(args[2], "rb") as k:
+                tls = grpc.ssl_server_credentials([(k.read(), c.read())])
+            args = args[3:]
+        else:
+            sys.exit(f"unknown option {args[0]}")
     handler = grpc.method_handlers_generic_handler(
         "test.Echo",
         {
@@ -78,7 +87,10 @@ def main():
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
     server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port(f"127.0.0.1:{port}")
+    if tls:
+        port = server.add_secure_port(f"127.0.0.1:{port}", tls)
+    else:
+        port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     print(f"listening on 127.0.0.1:{port}", flush=True)
     server.wait_for_termination()

@@ -44,6 +44,10 @@ struct Peer {
 
 impl Peer {
     fn start(script: &str) -> Peer {
+        Peer::start_with(script, &[])
+    }
+
+    fn start_with(script: &str, args: &[&str]) -> Peer {
         if script == "server.py" {
             require_module("grpc", "python3-grpcio");
         } else {
@@ -51,6 +55,7 @@ impl Peer {
         }
         let mut child = Command::new(PY)
             .arg(peers_dir().join(script))
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -367,4 +372,63 @@ fn a_response_larger_than_the_http2_windows_arrives_whole() {
         assert_eq!(out.stdout.len(), 5_000_000, "{proto}");
         assert!(out.stdout.iter().all(|&c| c == b'x'), "{proto}");
     }
+}
+
+/// gRPC over TLS: the pool's `tls` table (a test CA, verification on)
+/// and ALPN `h2` (RFC 9113 §3.2), as nginx `grpc_pass grpcs://` with
+/// `grpc_ssl_verify on`: the four call kinds go through.
+#[test]
+fn grpc_calls_of_all_four_kinds_go_through_tls_with_alpn_h2_and_a_verified_certificate() {
+    let dir = TempDir::new("grpc-tls");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "grpc test CA");
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let ca = p.self_signed(&ca_key).expect("CA certificate");
+    let ca_path = dir.write("ca.pem", ca.pem());
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut p = rcgen::CertificateParams::new(vec!["grpc.test".to_owned()]).expect("params");
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = p.signed_by(&key, &ca, &ca_key).expect("sign");
+    let cert_path = dir.write("server.pem", cert.pem());
+    let key_path = dir.write("server.key", key.serialize_pem());
+    let g = Peer::start_with(
+        "server.py",
+        &[
+            "--tls",
+            &cert_path.display().to_string(),
+            &key_path.display().to_string(),
+        ],
+    );
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[pool]]\nname = \"app\"\nprotocol = \"http\"\naddress = [\"{}\"]\n\
+             tls = {{ ca = \"{}\", server_name = \"grpc.test\" }}\n\
+             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/\"\n\
+             proxy = {{ pool = \"app\", http_version = \"2\" }}\n",
+            g.addr,
+            ca_path.display()
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    assert_eq!(call(&s, &["unary", "tls"]), ["echo:tls", "status OK"]);
+    let out = call(&s, &["stream", "3,50"]);
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert!(out[2].starts_with("msg2 +"), "{out:?}");
+    assert_eq!(call(&s, &["client", "a,b"]), ["a+b", "status OK"]);
+    assert_eq!(
+        call(&s, &["bidi", "p,q"]),
+        ["bidi:p", "bidi:q", "status OK"]
+    );
+    assert_eq!(
+        call(&s, &["trailers"]),
+        ["ok", "trailer x-trail=yes", "status OK"]
+    );
 }

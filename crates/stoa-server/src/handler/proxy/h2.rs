@@ -1,6 +1,6 @@
 //! HTTP/2 to the application (`http_version = "2"`, or a pool whose
 //! addresses are written `h2c://`): prior knowledge in clear (RFC 9113
-//! §3.3), with the `h2` crate. Each worker keeps a few connections per
+//! §3.3), ALPN `h2` over TLS (§3.2), with the `h2` crate. Each worker keeps a few connections per
 //! server and multiplexes requests over them: one is opened when none has
 //! room under the server's SETTINGS_MAX_CONCURRENT_STREAMS, and one that
 //! went away (GOAWAY, closed, idle too long) is forgotten.
@@ -24,6 +24,7 @@ use crate::gateway;
 use crate::handler::Outcome;
 use crate::gateway::life::{self, Fail, Retry};
 use crate::gateway::Input;
+use crate::upstream::tls::Alpn;
 use crate::upstream::{AppStream, Lease, Pool, Target};
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
@@ -91,11 +92,21 @@ fn shared(key: &str) -> Option<Share> {
 /// A new connection to `target`, kept for this worker's next requests;
 /// the first stream counted on it.
 async fn connect(target: &Target, limit: Duration) -> io::Result<Share> {
-    let stream = AppStream::connect(target, limit).await?;
-    if let AppStream::Tcp(s) = &stream {
-        // Frames are written whole; Nagle would hold a small one back
-        // for the peer's delayed ACK (40 ms per gRPC message).
-        let _ = s.set_nodelay(true);
+    // Over TLS the server must agree to h2 by ALPN (RFC 9113 §3.2); in
+    // clear it is spoken with prior knowledge (§3.3).
+    let stream = AppStream::connect_alpn(target, limit, Alpn::H2).await?;
+    match &stream {
+        AppStream::Tcp(s) => {
+            // Frames are written whole; Nagle would hold a small one back
+            // for the peer's delayed ACK (40 ms per gRPC message).
+            let _ = s.set_nodelay(true);
+        }
+        AppStream::Tls(_) if stream.alpn() != Some(b"h2") => {
+            return Err(io::Error::other(
+                "the server did not agree to HTTP/2 (ALPN h2) in the TLS handshake",
+            ));
+        }
+        _ => {}
     }
     let hs = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
