@@ -170,10 +170,7 @@ fn grpc_client_streaming_gets_every_message_to_the_service() {
     let g = Peer::start("server.py");
     let dir = TempDir::new("grpc-client-stream");
     let s = stoa(&dir, &format!("h2c://{}", g.addr), "");
-    assert_eq!(
-        call(&s, &["client", "a,b,c,d"]),
-        ["a+b+c+d", "status OK"]
-    );
+    assert_eq!(call(&s, &["client", "a,b,c,d"]), ["a+b+c+d", "status OK"]);
 }
 
 /// Bidirectional streaming: the client sends each message only once the
@@ -222,8 +219,14 @@ fn grpc_metadata_reaches_the_application_with_the_forwarded_fields() {
     let s = stoa(&dir, &format!("h2c://{}", g.addr), "");
     let out = call(&s, &["meta"]);
     assert!(out.iter().any(|l| l == "x-who=me"), "{out:?}");
-    assert!(out.iter().any(|l| l == "x-forwarded-for=127.0.0.1"), "{out:?}");
-    assert!(out.iter().any(|l| l.starts_with("forwarded=for=127.0.0.1")), "{out:?}");
+    assert!(
+        out.iter().any(|l| l == "x-forwarded-for=127.0.0.1"),
+        "{out:?}"
+    );
+    assert!(
+        out.iter().any(|l| l.starts_with("forwarded=for=127.0.0.1")),
+        "{out:?}"
+    );
 }
 
 /// "gRPC over HTTP/2" and its HTTP-to-gRPC status mapping: a proxy that
@@ -285,7 +288,14 @@ fn grpc_timeout_caps_the_wait_for_a_silent_upstream_with_status_4() {
     let body = dir.write("msg.bin", b"\0\0\0\0\x01x");
     let t0 = Instant::now();
     let out = Command::new("curl")
-        .args(["-s", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null"])
+        .args([
+            "-s",
+            "--http2-prior-knowledge",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+        ])
         .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
         .args(["-H", "grpc-timeout: 300m", "--max-time", "20"])
         .arg("--data-binary")
@@ -337,7 +347,8 @@ fn an_http1_client_gets_trailers_in_the_last_chunk_only_with_te_trailers() {
     let s = stoa(&dir, &format!("h2c://{}", b.addr), "");
     let raw = |te: &str| {
         let mut c = TcpStream::connect(s.addr).expect("connect");
-        c.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         write!(
             c,
             "POST /x HTTP/1.1\r\nHost: h\r\n{te}x-want-trailers: 1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"

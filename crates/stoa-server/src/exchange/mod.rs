@@ -1001,13 +1001,12 @@ impl<'a> Exchange<'a> {
         if fields.is_empty() || self.head_only {
             return;
         }
-        let te = self
-            .req
-            .header("te")
-            .is_some_and(|v| v.split(|&b| b == b',').any(|t| {
+        let te = self.req.header("te").is_some_and(|v| {
+            v.split(|&b| b == b',').any(|t| {
                 let t = stoa_h1::trim(t);
                 t.len() >= 8 && t[..8].eq_ignore_ascii_case(b"trailers")
-            }));
+            })
+        });
         match &mut self.side {
             Side::H2(s) => s.trailers = Some(fields),
             // A body filter still holds output that goes before the last

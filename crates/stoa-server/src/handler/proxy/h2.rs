@@ -21,9 +21,9 @@
 use super::ProxyRoute;
 use crate::exchange::{BodyFail, Exchange};
 use crate::gateway;
-use crate::handler::Outcome;
 use crate::gateway::life::{self, Fail, Retry};
 use crate::gateway::Input;
+use crate::handler::Outcome;
 use crate::upstream::tls::Alpn;
 use crate::upstream::{AppStream, Lease, Pool, Target};
 use bytes::Bytes;
@@ -384,7 +384,9 @@ enum DownEv {
 
 async fn down_ev(down: &mut Down) -> DownEv {
     match down {
-        Down::Head(f) => DownEv::Head(poll_fn(|cx| std::future::Future::poll(Pin::new(&mut *f), cx)).await),
+        Down::Head(f) => {
+            DownEv::Head(poll_fn(|cx| std::future::Future::poll(Pin::new(&mut *f), cx)).await)
+        }
         Down::Body(r) => DownEv::Data(r.data().await),
     }
 }
@@ -450,8 +452,9 @@ fn request(
     };
     let mut raw = Vec::with_capacity(1024);
     write_request_head(&mut raw, &req, &opts, body).map_err(|e| format!("{e:?}"))?;
-    let mut b = http::Request::builder()
-        .method(http::Method::from_bytes(head.method.as_str().as_bytes()).map_err(|e| e.to_string())?);
+    let mut b = http::Request::builder().method(
+        http::Method::from_bytes(head.method.as_str().as_bytes()).map_err(|e| e.to_string())?,
+    );
     let mut host: &[u8] = authority.as_bytes();
     let mut lines = raw.split(|&c| c == b'\n').skip(1);
     let headers = b.headers_mut().ok_or("bad method")?;
@@ -624,9 +627,13 @@ async fn exchange(
                     BodyFail::TooLarge => {
                         fail(ex, grpc, 413, code::RESOURCE_EXHAUSTED, "request too large")
                     }
-                    BodyFail::Slow => {
-                        fail(ex, grpc, 408, code::DEADLINE_EXCEEDED, "request body too slow")
-                    }
+                    BodyFail::Slow => fail(
+                        ex,
+                        grpc,
+                        408,
+                        code::DEADLINE_EXCEEDED,
+                        "request body too slow",
+                    ),
                     BodyFail::Malformed | BodyFail::Spool => {
                         fail(ex, grpc, 400, code::INTERNAL, "bad request body")
                     }
@@ -819,7 +826,10 @@ mod tests {
         assert_eq!(grpc_timeout(b"2M"), Some(Duration::from_secs(120)));
         assert_eq!(grpc_timeout(b"3S"), Some(Duration::from_secs(3)));
         assert_eq!(grpc_timeout(b"250m"), Some(Duration::from_millis(250)));
-        assert_eq!(grpc_timeout(b"99999999u"), Some(Duration::from_micros(99_999_999)));
+        assert_eq!(
+            grpc_timeout(b"99999999u"),
+            Some(Duration::from_micros(99_999_999))
+        );
         assert_eq!(grpc_timeout(b"5n"), Some(Duration::from_nanos(5)));
         assert_eq!(grpc_timeout(b"123456789m"), None);
         assert_eq!(grpc_timeout(b"10"), None);
