@@ -7,7 +7,8 @@ answered 200 with a text body listing what the server received:
   and each trailer "trailer name: value"
 
 and, when the request has `x-want-trailers`, trailers `x-sum: <body length>`
-after the body. a path ending `/big/N` answers N bytes of "x" (flow control checks).
+after the body. A path ending `/big/N` answers N bytes of "x" (flow control
+checks); `/conns` the number of connections accepted so far.
 
 Prints "listening on 127.0.0.1:PORT" once it serves.
 """
@@ -18,6 +19,9 @@ import threading
 import h2.config
 import h2.connection
 import h2.events
+
+
+ACCEPTED = [0]
 
 
 def serve(sock):
@@ -46,6 +50,11 @@ def serve(sock):
         s = streams.pop(sid)
         h = dict(s["headers"])
         path = h.get(":path", "")
+        if path.endswith("/conns"):
+            body = str(ACCEPTED[0]).encode()
+            conn.send_headers(sid, [(":status", "200"), ("content-length", str(len(body)))])
+            conn.send_data(sid, body, end_stream=True)
+            return
         if "/big/" in path:
             body = b"x" * int(path.rsplit("/big/", 1)[1])
             conn.send_headers(sid, [(":status", "200"), ("content-length", str(len(body)))])
@@ -106,6 +115,7 @@ def main():
     print(f"listening on 127.0.0.1:{ls.getsockname()[1]}", flush=True)
     while True:
         c, _ = ls.accept()
+        ACCEPTED[0] += 1
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 

@@ -443,3 +443,52 @@ fn grpc_calls_of_all_four_kinds_go_through_tls_with_alpn_h2_and_a_verified_certi
         ["ok", "trailer x-trail=yes", "status OK"]
     );
 }
+
+/// RFC 9113 §8.1: a client's request trailers (after its DATA) end the
+/// upstream stream as trailers, and reach the server.
+#[test]
+fn a_clients_request_trailers_reach_the_http2_server_rfc_9113_8_1() {
+    let b = Peer::start("h2_server.py");
+    let dir = TempDir::new("h2-req-trailers");
+    let s = stoa(&dir, &format!("h2c://{}", b.addr), "");
+    let out = Command::new(PY)
+        .arg(peers_dir().join("h2_client.py"))
+        .arg(s.addr.to_string())
+        .args(["/up", "hello", "x-checksum=abc"])
+        .output()
+        .expect("run h2_client.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("body 5\n"), "{text}");
+    assert!(text.contains("trailer x-checksum: abc\n"), "{text}");
+}
+
+/// Requests share a few multiplexed connections per worker (nginx opens
+/// one per request in flight, up to `keepalive`): sixty requests, twenty
+/// at once at a cold pool, open one connection for Stoa's one worker.
+#[test]
+fn many_requests_share_a_few_multiplexed_connections_to_the_server() {
+    require("curl", "curl");
+    let b = Peer::start("h2_server.py");
+    let dir = TempDir::new("h2-mux");
+    let s = stoa(&dir, &format!("h2c://{}", b.addr), "");
+    for _ in 0..3 {
+        let out = Command::new(PY)
+            .arg(peers_dir().join("h2_client.py"))
+            .arg(s.addr.to_string())
+            .args(["--many", "20", "/r"])
+            .output()
+            .expect("run h2_client.py");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "20");
+    }
+    let conns = Command::new("curl")
+        .args(["-s", &format!("http://{}/conns", s.addr)])
+        .output()
+        .expect("run curl");
+    let n: u32 = String::from_utf8_lossy(&conns.stdout)
+        .trim()
+        .parse()
+        .expect("a count");
+    // One worker (the tests' prelude): one connection, the twenty
+    // requests that found none waited for it instead of opening their own.
+    assert_eq!(n, 1, "{n} connections for 60 requests");
+}

@@ -89,9 +89,51 @@ fn shared(key: &str) -> Option<Share> {
     })
 }
 
-/// A new connection to `target`, kept for this worker's next requests;
-/// the first stream counted on it.
+/// A connection being opened by a request of this worker, by address:
+/// the others wait for it instead of opening one each.
+struct Connecting {
+    key: String,
+    done: Rc<tokio::sync::Notify>,
+}
+
+impl Drop for Connecting {
+    /// Also when the opening request went away mid-connect.
+    fn drop(&mut self) {
+        OPENING.with(|m| m.borrow_mut().remove(&self.key));
+        self.done.notify_waiters();
+    }
+}
+
+thread_local! {
+    static OPENING: RefCell<HashMap<String, Rc<tokio::sync::Notify>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// A stream on a new connection to `target`, or on the one another request
+/// of this worker is opening (requests that arrive together at a cold
+/// pool share one connection, which HTTP/2 is for, instead of opening one
+/// each).
 async fn connect(target: &Target, limit: Duration) -> io::Result<Share> {
+    let key = target.to_string();
+    let until = Instant::now() + limit;
+    while let Some(done) = OPENING.with(|m| m.borrow().get(&key).cloned()) {
+        let wait = done.notified();
+        if tokio::time::timeout_at(until, wait).await.is_err() {
+            break;
+        }
+        if let Some(s) = shared(&key) {
+            return Ok(s);
+        }
+    }
+    let done = Rc::new(tokio::sync::Notify::new());
+    OPENING.with(|m| m.borrow_mut().insert(key.clone(), done.clone()));
+    let _opening = Connecting { key, done };
+    open(target, until.saturating_duration_since(Instant::now())).await
+}
+
+/// Opens a connection to `target`, kept for this worker's next requests;
+/// the first stream counted on it.
+async fn open(target: &Target, limit: Duration) -> io::Result<Share> {
     // Over TLS the server must agree to h2 by ALPN (RFC 9113 §3.2); in
     // clear it is spoken with prior knowledge (§3.3).
     let stream = AppStream::connect_alpn(target, limit, Alpn::H2).await?;
