@@ -17,7 +17,8 @@
 # Each call is test.Echo/Unary with a 13-byte message (a 5-byte gRPC prefix and "hello, world!"), sent by
 # h2load with `content-type: application/grpc` and `te: trailers`. Stoa: workers = 1, access log off,
 # the pool's address `h2c://127.0.0.1:18690` (its per-worker HTTP/2 connections); nginx: worker_processes 1,
-# access log off, `listen ... http2`, `grpc_pass grpc://` an upstream with `keepalive 32`. Before the runs one
+# access log off, `listen ... http2`, `grpc_pass grpc://` an upstream with `keepalive 32`, and
+# `keepalive_requests 1000000` both ways (its default 1000 ends a connection, with GOAWAY, mid-run). Before the runs one
 # call of every kind is made through each proxy with a grpcio client and must succeed.
 # For every run: calls/s (h2load) and the proxy's CPU time per call = utime+stime (/proc/PID/stat, its
 # processes and threads) after minus before the run, per call h2load saw succeed.
@@ -97,9 +98,10 @@ error_log $d/logs/error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
-    upstream grpc { server 127.0.0.1:$GPORT; keepalive 32; }
+    upstream grpc { server 127.0.0.1:$GPORT; keepalive 32; keepalive_requests 1000000; }
     server {
         listen 127.0.0.1:$port http2;
+        keepalive_requests 1000000;
         location / { grpc_pass grpc://grpc; }
     }
 }

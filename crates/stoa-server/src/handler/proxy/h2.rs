@@ -59,6 +59,9 @@ struct Conn {
 }
 
 thread_local! {
+    /// The request head as `stoa_h1::proxy` writes it, before it becomes
+    /// HTTP/2 fields: one buffer per worker.
+    static HEAD: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(4096));
     /// This worker's HTTP/2 connections, by server address.
     static CONNS: RefCell<HashMap<String, Vec<Conn>>> = RefCell::new(HashMap::new());
 }
@@ -492,15 +495,28 @@ fn request(
             None => UpstreamBody::Chunked,
         }
     };
-    let mut raw = Vec::with_capacity(1024);
-    write_request_head(&mut raw, &req, &opts, body).map_err(|e| format!("{e:?}"))?;
+    // Written into this worker's buffer, then one copy the fields' values
+    // share (no allocation per field).
+    let raw = HEAD.with(|h| {
+        let mut h = h.borrow_mut();
+        h.clear();
+        write_request_head(&mut h, &req, &opts, body).map(|()| Bytes::copy_from_slice(&h))
+    });
+    let raw = raw.map_err(|e| format!("{e:?}"))?;
     let mut b = http::Request::builder().method(
         http::Method::from_bytes(head.method.as_str().as_bytes()).map_err(|e| e.to_string())?,
     );
-    let mut host: &[u8] = authority.as_bytes();
-    let mut lines = raw.split(|&c| c == b'\n').skip(1);
+    let mut host = None;
+    let mut lines = raw.split(|&c| c == b'\n');
+    // The request line's target is the one to send.
+    let path = lines
+        .next()
+        .and_then(|l| l.split(|&c| c == b' ').nth(1))
+        .ok_or("no request line")?;
+    let path = http::uri::PathAndQuery::from_maybe_shared(raw.slice_ref(path))
+        .map_err(|e| e.to_string())?;
     let headers = b.headers_mut().ok_or("bad method")?;
-    for line in lines.by_ref() {
+    for line in lines {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&c| c == b':') else {
             continue;
@@ -508,7 +524,7 @@ fn request(
         let name = &line[..colon];
         let value = stoa_h1::trim(&line[colon + 1..]);
         if name.eq_ignore_ascii_case(b"host") {
-            host = value;
+            host = Some(value);
             continue;
         }
         if name.eq_ignore_ascii_case(b"transfer-encoding")
@@ -518,7 +534,8 @@ fn request(
             continue;
         }
         let name = http::HeaderName::from_bytes(name).map_err(|e| e.to_string())?;
-        let value = http::HeaderValue::from_bytes(value).map_err(|e| e.to_string())?;
+        let value = http::HeaderValue::from_maybe_shared(raw.slice_ref(value))
+            .map_err(|e| e.to_string())?;
         headers.append(name, value);
     }
     let te = head.header("te").is_some_and(|v| {
@@ -528,12 +545,16 @@ fn request(
     if te {
         headers.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
     }
-    let uri = http::Uri::builder()
-        .scheme("http")
-        .authority(host)
-        .path_and_query(target)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let authority = match host {
+        Some(h) => http::uri::Authority::from_maybe_shared(raw.slice_ref(h)),
+        None => http::uri::Authority::try_from(authority.as_bytes()),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(http::uri::Scheme::HTTP);
+    parts.authority = Some(authority);
+    parts.path_and_query = Some(path);
+    let uri = http::Uri::from_parts(parts).map_err(|e| e.to_string())?;
     b.uri(uri).body(()).map_err(|e| e.to_string())
 }
 
@@ -576,7 +597,6 @@ fn pass_head(ex: &mut Exchange<'_>, resp: &http::Response<RecvStream>) {
 
 /// Sends the request on a new stream of `send` and passes the response
 /// on, both bodies at once.
-#[allow(clippy::too_many_arguments)]
 async fn exchange(
     steps: &H2<'_>,
     ex: &mut Exchange<'_>,
