@@ -21,7 +21,9 @@
 # `keepalive_requests 1000000` both ways (its default 1000 ends a connection, with GOAWAY, mid-run). Before the runs one
 # call of every kind is made through each proxy with a grpcio client and must succeed.
 # For every run: calls/s (h2load) and the proxy's CPU time per call = utime+stime (/proc/PID/stat, its
-# processes and threads) after minus before the run, per call h2load saw succeed.
+# processes and threads) after minus before the run, per call h2load saw succeed; and, where `perf` works,
+# the proxy's instructions per call (perf stat on its processes during the run: steadier than CPU time on
+# a busy machine, where cache and scheduling noise inflate both proxies' time).
 # Then the streaming check: a server-streaming call of 10 messages sent 100 ms apart, through each
 # proxy: the gaps between their arrivals (client.py), which must stay 100 ms (no per-message delay).
 # Exit status: 0 if every proxy started and every run was clean (all calls 2xx), else 1.
@@ -141,7 +143,9 @@ for p in "${PROXY_LIST[@]}"; do
 done
 [ ${#STARTED[@]} -gt 0 ] || die "no proxy started"
 
-declare -A CPU_SUM=() RATE_SUM=() RUNS=()
+declare -A CPU_SUM=() RATE_SUM=() RUNS=() KI_SUM=() KI_RUNS=()
+PERF=0
+if command -v perf > /dev/null && perf stat -x, -e instructions -o /dev/null true 2> /dev/null; then PERF=1; fi
 CLEAN=1
 {
     echo "# bench/grpc.sh - $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -149,17 +153,30 @@ CLEAN=1
     echo "Command: \`$COMMAND\`; machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')."
     echo "Service: tests/grpc-peers/server.py (grpcio $("$PY" -c 'import grpc; print(grpc.__version__)')); h2load $(h2load --version | head -1 | awk '{print $2}'); nginx $(nginx -v 2>&1 | cut -d/ -f2)."
     echo
-    echo "| round | proxy | calls/s | CPU µs per call | failed |"
-    echo "|---|---|---|---|---|"
+    echo "| round | proxy | calls/s | CPU µs per call | k instructions per call | failed |"
+    echo "|---|---|---|---|---|---|"
 } > "$OUT.tmp"
 n=${#STARTED[@]}
 for r in $(seq "$REPS"); do
     for k in $(seq 0 $((n - 1))); do
         p=${STARTED[$(( (k + r) % n ))]}
         f=$RUN/raw/$p-$r.txt
+        pp=
+        if [ "$PERF" = 1 ]; then
+            perf stat -x, -e instructions -p "$(srv_pids "$p" | paste -sd,)" -o "$f.perf" &
+            pp=$!
+            sleep 0.2
+        fi
         t0=$(srv_cpu_ticks "$p")
         load "$p" "$CALLS" "$f"
         t1=$(srv_cpu_ticks "$p")
+        ki=-
+        if [ -n "$pp" ]; then
+            kill -INT "$pp" 2> /dev/null || true
+            wait "$pp" 2> /dev/null || true
+            ki=$(awk -F, -v n="$CALLS" '$3 ~ /instructions/ && $1 ~ /^[0-9]+$/ { printf "%.1f", $1 / n / 1000 }' "$f.perf")
+            ki=${ki:--}
+        fi
         ok=$(awk '/^requests:/ {print $8}' "$f"); ok=${ok:-0}
         failed=$(( CALLS - ok ))
         rate=$(awk '/^finished in/ {print $4}' "$f")
@@ -169,24 +186,33 @@ for r in $(seq "$REPS"); do
             CPU_SUM[$p]=$(awk -v a="${CPU_SUM[$p]:-0}" -v b="$us" 'BEGIN { print a + b }')
             RATE_SUM[$p]=$(awk -v a="${RATE_SUM[$p]:-0}" -v b="${rate:-0}" 'BEGIN { print a + b }')
             RUNS[$p]=$(( ${RUNS[$p]:-0} + 1 ))
+            if [ "$ki" != - ]; then
+                KI_SUM[$p]=$(awk -v a="${KI_SUM[$p]:-0}" -v b="$ki" 'BEGIN { print a + b }')
+                KI_RUNS[$p]=$(( ${KI_RUNS[$p]:-0} + 1 ))
+            fi
         fi
         [ "$failed" = 0 ] || CLEAN=0
-        log "round $r $p: ${rate:-?} calls/s, $us µs CPU per call, $failed failed"
-        echo "| $r | $p | ${rate:-?} | $us | $failed |" >> "$OUT.tmp"
+        log "round $r $p: ${rate:-?} calls/s, $us µs CPU per call, $ki k instructions per call, $failed failed"
+        echo "| $r | $p | ${rate:-?} | $us | $ki | $failed |" >> "$OUT.tmp"
     done
 done
 {
     echo
-    echo "| proxy | mean calls/s | mean CPU µs per call |"
-    echo "|---|---|---|"
+    echo "| proxy | mean calls/s | mean CPU µs per call | mean k instructions per call |"
+    echo "|---|---|---|---|"
     for p in "${STARTED[@]}"; do
         [ -n "${RUNS[$p]:-}" ] || continue
         awk -v p="$p" -v c="${CPU_SUM[$p]}" -v r="${RATE_SUM[$p]}" -v n="${RUNS[$p]}" \
-            'BEGIN { printf "| %s | %.0f | %.1f |\n", p, r / n, c / n }'
+            -v k="${KI_SUM[$p]:-0}" -v kn="${KI_RUNS[$p]:-0}" \
+            'BEGIN { printf "| %s | %.0f | %.1f | %s |\n", p, r / n, c / n, kn ? sprintf("%.1f", k / kn) : "-" }'
     done
     if [ -n "${RUNS[stoa]:-}" ] && [ -n "${RUNS[nginx]:-}" ]; then
         awk -v s="${CPU_SUM[stoa]}" -v sn="${RUNS[stoa]}" -v g="${CPU_SUM[nginx]}" -v gn="${RUNS[nginx]}" \
             'BEGIN { printf "\nStoa / nginx CPU per call: %.2fx\n", (s / sn) / (g / gn) }'
+        if [ -n "${KI_RUNS[stoa]:-}" ] && [ -n "${KI_RUNS[nginx]:-}" ]; then
+            awk -v s="${KI_SUM[stoa]}" -v sn="${KI_RUNS[stoa]}" -v g="${KI_SUM[nginx]}" -v gn="${KI_RUNS[nginx]}" \
+                'BEGIN { printf "Stoa / nginx instructions per call: %.2fx\n", (s / sn) / (g / gn) }'
+        fi
     fi
     echo
     echo "Server streaming, 10 messages sent 100 ms apart (gaps between arrivals, ms):"

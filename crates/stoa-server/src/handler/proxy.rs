@@ -98,7 +98,9 @@ pub async fn serve(
     };
     if route.http2 || pool.spec.h2c {
         let target = upstream_target(route, ex.req(), norm);
-        return h2::serve(route, &pool, &target, ex).await;
+        // Boxed: its state (both bodies in flight at once) would otherwise
+        // grow every request's future, the static path's included.
+        return Box::pin(h2::serve(route, &pool, &target, ex)).await;
     }
     // Without buffering, a chunked body streams to an HTTP/1.1 upstream
     // in chunks of Stoa's own as it arrives (it cannot be sent again).
