@@ -11,6 +11,12 @@
 #   PIN=1             proxies on CPU 0, wrk and the backend on CPU 1 (taskset); 0: no pinning
 #   QUIET_MAX=3 QUIET_PCT=15   before each run wait up to QUIET_MAX s for the box to be < QUIET_PCT % busy
 #   BODY=13           bytes of the backend's response body
+#   UPSTREAM=http     https: the proxies reach the backend over TLS 1.3, verified against a test CA made
+#                     here (openssl), kept alive, sessions resumed: Stoa `tls = { ca, server_name }`,
+#                     nginx `proxy_pass https://` with `proxy_ssl_session_reuse on`, `proxy_ssl_verify on`
+#                     and `keepalive 32`, HAProxy `server ... ssl verify required`. The backend is then an
+#                     nginx (worker_processes 1, on CPU 1 with wrk) answering `return 200` over TLS 1.3
+#                     on port 18598, instead of canned.c.
 #   RUN=/tmp/stoa-bench-proxy  work folder (configs, logs, raw tool output)
 #   OUT=$RUN/results.md        Markdown report (also printed to stdout)
 #   STOA=target/release/stoa   built with `cargo build --release` when missing (BUILD=1: always)
@@ -35,17 +41,19 @@ RUN=${RUN:-/tmp/stoa-bench-proxy}
 OUT=${OUT:-$RUN/results.md}
 PROXIES=${PROXIES:-stoa nginx haproxy}
 DUR=${DUR:-10s} CONC=${CONC:-60} REPS=${REPS:-5} WARM=${WARM:-2s} PIN=${PIN:-1} BODY=${BODY:-13}
+UPSTREAM=${UPSTREAM:-http}
+case $UPSTREAM in http|https) ;; *) die "UPSTREAM=$UPSTREAM: http or https" ;; esac
 QUIET_MAX=${QUIET_MAX:-3} QUIET_PCT=${QUIET_PCT:-15}
 STOA=${STOA:-$REPO_DIR/target/release/stoa}
 [[ $STOA = /* ]] || STOA=$PWD/$STOA
 PEERS=$REPO_DIR/tests/proxy-peers
-COMMAND="$(for v in PROXIES DUR CONC REPS WARM PIN; do printf '%s=%q ' "$v" "${!v}"; done)bench/proxy.sh"
+COMMAND="$(for v in PROXIES DUR CONC REPS WARM PIN UPSTREAM; do printf '%s=%q ' "$v" "${!v}"; done)bench/proxy.sh"
 read -r -a PROXY_LIST <<< "$PROXIES"
 declare -A PROXY_PORT=([stoa]=18592 [nginx]=18591 [haproxy]=18595)
 for p in "${PROXY_LIST[@]}"; do [ -n "${PROXY_PORT[$p]:-}" ] || die "unknown proxy: $p (stoa, nginx, haproxy)"; done
 BPORT=18597
 
-ensure_tools nginx:nginx-light haproxy:haproxy wrk:wrk curl:curl cc:gcc python3:python3
+ensure_tools nginx:nginx-light haproxy:haproxy wrk:wrk curl:curl cc:gcc python3:python3 openssl:openssl
 [[ " $PROXIES " = *" stoa "* ]] && ensure_fresh_stoa
 NOFILE=$(raise_nofile 65536)
 bench_init
@@ -61,10 +69,43 @@ if [ "$PIN" = 1 ]; then
     PATH=$RUN/bin:$PATH
 fi
 
-cc -O2 -Wall -o "$RUN/canned" "$PEERS/canned.c" || die "cannot build canned.c"
-port_free "$BPORT" || die "backend port $BPORT is in use"
-"${LOAD_CPU[@]}" "$RUN/canned" "$BPORT" "$BODY" 1 > "$RUN/logs/canned.out" 2>&1 &
-SRV_PID[canned]=$!
+if [ "$UPSTREAM" = http ]; then
+    cc -O2 -Wall -o "$RUN/canned" "$PEERS/canned.c" || die "cannot build canned.c"
+    port_free "$BPORT" || die "backend port $BPORT is in use"
+    "${LOAD_CPU[@]}" "$RUN/canned" "$BPORT" "$BODY" 1 > "$RUN/logs/canned.out" 2>&1 &
+    SRV_PID[canned]=$!
+else
+    # A test CA and a certificate for backend.test (P-256).
+    BPORT=18598 PKI=$RUN/pki
+    rm -rf "$PKI" "$RUN/tlsbackend"; mkdir -p "$PKI" "$RUN/tlsbackend/logs"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench test CA" \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+        -keyout "$PKI/ca.key" -out "$PKI/ca.pem" 2> "$RUN/logs/openssl.out" || die "openssl: cannot make the CA"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=backend.test" \
+        -keyout "$PKI/backend.key" -out "$PKI/backend.csr" 2>> "$RUN/logs/openssl.out" || die "openssl: key"
+    printf 'subjectAltName=DNS:backend.test\nextendedKeyUsage=serverAuth\n' > "$PKI/ext.cnf"
+    openssl x509 -req -in "$PKI/backend.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial -days 2 \
+        -extfile "$PKI/ext.cnf" -out "$PKI/backend.pem" 2>> "$RUN/logs/openssl.out" || die "openssl: cannot sign"
+    chmod 755 "$PKI"; chmod 644 "$PKI"/*
+    body=$(printf 'Hello, world\n%*s' $(( BODY > 13 ? BODY - 13 : 0 )) '' | tr ' ' x)
+    {
+        echo "worker_processes 1; daemon off; pid $RUN/tlsbackend/nginx.pid;"
+        echo "error_log $RUN/tlsbackend/logs/error.log warn; events { worker_connections 4096; }"
+        echo "http { access_log off; keepalive_requests 1000000; keepalive_timeout 300s;"
+        echo "  server { listen 127.0.0.1:$BPORT ssl; ssl_protocols TLSv1.3; ssl_session_cache shared:S:1m;"
+        echo "    ssl_certificate $PKI/backend.pem; ssl_certificate_key $PKI/backend.key;"
+        echo "    location / { default_type text/plain; return 200 \"$body\"; } } }"
+    } > "$RUN/tlsbackend/nginx.conf"
+    port_free "$BPORT" || die "backend port $BPORT is in use"
+    "${LOAD_CPU[@]}" nginx -p "$RUN/tlsbackend" -e "$RUN/tlsbackend/logs/error.log" -c "$RUN/tlsbackend/nginx.conf" \
+        > "$RUN/logs/tlsbackend.out" 2>&1 &
+    SRV_PID[tlsbackend]=$!
+    for _ in $(seq 50); do
+        curl -s --max-time 1 --cacert "$PKI/ca.pem" --resolve "backend.test:$BPORT:127.0.0.1" \
+            "https://backend.test:$BPORT/" > /dev/null && break
+        sleep 0.1
+    done
+fi
 BACKEND=127.0.0.1:$BPORT
 
 proxy_start() {  # proxy_start NAME: NAME in front of the backend on its port, answering
@@ -74,14 +115,21 @@ proxy_start() {  # proxy_start NAME: NAME in front of the backend on its port, a
     case $name in
         stoa)
             render_conf "$PEERS/stoa-proxy.toml" "$d/stoa.toml" RUN="$d" PORT="$port" BACKEND="$BACKEND"
+            [ "$UPSTREAM" = http ] ||
+                sed -i "s|^address = .*|&\ntls = { ca = \"$PKI/ca.pem\", server_name = \"backend.test\" }|" "$d/stoa.toml"
             chmod 755 "$RUN" "$d" "$d/tmp"
             "${PROXY_CPU[@]}" "$STOA" serve --config "$d/stoa.toml" > "$RUN/logs/$name.out" 2>&1 & ;;
         nginx)
             render_conf "$PEERS/nginx-proxy.conf" "$d/nginx.conf" RUN="$d" PORT="$port" BACKEND="$BACKEND"
             sed -i 's|^\( *access_log\) .*;|\1 off;|' "$d/nginx.conf"
+            [ "$UPSTREAM" = http ] || sed -i "s|proxy_pass http://backend;|proxy_pass https://backend; \
+proxy_ssl_session_reuse on; proxy_ssl_verify on; proxy_ssl_trusted_certificate $PKI/ca.pem; \
+proxy_ssl_name backend.test; proxy_ssl_server_name on; proxy_ssl_protocols TLSv1.3;|" "$d/nginx.conf"
             "${PROXY_CPU[@]}" nginx -p "$d" -e "$d/logs/nginx-error.log" -c "$d/nginx.conf" > "$RUN/logs/$name.out" 2>&1 & ;;
         haproxy)
             render_conf "$PEERS/haproxy.cfg" "$d/haproxy.cfg" RUN="$d" PORT="$port" BACKEND="$BACKEND"
+            [ "$UPSTREAM" = http ] || sed -i "s|^\( *server s1 .*\)|\1 ssl verify required ca-file $PKI/ca.pem \
+sni str(backend.test) ssl-min-ver TLSv1.3 alpn http/1.1|" "$d/haproxy.cfg"
             "${PROXY_CPU[@]}" haproxy -db -f "$d/haproxy.cfg" > "$RUN/logs/$name.out" 2>&1 & ;;
     esac
     SRV_PID[$name]=$!
@@ -129,6 +177,7 @@ srv_stop_all
     echo "machine=$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "versions=$(nginx -v 2>&1 | sed 's/.*: //'), HAProxy $(haproxy -v | head -1 | awk '{print $3}'), wrk $(dpkg-query -W -f '${Version}' wrk 2>/dev/null), stoa $(git -C "$REPO_DIR" rev-parse --short HEAD)"
     echo "pin=$PIN"
+    echo "upstream=$UPSTREAM"
     echo "failed=$FAILED"
 } > "$RUN/raw/meta.txt"
 mkdir -p "$(dirname "$OUT")"
@@ -150,7 +199,10 @@ proxies = list(dict.fromkeys(r["proxy"] for r in runs))
 print(f"Run {meta['date']}: `{meta['command']}`  ")
 print(f"Machine: {meta['machine']}  ")
 print(f"Versions: {meta['versions']}  ")
-print("Load: wrk -t1 -c60 keep-alive, GET / (a 13-byte body from tests/proxy-peers/canned.c)"
+print("Load: wrk -t1 -c60 keep-alive, GET / ("
+      + ("a 13-byte body from an nginx backend over TLS 1.3, verified, kept alive, sessions resumed"
+         if meta.get("upstream") == "https" else "a 13-byte body from tests/proxy-peers/canned.c")
+      + ")"
       + ("; proxies on CPU 0, wrk and the backend on CPU 1" if meta.get("pin") == "1" else ""))
 print()
 print("**CPU µs/req** = utime+stime of the proxy's own processes (nginx master + worker; HAProxy, Stoa: one), "

@@ -54,6 +54,12 @@ Options:
   --expect MODE       Expect: 100-continue handling: continue (default),
                       ignore (read the body without sending 100), or
                       reject (417)
+  --tls-cert PEM      serve HTTPS with this certificate chain
+  --tls-key PEM       and this key (Python's ssl: OpenSSL, TLS 1.2/1.3,
+                      session tickets); the echo adds tls_version,
+                      tls_resumed (this connection resumed a session) and
+                      client_cert (the client certificate's CN, or null)
+  --tls-client-ca PEM require a client certificate signed by this CA
   -v                  log each request to stderr
 
 Examples:
@@ -89,6 +95,16 @@ class State:
         self.race_resets = 0
         self.late_drops = 0
         self.healthy = not opts.health_down
+        self.tls = None
+        if opts.tls_cert:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
+            if opts.tls_client_ca:
+                ctx.verify_mode = ssl.CERT_REQUIRED
+                ctx.load_verify_locations(opts.tls_client_ca)
+            self.tls = ctx
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -98,12 +114,24 @@ class Handler(BaseHTTPRequestHandler):
     # -- connection ---------------------------------------------------------
 
     def setup(self):
+        ctx = self.server.state.tls
+        if ctx is not None:
+            # The handshake in this connection's thread, not the accept
+            # loop; a failed one ends the connection (handle_error).
+            self.request = ctx.wrap_socket(self.request, server_side=True)
         super().setup()
         st = self.server.state
         with st.lock:
             st.connections += 1
             self.conn_no = st.connections
         self.conn_requests = 0
+
+    def finish(self):
+        super().finish()
+        if self.server.state.tls is not None:
+            # The server's shutdown_request() holds the socket from before
+            # the wrap (detached by it): close the TLS one here.
+            self.connection.close()
 
     def handle(self):
         self.close_connection = True
@@ -277,6 +305,16 @@ class Handler(BaseHTTPRequestHandler):
             "conn": self.conn_no,
             "conn_requests": self.conn_requests,
         }
+        if self.server.state.tls is not None:
+            cert = self.connection.getpeercert()
+            cn = None
+            for rdn in (cert or {}).get("subject", ()):
+                for k, v in rdn:
+                    if k == "commonName":
+                        cn = v
+            echo["tls_version"] = self.connection.version()
+            echo["tls_resumed"] = self.connection.session_reused
+            echo["client_cert"] = cn
         self.reply(200, json.dumps(echo).encode() + b"\n", "application/json")
 
     def read_body(self):
@@ -407,6 +445,9 @@ def main():
     p.add_argument("--http10", action="store_true")
     p.add_argument("--expect", choices=["continue", "ignore", "reject"], default="continue")
     p.add_argument("--health-down", action="store_true", help="start with /health at 503")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--tls-client-ca")
     p.add_argument("-v", "--verbose", action="store_true")
     opts = p.parse_args()
 

@@ -491,6 +491,12 @@ impl Pools {
                         self.generation,
                     ));
                     crate::upstream::start(&p);
+                    if crate::upstream::tls::unverified(&spec.kind) {
+                        tracing::warn!(
+                            "pool {}: TLS to its servers with `verify = false`: any certificate is accepted",
+                            spec.name
+                        );
+                    }
                     if let Some(old) = old {
                         tracing::info!(
                             "pool {}: configuration changed, starting a new generation; the old one drains",

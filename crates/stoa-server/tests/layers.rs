@@ -346,7 +346,7 @@ fn find_cycle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> O
 
 /// The modules of the upstream layer (target, stream, pool, health) import
 /// each other without a cycle, so each can be read (and tested) knowing
-/// only what is below it: target <- stream <- pool <- health.
+/// only what is below it: addr <- tls <- target <- stream <- pool <- health.
 #[test]
 fn the_upstream_modules_import_each_other_without_a_cycle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

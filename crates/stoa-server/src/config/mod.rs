@@ -375,6 +375,8 @@ pub struct PoolConfig {
     pub protocol: Option<String>,
     /// Active health checks (HTTP pools).
     pub health: Option<HealthConfig>,
+    /// TLS to the servers (HTTP pools; `https://` addresses imply it).
+    pub tls: Option<crate::upstream::tls::TlsKey>,
     /// Spawned processes also get their socket as fd 3 with LISTEN_FDS=1.
     #[serde(default)]
     pub socket_activation: bool,
@@ -903,6 +905,13 @@ fn build(
             Ok(c) => c,
             Err(m) => return Err(err(Some(p.span()), &format!("{key}.command"), m)),
         };
+        let (address, tls) = crate::upstream::tls::plan(
+            pc.address.clone(),
+            pc.tls.as_ref(),
+            pc.protocol.as_deref() == Some("http"),
+            base,
+        )
+        .map_err(|m| err(Some(p.span()), &format!("{key}.tls"), m))?;
         let user_of_pool = match &pc.user {
             None => None,
             Some(name) => {
@@ -924,7 +933,7 @@ fn build(
         };
         let spec = crate::upstream::pool::SpecTable {
             command,
-            address: pc.address.clone(),
+            address,
             processes: pc.processes,
             min_processes: pc.min_processes,
             max_processes: pc.max_processes,
@@ -944,6 +953,9 @@ fn build(
         .build()
         .map_err(|m| err(Some(p.span()), &key, m))?;
         let mut spec = spec;
+        if let Some(tls) = tls {
+            crate::upstream::tls::apply(&mut spec.kind, tls);
+        }
         if pc.socket_activation {
             if pc.command.is_none() {
                 return Err(err(
@@ -955,6 +967,20 @@ fn build(
             spec.socket_activation = true;
         }
         match pc.protocol.as_deref() {
+            None | Some("fastcgi") if spec.h2c => {
+                return Err(err(
+                    Some(p.span()),
+                    &format!("{key}.address"),
+                    "`h2c://` addresses are for `protocol = \"http\"` pools".into(),
+                ))
+            }
+            Some("http") if spec.h2c && pc.health.is_some() => {
+                return Err(err(
+                    Some(p.span()),
+                    &format!("{key}.health"),
+                    "health checks speak HTTP/1.1, which `h2c://` servers do not".into(),
+                ))
+            }
             None | Some("fastcgi") => {
                 if pc.health.is_some() {
                     return Err(err(
@@ -968,8 +994,9 @@ fn build(
                 spec.protocol = crate::upstream::Protocol::Http;
                 if pc.capacity.is_none() {
                     // Connections (and requests) at once per server, as
-                    // nginx's `keepalive 32`.
-                    spec.default_capacity = 32;
+                    // nginx's `keepalive 32`; over HTTP/2 streams, which
+                    // are cheap (a long gRPC stream holds one).
+                    spec.default_capacity = if spec.h2c { 256 } else { 32 };
                 }
                 if let Some(h) = &pc.health {
                     if !h.path.starts_with('/') {

@@ -992,6 +992,51 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// Trailer fields to end the response with (RFC 9110 §6.5): on
+    /// HTTP/2 a HEADERS frame after the body; on HTTP/1.1 in the last
+    /// chunk when the body is chunked and the client said `TE: trailers`
+    /// (RFC 9110 §10.1.4), as nginx's `grpc_pass` does; else dropped. Call
+    /// it after the body and before [`Exchange::finish`].
+    pub fn trailers(&mut self, fields: http::HeaderMap) {
+        if fields.is_empty() || self.head_only {
+            return;
+        }
+        let te = self.req.header("te").is_some_and(|v| {
+            v.split(|&b| b == b',').any(|t| {
+                let t = stoa_h1::trim(t);
+                t.len() >= 8 && t[..8].eq_ignore_ascii_case(b"trailers")
+            })
+        });
+        match &mut self.side {
+            Side::H2(s) => s.trailers = Some(fields),
+            // A body filter still holds output that goes before the last
+            // chunk: the trailers cannot follow it there.
+            Side::H1(io) if self.chunked && te && self.active.is_none() => {
+                self.chunked = false;
+                let b = io.out.buf();
+                b.extend_from_slice(b"0\r\n");
+                for (name, value) in &fields {
+                    b.extend_from_slice(name.as_str().as_bytes());
+                    b.extend_from_slice(b": ");
+                    b.extend_from_slice(value.as_bytes());
+                    b.extend_from_slice(b"\r\n");
+                }
+                b.extend_from_slice(b"\r\n");
+            }
+            Side::H1(_) | Side::Sub(_) | Side::Caught(_) => {}
+        }
+    }
+
+    /// The request's trailer fields, once its body was read to its end
+    /// (HTTP/2 only: the HTTP/1 decoder drops chunked trailers).
+    pub async fn request_trailers(&mut self) -> Option<http::HeaderMap> {
+        let within = self.limits.body_timeout;
+        match &mut self.side {
+            Side::H2(s) => s.request_trailers(within).await,
+            Side::H1(_) | Side::Sub(_) | Side::Caught(_) => None,
+        }
+    }
+
     /// Ends a response cut short (the producer failed mid-body): no last
     /// chunk, so a chunked client sees the truncation; the connection
     /// closes; the access log line is written, marked cut.

@@ -21,6 +21,7 @@ pub fn target_addr(t: &crate::upstream::Target) -> String {
     match t {
         crate::upstream::Target::Unix(p) => format!("unix:{}", p.display()),
         crate::upstream::Target::Tcp(a) => a.to_string(),
+        crate::upstream::Target::Tls(t) => t.addr.to_string(),
     }
 }
 

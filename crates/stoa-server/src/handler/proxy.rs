@@ -13,6 +13,8 @@
 //! `Idempotency-Key`) when it closed cleanly. Never once a response byte
 //! reached the client.
 
+mod h2;
+
 use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::life::{self, Fail, Retry};
@@ -76,6 +78,9 @@ pub struct ProxyRoute {
     /// The upstream speaks HTTP/1.0: no chunked bodies toward it, and a
     /// connection is kept only when it says `Connection: keep-alive`.
     pub http10: bool,
+    /// The upstream speaks HTTP/2 (`http_version = "2"`, or `h2c://`
+    /// addresses): see `proxy/h2.rs`.
+    pub http2: bool,
 }
 
 /// Serves a request from an HTTP pool.
@@ -95,6 +100,12 @@ pub async fn serve(
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
+    if route.http2 || pool.spec.h2c {
+        let target = upstream_target(route, ex.req(), norm);
+        // Boxed: its state (both bodies in flight at once) would otherwise
+        // grow every request's future, the static path's included.
+        return Box::pin(h2::serve(route, &pool, &target, ex)).await;
+    }
     // Without buffering, a chunked body streams to an HTTP/1.1 upstream
     // in chunks of Stoa's own as it arrives (it cannot be sent again).
     let rechunk = !route.buffering && !route.http10 && ex.body_length().is_none();
@@ -218,6 +229,29 @@ impl life::Steps for Http<'_> {
         }
         Ok(())
     }
+}
+
+/// The target sent upstream over HTTP/2: the path routing matched
+/// (encoded again), the query, the route's prefix stripped.
+fn upstream_target(route: &ProxyRoute, head: &stoa_h1::RequestHead, norm: &str) -> Vec<u8> {
+    let mut t = if head.path() == norm.as_bytes() && crate::http::path::is_encoded(norm) {
+        head.origin_form().to_vec()
+    } else {
+        let mut t = crate::http::path::encode(norm).into_bytes();
+        if let Some(q) = head.query() {
+            t.push(b'?');
+            t.extend_from_slice(q);
+        }
+        t
+    };
+    if let Some(rest) = route
+        .strip_prefix
+        .as_ref()
+        .and_then(|p| stoa_h1::proxy::strip_prefix(&t, p.as_bytes()))
+    {
+        t = rest.to_vec();
+    }
+    t
 }
 
 /// The connection closed before any response byte. A reset of a parked
@@ -901,7 +935,7 @@ pub struct ProxyRouteConfig {
     pub tunnel_timeout: Option<crate::units::Dur>,
     /// Connecting gives up after this (default 5 s).
     pub connect_timeout: Option<crate::units::Dur>,
-    /// "1.1" (default) or "1.0": the protocol the upstream speaks.
+    /// "1.1" (default), "1.0" or "2": the protocol the upstream speaks.
     pub http_version: Option<String>,
     /// Writing the request may stall this long (nginx `proxy_send_timeout`).
     pub send_timeout: Option<crate::units::Dur>,
@@ -928,13 +962,14 @@ impl super::configure::Configure for ProxyRouteConfig {
             (None, true) => return Err(Fail::new("proxy.strip_prefix", "needs a `prefix` route")),
             (_, false) => None,
         };
-        let http10 = match self.http_version.as_deref() {
-            None | Some("1.1") => false,
-            Some("1.0") => true,
+        let (http10, http2) = match self.http_version.as_deref() {
+            None | Some("1.1") => (false, false),
+            Some("1.0") => (true, false),
+            Some("2") => (false, true),
             Some(other) => {
                 return Err(Fail::new(
                     "proxy.http_version",
-                    format!("`{other}`: \"1.1\" or \"1.0\""),
+                    format!("`{other}`: \"1.1\", \"1.0\" or \"2\""),
                 ))
             }
         };
@@ -959,6 +994,7 @@ impl super::configure::Configure for ProxyRouteConfig {
             read_timeout: self.read_timeout.map(|d| d.0),
             retries,
             http10,
+            http2,
         })))
     }
 }

@@ -67,6 +67,9 @@ pub struct H2Stream {
     ended: bool,
     /// An NPH script's output being re-emitted (`exchange::nph`).
     pub(crate) nph: Option<Box<NphRelay>>,
+    /// Trailer fields to end the response with (a proxied gRPC
+    /// response's `grpc-status`): a HEADERS frame carries END_STREAM.
+    pub(crate) trailers: Option<http::HeaderMap>,
 }
 
 /// Where `exchange::nph` is in an NPH script's output: kept with the
@@ -110,6 +113,7 @@ impl H2Stream {
             body_started: None,
             ended: false,
             nph: None,
+            trailers: None,
         }
     }
 
@@ -183,9 +187,13 @@ impl H2Stream {
             return true;
         }
         self.seal();
+        // With trailers to send, the last DATA frame does not end the
+        // stream: their HEADERS frame does.
+        let trailers = if end { self.trailers.take() } else { None };
+        let eos = end && trailers.is_none();
         if let Some(mut respond) = self.respond.take() {
             let empty = self.queue.is_empty();
-            match respond.send_response(self.response(), end && empty) {
+            match respond.send_response(self.response(), eos && empty) {
                 Ok(s) => self.send = Some(s),
                 Err(e) => {
                     tracing::debug!("h2: sending a response head: {e}");
@@ -193,7 +201,7 @@ impl H2Stream {
                     return false;
                 }
             }
-            if end && empty {
+            if eos && empty {
                 self.ended = true;
                 return true;
             }
@@ -205,9 +213,9 @@ impl H2Stream {
         while let Some(piece) = self.queue.pop_front() {
             let last_piece = self.queue.is_empty();
             let ok = match piece {
-                Piece::Mem(b) => send_bytes(send, b, end && last_piece, idle).await,
+                Piece::Mem(b) => send_bytes(send, b, eos && last_piece, idle).await,
                 Piece::File { file, offset, len } => {
-                    send_file(send, &file, offset, len, end && last_piece, idle).await
+                    send_file(send, &file, offset, len, eos && last_piece, idle).await
                 }
             };
             if !ok {
@@ -218,6 +226,9 @@ impl H2Stream {
         }
         if end {
             self.ended = true;
+            if let Some(t) = trailers {
+                return send.send_trailers(t).is_ok();
+            }
             // Nothing was queued for this last flush: an empty DATA frame
             // carries END_STREAM.
             if !had_pieces && send.send_data(Bytes::new(), true).is_err() {
@@ -225,6 +236,19 @@ impl H2Stream {
             }
         }
         true
+    }
+
+    /// The request's trailer fields, once its body was read to the end
+    /// (None: it had none, or the stream failed).
+    pub(crate) async fn request_trailers(&mut self, within: Duration) -> Option<http::HeaderMap> {
+        if !self.recv_done {
+            return None;
+        }
+        let recv = &mut self.recv;
+        match timeout(within, poll_fn(|cx| recv.poll_trailers(cx))).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(_)) | Err(_) => None,
+        }
     }
 
     /// The next piece of the request body, appended to `dst`; Ok(false) at

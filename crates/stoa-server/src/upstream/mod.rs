@@ -5,12 +5,14 @@
 //! (least-busy, round-robin, p2c, rendezvous affinity), the stash of
 //! kept-alive connections and its idle expiry. It imports nothing above
 //! it: no exchange, gateway, handler or config; and its modules import
-//! each other one way: target <- stream <- pool <- health.
+//! each other one way: addr <- tls <- target <- stream <- pool <- health.
 
+pub mod addr;
 pub mod health;
 pub mod pool;
 pub mod stream;
 pub mod target;
+pub mod tls;
 
 pub use pool::{
     Affinity, Health, Lease, NoProcess, Pool, PoolKind, Proc, ProcState, Protocol, Target,

@@ -3,6 +3,7 @@
 //! the proxy; knows no protocol.
 
 use super::target::Target;
+use super::tls::{Alpn, ClientStream};
 use crate::local::worker_index;
 use std::io;
 use std::pin::Pin;
@@ -13,18 +14,40 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub enum AppStream {
     Unix(tokio::net::UnixStream),
     Tcp(tokio::net::TcpStream),
+    /// TLS over TCP (a pool's `tls` key, `https://` addresses); boxed, as
+    /// its session is some 1 KiB beside a socket's few bytes.
+    Tls(Box<ClientStream>),
 }
 
 impl AppStream {
     /// Connects, giving up after `limit` (an address that drops SYNs
     /// would otherwise hold the request for the kernel's two minutes).
+    /// A TLS server gets the handshake too, within the same limit, asking
+    /// for HTTP/1.1 (ALPN).
     pub async fn connect(t: &Target, limit: std::time::Duration) -> io::Result<AppStream> {
+        AppStream::connect_alpn(t, limit, Alpn::Http1).await
+    }
+
+    /// [`connect`](Self::connect), asking a TLS server for `alpn` (HTTP/2
+    /// upstreams ask for "h2"; a plain server is connected to as it is:
+    /// HTTP/2 with prior knowledge). What the server chose:
+    /// [`alpn`](Self::alpn).
+    pub async fn connect_alpn(
+        t: &Target,
+        limit: std::time::Duration,
+        alpn: Alpn,
+    ) -> io::Result<AppStream> {
         let c = async {
             match t {
                 Target::Unix(p) => tokio::net::UnixStream::connect(p)
                     .await
                     .map(AppStream::Unix),
                 Target::Tcp(a) => tokio::net::TcpStream::connect(a).await.map(AppStream::Tcp),
+                Target::Tls(t) => {
+                    return super::tls::connect(t, limit, alpn)
+                        .await
+                        .map(|s| AppStream::Tls(Box::new(s)))
+                }
             }
         };
         tokio::time::timeout(limit, c)
@@ -44,6 +67,29 @@ impl AppStream {
                 tokio::net::UnixStream::from_std(s.into_std()?).map(AppStream::Unix)
             }
             AppStream::Tcp(s) => tokio::net::TcpStream::from_std(s.into_std()?).map(AppStream::Tcp),
+            // The socket moves; the TLS session (keys, sequence numbers)
+            // stays as it is.
+            AppStream::Tls(mut s) => {
+                s.get_mut().0.rebind()?;
+                Ok(AppStream::Tls(s))
+            }
+        }
+    }
+
+    /// The protocol a TLS server chose (ALPN), if any.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            AppStream::Tls(s) => s.get_ref().1.alpn_protocol(),
+            _ => None,
+        }
+    }
+
+    /// The TCP socket (under TLS too), none for a Unix one.
+    fn tcp(&self) -> Option<&tokio::net::TcpStream> {
+        match self {
+            AppStream::Unix(_) => None,
+            AppStream::Tcp(s) => Some(s),
+            AppStream::Tls(s) => s.get_ref().0.tcp(),
         }
     }
 
@@ -78,18 +124,23 @@ impl AppStream {
     pub fn take_error(&self) -> Option<io::Error> {
         match self {
             AppStream::Unix(s) => s.take_error().ok().flatten(),
-            AppStream::Tcp(s) => s.take_error().ok().flatten(),
+            _ => self.tcp()?.take_error().ok().flatten(),
         }
     }
 
     /// Whether a parked connection still looks usable: the application has
     /// neither closed it nor sent anything (an idle FastCGI connection has
-    /// nothing to say). One `recv(MSG_PEEK)`.
+    /// nothing to say). One `recv(MSG_PEEK)`. Over TLS the same: a
+    /// server's close_notify (or anything else it sent unasked) is bytes
+    /// waiting, so the connection counts as closing.
     pub fn looks_open(&self) -> bool {
         use std::os::fd::AsRawFd;
         let fd = match self {
             AppStream::Unix(s) => s.as_raw_fd(),
-            AppStream::Tcp(s) => s.as_raw_fd(),
+            _ => match self.tcp() {
+                Some(s) => s.as_raw_fd(),
+                None => return false,
+            },
         };
         let mut b = 0u8;
         // SAFETY: `fd` is a socket this stream owns for the whole call, and
@@ -115,6 +166,7 @@ impl AsyncRead for AppStream {
         match self.get_mut() {
             AppStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
             AppStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            AppStream::Tls(s) => super::tls::poll_read(s, cx, buf),
         }
     }
 }
@@ -128,6 +180,7 @@ impl AsyncWrite for AppStream {
         match self.get_mut() {
             AppStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
             AppStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            AppStream::Tls(s) => super::tls::poll_write(s, cx, buf),
         }
     }
 
@@ -135,6 +188,7 @@ impl AsyncWrite for AppStream {
         match self.get_mut() {
             AppStream::Unix(s) => Pin::new(s).poll_flush(cx),
             AppStream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            AppStream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
@@ -142,6 +196,7 @@ impl AsyncWrite for AppStream {
         match self.get_mut() {
             AppStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
             AppStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            AppStream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 }

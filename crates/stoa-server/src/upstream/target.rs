@@ -2,6 +2,7 @@
 //! address. A leaf of the upstream layer: the pool and the streams name
 //! it, it names neither.
 
+pub use super::addr::parse_addr;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::path::PathBuf;
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 pub enum Target {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// TLS over TCP (`upstream/tls.rs`).
+    Tls(Box<super::tls::TlsTarget>),
 }
 
 impl Target {
@@ -33,25 +36,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Tcp(a) => write!(f, "{a}"),
             Target::Unix(p) => write!(f, "unix:{}", p.display()),
+            Target::Tls(t) => write!(f, "{t}"),
         }
     }
-}
-
-/// Accepts `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080` and `:8080`
-/// (all IPv4 interfaces).
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    if let Some(port) = s.strip_prefix(':') {
-        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
-    }
-    if let Some(port) = s.strip_prefix("localhost:") {
-        let port: u16 = port.parse().map_err(|_| format!("`{s}`: bad port"))?;
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    Err(format!(
-        "`{s}` is not an address (write e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")"
-    ))
 }

@@ -81,6 +81,7 @@ impl Proc {
         let authority = match &target {
             Target::Tcp(a) => a.to_string(),
             Target::Unix(_) => "localhost".to_owned(),
+            Target::Tls(t) => t.authority.clone(),
         };
         Proc {
             index,

@@ -82,6 +82,9 @@ pub struct PoolSpec {
     /// LISTEN_FDS=1 and LISTEN_PID (systemd socket activation), besides
     /// fd 0.
     pub socket_activation: bool,
+    /// Its addresses were written `h2c://host:port`: the servers speak
+    /// HTTP/2 with prior knowledge (RFC 9113 §3.3), whatever the route says.
+    pub h2c: bool,
 }
 
 /// What a pool's processes speak.
@@ -207,6 +210,7 @@ impl<'a> SpecTable<'a> {
                 "pool name `{name}`: use letters, digits, '-' and '_'"
             ));
         }
+        let mut h2c = false;
         let kind = match (command, address) {
             (Some(cmd), None) => {
                 if cmd.is_empty() {
@@ -249,9 +253,15 @@ impl<'a> SpecTable<'a> {
                 if addrs.is_empty() {
                     return Err("`address` is empty".into());
                 }
+                // `h2c://` is all or nothing: one pool, one protocol.
+                let h2 = addrs.iter().filter(|a| a.starts_with("h2c://")).count();
+                if h2 != 0 && h2 != addrs.len() {
+                    return Err("write every address `h2c://`, or none".into());
+                }
+                h2c = h2 != 0;
                 let addresses = addrs
                     .iter()
-                    .map(|a| Target::parse(a, base))
+                    .map(|a| Target::parse(a.strip_prefix("h2c://").unwrap_or(a), base))
                     .collect::<Result<Vec<_>, _>>()?;
                 PoolKind::Remote { addresses }
             }
@@ -284,6 +294,7 @@ impl<'a> SpecTable<'a> {
             protocol: Protocol::FastCgi,
             health: None,
             socket_activation: false,
+            h2c,
         })
     }
 }
