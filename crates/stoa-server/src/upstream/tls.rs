@@ -143,7 +143,7 @@ fn https_address(s: &str) -> Option<Result<(String, u16), String>> {
 /// once, now, as nginx resolves `proxy_pass` hosts at load), and the TLS
 /// to wrap them in, if any. [`apply`] wraps them once the pool's spec is
 /// built.
-pub struct Plan {
+pub(crate) struct Plan {
     connector: Arc<Connector>,
     /// Per address: the name to verify and the authority as written.
     names: Vec<(ServerName<'static>, String)>,
@@ -151,7 +151,7 @@ pub struct Plan {
 
 /// Reads the `tls` key and the addresses; returns the addresses to give
 /// the TCP parser and the TLS plan (None: a plain pool, as before).
-pub fn plan(
+pub(crate) fn plan(
     address: Option<Vec<String>>,
     tls: Option<&TlsKey>,
     http: bool,
@@ -233,7 +233,7 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 
 /// Wraps the pool's TCP addresses (in the order [`plan`] returned them)
 /// in TLS.
-pub fn apply(kind: &mut super::PoolKind, plan: Plan) {
+pub(crate) fn apply(kind: &mut super::PoolKind, plan: Plan) {
     if let super::PoolKind::Remote { addresses } = kind {
         for (t, (name, authority)) in addresses.iter_mut().zip(plan.names) {
             if let super::Target::Tcp(addr) = *t {
@@ -250,7 +250,7 @@ pub fn apply(kind: &mut super::PoolKind, plan: Plan) {
 
 /// Whether any of a pool's servers is reached with verification off: the
 /// pool's name is logged as a warning when it starts.
-pub fn unverified(kind: &super::PoolKind) -> bool {
+pub(crate) fn unverified(kind: &super::PoolKind) -> bool {
     matches!(kind, super::PoolKind::Remote { addresses }
         if addresses.iter().any(|t| matches!(t, super::Target::Tls(t) if !t.connector.verify)))
 }
@@ -428,7 +428,11 @@ pub type ClientStream = tokio_rustls::client::TlsStream<TcpSlot>;
 /// Connects to `t` and completes the handshake, both within `limit` (as
 /// nginx's `proxy_connect_timeout` covers its SSL handshake). A refused
 /// certificate comes back as an error that says why, naming the server.
-pub async fn connect(t: &TlsTarget, limit: Duration, alpn: Alpn) -> io::Result<ClientStream> {
+pub(crate) async fn connect(
+    t: &TlsTarget,
+    limit: Duration,
+    alpn: Alpn,
+) -> io::Result<ClientStream> {
     let c = async {
         let tcp = tokio::net::TcpStream::connect(t.addr).await?;
         let _ = tcp.set_nodelay(true);
