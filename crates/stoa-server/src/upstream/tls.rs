@@ -657,6 +657,126 @@ mod tests {
         assert_eq!(plan.names[0].1, "localhost:8443");
     }
 
+    /// A parked TLS connection is taken by a worker with another event
+    /// loop (a thread with its own runtime here) and carries a request
+    /// there; once the server has sent its close_notify, and before
+    /// anyone reads it, the connection no longer looks open (a request
+    /// that cannot be sent again must not go on it).
+    #[test]
+    fn a_parked_tls_connection_moves_to_another_event_loop_and_a_close_notify_closes_it() {
+        use std::io::{BufRead, Write};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = std::env::temp_dir().join(format!("stoa-tls-move-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = p.self_signed(&ca_key).expect("ca");
+        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let leaf = rcgen::CertificateParams::new(vec!["app.test".to_owned()])
+            .expect("params")
+            .signed_by(&key, &ca, &ca_key)
+            .expect("leaf");
+        let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::try_from(key.serialize_der()).expect("key der"),
+        )
+        .expect("server config");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        // A blocking server: "ping" -> "pong"; "bye" -> close_notify, the
+        // socket kept open until the test ends.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let Ok((tcp, _)) = listener.accept() else {
+                return;
+            };
+            let Ok(conn) = rustls::ServerConnection::new(Arc::new(server)) else {
+                return;
+            };
+            let mut s = std::io::BufReader::new(rustls::StreamOwned::new(conn, tcp));
+            let mut line = String::new();
+            while s.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let s = s.get_mut();
+                if line == "bye\n" {
+                    s.conn.send_close_notify();
+                    let _ = s.flush();
+                    let _ = done_rx.recv_timeout(Duration::from_secs(10));
+                    return;
+                }
+                let _ = s.write_all(b"pong\n");
+                line.clear();
+            }
+        });
+        let t = TlsKey::Table(TlsTable {
+            ca: Some("ca.pem".into()),
+            server_name: Some("app.test".into()),
+            ..TlsTable::default()
+        });
+        let (plain, plan) = plan(Some(vec![addr.to_string()]), Some(&t), true, &dir).expect("plan");
+        let mut kind = super::super::PoolKind::Remote {
+            addresses: vec![
+                super::super::Target::parse(&plain.expect("addrs")[0], &dir).expect("addr")
+            ],
+        };
+        apply(&mut kind, plan.expect("tls"));
+        let super::super::PoolKind::Remote { addresses } = kind else {
+            unreachable!("a remote pool")
+        };
+        let target = addresses[0].clone();
+        let rt = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+        };
+        async fn ping(s: &mut AppStream) -> Vec<u8> {
+            s.write_all(b"ping\n").await.expect("write");
+            let mut got = vec![0u8; 5];
+            s.read_exact(&mut got).await.expect("read");
+            got
+        }
+        use super::super::stream::AppStream;
+        let first = rt();
+        let parked = first.block_on(async {
+            let mut s = AppStream::connect(&target, Duration::from_secs(5))
+                .await
+                .expect("connect");
+            assert_eq!(s.alpn(), None, "the server offers no ALPN");
+            assert_eq!(ping(&mut s).await, b"pong\n");
+            super::super::pool::IdleConn::new(s, usize::MAX)
+        });
+        let moved = std::thread::spawn(move || {
+            rt().block_on(async {
+                let mut s = AppStream::from_idle(parked).expect("adopt");
+                assert_eq!(ping(&mut s).await, b"pong\n");
+                assert!(s.looks_open());
+                s.write_all(b"bye\n").await.expect("write");
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while s.looks_open() && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                s.looks_open()
+            })
+        })
+        .join()
+        .expect("the other event loop");
+        assert!(
+            !moved,
+            "a connection with a close_notify waiting looked open"
+        );
+        let _ = done_tx.send(());
+        drop(first);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A reload keeps a pool whose spec compares equal: the same settings
     /// and the same CA bytes; a CA file rewritten in place makes it new.
     #[test]
