@@ -777,6 +777,90 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// ALPN (RFC 7301): a pool's connections offer "http/1.1"; an HTTP/2
+    /// upstream asks for "h2" (RFC 9113 §3.2) and learns what the server
+    /// chose.
+    #[test]
+    fn connections_offer_http_1_1_and_an_http2_upstream_gets_h2_by_alpn() {
+        use tokio::io::AsyncReadExt;
+        let dir = std::env::temp_dir().join(format!("stoa-tls-alpn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["app.test".to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::try_from(key.serialize_der()).expect("key der"),
+        )
+        .expect("server config");
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let server = Arc::new(server);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for _ in 0..2 {
+                let Ok((tcp, _)) = listener.accept() else {
+                    return;
+                };
+                let Ok(conn) = rustls::ServerConnection::new(server.clone()) else {
+                    return;
+                };
+                let mut s = rustls::StreamOwned::new(conn, tcp);
+                // The handshake, then a clean close.
+                let _ = std::io::Write::flush(&mut s);
+                while s.conn.is_handshaking() {
+                    if s.conn.complete_io(&mut s.sock).is_err() {
+                        break;
+                    }
+                }
+                s.conn.send_close_notify();
+                let _ = s.conn.complete_io(&mut s.sock);
+            }
+        });
+        let t = TlsKey::Table(TlsTable {
+            verify: Some(false),
+            server_name: Some("app.test".into()),
+            ..TlsTable::default()
+        });
+        let (plain, plan) = plan(Some(vec![addr.to_string()]), Some(&t), true, &dir).expect("plan");
+        let mut kind = super::super::PoolKind::Remote {
+            addresses: vec![
+                super::super::Target::parse(&plain.expect("addrs")[0], &dir).expect("addr")
+            ],
+        };
+        apply(&mut kind, plan.expect("tls"));
+        let super::super::PoolKind::Remote { addresses } = kind else {
+            unreachable!("a remote pool")
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        use super::super::stream::AppStream;
+        let limit = Duration::from_secs(5);
+        rt.block_on(async {
+            let mut s = AppStream::connect(&addresses[0], limit)
+                .await
+                .expect("connect");
+            assert_eq!(s.alpn(), Some(&b"http/1.1"[..]));
+            let _ = s.read(&mut [0u8; 1]).await;
+            let mut s = AppStream::connect_alpn(&addresses[0], limit, Alpn::H2)
+                .await
+                .expect("connect h2");
+            assert_eq!(s.alpn(), Some(&b"h2"[..]));
+            let _ = s.read(&mut [0u8; 1]).await;
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A reload keeps a pool whose spec compares equal: the same settings
     /// and the same CA bytes; a CA file rewritten in place makes it new.
     #[test]
