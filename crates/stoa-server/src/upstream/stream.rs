@@ -137,6 +137,10 @@ impl AppStream {
         use std::os::fd::AsRawFd;
         let fd = match self {
             AppStream::Unix(s) => s.as_raw_fd(),
+            // rustls no longer wants to read once it has taken the
+            // server's close_notify in (with the response, in one read),
+            // or holds bytes nobody asked for.
+            AppStream::Tls(s) if !s.get_ref().1.wants_read() => return false,
             _ => match self.tcp() {
                 Some(s) => s.as_raw_fd(),
                 None => return false,
