@@ -30,9 +30,11 @@ mod forwarded;
 mod redirect;
 mod request;
 mod response;
+mod rules;
 
 pub use crate::cidr::{Cidr, CidrError, TrustedProxies};
 pub use forwarded::{push_forwarded_element, Node};
+pub use rules::{FieldRules, Toward};
 pub use redirect::{rewrite_location, rewrite_refresh, RedirectRule};
 pub use request::{
     body_plan, push_chunk, strip_prefix, upgrade_protocols, write_request_head, BodyPlan,
@@ -284,6 +286,8 @@ mod tests {
             by: None,
             via: Some(b"stoa"),
             keep_alive: true,
+            prefix: None,
+            rules: None,
         };
         let req = ClientRequest {
             method: h.method.as_str(),
