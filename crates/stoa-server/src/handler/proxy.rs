@@ -13,6 +13,7 @@
 //! `Idempotency-Key`) when it closed cleanly. Never once a response byte
 //! reached the client.
 
+use super::proxy_rules::{Expanded, HeaderRules, HeaderRulesConfig};
 use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::{self, Bufs, Input};
@@ -70,6 +71,9 @@ pub struct ProxyRoute {
     /// The upstream speaks HTTP/1.0: no chunked bodies toward it, and a
     /// connection is kept only when it says `Connection: keep-alive`.
     pub http10: bool,
+    /// `header_up` and `header_down` (super::proxy_rules).
+    pub(crate) header_up: Option<HeaderRules>,
+    pub(crate) header_down: Option<HeaderRules>,
 }
 
 /// Serves a request from an HTTP pool.
@@ -79,6 +83,7 @@ pub async fn serve(
     norm: &str,
     ex: &mut Exchange<'_>,
     pools: &[Arc<Pool>],
+    granted: &[(String, Vec<u8>)],
 ) -> Outcome {
     let Some(pool) = pools.get(route.pool).cloned() else {
         tracing::error!("proxy: pool {} is not running", route.pool_name);
@@ -122,6 +127,13 @@ pub async fn serve(
         .and_then(|p| stoa_h1::proxy::strip_prefix(&target, p.as_bytes()))
         .map_or(0, |rest| target.len() - rest.len());
     let target = &target[start..];
+    let rules = Expanded::new(
+        route.header_up.as_ref(),
+        route.header_down.as_ref(),
+        ex,
+        norm,
+        granted,
+    );
     let key = gateway::affinity_key(&pool.spec.affinity, ex);
     let idempotent = head.method.is_idempotent() || head.header("idempotency-key").is_some();
     let mut skip = None;
@@ -166,7 +178,7 @@ pub async fn serve(
         let proc = lease.proc.clone();
         let began = std::time::Instant::now();
         match exchange(
-            ex, route, &pool, &lease, &mut app, target, &mut input, rechunk,
+            ex, route, &pool, &lease, &mut app, target, &mut input, rechunk, &rules,
         )
         .await
         {
@@ -295,6 +307,7 @@ async fn exchange(
     target: &[u8],
     input: &mut Input,
     rechunk: bool,
+    rules: &Expanded<'_>,
 ) -> Done {
     let head = ex.req();
     // The route's `timeout`, in place of the pool's.
@@ -349,6 +362,8 @@ async fn exchange(
         by: local.map(|a| Node::Ip(a.ip())),
         via: None,
         keep_alive: true,
+        prefix: route.strip_prefix.as_deref().map(str::as_bytes),
+        rules: rules.up(),
     };
     if let Err(e) = write_request_head(w, &req, &opts, body) {
         tracing::warn!(
@@ -624,8 +639,13 @@ async fn exchange(
     let status = rh.status;
     let client_host = head.host().unwrap_or(b"");
     let strip = route.strip_prefix.as_deref().unwrap_or("");
+    // What the upstream calls itself in absolute URLs: the Host it got.
+    let sent_host = match head.host() {
+        Some(h) if route.preserve_host && !h.is_empty() => h,
+        _ => upstream_host.as_bytes(),
+    };
     let rule = RedirectRule {
-        upstream_host: upstream_host.as_bytes(),
+        upstream_host: sent_host,
         upstream_prefix: b"",
         client_scheme: ex.scheme(),
         client_host,
@@ -639,6 +659,7 @@ async fn exchange(
         via: None,
         keep_content_length: ex.is_head() || status == 304,
         drop: &["server", "date"],
+        rules: rules.down(),
     };
     if write_response_headers(fields, rh, &ropts).is_err() {
         tracing::error!(
@@ -813,6 +834,10 @@ pub struct ProxyRouteConfig {
     pub connect_timeout: Option<crate::units::Dur>,
     /// "1.1" (default) or "1.0": the protocol the upstream speaks.
     pub http_version: Option<String>,
+    /// Fields set, added or removed toward the application.
+    pub header_up: Option<HeaderRulesConfig>,
+    /// Fields set, added or removed (hidden) toward the client.
+    pub header_down: Option<HeaderRulesConfig>,
 }
 
 impl super::configure::Configure for ProxyRouteConfig {
@@ -841,6 +866,22 @@ impl super::configure::Configure for ProxyRouteConfig {
                 ))
             }
         };
+        let rules = |c: &Option<HeaderRulesConfig>, toward, key: &'static str| {
+            c.as_ref()
+                .map(|c| HeaderRules::compile(c, toward, cx.regex).map_err(Fail::at(key)))
+                .transpose()
+                .map(Option::flatten)
+        };
+        let header_up = rules(
+            &self.header_up,
+            stoa_h1::proxy::Toward::Upstream,
+            "proxy.header_up",
+        )?;
+        let header_down = rules(
+            &self.header_down,
+            stoa_h1::proxy::Toward::Client,
+            "proxy.header_down",
+        )?;
         Ok(super::Handler::Proxy(Arc::new(ProxyRoute {
             pool,
             pool_name: self.pool.clone(),
@@ -855,6 +896,8 @@ impl super::configure::Configure for ProxyRouteConfig {
                 .map_or(Duration::from_secs(3600), |d| d.0),
             connect_timeout: self.connect_timeout.map_or(Duration::from_secs(5), |d| d.0),
             http10,
+            header_up,
+            header_down,
         })))
     }
 }
