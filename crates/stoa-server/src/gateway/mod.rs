@@ -6,6 +6,7 @@
 
 pub mod bufs;
 pub mod response;
+pub(crate) mod spool;
 
 pub use bufs::Bufs;
 

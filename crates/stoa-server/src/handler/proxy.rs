@@ -16,6 +16,7 @@
 use super::proxy_rules::{Expanded, HeaderRules, HeaderRulesConfig};
 use super::Outcome;
 use crate::exchange::Exchange;
+use crate::gateway::spool::{Spool, SpoolLimits};
 use crate::gateway::{self, Bufs, Input};
 use crate::upstream::{AppStream, Lease, Pool};
 use std::borrow::Cow;
@@ -74,6 +75,9 @@ pub struct ProxyRoute {
     /// `header_up` and `header_down` (super::proxy_rules).
     pub(crate) header_up: Option<HeaderRules>,
     pub(crate) header_down: Option<HeaderRules>,
+    /// `response_buffering` (crate::gateway::spool): the body is taken
+    /// in first and the connection released before the client reads it.
+    pub(crate) spool: Option<SpoolLimits>,
 }
 
 /// Serves a request from an HTTP pool.
@@ -193,13 +197,25 @@ pub async fn serve(
                 ex.finish();
                 return Outcome::Done;
             }
-            Done::Sent { reuse } => {
+            Done::Sent { reuse, spool } => {
                 proc.record_latency(began.elapsed());
                 lease.served();
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
                     idle.ttl = ttl;
                     lease.park(idle);
+                } else {
+                    drop(app);
+                }
+                // A buffered body goes to the client with the server's
+                // connection and slot already given back.
+                drop(lease);
+                if let Some(mut sp) = spool {
+                    if sp.drain(ex).await {
+                        ex.finish();
+                    } else {
+                        ex.abort();
+                    }
                 }
                 return Outcome::Done;
             }
@@ -277,7 +293,11 @@ pub async fn serve(
 enum Done {
     /// A response went to the client; `Some(ttl)`: the connection may
     /// carry another request (for at most `ttl` when the upstream said).
-    Sent { reuse: Option<Option<Duration>> },
+    /// `spool`: the body, buffered, still to go to the client.
+    Sent {
+        reuse: Option<Option<Duration>>,
+        spool: Option<Spool>,
+    },
     /// Answered with an error or aborted; the connection is dropped.
     Failed,
     /// A 101 went to the client: copy both ways from here.
@@ -687,12 +707,27 @@ async fn exchange(
     // The body, a piece at a time: each is flushed to the client before
     // the next is read (a slow client holds at most READ_CHUNK here).
     let mut dec = BodyDecoder::new(if bodyless { Framing::None } else { framing });
+    let mut spool = route.spool.as_ref().filter(|_| !bodyless).map(Spool::new);
     loop {
         let mut consumed = 0;
         while !dec.is_done() {
             match dec.decode(&rbuf[consumed..]) {
                 Ok((0, _)) => break,
                 Ok((n, data)) => {
+                    if let Some(sp) = spool.as_mut() {
+                        if sp.push(data) {
+                            consumed += n;
+                            continue;
+                        }
+                        // Beyond its bounds: what it holds goes first,
+                        // then the rest streams (nginx past
+                        // `proxy_max_temp_file_size`).
+                        if !sp.drain(ex).await {
+                            ex.abort();
+                            return Done::Failed;
+                        }
+                        spool = None;
+                    }
                     ex.write(data);
                     consumed += n;
                 }
@@ -711,7 +746,7 @@ async fn exchange(
         if dec.is_done() {
             break;
         }
-        if !ex.flush().await {
+        if spool.is_none() && !ex.flush().await {
             ex.abort();
             return Done::Failed;
         }
@@ -744,10 +779,13 @@ async fn exchange(
             }
         }
     }
-    ex.finish();
+    if spool.is_none() {
+        ex.finish();
+    }
     let reusable = info.reusable(sent_all, true, rbuf.len());
     Done::Sent {
         reuse: reusable.then(|| ttl(pool.spec.keepalive_timeout, &info.keep_alive_params)),
+        spool,
     }
 }
 
@@ -882,6 +920,12 @@ impl super::configure::Configure for ProxyRouteConfig {
             stoa_h1::proxy::Toward::Client,
             "proxy.header_down",
         )?;
+        let spool = cx
+            .response_buffering
+            .map(|c| c.limits(cx.resolve))
+            .transpose()
+            .map_err(|e| Fail::new("response_buffering", e))?
+            .flatten();
         Ok(super::Handler::Proxy(Arc::new(ProxyRoute {
             pool,
             pool_name: self.pool.clone(),
@@ -898,6 +942,7 @@ impl super::configure::Configure for ProxyRouteConfig {
             http10,
             header_up,
             header_down,
+            spool,
         })))
     }
 }
