@@ -39,7 +39,9 @@ fn stalled_download(s: &Server, query: &str) -> Conn {
     // Small enough that the client holds little, large enough (window
     // scaling) that reading it later is not throttled by delayed ACKs.
     c.set_recv_buffer(256 << 10);
-    c.send(format!("GET /app/big?{query} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    c.send(
+        format!("GET /app/big?{query} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
     c
 }
 
@@ -135,5 +137,8 @@ fn response_buffering_on_a_route_that_is_not_a_proxy_fails_the_load() {
         .output()
         .expect("stoa check");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("response_buffering"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("response_buffering"),
+        "{err}"
+    );
 }

@@ -101,10 +101,7 @@ lua = { access = "auth.lua" }
 proxy = { pool = "app", header_up = { set = { "X-User" = "$remote_user", "X-Team" = "team=${auth_team}" }, add = { "X-Seen" = "$uri" } } }
 "#,
     );
-    let r = s.request(&req(
-        "/app/p?q=1",
-        &["X-Team: admins", "X-Seen: client"],
-    ));
+    let r = s.request(&req("/app/p?q=1", &["X-Team: admins", "X-Seen: client"]));
     assert_eq!(echoed(&r, "x-user"), ["bob"]);
     assert_eq!(echoed(&r, "x-team"), ["team=ops"]);
     // `add` keeps the client's and appends the route's.
@@ -128,7 +125,11 @@ proxy = { pool = "app", header_up = { remove = ["Cookie"], set = { "Accept-Encod
     );
     let r = s.request(&req(
         "/app/x",
-        &["Cookie: s=1", "Accept-Encoding: gzip", "X-Forwarded-For: 6.6.6.6"],
+        &[
+            "Cookie: s=1",
+            "Accept-Encoding: gzip",
+            "X-Forwarded-For: 6.6.6.6",
+        ],
     ));
     assert!(echoed(&r, "cookie").is_empty());
     assert!(echoed(&r, "accept-encoding").is_empty());

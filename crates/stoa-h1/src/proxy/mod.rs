@@ -34,7 +34,6 @@ mod rules;
 
 pub use crate::cidr::{Cidr, CidrError, TrustedProxies};
 pub use forwarded::{push_forwarded_element, Node};
-pub use rules::{FieldRules, Toward};
 pub use redirect::{rewrite_location, rewrite_refresh, RedirectRule};
 pub use request::{
     body_plan, push_chunk, strip_prefix, upgrade_protocols, write_request_head, BodyPlan,
@@ -44,6 +43,7 @@ pub use response::{
     idle_timeout, inspect_response, parse_keep_alive, response_headers, write_response_headers,
     KeepAlive, ResponseInfo, ResponseKind, ResponseOptions, SentRequest, UpstreamError,
 };
+pub use rules::{FieldRules, Toward};
 
 use crate::{eq_ignore_case, list_items};
 

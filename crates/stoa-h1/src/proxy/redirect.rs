@@ -335,7 +335,10 @@ mod tests {
             loc("http://example.com/target", &rule).as_deref(),
             Some("http://example.com/app/target")
         );
-        assert_eq!(loc("/target?x=1", &rule).as_deref(), Some("/app/target?x=1"));
+        assert_eq!(
+            loc("/target?x=1", &rule).as_deref(),
+            Some("/app/target?x=1")
+        );
         assert_eq!(
             loc("/accounts/login/?next=/app/admin/", &rule).as_deref(),
             Some("/app/accounts/login/?next=/app/admin/")

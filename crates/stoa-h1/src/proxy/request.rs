@@ -8,12 +8,12 @@
 //! exactly one framing field that matches the bytes that follow.
 
 use super::forwarded::{push_forwarded_element, push_xff_node, Node};
+use super::rules::FieldRules;
 use super::{
     connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
     named_by_connection, push_field,
 };
 use crate::body::{push_chunk_header, CHUNK_END};
-use super::rules::FieldRules;
 use crate::cidr::TrustedProxies;
 use crate::{eq_ignore_case, list_items, push_u64, Framing, Version};
 use std::net::SocketAddr;
@@ -428,11 +428,11 @@ where
         out.extend_from_slice(b"\r\n");
     }
     if let Some((rules, values)) = opts.rules {
-        rules
-            .write(out, |i, b| {
-                b.extend_from_slice(values.get(i).map_or(&b""[..], |v| v))
-            })
-            .map_err(|()| ForwardError::Field)?;
+        let value =
+            |i: usize, b: &mut Vec<u8>| b.extend_from_slice(values.get(i).map_or(&b""[..], |v| v));
+        if !rules.write(out, value) {
+            return Err(ForwardError::Field);
+        }
     }
 
     // 100-continue only makes sense with a body to hold back, and an
@@ -1122,7 +1122,10 @@ Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n
         assert!(f.contains(&"X-Forwarded-For: 10.9.9.9"), "{out}");
         assert!(!out.contains("192.0.2.7"), "{out}");
         // `add` keeps the client's field and appends the route's.
-        assert!(f.contains(&"X-Tag: mine") && f.contains(&"X-Tag: t1"), "{out}");
+        assert!(
+            f.contains(&"X-Tag: mine") && f.contains(&"X-Tag: t1"),
+            "{out}"
+        );
         // An empty value removes the field: still never the client's.
         let values = [Vec::new(), Vec::new(), Vec::new()];
         let o = ForwardOptions {
@@ -1153,7 +1156,10 @@ Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n
         assert!(fields(&out).contains(&"X-Forwarded-Prefix: /app"), "{out}");
         assert!(!out.contains("evil"), "{out}");
         let out = forward_from(raw, "10.1.2.3:1000", &o).unwrap();
-        assert!(fields(&out).contains(&"X-Forwarded-Prefix: /evil/app"), "{out}");
+        assert!(
+            fields(&out).contains(&"X-Forwarded-Prefix: /evil/app"),
+            "{out}"
+        );
         // Without `strip_prefix`, an untrusted client's is still dropped.
         let o = ForwardOptions {
             x_forwarded: true,

@@ -2,8 +2,8 @@
 //! its body is framed, whether the connection can carry another request,
 //! and the head the client sees.
 
-use super::rules::FieldRules;
 use super::redirect::{rewrite_location, rewrite_refresh, RedirectRule};
+use super::rules::FieldRules;
 use super::{
     connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
     named_by_connection,
@@ -307,11 +307,11 @@ fn write_fields(
         out.extend_from_slice(b"\r\n");
     }
     if let Some((rules, values)) = opts.rules {
-        rules
-            .write(out, |i, b| {
-                b.extend_from_slice(values.get(i).map_or(&b""[..], |v| v))
-            })
-            .map_err(|()| UpstreamError::Field)?;
+        let value =
+            |i: usize, b: &mut Vec<u8>| b.extend_from_slice(values.get(i).map_or(&b""[..], |v| v));
+        if !rules.write(out, value) {
+            return Err(UpstreamError::Field);
+        }
     }
     Ok(())
 }

@@ -81,10 +81,7 @@ impl ResponseBufferingConfig {
             None => std::env::temp_dir(),
         };
         if disk > 0 && !temp_dir.is_dir() {
-            return Err(format!(
-                "temp_dir {}: not a directory",
-                temp_dir.display()
-            ));
+            return Err(format!("temp_dir {}: not a directory", temp_dir.display()));
         }
         Ok(Some(SpoolLimits {
             memory,
@@ -212,7 +209,10 @@ fn unlinked_file(dir: &Path) -> io::Result<File> {
     {
         Ok(f) => return Ok(f),
         // EOPNOTSUPP / EISDIR / EINVAL: no O_TMPFILE there.
-        Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::PermissionDenied => {
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound
+                || e.kind() == io::ErrorKind::PermissionDenied =>
+        {
             return Err(e)
         }
         Err(_) => {}
@@ -307,6 +307,9 @@ mod tests {
             disk: None,
             temp_dir: Some("/nonexistent/stoa".into()),
         });
-        assert!(bad.limits(&resolve).unwrap_err().contains("not a directory"));
+        assert!(bad
+            .limits(&resolve)
+            .unwrap_err()
+            .contains("not a directory"));
     }
 }

@@ -139,7 +139,11 @@ impl Template {
                 n => {
                     return Err(format!(
                         "`{text}`: unknown variable `${n}` (known: {NAMES}{})",
-                        if identity { ", $remote_user, $auth_NAME" } else { "" }
+                        if identity {
+                            ", $remote_user, $auth_NAME"
+                        } else {
+                            ""
+                        }
                     ))
                 }
             };

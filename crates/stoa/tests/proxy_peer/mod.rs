@@ -45,9 +45,8 @@ impl Backend {
 impl Backend {
     /// Requests the backend has received (its `/stats`, asked directly).
     pub fn requests(&self) -> u64 {
-        let r = super::common::Conn::connect(self.addr).request(
-            b"GET /stats HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n",
-        );
+        let r = super::common::Conn::connect(self.addr)
+            .request(b"GET /stats HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n");
         let v: serde_json::Value = serde_json::from_slice(&r.body).expect("stats JSON");
         v["requests"].as_u64().expect("requests")
     }
@@ -56,7 +55,10 @@ impl Backend {
     pub fn wait_requests(&self, n: u64) {
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while self.requests() < n {
-            assert!(std::time::Instant::now() < until, "the backend never got {n} requests");
+            assert!(
+                std::time::Instant::now() < until,
+                "the backend never got {n} requests"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
@@ -68,4 +70,3 @@ impl Drop for Backend {
         let _ = self.child.wait();
     }
 }
-
