@@ -708,6 +708,13 @@ async fn exchange(
     // the next is read (a slow client holds at most READ_CHUNK here).
     let mut dec = BodyDecoder::new(if bodyless { Framing::None } else { framing });
     let mut spool = route.spool.as_ref().filter(|_| !bodyless).map(Spool::new);
+    // The head goes at once (a few hundred bytes a client's socket takes
+    // without waiting): the client need not wait for the whole body to
+    // learn the status.
+    if spool.is_some() && !ex.flush().await {
+        ex.abort();
+        return Done::Failed;
+    }
     loop {
         let mut consumed = 0;
         while !dec.is_done() {
