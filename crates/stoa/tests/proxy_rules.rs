@@ -108,6 +108,41 @@ proxy = { pool = "app", header_up = { set = { "X-User" = "$remote_user", "X-Team
     assert_eq!(echoed(&r, "x-seen"), ["client", "/app/p"]);
 }
 
+/// A FastCGI Authorizer's `Variable-NAME` (FastCGI 1.0 §6.3) reaches a
+/// proxied application as `$auth_NAME`, as nginx passes an
+/// `auth_request_set` variable on with `proxy_set_header`; a forged
+/// `X-Remote-User` is removed even though the Authorizer named no user.
+#[test]
+fn a_fastcgi_authorizers_variables_reach_the_application_as_auth_fields() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("rules-authz");
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[pool]]\nname = \"authz\"\ncommand = [\"{}\", \"--authorizer\"]\nprocesses = 1\n\n\
+             [[pool]]\nname = \"app\"\nprotocol = \"http\"\naddress = [\"{}\"]\n\n\
+             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nauthorizer = \"authz\"\n\
+             proxy = {{ pool = \"app\", header_up = {{ set = {{ \"X-User\" = \"$auth_USER\", \"X-Remote-User\" = \"$remote_user\" }} }} }}\n",
+            env!("CARGO_BIN_EXE_stoa-hello-fcgi"),
+            b.addr
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    let r = s.request(&req(
+        "/app/x",
+        &[
+            "Authorization: Bearer good",
+            "X-Remote-User: root",
+            "X-User: root",
+        ],
+    ));
+    assert_eq!(echoed(&r, "x-user"), ["alice"]);
+    assert!(echoed(&r, "x-remote-user").is_empty(), "{}", r.text());
+    let r = s.request(&req("/app/x", &["Authorization: Bearer bad"]));
+    assert_eq!(r.status, 403);
+}
+
 /// Caddy `header_up -Cookie` and nginx `proxy_set_header Accept-Encoding
 /// ""`: removed fields never reach the application; the proxy's own
 /// `X-Forwarded-For` can be replaced by a rule too.
