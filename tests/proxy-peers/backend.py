@@ -15,6 +15,10 @@ Routes (any method):
   /status/NNN         that status; &location=URL adds a Location
   /redirect?to=URL    302 to URL (&status=301, 303, 307, 308)
   /early-hints        103 Early Hints with a Link field, then 200 "final"
+  /admin/...          Django's login_required behind a prefix-aware proxy:
+                      302 to PREFIX/accounts/login/?next=PREFIX/admin/...
+                      (PREFIX: X-Forwarded-Prefix), unless X-Remote-User
+                      is set (then the echo)
   anything else       echo: the request head as JSON: method, target,
                       version, headers [[name, value], ...], body_length,
                       body (the first 64 KiB, UTF-8 with replacement),
@@ -293,6 +297,11 @@ class Handler(BaseHTTPRequestHandler):
             code = int(q.get("status", ["302"])[0])
             to = q.get("to", ["/"])[0]
             return self.reply(code, b"see " + to.encode() + b"\n", extra=[("Location", to)])
+        if path.startswith("/admin/") and not self.headers.get("X-Remote-User"):
+            prefix = self.headers.get("X-Forwarded-Prefix", "").rstrip("/")
+            nxt = urllib.parse.quote(prefix + path, safe="/")
+            to = prefix + "/accounts/login/?next=" + nxt
+            return self.reply(302, b"login first\n", extra=[("Location", to)])
         echo = {
             "method": self.command,
             "target": self.path,

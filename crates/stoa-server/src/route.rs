@@ -658,7 +658,7 @@ fn run_handler<'x>(
             follow(o, ex, rt, depth, nest).await;
         })),
         Handler::Proxy(cfg) => Some(Box::pin(async move {
-            proxy::serve(cfg, &norm, ex, &rt.pools).await;
+            proxy::serve(cfg, &norm, ex, &rt.pools, vars).await;
         })),
         Handler::Ssi(cfg) => Some(Box::pin(async move {
             // A nested page runs in the environment of the page that

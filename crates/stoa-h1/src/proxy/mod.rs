@@ -30,6 +30,7 @@ mod forwarded;
 mod redirect;
 mod request;
 mod response;
+mod rules;
 
 pub use crate::cidr::{Cidr, CidrError, TrustedProxies};
 pub use forwarded::{push_forwarded_element, Node};
@@ -42,6 +43,7 @@ pub use response::{
     idle_timeout, inspect_response, parse_keep_alive, response_headers, write_response_headers,
     KeepAlive, ResponseInfo, ResponseKind, ResponseOptions, SentRequest, UpstreamError,
 };
+pub use rules::{FieldRules, Toward};
 
 use crate::{eq_ignore_case, list_items};
 
@@ -284,6 +286,8 @@ mod tests {
             by: None,
             via: Some(b"stoa"),
             keep_alive: true,
+            prefix: None,
+            rules: None,
         };
         let req = ClientRequest {
             method: h.method.as_str(),

@@ -39,6 +39,9 @@ fn scheme_len(v: &[u8]) -> Option<usize> {
 /// nothing, when the path is not under the upstream prefix.
 fn push_mapped_path(out: &mut Vec<u8>, path: &[u8], rule: &RedirectRule<'_>) -> bool {
     let up = rule.upstream_prefix;
+    if already_prefixed(path, rule) {
+        return false;
+    }
     // What follows the prefix, and whether the prefix's own slash belongs
     // in front of it.
     let tail = match path.strip_prefix(up) {
@@ -71,6 +74,20 @@ fn push_mapped_path(out: &mut Vec<u8>, path: &[u8], rule: &RedirectRule<'_>) -> 
     }
     out.extend_from_slice(rest);
     true
+}
+
+/// Whether `path` is under the client's prefix already although the
+/// upstream's differs: an application told the prefix (`X-Forwarded-Prefix`,
+/// Django's `FORCE_SCRIPT_NAME`) writes it itself, and mapping again would
+/// give `/app/app/…`.
+fn already_prefixed(path: &[u8], rule: &RedirectRule<'_>) -> bool {
+    let cp = rule.client_prefix;
+    let cp = cp.strip_suffix(b"/").unwrap_or(cp);
+    if cp.is_empty() || rule.upstream_prefix.starts_with(cp) {
+        return false;
+    }
+    path.strip_prefix(cp)
+        .is_some_and(|rest| matches!(rest.first(), None | Some(b'/' | b'?' | b'#')))
 }
 
 /// Appends the client's view of a `Location` or `Content-Location` value
@@ -298,5 +315,36 @@ mod tests {
         assert_eq!(r("1; /z").as_deref(), Some("1; /app/z"));
         assert_eq!(r("5"), None);
         assert_eq!(r("5; url=http://elsewhere/"), None);
+    }
+
+    /// With the client's Host preserved the upstream names the client's
+    /// host in an absolute Location; it is put back under the stripped
+    /// prefix as nginx's `proxy_redirect` and Caddy's strip-prefix
+    /// handling do. A path the application already wrote under the
+    /// prefix (it read `X-Forwarded-Prefix`) is not prefixed twice.
+    #[test]
+    fn a_location_from_the_preserved_host_goes_back_under_the_prefix_once() {
+        let rule = RedirectRule {
+            upstream_host: b"example.com",
+            upstream_prefix: b"",
+            client_scheme: "http",
+            client_host: b"example.com",
+            client_prefix: b"/app",
+        };
+        assert_eq!(
+            loc("http://example.com/target", &rule).as_deref(),
+            Some("http://example.com/app/target")
+        );
+        assert_eq!(
+            loc("/target?x=1", &rule).as_deref(),
+            Some("/app/target?x=1")
+        );
+        assert_eq!(
+            loc("/accounts/login/?next=/app/admin/", &rule).as_deref(),
+            Some("/app/accounts/login/?next=/app/admin/")
+        );
+        assert_eq!(loc("/app/admin/", &rule), None);
+        assert_eq!(loc("http://example.com/app/admin/", &rule), None);
+        assert_eq!(loc("/apple", &rule).as_deref(), Some("/app/apple"));
     }
 }

@@ -8,6 +8,7 @@
 //! exactly one framing field that matches the bytes that follow.
 
 use super::forwarded::{push_forwarded_element, push_xff_node, Node};
+use super::rules::FieldRules;
 use super::{
     connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
     named_by_connection, push_field,
@@ -159,6 +160,12 @@ pub struct ForwardOptions<'a> {
     pub via: Option<&'a [u8]>,
     /// Ask to keep the upstream connection open.
     pub keep_alive: bool,
+    /// The prefix `strip_prefix` took off the path (`/app`): sent as
+    /// `X-Forwarded-Prefix` with the other `X-Forwarded-*` fields.
+    pub prefix: Option<&'a [u8]>,
+    /// The route's `header_up` rules, and their values for this request
+    /// (one per [`FieldRules::len`], empty: no field).
+    pub rules: Option<(&'a FieldRules, &'a [Vec<u8>])>,
 }
 
 /// Why a head could not be forwarded. Each is the client's fault (400)
@@ -205,6 +212,7 @@ fn rewritten_by_proxy(name: &[u8]) -> bool {
         15 => eq_ignore_case(name, b"x-forwarded-for"),
         16 => eq_ignore_case(name, b"x-forwarded-host"),
         17 => eq_ignore_case(name, b"x-forwarded-proto"),
+        18 => eq_ignore_case(name, b"x-forwarded-prefix"),
         _ => false,
     }
 }
@@ -310,8 +318,11 @@ where
     let conn_names = connection_names_fields(req.headers.clone());
     let hop =
         |n: &[u8]| is_hop_by_hop(n) || (conn_names && named_by_connection(req.headers.clone(), n));
+    // A field a rule sets or removes is the route's: neither the client's
+    // nor the proxy's own comes through.
+    let ruled = |n: &[u8]| opts.rules.is_some_and(|(r, _)| r.drops(n));
     for (n, v) in req.headers.clone() {
-        if hop(n) || rewritten_by_proxy(n) {
+        if hop(n) || rewritten_by_proxy(n) || ruled(n) {
             continue;
         }
         if !is_token(n) || !is_field_value(v) {
@@ -329,24 +340,25 @@ where
             .clone()
             .filter(move |(n, _)| eq_ignore_case(n, name))
             .map(|(_, v)| v)
-            .filter(move |_| trusted && !hop(name))
+            .filter(move |_| trusted && !hop(name) && !ruled(name))
     };
     // Forwarded (RFC 7239 §4): previous hops' elements, then ours.
     let had = push_list(out, b"Forwarded", incoming(b"forwarded"))?;
-    if opts.forwarded {
+    if opts.forwarded && !ruled(b"forwarded") {
         out.extend_from_slice(if had { b", " } else { b"Forwarded: " });
         push_forwarded_element(out, &for_node, opts.by.as_ref(), req.host, Some(req.scheme));
     }
-    if had || opts.forwarded {
+    if had || (opts.forwarded && !ruled(b"forwarded")) {
         out.extend_from_slice(b"\r\n");
     }
 
     let had = push_list(out, b"X-Forwarded-For", incoming(b"x-forwarded-for"))?;
-    if opts.x_forwarded {
+    let ours = opts.x_forwarded && !ruled(b"x-forwarded-for");
+    if ours {
         out.extend_from_slice(if had { b", " } else { b"X-Forwarded-For: " });
         push_xff_node(out, &for_node);
     }
-    if had || opts.x_forwarded {
+    if had || ours {
         out.extend_from_slice(b"\r\n");
     }
     // Proto and Host describe the original client: a trusted proxy's
@@ -360,7 +372,7 @@ where
         (b"X-Forwarded-Host", b"x-forwarded-host", req.host),
     ] {
         let theirs = incoming(lower).find(|v| !v.is_empty());
-        match (theirs, ours.filter(|_| opts.x_forwarded)) {
+        match (theirs, ours.filter(|_| opts.x_forwarded && !ruled(lower))) {
             (Some(v), _) | (None, Some(v)) if !v.is_empty() => {
                 if !is_field_value(v) {
                     return Err(ForwardError::Field);
@@ -371,14 +383,37 @@ where
         }
     }
 
+    // The prefix the application's URLs need in front of them (Spring's
+    // and Django's `X-Forwarded-Prefix`, Caddy and Traefik send it): a
+    // trusted proxy's own prefix comes first, ours after it; a client's
+    // is dropped with the other `X-Forwarded-*` it could forge.
+    if let Some(p) = opts.prefix.filter(|_| opts.x_forwarded) {
+        if !ruled(b"x-forwarded-prefix") && !p.is_empty() {
+            let theirs = incoming(b"x-forwarded-prefix").find(|v| !v.is_empty());
+            let theirs = theirs.map(|t| t.strip_suffix(b"/").unwrap_or(t));
+            if !is_field_value(p) || theirs.is_some_and(|t| !is_field_value(t)) {
+                return Err(ForwardError::Field);
+            }
+            out.extend_from_slice(b"X-Forwarded-Prefix: ");
+            out.extend_from_slice(theirs.unwrap_or(b""));
+            out.extend_from_slice(p);
+            out.extend_from_slice(b"\r\n");
+        }
+    } else if let Some(v) = incoming(b"x-forwarded-prefix").find(|v| !v.is_empty()) {
+        if !is_field_value(v) {
+            return Err(ForwardError::Field);
+        }
+        push_field(out, b"X-Forwarded-Prefix", v);
+    }
+
     // Via (RFC 9110 §7.6.3) is end-to-end: earlier hops stay, from anyone.
     let vias = req
         .headers
         .clone()
-        .filter(|(n, _)| eq_ignore_case(n, b"via") && !hop(b"via"))
+        .filter(|(n, _)| eq_ignore_case(n, b"via") && !hop(b"via") && !ruled(b"via"))
         .map(|(_, v)| v);
     let had = push_list(out, b"Via", vias)?;
-    if let Some(p) = opts.via {
+    if let Some(p) = opts.via.filter(|_| !ruled(b"via")) {
         if !is_via_name(p) {
             return Err(ForwardError::Field);
         }
@@ -389,8 +424,15 @@ where
         });
         out.extend_from_slice(p);
     }
-    if had || opts.via.is_some() {
+    if had || opts.via.is_some_and(|_| !ruled(b"via")) {
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some((rules, values)) = opts.rules {
+        let value =
+            |i: usize, b: &mut Vec<u8>| b.extend_from_slice(values.get(i).map_or(&b""[..], |v| v));
+        if !rules.write(out, value) {
+            return Err(ForwardError::Field);
+        }
     }
 
     // 100-continue only makes sense with a body to hold back, and an
@@ -450,6 +492,8 @@ mod tests {
             by: None,
             via: None,
             keep_alive: true,
+            prefix: None,
+            rules: None,
         }
     }
 
@@ -1045,5 +1089,90 @@ Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n
             let mut d = BodyDecoder::new(Framing::Chunked);
             assert!(d.decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    /// nginx `proxy_set_header X-Remote-User $remote_user` beside a
+    /// client that sends its own `X-Remote-User`: only the route's value
+    /// arrives; `remove` (Caddy `header_up -Cookie`) drops a field, and a
+    /// `set` of `X-Forwarded-For` replaces the proxy's own.
+    #[test]
+    fn header_up_rules_replace_the_clients_fields_and_the_proxys_own() {
+        let t = TrustedProxies::default();
+        let rules = FieldRules::new(
+            crate::proxy::Toward::Upstream,
+            ["X-Remote-User", "X-Forwarded-For"],
+            ["X-Tag"],
+            ["Cookie"],
+        )
+        .unwrap();
+        let values = [b"alice".to_vec(), b"10.9.9.9".to_vec(), b"t1".to_vec()];
+        let o = ForwardOptions {
+            x_forwarded: true,
+            rules: Some((&rules, &values)),
+            ..opts(&t)
+        };
+        let out = forward(
+            b"GET / HTTP/1.1\r\nHost: a\r\nx-remote-user: root\r\nCookie: s=1\r\nX-Tag: mine\r\n\r\n",
+            &o,
+        );
+        let f = fields(&out);
+        assert!(f.contains(&"X-Remote-User: alice"), "{out}");
+        assert!(!out.contains("root"), "{out}");
+        assert!(!out.contains("Cookie"), "{out}");
+        assert!(f.contains(&"X-Forwarded-For: 10.9.9.9"), "{out}");
+        assert!(!out.contains("192.0.2.7"), "{out}");
+        // `add` keeps the client's field and appends the route's.
+        assert!(
+            f.contains(&"X-Tag: mine") && f.contains(&"X-Tag: t1"),
+            "{out}"
+        );
+        // An empty value removes the field: still never the client's.
+        let values = [Vec::new(), Vec::new(), Vec::new()];
+        let o = ForwardOptions {
+            rules: Some((&rules, &values)),
+            ..opts(&t)
+        };
+        let out = forward(
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-Remote-User: root\r\n\r\n",
+            &o,
+        );
+        assert!(!out.to_ascii_lowercase().contains("x-remote-user"), "{out}");
+    }
+
+    /// `X-Forwarded-Prefix` (sent by Caddy's and Traefik's strip-prefix
+    /// handlers, read by Spring and Django): the route's stripped prefix;
+    /// a client's own is dropped unless it is a trusted proxy, whose
+    /// prefix then comes first.
+    #[test]
+    fn x_forwarded_prefix_names_the_stripped_prefix_and_is_never_the_clients() {
+        let t = TrustedProxies::parse(["10.0.0.0/8"]).unwrap();
+        let o = ForwardOptions {
+            x_forwarded: true,
+            prefix: Some(b"/app"),
+            ..opts(&t)
+        };
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Prefix: /evil\r\n\r\n";
+        let out = forward(raw, &o);
+        assert!(fields(&out).contains(&"X-Forwarded-Prefix: /app"), "{out}");
+        assert!(!out.contains("evil"), "{out}");
+        let out = forward_from(raw, "10.1.2.3:1000", &o).unwrap();
+        assert!(
+            fields(&out).contains(&"X-Forwarded-Prefix: /evil/app"),
+            "{out}"
+        );
+        // Without `strip_prefix`, an untrusted client's is still dropped.
+        let o = ForwardOptions {
+            x_forwarded: true,
+            ..opts(&t)
+        };
+        assert!(!forward(raw, &o).contains("Prefix"));
+        let out = forward_from(raw, "10.1.2.3:1000", &o).unwrap();
+        assert!(fields(&out).contains(&"X-Forwarded-Prefix: /evil"), "{out}");
+        // Without `x_forwarded`, none of ours.
+        let o = ForwardOptions {
+            prefix: Some(b"/app"),
+            ..opts(&t)
+        };
+        assert!(!forward(raw, &o).contains("Prefix"));
     }
 }

@@ -3,6 +3,7 @@
 //! and the head the client sees.
 
 use super::redirect::{rewrite_location, rewrite_refresh, RedirectRule};
+use super::rules::FieldRules;
 use super::{
     connection_names_fields, is_field_value, is_hop_by_hop, is_token, is_via_name,
     named_by_connection,
@@ -217,6 +218,9 @@ pub struct ResponseOptions<'a> {
     /// Fields the server side writes itself (lowercase, e.g. `server`,
     /// `date`), so the client never gets two.
     pub drop: &'a [&'a str],
+    /// The route's `header_down` rules and their values for this
+    /// response (one per [`FieldRules::len`], empty: no field).
+    pub rules: Option<(&'a FieldRules, &'a [Vec<u8>])>,
 }
 
 /// Appends the client-side header fields of an upstream response (no
@@ -248,6 +252,7 @@ fn write_fields(
         if is_hop_by_hop(n)
             || (content_length && !opts.keep_content_length)
             || opts.drop.iter().any(|d| eq_ignore_case(n, d.as_bytes()))
+            || opts.rules.is_some_and(|(r, _)| r.drops(n))
             || (conn && named_by_connection(head.headers(), n))
         {
             continue;
@@ -300,6 +305,13 @@ fn write_fields(
         });
         out.extend_from_slice(p);
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some((rules, values)) = opts.rules {
+        let value =
+            |i: usize, b: &mut Vec<u8>| b.extend_from_slice(values.get(i).map_or(&b""[..], |v| v));
+        if !rules.write(out, value) {
+            return Err(UpstreamError::Field);
+        }
     }
     Ok(())
 }
@@ -589,6 +601,29 @@ Refresh: 3; url=/y\r\nLink: </z>\r\nVia: 1.1 tomcat\r\n\r\n";
             written(raw, &o),
             "Location: https://example.com/app/login\r\nContent-Location: /app/x\r\nRefresh: 3; url=/app/y\r\n\
 Link: </z>\r\nVia: 1.1 tomcat, 1.0 stoa\r\n"
+        );
+    }
+
+    /// nginx `proxy_hide_header X-Powered-By` and Caddy `header_down`:
+    /// the upstream's field is hidden or replaced; `add` appends.
+    #[test]
+    fn header_down_rules_hide_replace_and_add_fields_of_the_upstream() {
+        let rules = FieldRules::new(
+            super::super::Toward::Client,
+            ["Cache-Control"],
+            ["X-Served-By"],
+            ["X-Powered-By"],
+        )
+        .unwrap();
+        let values = [b"no-store".to_vec(), b"edge".to_vec()];
+        let o = ResponseOptions {
+            rules: Some((&rules, &values)),
+            ..Default::default()
+        };
+        let raw = b"HTTP/1.1 200 OK\r\nX-Powered-By: PHP/8\r\ncache-control: public\r\nETag: \"x\"\r\n\r\n";
+        assert_eq!(
+            written(raw, &o),
+            "ETag: \"x\"\r\nCache-Control: no-store\r\nX-Served-By: edge\r\n"
         );
     }
 }

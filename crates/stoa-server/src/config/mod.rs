@@ -290,6 +290,9 @@ pub struct RouteConfig {
     pub try_files: Option<Vec<String>>,
     /// Read request bodies before an application is taken (default true).
     pub request_buffering: Option<bool>,
+    /// Take a proxied response in as fast as it comes, freeing the
+    /// application from a slow client (default false).
+    pub response_buffering: Option<crate::gateway::spool::ResponseBufferingConfig>,
     /// `false`: no access-log line for this route; a path: its lines go
     /// there instead (in the server's `[log] format`).
     pub access_log: Option<RouteLogConfig>,
@@ -1186,6 +1189,7 @@ fn build(
                     _ => None,
                 },
                 request_buffering: rc.request_buffering.unwrap_or(true),
+                response_buffering: rc.response_buffering.as_ref(),
                 site: &site_cx,
                 resolve: &resolve,
                 pool: &pool,
@@ -1195,6 +1199,13 @@ fn build(
             let handler = h
                 .configure(&hcx)
                 .map_err(|f| err(span, &format!("{rkey}.{}", f.key), f.message))?;
+            if rc.response_buffering.is_some() && !matches!(handler, Handler::Proxy(_)) {
+                return Err(err(
+                    None,
+                    &format!("{rkey}.response_buffering"),
+                    "only a `proxy` route buffers responses".into(),
+                ));
+            }
             let cx = edge::Ctx {
                 key: &rkey,
                 err: &err,

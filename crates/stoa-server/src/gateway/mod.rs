@@ -7,6 +7,7 @@
 pub mod bufs;
 pub(crate) mod life;
 pub mod response;
+pub(crate) mod spool;
 
 pub use bufs::Bufs;
 

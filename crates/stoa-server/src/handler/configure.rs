@@ -65,6 +65,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) regex: Option<&'a regex::Regex>,
     /// The route's `request_buffering` (default true).
     pub(crate) request_buffering: bool,
+    /// The route's `response_buffering` (proxy routes).
+    pub(crate) response_buffering: Option<&'a crate::gateway::spool::ResponseBufferingConfig>,
     pub(crate) site: &'a SiteCtx,
     /// A path as written in the file, made absolute.
     pub(crate) resolve: &'a dyn Fn(&str) -> PathBuf,

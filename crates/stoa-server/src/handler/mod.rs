@@ -14,6 +14,7 @@ pub mod fastcgi;
 pub mod lua;
 pub(crate) mod php;
 pub mod proxy;
+pub(crate) mod proxy_rules;
 pub(crate) mod redirect;
 pub(crate) mod respond;
 pub mod ssi;

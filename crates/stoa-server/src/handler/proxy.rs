@@ -15,9 +15,11 @@
 
 mod h2;
 
+use super::proxy_rules::{Expanded, HeaderRules, HeaderRulesConfig};
 use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::life::{self, Fail, Retry};
+use crate::gateway::spool::{Spool, SpoolLimits};
 use crate::gateway::{self, Bufs, Input};
 use crate::upstream::{AppStream, Lease, Pool};
 use std::borrow::Cow;
@@ -81,6 +83,12 @@ pub struct ProxyRoute {
     /// The upstream speaks HTTP/2 (`http_version = "2"`, or `h2c://`
     /// addresses): see `proxy/h2.rs`.
     pub http2: bool,
+    /// `header_up` and `header_down` (super::proxy_rules).
+    pub(crate) header_up: Option<HeaderRules>,
+    pub(crate) header_down: Option<HeaderRules>,
+    /// `response_buffering` (crate::gateway::spool): the body is taken
+    /// in first and the connection released before the client reads it.
+    pub(crate) spool: Option<SpoolLimits>,
 }
 
 /// Serves a request from an HTTP pool.
@@ -90,6 +98,7 @@ pub async fn serve(
     norm: &str,
     ex: &mut Exchange<'_>,
     pools: &[Arc<Pool>],
+    granted: &[(String, Vec<u8>)],
 ) -> Outcome {
     let Some(pool) = pools.get(route.pool).cloned() else {
         tracing::error!(
@@ -143,11 +152,19 @@ pub async fn serve(
         .and_then(|p| stoa_h1::proxy::strip_prefix(&target, p.as_bytes()))
         .map_or(0, |rest| target.len() - rest.len());
     let target = &target[start..];
+    let rules = Expanded::new(
+        route.header_up.as_ref(),
+        route.header_down.as_ref(),
+        ex,
+        norm,
+        granted,
+    );
     let mut steps = Http {
         route,
         pool: &pool,
         target,
         rechunk,
+        rules: &rules,
     };
     let plan = life::Plan {
         pool: &pool,
@@ -159,16 +176,18 @@ pub async fn serve(
 }
 
 /// The HTTP/1 steps of the upstream life cycle (`gateway::life`).
-struct Http<'a> {
+struct Http<'a, 'r> {
     route: &'a ProxyRoute,
     pool: &'a Arc<Pool>,
     /// The request target sent upstream.
     target: &'a [u8],
     /// The body streams as it comes, in chunks of Stoa's own.
     rechunk: bool,
+    /// `header_up` / `header_down`, expanded for this request.
+    rules: &'a Expanded<'r>,
 }
 
-impl life::Steps for Http<'_> {
+impl life::Steps for Http<'_, '_> {
     type Conn = AppStream;
     type Out = ();
     /// An HTTP server that closed a new connection is failing: trying it
@@ -216,13 +235,25 @@ impl life::Steps for Http<'_> {
                 // carried down (as nginx logs a WebSocket's 101).
                 ex.finish();
             }
-            Done::Sent { reuse } => {
+            Done::Sent { reuse, spool } => {
                 lease.proc.record_latency(began.elapsed());
                 lease.served();
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
                     idle.ttl = ttl;
                     lease.park(idle);
+                } else {
+                    drop(app);
+                }
+                // A buffered body goes to the client with the server's
+                // connection and slot already given back.
+                drop(lease);
+                if let Some(mut sp) = spool {
+                    if sp.drain(ex).await {
+                        ex.finish();
+                    } else {
+                        ex.abort();
+                    }
                 }
             }
             Done::Failed => {}
@@ -278,7 +309,11 @@ fn stale(reused: bool, reset: bool) -> Fail {
 enum Done {
     /// A response went to the client; `Some(ttl)`: the connection may
     /// carry another request (for at most `ttl` when the upstream said).
-    Sent { reuse: Option<Option<Duration>> },
+    /// `spool`: the body, buffered, still to go to the client.
+    Sent {
+        reuse: Option<Option<Duration>>,
+        spool: Option<Spool>,
+    },
     /// Answered with an error or aborted; the connection is dropped.
     Failed,
     /// A 101 went to the client: copy both ways from here.
@@ -297,7 +332,7 @@ fn is_reset(e: &io::Error) -> bool {
 /// Sends the request on `app` and passes the response to the client;
 /// a [`Fail`] while nothing reached the client.
 async fn exchange(
-    call: &Http<'_>,
+    call: &Http<'_, '_>,
     ex: &mut Exchange<'_>,
     lease: &Lease,
     app: &mut AppStream,
@@ -309,6 +344,7 @@ async fn exchange(
         pool,
         target,
         rechunk,
+        rules,
     } = *call;
     let head = ex.req();
     // The route's `send_timeout` / `read_timeout`, else its `timeout`,
@@ -366,6 +402,8 @@ async fn exchange(
         by: local.map(|a| Node::Ip(a.ip())),
         via: None,
         keep_alive: true,
+        prefix: route.strip_prefix.as_deref().map(str::as_bytes),
+        rules: rules.up(),
     };
     if let Err(e) = write_request_head(w, &req, &opts, body) {
         tracing::warn!(
@@ -416,8 +454,13 @@ async fn exchange(
     let status = rh.status;
     let client_host = head.host().unwrap_or(b"");
     let strip = route.strip_prefix.as_deref().unwrap_or("");
+    // What the upstream calls itself in absolute URLs: the Host it got.
+    let sent_host = match head.host() {
+        Some(h) if route.preserve_host && !h.is_empty() => h,
+        _ => upstream_host.as_bytes(),
+    };
     let rule = RedirectRule {
-        upstream_host: upstream_host.as_bytes(),
+        upstream_host: sent_host,
         upstream_prefix: b"",
         client_scheme: ex.scheme(),
         client_host,
@@ -431,6 +474,7 @@ async fn exchange(
         via: None,
         keep_content_length: ex.is_head() || status == 304,
         drop: &["server", "date"],
+        rules: rules.down(),
     };
     if write_response_headers(fields, rh, &ropts).is_err() {
         tracing::error!(
@@ -456,14 +500,18 @@ async fn exchange(
     } else {
         ex.end_head_stream();
     }
-    if let Err(done) = pass_body(call, ex, &mut wire, framing, bodyless).await {
-        return Ok(done);
-    }
+    let spool = match pass_body(call, ex, &mut wire, framing, bodyless).await {
+        Ok(spool) => spool,
+        Err(done) => return Ok(done),
+    };
     let rbuf = &*wire.rbuf;
-    ex.finish();
+    if spool.is_none() {
+        ex.finish();
+    }
     let reusable = info.reusable(sent_all, true, rbuf.len());
     Ok(Done::Sent {
         reuse: reusable.then(|| ttl(pool.spec.keepalive_timeout, &info.keep_alive_params)),
+        spool,
     })
 }
 
@@ -486,7 +534,7 @@ struct Wire<'b> {
 /// the application asked to see, once it says 100); whether all of it
 /// went.
 async fn send_body(
-    call: &Http<'_>,
+    call: &Http<'_, '_>,
     ex: &mut Exchange<'_>,
     wire: &mut Wire<'_>,
     input: &mut Input,
@@ -645,7 +693,7 @@ async fn send_body(
 /// Reads the response head, passing 1xx interim responses on (a 100 was
 /// for Stoa) and a 101 as the start of a tunnel.
 async fn response_head(
-    call: &Http<'_>,
+    call: &Http<'_, '_>,
     ex: &mut Exchange<'_>,
     wire: &mut Wire<'_>,
     w: &mut Vec<u8>,
@@ -778,15 +826,17 @@ async fn response_head(
     }
 }
 
-/// Passes the response body on, a piece at a time.
+/// Passes the response body on, a piece at a time, or into the route's
+/// spool (`response_buffering`), which comes back to be drained once the
+/// server's connection and slot are given back.
 async fn pass_body(
-    call: &Http<'_>,
+    call: &Http<'_, '_>,
     ex: &mut Exchange<'_>,
     wire: &mut Wire<'_>,
     framing: Framing,
     bodyless: bool,
-) -> Result<(), Done> {
-    let pool = call.pool;
+) -> Result<Option<Spool>, Done> {
+    let Http { pool, route, .. } = *call;
     let Wire {
         app, rbuf, limit, ..
     } = wire;
@@ -794,12 +844,34 @@ async fn pass_body(
     // The body, a piece at a time: each is flushed to the client before
     // the next is read (a slow client holds at most READ_CHUNK here).
     let mut dec = BodyDecoder::new(if bodyless { Framing::None } else { framing });
+    let mut spool = route.spool.as_ref().filter(|_| !bodyless).map(Spool::new);
+    // The head goes at once (a few hundred bytes a client's socket takes
+    // without waiting): the client need not wait for the whole body to
+    // learn the status.
+    if spool.is_some() && !ex.flush().await {
+        ex.abort();
+        return Err(Done::Failed);
+    }
     loop {
         let mut consumed = 0;
         while !dec.is_done() {
             match dec.decode(&rbuf[consumed..]) {
                 Ok((0, _)) => break,
                 Ok((n, data)) => {
+                    if let Some(sp) = spool.as_mut() {
+                        if sp.push(data) {
+                            consumed += n;
+                            continue;
+                        }
+                        // Beyond its bounds: what it holds goes first,
+                        // then the rest streams (nginx past
+                        // `proxy_max_temp_file_size`).
+                        if !sp.drain(ex).await {
+                            ex.abort();
+                            return Err(Done::Failed);
+                        }
+                        spool = None;
+                    }
                     ex.write(data);
                     consumed += n;
                 }
@@ -818,7 +890,7 @@ async fn pass_body(
         if dec.is_done() {
             break;
         }
-        if !ex.flush().await {
+        if spool.is_none() && !ex.flush().await {
             ex.abort();
             return Err(Done::Failed);
         }
@@ -851,7 +923,7 @@ async fn pass_body(
             }
         }
     }
-    Ok(())
+    Ok(spool)
 }
 
 /// After a clean close with no response: whether the upstream also reset
@@ -944,6 +1016,10 @@ pub struct ProxyRouteConfig {
     pub read_timeout: Option<crate::units::Dur>,
     /// When a failed try goes again (nginx `proxy_next_upstream`).
     pub retries: Option<life::RetriesConfig>,
+    /// Fields set, added or removed toward the application.
+    pub header_up: Option<HeaderRulesConfig>,
+    /// Fields set, added or removed (hidden) toward the client.
+    pub header_down: Option<HeaderRulesConfig>,
 }
 
 impl super::configure::Configure for ProxyRouteConfig {
@@ -977,6 +1053,28 @@ impl super::configure::Configure for ProxyRouteConfig {
             Some(r) => r.validate().map_err(|e| Fail::new("proxy.retries", e))?,
             None => life::Retries::default(),
         };
+        let rules = |c: &Option<HeaderRulesConfig>, toward, key: &'static str| {
+            c.as_ref()
+                .map(|c| HeaderRules::compile(c, toward, cx.regex).map_err(Fail::at(key)))
+                .transpose()
+                .map(Option::flatten)
+        };
+        let header_up = rules(
+            &self.header_up,
+            stoa_h1::proxy::Toward::Upstream,
+            "proxy.header_up",
+        )?;
+        let header_down = rules(
+            &self.header_down,
+            stoa_h1::proxy::Toward::Client,
+            "proxy.header_down",
+        )?;
+        let spool = cx
+            .response_buffering
+            .map(|c| c.limits(cx.resolve))
+            .transpose()
+            .map_err(|e| Fail::new("response_buffering", e))?
+            .flatten();
         Ok(super::Handler::Proxy(Arc::new(ProxyRoute {
             pool,
             pool_name: self.pool.clone(),
@@ -995,6 +1093,9 @@ impl super::configure::Configure for ProxyRouteConfig {
             retries,
             http10,
             http2,
+            header_up,
+            header_down,
+            spool,
         })))
     }
 }

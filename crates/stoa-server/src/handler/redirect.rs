@@ -78,6 +78,7 @@ pub(crate) fn serve(cfg: &RedirectConfig, ex: &mut Exchange<'_>, norm: &str) {
         query: req.query(),
         request_uri: req.original_target(),
         captures: cfg.regex.as_ref().and_then(|re| re.captures(norm)),
+        granted: &[],
     });
     match loc {
         // The small HTML body says where, for clients that do not

@@ -27,6 +27,14 @@ enum Piece {
     RequestUri,
     /// `$1`..`$9`: a capture group of the route's `regex`.
     Capture(usize),
+    /// `$remote_user`: the user the access phase authenticated (basic
+    /// auth, an Authorizer's or a Lua script's `REMOTE_USER`); header
+    /// templates only.
+    RemoteUser,
+    /// `$auth_NAME`: a variable the access phase granted (an Authorizer's
+    /// `Variable-NAME`, a Lua access script's table); header templates
+    /// only.
+    Granted(String),
 }
 
 /// A parsed template.
@@ -48,6 +56,8 @@ pub(crate) struct Vars<'a> {
     pub request_uri: &'a [u8],
     /// The route regex's captures on `uri`, when the route has one.
     pub captures: Option<regex::Captures<'a>>,
+    /// What the access phase granted (`$remote_user`, `$auth_NAME`).
+    pub granted: &'a [(String, Vec<u8>)],
 }
 
 /// Names a template may use, for messages and docs.
@@ -58,6 +68,16 @@ impl Template {
     /// Parses `text`. `groups` is how many capture groups the route's
     /// regex has (0 without a regex route): `$N` beyond it is refused.
     pub(crate) fn parse(text: &str, groups: usize) -> Result<Template, String> {
+        Template::parse_in(text, groups, false)
+    }
+
+    /// [`Template::parse`] for a header value, which may also name what
+    /// the access phase granted: `$remote_user`, `$auth_NAME`.
+    pub(crate) fn parse_header(text: &str, groups: usize) -> Result<Template, String> {
+        Template::parse_in(text, groups, true)
+    }
+
+    fn parse_in(text: &str, groups: usize, identity: bool) -> Result<Template, String> {
         let mut pieces = Vec::new();
         let mut lit = String::new();
         let mut max_capture = 0;
@@ -93,6 +113,10 @@ impl Template {
                 "query" | "args" => Piece::Query,
                 "is_args" => Piece::IsArgs,
                 "request_uri" => Piece::RequestUri,
+                "remote_user" if identity => Piece::RemoteUser,
+                n if identity && n.len() > 5 && n.starts_with("auth_") => {
+                    Piece::Granted(n[5..].to_owned())
+                }
                 n if n.len() == 1 && n.as_bytes()[0].is_ascii_digit() => {
                     let g = usize::from(n.as_bytes()[0] - b'0');
                     if g == 0 || g > groups {
@@ -114,7 +138,12 @@ impl Template {
                 }
                 n => {
                     return Err(format!(
-                        "`{text}`: unknown variable `${n}` (known: {NAMES})"
+                        "`{text}`: unknown variable `${n}` (known: {NAMES}{})",
+                        if identity {
+                            ", $remote_user, $auth_NAME"
+                        } else {
+                            ""
+                        }
                     ))
                 }
             };
@@ -187,6 +216,8 @@ impl Template {
                         push_encoded(&mut out, m.as_str());
                     }
                 }
+                Piece::RemoteUser => out.extend_from_slice(granted(v, "REMOTE_USER")),
+                Piece::Granted(n) => out.extend_from_slice(granted(v, n)),
             }
         }
         // What came from the request is checked here: the parsers refuse
@@ -197,6 +228,16 @@ impl Template {
         }
         Some(out)
     }
+}
+
+/// The last value the access phase granted under `name` (names compared
+/// as HTTP field names are, since an Authorizer's come from fields).
+fn granted<'v>(v: &Vars<'v>, name: &str) -> &'v [u8] {
+    v.granted
+        .iter()
+        .rev()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map_or(&b""[..], |(_, val)| val)
 }
 
 /// Decoded path text percent-encoded again (unreserved characters and
@@ -246,6 +287,7 @@ mod tests {
             query,
             request_uri: b"/old/a%20b?x=1",
             captures: None,
+            granted: &[],
         }
     }
 
@@ -338,5 +380,22 @@ mod tests {
         let t = Template::parse("/x?$args", 0).unwrap();
         let v = vars("/", Some(b"a\nb"));
         assert_eq!(t.expand(&v), None);
+    }
+
+    /// nginx `proxy_set_header X-Remote-User $remote_user`: header
+    /// templates also read what the access phase granted; a redirect's do
+    /// not (it has none to read), and an unset variable is empty.
+    #[test]
+    fn header_templates_read_the_user_and_granted_variables() {
+        let granted = [
+            ("REMOTE_USER".to_owned(), b"alice".to_vec()),
+            ("Team".to_owned(), b"ops".to_vec()),
+        ];
+        let mut v = vars("/p", None);
+        v.granted = &granted;
+        let t = Template::parse_header("$remote_user/${auth_team}/$auth_none.", 0).unwrap();
+        assert_eq!(t.expand(&v).unwrap(), b"alice/ops/.");
+        assert!(Template::parse("$remote_user", 0).is_err());
+        assert!(Template::parse("$auth_x", 0).is_err());
     }
 }

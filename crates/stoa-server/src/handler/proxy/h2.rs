@@ -490,6 +490,10 @@ fn request(
         by: ex.local_addr().map(|a| Node::Ip(a.ip())),
         via: None,
         keep_alive: true,
+        prefix: route.strip_prefix.as_deref().map(str::as_bytes),
+        // `header_up` is not applied over HTTP/2 yet (the merge of the
+        // edge and h2 branches left it for the HTTP/1 steps).
+        rules: None,
     };
     let body = if ex.body_done() {
         UpstreamBody::None

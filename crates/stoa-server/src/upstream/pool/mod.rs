@@ -469,11 +469,15 @@ impl Pool {
             if p.state() == ProcState::Stopped && matches!(self.spec.kind, PoolKind::Spawn { .. }) {
                 continue;
             }
+            // An address pool's processes are not Stoa's: no pid to give.
+            let who = match self.spec.kind {
+                PoolKind::Spawn { .. } => format!("pid {}", p.pid.load(Ordering::Relaxed)),
+                _ => format!("address {}", p.target),
+            };
             s.push_str(&format!(
-                "; #{} {:?} pid {} busy {}/{} served {} restarts {}",
+                "; #{} {:?} {who} busy {}/{} served {} restarts {}",
                 p.index,
                 p.state(),
-                p.pid.load(Ordering::Relaxed),
                 p.busy(),
                 p.capacity(),
                 p.served_total.load(Ordering::Relaxed),
