@@ -8,7 +8,7 @@ Routes (any method):
   /health             200 "ok NAME", or 503 while switched down
   /health/down        switch /health to 503      /health/up   back to 200
   /stats              JSON: connections, requests, idle_closes,
-                      race_resets, late_drops, healthy
+                      race_resets, late_closes, healthy
   /big?size=N         N bytes (default 1 MiB); &chunked=1 sends it chunked,
                       &chunk=K writes K bytes at a time (default 64 KiB),
                       &rate=B at most B bytes/s (a slow response)
@@ -45,7 +45,7 @@ Options:
                       arrives within MS ms after the idle timeout is
                       answered with a reset and no response, as if it had
                       crossed the server's FIN in flight
-  --late-drop MS      with --idle-close, a request on a kept-alive
+  --late-close MS     with --idle-close, a request on a kept-alive
                       connection that arrives in the last MS ms before the
                       idle timeout is read and the connection closed with
                       no response (a clean close: the server's close
@@ -97,7 +97,7 @@ class State:
         self.requests = 0
         self.idle_closes = 0
         self.race_resets = 0
-        self.late_drops = 0
+        self.late_closes = 0
         self.healthy = not opts.health_down
         self.tls = None
         if opts.tls_cert:
@@ -247,10 +247,10 @@ class Handler(BaseHTTPRequestHandler):
         body_len, body = self.read_body()
         if body_len is None:
             return self.reply(400, b"bad request body\n")
-        late = opts.idle_close - opts.late_drop / 1000.0
-        if opts.late_drop and self.conn_requests > 1 and self.idle_for >= late:
+        late = opts.idle_close - opts.late_close / 1000.0
+        if opts.late_close and self.conn_requests > 1 and self.idle_for >= late:
             with st.lock:
-                st.late_drops += 1
+                st.late_closes += 1
             self.close_connection = True
             return
         url = urllib.parse.urlsplit(self.path)
@@ -273,7 +273,7 @@ class Handler(BaseHTTPRequestHandler):
                     "requests": st.requests,
                     "idle_closes": st.idle_closes,
                     "race_resets": st.race_resets,
-                    "late_drops": st.late_drops,
+                    "late_closes": st.late_closes,
                     "healthy": st.healthy,
                 }
             return self.reply(200, json.dumps(s).encode() + b"\n", "application/json")
@@ -448,7 +448,7 @@ def main():
     p.add_argument("--idle-close", type=float, default=0)
     p.add_argument("--advertise", action="store_true")
     p.add_argument("--race-window", type=float, default=0)
-    p.add_argument("--late-drop", type=float, default=0)
+    p.add_argument("--late-close", type=float, default=0)
     p.add_argument("--delay", type=float, default=0)
     p.add_argument("--die-after", type=int, default=0)
     p.add_argument("--http10", action="store_true")

@@ -204,7 +204,7 @@ fn issue_12_the_keep_alive_race_costs_no_request() {
 /// takes a connection, not only in its periodic sweep.
 #[test]
 fn a_post_is_never_sent_on_a_connection_near_its_announced_keep_alive_end() {
-    let b = Backend::start(&["--idle-close", "1", "--advertise", "--late-drop", "50"]);
+    let b = Backend::start(&["--idle-close", "1", "--advertise", "--late-close", "50"]);
     let dir = TempDir::new("proxy-ka-margin");
     let s = stoa(
         &dir,
@@ -231,7 +231,7 @@ fn a_post_is_never_sent_on_a_connection_near_its_announced_keep_alive_end() {
         "{statuses:?}\n{}",
         s.stderr()
     );
-    assert_eq!(b.stat("late_drops"), 0, "{}", s.stderr());
+    assert_eq!(b.stat("late_closes"), 0, "{}", s.stderr());
 }
 
 /// nginx sets `proxy_read_timeout` per location: a route's `read_timeout`

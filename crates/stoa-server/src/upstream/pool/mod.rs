@@ -82,11 +82,12 @@ impl Lease {
     /// shorter one the server announced, less a margin) are closed here,
     /// not only by the periodic sweep, which may run long after.
     pub fn take_idle(&self) -> Option<IdleConn> {
-        let now = self.pool.clock();
         let own = self.pool.spec.keepalive_timeout.as_millis() as u64;
+        // The clock only when there is a connection to judge.
+        let mut now = None;
         while let Some(c) = self.proc.take_idle() {
             let life = c.ttl.map_or(own, |t| (t.as_millis() as u64).min(own));
-            if now < c.since + life {
+            if *now.get_or_insert_with(|| self.pool.clock()) < c.since + life {
                 return Some(c);
             }
         }
