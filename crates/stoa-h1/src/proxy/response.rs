@@ -119,16 +119,53 @@ pub fn inspect_response(
     head: &ResponseHead,
     req: &SentRequest,
 ) -> Result<ResponseInfo, UpstreamError> {
-    let params = head
-        .headers()
-        .filter(|(n, _)| eq_ignore_case(n, b"keep-alive"))
-        .fold(KeepAlive::default(), |acc, (_, v)| {
-            let k = parse_keep_alive(v);
-            KeepAlive {
-                timeout: k.timeout.or(acc.timeout),
-                max: k.max.or(acc.max),
+    // One pass over the fields gathers everything below (dispatching on
+    // the name's length, as `is_hop_by_hop` does): four scans before, a
+    // quarter of reading a response head's fields (callgrind).
+    let mut params = KeepAlive::default();
+    let (mut close, mut keep) = (false, false);
+    let mut chunked = None;
+    let mut length: Option<u64> = None;
+    let mut bad_length = false;
+    let (mut te, mut cl) = (false, false);
+    for (name, value) in head.headers() {
+        match name.len() {
+            10 if eq_ignore_case(name, b"keep-alive") => {
+                // A later field's parameters win over an earlier one's.
+                let k = parse_keep_alive(value);
+                params = KeepAlive {
+                    timeout: k.timeout.or(params.timeout),
+                    max: k.max.or(params.max),
+                };
             }
-        });
+            10 if eq_ignore_case(name, b"connection") => {
+                for t in crate::list_items(value) {
+                    close |= eq_ignore_case(t, b"close");
+                    keep |= eq_ignore_case(t, b"keep-alive");
+                }
+            }
+            14 if eq_ignore_case(name, b"content-length") => {
+                cl = true;
+                for item in value.split(|&b| b == b',') {
+                    match parse_u64(trim(item)) {
+                        Some(n) if length.is_none_or(|l| l == n) => length = Some(n),
+                        _ => bad_length = true,
+                    }
+                }
+            }
+            17 if eq_ignore_case(name, b"transfer-encoding") => {
+                te = true;
+                // Chunked must be the final coding; otherwise the body runs
+                // to the close (RFC 9112 §6.3 item 4, response side).
+                chunked = Some(
+                    crate::list_items(value)
+                        .last()
+                        .is_some_and(|c| eq_ignore_case(c, b"chunked")),
+                );
+            }
+            _ => {}
+        }
+    }
     let status = head.status;
     if (100..200).contains(&status) {
         let kind = match status {
@@ -151,20 +188,32 @@ pub fn inspect_response(
             keep_alive_params: params,
         });
     }
-    let framing = head.framing(req.head).map_err(UpstreamError::Framing)?;
-    let mut te = false;
-    let mut cl = false;
-    for (n, _) in head.headers() {
-        te |= eq_ignore_case(n, b"transfer-encoding");
-        cl |= eq_ignore_case(n, b"content-length");
-    }
+    // As `ResponseHead::framing` reads them (RFC 9112 §6.3).
+    let framing = if crate::response::bodyless(req.head, status) {
+        Framing::None
+    } else if bad_length {
+        return Err(UpstreamError::Framing(ResponseError::BadFraming));
+    } else {
+        match (chunked, length) {
+            (Some(true), _) => Framing::Chunked,
+            (Some(false), _) => Framing::Close,
+            (None, Some(0)) => Framing::None,
+            (None, Some(n)) => Framing::Length(n),
+            (None, None) => Framing::Close,
+        }
+    };
+    // As `ResponseHead::keep_alive` reads them (RFC 9112 §9.3).
+    let upstream_keeps = match head.version {
+        Some(Version::Http11) => !close,
+        _ => keep && !close,
+    };
     // RFC 9112 §6.3 item 3: both framings at once "ought to be handled as
     // an error"; Transfer-Encoding from an HTTP/1.0 server is faulty
     // (§6.1). The body is read as Transfer-Encoding says and re-framed for
     // the client, but the connection is not trusted with another request:
     // the upstream may count the body the other way (response-side TE.CL).
     let suspect = te && (cl || head.version != Some(Version::Http11));
-    let keep_alive = head.keep_alive()
+    let keep_alive = upstream_keeps
         && framing != Framing::Close
         && !suspect
         && params.max != Some(0)

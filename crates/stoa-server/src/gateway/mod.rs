@@ -11,18 +11,20 @@ pub(crate) mod spool;
 
 pub use bufs::Bufs;
 
-use crate::exchange::{BodyFail, Exchange};
+use crate::exchange::{BodyFail, Exchange, UpstreamAddr};
 use crate::upstream::{Affinity, Lease, NoProcess, Pool};
 use std::io;
 use std::sync::Arc;
 
 /// An application's address as the access and error logs name it:
 /// `unix:/run/php.sock` or `127.0.0.1:9000` (nginx's `$upstream_addr`).
-pub fn target_addr(t: &crate::upstream::Target) -> String {
+/// A TCP address stays a `SocketAddr`: written out only when a log line
+/// needs it (see [`UpstreamAddr`]).
+pub fn target_addr(t: &crate::upstream::Target) -> UpstreamAddr {
     match t {
-        crate::upstream::Target::Unix(p) => format!("unix:{}", p.display()),
-        crate::upstream::Target::Tcp(a) => a.to_string(),
-        crate::upstream::Target::Tls(t) => t.addr.to_string(),
+        crate::upstream::Target::Unix(p) => UpstreamAddr::Named(format!("unix:{}", p.display())),
+        crate::upstream::Target::Tcp(a) => UpstreamAddr::Tcp(*a),
+        crate::upstream::Target::Tls(t) => UpstreamAddr::Tcp(t.addr),
     }
 }
 
