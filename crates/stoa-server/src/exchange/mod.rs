@@ -1263,11 +1263,13 @@ impl<'a> Exchange<'a> {
         }));
     }
 
-    /// The application's response has all come.
-    pub fn upstream_ended(&mut self) {
-        if let Some(u) = self.upstream.as_mut() {
-            u.took.get_or_insert_with(|| u.since.elapsed());
-        }
+    /// The application's response has all come: how long it took since
+    /// `upstream_began` (also the proxy's latency sample, so the clock is
+    /// read once).
+    pub fn upstream_ended(&mut self) -> Option<std::time::Duration> {
+        self.upstream
+            .as_mut()
+            .map(|u| *u.took.get_or_insert_with(|| u.since.elapsed()))
     }
 
     /// Who asked for what, for error lines: `client: 192.0.2.7:5555,

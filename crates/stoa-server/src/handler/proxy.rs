@@ -223,7 +223,6 @@ impl life::Steps for Http<'_, '_> {
         input: &mut Input,
         t: &life::Try<'_>,
     ) -> Result<(), Fail> {
-        let began = std::time::Instant::now();
         match exchange(self, ex, &lease, &mut app, input, t).await? {
             Done::Upgraded => {
                 // A tunnel is not a request in flight: the slot goes back
@@ -236,7 +235,12 @@ impl life::Steps for Http<'_, '_> {
                 ex.finish();
             }
             Done::Sent { reuse, spool } => {
-                lease.proc.record_latency(began.elapsed());
+                // The response has come (a spooled body's rest goes to the
+                // client after): `$upstream_response_time` and the
+                // latency sample, from one clock read.
+                if let Some(took) = ex.upstream_ended() {
+                    lease.proc.record_latency(took);
+                }
                 lease.served();
                 if let Some(ttl) = reuse {
                     let mut idle = app.into_idle();
