@@ -337,6 +337,32 @@ fn a_plain_http2_request_reaches_an_h2c_server_and_its_trailers_come_back() {
     assert!(text.contains("x-sum: 5"), "{text}");
 }
 
+/// nginx `proxy_set_header` / Caddy `header_up` reach an HTTP/2 upstream
+/// too: a route's `header_up.set` replaces the client's field of that
+/// name, `remove` takes one out.
+#[test]
+fn header_up_rules_apply_to_an_http2_upstream() {
+    require("curl", "curl");
+    let b = Peer::start("h2_server.py");
+    let dir = TempDir::new("h2-header-up");
+    let s = stoa(
+        &dir,
+        &format!("h2c://{}", b.addr),
+        ", header_up = { set = { \"X-Team\" = \"blue\" }, remove = [\"X-Secret\"] }",
+    );
+    let out = Command::new("curl")
+        .args(["-s", "--http2-prior-knowledge", "-D", "-"])
+        .args(["-H", "X-Team: forged", "-H", "X-Secret: s3"])
+        .arg(format!("http://{}/app/h", s.addr))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/2 200"), "{text}\n{}", s.stderr());
+    assert!(text.contains("x-team: blue\n"), "{text}");
+    assert!(!text.contains("forged"), "{text}");
+    assert!(!text.contains("x-secret"), "{text}");
+}
+
 /// RFC 9110 §6.5 and §10.1.4: an HTTP/1.1 client gets the server's
 /// trailers in the last chunk only when it said `TE: trailers`; otherwise
 /// they are dropped (as nginx does).

@@ -109,11 +109,20 @@ pub async fn serve(
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
+    // `header_up` / `header_down` values for this request (nothing to
+    // do without rules).
+    let rules = Expanded::new(
+        route.header_up.as_ref(),
+        route.header_down.as_ref(),
+        ex,
+        norm,
+        granted,
+    );
     if route.http2 || pool.spec.h2c {
         let target = upstream_target(route, ex.req(), norm);
         // Boxed: its state (both bodies in flight at once) would otherwise
         // grow every request's future, the static path's included.
-        return Box::pin(h2::serve(route, &pool, &target, ex)).await;
+        return Box::pin(h2::serve(route, &pool, &target, ex, rules.up())).await;
     }
     // Without buffering, a chunked body streams to an HTTP/1.1 upstream
     // in chunks of Stoa's own as it arrives (it cannot be sent again).
@@ -152,13 +161,6 @@ pub async fn serve(
         .and_then(|p| stoa_h1::proxy::strip_prefix(&target, p.as_bytes()))
         .map_or(0, |rest| target.len() - rest.len());
     let target = &target[start..];
-    let rules = Expanded::new(
-        route.header_up.as_ref(),
-        route.header_down.as_ref(),
-        ex,
-        norm,
-        granted,
-    );
     let mut steps = Http {
         route,
         pool: &pool,

@@ -37,6 +37,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use stoa_h1::proxy::FieldRules;
 use stoa_h1::proxy::{write_request_head, ClientRequest, ForwardOptions, Node, UpstreamBody};
 use stoa_h1::Version;
 use tokio::time::{sleep_until, Instant};
@@ -285,6 +286,7 @@ pub(super) async fn serve(
     pool: &Arc<Pool>,
     target: &[u8],
     ex: &mut Exchange<'_>,
+    up: Option<(&FieldRules, &[Vec<u8>])>,
 ) -> Outcome {
     let head = ex.req();
     let grpc = is_grpc(head.header("content-type"));
@@ -301,6 +303,7 @@ pub(super) async fn serve(
         target,
         grpc,
         deadline,
+        up,
     };
     // The body streams both ways as it comes (gRPC's streaming calls: no
     // request buffering, as nginx's grpc module); a try goes again only
@@ -324,6 +327,8 @@ struct H2<'a> {
     grpc: bool,
     /// Its `grpc-timeout`, from when the request came.
     deadline: Option<Instant>,
+    /// The route's `header_up` rules and their values for this request.
+    up: Option<(&'a FieldRules, &'a [Vec<u8>])>,
 }
 
 /// A stream's share of a connection.
@@ -465,6 +470,7 @@ fn request(
     route: &ProxyRoute,
     authority: &str,
     target: &[u8],
+    up: Option<(&FieldRules, &[Vec<u8>])>,
 ) -> Result<http::Request<()>, String> {
     let head = ex.req();
     let peer = ex.peer();
@@ -491,9 +497,7 @@ fn request(
         via: None,
         keep_alive: true,
         prefix: route.strip_prefix.as_deref().map(str::as_bytes),
-        // `header_up` is not applied over HTTP/2 yet (the merge of the
-        // edge and h2 branches left it for the HTTP/1 steps).
-        rules: None,
+        rules: up,
     };
     let body = if ex.body_done() {
         UpstreamBody::None
@@ -618,6 +622,7 @@ async fn exchange(
         target,
         grpc,
         deadline,
+        up,
     } = *steps;
     // The route's `read_timeout`, else its `timeout`, else the pool's: for
     // the head, then between pieces of the body.
@@ -625,7 +630,7 @@ async fn exchange(
         .read_timeout
         .unwrap_or_else(|| ex.edge().timeout.unwrap_or(pool.spec.timeout));
     let server = &lease.proc.target;
-    let req = request(ex, route, &lease.proc.authority, target)
+    let req = request(ex, route, &lease.proc.authority, target, up)
         .map_err(|e| Fail::local(400, format!("request not forwarded over HTTP/2: {e}")))?;
     // The connection went away (or refused the stream) before the server
     // took the request, and nothing of it came from the client yet: it
