@@ -14,7 +14,8 @@
 #   UPSTREAM=http     https: the proxies reach the backend over TLS 1.3, verified against a test CA made
 #                     here (openssl), kept alive, sessions resumed: Stoa `tls = { ca, server_name }`,
 #                     nginx `proxy_pass https://` with `proxy_ssl_session_reuse on`, `proxy_ssl_verify on`
-#                     and `keepalive 32`, HAProxy `server ... ssl verify required`. The backend is then an
+#                     and `keepalive` raised to CONC (every connection kept alive, not only 32),
+#                     HAProxy `server ... ssl verify required`. The backend is then an
 #                     nginx (worker_processes 1, on CPU 1 with wrk) answering `return 200` over TLS 1.3
 #                     on port 18598, instead of canned.c.
 #   RUN=/tmp/stoa-bench-proxy  work folder (configs, logs, raw tool output)
@@ -87,7 +88,7 @@ else
     openssl x509 -req -in "$PKI/backend.csr" -CA "$PKI/ca.pem" -CAkey "$PKI/ca.key" -CAcreateserial -days 2 \
         -extfile "$PKI/ext.cnf" -out "$PKI/backend.pem" 2>> "$RUN/logs/openssl.out" || die "openssl: cannot sign"
     chmod 755 "$PKI"; chmod 644 "$PKI"/*
-    body=$(printf 'Hello, world\n%*s' $(( BODY > 13 ? BODY - 13 : 0 )) '' | tr ' ' x)
+    body="Hello, world\n$(printf '%*s' $(( BODY > 13 ? BODY - 13 : 0 )) '' | tr ' ' x)"
     {
         echo "worker_processes 1; daemon off; pid $RUN/tlsbackend/nginx.pid;"
         echo "error_log $RUN/tlsbackend/logs/error.log warn; events { worker_connections 4096; }"
@@ -125,6 +126,9 @@ proxy_start() {  # proxy_start NAME: NAME in front of the backend on its port, a
             [ "$UPSTREAM" = http ] || sed -i "s|proxy_pass http://backend;|proxy_pass https://backend; \
 proxy_ssl_session_reuse on; proxy_ssl_verify on; proxy_ssl_trusted_certificate $PKI/ca.pem; \
 proxy_ssl_name backend.test; proxy_ssl_server_name on; proxy_ssl_protocols TLSv1.3;|" "$d/nginx.conf"
+            # Every upstream connection kept: with `keepalive 32` and 60 clients, nginx opens (and closes
+            # after one request) a connection per request beyond 32: a TLS handshake each (~4x the CPU).
+            [ "$UPSTREAM" = http ] || sed -i "s|keepalive 32;|keepalive $(( CONC > 32 ? CONC : 32 ));|" "$d/nginx.conf"
             "${PROXY_CPU[@]}" nginx -p "$d" -e "$d/logs/nginx-error.log" -c "$d/nginx.conf" > "$RUN/logs/$name.out" 2>&1 & ;;
         haproxy)
             render_conf "$PEERS/haproxy.cfg" "$d/haproxy.cfg" RUN="$d" PORT="$port" BACKEND="$BACKEND"

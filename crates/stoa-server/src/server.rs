@@ -490,7 +490,7 @@ impl Pools {
                         Some(self.rundir.clone()),
                         self.generation,
                     ));
-                    pool::start(&p);
+                    crate::upstream::start(&p);
                     if crate::upstream::tls::unverified(&spec.kind) {
                         tracing::warn!(
                             "pool {}: TLS to its servers with `verify = false`: any certificate is accepted",

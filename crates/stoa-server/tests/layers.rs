@@ -269,3 +269,125 @@ fn the_layer_rules_catch_an_upward_import() {
     assert!(p.contains("exchange"), "{p:?}");
     assert!(p.contains("b::c"));
 }
+
+/// The module of the upstream layer a file belongs to (`pool` for
+/// everything under `upstream/pool/`), `None` for the layer's root.
+fn upstream_module(rel: &str) -> Option<String> {
+    let rest = rel.strip_prefix("upstream/")?;
+    let first = rest.split('/').next()?.trim_end_matches(".rs");
+    (first != "mod").then(|| first.to_owned())
+}
+
+/// The upstream modules `text` (a file of module `from`) names: through
+/// `crate::upstream::X` paths, and `super::X` from a top-level file of the
+/// layer.
+fn upstream_imports(from: &str, top_level: bool, text: &str) -> BTreeSet<String> {
+    let mut to: BTreeSet<String> = crate_paths(text)
+        .into_iter()
+        .filter_map(|p| p.strip_prefix("upstream::").map(str::to_owned))
+        .filter_map(|p| p.split("::").next().map(str::to_owned))
+        .filter(|m| m.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+        .collect();
+    if top_level {
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or("");
+            let mut rest = code;
+            while let Some(i) = rest.find("super::") {
+                let tail = &rest[i + 7..];
+                let end = tail
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                let m = &tail[..end];
+                if m.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+                    to.insert(m.to_owned());
+                }
+                rest = tail;
+            }
+        }
+    }
+    to.remove(from);
+    to
+}
+
+/// A cycle in `edges` (module -> modules it imports), if there is one.
+fn find_cycle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_owned());
+            return Some(c);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_owned());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for n in edges.keys() {
+        if let Some(c) = visit(n, edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// The modules of the upstream layer (target, stream, pool, health) import
+/// each other without a cycle, so each can be read (and tested) knowing
+/// only what is below it: addr <- tls <- target <- stream <- pool <- health.
+#[test]
+fn the_upstream_modules_import_each_other_without_a_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&root.join("upstream"), &mut files);
+    let mut edges: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&root)
+            .expect("under src")
+            .to_string_lossy()
+            .into_owned();
+        let Some(from) = upstream_module(&rel) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(f).expect("read source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let top_level = rel.matches('/').count() == 1;
+        let to = upstream_imports(&from, top_level, code);
+        edges.entry(from).or_default().extend(to);
+    }
+    assert!(
+        ["pool", "stream", "health"]
+            .iter()
+            .all(|m| edges.contains_key(*m)),
+        "{edges:?}"
+    );
+    assert_eq!(find_cycle(&edges), None, "{edges:?}");
+}
+
+/// The cycle finder itself: `health -> pool -> health` is one.
+#[test]
+fn the_cycle_check_catches_a_cycle() {
+    let mut edges: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    edges.insert("health".into(), ["pool".to_owned()].into());
+    edges.insert(
+        "pool".into(),
+        ["stream".to_owned(), "health".to_owned()].into(),
+    );
+    edges.insert("stream".into(), BTreeSet::new());
+    assert!(find_cycle(&edges).is_some());
+    edges.insert("pool".into(), ["stream".to_owned()].into());
+    assert_eq!(find_cycle(&edges), None);
+}

@@ -653,6 +653,101 @@ fn issue_4_kill_9_of_a_process_under_load_fails_no_request_and_the_pool_recovers
     assert!(!alive(victim));
 }
 
+/// The only process of a spawned pool is killed (SIGKILL: the OOM killer)
+/// under GET load: the requests it had in flight go again once its
+/// successor runs (the slot's listening socket outlives it, so nothing
+/// queued there is lost), and no client sees a failure. nginx with one
+/// `server` in its upstream answers 502 to those in flight; php-fpm's
+/// master restarts the child the same way.
+#[test]
+fn a_killed_single_spawned_process_under_get_load_costs_no_request() {
+    let site = hello_site("fcgi-kill-one", "processes = 1");
+    get_report(&site, "/app/?warm");
+    let victim = site.wait_running("app", 1).proc(0).pid;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (results, killed_at) = std::thread::scope(|s| {
+        let load: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let r = try_request(&site, &get("/app/?sleep=20"));
+                        out.push((t0.elapsed(), r.map(|r| r.status)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let killed_at = t0.elapsed();
+        kill(victim, libc::SIGKILL);
+        // Until the successor has served a while.
+        site.wait_status("app", Duration::from_secs(5), |s| {
+            s.proc(0).restarts == 1 && s.proc(0).state == "Running"
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let results: Vec<_> = load
+            .into_iter()
+            .flat_map(|h| h.join().expect("load thread"))
+            .collect();
+        (results, killed_at)
+    });
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|(_, r)| !matches!(r, Ok(200)))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "killed at {killed_at:?}, failures {failed:?}\n{}",
+        site.stderr()
+    );
+    let after = results.iter().filter(|(t, _)| *t > killed_at).count();
+    assert!(
+        after >= 8,
+        "the load stopped: {after} requests after the kill"
+    );
+    assert!(!alive(victim));
+}
+
+/// nginx's `fastcgi_next_upstream error timeout` (its default): a GET
+/// that got no response head in time goes to the pool's other process
+/// (the first is told to stop it, FastCGI §5.4); with `retries = { on =
+/// ["error"] }` (nginx: `fastcgi_next_upstream error`) the client gets its
+/// 504 after the first timeout.
+#[test]
+fn a_get_that_times_out_goes_to_the_other_process_unless_the_route_retries_only_on_error() {
+    let pool = hello_pool("app", "processes = 2\ntimeout = \"500ms\"");
+    let routes = "[[site.route]]\nprefix = \"/app/\"\nfastcgi = { pool = \"app\" }\n\n\
+                  [[site.route]]\nprefix = \"/once/\"\nfastcgi = { pool = \"app\", retries = { on = [\"error\"] } }\n\n";
+    let site = Site::start("fcgi-timeout-retry", &pool, routes);
+    site.wait_running("app", 2);
+    let t = Instant::now();
+    let r = site.get("/app/?sleep=1500");
+    let both = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(
+        site.wait_stderr(0, "retrying on another process", Duration::from_secs(5)),
+        "{}",
+        site.stderr()
+    );
+    assert!(both >= Duration::from_millis(1000), "504 after {both:?}");
+    let t = Instant::now();
+    let r = site.get("/once/?sleep=1500");
+    let once = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(once < Duration::from_millis(900), "504 after {once:?}");
+    let log = site.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("504 (GET not sent again)"))
+        .unwrap_or_else(|| panic!("no log line for the 504:\n{log}"));
+    assert!(line.contains("fastcgi pool app"), "{line}");
+    assert!(line.contains("GET /once/"), "{line}");
+    assert!(line.contains("client: 127.0.0.1"), "{line}");
+}
+
 #[test]
 fn issue_10_a_process_killed_after_serving_is_restarted_at_once_every_time() {
     let site = hello_site("fcgi-kill-again", "processes = 1");

@@ -192,6 +192,105 @@ fn issue_12_the_keep_alive_race_costs_no_request() {
     );
 }
 
+/// The keep-alive race for requests that cannot go again: a backend
+/// announces `Keep-Alive: timeout=1` and, as a real one across a network
+/// would, drops (reads, then closes without an answer) a request that
+/// reaches it in the last 5 % of that second. A POST that met it could
+/// have been acted on, so it cannot be sent again: Stoa must not send it
+/// on a connection that close to its announced end. It closes parked
+/// connections a margin before it (half of N, at most a second), as
+/// HAProxy's `http-reuse` and Envoy's upstream idle timeouts keep
+/// connections away from a server's close, and checks that life when it
+/// takes a connection, not only in its periodic sweep.
+#[test]
+fn a_post_is_never_sent_on_a_connection_near_its_announced_keep_alive_end() {
+    let b = Backend::start(&["--idle-close", "1", "--advertise", "--late-drop", "50"]);
+    let dir = TempDir::new("proxy-ka-margin");
+    let s = stoa(
+        &dir,
+        &http_pool(&[b.addr], "keepalive_timeout = \"10s\""),
+        "",
+    );
+    let mut statuses = Vec::new();
+    let mut conn = s.connect();
+    for k in 0..8u64 {
+        let req = if k % 2 == 0 {
+            format!("GET /app/g{k} HTTP/1.1\r\nHost: t\r\n\r\n")
+        } else {
+            format!("POST /app/p{k} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+        };
+        let r = conn.request(req.as_bytes());
+        statuses.push(r.status);
+        // Into the backend's last 50 ms of its second (the gap is
+        // measured from the response, the backend's from a moment
+        // earlier).
+        std::thread::sleep(Duration::from_millis(960 + 4 * k));
+    }
+    assert!(
+        statuses.iter().all(|&st| st == 200),
+        "{statuses:?}\n{}",
+        s.stderr()
+    );
+    assert_eq!(b.stat("late_drops"), 0, "{}", s.stderr());
+}
+
+/// nginx sets `proxy_read_timeout` per location: a route's `read_timeout`
+/// replaces the pool's `timeout` (60 s) for its requests, and a response
+/// head that takes longer is a 504 at once (the pool's only server: no
+/// other to try).
+#[test]
+fn a_routes_read_timeout_replaces_the_pools_timeout() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("proxy-read-timeout");
+    let s = stoa(
+        &dir,
+        &http_pool(&[b.addr], ""),
+        ", read_timeout = \"300ms\"",
+    );
+    let t = Instant::now();
+    let r = s.get("/app/slow?delay=2");
+    let took = t.elapsed();
+    assert_eq!(r.status, 504, "{r:?}\n{}", s.stderr());
+    assert!(took < Duration::from_millis(1500), "504 after {took:?}");
+    assert_eq!(s.get("/app/quick").status, 200);
+    let log = s.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("no response within"))
+        .unwrap_or_else(|| panic!("no log line for the timeout:\n{log}"));
+    assert!(line.contains(&b.addr.to_string()), "{line}");
+    assert!(line.contains("GET /app/slow"), "{line}");
+    assert!(line.contains("client: 127.0.0.1"), "{line}");
+}
+
+/// nginx `proxy_next_upstream http_503`: a server's 503 is not passed on
+/// while another server is left, for an idempotent request; a POST gets
+/// the 503 as the server gave it (RFC 9110 §9.2.2: it may have acted).
+#[test]
+fn retries_on_http_503_send_a_get_to_the_next_server_but_not_a_post() {
+    let down = Backend::start(&["--name", "down", "--health-down"]);
+    let up = Backend::start(&["--name", "up"]);
+    let dir = TempDir::new("proxy-retry-503");
+    let s = stoa(
+        &dir,
+        &http_pool(&[down.addr, up.addr], "balance = \"round-robin\""),
+        ", strip_prefix = true, retries = { on = [\"error\", \"http_503\"] }",
+    );
+    for _ in 0..6 {
+        let r = s.get("/app/health");
+        assert_eq!(r.status, 200, "{r:?}\n{}", s.stderr());
+        assert_eq!(r.text(), "ok up\n");
+    }
+    let posts: Vec<u16> = (0..4)
+        .map(|_| {
+            s.request(b"POST /app/health HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi")
+                .status
+        })
+        .collect();
+    assert!(posts.contains(&503), "{posts:?}");
+    assert!(posts.contains(&200), "{posts:?}");
+}
+
 /// Active health checks: a server whose /health fails is taken out of
 /// rotation and put back once it passes again.
 #[test]
@@ -736,7 +835,7 @@ fn an_upstream_that_accepts_and_closes_without_answering_gets_502_at_once() {
         let took = t.elapsed();
         assert_eq!(r.status, 502, "{r:?}\n{}", s.stderr());
         assert!(
-            took < Duration::from_secs(1),
+            took < Duration::from_millis(100),
             "502 after {took:?} (queue_timeout is 10 s)"
         );
     }

@@ -126,7 +126,7 @@ fn https_backend(dir: &TempDir, ca: &Ca, more: &[&str]) -> Backend {
 }
 
 /// Stoa with one pool `app` (`pool` is its body after `name`) behind the
-/// route `/app/`, and `workers` workers.
+/// route `/`, and `workers` workers.
 fn stoa(dir: &TempDir, pool: &str, workers: usize) -> Server {
     dir.mkdir("www");
     let cfg = dir.write(
@@ -134,7 +134,7 @@ fn stoa(dir: &TempDir, pool: &str, workers: usize) -> Server {
         format!(
             "listen = [\"127.0.0.1:0\"]\nworkers = {workers}\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
              [[pool]]\nname = \"app\"\nprotocol = \"http\"\n{pool}\n\n\
-             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/app/\"\nproxy = {{ pool = \"app\" }}\n"
+             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/\"\nproxy = {{ pool = \"app\" }}\n"
         ),
     );
     Server::with_config(&cfg)
@@ -433,4 +433,50 @@ fn stoa_check_refuses_a_pool_whose_ca_file_is_missing_and_names_it() {
         String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{text}");
     assert!(text.contains("missing-ca.pem"), "{text}");
+}
+
+/// Active health checks reach the server the way requests do, over TLS
+/// (Caddy's `health_uri` uses the transport's TLS; nginx's `health_check`
+/// its `proxy_ssl_*`): each check is a verified handshake the backend
+/// counts, and the server stays in rotation. Spoken in clear to a TLS
+/// port they would fail and take it out (503).
+#[test]
+fn health_checks_of_an_https_pool_speak_tls_and_keep_the_server_in_rotation() {
+    let dir = TempDir::new("ptls-health");
+    let ca = ca(&dir, "good");
+    let b = https_backend(&dir, &ca, &[]);
+    let s = stoa(
+        &dir,
+        &format!(
+            "address = [\"{}\"]\ntls = {{ ca = \"good.pem\", server_name = \"app.test\" }}\n\
+             health = {{ path = \"/health\", interval = \"100ms\", fails = 1, passes = 1 }}",
+            b.addr
+        ),
+        1,
+    );
+    // The backend's count of connections (its /stats, through Stoa on
+    // the pool's one kept connection): every health check is a new one.
+    let count = |s: &Server| {
+        let mut c = s.connect();
+        c.send(b"GET /stats HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+        let r = c
+            .try_read_final()
+            .unwrap_or_else(|e| panic!("GET /stats: {e}\n{}", s.stderr()));
+        assert_eq!(r.status, 200, "{}", s.stderr());
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        v["connections"].as_u64().unwrap_or(0)
+    };
+    let first = count(&s);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut now = first;
+    while now < first + 5 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        now = count(&s);
+    }
+    assert!(
+        now >= first + 5,
+        "{first} then {now} backend connections: no health checks over TLS\n{}",
+        s.stderr()
+    );
+    assert!(!s.stderr().contains("out of rotation"), "{}", s.stderr());
 }

@@ -912,44 +912,45 @@ fn build(
             base,
         )
         .map_err(|m| err(Some(p.span()), &format!("{key}.tls"), m))?;
-        let spec = crate::upstream::pool::spec(
-            &pc.name,
+        let user_of_pool = match &pc.user {
+            None => None,
+            Some(name) => {
+                if user.as_deref() != Some("root") {
+                    return Err(err(
+                        Some(p.span()),
+                        &format!("{key}.user"),
+                        "a pool's own user needs Stoa to keep root: write the top-level \
+                         `user = \"root\"`, or leave it out and the pool runs as the \
+                         server's `user`"
+                            .into(),
+                    ));
+                }
+                Some(
+                    crate::privileges::Account::lookup(name)
+                        .map_err(|m| err(Some(p.span()), &format!("{key}.user"), m))?,
+                )
+            }
+        };
+        let spec = crate::upstream::pool::SpecTable {
             command,
             address,
-            pc.processes,
-            pc.min_processes,
-            pc.max_processes,
-            pc.max_requests,
-            pc.affinity.as_deref(),
-            pc.balance.as_deref(),
-            pc.queue,
-            pc.queue_timeout.map(|d| d.0),
-            pc.timeout.map(|d| d.0),
-            pc.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            pc.idle_timeout.map(|d| d.0),
-            pc.capacity,
-            pc.keepalive_timeout.map(|d| d.0),
-            match &pc.user {
-                None => None,
-                Some(name) => {
-                    if user.as_deref() != Some("root") {
-                        return Err(err(
-                            Some(p.span()),
-                            &format!("{key}.user"),
-                            "a pool's own user needs Stoa to keep root: write the top-level \
-                             `user = \"root\"`, or leave it out and the pool runs as the \
-                             server's `user`"
-                                .into(),
-                        ));
-                    }
-                    Some(
-                        crate::privileges::Account::lookup(name)
-                            .map_err(|m| err(Some(p.span()), &format!("{key}.user"), m))?,
-                    )
-                }
-            },
-            base,
-        )
+            processes: pc.processes,
+            min_processes: pc.min_processes,
+            max_processes: pc.max_processes,
+            max_requests: pc.max_requests,
+            affinity: pc.affinity.as_deref(),
+            balance: pc.balance.as_deref(),
+            queue: pc.queue,
+            queue_timeout: pc.queue_timeout.map(|d| d.0),
+            timeout: pc.timeout.map(|d| d.0),
+            env: pc.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            idle_timeout: pc.idle_timeout.map(|d| d.0),
+            capacity: pc.capacity,
+            keepalive_timeout: pc.keepalive_timeout.map(|d| d.0),
+            user: user_of_pool,
+            ..crate::upstream::pool::SpecTable::new(&pc.name, base)
+        }
+        .build()
         .map_err(|m| err(Some(p.span()), &key, m))?;
         let mut spec = spec;
         if let Some(tls) = tls {

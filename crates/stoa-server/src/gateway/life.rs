@@ -21,10 +21,11 @@
 //!   an `Idempotency-Key`), or any with `retries.non_idempotent`;
 //! - a body partly taken from the client (streamed) never goes again;
 //! - a connection that was parked and failed before any response byte met
-//!   the keep-alive race: the request goes again on a new connection to
-//!   the same server (twice at most) whatever `retries.on` says, since the
-//!   reuse failed and not the server (nginx does not count such a failure
-//!   against `proxy_next_upstream_tries` either);
+//!   the keep-alive race: the request goes again on a new connection
+//!   (twice at most) whatever `retries.on` says, since the reuse failed
+//!   and not the server (nginx does not count such a failure against
+//!   `proxy_next_upstream_tries` either); to the same HTTP server, or to
+//!   another FastCGI process ([`Steps::RACE_ELSEWHERE`]);
 //! - a server that failed a new connection is held off (out of rotation
 //!   for [`HOLD_OFF`] when the pool has another) and the next try goes to
 //!   another server; with none left the client gets the failure's status
@@ -265,8 +266,14 @@ pub(crate) trait Steps {
     /// The pause before the same server takes the next try after a new
     /// connection to it failed; `None`: another server or the answer.
     const SAME_SERVER_PAUSE: Option<Duration>;
+    /// After a parked connection failed before any response byte (the
+    /// keep-alive race), send the request on to another server when the
+    /// pool has one, rather than on a new connection to the same.
+    const RACE_ELSEWHERE: bool;
     /// The name of the protocol in log lines ("proxy", "fastcgi").
     const KIND: &'static str;
+    /// How its log lines say a request goes to the next server.
+    const ANOTHER: &'static str;
 
     /// A parked connection to the lease's server that still looks usable.
     /// `strict`: the request could not go again after the keep-alive race,
@@ -321,6 +328,126 @@ pub(crate) fn idempotent(ex: &Exchange<'_>) -> bool {
     head.method.is_idempotent() || head.header("idempotency-key").is_some()
 }
 
+/// What the loop knows of a request's tries so far.
+#[derive(Debug)]
+struct Tally {
+    /// Servers in the pool.
+    servers: usize,
+    /// Servers that failed it (each is tried once).
+    failed: usize,
+    /// Sends so far (the first included).
+    sends: u32,
+    races_left: u8,
+    pauses_left: u8,
+}
+
+impl Tally {
+    fn new(servers: usize) -> Tally {
+        Tally {
+            servers,
+            failed: 0,
+            sends: 0,
+            races_left: RACE_RESENDS,
+            pauses_left: RACE_RESENDS,
+        }
+    }
+}
+
+/// How a protocol's servers differ where the rule lets them.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    race_elsewhere: bool,
+    same_server_pause: Option<Duration>,
+}
+
+/// The request as the rule sees it.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    /// Idempotent (or `retries.non_idempotent`).
+    idempotent: bool,
+    /// Its body is all in hand (not streamed): it can be sent again.
+    resendable: bool,
+    /// Time since its first try.
+    elapsed: Duration,
+}
+
+/// What to do after a failed try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Answer the client with the failure's status; why, for the log.
+    GiveUp(&'static str),
+    /// The keep-alive race: a new connection, to another server
+    /// (`true`) or the same.
+    Race(bool),
+    /// The same server (it only asked for a different way).
+    Same,
+    /// Another server; the failed one is held off.
+    Another,
+    /// The same server after this pause.
+    Pause(Duration),
+}
+
+/// The retry rule (the module's doc), as a pure function: updates `t`.
+fn decide(f: &Fail, t: &mut Tally, pol: &Retries, req: Request, rules: Rules) -> Next {
+    let race = f.is_race();
+    if !race && !f.same_server && f.cause != Cause::Local {
+        t.failed += 1;
+    }
+    let other = t.failed < t.servers;
+    let wanted = match f.cause {
+        _ if race => true,
+        Cause::Error | Cause::Refused => pol.on_error,
+        Cause::Timeout => pol.on_timeout,
+        Cause::Status(s) => pol.on_status.contains(&s),
+        Cause::Local => false,
+    };
+    let safe = match f.retry {
+        Retry::Unsent => true,
+        Retry::MaybeSent => req.idempotent,
+        Retry::Never => false,
+    } && req.resendable;
+    let in_budget = if race {
+        t.races_left > 0
+    } else {
+        (pol.tries == 0 || t.sends < pol.tries)
+            && pol.within.is_none_or(|w| req.elapsed < w)
+            && t.sends < MAX_SENDS
+    };
+    // The same server after a pause, where the protocol's servers come
+    // back on their socket: only after a broken connection (an overloaded
+    // or slow server is not asked again at once).
+    let pause = rules
+        .same_server_pause
+        .filter(|_| f.cause == Cause::Error && t.pauses_left > 0);
+    let target_ok = race || f.same_server || other || pause.is_some();
+    if !wanted || !safe {
+        return Next::GiveUp("not sent again");
+    }
+    if !in_budget {
+        return Next::GiveUp("tried enough");
+    }
+    if !target_ok {
+        return Next::GiveUp("no other server to try");
+    }
+    if race {
+        t.races_left -= 1;
+        return Next::Race(rules.race_elsewhere && t.servers > 1);
+    }
+    if f.same_server {
+        return Next::Same;
+    }
+    if other {
+        return Next::Another;
+    }
+    match pause {
+        Some(p) => {
+            t.pauses_left -= 1;
+            Next::Pause(p)
+        }
+        None => Next::GiveUp("no other server to try"),
+    }
+}
+
 /// Runs the request through `steps` until it is answered. `None`: the
 /// client was answered here (503 from the queue, or the last failure's
 /// status).
@@ -335,12 +462,11 @@ pub(crate) async fn run<S: Steps>(
     let key = gateway::affinity_key(&pool.spec.affinity, ex);
     let idem = idempotent(ex) || pol.non_idempotent;
     let started = Instant::now();
-    let servers = pool.procs.len();
-    // Servers that failed a new connection (each is tried once).
-    let mut failed_servers = 0usize;
-    let mut race_left = RACE_RESENDS;
-    let mut pauses_left = RACE_RESENDS;
-    let mut sends = 0u32;
+    let rules = Rules {
+        race_elsewhere: S::RACE_ELSEWHERE,
+        same_server_pause: S::SAME_SERVER_PAUSE,
+    };
+    let mut tally = Tally::new(pool.procs.len());
     let mut skip = None;
     loop {
         let Some(lease) = gateway::lease_logged(pool, key.as_deref(), skip, ex, S::KIND).await
@@ -350,8 +476,8 @@ pub(crate) async fn run<S: Steps>(
         };
         ex.upstream_began(gateway::target_addr(&lease.proc.target));
         let proc = lease.proc.clone();
-        let may_go_again = !plan.streamed && input.replayable();
-        let parked = steps.reuse(&lease, !(idem && may_go_again));
+        let resendable = !plan.streamed && input.replayable();
+        let parked = steps.reuse(&lease, !(idem && resendable));
         let reused = parked.is_some();
         let conn = match parked {
             Some(c) => c,
@@ -362,37 +488,42 @@ pub(crate) async fn run<S: Steps>(
                         pool.hold_off(&proc, HOLD_OFF);
                     }
                     drop(lease);
-                    failed_servers += 1;
                     // Nothing was sent: any request may try another server.
-                    let wanted = match f.cause {
-                        Cause::Error => pol.on_error,
-                        Cause::Timeout => pol.on_timeout,
-                        _ => false,
+                    let req = Request {
+                        idempotent: true,
+                        resendable: true,
+                        elapsed: started.elapsed(),
                     };
-                    let within = pol.within.is_none_or(|w| started.elapsed() < w);
-                    if wanted && within && failed_servers < servers {
-                        log_retry(ex, pool, &proc, S::KIND, &f, "trying another server");
+                    let next = decide(
+                        &f,
+                        &mut tally,
+                        pol,
+                        req,
+                        Rules {
+                            race_elsewhere: false,
+                            same_server_pause: None,
+                        },
+                    );
+                    if next == Next::Another {
+                        log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
                         skip = Some(proc.index);
                         continue;
                     }
-                    let why = if !wanted {
-                        "not retried on this"
-                    } else if !within {
-                        "retries.within passed"
-                    } else {
-                        "no other server to try"
+                    let why = match next {
+                        Next::GiveUp(why) => why,
+                        _ => "no other server to try",
                     };
                     give_up(steps, ex, pool, &proc, &f, why, false).await;
                     return None;
                 }
             },
         };
-        sends += 1;
-        let left = (pol.tries == 0 || sends < pol.tries)
+        tally.sends += 1;
+        let left = (pol.tries == 0 || tally.sends < pol.tries)
             && pol.within.is_none_or(|w| started.elapsed() < w)
-            && may_go_again
+            && resendable
             && idem;
-        let statuses: &[u16] = if left && failed_servers + 1 < servers {
+        let statuses: &[u16] = if left && tally.failed + 1 < tally.servers {
             &pol.on_status
         } else {
             &[]
@@ -405,74 +536,51 @@ pub(crate) async fn run<S: Steps>(
             Ok(out) => return Some(out),
             Err(f) => f,
         };
-        let race = f.is_race();
-        if !race && !f.same_server && f.cause != Cause::Local {
-            failed_servers += 1;
+        let req = Request {
+            idempotent: idem,
+            resendable,
+            elapsed: started.elapsed(),
+        };
+        let mut next = decide(&f, &mut tally, pol, req, rules);
+        if !matches!(next, Next::GiveUp(_)) && !input.rewind() {
+            next = Next::GiveUp("not sent again");
         }
-        let other = failed_servers < servers;
-        let wanted = match f.cause {
-            _ if race => true,
-            Cause::Error | Cause::Refused => pol.on_error,
-            Cause::Timeout => pol.on_timeout,
-            Cause::Status(s) => pol.on_status.contains(&s),
-            Cause::Local => false,
-        };
-        let safe = match f.retry {
-            Retry::Unsent => true,
-            Retry::MaybeSent => idem,
-            Retry::Never => false,
-        };
-        let in_budget = if race {
-            race_left > 0
-        } else {
-            (pol.tries == 0 || sends < pol.tries)
-                && pol.within.is_none_or(|w| started.elapsed() < w)
-                && sends < MAX_SENDS
-        };
-        // Where the next try would go: the same server after a race or
-        // when the failure says so, another one, or the same one after a
-        // pause when the protocol's servers come back on their socket
-        // (only after a broken connection: an overloaded or slow server
-        // is not asked again at once).
-        let pause = S::SAME_SERVER_PAUSE.filter(|_| f.cause == Cause::Error && pauses_left > 0);
-        let target_ok = race || f.same_server || other || pause.is_some();
-        let again = wanted && safe && in_budget && target_ok && !plan.streamed && input.rewind();
-        if !again {
-            let why = if !in_budget {
-                "tried enough"
-            } else if wanted && safe && !target_ok {
-                "no other server to try"
-            } else {
-                "not sent again"
-            };
-            give_up(steps, ex, pool, &proc, &f, why, true).await;
-            return None;
-        }
-        if race || f.same_server {
-            if race {
-                race_left -= 1;
+        match next {
+            Next::GiveUp(why) => {
+                give_up(steps, ex, pool, &proc, &f, why, true).await;
+                return None;
+            }
+            Next::Race(elsewhere) => {
                 // The server's other parked connections are as suspect:
                 // closed, so the next try connects anew.
                 proc.retried();
+                let what = if elsewhere {
+                    S::ANOTHER
+                } else {
+                    "retrying on a new one"
+                };
+                log_retry(ex, pool, &proc, S::KIND, &f, what);
+                skip = elsewhere.then_some(proc.index);
             }
-            log_retry(ex, pool, &proc, S::KIND, &f, if race { "retrying on a new one" } else { "trying again" });
-            skip = None;
-            continue;
-        }
-        if matches!(f.cause, Cause::Error | Cause::Timeout) {
-            pool.hold_off(&proc, HOLD_OFF);
-        }
-        if other {
-            log_retry(ex, pool, &proc, S::KIND, &f, "trying another server");
-            skip = Some(proc.index);
-        } else if let Some(pause) = pause {
-            pauses_left -= 1;
-            proc.retried();
-            log_retry(ex, pool, &proc, S::KIND, &f, "retrying on a new one");
-            // The process is going away: its successor takes over the
-            // socket in a moment.
-            tokio::time::sleep(pause).await;
-            skip = None;
+            Next::Same => {
+                log_retry(ex, pool, &proc, S::KIND, &f, "trying again");
+                skip = None;
+            }
+            Next::Another => {
+                if matches!(f.cause, Cause::Error | Cause::Timeout) {
+                    pool.hold_off(&proc, HOLD_OFF);
+                }
+                log_retry(ex, pool, &proc, S::KIND, &f, S::ANOTHER);
+                skip = Some(proc.index);
+            }
+            Next::Pause(pause) => {
+                proc.retried();
+                log_retry(ex, pool, &proc, S::KIND, &f, "retrying on a new one");
+                // The process is going away: its successor takes over the
+                // socket in a moment.
+                tokio::time::sleep(pause).await;
+                skip = None;
+            }
         }
     }
 }
@@ -521,4 +629,276 @@ async fn give_up<S: Steps>(
         ex.who()
     );
     steps.answer(ex, f.status, f.retry_after, sent).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HTTP: Rules = Rules {
+        race_elsewhere: false,
+        same_server_pause: None,
+    };
+    const FASTCGI: Rules = Rules {
+        race_elsewhere: true,
+        same_server_pause: Some(Duration::from_millis(50)),
+    };
+
+    fn req(idempotent: bool) -> Request {
+        Request {
+            idempotent,
+            resendable: true,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    fn sent(t: &mut Tally) -> &mut Tally {
+        t.sends += 1;
+        t
+    }
+
+    /// nginx: "upstream prematurely closed connection" with one server and
+    /// nowhere left to go is a 502 at once, for a GET as for a POST.
+    #[test]
+    fn a_new_connection_closed_by_the_only_http_server_is_given_up_at_once() {
+        let f = Fail::closed(false, Retry::MaybeSent, "closed");
+        let pol = Retries::default();
+        let mut t = Tally::new(1);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(true), HTTP),
+            Next::GiveUp("no other server to try")
+        );
+        let mut t = Tally::new(1);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(false), HTTP),
+            Next::GiveUp("not sent again")
+        );
+    }
+
+    /// RFC 9110 §9.2.2: a request the application may have acted on goes
+    /// again only when idempotent; one it cannot have (a reset with the
+    /// request unread) goes again whatever its method.
+    #[test]
+    fn only_idempotent_requests_go_again_after_a_failure_that_may_have_reached_the_application() {
+        let pol = Retries::default();
+        let maybe = Fail::closed(false, Retry::MaybeSent, "closed");
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&maybe, sent(&mut t), &pol, req(true), HTTP),
+            Next::Another
+        );
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&maybe, sent(&mut t), &pol, req(false), HTTP),
+            Next::GiveUp("not sent again")
+        );
+        let unsent = Fail::connect(&std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&unsent, &mut t, &pol, req(false), HTTP),
+            Next::Another
+        );
+        // `non_idempotent = true` is the caller's `idempotent`.
+        let streamed = Request {
+            resendable: false,
+            ..req(true)
+        };
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&unsent, &mut t, &pol, streamed, HTTP),
+            Next::GiveUp("not sent again")
+        );
+    }
+
+    /// The keep-alive race is the reuse's failure, not the server's: twice
+    /// at most, on a new connection to the same HTTP server (another
+    /// FastCGI process), even with `retries.on = []`.
+    #[test]
+    fn the_keep_alive_race_goes_again_twice_whatever_retries_on_says() {
+        let pol = Retries {
+            on_error: false,
+            on_timeout: false,
+            ..Retries::default()
+        };
+        let race = Fail::closed(true, Retry::MaybeSent, "closed");
+        let mut t = Tally::new(2);
+        assert_eq!(
+            decide(&race, sent(&mut t), &pol, req(true), HTTP),
+            Next::Race(false)
+        );
+        assert_eq!(
+            decide(&race, sent(&mut t), &pol, req(true), FASTCGI),
+            Next::Race(true)
+        );
+        assert_eq!(
+            decide(&race, sent(&mut t), &pol, req(true), HTTP),
+            Next::GiveUp("tried enough")
+        );
+        assert_eq!(t.failed, 0, "a race is not the server's failure");
+    }
+
+    /// nginx `proxy_next_upstream` without `timeout`: a slow server's 504
+    /// goes to the client; with it, the next server gets the request.
+    #[test]
+    fn retries_on_names_the_failures_that_go_to_the_next_server() {
+        let slow = Fail::timeout(false, "slow");
+        let only_errors = RetriesConfig {
+            on: Some(vec!["error".into()]),
+            ..RetriesConfig::default()
+        }
+        .validate()
+        .expect("valid");
+        let mut t = Tally::new(3);
+        assert_eq!(
+            decide(&slow, sent(&mut t), &only_errors, req(true), HTTP),
+            Next::GiveUp("not sent again")
+        );
+        let mut t = Tally::new(3);
+        assert_eq!(
+            decide(&slow, sent(&mut t), &Retries::default(), req(true), HTTP),
+            Next::Another
+        );
+        let s503 = Fail::status(false, 503);
+        let on503 = RetriesConfig {
+            on: Some(vec!["http_503".into()]),
+            ..RetriesConfig::default()
+        }
+        .validate()
+        .expect("valid");
+        let mut t = Tally::new(3);
+        assert_eq!(
+            decide(&s503, sent(&mut t), &on503, req(true), HTTP),
+            Next::Another
+        );
+        assert!(RetriesConfig {
+            on: Some(vec!["http_500".into()]),
+            ..RetriesConfig::default()
+        }
+        .validate()
+        .is_err());
+    }
+
+    /// `tries` counts sends, the first included (nginx
+    /// `proxy_next_upstream_tries`); `within` bounds the time
+    /// (`proxy_next_upstream_timeout`).
+    #[test]
+    fn tries_and_within_bound_the_retries() {
+        let f = Fail::closed(false, Retry::MaybeSent, "closed");
+        let pol = Retries {
+            tries: 2,
+            ..Retries::default()
+        };
+        let mut t = Tally::new(5);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(true), HTTP),
+            Next::Another
+        );
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, req(true), HTTP),
+            Next::GiveUp("tried enough")
+        );
+        let pol = Retries {
+            within: Some(Duration::from_secs(1)),
+            ..Retries::default()
+        };
+        let late = Request {
+            elapsed: Duration::from_secs(2),
+            ..req(true)
+        };
+        let mut t = Tally::new(5);
+        assert_eq!(
+            decide(&f, sent(&mut t), &pol, late, HTTP),
+            Next::GiveUp("tried enough")
+        );
+    }
+
+    /// A lone FastCGI process that closed a new connection is on its way
+    /// out and its successor takes over its socket: tried again after a
+    /// pause, twice at most. An overloaded one is not asked again at once.
+    #[test]
+    fn a_lone_fastcgi_process_is_tried_again_after_a_pause_only_when_its_connection_broke() {
+        let pol = Retries::default();
+        let broke = Fail::closed(false, Retry::MaybeSent, "lost");
+        let mut t = Tally::new(1);
+        let pause = Next::Pause(Duration::from_millis(50));
+        assert_eq!(
+            decide(&broke, sent(&mut t), &pol, req(true), FASTCGI),
+            pause
+        );
+        assert_eq!(
+            decide(&broke, sent(&mut t), &pol, req(true), FASTCGI),
+            pause
+        );
+        assert_eq!(
+            decide(&broke, sent(&mut t), &pol, req(true), FASTCGI),
+            Next::GiveUp("no other server to try")
+        );
+        let overloaded = Fail {
+            cause: Cause::Refused,
+            retry: Retry::Unsent,
+            reused: false,
+            same_server: false,
+            status: 503,
+            retry_after: true,
+            what: "refused".into(),
+        };
+        let mut t = Tally::new(1);
+        assert_eq!(
+            decide(&overloaded, sent(&mut t), &pol, req(false), FASTCGI),
+            Next::GiveUp("no other server to try")
+        );
+    }
+
+    /// The keys as CONFIG.md documents them, on a `proxy = {}` and a
+    /// `fastcgi = {}` route; an unknown failure name is refused with its
+    /// key named.
+    #[test]
+    fn routes_take_retries_and_the_proxy_its_send_and_read_timeouts() {
+        use crate::config::{from_str, Overrides};
+        use crate::handler::Handler;
+        let d = std::env::temp_dir().join(format!("stoa-life-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        let text = |on: &str| {
+            format!(
+                "[[pool]]\nname = \"web\"\nprotocol = \"http\"\naddress = [\"127.0.0.1:9\"]\n\
+                 [[pool]]\nname = \"php\"\naddress = [\"127.0.0.1:9\"]\n\
+                 [[site]]\nroot = \".\"\n\
+                 [[site.route]]\nprefix = \"/p/\"\nproxy = {{ pool = \"web\", send_timeout = \"3s\", read_timeout = \"70s\", \
+                 retries = {{ on = [{on}], tries = 3, within = \"10s\", non_idempotent = true }} }}\n\
+                 [[site.route]]\nprefix = \"/f/\"\nfastcgi = {{ pool = \"php\", retries = {{ on = [] }} }}\n"
+            )
+        };
+        let rt = from_str(
+            &text("\"error\", \"http_503\""),
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .expect("valid");
+        let routes = &rt.sites[0].routes;
+        let Handler::Proxy(p) = &routes[0].handler else {
+            panic!("not a proxy route");
+        };
+        assert_eq!(p.send_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(p.read_timeout, Some(Duration::from_secs(70)));
+        assert_eq!(
+            p.retries,
+            Retries {
+                on_error: true,
+                on_timeout: false,
+                on_status: vec![503],
+                tries: 3,
+                within: Some(Duration::from_secs(10)),
+                non_idempotent: true,
+            }
+        );
+        let Handler::FastCgi(f) = &routes[1].handler else {
+            panic!("not a fastcgi route");
+        };
+        assert!(!f.retries.on_error && !f.retries.on_timeout);
+        let e = from_str(&text("\"http_500\""), "t.toml", &d, &Overrides::default())
+            .expect_err("http_500 is not a retry condition");
+        assert!(e.to_string().contains("proxy.retries"), "{e}");
+        assert!(e.to_string().contains("http_500"), "{e}");
+    }
 }

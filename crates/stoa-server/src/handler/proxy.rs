@@ -92,7 +92,11 @@ pub async fn serve(
     pools: &[Arc<Pool>],
 ) -> Outcome {
     let Some(pool) = pools.get(route.pool).cloned() else {
-        tracing::error!("proxy: pool {} is not running", route.pool_name);
+        tracing::error!(
+            "proxy: pool {} is not running; {}",
+            route.pool_name,
+            ex.who()
+        );
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
@@ -170,7 +174,12 @@ impl life::Steps for Http<'_> {
     /// An HTTP server that closed a new connection is failing: trying it
     /// again would only put off the 502 (nginx tries each server once).
     const SAME_SERVER_PAUSE: Option<Duration> = None;
+    /// An HTTP server closes idle connections on its own timer and stays
+    /// up: the same server takes the request on a new connection (its
+    /// affinity kept).
+    const RACE_ELSEWHERE: bool = false;
     const KIND: &'static str = "proxy";
+    const ANOTHER: &'static str = "trying another server";
 
     fn reuse(&mut self, lease: &Lease, strict: bool) -> Option<AppStream> {
         // A parked connection the upstream closed meanwhile fails before
@@ -371,7 +380,6 @@ async fn exchange(
     if let Input::Memory(b) = input {
         w.extend_from_slice(b);
     }
-    let mut sent_all = true;
     match timeout(send_limit, app.write_all(w)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
@@ -385,247 +393,22 @@ async fn exchange(
             ));
         }
     }
-    // Expect end to end: the application's 100 lets the body come (the
-    // exchange sends the client its own 100 on the first read); its final
-    // answer (401, 413, 417) goes back without the body ever being asked
-    // for. One that says nothing within EXPECT_WAIT gets the body anyway
-    // (RFC 9110 §10.1.1).
-    // `rh`: parsed into the worker's spare head (its allocations reused).
-    let mut hold_body = false;
-    // (`loop` inside `if`: the expectation is fixed for the request.)
-    if expect {
-        loop {
-            match rh.parse(rbuf, MAX_HEAD) {
-                Ok(Some(n)) if rh.status == 100 => {
-                    rbuf.drain(..n);
-                    break;
-                }
-                Ok(Some(n)) if rh.status > 101 && rh.status < 200 => {
-                    rbuf.drain(..n);
-                }
-                // A final answer, or a bad head the response loop reports.
-                Ok(Some(_)) | Err(_) => {
-                    hold_body = true;
-                    break;
-                }
-                Ok(None) => match read_more(app, rbuf, EXPECT_WAIT, ex).await {
-                    Read::Data => {}
-                    Read::Timeout => break,
-                    Read::Eof if rbuf.is_empty() => {
-                        return Err(stale(t.reused, refused_unread(app).await))
-                    }
-                    Read::Reset if rbuf.is_empty() => return Err(stale(t.reused, true)),
-                    Read::Eof | Read::Reset => {
-                        hold_body = true;
-                        break;
-                    }
-                    Read::ClientGone => {
-                        ex.close();
-                        return Ok(Done::Failed);
-                    }
-                },
-            }
-        }
-    }
-    if hold_body {
-        sent_all = false;
-    }
-    match input {
-        _ if hold_body => {}
-        Input::File(f, _) => {
-            let mut chunk = vec![0u8; READ_CHUNK];
-            loop {
-                let n = match std::io::Read::read(f, &mut chunk) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) => {
-                        tracing::error!(
-                            "proxy pool {}: request body spool: {e}; {}",
-                            pool.spec.name,
-                            ex.who()
-                        );
-                        gateway::fail_now(ex, 500).await;
-                        return Ok(Done::Failed);
-                    }
-                };
-                if !matches!(timeout(send_limit, app.write_all(&chunk[..n])).await, Ok(Ok(()))) {
-                    // An upstream that answers early (413) stops reading:
-                    // its answer may still be there.
-                    sent_all = false;
-                    break;
-                }
-            }
-        }
-        Input::Stream(_) => {
-            let mut piece = Vec::with_capacity(READ_CHUNK);
-            loop {
-                piece.clear();
-                match ex.read_body(&mut piece).await {
-                    Ok(more) => {
-                        if !piece.is_empty()
-                            && !matches!(timeout(send_limit, app.write_all(&piece)).await, Ok(Ok(())))
-                        {
-                            sent_all = false;
-                            break;
-                        }
-                        if !more {
-                            break;
-                        }
-                    }
-                    Err(_) => {
-                        // The client's body broke off: the upstream got a
-                        // short request, which it will take as an error.
-                        ex.close();
-                        return Ok(Done::Failed);
-                    }
-                }
-            }
-        }
-        Input::None if rechunk => {
-            let mut piece = Vec::with_capacity(READ_CHUNK);
-            let mut framed = Vec::with_capacity(READ_CHUNK + 16);
-            loop {
-                piece.clear();
-                framed.clear();
-                let more = match ex.read_body(&mut piece).await {
-                    Ok(more) => more,
-                    Err(_) => {
-                        ex.close();
-                        return Ok(Done::Failed);
-                    }
-                };
-                stoa_h1::proxy::push_chunk(&mut framed, &piece);
-                if !more {
-                    framed.extend_from_slice(stoa_h1::body::LAST_CHUNK);
-                }
-                if !framed.is_empty()
-                    && !matches!(timeout(send_limit, app.write_all(&framed)).await, Ok(Ok(())))
-                {
-                    sent_all = false;
-                    break;
-                }
-                if !more {
-                    break;
-                }
-            }
-        }
-        Input::None | Input::Memory(_) => {}
-    }
-
-    // The response head (1xx interim responses are dropped).
-    let sent = SentRequest {
-        head: head.method == Method::Head,
-        upgrade: upgrade.is_some(),
-        client_expects_continue: expect,
-        client_version: head.version,
+    let mut wire = Wire {
+        app,
+        rbuf,
+        rh,
+        send_limit,
+        limit,
     };
-    let info = loop {
-        // Nothing read yet (the usual first pass): nothing to parse.
-        let parsed = if rbuf.is_empty() {
-            Ok(None)
-        } else {
-            rh.parse(rbuf, MAX_HEAD)
-        };
-        let n = match parsed {
-            Ok(Some(n)) => n,
-            Ok(None) => match read_more(app, rbuf, limit, ex).await {
-                Read::Data => continue,
-                Read::Eof if rbuf.is_empty() => {
-                    return Err(stale(t.reused, refused_unread(app).await))
-                }
-                Read::Reset if rbuf.is_empty() => return Err(stale(t.reused, true)),
-                Read::Eof | Read::Reset => {
-                    tracing::error!(
-                        "proxy pool {}: connection closed in the response head; {}",
-                        pool.spec.name,
-                        ex.who()
-                    );
-                    gateway::fail_now(ex, 502).await;
-                    return Ok(Done::Failed);
-                }
-                Read::Timeout => {
-                    return Err(Fail::timeout(
-                        t.reused,
-                        format!("sent no response within {limit:?}"),
-                    ));
-                }
-                Read::ClientGone => {
-                    ex.close();
-                    return Ok(Done::Failed);
-                }
-            },
-            Err(e) => {
-                tracing::error!(
-                    "proxy pool {}: bad response head: {e:?}; {}",
-                    pool.spec.name,
-                    ex.who()
-                );
-                gateway::fail_now(ex, 502).await;
-                return Ok(Done::Failed);
-            }
-        };
-        match inspect_response(rh, &sent) {
-            Ok(i) if matches!(i.kind, ResponseKind::Interim { .. }) => {
-                // 103 Early Hints and the like go on to the client as they
-                // come (its fields cleaned as a final response's are); a
-                // 100 was for Stoa, which sends the client its own.
-                if i.kind == (ResponseKind::Interim { forward: true }) && rh.status != 100 {
-                    w.clear();
-                    let ropts = ResponseOptions {
-                        drop: &["server", "date"],
-                        ..ResponseOptions::default()
-                    };
-                    if write_response_headers(w, rh, &ropts).is_ok()
-                        && !ex.interim(rh.status, w).await
-                    {
-                        ex.close();
-                        return Ok(Done::Failed);
-                    }
-                }
-                rbuf.drain(..n);
-            }
-            Ok(i) if i.kind == ResponseKind::Final => {
-                if t.retry_statuses.contains(&rh.status) {
-                    // The route retries on this status and a try is left:
-                    // the response is not passed on (nor the connection
-                    // kept: its body is unread).
-                    return Err(Fail::status(t.reused, rh.status));
-                }
-                rbuf.drain(..n);
-                break i;
-            }
-            Ok(i) if i.kind == ResponseKind::Tunnel => {
-                // 101: the head as HTTP/1 (the fields the upgrade needs
-                // put back), then whatever the server sent after it.
-                let mut raw = b"HTTP/1.1 101 Switching Protocols\r\n".to_vec();
-                let ropts = ResponseOptions {
-                    drop: &["server", "date"],
-                    ..ResponseOptions::default()
-                };
-                if write_response_headers(&mut raw, rh, &ropts).is_err() {
-                    gateway::fail_now(ex, 502).await;
-                    return Ok(Done::Failed);
-                }
-                raw.extend_from_slice(b"Connection: Upgrade\r\nUpgrade: ");
-                raw.extend_from_slice(rh.header("upgrade").unwrap_or(b""));
-                raw.extend_from_slice(b"\r\n\r\n");
-                raw.extend_from_slice(&rbuf[n..]);
-                ex.raw(&raw, 101);
-                ex.finish();
-                return Ok(Done::Upgraded);
-            }
-            Ok(_) | Err(_) => {
-                tracing::error!(
-                    "proxy pool {}: response not passed on; {}",
-                    pool.spec.name,
-                    ex.who()
-                );
-                gateway::fail_now(ex, 502).await;
-                return Ok(Done::Failed);
-            }
-        }
+    let sent_all = match send_body(call, ex, &mut wire, input, expect, t).await {
+        Ok(all) => all,
+        Err(ended) => return ended,
     };
-
+    let info = match response_head(call, ex, &mut wire, w, expect, upgrade.is_some(), t).await {
+        Ok(i) => i,
+        Err(ended) => return ended,
+    };
+    let rh = &*wire.rh;
     // A session cookie this server gave out sticks to it.
     gateway::learn_session(pool, lease.proc.index, rh.headers());
 
@@ -673,6 +456,341 @@ async fn exchange(
     } else {
         ex.end_head_stream();
     }
+    if let Err(done) = pass_body(call, ex, &mut wire, framing, bodyless).await {
+        return Ok(done);
+    }
+    let rbuf = &*wire.rbuf;
+    ex.finish();
+    let reusable = info.reusable(sent_all, true, rbuf.len());
+    Ok(Done::Sent {
+        reuse: reusable.then(|| ttl(pool.spec.keepalive_timeout, &info.keep_alive_params)),
+    })
+}
+
+/// How a step of the exchange ended the try early: what went to the
+/// client (`Ok`), or a [`Fail`] while nothing did.
+type Ended = Result<Done, Fail>;
+
+/// What the exchange's steps share: the upstream connection, the
+/// worker's buffers (the response is parsed into `rh`, read into `rbuf`),
+/// and the limits.
+struct Wire<'b> {
+    app: &'b mut AppStream,
+    rbuf: &'b mut Vec<u8>,
+    rh: &'b mut stoa_h1::ResponseHead,
+    send_limit: Duration,
+    limit: Duration,
+}
+
+/// Sends the request body after its head (for an `Expect: 100-continue`
+/// the application asked to see, once it says 100); whether all of it
+/// went.
+async fn send_body(
+    call: &Http<'_>,
+    ex: &mut Exchange<'_>,
+    wire: &mut Wire<'_>,
+    input: &mut Input,
+    expect: bool,
+    t: &life::Try<'_>,
+) -> Result<bool, Ended> {
+    let Http { pool, rechunk, .. } = *call;
+    let Wire {
+        app,
+        rbuf,
+        rh,
+        send_limit,
+        ..
+    } = wire;
+    let (app, rbuf, rh, send_limit) = (&mut **app, &mut **rbuf, &mut **rh, *send_limit);
+    let mut sent_all = true;
+    // Expect end to end: the application's 100 lets the body come (the
+    // exchange sends the client its own 100 on the first read); its final
+    // answer (401, 413, 417) goes back without the body ever being asked
+    // for. One that says nothing within EXPECT_WAIT gets the body anyway
+    // (RFC 9110 §10.1.1).
+    // `rh`: parsed into the worker's spare head (its allocations reused).
+    let mut hold_body = false;
+    // (`loop` inside `if`: the expectation is fixed for the request.)
+    if expect {
+        loop {
+            match rh.parse(rbuf, MAX_HEAD) {
+                Ok(Some(n)) if rh.status == 100 => {
+                    rbuf.drain(..n);
+                    break;
+                }
+                Ok(Some(n)) if rh.status > 101 && rh.status < 200 => {
+                    rbuf.drain(..n);
+                }
+                // A final answer, or a bad head the response loop reports.
+                Ok(Some(_)) | Err(_) => {
+                    hold_body = true;
+                    break;
+                }
+                Ok(None) => match read_more(app, rbuf, EXPECT_WAIT, ex).await {
+                    Read::Data => {}
+                    Read::Timeout => break,
+                    Read::Eof if rbuf.is_empty() => {
+                        return Err(Err(stale(t.reused, refused_unread(app).await)))
+                    }
+                    Read::Reset if rbuf.is_empty() => return Err(Err(stale(t.reused, true))),
+                    Read::Eof | Read::Reset => {
+                        hold_body = true;
+                        break;
+                    }
+                    Read::ClientGone => {
+                        ex.close();
+                        return Err(Ok(Done::Failed));
+                    }
+                },
+            }
+        }
+    }
+    if hold_body {
+        sent_all = false;
+    }
+    match input {
+        _ if hold_body => {}
+        Input::File(f, _) => {
+            let mut chunk = vec![0u8; READ_CHUNK];
+            loop {
+                let n = match std::io::Read::read(f, &mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::error!(
+                            "proxy pool {}: request body spool: {e}; {}",
+                            pool.spec.name,
+                            ex.who()
+                        );
+                        gateway::fail_now(ex, 500).await;
+                        return Err(Ok(Done::Failed));
+                    }
+                };
+                if !matches!(
+                    timeout(send_limit, app.write_all(&chunk[..n])).await,
+                    Ok(Ok(()))
+                ) {
+                    // An upstream that answers early (413) stops reading:
+                    // its answer may still be there.
+                    sent_all = false;
+                    break;
+                }
+            }
+        }
+        Input::Stream(_) => {
+            let mut piece = Vec::with_capacity(READ_CHUNK);
+            loop {
+                piece.clear();
+                match ex.read_body(&mut piece).await {
+                    Ok(more) => {
+                        if !piece.is_empty()
+                            && !matches!(
+                                timeout(send_limit, app.write_all(&piece)).await,
+                                Ok(Ok(()))
+                            )
+                        {
+                            sent_all = false;
+                            break;
+                        }
+                        if !more {
+                            break;
+                        }
+                    }
+                    Err(_) => {
+                        // The client's body broke off: the upstream got a
+                        // short request, which it will take as an error.
+                        ex.close();
+                        return Err(Ok(Done::Failed));
+                    }
+                }
+            }
+        }
+        Input::None if rechunk => {
+            let mut piece = Vec::with_capacity(READ_CHUNK);
+            let mut framed = Vec::with_capacity(READ_CHUNK + 16);
+            loop {
+                piece.clear();
+                framed.clear();
+                let more = match ex.read_body(&mut piece).await {
+                    Ok(more) => more,
+                    Err(_) => {
+                        ex.close();
+                        return Err(Ok(Done::Failed));
+                    }
+                };
+                stoa_h1::proxy::push_chunk(&mut framed, &piece);
+                if !more {
+                    framed.extend_from_slice(stoa_h1::body::LAST_CHUNK);
+                }
+                if !framed.is_empty()
+                    && !matches!(
+                        timeout(send_limit, app.write_all(&framed)).await,
+                        Ok(Ok(()))
+                    )
+                {
+                    sent_all = false;
+                    break;
+                }
+                if !more {
+                    break;
+                }
+            }
+        }
+        Input::None | Input::Memory(_) => {}
+    }
+
+    Ok(sent_all)
+}
+
+/// Reads the response head, passing 1xx interim responses on (a 100 was
+/// for Stoa) and a 101 as the start of a tunnel.
+async fn response_head(
+    call: &Http<'_>,
+    ex: &mut Exchange<'_>,
+    wire: &mut Wire<'_>,
+    w: &mut Vec<u8>,
+    expect: bool,
+    upgrade: bool,
+    t: &life::Try<'_>,
+) -> Result<stoa_h1::proxy::ResponseInfo, Ended> {
+    let pool = call.pool;
+    let head = ex.req();
+    let Wire {
+        app,
+        rbuf,
+        rh,
+        limit,
+        ..
+    } = wire;
+    let (app, rbuf, rh, limit) = (&mut **app, &mut **rbuf, &mut **rh, *limit);
+    // The response head (1xx interim responses are dropped).
+    let sent = SentRequest {
+        head: head.method == Method::Head,
+        upgrade,
+        client_expects_continue: expect,
+        client_version: head.version,
+    };
+    loop {
+        // Nothing read yet (the usual first pass): nothing to parse.
+        let parsed = if rbuf.is_empty() {
+            Ok(None)
+        } else {
+            rh.parse(rbuf, MAX_HEAD)
+        };
+        let n = match parsed {
+            Ok(Some(n)) => n,
+            Ok(None) => match read_more(app, rbuf, limit, ex).await {
+                Read::Data => continue,
+                Read::Eof if rbuf.is_empty() => {
+                    return Err(Err(stale(t.reused, refused_unread(app).await)))
+                }
+                Read::Reset if rbuf.is_empty() => return Err(Err(stale(t.reused, true))),
+                Read::Eof | Read::Reset => {
+                    tracing::error!(
+                        "proxy pool {}: connection closed in the response head; {}",
+                        pool.spec.name,
+                        ex.who()
+                    );
+                    gateway::fail_now(ex, 502).await;
+                    return Err(Ok(Done::Failed));
+                }
+                Read::Timeout => {
+                    return Err(Err(Fail::timeout(
+                        t.reused,
+                        format!("sent no response within {limit:?}"),
+                    )));
+                }
+                Read::ClientGone => {
+                    ex.close();
+                    return Err(Ok(Done::Failed));
+                }
+            },
+            Err(e) => {
+                tracing::error!(
+                    "proxy pool {}: bad response head: {e:?}; {}",
+                    pool.spec.name,
+                    ex.who()
+                );
+                gateway::fail_now(ex, 502).await;
+                return Err(Ok(Done::Failed));
+            }
+        };
+        match inspect_response(rh, &sent) {
+            Ok(i) if matches!(i.kind, ResponseKind::Interim { .. }) => {
+                // 103 Early Hints and the like go on to the client as they
+                // come (its fields cleaned as a final response's are); a
+                // 100 was for Stoa, which sends the client its own.
+                if i.kind == (ResponseKind::Interim { forward: true }) && rh.status != 100 {
+                    w.clear();
+                    let ropts = ResponseOptions {
+                        drop: &["server", "date"],
+                        ..ResponseOptions::default()
+                    };
+                    if write_response_headers(w, rh, &ropts).is_ok()
+                        && !ex.interim(rh.status, w).await
+                    {
+                        ex.close();
+                        return Err(Ok(Done::Failed));
+                    }
+                }
+                rbuf.drain(..n);
+            }
+            Ok(i) if i.kind == ResponseKind::Final => {
+                if t.retry_statuses.contains(&rh.status) {
+                    // The route retries on this status and a try is left:
+                    // the response is not passed on (nor the connection
+                    // kept: its body is unread).
+                    return Err(Err(Fail::status(t.reused, rh.status)));
+                }
+                rbuf.drain(..n);
+                return Ok(i);
+            }
+            Ok(i) if i.kind == ResponseKind::Tunnel => {
+                // 101: the head as HTTP/1 (the fields the upgrade needs
+                // put back), then whatever the server sent after it.
+                let mut raw = b"HTTP/1.1 101 Switching Protocols\r\n".to_vec();
+                let ropts = ResponseOptions {
+                    drop: &["server", "date"],
+                    ..ResponseOptions::default()
+                };
+                if write_response_headers(&mut raw, rh, &ropts).is_err() {
+                    gateway::fail_now(ex, 502).await;
+                    return Err(Ok(Done::Failed));
+                }
+                raw.extend_from_slice(b"Connection: Upgrade\r\nUpgrade: ");
+                raw.extend_from_slice(rh.header("upgrade").unwrap_or(b""));
+                raw.extend_from_slice(b"\r\n\r\n");
+                raw.extend_from_slice(&rbuf[n..]);
+                ex.raw(&raw, 101);
+                ex.finish();
+                return Err(Ok(Done::Upgraded));
+            }
+            Ok(_) | Err(_) => {
+                tracing::error!(
+                    "proxy pool {}: response not passed on; {}",
+                    pool.spec.name,
+                    ex.who()
+                );
+                gateway::fail_now(ex, 502).await;
+                return Err(Ok(Done::Failed));
+            }
+        }
+    }
+}
+
+/// Passes the response body on, a piece at a time.
+async fn pass_body(
+    call: &Http<'_>,
+    ex: &mut Exchange<'_>,
+    wire: &mut Wire<'_>,
+    framing: Framing,
+    bodyless: bool,
+) -> Result<(), Done> {
+    let pool = call.pool;
+    let Wire {
+        app, rbuf, limit, ..
+    } = wire;
+    let (app, rbuf, limit) = (&mut **app, &mut **rbuf, *limit);
     // The body, a piece at a time: each is flushed to the client before
     // the next is read (a slow client holds at most READ_CHUNK here).
     let mut dec = BodyDecoder::new(if bodyless { Framing::None } else { framing });
@@ -692,7 +810,7 @@ async fn exchange(
                         ex.who()
                     );
                     ex.abort();
-                    return Ok(Done::Failed);
+                    return Err(Done::Failed);
                 }
             }
         }
@@ -702,7 +820,7 @@ async fn exchange(
         }
         if !ex.flush().await {
             ex.abort();
-            return Ok(Done::Failed);
+            return Err(Done::Failed);
         }
         match read_more(app, rbuf, limit, ex).await {
             Read::Data => {}
@@ -716,7 +834,7 @@ async fn exchange(
                     ex.who()
                 );
                 ex.abort();
-                return Ok(Done::Failed);
+                return Err(Done::Failed);
             }
             Read::Timeout => {
                 tracing::error!(
@@ -725,19 +843,15 @@ async fn exchange(
                     ex.who()
                 );
                 ex.abort();
-                return Ok(Done::Failed);
+                return Err(Done::Failed);
             }
             Read::ClientGone => {
                 ex.abort();
-                return Ok(Done::Failed);
+                return Err(Done::Failed);
             }
         }
     }
-    ex.finish();
-    let reusable = info.reusable(sent_all, true, rbuf.len());
-    Ok(Done::Sent {
-        reuse: reusable.then(|| ttl(pool.spec.keepalive_timeout, &info.keep_alive_params)),
-    })
+    Ok(())
 }
 
 /// After a clean close with no response: whether the upstream also reset
@@ -860,9 +974,7 @@ impl super::configure::Configure for ProxyRouteConfig {
             }
         };
         let retries = match &self.retries {
-            Some(r) => r
-                .validate()
-                .map_err(|e| Fail::new("proxy.retries", e))?,
+            Some(r) => r.validate().map_err(|e| Fail::new("proxy.retries", e))?,
             None => life::Retries::default(),
         };
         Ok(super::Handler::Proxy(Arc::new(ProxyRoute {

@@ -60,7 +60,7 @@ pub async fn watch(pool: Arc<Pool>) {
 }
 
 /// One GET; true for a 2xx or 3xx status line.
-async fn probe(target: &super::pool::Target, path: &str) -> bool {
+async fn probe(target: &super::target::Target, path: &str) -> bool {
     let Ok(mut s) = AppStream::connect(target, std::time::Duration::from_secs(5)).await else {
         return false;
     };

@@ -2,7 +2,7 @@
 //! between requests and adopted by another worker. Shared by FastCGI and
 //! the proxy; knows no protocol.
 
-use super::pool::{IdleConn, Target};
+use super::target::Target;
 use super::tls::{Alpn, ClientStream};
 use crate::local::worker_index;
 use std::io;
@@ -137,6 +137,10 @@ impl AppStream {
         use std::os::fd::AsRawFd;
         let fd = match self {
             AppStream::Unix(s) => s.as_raw_fd(),
+            // rustls no longer wants to read once it has taken the
+            // server's close_notify in (with the response, in one read),
+            // or holds bytes nobody asked for.
+            AppStream::Tls(s) if !s.get_ref().1.wants_read() => return false,
             _ => match self.tcp() {
                 Some(s) => s.as_raw_fd(),
                 None => return false,
@@ -198,5 +202,40 @@ impl AsyncWrite for AppStream {
             AppStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             AppStream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
+    }
+}
+
+/// A kept-alive connection to an application, still registered with the
+/// event loop of the worker that used it last (`owner`): that worker takes
+/// it back for nothing; another one moves it into its own event loop first.
+pub struct IdleConn {
+    pub stream: AppStream,
+    pub owner: usize,
+    /// The application may close it right after its last request (one
+    /// that carried a body the application may have left unread): whoever
+    /// takes it checks it first.
+    pub suspect: bool,
+    /// How long it may stay parked when that is shorter than the pool's
+    /// `keepalive_timeout` (an HTTP upstream's `Keep-Alive: timeout=N`).
+    pub ttl: Option<std::time::Duration>,
+    /// When it was parked (the pool's clock, ms).
+    pub(crate) since: u64,
+}
+
+impl IdleConn {
+    pub fn new(stream: AppStream, owner: usize) -> IdleConn {
+        IdleConn {
+            stream,
+            owner,
+            suspect: false,
+            ttl: None,
+            since: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for IdleConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IdleConn(worker {})", self.owner)
     }
 }

@@ -143,7 +143,7 @@ fn https_address(s: &str) -> Option<Result<(String, u16), String>> {
 /// once, now, as nginx resolves `proxy_pass` hosts at load), and the TLS
 /// to wrap them in, if any. [`apply`] wraps them once the pool's spec is
 /// built.
-pub struct Plan {
+pub(crate) struct Plan {
     connector: Arc<Connector>,
     /// Per address: the name to verify and the authority as written.
     names: Vec<(ServerName<'static>, String)>,
@@ -151,7 +151,7 @@ pub struct Plan {
 
 /// Reads the `tls` key and the addresses; returns the addresses to give
 /// the TCP parser and the TLS plan (None: a plain pool, as before).
-pub fn plan(
+pub(crate) fn plan(
     address: Option<Vec<String>>,
     tls: Option<&TlsKey>,
     http: bool,
@@ -196,7 +196,7 @@ pub fn plan(
             Some(r) => r?,
             None => {
                 // `127.0.0.1:8443` in a pool with a `tls` table.
-                let sa = super::pool::parse_addr(a)?;
+                let sa = super::addr::parse_addr(a)?;
                 (sa.ip().to_string(), sa.port())
             }
         };
@@ -233,7 +233,7 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 
 /// Wraps the pool's TCP addresses (in the order [`plan`] returned them)
 /// in TLS.
-pub fn apply(kind: &mut super::PoolKind, plan: Plan) {
+pub(crate) fn apply(kind: &mut super::PoolKind, plan: Plan) {
     if let super::PoolKind::Remote { addresses } = kind {
         for (t, (name, authority)) in addresses.iter_mut().zip(plan.names) {
             if let super::Target::Tcp(addr) = *t {
@@ -250,7 +250,7 @@ pub fn apply(kind: &mut super::PoolKind, plan: Plan) {
 
 /// Whether any of a pool's servers is reached with verification off: the
 /// pool's name is logged as a warning when it starts.
-pub fn unverified(kind: &super::PoolKind) -> bool {
+pub(crate) fn unverified(kind: &super::PoolKind) -> bool {
     matches!(kind, super::PoolKind::Remote { addresses }
         if addresses.iter().any(|t| matches!(t, super::Target::Tls(t) if !t.connector.verify)))
 }
@@ -428,7 +428,11 @@ pub type ClientStream = tokio_rustls::client::TlsStream<TcpSlot>;
 /// Connects to `t` and completes the handshake, both within `limit` (as
 /// nginx's `proxy_connect_timeout` covers its SSL handshake). A refused
 /// certificate comes back as an error that says why, naming the server.
-pub async fn connect(t: &TlsTarget, limit: Duration, alpn: Alpn) -> io::Result<ClientStream> {
+pub(crate) async fn connect(
+    t: &TlsTarget,
+    limit: Duration,
+    alpn: Alpn,
+) -> io::Result<ClientStream> {
     let c = async {
         let tcp = tokio::net::TcpStream::connect(t.addr).await?;
         let _ = tcp.set_nodelay(true);
@@ -651,6 +655,210 @@ mod tests {
         let plan = plan.expect("tls");
         assert_eq!(plan.names[0].0.to_str(), "localhost");
         assert_eq!(plan.names[0].1, "localhost:8443");
+    }
+
+    /// A parked TLS connection is taken by a worker with another event
+    /// loop (a thread with its own runtime here) and carries a request
+    /// there; once the server has sent its close_notify, and before
+    /// anyone reads it, the connection no longer looks open (a request
+    /// that cannot be sent again must not go on it).
+    #[test]
+    fn a_parked_tls_connection_moves_to_another_event_loop_and_a_close_notify_closes_it() {
+        use std::io::{BufRead, Write};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = std::env::temp_dir().join(format!("stoa-tls-move-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = p.self_signed(&ca_key).expect("ca");
+        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let leaf = rcgen::CertificateParams::new(vec!["app.test".to_owned()])
+            .expect("params")
+            .signed_by(&key, &ca, &ca_key)
+            .expect("leaf");
+        let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::try_from(key.serialize_der()).expect("key der"),
+        )
+        .expect("server config");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        // A blocking server: "ping" -> "pong"; "bye" -> close_notify, the
+        // socket kept open until the test ends.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let Ok((tcp, _)) = listener.accept() else {
+                return;
+            };
+            let Ok(conn) = rustls::ServerConnection::new(Arc::new(server)) else {
+                return;
+            };
+            let mut s = std::io::BufReader::new(rustls::StreamOwned::new(conn, tcp));
+            let mut line = String::new();
+            while s.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let s = s.get_mut();
+                if line == "bye\n" {
+                    s.conn.send_close_notify();
+                    let _ = s.flush();
+                    let _ = done_rx.recv_timeout(Duration::from_secs(10));
+                    return;
+                }
+                let _ = s.write_all(b"pong\n");
+                line.clear();
+            }
+        });
+        let t = TlsKey::Table(TlsTable {
+            ca: Some("ca.pem".into()),
+            server_name: Some("app.test".into()),
+            ..TlsTable::default()
+        });
+        let (plain, plan) = plan(Some(vec![addr.to_string()]), Some(&t), true, &dir).expect("plan");
+        let mut kind = super::super::PoolKind::Remote {
+            addresses: vec![
+                super::super::Target::parse(&plain.expect("addrs")[0], &dir).expect("addr")
+            ],
+        };
+        apply(&mut kind, plan.expect("tls"));
+        let super::super::PoolKind::Remote { addresses } = kind else {
+            unreachable!("a remote pool")
+        };
+        let target = addresses[0].clone();
+        let rt = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+        };
+        async fn ping(s: &mut AppStream) -> Vec<u8> {
+            s.write_all(b"ping\n").await.expect("write");
+            let mut got = vec![0u8; 5];
+            s.read_exact(&mut got).await.expect("read");
+            got
+        }
+        use super::super::stream::AppStream;
+        let first = rt();
+        let parked = first.block_on(async {
+            let mut s = AppStream::connect(&target, Duration::from_secs(5))
+                .await
+                .expect("connect");
+            assert_eq!(s.alpn(), None, "the server offers no ALPN");
+            assert_eq!(ping(&mut s).await, b"pong\n");
+            super::super::pool::IdleConn::new(s, usize::MAX)
+        });
+        let moved = std::thread::spawn(move || {
+            rt().block_on(async {
+                let mut s = AppStream::from_idle(parked).expect("adopt");
+                assert_eq!(ping(&mut s).await, b"pong\n");
+                assert!(s.looks_open());
+                s.write_all(b"bye\n").await.expect("write");
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while s.looks_open() && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                s.looks_open()
+            })
+        })
+        .join()
+        .expect("the other event loop");
+        assert!(
+            !moved,
+            "a connection with a close_notify waiting looked open"
+        );
+        let _ = done_tx.send(());
+        drop(first);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// ALPN (RFC 7301): a pool's connections offer "http/1.1"; an HTTP/2
+    /// upstream asks for "h2" (RFC 9113 §3.2) and learns what the server
+    /// chose.
+    #[test]
+    fn connections_offer_http_1_1_and_an_http2_upstream_gets_h2_by_alpn() {
+        use tokio::io::AsyncReadExt;
+        let dir = std::env::temp_dir().join(format!("stoa-tls-alpn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["app.test".to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::try_from(key.serialize_der()).expect("key der"),
+        )
+        .expect("server config");
+        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let server = Arc::new(server);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for _ in 0..2 {
+                let Ok((tcp, _)) = listener.accept() else {
+                    return;
+                };
+                let Ok(conn) = rustls::ServerConnection::new(server.clone()) else {
+                    return;
+                };
+                let mut s = rustls::StreamOwned::new(conn, tcp);
+                // The handshake, then a clean close.
+                let _ = std::io::Write::flush(&mut s);
+                while s.conn.is_handshaking() {
+                    if s.conn.complete_io(&mut s.sock).is_err() {
+                        break;
+                    }
+                }
+                s.conn.send_close_notify();
+                let _ = s.conn.complete_io(&mut s.sock);
+            }
+        });
+        let t = TlsKey::Table(TlsTable {
+            verify: Some(false),
+            server_name: Some("app.test".into()),
+            ..TlsTable::default()
+        });
+        let (plain, plan) = plan(Some(vec![addr.to_string()]), Some(&t), true, &dir).expect("plan");
+        let mut kind = super::super::PoolKind::Remote {
+            addresses: vec![
+                super::super::Target::parse(&plain.expect("addrs")[0], &dir).expect("addr")
+            ],
+        };
+        apply(&mut kind, plan.expect("tls"));
+        let super::super::PoolKind::Remote { addresses } = kind else {
+            unreachable!("a remote pool")
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        use super::super::stream::AppStream;
+        let limit = Duration::from_secs(5);
+        rt.block_on(async {
+            let mut s = AppStream::connect(&addresses[0], limit)
+                .await
+                .expect("connect");
+            assert_eq!(s.alpn(), Some(&b"http/1.1"[..]));
+            let _ = s.read(&mut [0u8; 1]).await;
+            let mut s = AppStream::connect_alpn(&addresses[0], limit, Alpn::H2)
+                .await
+                .expect("connect h2");
+            assert_eq!(s.alpn(), Some(&b"h2"[..]));
+            let _ = s.read(&mut [0u8; 1]).await;
+        });
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A reload keeps a pool whose spec compares equal: the same settings

@@ -9,7 +9,8 @@ use super::Outcome;
 use crate::exchange::Exchange;
 use crate::gateway::life::{self, Fail, Retry};
 use crate::gateway::{self, response, Bufs, ClientEv, Input};
-use crate::upstream::{AppStream, Lease, Pool};
+use crate::upstream::pool::PoolSpec;
+use crate::upstream::{AppStream, Lease, Pool, Proc};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -56,7 +57,11 @@ pub async fn serve(
     extra: &[(String, Vec<u8>)],
 ) -> Outcome {
     let Some(pool) = pools.get(route.pool).cloned() else {
-        tracing::error!("fastcgi: pool {} is not running", route.pool_name);
+        tracing::error!(
+            "fastcgi: pool {} is not running; {}",
+            route.pool_name,
+            ex.who()
+        );
         gateway::simple(ex, 503, &[]);
         return Outcome::Done;
     };
@@ -119,7 +124,10 @@ pub use crate::handler::Authz;
 /// Asks the Authorizer application of pool `pool` about a request (§6.3).
 pub async fn authorize(pool: usize, ex: &mut Exchange<'_>, pools: &[Arc<Pool>]) -> Authz {
     let Some(pool) = pools.get(pool).cloned() else {
-        tracing::error!("fastcgi: authorizer pool #{pool} is not running");
+        tracing::error!(
+            "fastcgi: authorizer pool #{pool} is not running; {}",
+            ex.who()
+        );
         gateway::simple(ex, 503, &[]);
         return Authz::Answered;
     };
@@ -235,7 +243,12 @@ impl life::Steps for Fcgi<'_> {
     /// pause. An HTTP server gives no such promise.
     const SAME_SERVER_PAUSE: Option<std::time::Duration> =
         Some(std::time::Duration::from_millis(50));
+    /// A FastCGI process that closes a parked connection is often on its
+    /// way out (php-fpm recycling a child, a process killed while idle):
+    /// another process is the better bet when the pool has one.
+    const RACE_ELSEWHERE: bool = true;
     const KIND: &'static str = "fastcgi";
+    const ANOTHER: &'static str = "retrying on another process";
 
     fn reuse(&mut self, lease: &Lease, strict: bool) -> Option<FcgiConn> {
         if lease.proc.multiplexes() {
@@ -282,6 +295,7 @@ impl life::Steps for Fcgi<'_> {
         input: &mut Input,
         _t: &life::Try<'_>,
     ) -> Result<Ran, Fail> {
+        let reused = matches!(conn, FcgiConn::Own(_, true));
         let up = match conn {
             FcgiConn::Mux(r) => Upstream::Mux(r),
             FcgiConn::Own(app, reused) => {
@@ -292,7 +306,7 @@ impl life::Steps for Fcgi<'_> {
             }
         };
         let proc = lease.proc.clone();
-        match exchange(ex, self.pool, lease, up, self.role, input, self.timeout).await {
+        match exchange(self, ex, lease, up, input).await {
             // The keep-alive race: the application closed a parked
             // connection as the request went out on it; or a process on
             // its way out (php-fpm's reload) took a new one and closed
@@ -307,6 +321,10 @@ impl life::Steps for Fcgi<'_> {
                 } else {
                     "closed a new connection before a response"
                 },
+            )),
+            Done::TimedOut => Err(Fail::timeout(
+                reused,
+                format!("sent no response within {:?}", self.timeout),
             )),
             Done::Lost => Err(Fail::closed(
                 false,
@@ -595,12 +613,42 @@ enum Done {
     /// before its response head was complete (a process killed
     /// mid-request); nothing went to the client.
     Lost,
+    /// No response head in time; nothing went to the client.
+    TimedOut,
     /// Refused by the application before any output (END_REQUEST with
     /// OVERLOADED or CANT_MPX_CONN) and the input can be sent again.
     Refused(ProtocolStatus),
     Authorized(Vec<(String, Vec<u8>)>),
     /// A local redirect (RFC 3875 §6.2.2) to serve instead.
     Redirect(Vec<u8>),
+}
+
+/// Sizes a process's concurrency to what it said in FCGI_GET_VALUES_RESULT
+/// (§4.1). Without multiplexing each request has a connection of its own,
+/// so both FCGI_MAX_CONNS and FCGI_MAX_REQS bind; a multiplexing process
+/// takes MAX_REQS requests spread over at most MAX_CONNS connections, and
+/// Stoa opens one per worker (so it multiplexes only when MAX_CONNS allows
+/// one per worker). The operator's `capacity` caps what it says.
+fn learn(proc: &Proc, v: &stoa_fastcgi::Values, spec: &PoolSpec) {
+    let mpx = v.mpxs_conns == Some(true)
+        && v.max_conns
+            .is_none_or(|c| c as usize >= crate::local::worker_count().max(1));
+    let said = match (v.max_conns, v.max_reqs) {
+        (_, Some(r)) if mpx => Some(r),
+        (Some(c), Some(r)) => Some(c.min(r)),
+        (c, r) => c.or(r),
+    };
+    let n = match (said.map(|n| n as usize), spec.stated_capacity) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if let Some(n) = n {
+        proc.settle(n, mpx && n > 1);
+    }
+    // An answer without either limit (php-fpm 8.2 sends only
+    // FCGI_MPXS_CONNS=0) says nothing about concurrency: the request's
+    // end then applies the pool default, without keep-alive.
+    tracing::debug!("pool {}: process #{} says {v:?}", spec.name, proc.index);
 }
 
 /// How the exchange loop ended.
@@ -615,6 +663,8 @@ enum End {
     Authorized(Vec<(String, Vec<u8>)>),
     Stale(bool),
     Lost,
+    /// No response head within the timeout; nothing went to the client.
+    TimedOut,
 }
 
 /// Waits on the upstream while there is one (after its release, never).
@@ -637,16 +687,21 @@ fn release(up: &mut Option<Upstream>, lease: &mut Option<Lease>) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Sends the request and passes the response on (the send, receive and
+/// release steps of the life cycle for FastCGI).
 async fn exchange(
+    call: &Fcgi<'_>,
     ex: &mut Exchange<'_>,
-    pool: &Arc<Pool>,
     lease: Lease,
     up: Upstream,
-    role: Role,
     input: &mut Input,
-    timeout: std::time::Duration,
 ) -> Done {
+    let Fcgi {
+        pool,
+        role,
+        timeout,
+        ..
+    } = *call;
     let process = lease.proc.index;
     let mut up = Some(up);
     let mut lease = Some(lease);
@@ -762,13 +817,9 @@ async fn exchange(
                     break End::Abort;
                 }
                 if down.is_none() && granted.is_none() {
-                    tracing::error!(
-                        "fastcgi pool {}: no response within {:?}; {}",
-                        pool.spec.name,
-                        timeout,
-                        ex.who()
-                    );
-                    gateway::fail_now(ex, 504).await;
+                    // Nothing reached the client: the life cycle decides
+                    // (another process for an idempotent request, or 504).
+                    break End::TimedOut;
                 } else {
                     tracing::error!(
                         "fastcgi pool {}: no output for {:?}; {}",
@@ -803,7 +854,7 @@ async fn exchange(
                 Event::Stderr { data, .. } => log_stderr(&pool.spec.name, &data, ex),
                 Event::Values(v) => {
                     if let Some(l) = &lease {
-                        l.proc.learn(&v, &pool.spec);
+                        learn(&l.proc, &v, &pool.spec);
                     }
                 }
                 Event::End {
@@ -972,6 +1023,14 @@ async fn exchange(
             Done::Sent
         }
         End::Refused(ps) => Done::Refused(ps),
+        End::TimedOut => {
+            // Stopped at the application (§5.4), so a single-threaded one
+            // is free for the next request.
+            if let Some(u) = up {
+                u.abort().await;
+            }
+            Done::TimedOut
+        }
         End::Stale(r) => Done::Stale(r),
         End::Lost => Done::Lost,
         End::Authorized(v) => Done::Authorized(v),

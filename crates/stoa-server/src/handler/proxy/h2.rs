@@ -348,7 +348,11 @@ impl life::Steps for H2<'_> {
     /// As for HTTP/1: a server that failed a new connection is not asked
     /// again at once.
     const SAME_SERVER_PAUSE: Option<Duration> = None;
+    /// A shared connection that went away (GOAWAY, a close) takes the
+    /// request to a new one to the same server, as over HTTP/1.
+    const RACE_ELSEWHERE: bool = false;
     const KIND: &'static str = "proxy";
+    const ANOTHER: &'static str = "trying another server";
 
     /// A shared connection to the server with room for a stream; "park"
     /// is then a no-op: the connection stays shared.
