@@ -518,3 +518,57 @@ fn many_requests_share_a_few_multiplexed_connections_to_the_server() {
     // requests that found none waited for it instead of opening their own.
     assert_eq!(n, 1, "{n} connections for 60 requests");
 }
+
+/// A pool speaks one protocol: `h2c://` on some addresses and not others,
+/// health checks (HTTP/1.1) on an `h2c://` pool and an unknown
+/// `http_version` are configuration errors that `stoa check` names.
+#[test]
+fn h2c_addresses_and_http_version_2_are_checked_at_load() {
+    let dir = TempDir::new("h2-config");
+    dir.mkdir("www");
+    let check = |pool: &str, proxy: &str| {
+        let cfg = dir.write(
+            "stoa.toml",
+            format!(
+                "[[pool]]\nname = \"app\"\n{pool}\n[[site]]\nroot = \"www\"\n\
+                 [[site.route]]\nprefix = \"/\"\nproxy = {{ pool = \"app\"{proxy} }}\n"
+            ),
+        );
+        let out = Command::new(stoa_bin())
+            .arg("check")
+            .arg(&cfg)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run stoa check");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout),
+        )
+    };
+    let (ok, text) = check(
+        "protocol = \"http\"\naddress = [\"h2c://127.0.0.1:1\", \"127.0.0.1:2\"]",
+        "",
+    );
+    assert!(!ok && text.contains("h2c://"), "{text}");
+    let (ok, text) = check(
+        "protocol = \"http\"\naddress = [\"h2c://127.0.0.1:1\"]\nhealth = { path = \"/h\" }",
+        "",
+    );
+    assert!(!ok && text.contains("health"), "{text}");
+    let (ok, text) = check(
+        "protocol = \"http\"\naddress = [\"127.0.0.1:1\"]",
+        ", http_version = \"3\"",
+    );
+    assert!(!ok && text.contains("\"2\""), "{text}");
+    let (ok, text) = check(
+        "protocol = \"http\"\naddress = [\"h2c://127.0.0.1:1\", \"h2c://127.0.0.1:2\"]",
+        "",
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = check(
+        "protocol = \"http\"\naddress = [\"127.0.0.1:1\"]",
+        ", http_version = \"2\"",
+    );
+    assert!(ok, "{text}");
+}

@@ -30,7 +30,6 @@ use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::{RecvStream, SendStream};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -64,7 +63,9 @@ thread_local! {
     /// HTTP/2 fields: one buffer per worker.
     static HEAD: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(4096));
     /// This worker's HTTP/2 connections, by server address.
-    static CONNS: RefCell<HashMap<String, Vec<Conn>>> = RefCell::new(HashMap::new());
+    /// (A list: a pool has few servers, and comparing a `Target` costs
+    /// less than formatting it into a key.)
+    static CONNS: RefCell<Vec<(Target, Vec<Conn>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A stream counted open on its connection until dropped.
@@ -76,13 +77,13 @@ impl Drop for Open {
     }
 }
 
-/// One of this worker's connections to the server at `key` with room
+/// One of this worker's connections to `target` with room
 /// for one more stream (under its SETTINGS_MAX_CONCURRENT_STREAMS), the
 /// stream counted.
-fn shared(key: &str) -> Option<Share> {
+fn shared(target: &Target) -> Option<Share> {
     CONNS.with(|m| {
         let mut m = m.borrow_mut();
-        let list = m.get_mut(key)?;
+        let (_, list) = m.iter_mut().find(|(t, _)| t == target)?;
         list.retain(|c| !c.gone.get());
         list.iter()
             .find(|c| c.open.get() < c.send.current_max_send_streams().max(1))
@@ -96,21 +97,21 @@ fn shared(key: &str) -> Option<Share> {
 /// A connection being opened by a request of this worker, by address:
 /// the others wait for it instead of opening one each.
 struct Connecting {
-    key: String,
+    target: Target,
     done: Rc<tokio::sync::Notify>,
 }
 
 impl Drop for Connecting {
     /// Also when the opening request went away mid-connect.
     fn drop(&mut self) {
-        OPENING.with(|m| m.borrow_mut().remove(&self.key));
+        OPENING.with(|m| m.borrow_mut().retain(|(t, _)| *t != self.target));
         self.done.notify_waiters();
     }
 }
 
 thread_local! {
-    static OPENING: RefCell<HashMap<String, Rc<tokio::sync::Notify>>> =
-        RefCell::new(HashMap::new());
+    static OPENING: RefCell<Vec<(Target, Rc<tokio::sync::Notify>)>> =
+        const { RefCell::new(Vec::new()) };
 }
 
 /// A stream on a new connection to `target`, or on the one another request
@@ -118,20 +119,30 @@ thread_local! {
 /// pool share one connection, which HTTP/2 is for, instead of opening one
 /// each).
 async fn connect(target: &Target, limit: Duration) -> io::Result<Share> {
-    let key = target.to_string();
     let until = Instant::now() + limit;
-    while let Some(done) = OPENING.with(|m| m.borrow().get(&key).cloned()) {
+    let opening = || {
+        OPENING.with(|m| {
+            m.borrow()
+                .iter()
+                .find(|(t, _)| t == target)
+                .map(|(_, n)| n.clone())
+        })
+    };
+    while let Some(done) = opening() {
         let wait = done.notified();
         if tokio::time::timeout_at(until, wait).await.is_err() {
             break;
         }
-        if let Some(s) = shared(&key) {
+        if let Some(s) = shared(target) {
             return Ok(s);
         }
     }
     let done = Rc::new(tokio::sync::Notify::new());
-    OPENING.with(|m| m.borrow_mut().insert(key.clone(), done.clone()));
-    let _opening = Connecting { key, done };
+    OPENING.with(|m| m.borrow_mut().push((target.clone(), done.clone())));
+    let _opening = Connecting {
+        target: target.clone(),
+        done,
+    };
     open(target, until.saturating_duration_since(Instant::now())).await
 }
 
@@ -187,15 +198,17 @@ async fn open(target: &Target, limit: Duration) -> io::Result<Share> {
         }
         g.set(true);
     });
+    let conn = Conn {
+        send: send.clone(),
+        open: open.clone(),
+        gone: gone.clone(),
+    };
     CONNS.with(|m| {
-        m.borrow_mut()
-            .entry(target.to_string())
-            .or_default()
-            .push(Conn {
-                send: send.clone(),
-                open: open.clone(),
-                gone: gone.clone(),
-            })
+        let mut m = m.borrow_mut();
+        match m.iter_mut().find(|(t, _)| t == target) {
+            Some((_, list)) => list.push(conn),
+            None => m.push((target.clone(), vec![conn])),
+        }
     });
     Ok((send, Open(open), gone))
 }
@@ -349,7 +362,7 @@ impl life::Steps for H2<'_> {
     /// A shared connection to the server with room for a stream; "park"
     /// is then a no-op: the connection stays shared.
     fn reuse(&mut self, lease: &Lease, _strict: bool) -> Option<Share> {
-        shared(&lease.proc.target.to_string())
+        shared(&lease.proc.target)
     }
 
     async fn connect(&mut self, lease: &Lease) -> Result<Share, Fail> {
