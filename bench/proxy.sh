@@ -14,8 +14,8 @@
 #   UPSTREAM=http     https: the proxies reach the backend over TLS 1.3, verified against a test CA made
 #                     here (openssl), kept alive, sessions resumed: Stoa `tls = { ca, server_name }`,
 #                     nginx `proxy_pass https://` with `proxy_ssl_session_reuse on`, `proxy_ssl_verify on`
-#                     and `keepalive` raised to CONC (every connection kept alive, not only 32),
-#                     HAProxy `server ... ssl verify required`. The backend is then an
+#                     and `keepalive` raised to CONC (every connection kept alive, not only 32; Stoa's
+#                     `capacity` likewise), HAProxy `server ... ssl verify required`. The backend is then an
 #                     nginx (worker_processes 1, on CPU 1 with wrk) answering `return 200` over TLS 1.3
 #                     on port 18598, instead of canned.c.
 #   RUN=/tmp/stoa-bench-proxy  work folder (configs, logs, raw tool output)
@@ -117,7 +117,8 @@ proxy_start() {  # proxy_start NAME: NAME in front of the backend on its port, a
         stoa)
             render_conf "$PEERS/stoa-proxy.toml" "$d/stoa.toml" RUN="$d" PORT="$port" BACKEND="$BACKEND"
             [ "$UPSTREAM" = http ] ||
-                sed -i "s|^address = .*|&\ntls = { ca = \"$PKI/ca.pem\", server_name = \"backend.test\" }|" "$d/stoa.toml"
+                sed -i "s|^address = .*|&\ntls = { ca = \"$PKI/ca.pem\", server_name = \"backend.test\" }\ncapacity = $(( CONC > 32 ? CONC : 32 ))|" \
+                    "$d/stoa.toml"
             chmod 755 "$RUN" "$d" "$d/tmp"
             "${PROXY_CPU[@]}" "$STOA" serve --config "$d/stoa.toml" > "$RUN/logs/$name.out" 2>&1 & ;;
         nginx)

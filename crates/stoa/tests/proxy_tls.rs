@@ -480,3 +480,52 @@ fn health_checks_of_an_https_pool_speak_tls_and_keep_the_server_in_rotation() {
     );
     assert!(!s.stderr().contains("out of rotation"), "{}", s.stderr());
 }
+
+/// Bodies larger than the socket buffers and than TLS records (16 KiB)
+/// pass whole both ways over a TLS upstream, as over a plain one: a
+/// 3 MiB upload (each write waits for the backend to read) and a 16 MiB
+/// download, then the same connection carries the next request.
+#[test]
+fn bodies_larger_than_many_records_pass_through_a_tls_upstream_whole_both_ways() {
+    let dir = TempDir::new("ptls-bodies");
+    let ca = ca(&dir, "good");
+    let b = https_backend(&dir, &ca, &[]);
+    let s = stoa(
+        &dir,
+        &format!(
+            "address = [\"{}\"]\ntls = {{ ca = \"good.pem\", server_name = \"app.test\" }}",
+            b.addr
+        ),
+        1,
+    );
+    let body = pattern(3 << 20, 11);
+    let mut req = format!(
+        "POST /app/upload HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let mut c = s.connect();
+    c.send(&req);
+    let r = c
+        .try_read_final()
+        .unwrap_or_else(|e| panic!("POST: {e}\n{}", s.stderr()));
+    assert_eq!(r.status, 200, "{}", s.stderr());
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    assert_eq!(v["body_length"], 3 << 20, "{}", s.stderr());
+
+    let mut c = s.connect();
+    c.send(b"GET /big?size=16777216 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let mut all = c.take_pending();
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    std::io::Read::read_to_end(&mut c.stream, &mut all).expect("read the response");
+    let head_end = find(&all, b"\r\n\r\n").expect("a head") + 4;
+    assert!(all.starts_with(b"HTTP/1.1 200"), "{}", s.stderr());
+    assert_eq!(all.len() - head_end, 16 << 20);
+
+    let (status, v) = echo(&s, "/app/after");
+    assert_eq!(status, 200, "{}", s.stderr());
+    assert!(v["conn_requests"].as_u64().unwrap_or(0) >= 2, "{v}");
+}

@@ -895,7 +895,8 @@ mod tests {
     }
 
     #[test]
-    fn tls_is_refused_on_fastcgi_pools_and_with_a_missing_ca_file() {
+    fn tls_is_refused_on_fastcgi_pools_with_a_missing_ca_file_and_with_a_key_not_of_its_certificate(
+    ) {
         let t = TlsKey::On(true);
         assert!(plan(
             Some(vec!["127.0.0.1:1".into()]),
@@ -917,6 +918,33 @@ mod tests {
         )
         .err()
         .is_some_and(|e| e.contains("no-such-ca.pem") && e.contains("cannot read")));
+        // nginx -t: "key values mismatch" for a certificate and a key
+        // that do not belong together; a file with no key in it.
+        let dir = std::env::temp_dir().join(format!("stoa-tls-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let other = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["stoa.test".to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        std::fs::write(dir.join("c.pem"), cert.pem()).expect("write");
+        std::fs::write(dir.join("other.key"), other.serialize_pem()).expect("write");
+        std::fs::write(dir.join("empty.key"), "not a key\n").expect("write");
+        for (k, says) in [
+            ("other.key", "is not the key of"),
+            ("empty.key", "no PEM private key"),
+        ] {
+            let t = TlsKey::Table(TlsTable {
+                client_cert: Some("c.pem".into()),
+                client_key: Some(k.into()),
+                verify: Some(false),
+                ..TlsTable::default()
+            });
+            let e = plan(Some(vec!["127.0.0.1:1".into()]), Some(&t), true, &dir).err();
+            assert!(e.as_deref().is_some_and(|e| e.contains(says)), "{k}: {e:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
         let t = TlsKey::Table(TlsTable {
             client_cert: Some("c.pem".into()),
             verify: Some(false),
