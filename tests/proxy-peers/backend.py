@@ -15,6 +15,10 @@ Routes (any method):
   /status/NNN         that status; &location=URL adds a Location
   /redirect?to=URL    302 to URL (&status=301, 303, 307, 308)
   /early-hints        103 Early Hints with a Link field, then 200 "final"
+  /admin/...          Django's login_required behind a prefix-aware proxy:
+                      302 to PREFIX/accounts/login/?next=PREFIX/admin/...
+                      (PREFIX: X-Forwarded-Prefix), unless X-Remote-User
+                      is set (then the echo)
   anything else       echo: the request head as JSON: method, target,
                       version, headers [[name, value], ...], body_length,
                       body (the first 64 KiB, UTF-8 with replacement),
@@ -41,13 +45,12 @@ Options:
                       arrives within MS ms after the idle timeout is
                       answered with a reset and no response, as if it had
                       crossed the server's FIN in flight
-  --late-drop PCT     with --idle-close S, a request that arrives on a
-                      kept-alive connection in the last PCT % of S (idle
-                      for at least S - S*PCT/100) is answered with a reset
-                      and no response: on a real network the server's
-                      close is already on its way (the keep-alive race of
-                      a proxy that trusts an announced Keep-Alive timeout
-                      to the last moment)
+  --late-drop MS      with --idle-close, a request on a kept-alive
+                      connection that arrives in the last MS ms before the
+                      idle timeout is read and the connection closed with
+                      no response (a clean close: the server's close
+                      crossed the request on a network, and the request
+                      may have been acted on)
   --delay S           wait S seconds before every response
   --die-after N       exit at once (os._exit, no response, sockets reset)
                       when the Nth request arrives: a crash under load
@@ -55,6 +58,12 @@ Options:
   --expect MODE       Expect: 100-continue handling: continue (default),
                       ignore (read the body without sending 100), or
                       reject (417)
+  --tls-cert PEM      serve HTTPS with this certificate chain
+  --tls-key PEM       and this key (Python's ssl: OpenSSL, TLS 1.2/1.3,
+                      session tickets); the echo adds tls_version,
+                      tls_resumed (this connection resumed a session) and
+                      client_cert (the client certificate's CN, or null)
+  --tls-client-ca PEM require a client certificate signed by this CA
   -v                  log each request to stderr
 
 Examples:
@@ -90,6 +99,16 @@ class State:
         self.race_resets = 0
         self.late_drops = 0
         self.healthy = not opts.health_down
+        self.tls = None
+        if opts.tls_cert:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
+            if opts.tls_client_ca:
+                ctx.verify_mode = ssl.CERT_REQUIRED
+                ctx.load_verify_locations(opts.tls_client_ca)
+            self.tls = ctx
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -99,12 +118,24 @@ class Handler(BaseHTTPRequestHandler):
     # -- connection ---------------------------------------------------------
 
     def setup(self):
+        ctx = self.server.state.tls
+        if ctx is not None:
+            # The handshake in this connection's thread, not the accept
+            # loop; a failed one ends the connection (handle_error).
+            self.request = ctx.wrap_socket(self.request, server_side=True)
         super().setup()
         st = self.server.state
         with st.lock:
             st.connections += 1
             self.conn_no = st.connections
         self.conn_requests = 0
+
+    def finish(self):
+        super().finish()
+        if self.server.state.tls is not None:
+            # The server's shutdown_request() holds the socket from before
+            # the wrap (detached by it): close the TLS one here.
+            self.connection.close()
 
     def handle(self):
         self.close_connection = True
@@ -120,23 +151,15 @@ class Handler(BaseHTTPRequestHandler):
         opts = self.server.state.opts
         idle = opts.idle_close if opts.idle_close and self.conn_requests > 0 else 60
         self.connection.settimeout(idle)
-        idle_since = time.monotonic()
+        waited_from = time.monotonic()
         try:
             self.raw_requestline = self.rfile.readline(65537)
+            self.idle_for = time.monotonic() - waited_from
         except (TimeoutError, socket.timeout):
             self.idle_expired()
             return
         except (ConnectionError, OSError):
             self.close_connection = True
-            return
-        late = opts.idle_close * (1 - opts.late_drop / 100.0)
-        if (opts.late_drop and self.conn_requests > 0 and self.raw_requestline
-                and time.monotonic() - idle_since >= late):
-            with self.server.state.lock:
-                self.server.state.late_drops += 1
-            self.close_connection = True
-            # Close with unread bytes and no answer: the kernel sends a reset.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return
         try:
             if len(self.raw_requestline) > 65536:
@@ -224,6 +247,12 @@ class Handler(BaseHTTPRequestHandler):
         body_len, body = self.read_body()
         if body_len is None:
             return self.reply(400, b"bad request body\n")
+        late = opts.idle_close - opts.late_drop / 1000.0
+        if opts.late_drop and self.conn_requests > 1 and self.idle_for >= late:
+            with st.lock:
+                st.late_drops += 1
+            self.close_connection = True
+            return
         url = urllib.parse.urlsplit(self.path)
         q = urllib.parse.parse_qs(url.query)
         delay = float(q.get("delay", [opts.delay])[0] or 0)
@@ -268,6 +297,11 @@ class Handler(BaseHTTPRequestHandler):
             code = int(q.get("status", ["302"])[0])
             to = q.get("to", ["/"])[0]
             return self.reply(code, b"see " + to.encode() + b"\n", extra=[("Location", to)])
+        if path.startswith("/admin/") and not self.headers.get("X-Remote-User"):
+            prefix = self.headers.get("X-Forwarded-Prefix", "").rstrip("/")
+            nxt = urllib.parse.quote(prefix + path, safe="/")
+            to = prefix + "/accounts/login/?next=" + nxt
+            return self.reply(302, b"login first\n", extra=[("Location", to)])
         echo = {
             "method": self.command,
             "target": self.path,
@@ -280,6 +314,16 @@ class Handler(BaseHTTPRequestHandler):
             "conn": self.conn_no,
             "conn_requests": self.conn_requests,
         }
+        if self.server.state.tls is not None:
+            cert = self.connection.getpeercert()
+            cn = None
+            for rdn in (cert or {}).get("subject", ()):
+                for k, v in rdn:
+                    if k == "commonName":
+                        cn = v
+            echo["tls_version"] = self.connection.version()
+            echo["tls_resumed"] = self.connection.session_reused
+            echo["client_cert"] = cn
         self.reply(200, json.dumps(echo).encode() + b"\n", "application/json")
 
     def read_body(self):
@@ -410,6 +454,9 @@ def main():
     p.add_argument("--http10", action="store_true")
     p.add_argument("--expect", choices=["continue", "ignore", "reject"], default="continue")
     p.add_argument("--health-down", action="store_true", help="start with /health at 503")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--tls-client-ca")
     p.add_argument("-v", "--verbose", action="store_true")
     opts = p.parse_args()
 
