@@ -19,7 +19,7 @@
 #                    about the announced timeout, the race. (STAGGER=0.5 with two clients interleaves
 #                    them: a connection then waits half as long and the race is seldom run.)
 #   TIMEOUT=1 LATE=5   the backend: tests/proxy-peers/backend.py --idle-close TIMEOUT --advertise
-#                    --late-drop TIMEOUT*LATE/100 s in ms (announces `Keep-Alive: timeout=TIMEOUT`, closes
+#                    --late-close TIMEOUT*LATE/100 s in ms (announces `Keep-Alive: timeout=TIMEOUT`, closes
 #                    a connection idle for TIMEOUT s, and drops, unanswered, a request that arrives after
 #                    TIMEOUT*(1-LATE/100) s idle)
 #   RUN=/tmp/stoa-bench-keepalive-race   work folder (configs, logs, raw client output)
@@ -64,7 +64,7 @@ backend_start() {  # backend_start LOG: backend.py on a free port; sets BACKEND 
     local i
     : > "$1"   # there before the backend's first line, for the sed below
     "$PYTHON" "$PEERS/backend.py" --port 0 --name race --idle-close "$TIMEOUT" --advertise \
-        --late-drop "$(awk -v t="$TIMEOUT" -v l="$LATE" 'BEGIN {print t * l * 10}')" > "$1" 2>&1 &
+        --late-close "$(awk -v t="$TIMEOUT" -v l="$LATE" 'BEGIN {print t * l * 10}')" > "$1" 2>&1 &
     SRV_PID[backend]=$!
     for i in $(seq 50); do
         BACKEND=$(sed -n '1s/^listening on //p' "$1")
@@ -112,7 +112,7 @@ for seed in "${SEED_LIST[@]}"; do
         backend_start "$RUN/raw/backend-$p-$seed.log"
         proxy_start "$p"
         sleep "$(awk -v s="$TIMEOUT" 'BEGIN {print s + 0.5}')"   # the check's connection has been closed by now
-        d0=$(stat_of late_drops) c0=$(stat_of idle_closes)
+        d0=$(stat_of late_closes) c0=$(stat_of idle_closes)
         log "seed $seed: $p in front of backend.py on $BACKEND: $CLIENTS clients, ${DURATION}s of requests ..."
         pids=()
         for k in $(seq "$CLIENTS"); do
@@ -123,7 +123,7 @@ for seed in "${SEED_LIST[@]}"; do
             sleep "$STAGGER"
         done
         for pid in "${pids[@]}"; do wait "$pid" || true; done
-        d1=$(stat_of late_drops) c1=$(stat_of idle_closes)
+        d1=$(stat_of late_closes) c1=$(stat_of idle_closes)
         retries=-
         [ "$p" = stoa ] && retries=$(grep -c 'retrying on a new one' "$RUN/stoa/logs/out.log" || true)
         "$PYTHON" - "$seed" "$p" $(( d1 - d0 )) $(( c1 - c0 )) "$retries" "$RUN/raw/client-$p-$seed-"*.json >> "$TSV" <<'PY'

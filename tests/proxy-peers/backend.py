@@ -8,7 +8,7 @@ Routes (any method):
   /health             200 "ok NAME", or 503 while switched down
   /health/down        switch /health to 503      /health/up   back to 200
   /stats              JSON: connections, requests, idle_closes,
-                      race_resets, late_drops, healthy
+                      race_resets, late_closes, late_drops, healthy
   /big?size=N         N bytes (default 1 MiB); &chunked=1 sends it chunked,
                       &chunk=K writes K bytes at a time (default 64 KiB),
                       &rate=B at most B bytes/s (a slow response)
@@ -45,12 +45,19 @@ Options:
                       arrives within MS ms after the idle timeout is
                       answered with a reset and no response, as if it had
                       crossed the server's FIN in flight
-  --late-drop MS      with --idle-close, a request on a kept-alive
+  --late-close MS     with --idle-close, a request on a kept-alive
                       connection that arrives in the last MS ms before the
                       idle timeout is read and the connection closed with
                       no response (a clean close: the server's close
                       crossed the request on a network, and the request
                       may have been acted on)
+  --late-drop PCT     with --idle-close S, a request that arrives on a
+                      kept-alive connection in the last PCT % of S (idle
+                      for at least S - S*PCT/100) is answered with a reset
+                      and no response: on a real network the server's
+                      close is already on its way (the keep-alive race of
+                      a proxy that trusts an announced Keep-Alive timeout
+                      to the last moment)
   --delay S           wait S seconds before every response
   --die-after N       exit at once (os._exit, no response, sockets reset)
                       when the Nth request arrives: a crash under load
@@ -97,6 +104,7 @@ class State:
         self.requests = 0
         self.idle_closes = 0
         self.race_resets = 0
+        self.late_closes = 0
         self.late_drops = 0
         self.healthy = not opts.health_down
         self.tls = None
@@ -152,6 +160,7 @@ class Handler(BaseHTTPRequestHandler):
         idle = opts.idle_close if opts.idle_close and self.conn_requests > 0 else 60
         self.connection.settimeout(idle)
         waited_from = time.monotonic()
+        idle_since = time.monotonic()
         try:
             self.raw_requestline = self.rfile.readline(65537)
             self.idle_for = time.monotonic() - waited_from
@@ -160,6 +169,15 @@ class Handler(BaseHTTPRequestHandler):
             return
         except (ConnectionError, OSError):
             self.close_connection = True
+            return
+        late = opts.idle_close * (1 - opts.late_drop / 100.0)
+        if (opts.late_drop and self.conn_requests > 0 and self.raw_requestline
+                and time.monotonic() - idle_since >= late):
+            with self.server.state.lock:
+                self.server.state.late_drops += 1
+            self.close_connection = True
+            # Close with unread bytes and no answer: the kernel sends a reset.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return
         try:
             if len(self.raw_requestline) > 65536:
@@ -247,10 +265,10 @@ class Handler(BaseHTTPRequestHandler):
         body_len, body = self.read_body()
         if body_len is None:
             return self.reply(400, b"bad request body\n")
-        late = opts.idle_close - opts.late_drop / 1000.0
-        if opts.late_drop and self.conn_requests > 1 and self.idle_for >= late:
+        late = opts.idle_close - opts.late_close / 1000.0
+        if opts.late_close and self.conn_requests > 1 and self.idle_for >= late:
             with st.lock:
-                st.late_drops += 1
+                st.late_closes += 1
             self.close_connection = True
             return
         url = urllib.parse.urlsplit(self.path)
@@ -273,6 +291,7 @@ class Handler(BaseHTTPRequestHandler):
                     "requests": st.requests,
                     "idle_closes": st.idle_closes,
                     "race_resets": st.race_resets,
+                    "late_closes": st.late_closes,
                     "late_drops": st.late_drops,
                     "healthy": st.healthy,
                 }
@@ -448,6 +467,7 @@ def main():
     p.add_argument("--idle-close", type=float, default=0)
     p.add_argument("--advertise", action="store_true")
     p.add_argument("--race-window", type=float, default=0)
+    p.add_argument("--late-close", type=float, default=0)
     p.add_argument("--late-drop", type=float, default=0)
     p.add_argument("--delay", type=float, default=0)
     p.add_argument("--die-after", type=int, default=0)
