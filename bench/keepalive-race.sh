@@ -2,7 +2,8 @@
 # bench/keepalive-race.sh - the keep-alive race against an announced timeout: Stoa and nginx in turn in
 # front of a backend that says `Keep-Alive: timeout=1` and, like a real server on a real network, drops a
 # request that reaches a kept-alive connection in the last 5 % of that second (its close is already on
-# its way). Two clients alternate GET and POST about once a second; the report counts what each proxy
+# its way: the request is read and the connection closed cleanly with no response, so the proxy cannot
+# know whether it was acted on). Two clients alternate GET and POST about once a second; the report counts what each proxy
 # lost. A proxy that trusts the announced timeout to the last moment loses the requests it cannot send
 # again (POST); one that stops using a connection a margin before the announced end loses none.
 #
@@ -18,9 +19,9 @@
 #                    about the announced timeout, the race. (STAGGER=0.5 with two clients interleaves
 #                    them: a connection then waits half as long and the race is seldom run.)
 #   TIMEOUT=1 LATE=5   the backend: tests/proxy-peers/backend.py --idle-close TIMEOUT --advertise
-#                    --late-drop LATE (announces `Keep-Alive: timeout=TIMEOUT`, closes a connection idle
-#                    for TIMEOUT s, and resets one whose request arrives after TIMEOUT*(1-LATE/100) s
-#                    idle, without answering)
+#                    --late-close TIMEOUT*LATE/100 s in ms (announces `Keep-Alive: timeout=TIMEOUT`, closes
+#                    a connection idle for TIMEOUT s, and drops, unanswered, a request that arrives after
+#                    TIMEOUT*(1-LATE/100) s idle)
 #   RUN=/tmp/stoa-bench-keepalive-race   work folder (configs, logs, raw client output)
 #   OUT=$RUN/results.md                  Markdown report (also printed to stdout)
 #   STOA=target/release/stoa             built with `cargo build --release` when missing (BUILD=1: always)
@@ -62,8 +63,8 @@ rm -rf "$RUN/raw"; mkdir -p "$RUN/raw"
 backend_start() {  # backend_start LOG: backend.py on a free port; sets BACKEND (host:port)
     local i
     : > "$1"   # there before the backend's first line, for the sed below
-    "$PYTHON" "$PEERS/backend.py" --port 0 --name race --idle-close "$TIMEOUT" --advertise --late-drop "$LATE" \
-        > "$1" 2>&1 &
+    "$PYTHON" "$PEERS/backend.py" --port 0 --name race --idle-close "$TIMEOUT" --advertise \
+        --late-close "$(awk -v t="$TIMEOUT" -v l="$LATE" 'BEGIN {print t * l * 10}')" > "$1" 2>&1 &
     SRV_PID[backend]=$!
     for i in $(seq 50); do
         BACKEND=$(sed -n '1s/^listening on //p' "$1")
@@ -111,7 +112,7 @@ for seed in "${SEED_LIST[@]}"; do
         backend_start "$RUN/raw/backend-$p-$seed.log"
         proxy_start "$p"
         sleep "$(awk -v s="$TIMEOUT" 'BEGIN {print s + 0.5}')"   # the check's connection has been closed by now
-        d0=$(stat_of late_drops) c0=$(stat_of idle_closes)
+        d0=$(stat_of late_closes) c0=$(stat_of idle_closes)
         log "seed $seed: $p in front of backend.py on $BACKEND: $CLIENTS clients, ${DURATION}s of requests ..."
         pids=()
         for k in $(seq "$CLIENTS"); do
@@ -122,7 +123,7 @@ for seed in "${SEED_LIST[@]}"; do
             sleep "$STAGGER"
         done
         for pid in "${pids[@]}"; do wait "$pid" || true; done
-        d1=$(stat_of late_drops) c1=$(stat_of idle_closes)
+        d1=$(stat_of late_closes) c1=$(stat_of idle_closes)
         retries=-
         [ "$p" = stoa ] && retries=$(grep -c 'retrying on a new one' "$RUN/stoa/logs/out.log" || true)
         "$PYTHON" - "$seed" "$p" $(( d1 - d0 )) $(( c1 - c0 )) "$retries" "$RUN/raw/client-$p-$seed-"*.json >> "$TSV" <<'PY'
