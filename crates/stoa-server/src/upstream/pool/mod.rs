@@ -32,7 +32,8 @@ mod supervise;
 pub use crate::upstream::stream::IdleConn;
 pub use crate::upstream::target::{parse_addr, Target};
 pub use proc::{Proc, ProcState};
-pub use spec::{Affinity, Balance, Health, PoolKind, PoolSpec, Protocol, SpecTable};
+pub(crate) use spec::SpecTable;
+pub use spec::{Affinity, Balance, Health, PoolKind, PoolSpec, Protocol};
 pub use supervise::stop;
 
 use crate::local::worker_index;

@@ -128,31 +128,31 @@ pub enum PoolKind {
 /// position): [`SpecTable::build`] validates it into a [`PoolSpec`].
 /// Start from [`SpecTable::new`] and set what the table says.
 #[derive(Debug, Clone)]
-pub struct SpecTable<'a> {
-    pub name: &'a str,
-    pub command: Option<Vec<String>>,
-    pub address: Option<Vec<String>>,
-    pub processes: Option<usize>,
-    pub min_processes: Option<usize>,
-    pub max_processes: Option<usize>,
-    pub max_requests: Option<u64>,
-    pub affinity: Option<&'a str>,
-    pub balance: Option<&'a str>,
-    pub queue: Option<usize>,
-    pub queue_timeout: Option<Duration>,
-    pub timeout: Option<Duration>,
-    pub env: Vec<(String, String)>,
-    pub idle_timeout: Option<Duration>,
-    pub capacity: Option<usize>,
-    pub keepalive_timeout: Option<Duration>,
-    pub user: Option<crate::privileges::Account>,
+pub(crate) struct SpecTable<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) command: Option<Vec<String>>,
+    pub(crate) address: Option<Vec<String>>,
+    pub(crate) processes: Option<usize>,
+    pub(crate) min_processes: Option<usize>,
+    pub(crate) max_processes: Option<usize>,
+    pub(crate) max_requests: Option<u64>,
+    pub(crate) affinity: Option<&'a str>,
+    pub(crate) balance: Option<&'a str>,
+    pub(crate) queue: Option<usize>,
+    pub(crate) queue_timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) capacity: Option<usize>,
+    pub(crate) keepalive_timeout: Option<Duration>,
+    pub(crate) user: Option<crate::privileges::Account>,
     /// The config file's directory: relative paths are taken from it.
-    pub base: &'a Path,
+    pub(crate) base: &'a Path,
 }
 
 impl<'a> SpecTable<'a> {
     /// A table with only a name: every other key at its default.
-    pub fn new(name: &'a str, base: &'a Path) -> SpecTable<'a> {
+    pub(crate) fn new(name: &'a str, base: &'a Path) -> SpecTable<'a> {
         SpecTable {
             name,
             command: None,
@@ -176,7 +176,7 @@ impl<'a> SpecTable<'a> {
     }
 
     /// The pool spec, or what is wrong with the table.
-    pub fn build(self) -> Result<PoolSpec, String> {
+    pub(crate) fn build(self) -> Result<PoolSpec, String> {
         let SpecTable {
             name,
             command,
