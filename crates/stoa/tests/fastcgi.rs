@@ -738,6 +738,8 @@ fn a_get_that_times_out_goes_to_the_other_process_unless_the_route_retries_only_
     let once = t.elapsed();
     assert_eq!(r.status, 504, "{r:?}");
     assert!(once < Duration::from_millis(900), "504 after {once:?}");
+    // The line is written before the 504; stderr comes through a pipe.
+    site.wait_stderr(0, "504 (GET not sent again)", Duration::from_secs(5));
     let log = site.stderr();
     let line = log
         .lines()

@@ -253,6 +253,8 @@ fn a_routes_read_timeout_replaces_the_pools_timeout() {
     assert_eq!(r.status, 504, "{r:?}\n{}", s.stderr());
     assert!(took < Duration::from_millis(1500), "504 after {took:?}");
     assert_eq!(s.get("/app/quick").status, 200);
+    // The line is written before the 504; stderr comes through a pipe.
+    s.wait_stderr(0, "no response within", Duration::from_secs(5));
     let log = s.stderr();
     let line = log
         .lines()
