@@ -7,53 +7,13 @@
 //! with `reverse_proxy https://` and its `transport http { tls_* }`.
 
 mod common;
+mod proxy_peer;
 
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use proxy_peer::Backend;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-
-/// A backend.py process, killed on drop.
-struct Backend {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Backend {
-    fn start(args: &[&str]) -> Backend {
-        require("python3", "python3");
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/proxy-peers/backend.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(["--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start backend.py");
-        let out = child.stdout.take().expect("backend stdout");
-        let mut line = String::new();
-        BufReader::new(out)
-            .read_line(&mut line)
-            .expect("backend's first line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("backend.py said {line:?}"));
-        Backend { child, addr }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A test CA: its certificate (written to `DIR/NAME.pem`) and key.
 struct Ca {
