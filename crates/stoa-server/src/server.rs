@@ -221,7 +221,7 @@ fn serve(
     let local = tokio::task::LocalSet::new();
     let mut pools = Pools::new()?;
     local.block_on(&signals, async { pools.attach(&mut rt) });
-    let rt = Arc::new(rt);
+    let rt = rt.into_shared();
     let workers = per_worker.len();
     crate::local::set_worker_count(workers);
     let bound = listen::bound(&per_worker);
@@ -599,7 +599,7 @@ fn reload(
                     "reload: `listen`, `tls.listen`, `workers`, `user`, `[unix_socket]` and `proxy_protocol.listen` changes take effect on restart only"
                 );
             }
-            let _ = tx.send(Arc::new(new));
+            let _ = tx.send(new.into_shared());
             tracing::info!("reloaded {}", old.source);
             Ok(())
         }

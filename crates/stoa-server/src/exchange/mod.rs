@@ -18,6 +18,7 @@ mod sub;
 
 pub use crate::proto::{BodyFail, Limits};
 pub(crate) use edge::Edge;
+pub(crate) use sub::Sink;
 pub use sub::{Sub, SubResponse};
 
 use crate::filter::{Active, Fields, FileVersion, Filters, Head, Length, Whole};
@@ -140,6 +141,12 @@ pub struct Exchange<'a> {
     /// limits counted it once (nginx counts `limit_req`/`limit_conn`
     /// once per main request).
     redirected: bool,
+    /// The response cache's word on this request: the log's
+    /// `$upstream_cache_status` (`HIT`, `MISS`...; empty: not cached).
+    cache_status: &'static str,
+    /// A `Cache-Status` field (RFC 9211) every head of this exchange
+    /// carries (a request the cache passed to the handler).
+    cache_field: Option<&'static [u8]>,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -218,6 +225,8 @@ impl<'a> Exchange<'a> {
             may_catch: true,
             user: None,
             redirected: false,
+            cache_status: "",
+            cache_field: None,
         }
     }
 
@@ -303,7 +312,24 @@ impl<'a> Exchange<'a> {
         ex.may_catch = false;
         ex.user = self.user.take();
         ex.redirected = true;
+        ex.cache_status = self.cache_status;
+        ex.cache_field = self.cache_field;
         ex
+    }
+
+    /// What the response cache did with this request: `status` for the
+    /// access log (`$upstream_cache_status`), and `field`, a
+    /// `Cache-Status` value for every head the exchange writes (None: the
+    /// cache writes its own).
+    pub(crate) fn set_cache_status(&mut self, status: &'static str, field: Option<&'static [u8]>) {
+        self.cache_status = status;
+        self.cache_field = field;
+    }
+
+    /// The response cache's status for the log (empty: not cached).
+    #[allow(dead_code)]
+    pub(crate) fn cache_status(&self) -> &'static str {
+        self.cache_status
     }
 
     /// Takes back whether the connection stays from a redirected
@@ -617,6 +643,9 @@ impl<'a> Exchange<'a> {
         if let Some(v) = self.hsts {
             self.header("Strict-Transport-Security", v);
         }
+        if let Some(v) = self.cache_field {
+            self.header("Cache-Status", v);
+        }
     }
 
     pub fn header(&mut self, name: &str, value: &[u8]) {
@@ -691,7 +720,11 @@ impl<'a> Exchange<'a> {
             self.head_bytes = (s.head.len() as u64).saturating_sub(self.head_bytes);
             return;
         }
-        let Side::H1(io) = &mut self.side else { return };
+        let io = match &mut self.side {
+            Side::H1(io) => io,
+            Side::Sub(s) => return s.head_ended(),
+            _ => return,
+        };
         let b = io.out.buf();
         if let Some(len) = len {
             b.extend_from_slice(b"Content-Length: ");
@@ -1109,6 +1142,9 @@ impl<'a> Exchange<'a> {
             self.keep = false;
         }
         let complete = whole && !self.truncated();
+        if let Side::Sub(s) = &mut self.side {
+            s.ended(complete);
+        }
         self.log_line(complete);
     }
 
