@@ -85,3 +85,112 @@ fn a_bypassed_request_goes_to_the_application_every_time() {
     }
     assert_eq!(b.requests() - before, 3);
 }
+
+mod cache_support;
+use cache_support::Origin;
+
+/// Stoa with `/` proxied to the test origin and cached in zone `z`.
+fn cached_origin(dir: &TempDir, o: &Origin, cache_opts: &str) -> Server {
+    dir.mkdir("www");
+    let cfg = dir.config(
+        "stoa.toml",
+        &format!(
+            "[[pool]]\nname = \"app\"\nprotocol = \"http\"\naddress = [\"{}\"]\n\
+             [[cache_zone]]\nname = \"z\"\nmemory = \"8 MiB\"\n\
+             [[site]]\nroot = \"www\"\n[[site.route]]\nprefix = \"/\"\n\
+             proxy = {{ pool = \"app\" }}\ncache = {{ zone = \"z\"{cache_opts} }}\n",
+            o.addr
+        ),
+    );
+    Server::with_config(&cfg)
+}
+
+fn send(s: &Server, method: &str, target: &str, fields: &str) -> Response {
+    s.request(
+        format!("{method} {target} HTTP/1.1\r\nHost: t\r\n{fields}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+}
+
+/// RFC 9111 §4.3.1 and §4.3.4: a stale object with a validator is
+/// revalidated with a conditional GET; the application's 304 makes it
+/// fresh again and the client gets the stored body (REVALIDATED).
+#[test]
+fn rfc_9111_4_3_4_a_304_from_the_application_revalidates_the_stored_object() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-reval");
+    let s = cached_origin(&dir, &o, "");
+    let t = "/r?cc=max-age=0&etag=v1";
+    let first = send(&s, "GET", t, "");
+    assert_eq!(first.status, 200, "{}", s.stderr());
+    let second = send(&s, "GET", t, "");
+    assert_eq!(second.status, 200, "{}", s.stderr());
+    assert_eq!(second.body, first.body);
+    let cs = second.header("cache-status").unwrap_or_default();
+    assert!(cs.contains("fwd-status=304"), "{cs:?}");
+    assert_eq!(o.count("/r"), 2);
+}
+
+/// RFC 9111 §4.3.5 and RFC 9110 §13.1.2, §14.2: HEAD, If-None-Match and
+/// Range are answered from a stored GET without the application.
+#[test]
+fn rfc_9111_4_3_5_head_conditionals_and_ranges_come_from_the_stored_get() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-cond");
+    let s = cached_origin(&dir, &o, "");
+    let t = "/c?cc=max-age=60&etag=e1&size=1000";
+    let full = send(&s, "GET", t, "");
+    assert_eq!(full.status, 200, "{}", s.stderr());
+    let mut c = Conn::connect(s.addr);
+    c.send(format!("HEAD {t} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    let head = c.read_head();
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(head.header("content-length"), Some("1000"));
+    let nm = send(&s, "GET", t, "If-None-Match: \"e1\"\r\n");
+    assert_eq!(nm.status, 304);
+    let r = send(&s, "GET", t, "Range: bytes=10-19\r\n");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, full.body[10..20].to_vec());
+    assert_eq!(o.count("/c"), 1);
+}
+
+/// Varnish-style PURGE from an allowed address removes the stored URL
+/// (200, then 404 when nothing is left); from others it is refused.
+#[test]
+fn purge_from_an_allowed_address_removes_the_stored_url() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-purge");
+    let s = cached_origin(&dir, &o, ", purge = [\"127.0.0.1\"]");
+    let t = "/p?cc=max-age=60";
+    send(&s, "GET", t, "");
+    let p = send(&s, "PURGE", t, "");
+    assert_eq!(p.status, 200, "{}", s.stderr());
+    assert_eq!(p.text().trim(), "{\"purged\": 1}");
+    assert_eq!(send(&s, "PURGE", t, "").status, 404);
+    let again = send(&s, "GET", t, "");
+    assert!(again
+        .header("cache-status")
+        .unwrap_or_default()
+        .contains("fwd=miss"));
+    assert_eq!(o.count("/p"), 2);
+}
+
+/// RFC 9111 §4.4: a successful POST to a URL invalidates what is stored
+/// for it.
+#[test]
+fn rfc_9111_4_4_a_successful_post_invalidates_the_stored_url() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-inval");
+    let s = cached_origin(&dir, &o, "");
+    let t = "/i?cc=max-age=60";
+    send(&s, "GET", t, "");
+    let post = send(&s, "POST", t, "Content-Length: 0\r\n");
+    assert_eq!(post.status, 200, "{}", s.stderr());
+    assert_eq!(post.header("cache-status"), Some("Stoa; fwd=method"));
+    let again = send(&s, "GET", t, "");
+    assert!(again
+        .header("cache-status")
+        .unwrap_or_default()
+        .contains("fwd=miss"));
+}

@@ -15,6 +15,9 @@
 //!    answered from the fill as it grows. Waiters wait `lock_timeout` at
 //!    most, then fetch for themselves, uncached.
 
+mod invalidate;
+mod purge;
+
 use super::{follow, Nest, Running};
 use crate::cache::config::CacheRoute;
 use crate::cache::policy;
@@ -22,6 +25,7 @@ use crate::cache::store::{Begin, Chunk, Fill, FillGuard, Meta, Object};
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
+use crate::http::{conditional, range};
 use crate::local::Worker;
 use bytes::Bytes;
 use std::rc::Rc;
@@ -34,6 +38,8 @@ const FWD_MISS: &[u8] = b"Stoa; fwd=miss; stored";
 const FWD_MISS_NOT_STORED: &[u8] = b"Stoa; fwd=miss";
 const FWD_BYPASS: &[u8] = b"Stoa; fwd=bypass";
 const FWD_METHOD: &[u8] = b"Stoa; fwd=method";
+const FWD_REVALIDATED: &[u8] = b"Stoa; fwd=stale; fwd-status=304";
+const ONLY_IF_CACHED: &[u8] = b"Stoa; fwd=uri-miss; detail=only-if-cached";
 
 /// A request for a cached route (see the module's documentation).
 #[allow(clippy::too_many_arguments)]
@@ -53,7 +59,18 @@ pub(super) fn serve<'x>(
         _ => false,
     };
     if !cacheable {
+        let m = &ex.req().method;
+        if matches!(m, Method::Other(o) if o == "PURGE") {
+            purge::purge(c, ex);
+            return None;
+        }
         ex.set_cache_status("", Some(FWD_METHOD));
+        if invalidate::unsafe_method(m) {
+            return Some(Box::pin(async move {
+                run_app(h, norm, ex, rt, depth, vars, nest).await;
+                invalidate::after(c, ex);
+            }));
+        }
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     if c.bypass.matches(ex.req()) {
@@ -67,15 +84,61 @@ pub(super) fn serve<'x>(
         let age = age(&obj.meta, now);
         if age < obj.meta.ttl {
             ex.set_cache_status("HIT", None);
-            deliver(ex, obj, age, obj.meta.ttl - age);
+            deliver(ex, obj, age, Hit::Fresh(obj.meta.ttl - age));
             ex.finish();
             return None;
         }
+        // Stale, within the route's stale-while-revalidate (RFC 5861
+        // §3): served now, refreshed in the background once per key.
+        let stale_for = age - obj.meta.ttl;
+        if stale_for < c.stale_while_revalidate && !only_if_cached(ex.req()) {
+            if let Begin::Lead(guard) = c.zone.begin(&key) {
+                if spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars).is_some()
+                {
+                    ex.set_cache_status("UPDATING", None);
+                    deliver(ex, obj, age, Hit::StaleWhileRevalidate);
+                    ex.finish();
+                    return None;
+                }
+            } else {
+                // Another request refreshes it already.
+                ex.set_cache_status("UPDATING", None);
+                deliver(ex, obj, age, Hit::StaleWhileRevalidate);
+                ex.finish();
+                return None;
+            }
+        }
+    }
+    if only_if_cached(ex.req()) {
+        // RFC 9111 §5.2.1.7: nothing stored that may be used, and the
+        // client will not have the application asked: 504.
+        ex.set_cache_status("MISS", Some(ONLY_IF_CACHED));
+        ex.error(504, &[]);
+        ex.finish();
+        return None;
     }
     let status = if stored.is_some() { "EXPIRED" } else { "MISS" };
     Some(Box::pin(async move {
-        fetch(c, key, h, norm, ex, rt, depth, vars, status).await;
+        fetch(c, key, stored, h, norm, ex, rt, depth, vars, status).await;
     }))
+}
+
+/// The request says `Cache-Control: only-if-cached` (RFC 9111 §5.2.1.7).
+fn only_if_cached(req: &RequestHead) -> bool {
+    req.header("cache-control").is_some_and(|v| {
+        v.split(|&b| b == b',')
+            .any(|d| stoa_h1::trim(d).eq_ignore_ascii_case(b"only-if-cached"))
+    })
+}
+
+/// How a stored object is delivered: its `Cache-Status` (RFC 9211 §2).
+enum Hit {
+    /// Fresh, this long still.
+    Fresh(Duration),
+    /// Stale, served while a refresh runs (RFC 5861 §3).
+    StaleWhileRevalidate,
+    /// Stale, served because the application failed (RFC 5861 §4).
+    StaleIfError,
 }
 
 /// The route's handler on the client's exchange, as without a cache.
@@ -125,21 +188,135 @@ fn age(meta: &Meta, now: SystemTime) -> Duration {
 }
 
 /// A complete stored object to the client: its status and stored header
-/// lines, `Age`, `Cache-Status`, and its body (shared bytes).
-fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, ttl: Duration) {
-    ex.start(obj.meta.status);
-    ex.raw_headers(&obj.meta.head);
+/// lines, `Age`, `Cache-Status`, and its body (shared bytes). A HEAD gets
+/// the head alone (RFC 9111 §4.3.5: a stored GET answers it); a request
+/// whose preconditions the stored validators satisfy gets 304, and one
+/// range of a stored 200 gets 206 (RFC 9110 §13, §14), as the static
+/// handler answers them.
+fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
+    let mut v = [0u8; 64];
+    let status_field: &[u8] = match hit {
+        Hit::Fresh(ttl) => {
+            let prefix = b"Stoa; hit; ttl=";
+            v[..prefix.len()].copy_from_slice(prefix);
+            let mut t = [0u8; 20];
+            let t = num(&mut t, ttl.as_secs());
+            v[prefix.len()..prefix.len() + t.len()].copy_from_slice(t);
+            &v[..prefix.len() + t.len()]
+        }
+        Hit::StaleWhileRevalidate => b"Stoa; hit; fwd=stale; detail=stale-while-revalidate",
+        Hit::StaleIfError => b"Stoa; hit; fwd=stale; detail=stale-if-error",
+    };
+    let req = ex.req();
+    let (mut status, mut range) = (obj.meta.status, None);
+    let len = obj.body.len() as u64;
+    if status == 200 && has_preconditions(req) {
+        let etag = field(&obj.meta.head, b"etag");
+        let modified = field(&obj.meta.head, b"last-modified").and_then(http_date);
+        let cond = conditional::Request {
+            is_get_or_head: true,
+            if_match: req.header("if-match").filter(|_| etag.is_some()),
+            if_none_match: req.header("if-none-match").filter(|_| etag.is_some()),
+            if_modified_since: req
+                .header("if-modified-since")
+                .filter(|_| modified.is_some()),
+            if_unmodified_since: req
+                .header("if-unmodified-since")
+                .filter(|_| modified.is_some()),
+        };
+        match conditional::evaluate(&cond, etag.unwrap_or(b""), modified.unwrap_or(0)) {
+            conditional::Outcome::Proceed => {}
+            conditional::Outcome::NotModified => status = 304,
+            conditional::Outcome::PreconditionFailed => status = 412,
+        }
+    }
+    if status == 200 {
+        if let Some(r) = req.header("range") {
+            let etag = field(&obj.meta.head, b"etag");
+            let modified = field(&obj.meta.head, b"last-modified").and_then(http_date);
+            let current = req.header("if-range").is_none_or(|v| {
+                conditional::if_range_matches(v, etag.unwrap_or(b""), modified.unwrap_or(0))
+            });
+            if current {
+                match range::parse(r, len) {
+                    range::Ranges::Satisfiable(rs) if rs.len() == 1 => {
+                        status = 206;
+                        range = Some(rs[0].clone());
+                    }
+                    range::Ranges::Unsatisfiable => status = 416,
+                    // Several ranges: the whole, 200 (RFC 9110 §14.2).
+                    _ => {}
+                }
+            }
+        }
+    }
     let mut n = [0u8; 20];
-    ex.header("Age", num(&mut n, age.as_secs()));
-    let mut v = [0u8; 48];
-    let prefix = b"Stoa; hit; ttl=";
-    v[..prefix.len()].copy_from_slice(prefix);
-    let mut t = [0u8; 20];
-    let t = num(&mut t, ttl.as_secs());
-    v[prefix.len()..prefix.len() + t.len()].copy_from_slice(t);
-    ex.header("Cache-Status", &v[..prefix.len() + t.len()]);
-    ex.end_head(Some(obj.body.len() as u64));
-    ex.body_mem(obj.body.clone());
+    match status {
+        304 | 412 | 416 => {
+            if status == 412 {
+                ex.error(412, &[]);
+                return;
+            }
+            if status == 416 {
+                let cr = range::unsatisfied_range(len);
+                ex.error(416, &[("Content-Range", cr.as_bytes())]);
+                return;
+            }
+            // 304: the stored fields that describe the representation
+            // (RFC 9110 §15.4.5), without a body.
+            ex.start(304);
+            ex.raw_headers(&obj.meta.head);
+            ex.header("Age", num(&mut n, age.as_secs()));
+            ex.header("Cache-Status", status_field);
+            ex.end_head(None);
+        }
+        206 => {
+            let r = range.unwrap_or(0..len);
+            ex.start(206);
+            ex.raw_headers(&obj.meta.head);
+            ex.header("Age", num(&mut n, age.as_secs()));
+            ex.header("Cache-Status", status_field);
+            ex.header("Content-Range", range::content_range(&r, len).as_bytes());
+            ex.end_head(Some(r.end - r.start));
+            ex.body_mem(obj.body.slice(r.start as usize..r.end as usize));
+        }
+        _ => {
+            ex.start(status);
+            ex.raw_headers(&obj.meta.head);
+            ex.header("Age", num(&mut n, age.as_secs()));
+            ex.header("Cache-Status", status_field);
+            ex.end_head(Some(len));
+            ex.body_mem(obj.body.clone());
+        }
+    }
+}
+
+/// Whether the request has a precondition field at all (the usual hit
+/// has none: one look at the header names' lengths).
+fn has_preconditions(req: &RequestHead) -> bool {
+    req.header("if-none-match").is_some()
+        || req.header("if-modified-since").is_some()
+        || req.header("if-match").is_some()
+        || req.header("if-unmodified-since").is_some()
+}
+
+/// The value of field `name` (lowercase) in a stored header block.
+fn field<'h>(head: &'h [u8], name: &[u8]) -> Option<&'h [u8]> {
+    head.split(|&b| b == b'\n').find_map(|l| {
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        let c = l.iter().position(|&b| b == b':')?;
+        l[..c]
+            .eq_ignore_ascii_case(name)
+            .then(|| stoa_h1::trim(&l[c + 1..]))
+    })
+}
+
+/// An HTTP date in seconds since the epoch.
+fn http_date(v: &[u8]) -> Option<u64> {
+    let t = httpdate::parse_http_date(std::str::from_utf8(v).ok()?).ok()?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
 }
 
 /// `n` in decimal, in `buf`.
@@ -156,11 +333,16 @@ fn num(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
 }
 
 /// A request the cache cannot answer from what it holds: it joins the
-/// fetch of its key, or leads one.
+/// fetch of its key, or leads one. With a stale object (`stored`) the
+/// fetch is conditional on its validators (RFC 9111 §4.3.1); a 304 makes
+/// the stored object fresh again (§4.3.4, REVALIDATED); an application
+/// error or failure within stale-if-error serves the stale object (RFC
+/// 5861 §4).
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
     c: &Arc<CacheRoute>,
     key: crate::cache::key::Key,
+    stored: Option<Arc<Object>>,
     h: &Handler,
     norm: String,
     ex: &mut Exchange<'_>,
@@ -171,7 +353,8 @@ async fn fetch(
 ) {
     let fill = match c.zone.begin(&key) {
         Begin::Lead(guard) => {
-            let Some(fill) = spawn_fill(c, guard, h, &norm, ex, rt, depth, vars) else {
+            let Some(fill) = spawn_fill(c, guard, stored.clone(), h, &norm, ex, rt, depth, vars)
+            else {
                 // No shared runtime (an in-process test): uncached.
                 ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
                 return run_app(h, norm, ex, rt, depth, vars, None).await;
@@ -187,18 +370,62 @@ async fn fetch(
                 .flatten()
                 .is_none()
             {
+                if let Some(obj) = stale_if_error(c, stored.as_deref()) {
+                    ex.set_cache_status("STALE", None);
+                    let age = age(&obj.meta, SystemTime::now());
+                    deliver(ex, obj, age, Hit::StaleIfError);
+                    ex.finish();
+                    return;
+                }
                 ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
                 return run_app(h, norm, ex, rt, depth, vars, None).await;
             }
             fill
         }
     };
-    ex.set_cache_status(status, None);
-    deliver_fill(ex, &fill).await;
+    let meta = fill.head().await;
+    let failed = meta.as_ref().is_none_or(|m| m.status >= 500);
+    if failed {
+        if let Some(obj) = stale_if_error(c, stored.as_deref()) {
+            ex.set_cache_status("STALE", None);
+            let age = age(&obj.meta, SystemTime::now());
+            deliver(ex, obj, age, Hit::StaleIfError);
+            ex.finish();
+            return;
+        }
+    }
+    let revalidated = match (&meta, &stored) {
+        (Some(m), Some(old)) => {
+            m.status == old.meta.status && same_validators(&m.head, &old.meta.head)
+        }
+        _ => false,
+    };
+    let (log, field) = if revalidated {
+        ("REVALIDATED", FWD_REVALIDATED)
+    } else {
+        (status, FWD_MISS)
+    };
+    ex.set_cache_status(log, None);
+    deliver_fill(ex, &fill, field).await;
+}
+
+/// The stale object, if the route's stale-if-error allows serving it now.
+fn stale_if_error<'o>(c: &CacheRoute, stored: Option<&'o Object>) -> Option<&'o Object> {
+    let obj = stored?;
+    let stale_for = age(&obj.meta, SystemTime::now()).saturating_sub(obj.meta.ttl);
+    (stale_for < c.stale_if_error).then_some(obj)
+}
+
+/// Both heads carry the same validators (a 304 merged into the stored
+/// head keeps them).
+fn same_validators(a: &[u8], b: &[u8]) -> bool {
+    let v = |h| (field(h, b"etag"), field(h, b"last-modified"));
+    let (x, y) = (v(a), v(b));
+    x == y && (x.0.is_some() || x.1.is_some())
 }
 
 /// A response being fetched to the client as it comes.
-async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill) {
+async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill, status_field: &'static [u8]) {
     let Some(meta) = fill.head().await else {
         // The fetch failed before any head: what the application's
         // failure is to a proxy.
@@ -208,7 +435,7 @@ async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill) {
     };
     ex.start(meta.status);
     ex.raw_headers(&meta.head);
-    ex.header("Cache-Status", FWD_MISS);
+    ex.header("Cache-Status", status_field);
     if matches!(meta.status, 204 | 304) {
         ex.end_head(None);
         ex.finish();
@@ -271,6 +498,7 @@ enum OwnedApp {
 fn spawn_fill(
     c: &Arc<CacheRoute>,
     guard: FillGuard,
+    stored: Option<Arc<Object>>,
     h: &Handler,
     norm: &str,
     ex: &Exchange<'_>,
@@ -287,7 +515,7 @@ fn spawn_fill(
     };
     let fill = guard.fill();
     let worker = fill_worker(ex.worker());
-    let head = fetch_head(ex.req());
+    let head = fetch_head(ex.req(), stored.as_deref());
     let (peer, local) = (ex.peer(), ex.local_addr());
     let edge = ex.edge();
     // The route's limits for the application, no filters (the object is
@@ -301,6 +529,7 @@ fn spawn_fill(
     let vars = vars.to_vec();
     let sink = FillSink {
         guard: Some(guard),
+        stored,
         c: c.clone(),
         request_time: SystemTime::now(),
     };
@@ -320,8 +549,9 @@ fn spawn_fill(
 /// The GET a fetch sends: the client's request less what would make the
 /// answer other than the whole representation (a range, a 304), less
 /// what described a body. HEAD is fetched as GET (RFC 9111 §4.3.5 lets a
-/// stored GET answer HEAD).
-fn fetch_head(orig: &RequestHead) -> RequestHead {
+/// stored GET answer HEAD). With a stored object, its validators make it
+/// conditional (RFC 9111 §4.3.1).
+fn fetch_head(orig: &RequestHead, stored: Option<&Object>) -> RequestHead {
     const DROP: [&str; 10] = [
         "content-length",
         "transfer-encoding",
@@ -334,12 +564,17 @@ fn fetch_head(orig: &RequestHead) -> RequestHead {
         "if-modified-since",
         "if-unmodified-since",
     ];
+    let head = stored.map_or(&b""[..], |o| &o.meta.head[..]);
+    let etag = field(head, b"etag").map(|v| (&b"If-None-Match"[..], v));
+    let modified = field(head, b"last-modified").map(|v| (&b"If-Modified-Since"[..], v));
     RequestHead::from_parts(
         Method::Get,
         orig.target(),
         orig.version,
         orig.headers()
-            .filter(|(n, _)| !DROP.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes()))),
+            .filter(|(n, _)| !DROP.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes())))
+            .chain(etag)
+            .chain(modified),
     )
 }
 
@@ -348,6 +583,8 @@ fn fetch_head(orig: &RequestHead) -> RequestHead {
 /// the waiting clients either way.
 struct FillSink {
     guard: Option<FillGuard>,
+    /// The stale object a conditional fetch revalidates.
+    stored: Option<Arc<Object>>,
     c: Arc<CacheRoute>,
     request_time: SystemTime,
 }
@@ -355,6 +592,22 @@ struct FillSink {
 impl Sink for FillSink {
     fn head(&mut self, status: u16, head: &[u8]) {
         let Some(g) = self.guard.as_mut() else { return };
+        if let (304, Some(old)) = (status, self.stored.take()) {
+            // RFC 9111 §4.3.4: the stored response, its header fields
+            // updated from the 304's, fresh again; its body reused.
+            let merged = merge_304(&old.meta.head, head);
+            let ttl = policy::storable(old.meta.status, &merged, self.c.default_ttl);
+            let meta = Meta {
+                status: old.meta.status,
+                head: Bytes::from(merged),
+                request_time: self.request_time,
+                response_time: SystemTime::now(),
+                ttl: ttl.unwrap_or_default(),
+            };
+            g.set_head(meta, ttl.is_some());
+            g.append(&old.body);
+            return;
+        }
         let ttl = policy::storable(status, head, self.c.default_ttl);
         let meta = Meta {
             status,
@@ -377,4 +630,40 @@ impl Sink for FillSink {
             g.finish(whole);
         }
     }
+}
+
+/// The stored header block with the fields a 304 carries replacing
+/// theirs (RFC 9111 §4.3.4), but for those that describe the body.
+fn merge_304(stored: &[u8], new: &[u8]) -> Vec<u8> {
+    const KEEP: [&[u8]; 4] = [
+        b"content-length",
+        b"content-encoding",
+        b"content-range",
+        b"transfer-encoding",
+    ];
+    let name = |l: &[u8]| -> Vec<u8> {
+        let c = l.iter().position(|&b| b == b':').unwrap_or(l.len());
+        l[..c].to_ascii_lowercase()
+    };
+    let lines = |h: &[u8]| -> Vec<Vec<u8>> {
+        h.split_inclusive(|&b| b == b'\n')
+            .filter(|l| l.len() > 2)
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let fresh: Vec<Vec<u8>> = lines(new)
+        .into_iter()
+        .filter(|l| !KEEP.contains(&name(l).as_slice()))
+        .collect();
+    let replaced: Vec<Vec<u8>> = fresh.iter().map(|l| name(l)).collect();
+    let mut out = Vec::with_capacity(stored.len() + new.len());
+    for l in lines(stored) {
+        if !replaced.contains(&name(&l)) {
+            out.extend_from_slice(&l);
+        }
+    }
+    for l in fresh {
+        out.extend_from_slice(&l);
+    }
+    out
 }

@@ -95,6 +95,12 @@ impl Zone {
         }
     }
 
+    /// Removes the object stored under `key`; whether there was one.
+    pub(crate) fn remove(&self, key: &Key) -> bool {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(m.remove(key), Some(Slot::Stored(_)))
+    }
+
     pub(crate) fn begin(self: &Arc<Self>, key: &Key) -> Begin {
         let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(Slot::Filling(f)) = m.get(key) {
