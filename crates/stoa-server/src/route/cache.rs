@@ -180,11 +180,18 @@ async fn run_app(
     follow(o, ex, rt, depth, nest).await;
 }
 
-/// The age of a stored response now (RFC 9111 §4.2.3, without an `Age`
-/// the application sent).
+/// The age of a stored response now (RFC 9111 §4.2.3: the time it
+/// took to come, plus the time it has been stored; without an `Age` the
+/// application sent).
 fn age(meta: &Meta, now: SystemTime) -> Duration {
-    now.duration_since(meta.response_time)
-        .unwrap_or(Duration::ZERO)
+    let delay = meta
+        .response_time
+        .duration_since(meta.request_time)
+        .unwrap_or(Duration::ZERO);
+    let resident = now
+        .duration_since(meta.response_time)
+        .unwrap_or(Duration::ZERO);
+    delay + resident
 }
 
 /// A complete stored object to the client: its status and stored header
