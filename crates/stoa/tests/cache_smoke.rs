@@ -191,3 +191,26 @@ fn rfc_9111_4_4_a_successful_post_invalidates_the_stored_url() {
         .unwrap_or_default()
         .contains("fwd=miss"));
 }
+
+/// A miss is delivered as the application framed it (RFC 9112 §6.3): a
+/// body whose length the application announced goes with that
+/// `Content-Length`, not chunked; one the application chunked is chunked.
+#[test]
+fn a_miss_keeps_the_applications_content_length() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-length");
+    let s = cached_origin(&dir, &o, "");
+    let sized = send(&s, "GET", "/l?cc=max-age=60&size=5000", "");
+    assert_eq!(sized.status, 200, "{}", s.stderr());
+    assert!(sized
+        .header("cache-status")
+        .unwrap_or_default()
+        .contains("fwd=miss"));
+    assert_eq!(sized.header("content-length"), Some("5000"));
+    assert_eq!(sized.header("transfer-encoding"), None);
+    assert_eq!(sized.body.len(), 5000);
+    let chunked = send(&s, "GET", "/k?cc=max-age=60&size=5000&chunked=1", "");
+    assert_eq!(chunked.status, 200, "{}", s.stderr());
+    assert_eq!(chunked.header("content-length"), None);
+    assert_eq!(chunked.body.len(), 5000);
+}
