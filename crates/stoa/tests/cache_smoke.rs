@@ -78,10 +78,7 @@ fn a_bypassed_request_goes_to_the_application_every_time() {
     for _ in 0..2 {
         let r = s.request(req);
         assert_eq!(r.status, 200, "{}", s.stderr());
-        assert_eq!(
-            r.header("cache-status").as_deref(),
-            Some("Stoa; fwd=bypass")
-        );
+        assert_eq!(r.header("cache-status"), Some("Stoa; fwd=bypass"));
     }
     assert_eq!(b.requests() - before, 3);
 }
@@ -193,4 +190,27 @@ fn rfc_9111_4_4_a_successful_post_invalidates_the_stored_url() {
         .header("cache-status")
         .unwrap_or_default()
         .contains("fwd=miss"));
+}
+
+/// A miss is delivered as the application framed it (RFC 9112 §6.3): a
+/// body whose length the application announced goes with that
+/// `Content-Length`, not chunked; one the application chunked is chunked.
+#[test]
+fn a_miss_keeps_the_applications_content_length() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-length");
+    let s = cached_origin(&dir, &o, "");
+    let sized = send(&s, "GET", "/l?cc=max-age=60&size=5000", "");
+    assert_eq!(sized.status, 200, "{}", s.stderr());
+    assert!(sized
+        .header("cache-status")
+        .unwrap_or_default()
+        .contains("fwd=miss"));
+    assert_eq!(sized.header("content-length"), Some("5000"));
+    assert_eq!(sized.header("transfer-encoding"), None);
+    assert_eq!(sized.body.len(), 5000);
+    let chunked = send(&s, "GET", "/k?cc=max-age=60&size=5000&chunked=1", "");
+    assert_eq!(chunked.status, 200, "{}", s.stderr());
+    assert_eq!(chunked.header("content-length"), None);
+    assert_eq!(chunked.body.len(), 5000);
 }

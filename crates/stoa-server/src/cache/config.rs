@@ -212,3 +212,86 @@ impl CacheTable {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{from_str, Overrides};
+    use std::path::Path;
+
+    fn load(routes: &str) -> Result<crate::config::Runtime, String> {
+        let text = format!(
+            "[[pool]]\nname = \"app\"\nprotocol = \"http\"\naddress = [\"127.0.0.1:9\"]\n\
+             [[cache_zone]]\nname = \"pages\"\nmemory = \"1 MiB\"\n\
+             [[site]]\nroot = \".\"\n{routes}"
+        );
+        let ov = Overrides {
+            dry_run: true,
+            ..Overrides::default()
+        };
+        from_str(&text, "t.toml", Path::new("."), &ov).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_proxy_route_with_a_cache_gets_its_settings_on_its_edge() {
+        let rt = load(
+            "[[site.route]]\nprefix = \"/app/\"\nproxy = { pool = \"app\" }\n\
+             cache = { zone = \"pages\", lock_timeout = \"2s\", methods = [\"GET\"] }\n",
+        )
+        .expect("loads");
+        let c = rt.sites[0].routes[0].edge.cache.as_ref().expect("cached");
+        assert_eq!(c.lock_timeout, std::time::Duration::from_secs(2));
+        assert!(c.get && !c.head);
+        // The site's root (its static files) is not cached.
+        assert!(rt.sites[0].edge.cache.is_none());
+    }
+
+    #[test]
+    fn a_cache_on_static_files_is_refused_with_a_pointer_to_the_file_cache() {
+        let e =
+            load("[[site.route]]\nprefix = \"/s/\"\nstatic = {}\ncache = { zone = \"pages\" }\n")
+                .expect_err("refused");
+        assert!(e.contains("route[0].cache") && e.contains("[cache]"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_zone_a_bad_key_part_and_a_bad_method_are_refused_by_name() {
+        let r = |c: &str| {
+            load(&format!(
+                "[[site.route]]\nprefix = \"/a/\"\nproxy = {{ pool = \"app\" }}\ncache = {c}\n"
+            ))
+            .expect_err("refused")
+        };
+        let e = r("{ zone = \"nope\" }");
+        assert!(e.contains("cache.zone") && e.contains("`nope`"), "{e}");
+        let e = r("{ zone = \"pages\", key = [\"path\", \"colour\"] }");
+        assert!(e.contains("cache.key") && e.contains("colour"), "{e}");
+        let e = r("{ zone = \"pages\", methods = [\"POST\"] }");
+        assert!(e.contains("cache.methods"), "{e}");
+        let e = r("{ zone = \"pages\", lock_timeout = \"soon\" }");
+        assert!(e.contains("soon"), "{e}");
+    }
+
+    #[test]
+    fn a_zone_with_a_bad_name_or_a_disk_size_without_disk_is_refused() {
+        let ov = Overrides {
+            dry_run: true,
+            ..Overrides::default()
+        };
+        let z = |t: &str| {
+            from_str(
+                &format!("[[cache_zone]]\n{t}\n[[site]]\nroot = \".\"\n"),
+                "t.toml",
+                Path::new("."),
+                &ov,
+            )
+            .map_err(|e| e.to_string())
+        };
+        assert!(z("name = \"a b\"").expect_err("name").contains("name"));
+        assert!(z("name = \"a\"\ndisk_size = \"1G\"")
+            .expect_err("disk_size")
+            .contains("disk_size"));
+        assert!(z("name = \"a\"\n[[cache_zone]]\nname = \"a\"")
+            .expect_err("twice")
+            .contains("already"));
+    }
+}

@@ -55,7 +55,30 @@ impl KeySpec {
                 Part::Query => k.extend_from_slice(req.query().unwrap_or(b"")),
                 Part::Method => {}
                 Part::Header(n) => k.extend_from_slice(req.header(n).unwrap_or(b"")),
-                Part::Cookie(_) | Part::Arg(_) => {}
+                Part::Cookie(n) => {
+                    let v = req
+                        .headers()
+                        .filter(|(h, _)| h.eq_ignore_ascii_case(b"cookie"));
+                    for (_, c) in v {
+                        for kv in c.split(|&b| b == b';') {
+                            let kv = stoa_h1::trim(kv);
+                            if kv.len() > n.len()
+                                && kv.starts_with(n.as_bytes())
+                                && kv[n.len()] == b'='
+                            {
+                                k.extend_from_slice(&kv[n.len() + 1..]);
+                            }
+                        }
+                    }
+                }
+                Part::Arg(n) => {
+                    for kv in req.query().unwrap_or(b"").split(|&b| b == b'&') {
+                        if kv.len() > n.len() && kv.starts_with(n.as_bytes()) && kv[n.len()] == b'='
+                        {
+                            k.extend_from_slice(&kv[n.len() + 1..]);
+                        }
+                    }
+                }
             }
             k.push(0);
         }

@@ -722,7 +722,7 @@ impl<'a> Exchange<'a> {
         }
         let io = match &mut self.side {
             Side::H1(io) => io,
-            Side::Sub(s) => return s.head_ended(),
+            Side::Sub(s) => return s.head_ended(self.remaining),
             _ => return,
         };
         let b = io.out.buf();
@@ -767,7 +767,12 @@ impl<'a> Exchange<'a> {
                     self.chunked = true;
                 }
             }
-            Side::Sub(_) | Side::H2(_) | Side::Caught(_) => {}
+            Side::Sub(s) => {
+                // A sink learns that the length is not known.
+                self.remaining = None;
+                return s.head_ended(None);
+            }
+            Side::H2(_) | Side::Caught(_) => {}
         }
         self.head_length(None);
         self.remaining = None;

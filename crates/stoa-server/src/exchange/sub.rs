@@ -26,11 +26,12 @@ pub struct Sub {
 
 /// What takes a subrequest's response as it is written (the cache's
 /// fill): the head once it is complete (`head`: the header lines as
-/// `Name: value\r\n`, no framing fields), body pieces, then its end. A
+/// `Name: value\r\n`, no framing fields; `len`: the body's length when
+/// the handler announced one), body pieces, then its end. A
 /// sink that is dropped without `finish` (the handler failed, or its task
 /// was dropped) must count the response as failed.
 pub(crate) trait Sink {
-    fn head(&mut self, status: u16, head: &[u8]);
+    fn head(&mut self, status: u16, head: &[u8], len: Option<u64>);
     fn body(&mut self, data: &[u8]);
     /// The response ended: `whole` when every byte it announced came.
     fn finish(&mut self, whole: bool);
@@ -86,10 +87,11 @@ impl Sub {
         }
     }
 
-    /// The head is complete (the exchange wrote no framing field here).
-    pub(crate) fn head_ended(&mut self) {
+    /// The head is complete (the exchange wrote no framing field here);
+    /// `len`: the body's length, None when it is streamed.
+    pub(crate) fn head_ended(&mut self, len: Option<u64>) {
         if let Some(s) = self.sink.as_mut() {
-            s.head(self.status, &self.head);
+            s.head(self.status, &self.head, len);
         }
     }
 

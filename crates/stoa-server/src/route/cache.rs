@@ -180,11 +180,18 @@ async fn run_app(
     follow(o, ex, rt, depth, nest).await;
 }
 
-/// The age of a stored response now (RFC 9111 §4.2.3, without an `Age`
-/// the application sent).
+/// The age of a stored response now (RFC 9111 §4.2.3: the time it
+/// took to come, plus the time it has been stored; without an `Age` the
+/// application sent).
 fn age(meta: &Meta, now: SystemTime) -> Duration {
-    now.duration_since(meta.response_time)
-        .unwrap_or(Duration::ZERO)
+    let delay = meta
+        .response_time
+        .duration_since(meta.request_time)
+        .unwrap_or(Duration::ZERO);
+    let resident = now
+        .duration_since(meta.response_time)
+        .unwrap_or(Duration::ZERO);
+    delay + resident
 }
 
 /// A complete stored object to the client: its status and stored header
@@ -441,7 +448,12 @@ async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill, status_field: &'static
         ex.finish();
         return;
     }
-    ex.end_head_stream();
+    // The length the application announced, as it announced it (no
+    // chunking of a body whose size is known).
+    match meta.len {
+        Some(n) => ex.end_head(Some(n)),
+        None => ex.end_head_stream(),
+    }
     let mut i = 0;
     loop {
         match fill.read(i).await {
@@ -590,7 +602,7 @@ struct FillSink {
 }
 
 impl Sink for FillSink {
-    fn head(&mut self, status: u16, head: &[u8]) {
+    fn head(&mut self, status: u16, head: &[u8], len: Option<u64>) {
         let Some(g) = self.guard.as_mut() else { return };
         if let (304, Some(old)) = (status, self.stored.take()) {
             // RFC 9111 §4.3.4: the stored response, its header fields
@@ -603,6 +615,7 @@ impl Sink for FillSink {
                 request_time: self.request_time,
                 response_time: SystemTime::now(),
                 ttl: ttl.unwrap_or_default(),
+                len: Some(old.body.len() as u64),
             };
             g.set_head(meta, ttl.is_some());
             g.append(&old.body);
@@ -615,6 +628,7 @@ impl Sink for FillSink {
             request_time: self.request_time,
             response_time: SystemTime::now(),
             ttl: ttl.unwrap_or_default(),
+            len,
         };
         g.set_head(meta, ttl.is_some());
     }

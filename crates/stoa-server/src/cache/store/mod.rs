@@ -63,6 +63,8 @@ pub(crate) struct Meta {
     /// Freshness lifetime (stand-in: the real store keeps the head and
     /// policy computes it).
     pub(crate) ttl: Duration,
+    /// The body's length when the application announced it.
+    pub(crate) len: Option<u64>,
 }
 
 #[derive(Debug)]
