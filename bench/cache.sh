@@ -215,7 +215,7 @@ srv_stop_all
     echo "date=$(date '+%F %H:%M %Z')"
     echo "command=$COMMAND"
     echo "machine=$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-    echo "versions=$(nginx -v 2>&1 | sed 's/.*: //'), $(varnishd -V 2>&1 | head -1 | sed 's/ revision.*//'), wrk $(dpkg-query -W -f '${Version}' wrk 2>/dev/null), stoa $(git -C "$REPO_DIR" rev-parse --short HEAD)"
+    echo "versions=$(nginx -v 2>&1 | sed 's/.*: //'), $(varnishd -V 2>&1 | head -1 | sed 's/.*(\(varnish-[0-9.]*\).*/\1/'), wrk $(dpkg-query -W -f '${Version}' wrk 2>/dev/null), stoa $(git -C "$REPO_DIR" rev-parse --short HEAD)"
     echo "failed=$FAILED"
 } > "$RUN/raw/meta.txt"
 mkdir -p "$(dirname "$OUT")"
