@@ -139,9 +139,14 @@ fn cache_status(r: &Response) -> String {
 /// A hit: `Cache-Status: Stoa; hit...` (RFC 9211 §2.1), the stored body.
 fn assert_hit(r: &Response) {
     let cs = cache_status(r);
-    assert!(cs.starts_with("Stoa; hit"), "expected a hit, got {cs:?}: {r:?}");
     assert!(
-        r.header("age").and_then(|a| a.parse::<u64>().ok()).is_some(),
+        cs.starts_with("Stoa; hit"),
+        "expected a hit, got {cs:?}: {r:?}"
+    );
+    assert!(
+        r.header("age")
+            .and_then(|a| a.parse::<u64>().ok())
+            .is_some(),
         "a response from the cache has Age (RFC 9111 §5.1): {r:?}"
     );
 }
@@ -491,7 +496,10 @@ fn rfc9111_s4_3_1_revalidation_with_last_modified_uses_if_modified_since() {
     let second = lab.get(t);
     assert_eq!(second.body, first.body);
     assert_eq!(second.header("x-origin-count"), Some("2"), "{second:?}");
-    assert!(cache_status(&second).contains("fwd-status=304"), "{second:?}");
+    assert!(
+        cache_status(&second).contains("fwd-status=304"),
+        "{second:?}"
+    );
 }
 
 /// RFC 9111 §4.3.2: a conditional request is answered 304 from a fresh
@@ -581,8 +589,14 @@ fn rfc9111_s4_1_vary_stores_one_variant_per_accept_encoding() {
     let t = "/vary/ae?cc=max-age%3D60&vary=Accept-Encoding";
     let gz = ["Accept-Encoding: gzip"];
     let br = ["Accept-Encoding: br"];
-    assert!(lab.get_with(t, &gz).text().contains("accept-encoding: gzip\n"));
-    assert!(lab.get_with(t, &br).text().contains("accept-encoding: br\n"));
+    assert!(lab
+        .get_with(t, &gz)
+        .text()
+        .contains("accept-encoding: gzip\n"));
+    assert!(lab
+        .get_with(t, &br)
+        .text()
+        .contains("accept-encoding: br\n"));
     for _ in 0..2 {
         let r = lab.get_with(t, &gz);
         assert_hit(&r);
@@ -691,7 +705,11 @@ fn rfc9111_s4_4_a_post_invalidates_its_same_host_location_and_content_location()
     let r = lab.send("POST", &post, &["Content-Length: 0"]);
     assert_eq!(r.status, 303);
     assert_eq!(fetch_no(&lab.get(page)), 2, "Location not invalidated");
-    assert_eq!(fetch_no(&lab.get(other)), 2, "Content-Location not invalidated");
+    assert_eq!(
+        fetch_no(&lab.get(other)),
+        2,
+        "Content-Location not invalidated"
+    );
     let post = format!(
         "/inv/form2?status=303&loc={}",
         enc(&format!("http://elsewhere.example{foreign}"))
@@ -768,13 +786,19 @@ fn rfc5861_s3_stale_while_revalidate_serves_at_once_and_refreshes_behind() {
     let r = lab.get(t);
     let took = t0.elapsed();
     assert_eq!(fetch_no(&r), 1);
-    assert!(took < Duration::from_millis(1500), "waited {took:?} for the refresh");
+    assert!(
+        took < Duration::from_millis(1500),
+        "waited {took:?} for the refresh"
+    );
     let cs = cache_status(&r);
     assert!(
         cs.starts_with("Stoa; hit") && cs.contains("stale-while-revalidate"),
         "{cs:?}"
     );
-    assert!(lab.origin.wait_completed("/swr/a", 2, WAIT), "no background refresh");
+    assert!(
+        lab.origin.wait_completed("/swr/a", 2, WAIT),
+        "no background refresh"
+    );
     // The refreshed response replaced the stored one.
     let ok = wait_for(WAIT, || {
         let r = lab.get_with(t, &["Cache-Control: max-stale=100000"]);
@@ -838,10 +862,7 @@ fn rfc9211_every_response_of_a_cached_route_has_cache_status() {
         .unwrap_or(-1);
     assert!((55..=60).contains(&ttl), "{cs:?}");
     assert_fwd(&lab.get("/cs/b?cc=no-store"), "miss");
-    assert_fwd(
-        &lab.send("POST", "/cs/c", &["Content-Length: 0"]),
-        "method",
-    );
+    assert_fwd(&lab.send("POST", "/cs/c", &["Content-Length: 0"]), "method");
     assert_eq!(
         cache_status(&lab.get_with(t, &["X-No-Cache: 1"])),
         "Stoa; fwd=bypass"
@@ -874,7 +895,10 @@ fn bypass_rules_skip_lookup_and_store_like_nginx_proxy_cache_bypass() {
     assert_eq!(fetch_no(&lab.get(t)), 1);
     assert_eq!(fetch_no(&lab.get(t)), 2);
     // A cookie not in the list does not bypass.
-    let r = lab.get_with("/by/a?cc=max-age%3D60", &["Cookie: wordpress_test_cookie=1"]);
+    let r = lab.get_with(
+        "/by/a?cc=max-age%3D60",
+        &["Cookie: wordpress_test_cookie=1"],
+    );
     assert_hit(&r);
 }
 
@@ -998,7 +1022,12 @@ fn concurrent_misses_on_one_cold_object_reach_the_origin_once() {
     let barrier = Arc::new(Barrier::new(n_hot + n_other));
     let mut hs = Vec::new();
     for _ in 0..n_hot {
-        hs.push(spawn_get(lab.stoa.addr, hot.clone(), vec![], barrier.clone()));
+        hs.push(spawn_get(
+            lab.stoa.addr,
+            hot.clone(),
+            vec![],
+            barrier.clone(),
+        ));
     }
     for i in 0..n_other {
         let t = format!("/cf/other{i}?cc=max-age%3D60&delay=0.2&size=3000&vary=Accept-Encoding");
@@ -1016,7 +1045,10 @@ fn concurrent_misses_on_one_cold_object_reach_the_origin_once() {
         assert_eq!(&answered_target(r), target, "mixed response");
         for h in headers {
             let v = h.split(": ").nth(1).unwrap_or("");
-            assert!(r.text().contains(&format!("accept-encoding: {v}\n")), "{r:?}");
+            assert!(
+                r.text().contains(&format!("accept-encoding: {v}\n")),
+                "{r:?}"
+            );
         }
         assert!(filler_ok(&r.body, text_end(&r.body)), "{target}: bytes");
         if target == &hot {
@@ -1376,9 +1408,10 @@ fn purge_by_surrogate_key_removes_the_tagged_objects() {
 #[test]
 fn purge_from_an_address_not_allowed_is_403() {
     let lab = Lab::plain();
-    let text = std::fs::read_to_string(&lab.cfg)
-        .expect("config")
-        .replace("purge = [\"127.0.0.1\"]", "purge = [\"10.0.0.0/8\", \"::1\"]");
+    let text = std::fs::read_to_string(&lab.cfg).expect("config").replace(
+        "purge = [\"127.0.0.1\"]",
+        "purge = [\"10.0.0.0/8\", \"::1\"]",
+    );
     std::fs::write(&lab.cfg, text).expect("config");
     let mark = lab.stoa.stderr().len();
     lab.stoa.signal(libc::SIGHUP);
@@ -1437,7 +1470,10 @@ fn the_access_log_has_the_cache_status() {
 #[test]
 fn the_status_page_counts_hits_misses_and_objects_per_zone() {
     let lab = Lab::with_cache(", bypass = { headers = [\"X-No-Cache\"] }");
-    for t in ["/stat/a?cc=max-age%3D60&size=1000", "/stat/b?cc=max-age%3D60&size=1000"] {
+    for t in [
+        "/stat/a?cc=max-age%3D60&size=1000",
+        "/stat/b?cc=max-age%3D60&size=1000",
+    ] {
         lab.get(t);
         lab.get(t);
         lab.get(t);

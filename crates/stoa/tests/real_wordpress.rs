@@ -928,7 +928,10 @@ fn wordpress_cached_anonymous_front_page_hits_without_php() {
     };
     let first = patient_get(&wp.server, "/");
     assert_eq!(first.status, 200, "{}", wp.fail("/", &first));
-    assert!(WordPress::cache_status(&first).contains("fwd=miss"), "{first:?}");
+    assert!(
+        WordPress::cache_status(&first).contains("fwd=miss"),
+        "{first:?}"
+    );
     for _ in 0..5 {
         let r = patient_get(&wp.server, "/");
         assert_eq!(r.status, 200);
@@ -983,7 +986,9 @@ fn wordpress_cached_logged_in_user_never_gets_a_cached_page() {
         .filter(|c| c.starts_with("wordpress_"))
         .collect();
     assert!(
-        cookies.iter().any(|c| c.starts_with("wordpress_logged_in_")),
+        cookies
+            .iter()
+            .any(|c| c.starts_with("wordpress_logged_in_")),
         "{}",
         wp.fail("login cookies", &login)
     );
@@ -993,12 +998,22 @@ fn wordpress_cached_logged_in_user_never_gets_a_cached_page() {
         let r = patient_request(&wp.server, &request("GET", "/", &[&cookie]));
         assert_eq!(r.status, 200, "{}", wp.fail("logged-in /", &r));
         assert_eq!(WordPress::cache_status(&r), "Stoa; fwd=bypass");
-        assert!(r.text().contains("wpadminbar"), "{}", wp.fail("admin bar", &r));
+        assert!(
+            r.text().contains("wpadminbar"),
+            "{}",
+            wp.fail("admin bar", &r)
+        );
         assert_eq!(wp.php_hits("/"), before + 1);
     }
     let r = patient_get(&wp.server, "/");
-    assert!(WordPress::cache_status(&r).starts_with("Stoa; hit"), "{r:?}");
-    assert!(!r.text().contains("wpadminbar"), "a logged-in page was stored");
+    assert!(
+        WordPress::cache_status(&r).starts_with("Stoa; hit"),
+        "{r:?}"
+    );
+    assert!(
+        !r.text().contains("wpadminbar"),
+        "a logged-in page was stored"
+    );
     assert_eq!(r.body, anon.body);
 }
 
@@ -1013,7 +1028,10 @@ fn wordpress_cached_comment_post_invalidates_the_posts_page() {
     let page = patient_get(&wp.server, "/hello-world/");
     assert_eq!(page.status, 200, "{}", wp.fail("/hello-world/", &page));
     let r = patient_get(&wp.server, "/hello-world/");
-    assert!(WordPress::cache_status(&r).starts_with("Stoa; hit"), "{r:?}");
+    assert!(
+        WordPress::cache_status(&r).starts_with("Stoa; hit"),
+        "{r:?}"
+    );
     let text = "A comment through the cache 7d3a";
     let body = form_urlencode(&[
         ("comment", text),
@@ -1056,17 +1074,26 @@ fn wordpress_cached_purge_by_tag_and_by_url() {
         let r = patient_get(&wp.server, p);
         assert_eq!(r.status, 200, "{}", wp.fail(p, &r));
         let r = patient_get(&wp.server, p);
-        assert!(WordPress::cache_status(&r).starts_with("Stoa; hit"), "{p}: {r:?}");
+        assert!(
+            WordPress::cache_status(&r).starts_with("Stoa; hit"),
+            "{p}: {r:?}"
+        );
     }
     let r = wp
         .server
         .request(&request("PURGE", "/", &["Surrogate-Key: post-1"]));
     assert_eq!(r.status, 200, "{}", wp.fail("purge by tag", &r));
-    assert!(r.text().contains("\"purged\": 1") || r.text().contains("\"purged\":1"), "{r:?}");
+    assert!(
+        r.text().contains("\"purged\": 1") || r.text().contains("\"purged\":1"),
+        "{r:?}"
+    );
     let r = patient_get(&wp.server, "/hello-world/");
     assert!(WordPress::cache_status(&r).contains("fwd=miss"), "{r:?}");
     let r = patient_get(&wp.server, "/sample-page/");
-    assert!(WordPress::cache_status(&r).starts_with("Stoa; hit"), "{r:?}");
+    assert!(
+        WordPress::cache_status(&r).starts_with("Stoa; hit"),
+        "{r:?}"
+    );
     let r = wp.server.request(&request("PURGE", "/", &[]));
     assert_eq!(r.status, 200, "{}", wp.fail("purge by URL", &r));
     let r = patient_get(&wp.server, "/");
