@@ -371,23 +371,27 @@ async fn fetch(
         Begin::Wait(fill) => {
             // Collapsed forwarding: the first fetch answers this one too,
             // unless it takes longer than `lock_timeout` to begin.
-            if tokio::time::timeout(c.lock_timeout, fill.head())
-                .await
-                .ok()
-                .flatten()
-                .is_none()
-            {
-                if let Some(obj) = stale_if_error(c, stored.as_deref()) {
-                    ex.set_cache_status("STALE", None);
-                    let age = age(&obj.meta, SystemTime::now());
-                    deliver(ex, obj, age, Hit::StaleIfError);
-                    ex.finish();
-                    return;
+            match tokio::time::timeout(c.lock_timeout, fill.head()).await {
+                Ok(Some(meta)) if shareable(c, &meta) => fill,
+                Ok(Some(_)) => {
+                    // The response may not be shared (Set-Cookie, no-store,
+                    // private): this client asks for its own, as Varnish's
+                    // hit-for-miss does; no one's session goes to another.
+                    ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                    return run_app(h, norm, ex, rt, depth, vars, None).await;
                 }
-                ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
-                return run_app(h, norm, ex, rt, depth, vars, None).await;
+                _ => {
+                    if let Some(obj) = stale_if_error(c, stored.as_deref()) {
+                        ex.set_cache_status("STALE", None);
+                        let age = age(&obj.meta, SystemTime::now());
+                        deliver(ex, obj, age, Hit::StaleIfError);
+                        ex.finish();
+                        return;
+                    }
+                    ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                    return run_app(h, norm, ex, rt, depth, vars, None).await;
+                }
             }
-            fill
         }
     };
     let meta = fill.head().await;
@@ -414,6 +418,13 @@ async fn fetch(
     };
     ex.set_cache_status(log, None);
     deliver_fill(ex, &fill, field).await;
+}
+
+/// Whether a fetched response may be given to the clients that waited
+/// for it: only one the cache may store (RFC 9111 §3), so that nothing
+/// private reaches a client it was not meant for.
+fn shareable(c: &CacheRoute, meta: &Meta) -> bool {
+    policy::storable(meta.status, &meta.head, c.default_ttl).is_some()
 }
 
 /// The stale object, if the route's stale-if-error allows serving it now.
