@@ -21,12 +21,13 @@ mod purge;
 use super::{follow, Nest, Running};
 use crate::cache::config::CacheRoute;
 use crate::cache::policy;
-use crate::cache::store::{Begin, Body, Chunk, Fill, FillGuard, Meta, Object, StoreKey};
+use crate::cache::store::{Begin, Body, Chunk, Event, Fill, FillGuard, Meta, Object, StoreKey};
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
 use crate::http::{conditional, range};
 use crate::local::Worker;
+use crate::log::access::CacheStatus;
 use bytes::Bytes;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -64,7 +65,7 @@ pub(super) fn serve<'x>(
             purge::purge(c, ex);
             return None;
         }
-        ex.set_cache_status("", Some(FWD_METHOD));
+        ex.set_cache_status(None, Some(FWD_METHOD));
         if invalidate::unsafe_method(m) {
             return Some(Box::pin(async move {
                 run_app(h, norm, ex, rt, depth, vars, nest).await;
@@ -74,7 +75,7 @@ pub(super) fn serve<'x>(
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     if c.bypass.matches(ex.req()) {
-        ex.set_cache_status("BYPASS", Some(FWD_BYPASS));
+        mark(c, ex, CacheStatus::Bypass, Some(FWD_BYPASS));
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     let key = store_key(c, ex);
@@ -84,7 +85,7 @@ pub(super) fn serve<'x>(
         let age = age(&obj.meta, now);
         let ttl = ttl(c, &obj.meta);
         if age < ttl {
-            ex.set_cache_status("HIT", None);
+            mark(c, ex, CacheStatus::Hit, None);
             deliver(ex, obj, age, Hit::Fresh(ttl - age));
             ex.finish();
             return None;
@@ -96,14 +97,14 @@ pub(super) fn serve<'x>(
             if let Begin::Lead(guard) = c.zone.begin(&key) {
                 if spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars).is_some()
                 {
-                    ex.set_cache_status("UPDATING", None);
+                    mark(c, ex, CacheStatus::Updating, None);
                     deliver(ex, obj, age, Hit::StaleWhileRevalidate);
                     ex.finish();
                     return None;
                 }
             } else {
                 // Another request refreshes it already.
-                ex.set_cache_status("UPDATING", None);
+                mark(c, ex, CacheStatus::Updating, None);
                 deliver(ex, obj, age, Hit::StaleWhileRevalidate);
                 ex.finish();
                 return None;
@@ -113,15 +114,35 @@ pub(super) fn serve<'x>(
     if only_if_cached(ex.req()) {
         // RFC 9111 §5.2.1.7: nothing stored that may be used, and the
         // client will not have the application asked: 504.
-        ex.set_cache_status("MISS", Some(ONLY_IF_CACHED));
+        mark(c, ex, CacheStatus::Miss, Some(ONLY_IF_CACHED));
         ex.error(504, &[]);
         ex.finish();
         return None;
     }
-    let status = if stored.is_some() { "EXPIRED" } else { "MISS" };
+    let status = if stored.is_some() {
+        CacheStatus::Expired
+    } else {
+        CacheStatus::Miss
+    };
     Some(Box::pin(async move {
         fetch(c, key, stored, h, norm, ex, rt, depth, vars, status).await;
     }))
+}
+
+/// What the cache did with the request: the access log's
+/// `$upstream_cache_status`, the zone's counter of it, and a
+/// `Cache-Status` field for heads the cache does not write itself.
+fn mark(c: &CacheRoute, ex: &mut Exchange<'_>, s: CacheStatus, field: Option<&'static [u8]>) {
+    c.zone.count(match s {
+        CacheStatus::Hit => Event::Hit,
+        CacheStatus::Miss => Event::Miss,
+        CacheStatus::Expired => Event::Expired,
+        // Both serve a stale copy: the zone counts them as one.
+        CacheStatus::Stale | CacheStatus::Updating => Event::Stale,
+        CacheStatus::Revalidated => Event::Revalidated,
+        CacheStatus::Bypass => Event::Bypass,
+    });
+    ex.set_cache_status(Some(s), field);
 }
 
 /// The store's key of the request: the route's key, and the URL (host,
@@ -318,7 +339,10 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
 fn body(ex: &mut Exchange<'_>, obj: &Object, from: u64, len: u64) {
     match &obj.body {
         Body::Mem(b) => ex.body_mem(b.slice(from as usize..(from + len) as usize)),
-        Body::Disk(_) => match obj.file().and_then(|(f, at, _)| f.try_clone().map(|f| (f, at))) {
+        Body::Disk(_) => match obj
+            .file()
+            .and_then(|(f, at, _)| f.try_clone().map(|f| (f, at)))
+        {
             Ok((f, at)) => ex.body_file(Rc::new(f), at + from, len),
             // The file went (evicted) after the head was sent.
             Err(_) => ex.abort(),
@@ -384,20 +408,20 @@ async fn fetch(
     rt: &Runtime,
     depth: u8,
     vars: &[(String, Vec<u8>)],
-    status: &'static str,
+    status: CacheStatus,
 ) {
     let fill = match c.zone.begin(&key) {
         Begin::Uncacheable => {
             // Hit-for-miss: the last response could not be stored; each
             // request asks the application itself.
-            ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+            mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
             return run_app(h, norm, ex, rt, depth, vars, None).await;
         }
         Begin::Lead(guard) => {
             let Some(fill) = spawn_fill(c, guard, stored.clone(), h, &norm, ex, rt, depth, vars)
             else {
                 // No shared runtime (an in-process test): uncached.
-                ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                 return run_app(h, norm, ex, rt, depth, vars, None).await;
             };
             fill
@@ -411,18 +435,18 @@ async fn fetch(
                     // The response may not be shared (Set-Cookie, no-store,
                     // private): this client asks for its own, as Varnish's
                     // hit-for-miss does; no one's session goes to another.
-                    ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                    mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                     return run_app(h, norm, ex, rt, depth, vars, None).await;
                 }
                 _ => {
                     if let Some(obj) = stale_if_error(c, stored.as_deref()) {
-                        ex.set_cache_status("STALE", None);
+                        mark(c, ex, CacheStatus::Stale, None);
                         let age = age(&obj.meta, SystemTime::now());
                         deliver(ex, obj, age, Hit::StaleIfError);
                         ex.finish();
                         return;
                     }
-                    ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                    mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                     return run_app(h, norm, ex, rt, depth, vars, None).await;
                 }
             }
@@ -432,7 +456,7 @@ async fn fetch(
     let failed = meta.as_ref().is_none_or(|m| m.status >= 500);
     if failed {
         if let Some(obj) = stale_if_error(c, stored.as_deref()) {
-            ex.set_cache_status("STALE", None);
+            mark(c, ex, CacheStatus::Stale, None);
             let age = age(&obj.meta, SystemTime::now());
             deliver(ex, obj, age, Hit::StaleIfError);
             ex.finish();
@@ -446,11 +470,11 @@ async fn fetch(
         _ => false,
     };
     let (log, field) = if revalidated {
-        ("REVALIDATED", FWD_REVALIDATED)
+        (CacheStatus::Revalidated, FWD_REVALIDATED)
     } else {
         (status, FWD_MISS)
     };
-    ex.set_cache_status(log, None);
+    mark(c, ex, log, None);
     deliver_fill(ex, &fill, field).await;
 }
 
