@@ -318,7 +318,10 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
 fn body(ex: &mut Exchange<'_>, obj: &Object, from: u64, len: u64) {
     match &obj.body {
         Body::Mem(b) => ex.body_mem(b.slice(from as usize..(from + len) as usize)),
-        Body::Disk(_) => match obj.file().and_then(|(f, at, _)| f.try_clone().map(|f| (f, at))) {
+        Body::Disk(_) => match obj
+            .file()
+            .and_then(|(f, at, _)| f.try_clone().map(|f| (f, at)))
+        {
             Ok((f, at)) => ex.body_file(Rc::new(f), at + from, len),
             // The file went (evicted) after the head was sent.
             Err(_) => ex.abort(),

@@ -275,9 +275,7 @@ pub(super) fn load(dir: &Path, zone: &Weak<Zone>) {
     if let Some(z) = zone.upgrade() {
         z.loading.store(false, Ordering::Release);
         if bad > 0 {
-            z.counters
-                .store_failures
-                .fetch_add(bad, Ordering::Relaxed);
+            z.counters.store_failures.fetch_add(bad, Ordering::Relaxed);
         }
     }
 }
@@ -308,7 +306,8 @@ pub(super) fn read_header(path: &Path) -> Result<(StoreKey, Meta, DiskBody), Str
     if &fixed[..8] != MAGIC {
         return Err("not a cache object".into());
     }
-    let u32_at = |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
+    let u32_at =
+        |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
     if u32_at(8) != VERSION {
         return Err(format!("format version {}", u32_at(8)));
     }
@@ -321,7 +320,10 @@ pub(super) fn read_header(path: &Path) -> Result<(StoreKey, Meta, DiskBody), Str
     let len = u64::from_le_bytes(len8);
     let body_at = FIXED + u64::from(hlen);
     if body_at.checked_add(len) != Some(size) {
-        return Err(format!("truncated ({size} bytes, {} expected)", body_at + len));
+        return Err(format!(
+            "truncated ({size} bytes, {} expected)",
+            body_at + len
+        ));
     }
     let mut h = vec![0u8; hlen as usize];
     f.read_exact(&mut h).map_err(|e| e.to_string())?;

@@ -632,11 +632,14 @@ impl Index {
         let inactive = self.bounds.inactive;
         if !inactive.is_zero() {
             loop {
-                let oldest = [self.mem_lru.first_key_value(), self.disk_lru.first_key_value()]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .map(|(_, id)| *id);
+                let oldest = [
+                    self.mem_lru.first_key_value(),
+                    self.disk_lru.first_key_value(),
+                ]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|(_, id)| *id);
                 let Some(id) = oldest else { break };
                 let used = self
                     .find(id)
@@ -948,17 +951,15 @@ impl Zone {
         let mut unlinks = Vec::new();
         let n = {
             let mut ix = self.index();
-            let ids: Vec<u64> = ix
-                .primary(key)
-                .map_or(Vec::new(), |p| p.variants.iter().map(|e| e.obj.id).collect());
+            let ids: Vec<u64> = ix.primary(key).map_or(Vec::new(), |p| {
+                p.variants.iter().map(|e| e.obj.id).collect()
+            });
             ids.into_iter()
                 .filter(|&id| ix.remove_id(id, &mut unlinks))
                 .count()
         };
         unlink_all(unlinks);
-        self.counters
-            .purges
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.counters.purges.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
@@ -990,9 +991,7 @@ impl Zone {
                 .count()
         };
         unlink_all(unlinks);
-        self.counters
-            .purges
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.counters.purges.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
