@@ -21,7 +21,7 @@ mod purge;
 use super::{follow, Nest, Running};
 use crate::cache::config::CacheRoute;
 use crate::cache::policy;
-use crate::cache::store::{Begin, Chunk, Fill, FillGuard, Meta, Object};
+use crate::cache::store::{Begin, Body, Chunk, Fill, FillGuard, Meta, Object, StoreKey};
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
@@ -77,20 +77,21 @@ pub(super) fn serve<'x>(
         ex.set_cache_status("BYPASS", Some(FWD_BYPASS));
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
-    let key = c.key.key(ex.req(), ex.scheme());
+    let key = store_key(c, ex);
     let now = SystemTime::now();
-    let stored = c.zone.lookup(&key);
+    let stored = c.zone.lookup(&key).into_iter().next();
     if let Some(obj) = &stored {
         let age = age(&obj.meta, now);
-        if age < obj.meta.ttl {
+        let ttl = ttl(c, &obj.meta);
+        if age < ttl {
             ex.set_cache_status("HIT", None);
-            deliver(ex, obj, age, Hit::Fresh(obj.meta.ttl - age));
+            deliver(ex, obj, age, Hit::Fresh(ttl - age));
             ex.finish();
             return None;
         }
         // Stale, within the route's stale-while-revalidate (RFC 5861
         // §3): served now, refreshed in the background once per key.
-        let stale_for = age - obj.meta.ttl;
+        let stale_for = age - ttl;
         if stale_for < c.stale_while_revalidate && !only_if_cached(ex.req()) {
             if let Begin::Lead(guard) = c.zone.begin(&key) {
                 if spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars).is_some()
@@ -121,6 +122,20 @@ pub(super) fn serve<'x>(
     Some(Box::pin(async move {
         fetch(c, key, stored, h, norm, ex, rt, depth, vars, status).await;
     }))
+}
+
+/// The store's key of the request: the route's key, and the URL (host,
+/// path and query) that a purge names.
+pub(super) fn store_key(c: &CacheRoute, ex: &Exchange<'_>) -> StoreKey {
+    let req = ex.req();
+    let mut url = req.header("host").unwrap_or(b"").to_vec();
+    url.extend_from_slice(req.target());
+    StoreKey::new(&c.key.key(req, ex.scheme()).0, &url)
+}
+
+/// A stored response's freshness lifetime.
+fn ttl(c: &CacheRoute, meta: &Meta) -> Duration {
+    policy::storable(meta.status, &meta.head, c.default_ttl).unwrap_or_default()
 }
 
 /// The request says `Cache-Control: only-if-cached` (RFC 9111 §5.2.1.7).
@@ -216,7 +231,7 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
     };
     let req = ex.req();
     let (mut status, mut range) = (obj.meta.status, None);
-    let len = obj.body.len() as u64;
+    let len = obj.len();
     if status == 200 && has_preconditions(req) {
         let etag = field(&obj.meta.head, b"etag");
         let modified = field(&obj.meta.head, b"last-modified").and_then(http_date);
@@ -285,7 +300,7 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
             ex.header("Cache-Status", status_field);
             ex.header("Content-Range", range::content_range(&r, len).as_bytes());
             ex.end_head(Some(r.end - r.start));
-            ex.body_mem(obj.body.slice(r.start as usize..r.end as usize));
+            body(ex, obj, r.start, r.end - r.start);
         }
         _ => {
             ex.start(status);
@@ -293,8 +308,24 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
             ex.header("Age", num(&mut n, age.as_secs()));
             ex.header("Cache-Status", status_field);
             ex.end_head(Some(len));
-            ex.body_mem(obj.body.clone());
+            body(ex, obj, 0, len);
         }
+    }
+}
+
+/// `len` bytes of a stored object's body from `from`: shared memory, or
+/// its file by sendfile.
+fn body(ex: &mut Exchange<'_>, obj: &Object, from: u64, len: u64) {
+    match &obj.body {
+        Body::Mem(b) => ex.body_mem(b.slice(from as usize..(from + len) as usize)),
+        Body::Disk(_) => match obj
+            .file()
+            .and_then(|(f, at, _)| f.try_clone().map(|f| (f, at)))
+        {
+            Ok((f, at)) => ex.body_file(Rc::new(f), at + from, len),
+            // The file went (evicted) after the head was sent.
+            Err(_) => ex.abort(),
+        },
     }
 }
 
@@ -348,7 +379,7 @@ fn num(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
     c: &Arc<CacheRoute>,
-    key: crate::cache::key::Key,
+    key: StoreKey,
     stored: Option<Arc<Object>>,
     h: &Handler,
     norm: String,
@@ -359,6 +390,12 @@ async fn fetch(
     status: &'static str,
 ) {
     let fill = match c.zone.begin(&key) {
+        Begin::Uncacheable => {
+            // Hit-for-miss: the last response could not be stored; each
+            // request asks the application itself.
+            ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+            return run_app(h, norm, ex, rt, depth, vars, None).await;
+        }
         Begin::Lead(guard) => {
             let Some(fill) = spawn_fill(c, guard, stored.clone(), h, &norm, ex, rt, depth, vars)
             else {
@@ -430,7 +467,7 @@ fn shareable(c: &CacheRoute, meta: &Meta) -> bool {
 /// The stale object, if the route's stale-if-error allows serving it now.
 fn stale_if_error<'o>(c: &CacheRoute, stored: Option<&'o Object>) -> Option<&'o Object> {
     let obj = stored?;
-    let stale_for = age(&obj.meta, SystemTime::now()).saturating_sub(obj.meta.ttl);
+    let stale_for = age(&obj.meta, SystemTime::now()).saturating_sub(ttl(c, &obj.meta));
     (stale_for < c.stale_if_error).then_some(obj)
 }
 
@@ -465,11 +502,24 @@ async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill, status_field: &'static
         Some(n) => ex.end_head(Some(n)),
         None => ex.end_head_stream(),
     }
-    let mut i = 0;
+    let mut offset = 0;
     loop {
-        match fill.read(i).await {
+        match fill.read(offset).await {
             Chunk::Mem(b) => {
+                offset += b.len() as u64;
                 ex.body_mem(b);
+                if !ex.flush().await {
+                    // The client left; the fetch goes on for the others.
+                    return;
+                }
+            }
+            Chunk::File(f, at, len) => {
+                offset += len;
+                let Ok(f) = f.try_clone() else {
+                    ex.abort();
+                    return;
+                };
+                ex.body_file(Rc::new(f), at, len);
                 if !ex.flush().await {
                     // The client left; the fetch goes on for the others.
                     return;
@@ -481,7 +531,6 @@ async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill, status_field: &'static
                 return;
             }
         }
-        i += 1;
     }
     ex.finish();
 }
@@ -619,26 +668,30 @@ impl Sink for FillSink {
             // RFC 9111 §4.3.4: the stored response, its header fields
             // updated from the 304's, fresh again; its body reused.
             let merged = merge_304(&old.meta.head, head);
-            let ttl = policy::storable(old.meta.status, &merged, self.c.default_ttl);
+            let keep = policy::storable(old.meta.status, &merged, self.c.default_ttl).is_some();
             let meta = Meta {
-                status: old.meta.status,
                 head: Bytes::from(merged),
                 request_time: self.request_time,
                 response_time: SystemTime::now(),
-                ttl: ttl.unwrap_or_default(),
-                len: Some(old.body.len() as u64),
+                ..old.meta.clone()
             };
-            g.set_head(meta, ttl.is_some());
-            g.append(&old.body);
+            let new = self.c.zone.update_meta(&old, meta);
+            if !keep {
+                self.c.zone.remove_object(&new);
+            }
+            if let Some(g) = self.guard.take() {
+                g.finish_with(&new);
+            }
             return;
         }
         let ttl = policy::storable(status, head, self.c.default_ttl);
         let meta = Meta {
             status,
             head: Bytes::copy_from_slice(head),
+            variant: Box::default(),
             request_time: self.request_time,
             response_time: SystemTime::now(),
-            ttl: ttl.unwrap_or_default(),
+            tags: Vec::new(),
             len,
         };
         g.set_head(meta, ttl.is_some());
@@ -646,13 +699,19 @@ impl Sink for FillSink {
 
     fn body(&mut self, data: &[u8]) {
         if let Some(g) = self.guard.as_mut() {
-            g.append(data);
+            if g.append(data).is_err() {
+                // Nowhere to hold it: the fill has failed.
+                self.guard = None;
+            }
         }
     }
 
     fn finish(&mut self, whole: bool) {
         if let Some(g) = self.guard.take() {
-            g.finish(whole);
+            if whole {
+                g.finish();
+            }
+            // Dropped unfinished: failed, nothing stored.
         }
     }
 }

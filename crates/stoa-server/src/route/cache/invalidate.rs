@@ -21,6 +21,5 @@ pub(crate) fn after(c: &CacheRoute, ex: &Exchange<'_>) {
     if !(200..400).contains(&ex.status()) {
         return;
     }
-    let key = c.key.key(ex.req(), ex.scheme());
-    c.zone.remove(&key);
+    c.zone.remove(&super::store_key(c, ex));
 }

@@ -14,8 +14,7 @@ pub(crate) fn purge(c: &CacheRoute, ex: &mut Exchange<'_>) {
         ex.finish();
         return;
     }
-    let key = c.key.key(ex.req(), ex.scheme());
-    let n = u64::from(c.zone.remove(&key));
+    let n = c.zone.remove(&super::store_key(c, ex)) as u64;
     let mut body = Vec::with_capacity(16);
     body.extend_from_slice(b"{\"purged\": ");
     stoa_h1::push_u64(&mut body, n);
