@@ -687,3 +687,12 @@ fn a_full_disk_abandons_the_disk_copy_and_the_fill_still_completes() {
     assert_eq!(o.mem().map(|b| &b[..]), Some(&b"small"[..]));
     assert!(o.file().is_err());
 }
+
+#[test]
+fn expired_hit_for_miss_marks_do_not_accumulate() {
+    let z = Zone::detached(&spec("marks", None)).expect("zone");
+    for i in 0..5000 {
+        z.mark_uncacheable(&key(&format!("k{i}"), "h"), Duration::ZERO);
+    }
+    assert!(z.index().keys.len() < 4096, "expired marks were kept");
+}
