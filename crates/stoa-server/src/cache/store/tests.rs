@@ -687,3 +687,43 @@ fn a_full_disk_abandons_the_disk_copy_and_the_fill_still_completes() {
     assert_eq!(o.mem().map(|b| &b[..]), Some(&b"small"[..]));
     assert!(o.file().is_err());
 }
+
+#[test]
+fn expired_hit_for_miss_marks_do_not_accumulate() {
+    let z = Zone::detached(&spec("marks", None)).expect("zone");
+    for i in 0..5000 {
+        z.mark_uncacheable(&key(&format!("k{i}"), "h"), Duration::ZERO);
+    }
+    assert!(z.index().keys.len() < 4096, "expired marks were kept");
+}
+
+#[test]
+fn a_new_file_never_takes_the_name_of_an_object_it_replaces() {
+    let d = TempDir::new("names");
+    let k = key("k", "h/k");
+    {
+        let z = Zone::open(&spec("names", Some(&d))).expect("zone");
+        wait_loaded(&z);
+        fill(&z, &k, meta("", "", &[]), b"first", true);
+    }
+    let z = Zone::open(&spec("names", Some(&d))).expect("zone again");
+    wait_loaded(&z);
+    // The next generation is the one the loaded file has (two runs in
+    // the same instant, as far as names go).
+    let old = files(&d.0);
+    let gen = old[0]
+        .extension()
+        .and_then(|e| u64::from_str_radix(&e.to_string_lossy(), 16).ok())
+        .expect("a generation");
+    if let Some(zd) = &z.disk {
+        zd.generation.store(gen, Ordering::Relaxed);
+    }
+    assert!(fill(&z, &k, meta("", "", &[]), b"second", true));
+    let now = files(&d.0);
+    assert_eq!(now.len(), 1);
+    assert_ne!(now, old);
+    drop(z);
+    let z = Zone::open(&spec("names", Some(&d))).expect("zone a third time");
+    wait_loaded(&z);
+    assert_eq!(body(&one(&z, &k)), b"second");
+}
