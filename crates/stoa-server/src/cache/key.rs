@@ -451,3 +451,304 @@ pub(crate) fn glob(pattern: &[u8], name: &[u8]) -> bool {
     }
     pattern[p..].iter().all(|&b| b == b'*')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoa_h1::{Method, Version};
+
+    fn req(target: &str, h: &[(&str, &str)]) -> RequestHead {
+        req_m(Method::Get, target, h)
+    }
+
+    fn req_m(m: Method, target: &str, h: &[(&str, &str)]) -> RequestHead {
+        RequestHead::from_parts(
+            m,
+            target.as_bytes(),
+            Version::Http11,
+            h.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+        )
+    }
+
+    /// A head parsed from HTTP/1 text (an absolute-form target).
+    fn parsed(text: &str) -> RequestHead {
+        let mut r = RequestHead::default();
+        r.parse(text.as_bytes(), &stoa_h1::RequestLimits::default())
+            .expect("valid")
+            .expect("complete");
+        r
+    }
+
+    fn spec(parts: &[&str]) -> KeySpec {
+        KeySpec::parse(&parts.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("spec")
+    }
+
+    fn default() -> KeySpec {
+        spec(&["scheme", "host", "path", "query"])
+    }
+
+    fn k(s: &KeySpec, target: &str, h: &[(&str, &str)]) -> Key {
+        s.key(&req(target, h), "http")
+    }
+
+    #[test]
+    fn the_same_request_makes_the_same_key_and_hash() {
+        let s = default();
+        let a = k(&s, "/a?x=1", &[("Host", "ex.com")]);
+        let b = k(&s, "/a?x=1", &[("Host", "ex.com")]);
+        assert_eq!(a, b);
+        assert_eq!(a.hash64(), b.hash64());
+        assert_eq!(Key::from_bytes(a.bytes()), a);
+    }
+
+    #[test]
+    fn parts_cannot_run_into_each_other() {
+        let s = default();
+        // Without lengths, "/a" + "b=1" and "/a?b" + "=1" could read alike.
+        let keys = [
+            k(&s, "/a?b=1", &[("Host", "ex.com")]),
+            k(&s, "/a?b=1", &[("Host", "ex.co")]),
+            k(&s, "/a", &[("Host", "ex.com")]),
+            k(&s, "/a?", &[("Host", "ex.com")]),
+            k(&s, "/", &[("Host", "ex.com")]),
+            k(&s, "/a?b=1", &[]),
+            k(&s, "/a?b=1", &[("Host", "")]),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+                assert_ne!(a.bytes(), b.bytes());
+            }
+        }
+        let h = spec(&["path", "header:X-A", "header:X-B"]);
+        assert_ne!(
+            k(&h, "/", &[("X-A", "1"), ("X-B", "")]),
+            k(&h, "/", &[("X-A", ""), ("X-B", "1")])
+        );
+        assert_ne!(
+            k(&h, "/", &[("X-A", "")]),
+            k(&h, "/", &[]),
+            "empty is not absent"
+        );
+    }
+
+    #[test]
+    fn the_scheme_is_part_of_the_default_key() {
+        let s = default();
+        let r = req("/", &[("Host", "ex.com")]);
+        assert_ne!(s.key(&r, "http"), s.key(&r, "https"));
+    }
+
+    #[test]
+    fn the_host_is_lowercased_and_the_default_port_removed_rfc3986_6_2() {
+        let s = default();
+        let a = s.key(&req("/", &[("Host", "Ex.COM:80")]), "http");
+        assert_eq!(a, s.key(&req("/", &[("Host", "ex.com")]), "http"));
+        assert_eq!(a, s.key(&req("/", &[("Host", "ex.com:")]), "http"));
+        assert_ne!(a, s.key(&req("/", &[("Host", "ex.com:8080")]), "http"));
+        let b = s.key(&req("/", &[("Host", "ex.com:443")]), "https");
+        assert_eq!(b, s.key(&req("/", &[("Host", "ex.com")]), "https"));
+        assert_ne!(
+            s.key(&req("/", &[("Host", "ex.com:80")]), "https"),
+            s.key(&req("/", &[("Host", "ex.com")]), "https")
+        );
+        let mut out = Vec::new();
+        normal_host(b"[::1]:80", "http", &mut out);
+        assert_eq!(out, b"[::1]");
+        out.clear();
+        normal_host(b"[::1]", "http", &mut out);
+        assert_eq!(out, b"[::1]");
+    }
+
+    #[test]
+    fn an_absolute_form_target_keys_like_its_origin_form_rfc9112_3_2_2() {
+        let s = default();
+        let a = s.key(
+            &parsed("GET http://Ex.com/a?q HTTP/1.1\r\nHost: other\r\n\r\n"),
+            "http",
+        );
+        let b = s.key(&req("/a?q", &[("Host", "ex.com")]), "http");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn the_method_part_tells_methods_apart() {
+        let s = spec(&["method", "path"]);
+        let g = s.key(&req_m(Method::Get, "/", &[]), "http");
+        let h = s.key(&req_m(Method::Head, "/", &[]), "http");
+        assert_ne!(g, h);
+        let d = default();
+        assert_eq!(
+            d.key(&req_m(Method::Get, "/", &[]), "http"),
+            d.key(&req_m(Method::Head, "/", &[]), "http")
+        );
+    }
+
+    #[test]
+    fn header_parts_take_every_line_of_the_field_case_insensitively() {
+        let s = spec(&["path", "header:X-Device"]);
+        assert_eq!(
+            k(&s, "/", &[("x-device", "m")]),
+            k(&s, "/", &[("X-DEVICE", "m")])
+        );
+        assert_ne!(
+            k(&s, "/", &[("X-Device", "m")]),
+            k(&s, "/", &[("X-Device", "d")])
+        );
+        assert_eq!(
+            k(&s, "/", &[("X-Device", "a"), ("X-Device", "b")]),
+            k(&s, "/", &[("X-Device", "a, b")])
+        );
+    }
+
+    #[test]
+    fn cookie_parts_take_the_named_cookie_only() {
+        let s = spec(&["path", "cookie:lang"]);
+        let a = k(&s, "/", &[("Cookie", "sid=1; lang=fr")]);
+        assert_eq!(a, k(&s, "/", &[("Cookie", "lang=fr"), ("Cookie", "sid=2")]));
+        assert_ne!(a, k(&s, "/", &[("Cookie", "lang=en")]));
+        assert_ne!(
+            a,
+            k(&s, "/", &[("Cookie", "Lang=fr")]),
+            "cookie names are case-sensitive"
+        );
+        assert_ne!(a, k(&s, "/", &[("Cookie", "xlang=fr")]));
+        assert_eq!(k(&s, "/", &[]), k(&s, "/", &[("Cookie", "other=1")]));
+    }
+
+    #[test]
+    fn arg_parts_take_the_named_query_argument_only() {
+        let s = spec(&["path", "arg:page"]);
+        assert_eq!(k(&s, "/?page=2&utm=x", &[]), k(&s, "/?utm=y&page=2", &[]));
+        assert_ne!(k(&s, "/?page=2", &[]), k(&s, "/?page=3", &[]));
+        assert_ne!(k(&s, "/?page=", &[]), k(&s, "/", &[]));
+    }
+
+    #[test]
+    fn bad_key_parts_are_refused_with_their_name() {
+        for bad in [
+            &["scheme", "hots"][..],
+            &["header:"],
+            &["cookie:a b"],
+            &["arg:a=b"],
+            &["path", "path"],
+            &[],
+        ] {
+            let parts: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            let e = KeySpec::parse(&parts).expect_err("refused");
+            assert!(!e.is_empty());
+        }
+        let e = KeySpec::parse(&["hots".to_string()]).expect_err("refused");
+        assert!(e.contains("hots"), "{e}");
+    }
+
+    #[test]
+    fn the_url_form_is_scheme_host_path_query() {
+        assert_eq!(
+            url(&req("/a/b?x=1", &[("Host", "EX.com:80")]), "http"),
+            "http://ex.com/a/b?x=1"
+        );
+        assert_eq!(
+            url(&req("/a", &[("Host", "ex.com:8443")]), "https"),
+            "https://ex.com:8443/a"
+        );
+        assert_eq!(
+            url(
+                &parsed("GET http://h/p? HTTP/1.1\r\nHost: h\r\n\r\n"),
+                "http"
+            ),
+            "http://h/p?"
+        );
+        assert_eq!(
+            url(&req("/\u{e9}", &[("Host", "h")]), "http"),
+            "http://h/\u{e9}"
+        );
+    }
+
+    #[test]
+    fn key_maps_find_keys_by_their_full_bytes() {
+        let s = default();
+        let mut m: KeyMap<u32> = KeyMap::default();
+        m.insert(k(&s, "/a", &[("Host", "h")]), 1);
+        m.insert(k(&s, "/b", &[("Host", "h")]), 2);
+        assert_eq!(m.get(&k(&s, "/a", &[("Host", "h")])), Some(&1));
+        assert_eq!(m.get(&k(&s, "/b", &[("Host", "h")])), Some(&2));
+        assert_eq!(m.get(&k(&s, "/c", &[("Host", "h")])), None);
+        // Equal hashes alone never make keys equal.
+        let a = Key {
+            bytes: b"a".to_vec().into(),
+            hash: 7,
+        };
+        let b = Key {
+            bytes: b"b".to_vec().into(),
+            hash: 7,
+        };
+        assert_ne!(a, b);
+    }
+
+    fn bypass(c: &[&str], a: &[&str], h: &[&str]) -> Bypass {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Bypass::new(&v(c), &v(a), &v(h)).expect("bypass")
+    }
+
+    #[test]
+    fn a_cookie_matching_a_glob_bypasses_like_wordpress_rules() {
+        let b = bypass(
+            &["wordpress_logged_in_*", "wp-postpass_*", "comment_author_*"],
+            &[],
+            &[],
+        );
+        assert!(b.matches(&req("/", &[("Cookie", "a=1; wordpress_logged_in_abc=x")])));
+        assert!(b.matches(&req("/", &[("Cookie", "wp-postpass_=1")])));
+        assert!(!b.matches(&req("/", &[("Cookie", "wordpress_test_cookie=1")])));
+        assert!(
+            !b.matches(&req("/", &[("Cookie", "x=wordpress_logged_in_1")])),
+            "values are not names"
+        );
+        assert!(!b.matches(&req("/", &[])));
+    }
+
+    #[test]
+    fn a_query_argument_bypasses_unless_its_value_is_zero_like_nginx() {
+        let b = bypass(&[], &["nocache"], &[]);
+        assert!(b.matches(&req("/?nocache=1", &[])));
+        assert!(b.matches(&req("/?a=b&nocache", &[])));
+        assert!(!b.matches(&req("/?nocache=0", &[])));
+        assert!(!b.matches(&req("/?nocachex=1", &[])));
+        assert!(!b.matches(&req("/?x=nocache", &[])));
+    }
+
+    #[test]
+    fn a_request_field_bypasses_when_present_and_not_empty_or_zero_like_nginx() {
+        let b = bypass(&[], &[], &["X-No-Cache"]);
+        assert!(b.matches(&req("/", &[("x-no-cache", "1")])));
+        assert!(!b.matches(&req("/", &[("X-No-Cache", "0")])));
+        assert!(!b.matches(&req("/", &[("X-No-Cache", "")])));
+        assert!(!b.matches(&req("/", &[])));
+        assert!(bypass(&[], &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn bad_bypass_names_are_refused() {
+        let v = |x: &str| vec![x.to_string()];
+        assert!(Bypass::new(&v("a b"), &[], &[]).is_err());
+        assert!(Bypass::new(&[], &v("a=b"), &[]).is_err());
+        assert!(Bypass::new(&[], &[], &v("X-*")).is_err());
+        assert!(Bypass::new(&[], &[], &v("")).is_err());
+    }
+
+    #[test]
+    fn globs_match_any_run_including_none() {
+        assert!(glob(b"*", b""));
+        assert!(glob(b"a*", b"a"));
+        assert!(glob(b"a*c", b"abbbc"));
+        assert!(glob(b"*b*", b"abc"));
+        assert!(glob(b"a**c", b"ac"));
+        assert!(!glob(b"a*c", b"abcd"));
+        assert!(!glob(b"abc", b"ab"));
+        assert!(!glob(b"", b"a"));
+        // A pathological pattern stays fast (no exponential backtracking).
+        let name = vec![b'a'; 5000];
+        assert!(!glob(b"*a*a*a*a*a*b", &name));
+    }
+}

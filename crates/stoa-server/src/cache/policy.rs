@@ -1384,3 +1384,1108 @@ pub(crate) fn tags(head: &[u8]) -> impl Iterator<Item = &[u8]> {
         .flat_map(|v| v.split(|&b| b == b' ' || b == b'\t'))
         .filter(|t| !t.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoa_h1::Version;
+
+    fn req(h: &[(&str, &str)]) -> RequestHead {
+        req_m(Method::Get, h)
+    }
+
+    fn req_m(m: Method, h: &[(&str, &str)]) -> RequestHead {
+        RequestHead::from_parts(
+            m,
+            b"/p?q=1",
+            Version::Http11,
+            h.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+        )
+    }
+
+    /// A header block from lines.
+    fn head(lines: &[&str]) -> Vec<u8> {
+        let mut h = Vec::new();
+        for l in lines {
+            h.extend_from_slice(l.as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+        h
+    }
+
+    fn t(s: u64) -> SystemTime {
+        UNIX_EPOCH + secs(1_700_000_000 + s)
+    }
+
+    fn date(s: u64) -> String {
+        httpdate::fmt_http_date(t(s))
+    }
+
+    fn received(status: u16, h: &[u8]) -> Received<'_> {
+        Received {
+            status,
+            head: h,
+            request_time: t(0),
+            response_time: t(0),
+        }
+    }
+
+    fn store(r: &RequestHead, status: u16, h: &[u8]) -> Result<Storable, NotStorable> {
+        may_store(r, &received(status, h), &Rules::default())
+    }
+
+    fn lifetime(status: u16, h: &[u8]) -> Option<u64> {
+        freshness_lifetime(status, h, t(0), Duration::ZERO).map(|l| l.lifetime.as_secs())
+    }
+
+    fn fresh_for(h: &[u8]) -> Freshness {
+        freshness(&received(200, h), &Rules::default())
+    }
+
+    // --- directive lists
+
+    #[test]
+    fn directives_split_on_commas_outside_quoted_strings_rfc9111_5_2() {
+        let d: Vec<_> = directives(br#"no-cache="Set-Cookie, X-A", max-age=5,, private"#).collect();
+        assert_eq!(
+            d,
+            [
+                (&b"no-cache"[..], Some(&b"Set-Cookie, X-A"[..])),
+                (b"max-age", Some(b"5")),
+                (b"private", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn directives_survive_unclosed_quotes_escapes_and_garbage() {
+        let d: Vec<_> = directives(br#"a="x\"y, b=1", c = 2 junk, =3, "#).collect();
+        assert_eq!(
+            d,
+            [(&b"a"[..], Some(&br#"x\"y, b=1"#[..])), (b"c", Some(b"2")),]
+        );
+        let d: Vec<_> = directives(br#"a="unclosed, b"#).collect();
+        assert_eq!(d, [(&b"a"[..], Some(&b"unclosed, b"[..]))]);
+        let d: Vec<_> = directives(br#"a="\"#).collect();
+        assert_eq!(d.len(), 1);
+        assert_eq!(directives(b",,, ,").count(), 0);
+    }
+
+    #[test]
+    fn delta_seconds_saturate_at_2_31_and_reject_signs_rfc9111_1_2_2() {
+        assert_eq!(delta_seconds(b"60"), Some(60));
+        assert_eq!(
+            delta_seconds(b"99999999999999999999999999"),
+            Some(DELTA_MAX)
+        );
+        assert_eq!(delta_seconds(b"2147483649"), Some(DELTA_MAX));
+        assert_eq!(delta_seconds(b"-1"), None);
+        assert_eq!(delta_seconds(b"+1"), None);
+        assert_eq!(delta_seconds(b" 1"), None);
+        assert_eq!(delta_seconds(b""), None);
+        assert_eq!(delta_seconds(b"1.5"), None);
+    }
+
+    // --- request directives
+
+    #[test]
+    fn request_directives_are_read_from_every_cache_control_line_rfc9111_5_2_1() {
+        let d = request_directives(&req(&[
+            ("Cache-Control", "max-age=10, min-fresh=3"),
+            ("cache-control", "max-stale=7, only-if-cached, no-store"),
+        ]));
+        assert_eq!(d.max_age, Some(10));
+        assert_eq!(d.min_fresh, Some(3));
+        assert_eq!(d.max_stale, Some(MaxStale::Secs(7)));
+        assert!(d.only_if_cached && d.no_store && !d.no_cache);
+    }
+
+    #[test]
+    fn max_stale_without_a_value_accepts_any_staleness_rfc9111_5_2_1_2() {
+        let d = request_directives(&req(&[("Cache-Control", "max-stale")]));
+        assert_eq!(d.max_stale, Some(MaxStale::Any));
+        let d = request_directives(&req(&[("Cache-Control", "max-stale=\"30\"")]));
+        assert_eq!(d.max_stale, Some(MaxStale::Secs(30)));
+        let d = request_directives(&req(&[("Cache-Control", "max-stale=abc")]));
+        assert_eq!(d.max_stale, None, "an invalid value accepts nothing stale");
+    }
+
+    #[test]
+    fn an_invalid_request_max_age_reads_as_zero_and_the_first_duplicate_wins() {
+        let d = request_directives(&req(&[("Cache-Control", "max-age=-5")]));
+        assert_eq!(d.max_age, Some(0));
+        let d = request_directives(&req(&[("Cache-Control", "max-age=5, max-age=100")]));
+        assert_eq!(d.max_age, Some(5));
+    }
+
+    #[test]
+    fn pragma_no_cache_counts_only_without_cache_control_rfc9111_5_4() {
+        assert!(request_directives(&req(&[("Pragma", "no-cache")])).no_cache);
+        let d = request_directives(&req(&[
+            ("Pragma", "no-cache"),
+            ("Cache-Control", "max-age=5"),
+        ]));
+        assert!(!d.no_cache);
+        assert!(!request_directives(&req(&[("Pragma", "x-other")])).no_cache);
+    }
+
+    #[test]
+    fn request_directive_names_are_case_insensitive_rfc9111_5_2() {
+        let d = request_directives(&req(&[("CACHE-CONTROL", "No-Cache, ONLY-IF-CACHED")]));
+        assert!(d.no_cache && d.only_if_cached);
+    }
+
+    // --- storing (§3)
+
+    #[test]
+    fn a_200_with_max_age_is_stored_with_that_lifetime_rfc9111_3() {
+        let h = head(&["Cache-Control: max-age=60"]);
+        let s = store(&req(&[]), 200, &h).expect("storable");
+        assert_eq!(s.freshness.lifetime, secs(60));
+        assert_eq!(s.freshness.source, Source::MaxAge);
+    }
+
+    #[test]
+    fn only_get_responses_are_stored_rfc9111_3() {
+        let h = head(&["Cache-Control: max-age=60"]);
+        for m in [Method::Head, Method::Post, Method::Other("PURGE".into())] {
+            assert_eq!(store(&req_m(m, &[]), 200, &h), Err(NotStorable::Method));
+        }
+    }
+
+    #[test]
+    fn interim_and_unrecognised_statuses_are_never_stored_rfc9110_15() {
+        let h = head(&["Cache-Control: max-age=60"]);
+        for s in [100, 101, 199, 299, 599, 999, 0] {
+            assert_eq!(store(&req(&[]), s, &h), Err(NotStorable::Status), "{s}");
+        }
+    }
+
+    #[test]
+    fn partial_content_is_not_stored_because_fetches_ask_for_whole_representations_rfc9111_3_3() {
+        let h = head(&["Cache-Control: max-age=60", "Content-Range: bytes 0-1/10"]);
+        assert_eq!(store(&req(&[]), 206, &h), Err(NotStorable::Partial));
+        assert_eq!(store(&req(&[]), 304, &h), Err(NotStorable::NotModified));
+    }
+
+    #[test]
+    fn no_store_in_the_response_or_the_request_prevents_storing_rfc9111_5_2_2_5_and_5_2_1_5() {
+        let h = head(&["Cache-Control: max-age=60, no-store"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::NoStore));
+        let h = head(&["Cache-Control: max-age=60"]);
+        let r = req(&[("Cache-Control", "no-store")]);
+        assert_eq!(store(&r, 200, &h), Err(NotStorable::NoStore));
+    }
+
+    #[test]
+    fn must_understand_with_an_understood_status_overrides_no_store_rfc9111_5_2_2_3() {
+        let h = head(&["Cache-Control: must-understand, no-store, max-age=60"]);
+        assert!(store(&req(&[]), 200, &h).is_ok());
+        assert_eq!(store(&req(&[]), 299, &h), Err(NotStorable::Status));
+    }
+
+    #[test]
+    fn private_qualified_or_not_is_never_stored_by_a_shared_cache_rfc9111_5_2_2_7() {
+        for cc in [
+            "private",
+            "private=\"Set-Cookie\"",
+            "PRIVATE, max-age=60",
+            "public, private",
+        ] {
+            let h = head(&[&format!("Cache-Control: {cc}"), "Cache-Control: max-age=60"]);
+            assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::Private), "{cc}");
+        }
+    }
+
+    #[test]
+    fn authorization_prevents_storing_unless_public_s_maxage_or_must_revalidate_rfc9111_3_5() {
+        let r = req(&[("Authorization", "Basic eDp5")]);
+        let h = head(&["Cache-Control: max-age=60"]);
+        assert_eq!(store(&r, 200, &h), Err(NotStorable::Authorization));
+        for cc in [
+            "public, max-age=60",
+            "s-maxage=60",
+            "must-revalidate, max-age=60",
+        ] {
+            let h = head(&[&format!("Cache-Control: {cc}")]);
+            assert!(store(&r, 200, &h).is_ok(), "{cc}");
+        }
+        let h = head(&["Surrogate-Control: max-age=60"]);
+        assert_eq!(
+            store(&r, 200, &h),
+            Err(NotStorable::Authorization),
+            "a lifetime override is not a permission to share"
+        );
+    }
+
+    #[test]
+    fn set_cookie_is_never_stored_as_nginx_and_varnish_do() {
+        let h = head(&["Cache-Control: public, max-age=60", "Set-Cookie: a=b"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::SetCookie));
+        let h = head(&["X-Accel-Expires: 60", "set-cookie: a=b"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::SetCookie));
+    }
+
+    #[test]
+    fn x_accel_expires_zero_is_not_stored_as_nginx_does() {
+        let h = head(&["Cache-Control: max-age=60", "X-Accel-Expires: 0"]);
+        assert_eq!(
+            store(&req(&[]), 200, &h),
+            Err(NotStorable::XAccelExpiresZero)
+        );
+    }
+
+    #[test]
+    fn x_accel_expires_sets_the_lifetime_for_the_cache_only_as_nginx_does() {
+        let h = head(&["Cache-Control: max-age=5", "X-Accel-Expires: 300"]);
+        let s = store(&req(&[]), 200, &h).expect("storable");
+        assert_eq!(
+            (s.freshness.lifetime, s.freshness.source),
+            (secs(300), Source::XAccelExpires)
+        );
+        // `@T`: an absolute Unix time, from the response's Date.
+        let d = date(0);
+        let at = format!("X-Accel-Expires: @{}", 1_700_000_000 + 90);
+        let h = head(&[&format!("Date: {d}"), &at]);
+        assert_eq!(lifetime(200, &h), Some(90));
+        let h = head(&[&format!("Date: {d}"), "X-Accel-Expires: @5"]);
+        assert_eq!(lifetime(200, &h), Some(0), "a time in the past: stale");
+        // Invalid: ignored (nginx), the next rule applies.
+        let h = head(&["X-Accel-Expires: soon", "Cache-Control: max-age=7"]);
+        assert_eq!(lifetime(200, &h), Some(7));
+        let h = head(&["X-Accel-Expires: @99999999999999999999999"]);
+        assert!(
+            lifetime(200, &h).is_some(),
+            "a huge absolute time saturates"
+        );
+    }
+
+    #[test]
+    fn surrogate_control_max_age_overrides_cache_control_for_the_cache_only() {
+        let h = head(&["Cache-Control: max-age=5", "Surrogate-Control: max-age=600"]);
+        assert_eq!(lifetime(200, &h), Some(600));
+        let h = head(&[
+            "Cache-Control: no-cache",
+            "Surrogate-Control: max-age=60+30",
+        ]);
+        assert_eq!(lifetime(200, &h), Some(60));
+        let h = head(&["Surrogate-Control: content=\"ESI/1.0\", max-age=20;edge"]);
+        assert_eq!(lifetime(200, &h), Some(20));
+        let h = head(&["Surrogate-Control: no-store", "Cache-Control: max-age=60"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::NoStore));
+    }
+
+    #[test]
+    fn a_lifetime_override_does_not_lift_no_store_or_private() {
+        let h = head(&["Cache-Control: no-store", "X-Accel-Expires: 60"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::NoStore));
+        let h = head(&["Cache-Control: private", "Surrogate-Control: max-age=60"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::Private));
+    }
+
+    #[test]
+    fn heuristically_cacheable_statuses_are_stored_without_explicit_freshness_rfc9111_4_2_2() {
+        let d = date(0);
+        let lm = date(0).replace("2023", "2022");
+        let h = head(&[&format!("Date: {d}"), &format!("Last-Modified: {lm}")]);
+        for s in [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501] {
+            assert!(store(&req(&[]), s, &h).is_ok(), "{s}");
+        }
+        for s in [201, 302, 303, 307, 400, 403, 500, 502, 503] {
+            assert_eq!(
+                store(&req(&[]), s, &h),
+                Err(NotStorable::NoFreshness),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn public_allows_a_non_heuristic_status_to_be_stored_rfc9111_3() {
+        let h = head(&["Cache-Control: public", "ETag: \"a\""]);
+        assert!(store(&req(&[]), 302, &h).is_ok());
+    }
+
+    #[test]
+    fn explicit_freshness_allows_any_understood_status_rfc9111_3() {
+        let h = head(&["Cache-Control: max-age=30"]);
+        for s in [302, 307, 500, 503] {
+            assert!(store(&req(&[]), s, &h).is_ok(), "{s}");
+        }
+        let h = head(&[
+            &format!("Expires: {}", date(30)),
+            &format!("Date: {}", date(0)),
+        ]);
+        assert!(store(&req(&[]), 302, &h).is_ok());
+    }
+
+    #[test]
+    fn a_response_never_fresh_without_validators_or_stale_windows_is_not_worth_storing() {
+        let h = head(&["Cache-Control: max-age=0"]);
+        assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::Useless));
+        let h = head(&["Cache-Control: max-age=0", "ETag: \"x\""]);
+        assert!(store(&req(&[]), 200, &h).is_ok());
+        let h = head(&["Cache-Control: max-age=0, stale-if-error=60"]);
+        assert!(store(&req(&[]), 200, &h).is_ok());
+        let h = head(&[]);
+        assert_eq!(
+            store(&req(&[]), 200, &h),
+            Err(NotStorable::Useless),
+            "no Last-Modified"
+        );
+    }
+
+    #[test]
+    fn the_default_ttl_applies_only_without_explicit_freshness() {
+        let rules = Rules {
+            default_ttl: secs(120),
+            ..Rules::default()
+        };
+        let h = head(&[]);
+        let s = may_store(&req(&[]), &received(200, &h), &rules).expect("storable");
+        assert_eq!(
+            (s.freshness.lifetime, s.freshness.source),
+            (secs(120), Source::Default)
+        );
+        let h = head(&["Cache-Control: max-age=5"]);
+        let s = may_store(&req(&[]), &received(200, &h), &rules).expect("storable");
+        assert_eq!(s.freshness.lifetime, secs(5));
+        let h = head(&[]);
+        assert_eq!(
+            may_store(&req(&[]), &received(500, &h), &rules),
+            Err(NotStorable::NoFreshness),
+            "not for a status that is not heuristically cacheable"
+        );
+    }
+
+    #[test]
+    fn the_older_one_call_form_gives_the_lifetime_of_storable_responses() {
+        assert_eq!(
+            storable(200, &head(&["Cache-Control: max-age=9"]), Duration::ZERO),
+            Some(secs(9))
+        );
+        assert_eq!(storable(200, &head(&["Set-Cookie: a=b"]), secs(9)), None);
+    }
+
+    // --- freshness lifetime (§4.2.1)
+
+    #[test]
+    fn s_maxage_wins_over_max_age_for_a_shared_cache_rfc9111_4_2_1() {
+        let h = head(&["Cache-Control: max-age=10, s-maxage=20"]);
+        assert_eq!(lifetime(200, &h), Some(20));
+    }
+
+    #[test]
+    fn max_age_wins_over_expires_rfc9111_5_3() {
+        let h = head(&[
+            &format!("Date: {}", date(0)),
+            &format!("Expires: {}", date(500)),
+            "Cache-Control: max-age=10",
+        ]);
+        assert_eq!(lifetime(200, &h), Some(10));
+    }
+
+    #[test]
+    fn expires_minus_date_is_the_lifetime_rfc9111_4_2_1() {
+        let h = head(&[
+            &format!("Date: {}", date(0)),
+            &format!("Expires: {}", date(500)),
+        ]);
+        assert_eq!(lifetime(200, &h), Some(500));
+        // Without Date, the time of receipt stands for it.
+        let h = head(&[&format!("Expires: {}", date(40))]);
+        assert_eq!(lifetime(200, &h), Some(40));
+        // The obsolete forms are dates too (RFC 9110 §5.6.7).
+        let h = head(&[
+            "Date: Sunday, 06-Nov-94 08:49:37 GMT",
+            "Expires: Sun Nov  6 08:50:37 1994",
+        ]);
+        assert_eq!(lifetime(200, &h), Some(60));
+    }
+
+    #[test]
+    fn an_invalid_expires_such_as_zero_means_already_expired_rfc9111_5_3() {
+        for e in ["0", "-1", "tomorrow", "", "Thu, 99 Foo 2024 00:00:00 GMT"] {
+            let h = head(&[&format!("Expires: {e}")]);
+            assert_eq!(lifetime(200, &h), Some(0), "{e:?}");
+        }
+        let h = head(&[
+            &format!("Date: {}", date(100)),
+            &format!("Expires: {}", date(0)),
+        ]);
+        assert_eq!(lifetime(200, &h), Some(0), "an Expires before Date");
+    }
+
+    #[test]
+    fn conflicting_duplicate_freshness_directives_make_the_response_stale_rfc9111_4_2_1() {
+        assert_eq!(
+            lifetime(200, &head(&["Cache-Control: max-age=10, max-age=20"])),
+            Some(0)
+        );
+        assert_eq!(
+            lifetime(
+                200,
+                &head(&["Cache-Control: max-age=10", "Cache-Control: max-age=10"])
+            ),
+            Some(10),
+            "the same value twice is no conflict"
+        );
+        let h = head(&[
+            &format!("Expires: {}", date(10)),
+            &format!("Expires: {}", date(20)),
+        ]);
+        assert_eq!(lifetime(200, &h), Some(0));
+        assert_eq!(
+            lifetime(200, &head(&["Cache-Control: max-age=soon"])),
+            Some(0)
+        );
+        assert_eq!(
+            lifetime(200, &head(&["Cache-Control: max-age=-1"])),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn a_huge_max_age_saturates_at_2_31_seconds_rfc9111_1_2_2() {
+        let h = head(&["Cache-Control: max-age=999999999999999999999999999"]);
+        assert_eq!(lifetime(200, &h), Some(DELTA_MAX));
+    }
+
+    #[test]
+    fn the_heuristic_is_a_tenth_of_the_time_since_last_modified_rfc9111_4_2_2() {
+        let h = head(&[
+            &format!("Date: {}", date(1000)),
+            &format!("Last-Modified: {}", date(0)),
+        ]);
+        let l = freshness_lifetime(200, &h, t(1000), Duration::ZERO).expect("heuristic");
+        assert_eq!((l.lifetime, l.source), (secs(100), Source::Heuristic));
+    }
+
+    #[test]
+    fn the_heuristic_is_capped_at_one_day() {
+        let h = head(&[
+            &format!("Date: {}", date(0)),
+            "Last-Modified: Thu, 01 Jan 2004 00:00:00 GMT",
+        ]);
+        assert_eq!(lifetime(200, &h), Some(86_400));
+    }
+
+    #[test]
+    fn no_heuristic_for_a_status_that_does_not_allow_it_rfc9111_4_2_2() {
+        let h = head(&[
+            &format!("Date: {}", date(1000)),
+            &format!("Last-Modified: {}", date(0)),
+        ]);
+        assert_eq!(lifetime(302, &h), None);
+        assert_eq!(lifetime(500, &h), None);
+        let h = head(&[
+            "Cache-Control: public",
+            &format!("Date: {}", date(1000)),
+            &format!("Last-Modified: {}", date(0)),
+        ]);
+        assert_eq!(lifetime(302, &h), Some(100), "public allows it");
+    }
+
+    #[test]
+    fn a_last_modified_in_the_future_gives_no_heuristic_lifetime() {
+        let h = head(&[
+            &format!("Date: {}", date(0)),
+            &format!("Last-Modified: {}", date(1000)),
+        ]);
+        assert_eq!(lifetime(200, &h), Some(0));
+    }
+
+    // --- age (§4.2.3)
+
+    #[test]
+    fn age_is_the_time_resident_plus_the_response_delay_rfc9111_4_2_3() {
+        let h = head(&[]);
+        assert_eq!(current_age(&h, t(0), t(2), t(12)), secs(12));
+    }
+
+    #[test]
+    fn an_age_field_is_added_to_the_response_delay_rfc9111_4_2_3() {
+        let h = head(&["Age: 30", &format!("Date: {}", date(2))]);
+        assert_eq!(current_age(&h, t(0), t(2), t(12)), secs(30 + 2 + 10));
+    }
+
+    #[test]
+    fn the_apparent_age_from_date_counts_when_larger_rfc9111_4_2_3() {
+        let h = head(&[&format!("Date: {}", date(0))]);
+        assert_eq!(current_age(&h, t(99), t(100), t(100)), secs(100));
+        // A Date in the future gives no negative age.
+        let h = head(&[&format!("Date: {}", date(500))]);
+        assert_eq!(current_age(&h, t(100), t(100), t(105)), secs(5));
+    }
+
+    #[test]
+    fn an_invalid_age_is_ignored_and_a_list_uses_its_first_member_rfc9111_5_1() {
+        assert_eq!(current_age(&head(&["Age: -3"]), t(0), t(0), t(1)), secs(1));
+        assert_eq!(current_age(&head(&["Age: abc"]), t(0), t(0), t(1)), secs(1));
+        assert_eq!(
+            current_age(&head(&["Age: 5, 9"]), t(0), t(0), t(1)),
+            secs(6)
+        );
+        let huge = current_age(&head(&["Age: 99999999999999999999"]), t(0), t(0), t(1));
+        assert_eq!(huge, secs(DELTA_MAX + 1));
+    }
+
+    #[test]
+    fn a_clock_going_backwards_gives_no_negative_age() {
+        assert_eq!(current_age(&head(&[]), t(10), t(5), t(0)), Duration::ZERO);
+    }
+
+    #[test]
+    fn freshness_ttl_is_negative_once_stale_rfc9211_2_4() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=10"]));
+        assert_eq!(f.ttl(t(4)), 6);
+        assert_eq!(f.ttl(t(15)), -5);
+    }
+
+    // --- decide (§4)
+
+    fn rd(h: &[(&str, &str)]) -> RequestDirectives {
+        request_directives(&req(h))
+    }
+
+    #[test]
+    fn a_fresh_response_is_served_with_its_remaining_lifetime_rfc9111_4_2() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=60"]));
+        assert_eq!(
+            decide(&f, &rd(&[]), t(10)),
+            Use::Fresh {
+                age: secs(10),
+                ttl: secs(50)
+            }
+        );
+    }
+
+    #[test]
+    fn a_response_whose_age_equals_its_lifetime_is_stale_rfc9111_4_2() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=60", "ETag: \"a\""]));
+        assert_eq!(
+            decide(&f, &rd(&[]), t(60)),
+            Use::Validate {
+                age: secs(60),
+                why: ValidateWhy::Stale
+            }
+        );
+    }
+
+    #[test]
+    fn request_no_cache_and_pragma_always_validate_rfc9111_5_2_1_4_and_5_4() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=60"]));
+        let want = Use::Validate {
+            age: secs(1),
+            why: ValidateWhy::RequestNoCache,
+        };
+        assert_eq!(
+            decide(&f, &rd(&[("Cache-Control", "no-cache")]), t(1)),
+            want
+        );
+        assert_eq!(decide(&f, &rd(&[("Pragma", "no-cache")]), t(1)), want);
+        assert!(ValidateWhy::RequestNoCache.by_request());
+    }
+
+    #[test]
+    fn response_no_cache_validates_even_when_fresh_rfc9111_5_2_2_4() {
+        for cc in ["no-cache, max-age=60", "no-cache=\"X-Foo\", max-age=60"] {
+            let f = fresh_for(&head(&[&format!("Cache-Control: {cc}"), "ETag: \"a\""]));
+            assert_eq!(
+                decide(&f, &rd(&[("Cache-Control", "max-stale")]), t(1)),
+                Use::Validate {
+                    age: secs(1),
+                    why: ValidateWhy::ResponseNoCache
+                },
+                "{cc}"
+            );
+        }
+    }
+
+    #[test]
+    fn request_max_age_refuses_an_older_fresh_response_rfc9111_5_2_1_1() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=60"]));
+        assert_eq!(
+            decide(&f, &rd(&[("Cache-Control", "max-age=5")]), t(10)),
+            Use::Validate {
+                age: secs(10),
+                why: ValidateWhy::RequestFreshness
+            }
+        );
+        assert!(matches!(
+            decide(&f, &rd(&[("Cache-Control", "max-age=10")]), t(10)),
+            Use::Fresh { .. }
+        ));
+        assert!(
+            matches!(
+                decide(&f, &rd(&[("Cache-Control", "max-age=0")]), t(0)),
+                Use::Fresh { .. }
+            ),
+            "age 0 is not older than max-age=0"
+        );
+    }
+
+    #[test]
+    fn request_min_fresh_refuses_a_response_about_to_expire_rfc9111_5_2_1_3() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=60"]));
+        assert_eq!(
+            decide(&f, &rd(&[("Cache-Control", "min-fresh=30")]), t(40)),
+            Use::Validate {
+                age: secs(40),
+                why: ValidateWhy::RequestFreshness
+            }
+        );
+        assert!(matches!(
+            decide(&f, &rd(&[("Cache-Control", "min-fresh=20")]), t(40)),
+            Use::Fresh { .. }
+        ));
+    }
+
+    #[test]
+    fn max_stale_serves_a_stale_response_within_its_bound_rfc9111_5_2_1_2() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=10"]));
+        let s = rd(&[("Cache-Control", "max-stale=5")]);
+        assert_eq!(
+            decide(&f, &s, t(15)),
+            Use::Stale {
+                age: secs(15),
+                why: StaleWhy::MaxStale
+            }
+        );
+        assert!(matches!(decide(&f, &s, t(16)), Use::Validate { .. }));
+        let any = rd(&[("Cache-Control", "max-stale")]);
+        assert!(matches!(decide(&f, &any, t(1_000_000)), Use::Stale { .. }));
+    }
+
+    #[test]
+    fn must_revalidate_proxy_revalidate_and_s_maxage_forbid_stale_use_rfc9111_5_2_2_2_8_10() {
+        for cc in [
+            "max-age=10, must-revalidate",
+            "max-age=10, proxy-revalidate",
+            "s-maxage=10",
+        ] {
+            let f = fresh_for(&head(&[
+                &format!("Cache-Control: {cc}, stale-while-revalidate=60"),
+                "ETag: \"e\"",
+            ]));
+            assert!(
+                matches!(decide(&f, &rd(&[]), t(5)), Use::Fresh { .. }),
+                "{cc}"
+            );
+            assert_eq!(
+                decide(&f, &rd(&[("Cache-Control", "max-stale")]), t(11)),
+                Use::Validate {
+                    age: secs(11),
+                    why: ValidateWhy::MustRevalidate
+                },
+                "{cc}"
+            );
+        }
+    }
+
+    #[test]
+    fn stale_while_revalidate_serves_stale_within_its_window_rfc5861_3() {
+        let f = fresh_for(&head(&[
+            "Cache-Control: max-age=10, stale-while-revalidate=30",
+        ]));
+        assert_eq!(
+            decide(&f, &rd(&[]), t(39)),
+            Use::Stale {
+                age: secs(39),
+                why: StaleWhy::WhileRevalidate
+            }
+        );
+        assert!(matches!(
+            decide(&f, &rd(&[]), t(40)),
+            Use::Validate {
+                why: ValidateWhy::Stale,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_routes_stale_while_revalidate_applies_when_the_response_gives_none_rfc9111_4_2_4() {
+        let rules = Rules {
+            stale_while_revalidate: secs(30),
+            ..Rules::default()
+        };
+        let h = head(&["Cache-Control: max-age=10"]);
+        let f = freshness(&received(200, &h), &rules);
+        assert!(matches!(
+            decide(&f, &rd(&[]), t(20)),
+            Use::Stale {
+                why: StaleWhy::WhileRevalidate,
+                ..
+            }
+        ));
+        let h = head(&["Cache-Control: max-age=10, stale-while-revalidate=5"]);
+        let f = freshness(&received(200, &h), &rules);
+        assert!(
+            matches!(decide(&f, &rd(&[]), t(20)), Use::Validate { .. }),
+            "the response's own wins"
+        );
+        let h = head(&["Cache-Control: max-age=10, must-revalidate"]);
+        let f = freshness(&received(200, &h), &rules);
+        assert!(
+            matches!(decide(&f, &rd(&[]), t(20)), Use::Validate { .. }),
+            "never over must-revalidate"
+        );
+    }
+
+    #[test]
+    fn a_request_asking_for_fresher_content_gets_no_stale_while_revalidate() {
+        let f = fresh_for(&head(&[
+            "Cache-Control: max-age=10, stale-while-revalidate=30",
+        ]));
+        assert!(matches!(
+            decide(&f, &rd(&[("Cache-Control", "max-age=60")]), t(15)),
+            Use::Validate { .. }
+        ));
+        assert!(
+            matches!(
+                decide(&f, &rd(&[("Cache-Control", "max-age=5, max-stale")]), t(15)),
+                Use::Validate {
+                    why: ValidateWhy::RequestFreshness,
+                    ..
+                }
+            ),
+            "max-age still bounds a max-stale answer"
+        );
+    }
+
+    #[test]
+    fn only_if_cached_without_a_servable_response_is_504_rfc9111_5_2_1_7() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=10"]));
+        let oic = rd(&[("Cache-Control", "only-if-cached")]);
+        assert!(matches!(decide(&f, &oic, t(1)), Use::Fresh { .. }));
+        assert_eq!(decide(&f, &oic, t(11)), Use::GatewayTimeout);
+        let both = rd(&[("Cache-Control", "only-if-cached, max-stale")]);
+        assert!(matches!(decide(&f, &both, t(11)), Use::Stale { .. }));
+        let nc = rd(&[("Cache-Control", "only-if-cached, no-cache")]);
+        assert_eq!(decide(&f, &nc, t(1)), Use::GatewayTimeout);
+    }
+
+    #[test]
+    fn stale_if_error_serves_within_its_window_when_validation_fails_rfc5861_4() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=10, stale-if-error=60"]));
+        assert!(stale_if_error(&f, &rd(&[]), t(70)));
+        assert!(!stale_if_error(&f, &rd(&[]), t(71)));
+        assert!(!stale_if_error(
+            &f,
+            &rd(&[("Cache-Control", "no-cache")]),
+            t(20)
+        ));
+        let none = fresh_for(&head(&["Cache-Control: max-age=10"]));
+        assert!(!stale_if_error(&none, &rd(&[]), t(11)));
+        assert!(
+            stale_if_error(&none, &rd(&[("Cache-Control", "stale-if-error=5")]), t(15)),
+            "the request's own"
+        );
+        assert!(is_error_status(503) && !is_error_status(404));
+    }
+
+    #[test]
+    fn the_responses_stale_if_error_applies_regardless_of_must_revalidate_rfc5861_4() {
+        let f = fresh_for(&head(&[
+            "Cache-Control: max-age=10, must-revalidate, stale-if-error=60",
+        ]));
+        assert!(stale_if_error(&f, &rd(&[]), t(30)));
+        let rules = Rules {
+            stale_if_error: secs(60),
+            ..Rules::default()
+        };
+        let h = head(&["Cache-Control: max-age=10, must-revalidate"]);
+        let f = freshness(&received(200, &h), &rules);
+        assert!(
+            !stale_if_error(&f, &rd(&[]), t(30)),
+            "not the route's default"
+        );
+        assert!(
+            !stale_if_error(&f, &rd(&[("Cache-Control", "stale-if-error=60")]), t(30)),
+            "nor the request's"
+        );
+    }
+
+    // --- Vary (§4.1)
+
+    #[test]
+    fn no_vary_gives_an_empty_secondary_key_rfc9111_4_1() {
+        assert_eq!(
+            vary_key(&head(&[]), &req(&[("Accept-Encoding", "gzip")])),
+            Some(vec![])
+        );
+    }
+
+    #[test]
+    fn vary_star_never_matches_rfc9111_4_1() {
+        let h = head(&["Vary: Accept-Encoding, *"]);
+        assert_eq!(vary_key(&h, &req(&[])), None);
+        assert!(!vary_matches(&h, b"", &req(&[])));
+    }
+
+    #[test]
+    fn vary_matches_the_same_values_only_rfc9111_4_1() {
+        let h = head(&["Vary: Accept-Encoding", "Vary: X-Device"]);
+        let a = req(&[("Accept-Encoding", "gzip"), ("X-Device", "mobile")]);
+        let k = vary_key(&h, &a).expect("key");
+        assert!(vary_matches(&h, &k, &a));
+        assert!(!vary_matches(
+            &h,
+            &k,
+            &req(&[("Accept-Encoding", "br"), ("X-Device", "mobile")])
+        ));
+        assert!(
+            !vary_matches(
+                &h,
+                &k,
+                &req(&[("Accept-Encoding", "gzip"), ("X-Device", "Mobile")])
+            ),
+            "X-Device is case-sensitive"
+        );
+    }
+
+    #[test]
+    fn an_absent_field_matches_only_an_absent_field_rfc9111_4_1() {
+        let h = head(&["Vary: X-Device"]);
+        let absent = vary_key(&h, &req(&[])).expect("key");
+        let empty = vary_key(&h, &req(&[("X-Device", "")])).expect("key");
+        assert_ne!(absent, empty);
+    }
+
+    #[test]
+    fn vary_normalises_whitespace_lines_and_case_of_token_lists_rfc9111_4_1() {
+        let h = head(&["vary: accept-encoding"]);
+        let k = vary_key(&h, &req(&[("Accept-Encoding", "gzip, br")])).expect("key");
+        for v in [
+            &[("Accept-Encoding", "gzip,br")][..],
+            &[("accept-encoding", " GZIP ,  BR ")],
+            &[("Accept-Encoding", "gzip"), ("Accept-Encoding", "br")],
+            &[("Accept-Encoding", "gzip,, br,")],
+        ] {
+            assert!(vary_matches(&h, &k, &req(v)), "{v:?}");
+        }
+        assert!(
+            !vary_matches(&h, &k, &req(&[("Accept-Encoding", "br, gzip")])),
+            "order is kept"
+        );
+        let h = head(&["Vary: Accept-Encoding"]);
+        let k = vary_key(&h, &req(&[("Accept-Encoding", "gzip;q=1.0, br")])).expect("key");
+        assert!(vary_matches(
+            &h,
+            &k,
+            &req(&[("Accept-Encoding", "gzip ; q=1.0,br")])
+        ));
+    }
+
+    #[test]
+    fn vary_keeps_quoted_strings_and_the_case_of_other_fields() {
+        let h = head(&["Vary: Accept"]);
+        let k = vary_key(&h, &req(&[("Accept", "text/html;a=\"X, Y\"")])).expect("key");
+        assert!(!vary_matches(
+            &h,
+            &k,
+            &req(&[("Accept", "text/html;a=\"X,Y\"")])
+        ));
+        assert!(!vary_matches(
+            &h,
+            &k,
+            &req(&[("Accept", "text/html;a=\"x, y\"")])
+        ));
+        let h = head(&["Vary: Cookie"]);
+        let k = vary_key(&h, &req(&[("Cookie", "a=1,b")])).expect("key");
+        assert!(
+            !vary_matches(&h, &k, &req(&[("Cookie", "a=1, b")])),
+            "not a list field: not normalised"
+        );
+    }
+
+    #[test]
+    fn vary_keys_cannot_be_confused_by_values_that_look_like_separators() {
+        let h = head(&["Vary: A, B"]);
+        let k1 = vary_key(&h, &req(&[("A", "x\u{0}b\u{0}")])).expect("key");
+        let k2 = vary_key(&h, &req(&[("A", "x")])).expect("key");
+        assert_ne!(k1, k2);
+    }
+
+    // --- validation (§4.3)
+
+    #[test]
+    fn validation_sends_the_stored_etags_and_last_modified_rfc9111_4_3_1() {
+        let lm = date(0);
+        let a = head(&["ETag: \"a\"", &format!("Last-Modified: {lm}")]);
+        let b = head(&["ETag: W/\"b\""]);
+        let c = head(&["ETag: \"a\""]);
+        let v = validation_fields(&[&a, &b, &c]);
+        assert_eq!(v.if_none_match.as_deref(), Some(&b"\"a\", W/\"b\""[..]));
+        assert_eq!(v.if_modified_since.as_deref(), Some(lm.as_bytes()));
+        let v = validation_fields(&[&head(&["Last-Modified: yesterday"])]);
+        assert_eq!(
+            v,
+            ValidationFields::default(),
+            "an invalid date is not sent"
+        );
+    }
+
+    #[test]
+    fn a_304_updates_stored_fields_but_not_content_length_or_framing_rfc9111_4_3_4_and_3_2() {
+        let stored = head(&[
+            "Content-Type: text/html",
+            "Content-Length: 10",
+            "ETag: \"a\"",
+            "Cache-Control: max-age=5",
+            "X-Keep: 1",
+            "Set-Thing: a",
+            "Set-Thing: b",
+        ]);
+        let new = head(&[
+            "Cache-Control: max-age=60",
+            "Content-Length: 0",
+            "Transfer-Encoding: chunked",
+            "Date: x",
+            "Set-Thing: c",
+            "Connection: X-Hop",
+            "X-Hop: 1",
+        ]);
+        let m = merge_304(&stored, &new);
+        assert_eq!(
+            String::from_utf8(m).expect("utf-8"),
+            "Content-Type: text/html\r\nContent-Length: 10\r\nETag: \"a\"\r\nX-Keep: 1\r\nCache-Control: max-age=60\r\nDate: x\r\nSet-Thing: c\r\n"
+        );
+    }
+
+    // --- invalidation (§4.4)
+
+    #[test]
+    fn unsafe_methods_with_non_error_status_invalidate_rfc9111_4_4() {
+        for m in [
+            Method::Post,
+            Method::Put,
+            Method::Delete,
+            Method::Patch,
+            Method::Other("FOO".into()),
+        ] {
+            assert!(invalidates(&m, 200) && invalidates(&m, 303), "{m:?}");
+            assert!(!invalidates(&m, 404) && !invalidates(&m, 500) && !invalidates(&m, 100));
+        }
+        for m in [Method::Get, Method::Head, Method::Options, Method::Trace] {
+            assert!(!invalidates(&m, 200), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn location_and_content_location_are_invalidated_only_on_the_same_origin_rfc9111_4_4() {
+        let h = head(&[
+            "Location: /a/../b?x=1#frag",
+            "Content-Location: https://other.example/c",
+        ]);
+        assert_eq!(
+            invalidation_urls("http://ex.com/p/q", &h),
+            ["http://ex.com/p/q", "http://ex.com/b?x=1"]
+        );
+        let h = head(&["Location: HTTP://EX.com:80/z", "Content-Location: c"]);
+        assert_eq!(
+            invalidation_urls("http://ex.com/p/q?s", &h),
+            [
+                "http://ex.com/p/q?s",
+                "http://ex.com/z",
+                "http://ex.com/p/c"
+            ]
+        );
+        let h = head(&[
+            "Location: https://ex.com/z",
+            "Content-Location: //ex.com:8080/y",
+        ]);
+        assert_eq!(
+            invalidation_urls("http://ex.com/p", &h),
+            ["http://ex.com/p"],
+            "another scheme or port is another origin"
+        );
+        let h = head(&["Location: mailto:a@b", "Content-Location: ?q=2"]);
+        assert_eq!(
+            invalidation_urls("http://ex.com/p?q=1", &h),
+            ["http://ex.com/p?q=1", "http://ex.com/p?q=2"]
+        );
+        let h = head(&["Location: /x y", "Content-Location: ../../.."]);
+        assert_eq!(
+            invalidation_urls("http://ex.com/p", &h),
+            ["http://ex.com/p", "http://ex.com/"]
+        );
+    }
+
+    // --- delivery
+
+    #[test]
+    fn clients_get_the_stored_head_without_the_surrogate_fields_and_stored_age() {
+        let h = head(&[
+            "Content-Type: a",
+            "Surrogate-Control: max-age=5",
+            "surrogate-key: x y",
+            "X-Accel-Expires: 5",
+            "Age: 3",
+            "X-Other: b",
+        ]);
+        assert_eq!(&*client_head(&h), b"Content-Type: a\r\nX-Other: b\r\n");
+        let plain = head(&["Content-Type: a", "X-Agent: z"]);
+        assert!(
+            matches!(client_head(&plain), Cow::Borrowed(_)),
+            "nothing to strip: no copy"
+        );
+        assert_eq!(age_secs(secs(u64::MAX)), DELTA_MAX);
+    }
+
+    #[test]
+    fn surrogate_key_tags_are_space_separated_on_every_line() {
+        let h = head(&[
+            "Surrogate-Key: a  b\tc",
+            "Surrogate-Key: d",
+            "Surrogate-Keys: no",
+        ]);
+        let t: Vec<&[u8]> = tags(&h).collect();
+        assert_eq!(t, [&b"a"[..], b"b", b"c", b"d"]);
+    }
+
+    #[test]
+    fn hostile_header_blocks_never_panic() {
+        let junk: [&[u8]; 8] = [
+            b"",
+            b":\r\n",
+            b"Cache-Control\r\n",
+            b"Cache-Control: =\"\\",
+            b"Cache-Control: max-age=\"",
+            b"Vary: ,,,\r\nExpires:\r\nAge: \xff\r\n",
+            b"Date: \xff\xfe\r\nLast-Modified: \x00\r\n",
+            b"X-Accel-Expires: @\r\nSurrogate-Control: max-age=+;\r\n",
+        ];
+        let r = req(&[("Cache-Control", "max-stale=\""), ("Accept-Encoding", "\"")]);
+        for h in junk {
+            let _ = store(&r, 200, h);
+            let _ = freshness_lifetime(200, h, t(0), secs(1));
+            let f = freshness(&received(200, h), &Rules::default());
+            let _ = decide(&f, &request_directives(&r), t(5));
+            let _ = vary_key(h, &r);
+            let _ = merge_304(h, h);
+            let _ = client_head(h);
+            let _ = validation_fields(&[h]);
+            let _ = invalidation_urls("http://a/b", h);
+            let _ = current_age(h, t(0), t(0), SystemTime::UNIX_EPOCH);
+            let _ = tags(h).count();
+        }
+        let _ = f_at_extremes();
+    }
+
+    fn f_at_extremes() -> Use {
+        let h = head(&["Cache-Control: max-age=99999999999, stale-while-revalidate=99999999999"]);
+        let f = freshness(&received(200, &h), &Rules::default());
+        let far = UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
+        let _ = f.ttl(far);
+        decide(
+            &f,
+            &rd(&[(
+                "Cache-Control",
+                "max-stale=99999999999999, min-fresh=999999999999",
+            )]),
+            far,
+        )
+    }
+}
