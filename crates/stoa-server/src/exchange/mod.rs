@@ -23,7 +23,7 @@ pub use sub::{Sub, SubResponse};
 
 use crate::filter::{Active, Fields, FileVersion, Filters, Head, Length, Whole};
 use crate::local::{AccessLog, Worker};
-use crate::log::access::{Combined, Entry};
+use crate::log::access::{CacheStatus, Combined, Entry};
 use crate::proto::h1::Io;
 use crate::proto::h2::H2Stream;
 use bytes::Bytes;
@@ -142,8 +142,8 @@ pub struct Exchange<'a> {
     /// once per main request).
     redirected: bool,
     /// The response cache's word on this request: the log's
-    /// `$upstream_cache_status` (`HIT`, `MISS`...; empty: not cached).
-    cache_status: &'static str,
+    /// `$upstream_cache_status` (None: not cached).
+    cache_status: Option<CacheStatus>,
     /// A `Cache-Status` field (RFC 9211) every head of this exchange
     /// carries (a request the cache passed to the handler).
     cache_field: Option<&'static [u8]>,
@@ -225,7 +225,7 @@ impl<'a> Exchange<'a> {
             may_catch: true,
             user: None,
             redirected: false,
-            cache_status: "",
+            cache_status: None,
             cache_field: None,
         }
     }
@@ -321,14 +321,18 @@ impl<'a> Exchange<'a> {
     /// access log (`$upstream_cache_status`), and `field`, a
     /// `Cache-Status` value for every head the exchange writes (None: the
     /// cache writes its own).
-    pub(crate) fn set_cache_status(&mut self, status: &'static str, field: Option<&'static [u8]>) {
+    pub(crate) fn set_cache_status(
+        &mut self,
+        status: Option<CacheStatus>,
+        field: Option<&'static [u8]>,
+    ) {
         self.cache_status = status;
         self.cache_field = field;
     }
 
-    /// The response cache's status for the log (empty: not cached).
+    /// The response cache's status for the log (None: not cached).
     #[allow(dead_code)]
-    pub(crate) fn cache_status(&self) -> &'static str {
+    pub(crate) fn cache_status(&self) -> Option<CacheStatus> {
         self.cache_status
     }
 
@@ -1391,6 +1395,7 @@ impl<'a> Exchange<'a> {
                     upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
                     user: this.user.as_deref(),
                     complete,
+                    cache_status: this.cache_status,
                 }
             },
         );

@@ -24,12 +24,13 @@ use crate::cache::key;
 use crate::cache::policy;
 use crate::cache::policy::{StaleWhy, Use};
 use crate::cache::status::{CacheStatus, Fwd, StatusBuf};
-use crate::cache::store::{Begin, Body, Chunk, Fill, FillGuard, Meta, Object, StoreKey};
+use crate::cache::store::{Begin, Body, Chunk, Event, Fill, FillGuard, Meta, Object, StoreKey};
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
 use crate::http::{conditional, range};
 use crate::local::Worker;
+use crate::log::access::CacheStatus as Log;
 use bytes::Bytes;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -65,7 +66,7 @@ pub(super) fn serve<'x>(
             purge::purge(c, ex);
             return None;
         }
-        ex.set_cache_status("", Some(FWD_METHOD));
+        ex.set_cache_status(None, Some(FWD_METHOD));
         if invalidate::unsafe_method(m) {
             return Some(Box::pin(async move {
                 run_app(h, norm, ex, rt, depth, vars, nest).await;
@@ -75,7 +76,7 @@ pub(super) fn serve<'x>(
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     if c.bypass.matches(ex.req()) {
-        ex.set_cache_status("BYPASS", Some(FWD_BYPASS));
+        mark(c, ex, Log::Bypass, Some(FWD_BYPASS));
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     let key = store_key(c, ex);
@@ -94,7 +95,7 @@ pub(super) fn serve<'x>(
         let f = freshness(c, &obj.meta);
         match policy::decide(&f, &reqd, now) {
             Use::Fresh { age, ttl } => {
-                ex.set_cache_status("HIT", None);
+                mark(c, ex, Log::Hit, None);
                 deliver(ex, obj, age, CacheStatus::hit(secs(ttl)));
                 ex.finish();
                 return None;
@@ -104,7 +105,7 @@ pub(super) fn serve<'x>(
                 why: StaleWhy::MaxStale,
             } => {
                 // RFC 9111 §5.2.1.2: the client accepts it this stale.
-                ex.set_cache_status("STALE", None);
+                mark(c, ex, Log::Stale, None);
                 let cs = CacheStatus::hit(f.ttl(now)).with_detail("max-stale");
                 deliver(ex, obj, age, cs);
                 ex.finish();
@@ -120,7 +121,7 @@ pub(super) fn serve<'x>(
                 if let Begin::Lead(guard) = c.zone.begin(&key) {
                     spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars);
                 }
-                ex.set_cache_status("UPDATING", None);
+                mark(c, ex, Log::Updating, None);
                 let cs = CacheStatus::hit(f.ttl(now))
                     .with_fwd(Fwd::Stale)
                     .with_detail("stale-while-revalidate");
@@ -138,7 +139,7 @@ pub(super) fn serve<'x>(
             Use::GatewayTimeout => {
                 // RFC 9111 §5.2.1.7: nothing stored may be used without
                 // the application, which the client will not have asked.
-                ex.set_cache_status("MISS", None);
+                mark(c, ex, Log::Miss, None);
                 let mut b = [0; 160];
                 let cs = CacheStatus::fwd(Fwd::Stale).with_detail("only-if-cached");
                 ex.error(504, &[("Cache-Status", cs.write(&mut b))]);
@@ -147,12 +148,16 @@ pub(super) fn serve<'x>(
             }
         }
     } else if reqd.only_if_cached {
-        ex.set_cache_status("MISS", Some(ONLY_IF_CACHED));
+        mark(c, ex, Log::Miss, Some(ONLY_IF_CACHED));
         ex.error(504, &[]);
         ex.finish();
         return None;
     }
-    let status = if stored.is_some() { "EXPIRED" } else { "MISS" };
+    let status = if stored.is_some() {
+        Log::Expired
+    } else {
+        Log::Miss
+    };
     Some(Box::pin(async move {
         fetch(c, key, stored, fwd, h, norm, ex, rt, depth, vars, status).await;
     }))
@@ -183,6 +188,22 @@ fn freshness(c: &CacheRoute, meta: &Meta) -> policy::Freshness {
         },
         &rules(c),
     )
+}
+
+/// What the cache did with the request: the access log's
+/// `$upstream_cache_status`, the zone's counter of it, and a
+/// `Cache-Status` field for heads the cache does not write itself.
+fn mark(c: &CacheRoute, ex: &mut Exchange<'_>, s: Log, field: Option<&'static [u8]>) {
+    c.zone.count(match s {
+        Log::Hit => Event::Hit,
+        Log::Miss => Event::Miss,
+        Log::Expired => Event::Expired,
+        // Both serve a stale copy: the zone counts them as one.
+        Log::Stale | Log::Updating => Event::Stale,
+        Log::Revalidated => Event::Revalidated,
+        Log::Bypass => Event::Bypass,
+    });
+    ex.set_cache_status(Some(s), field);
 }
 
 /// The store's key of the request: the route's key, and the URL (host,
@@ -400,20 +421,20 @@ async fn fetch(
     rt: &Runtime,
     depth: u8,
     vars: &[(String, Vec<u8>)],
-    status: &'static str,
+    status: Log,
 ) {
     let fill = match c.zone.begin(&key) {
         Begin::Uncacheable => {
             // Hit-for-miss: the last response could not be stored; each
             // request asks the application itself.
-            ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+            mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
             return run_app(h, norm, ex, rt, depth, vars, None).await;
         }
         Begin::Lead(guard) => {
             let Some(fill) = spawn_fill(c, guard, stored.clone(), h, &norm, ex, rt, depth, vars)
             else {
                 // No shared runtime (an in-process test): uncached.
-                ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                 return run_app(h, norm, ex, rt, depth, vars, None).await;
             };
             fill
@@ -427,7 +448,7 @@ async fn fetch(
                     // The response may not be shared (Set-Cookie, no-store,
                     // private): this client asks for its own, as Varnish's
                     // hit-for-miss does; no one's session goes to another.
-                    ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                    mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                     return run_app(h, norm, ex, rt, depth, vars, None).await;
                 }
                 // An error: the stale object if stale-if-error allows it,
@@ -437,7 +458,7 @@ async fn fetch(
                     if deliver_stale_if_error(c, ex, stored.as_deref()) {
                         return;
                     }
-                    ex.set_cache_status(status, Some(FWD_MISS_NOT_STORED));
+                    mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                     return run_app(h, norm, ex, rt, depth, vars, None).await;
                 }
             }
@@ -472,7 +493,16 @@ async fn fetch(
             cs = cs.stored();
         }
     }
-    ex.set_cache_status(if revalidated { "REVALIDATED" } else { status }, None);
+    mark(
+        c,
+        ex,
+        if revalidated {
+            Log::Revalidated
+        } else {
+            status
+        },
+        None,
+    );
     deliver_fill(c, ex, &fill, cs).await;
 }
 
@@ -493,7 +523,7 @@ fn deliver_stale_if_error(c: &CacheRoute, ex: &mut Exchange<'_>, stored: Option<
     if !policy::stale_if_error(&f, &policy::request_directives(ex.req()), now) {
         return false;
     }
-    ex.set_cache_status("STALE", None);
+    mark(c, ex, Log::Stale, None);
     let cs = CacheStatus::hit(f.ttl(now))
         .with_fwd(Fwd::Stale)
         .with_detail("stale-if-error");
