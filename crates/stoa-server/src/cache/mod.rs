@@ -16,4 +16,5 @@
 pub(crate) mod config;
 pub(crate) mod key;
 pub(crate) mod policy;
+pub(crate) mod status;
 pub(crate) mod store;

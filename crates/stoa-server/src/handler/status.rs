@@ -682,6 +682,7 @@ mod tests {
             objects: 9,
             memory_bytes: 10_240,
             disk_bytes: 20_480,
+            ..Stats::default()
         };
         Snapshot {
             uptime: 1,

@@ -20,14 +20,17 @@ mod purge;
 
 use super::{follow, Nest, Running};
 use crate::cache::config::CacheRoute;
+use crate::cache::key;
 use crate::cache::policy;
+use crate::cache::policy::{StaleWhy, Use};
+use crate::cache::status::{CacheStatus, Fwd, StatusBuf};
 use crate::cache::store::{Begin, Body, Chunk, Event, Fill, FillGuard, Meta, Object, StoreKey};
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
 use crate::http::{conditional, range};
 use crate::local::Worker;
-use crate::log::access::CacheStatus;
+use crate::log::access::CacheStatus as Log;
 use bytes::Bytes;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -35,11 +38,9 @@ use std::time::{Duration, SystemTime};
 use stoa_h1::{Method, RequestHead};
 
 /// `Cache-Status` values (RFC 9211) that need no number.
-const FWD_MISS: &[u8] = b"Stoa; fwd=miss; stored";
 const FWD_MISS_NOT_STORED: &[u8] = b"Stoa; fwd=miss";
 const FWD_BYPASS: &[u8] = b"Stoa; fwd=bypass";
 const FWD_METHOD: &[u8] = b"Stoa; fwd=method";
-const FWD_REVALIDATED: &[u8] = b"Stoa; fwd=stale; fwd-status=304";
 const ONLY_IF_CACHED: &[u8] = b"Stoa; fwd=uri-miss; detail=only-if-cached";
 
 /// A request for a cached route (see the module's documentation).
@@ -76,72 +77,132 @@ pub(super) fn serve<'x>(
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     if c.bypass.matches(ex.req()) {
-        mark(c, ex, CacheStatus::Bypass, Some(FWD_BYPASS));
+        mark(c, ex, Log::Bypass, Some(FWD_BYPASS));
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
     let key = store_key(c, ex);
     let now = SystemTime::now();
-    let stored = c.zone.lookup(&key).into_iter().next();
+    let req = ex.req();
+    let reqd = policy::request_directives(req);
+    // The stored variant whose secondary key matches (RFC 9111 §4.1),
+    // most recent first.
+    let stored = c
+        .zone
+        .lookup(&key)
+        .into_iter()
+        .find(|o| policy::vary_matches(&o.meta.head, &o.meta.variant, req));
+    let mut fwd = Fwd::Miss;
     if let Some(obj) = &stored {
-        let age = age(&obj.meta, now);
-        let ttl = ttl(c, &obj.meta);
-        if age < ttl {
-            mark(c, ex, CacheStatus::Hit, None);
-            deliver(ex, obj, age, Hit::Fresh(ttl - age));
-            ex.finish();
-            return None;
-        }
-        // Stale, within the route's stale-while-revalidate (RFC 5861
-        // §3): served now, refreshed in the background once per key.
-        let stale_for = age - ttl;
-        if stale_for < c.stale_while_revalidate && !only_if_cached(ex.req()) {
-            if let Begin::Lead(guard) = c.zone.begin(&key) {
-                if spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars).is_some()
-                {
-                    mark(c, ex, CacheStatus::Updating, None);
-                    deliver(ex, obj, age, Hit::StaleWhileRevalidate);
-                    ex.finish();
-                    return None;
+        let f = freshness(c, &obj.meta);
+        match policy::decide(&f, &reqd, now) {
+            Use::Fresh { age, ttl } => {
+                mark(c, ex, Log::Hit, None);
+                deliver(ex, obj, age, CacheStatus::hit(secs(ttl)));
+                ex.finish();
+                return None;
+            }
+            Use::Stale {
+                age,
+                why: StaleWhy::MaxStale,
+            } => {
+                // RFC 9111 §5.2.1.2: the client accepts it this stale.
+                mark(c, ex, Log::Stale, None);
+                let cs = CacheStatus::hit(f.ttl(now)).with_detail("max-stale");
+                deliver(ex, obj, age, cs);
+                ex.finish();
+                return None;
+            }
+            Use::Stale {
+                age,
+                why: StaleWhy::WhileRevalidate,
+            } => {
+                // RFC 5861 §3: served now, refreshed in the background
+                // once per key (only the request that leads a fill starts
+                // one; others find it running).
+                if let Begin::Lead(guard) = c.zone.begin(&key) {
+                    spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars);
                 }
-            } else {
-                // Another request refreshes it already.
-                mark(c, ex, CacheStatus::Updating, None);
-                deliver(ex, obj, age, Hit::StaleWhileRevalidate);
+                mark(c, ex, Log::Updating, None);
+                let cs = CacheStatus::hit(f.ttl(now))
+                    .with_fwd(Fwd::Stale)
+                    .with_detail("stale-while-revalidate");
+                deliver(ex, obj, age, cs);
+                ex.finish();
+                return None;
+            }
+            Use::Validate { why, .. } => {
+                fwd = if why.by_request() {
+                    Fwd::Request
+                } else {
+                    Fwd::Stale
+                };
+            }
+            Use::GatewayTimeout => {
+                // RFC 9111 §5.2.1.7: nothing stored may be used without
+                // the application, which the client will not have asked.
+                mark(c, ex, Log::Miss, None);
+                let mut b = [0; 160];
+                let cs = CacheStatus::fwd(Fwd::Stale).with_detail("only-if-cached");
+                ex.error(504, &[("Cache-Status", cs.write(&mut b))]);
                 ex.finish();
                 return None;
             }
         }
-    }
-    if only_if_cached(ex.req()) {
-        // RFC 9111 §5.2.1.7: nothing stored that may be used, and the
-        // client will not have the application asked: 504.
-        mark(c, ex, CacheStatus::Miss, Some(ONLY_IF_CACHED));
+    } else if reqd.only_if_cached {
+        mark(c, ex, Log::Miss, Some(ONLY_IF_CACHED));
         ex.error(504, &[]);
         ex.finish();
         return None;
     }
     let status = if stored.is_some() {
-        CacheStatus::Expired
+        Log::Expired
     } else {
-        CacheStatus::Miss
+        Log::Miss
     };
     Some(Box::pin(async move {
-        fetch(c, key, stored, h, norm, ex, rt, depth, vars, status).await;
+        fetch(c, key, stored, fwd, h, norm, ex, rt, depth, vars, status).await;
     }))
+}
+
+/// Whole seconds of a duration, for `Cache-Status: ttl`.
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// The route's rules for responses that say less than RFC 9111 needs.
+fn rules(c: &CacheRoute) -> policy::Rules {
+    policy::Rules {
+        default_ttl: c.default_ttl,
+        stale_while_revalidate: c.stale_while_revalidate,
+        stale_if_error: c.stale_if_error,
+    }
+}
+
+/// A stored response's freshness (RFC 9111 §4.2) under the route's rules.
+fn freshness(c: &CacheRoute, meta: &Meta) -> policy::Freshness {
+    policy::freshness(
+        &policy::Received {
+            status: meta.status,
+            head: &meta.head,
+            request_time: meta.request_time,
+            response_time: meta.response_time,
+        },
+        &rules(c),
+    )
 }
 
 /// What the cache did with the request: the access log's
 /// `$upstream_cache_status`, the zone's counter of it, and a
 /// `Cache-Status` field for heads the cache does not write itself.
-fn mark(c: &CacheRoute, ex: &mut Exchange<'_>, s: CacheStatus, field: Option<&'static [u8]>) {
+fn mark(c: &CacheRoute, ex: &mut Exchange<'_>, s: Log, field: Option<&'static [u8]>) {
     c.zone.count(match s {
-        CacheStatus::Hit => Event::Hit,
-        CacheStatus::Miss => Event::Miss,
-        CacheStatus::Expired => Event::Expired,
+        Log::Hit => Event::Hit,
+        Log::Miss => Event::Miss,
+        Log::Expired => Event::Expired,
         // Both serve a stale copy: the zone counts them as one.
-        CacheStatus::Stale | CacheStatus::Updating => Event::Stale,
-        CacheStatus::Revalidated => Event::Revalidated,
-        CacheStatus::Bypass => Event::Bypass,
+        Log::Stale | Log::Updating => Event::Stale,
+        Log::Revalidated => Event::Revalidated,
+        Log::Bypass => Event::Bypass,
     });
     ex.set_cache_status(Some(s), field);
 }
@@ -150,32 +211,8 @@ fn mark(c: &CacheRoute, ex: &mut Exchange<'_>, s: CacheStatus, field: Option<&'s
 /// path and query) that a purge names.
 pub(super) fn store_key(c: &CacheRoute, ex: &Exchange<'_>) -> StoreKey {
     let req = ex.req();
-    let mut url = req.header("host").unwrap_or(b"").to_vec();
-    url.extend_from_slice(req.target());
-    StoreKey::new(&c.key.key(req, ex.scheme()).0, &url)
-}
-
-/// A stored response's freshness lifetime.
-fn ttl(c: &CacheRoute, meta: &Meta) -> Duration {
-    policy::storable(meta.status, &meta.head, c.default_ttl).unwrap_or_default()
-}
-
-/// The request says `Cache-Control: only-if-cached` (RFC 9111 §5.2.1.7).
-fn only_if_cached(req: &RequestHead) -> bool {
-    req.header("cache-control").is_some_and(|v| {
-        v.split(|&b| b == b',')
-            .any(|d| stoa_h1::trim(d).eq_ignore_ascii_case(b"only-if-cached"))
-    })
-}
-
-/// How a stored object is delivered: its `Cache-Status` (RFC 9211 §2).
-enum Hit {
-    /// Fresh, this long still.
-    Fresh(Duration),
-    /// Stale, served while a refresh runs (RFC 5861 §3).
-    StaleWhileRevalidate,
-    /// Stale, served because the application failed (RFC 5861 §4).
-    StaleIfError,
+    let url = key::url(req, ex.scheme());
+    StoreKey::new(c.key.key(req, ex.scheme()).bytes(), url.as_bytes())
 }
 
 /// The route's handler on the client's exchange, as without a cache.
@@ -217,40 +254,15 @@ async fn run_app(
     follow(o, ex, rt, depth, nest).await;
 }
 
-/// The age of a stored response now (RFC 9111 §4.2.3: the time it
-/// took to come, plus the time it has been stored; without an `Age` the
-/// application sent).
-fn age(meta: &Meta, now: SystemTime) -> Duration {
-    let delay = meta
-        .response_time
-        .duration_since(meta.request_time)
-        .unwrap_or(Duration::ZERO);
-    let resident = now
-        .duration_since(meta.response_time)
-        .unwrap_or(Duration::ZERO);
-    delay + resident
-}
-
 /// A complete stored object to the client: its status and stored header
 /// lines, `Age`, `Cache-Status`, and its body (shared bytes). A HEAD gets
 /// the head alone (RFC 9111 §4.3.5: a stored GET answers it); a request
 /// whose preconditions the stored validators satisfy gets 304, and one
 /// range of a stored 200 gets 206 (RFC 9110 §13, §14), as the static
 /// handler answers them.
-fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
-    let mut v = [0u8; 64];
-    let status_field: &[u8] = match hit {
-        Hit::Fresh(ttl) => {
-            let prefix = b"Stoa; hit; ttl=";
-            v[..prefix.len()].copy_from_slice(prefix);
-            let mut t = [0u8; 20];
-            let t = num(&mut t, ttl.as_secs());
-            v[prefix.len()..prefix.len() + t.len()].copy_from_slice(t);
-            &v[..prefix.len() + t.len()]
-        }
-        Hit::StaleWhileRevalidate => b"Stoa; hit; fwd=stale; detail=stale-while-revalidate",
-        Hit::StaleIfError => b"Stoa; hit; fwd=stale; detail=stale-if-error",
-    };
+fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, cs: CacheStatus) {
+    let mut v: StatusBuf = [0; 160];
+    let status_field = cs.write(&mut v);
     let req = ex.req();
     let (mut status, mut range) = (obj.meta.status, None);
     let len = obj.len();
@@ -309,16 +321,16 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
             // 304: the stored fields that describe the representation
             // (RFC 9110 §15.4.5), without a body.
             ex.start(304);
-            ex.raw_headers(&obj.meta.head);
-            ex.header("Age", num(&mut n, age.as_secs()));
+            ex.raw_headers(&policy::client_head(&obj.meta.head));
+            ex.header("Age", num(&mut n, policy::age_secs(age)));
             ex.header("Cache-Status", status_field);
             ex.end_head(None);
         }
         206 => {
             let r = range.unwrap_or(0..len);
             ex.start(206);
-            ex.raw_headers(&obj.meta.head);
-            ex.header("Age", num(&mut n, age.as_secs()));
+            ex.raw_headers(&policy::client_head(&obj.meta.head));
+            ex.header("Age", num(&mut n, policy::age_secs(age)));
             ex.header("Cache-Status", status_field);
             ex.header("Content-Range", range::content_range(&r, len).as_bytes());
             ex.end_head(Some(r.end - r.start));
@@ -326,8 +338,8 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, hit: Hit) {
         }
         _ => {
             ex.start(status);
-            ex.raw_headers(&obj.meta.head);
-            ex.header("Age", num(&mut n, age.as_secs()));
+            ex.raw_headers(&policy::client_head(&obj.meta.head));
+            ex.header("Age", num(&mut n, policy::age_secs(age)));
             ex.header("Cache-Status", status_field);
             ex.end_head(Some(len));
             body(ex, obj, 0, len);
@@ -403,13 +415,14 @@ async fn fetch(
     c: &Arc<CacheRoute>,
     key: StoreKey,
     stored: Option<Arc<Object>>,
+    fwd: Fwd,
     h: &Handler,
     norm: String,
     ex: &mut Exchange<'_>,
     rt: &Runtime,
     depth: u8,
     vars: &[(String, Vec<u8>)],
-    status: CacheStatus,
+    status: Log,
 ) {
     let fill = match c.zone.begin(&key) {
         Begin::Uncacheable => {
@@ -432,19 +445,18 @@ async fn fetch(
             // unless it takes longer than `lock_timeout` to begin.
             match tokio::time::timeout(c.lock_timeout, fill.head()).await {
                 Ok(Some(meta)) if shareable(c, &meta) => fill,
-                Ok(Some(_)) => {
+                Ok(Some(m)) if !policy::is_error_status(m.status) => {
                     // The response may not be shared (Set-Cookie, no-store,
                     // private): this client asks for its own, as Varnish's
                     // hit-for-miss does; no one's session goes to another.
                     mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                     return run_app(h, norm, ex, rt, depth, vars, None).await;
                 }
+                // An error: the stale object if stale-if-error allows it,
+                // else the error, below.
+                Ok(Some(_)) => fill,
                 _ => {
-                    if let Some(obj) = stale_if_error(c, stored.as_deref()) {
-                        mark(c, ex, CacheStatus::Stale, None);
-                        let age = age(&obj.meta, SystemTime::now());
-                        deliver(ex, obj, age, Hit::StaleIfError);
-                        ex.finish();
+                    if deliver_stale_if_error(c, ex, stored.as_deref()) {
                         return;
                     }
                     mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
@@ -454,29 +466,45 @@ async fn fetch(
         }
     };
     let meta = fill.head().await;
-    let failed = meta.as_ref().is_none_or(|m| m.status >= 500);
-    if failed {
-        if let Some(obj) = stale_if_error(c, stored.as_deref()) {
-            mark(c, ex, CacheStatus::Stale, None);
-            let age = age(&obj.meta, SystemTime::now());
-            deliver(ex, obj, age, Hit::StaleIfError);
-            ex.finish();
-            return;
-        }
+    // RFC 5861 §4: no answer, or an error status, with a stale object
+    // the response or the route lets us serve instead.
+    let failed = meta
+        .as_ref()
+        .is_none_or(|m| policy::is_error_status(m.status));
+    if failed && deliver_stale_if_error(c, ex, stored.as_deref()) {
+        return;
     }
     let revalidated = match (&meta, &stored) {
         (Some(m), Some(old)) => {
-            m.status == old.meta.status && same_validators(&m.head, &old.meta.head)
+            m.status == old.meta.status
+                && m.response_time != old.meta.response_time
+                && same_validators(&m.head, &old.meta.head)
+                && m.len == Some(old.len())
         }
         _ => false,
     };
-    let (log, field) = if revalidated {
-        (CacheStatus::Revalidated, FWD_REVALIDATED)
-    } else {
-        (status, FWD_MISS)
-    };
-    mark(c, ex, log, None);
-    deliver_fill(ex, &fill, field).await;
+    let mut cs = CacheStatus::fwd(fwd);
+    if let Some(m) = &meta {
+        if revalidated {
+            cs = cs.with_fwd_status(304);
+        } else if stored.is_some() {
+            cs = cs.with_fwd_status(m.status);
+        }
+        if shareable(c, m) {
+            cs = cs.stored();
+        }
+    }
+    mark(
+        c,
+        ex,
+        if revalidated {
+            Log::Revalidated
+        } else {
+            status
+        },
+        None,
+    );
+    deliver_fill(c, ex, &fill, cs).await;
 }
 
 /// Whether a fetched response may be given to the clients that waited
@@ -486,11 +514,23 @@ fn shareable(c: &CacheRoute, meta: &Meta) -> bool {
     policy::storable(meta.status, &meta.head, c.default_ttl).is_some()
 }
 
-/// The stale object, if the route's stale-if-error allows serving it now.
-fn stale_if_error<'o>(c: &CacheRoute, stored: Option<&'o Object>) -> Option<&'o Object> {
-    let obj = stored?;
-    let stale_for = age(&obj.meta, SystemTime::now()).saturating_sub(ttl(c, &obj.meta));
-    (stale_for < c.stale_if_error).then_some(obj)
+/// RFC 5861 §4: the stale object to the client, if the response, the
+/// route or the request's `stale-if-error` allow serving it now that
+/// the application failed. Whether it was delivered.
+fn deliver_stale_if_error(c: &CacheRoute, ex: &mut Exchange<'_>, stored: Option<&Object>) -> bool {
+    let Some(obj) = stored else { return false };
+    let now = SystemTime::now();
+    let f = freshness(c, &obj.meta);
+    if !policy::stale_if_error(&f, &policy::request_directives(ex.req()), now) {
+        return false;
+    }
+    mark(c, ex, Log::Stale, None);
+    let cs = CacheStatus::hit(f.ttl(now))
+        .with_fwd(Fwd::Stale)
+        .with_detail("stale-if-error");
+    deliver(ex, obj, f.age(now), cs);
+    ex.finish();
+    true
 }
 
 /// Both heads carry the same validators (a 304 merged into the stored
@@ -502,7 +542,7 @@ fn same_validators(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// A response being fetched to the client as it comes.
-async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill, status_field: &'static [u8]) {
+async fn deliver_fill(c: &CacheRoute, ex: &mut Exchange<'_>, fill: &Fill, cs: CacheStatus) {
     let Some(meta) = fill.head().await else {
         // The fetch failed before any head: what the application's
         // failure is to a proxy.
@@ -511,8 +551,18 @@ async fn deliver_fill(ex: &mut Exchange<'_>, fill: &Fill, status_field: &'static
         return;
     };
     ex.start(meta.status);
-    ex.raw_headers(&meta.head);
-    ex.header("Cache-Status", status_field);
+    ex.raw_headers(&policy::client_head(&meta.head));
+    if policy::field(&meta.head, "age").is_some() || meta.request_time < meta.response_time {
+        // An age from upstream, or a revalidated object: the age now
+        // (RFC 9111 §5.1).
+        let age = freshness(c, &meta).age(SystemTime::now());
+        if !age.is_zero() {
+            let mut n = [0u8; 20];
+            ex.header("Age", num(&mut n, policy::age_secs(age)));
+        }
+    }
+    let mut v: StatusBuf = [0; 160];
+    ex.header("Cache-Status", cs.write(&mut v));
     if matches!(meta.status, 204 | 304) {
         ex.end_head(None);
         ex.finish();
@@ -625,6 +675,7 @@ fn spawn_fill(
         guard: Some(guard),
         stored,
         c: c.clone(),
+        req: head.clone(),
         request_time: SystemTime::now(),
     };
     tokio::task::spawn_local(async move {
@@ -680,21 +731,38 @@ struct FillSink {
     /// The stale object a conditional fetch revalidates.
     stored: Option<Arc<Object>>,
     c: Arc<CacheRoute>,
+    /// The fetch's request: what RFC 9111 §3 (Authorization, no-store)
+    /// and the response's `Vary` (§4.1) are read against.
+    req: RequestHead,
     request_time: SystemTime,
 }
+
+/// How long a key whose response could not be stored is fetched without
+/// collapsing (Varnish's hit-for-miss; its builtin VCL uses 120 s).
+const HIT_FOR_MISS: Duration = Duration::from_secs(30);
 
 impl Sink for FillSink {
     fn head(&mut self, status: u16, head: &[u8], len: Option<u64>) {
         let Some(g) = self.guard.as_mut() else { return };
+        let response_time = SystemTime::now();
+        let rules = rules(&self.c);
         if let (304, Some(old)) = (status, self.stored.take()) {
             // RFC 9111 §4.3.4: the stored response, its header fields
             // updated from the 304's, fresh again; its body reused.
-            let merged = merge_304(&old.meta.head, head);
-            let keep = policy::storable(old.meta.status, &merged, self.c.default_ttl).is_some();
+            let merged = policy::merge_304(&old.meta.head, head);
+            let received = policy::Received {
+                status: old.meta.status,
+                head: &merged,
+                request_time: self.request_time,
+                response_time,
+            };
+            let keep = policy::may_store(&self.req, &received, &rules).is_ok();
+            let tags = policy::tags(&merged).map(Box::from).collect();
             let meta = Meta {
                 head: Bytes::from(merged),
                 request_time: self.request_time,
-                response_time: SystemTime::now(),
+                response_time,
+                tags,
                 ..old.meta.clone()
             };
             let new = self.c.zone.update_meta(&old, meta);
@@ -706,17 +774,37 @@ impl Sink for FillSink {
             }
             return;
         }
-        let ttl = policy::storable(status, head, self.c.default_ttl);
+        let received = policy::Received {
+            status,
+            head,
+            request_time: self.request_time,
+            response_time,
+        };
+        let mut store = policy::may_store(&self.req, &received, &rules).is_ok();
+        // `Vary: *` matches no later request (§4.1): not stored.
+        let variant = match policy::vary_key(head, &self.req) {
+            Some(v) => v.into_boxed_slice(),
+            None => {
+                store = false;
+                Box::default()
+            }
+        };
+        if !store && !policy::is_error_status(status) {
+            // Hit-for-miss: the next requests for the key go to the
+            // application each, uncollapsed, for a while (an error is not
+            // remembered: it passes, and stale-if-error needs the fill).
+            self.c.zone.mark_uncacheable(g.key(), HIT_FOR_MISS);
+        }
         let meta = Meta {
             status,
             head: Bytes::copy_from_slice(head),
-            variant: Box::default(),
+            variant,
             request_time: self.request_time,
-            response_time: SystemTime::now(),
-            tags: Vec::new(),
+            response_time,
+            tags: policy::tags(head).map(Box::from).collect(),
             len,
         };
-        g.set_head(meta, ttl.is_some());
+        g.set_head(meta, store);
     }
 
     fn body(&mut self, data: &[u8]) {
@@ -736,40 +824,4 @@ impl Sink for FillSink {
             // Dropped unfinished: failed, nothing stored.
         }
     }
-}
-
-/// The stored header block with the fields a 304 carries replacing
-/// theirs (RFC 9111 §4.3.4), but for those that describe the body.
-fn merge_304(stored: &[u8], new: &[u8]) -> Vec<u8> {
-    const KEEP: [&[u8]; 4] = [
-        b"content-length",
-        b"content-encoding",
-        b"content-range",
-        b"transfer-encoding",
-    ];
-    let name = |l: &[u8]| -> Vec<u8> {
-        let c = l.iter().position(|&b| b == b':').unwrap_or(l.len());
-        l[..c].to_ascii_lowercase()
-    };
-    let lines = |h: &[u8]| -> Vec<Vec<u8>> {
-        h.split_inclusive(|&b| b == b'\n')
-            .filter(|l| l.len() > 2)
-            .map(<[u8]>::to_vec)
-            .collect()
-    };
-    let fresh: Vec<Vec<u8>> = lines(new)
-        .into_iter()
-        .filter(|l| !KEEP.contains(&name(l).as_slice()))
-        .collect();
-    let replaced: Vec<Vec<u8>> = fresh.iter().map(|l| name(l)).collect();
-    let mut out = Vec::with_capacity(stored.len() + new.len());
-    for l in lines(stored) {
-        if !replaced.contains(&name(&l)) {
-            out.extend_from_slice(&l);
-        }
-    }
-    for l in fresh {
-        out.extend_from_slice(&l);
-    }
-    out
 }

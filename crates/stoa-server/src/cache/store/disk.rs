@@ -54,13 +54,13 @@ pub(super) fn prepare(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Where generations start: a new one each time the process opens a
-/// zone, so names never repeat across restarts.
+/// Where generations start when a zone opens: the time in nanoseconds,
+/// so that names rarely meet those of an earlier run (`complete` checks
+/// anyway).
 pub(super) fn first_generation() -> u64 {
-    let t = SystemTime::now()
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (t.as_secs() << 24) ^ u64::from(t.subsec_nanos())
+        .map_or(0, |t| t.as_nanos() as u64)
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -173,10 +173,17 @@ pub(super) fn complete(
     };
     file.write_all_at(&header.fixed(len), 0)?;
     let n = &header.name;
-    let g = zd.generation.fetch_add(1, Ordering::Relaxed);
     let sub = zd.dir.join(&n[..2]).join(&n[2..4]);
     fs::create_dir_all(&sub)?;
-    let path = sub.join(format!("{n}.{g:016x}"));
+    // A name no file has: a rename over another object's file would
+    // leave that object's removal aimed at this one.
+    let path = loop {
+        let g = zd.generation.fetch_add(1, Ordering::Relaxed);
+        let p = sub.join(format!("{n}.{g:016x}"));
+        if !p.exists() {
+            break p;
+        }
+    };
     fs::rename(tmp, &path)?;
     Ok((path, body_at + len))
 }
@@ -275,9 +282,7 @@ pub(super) fn load(dir: &Path, zone: &Weak<Zone>) {
     if let Some(z) = zone.upgrade() {
         z.loading.store(false, Ordering::Release);
         if bad > 0 {
-            z.counters
-                .store_failures
-                .fetch_add(bad, Ordering::Relaxed);
+            z.counters.store_failures.fetch_add(bad, Ordering::Relaxed);
         }
     }
 }
@@ -308,7 +313,8 @@ pub(super) fn read_header(path: &Path) -> Result<(StoreKey, Meta, DiskBody), Str
     if &fixed[..8] != MAGIC {
         return Err("not a cache object".into());
     }
-    let u32_at = |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
+    let u32_at =
+        |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
     if u32_at(8) != VERSION {
         return Err(format!("format version {}", u32_at(8)));
     }
@@ -321,7 +327,10 @@ pub(super) fn read_header(path: &Path) -> Result<(StoreKey, Meta, DiskBody), Str
     let len = u64::from_le_bytes(len8);
     let body_at = FIXED + u64::from(hlen);
     if body_at.checked_add(len) != Some(size) {
-        return Err(format!("truncated ({size} bytes, {} expected)", body_at + len));
+        return Err(format!(
+            "truncated ({size} bytes, {} expected)",
+            body_at + len
+        ));
     }
     let mut h = vec![0u8; hlen as usize];
     f.read_exact(&mut h).map_err(|e| e.to_string())?;

@@ -474,8 +474,14 @@ impl FillGuard {
             ..
         }) = out
         {
-            match disk::complete(self.zone.as_ref(), &file, c.header, c.body_at, self.len, &c.tmp)
-            {
+            match disk::complete(
+                self.zone.as_ref(),
+                &file,
+                c.header,
+                c.body_at,
+                self.len,
+                &c.tmp,
+            ) {
                 Ok((path, size)) => {
                     disk = Some(Arc::new(DiskBody {
                         path,

@@ -326,6 +326,9 @@ pub(crate) struct Stats {
     pub(crate) objects: u64,
     pub(crate) memory_bytes: u64,
     pub(crate) disk_bytes: u64,
+    /// The bounds (`memory`, `disk_size`; 0 without a disk).
+    pub(crate) memory_limit: u64,
+    pub(crate) disk_limit: u64,
 }
 
 #[derive(Default)]
@@ -391,6 +394,8 @@ struct Index {
     urls: FxHashMap<Box<[u8]>, FxHashSet<u64>>,
     clock: u64,
     next_id: u64,
+    /// Hit-for-miss marks set since the last sweep of expired ones.
+    marks: u64,
     mem_bytes: u64,
     disk_bytes: u64,
 }
@@ -429,6 +434,7 @@ impl Index {
             urls: FxHashMap::default(),
             clock: 0,
             next_id: 1,
+            marks: 0,
             mem_bytes: 0,
             disk_bytes: 0,
         }
@@ -632,11 +638,14 @@ impl Index {
         let inactive = self.bounds.inactive;
         if !inactive.is_zero() {
             loop {
-                let oldest = [self.mem_lru.first_key_value(), self.disk_lru.first_key_value()]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .map(|(_, id)| *id);
+                let oldest = [
+                    self.mem_lru.first_key_value(),
+                    self.disk_lru.first_key_value(),
+                ]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|(_, id)| *id);
                 let Some(id) = oldest else { break };
                 let used = self
                     .find(id)
@@ -843,8 +852,26 @@ impl Zone {
     /// its own (Varnish's hit-for-miss, after a response that could not
     /// be stored).
     pub(crate) fn mark_uncacheable(&self, key: &StoreKey, ttl: Duration) {
+        let now = Instant::now();
         let mut ix = self.index();
-        ix.primary_or_new(key).uncacheable_until = Some(Instant::now() + ttl);
+        ix.primary_or_new(key).uncacheable_until = Some(now + ttl);
+        // Marks of keys never asked for again would stay: now and then,
+        // the expired ones go (a pass over the keys per 4096 marks).
+        ix.marks += 1;
+        if ix.marks >= 4096 {
+            ix.marks = 0;
+            ix.keys.retain(|_, bucket| {
+                for p in bucket.iter_mut() {
+                    if p.uncacheable_until.is_some_and(|u| u <= now) {
+                        p.uncacheable_until = None;
+                    }
+                }
+                bucket.retain(|p| {
+                    !p.variants.is_empty() || p.fill.is_some() || p.uncacheable_until.is_some()
+                });
+                !bucket.is_empty()
+            });
+        }
     }
 
     /// A fill of `key` ended: it is no longer the key's, and `obj` (if
@@ -948,17 +975,15 @@ impl Zone {
         let mut unlinks = Vec::new();
         let n = {
             let mut ix = self.index();
-            let ids: Vec<u64> = ix
-                .primary(key)
-                .map_or(Vec::new(), |p| p.variants.iter().map(|e| e.obj.id).collect());
+            let ids: Vec<u64> = ix.primary(key).map_or(Vec::new(), |p| {
+                p.variants.iter().map(|e| e.obj.id).collect()
+            });
             ids.into_iter()
                 .filter(|&id| ix.remove_id(id, &mut unlinks))
                 .count()
         };
         unlink_all(unlinks);
-        self.counters
-            .purges
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.counters.purges.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
@@ -990,9 +1015,7 @@ impl Zone {
                 .count()
         };
         unlink_all(unlinks);
-        self.counters
-            .purges
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.counters.purges.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
@@ -1018,9 +1041,9 @@ impl Zone {
     pub(crate) fn stats(&self) -> Stats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (objects, memory_bytes, disk_bytes) = {
+        let (objects, memory_bytes, disk_bytes, b) = {
             let ix = self.index();
-            (ix.objects(), ix.mem_bytes, ix.disk_bytes)
+            (ix.objects(), ix.mem_bytes, ix.disk_bytes, ix.bounds)
         };
         Stats {
             hits: l(&c.hits),
@@ -1034,6 +1057,8 @@ impl Zone {
             objects,
             memory_bytes,
             disk_bytes,
+            memory_limit: b.memory,
+            disk_limit: if self.disk.is_some() { b.disk_size } else { 0 },
         }
     }
 
