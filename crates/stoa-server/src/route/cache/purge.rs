@@ -14,6 +14,7 @@
 //! The zone counts the objects removed in its `purges`.
 
 use crate::cache::config::CacheRoute;
+use crate::cache::key;
 use crate::exchange::Exchange;
 use crate::log::Repeats;
 use std::time::Instant;
@@ -41,7 +42,8 @@ pub(crate) fn purge(c: &CacheRoute, ex: &mut Exchange<'_>) {
         let n: usize = tags(ex.req()).map(|t| c.zone.purge_tag(t)).sum();
         (n, true)
     } else {
-        (c.zone.purge_url(&super::store_key(c, ex).url), false)
+        let url = key::url(ex.req(), ex.scheme());
+        (c.zone.purge_url(url.as_bytes()), false)
     };
     let body = answer(n as u64);
     ex.start(if n > 0 || by_tag { 200 } else { 404 });
