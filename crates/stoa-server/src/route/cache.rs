@@ -424,43 +424,65 @@ async fn fetch(
     vars: &[(String, Vec<u8>)],
     status: Log,
 ) {
-    let fill = match c.zone.begin(&key) {
-        Begin::Uncacheable => {
-            // Hit-for-miss: the last response could not be stored; each
-            // request asks the application itself.
-            mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
-            return run_app(h, norm, ex, rt, depth, vars, None).await;
-        }
-        Begin::Lead(guard) => {
-            let Some(fill) = spawn_fill(c, guard, stored.clone(), h, &norm, ex, rt, depth, vars)
-            else {
-                // No shared runtime (an in-process test): uncached.
+    // Waiters give up collapsing at this time (nginx
+    // `proxy_cache_lock_timeout`).
+    let deadline = tokio::time::Instant::now() + c.lock_timeout;
+    let mut tries = 0;
+    let fill = loop {
+        tries += 1;
+        match c.zone.begin(&key) {
+            Begin::Uncacheable => {
+                // Hit-for-miss: the last response could not be stored;
+                // each request asks the application itself.
                 mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                 return run_app(h, norm, ex, rt, depth, vars, None).await;
-            };
-            fill
-        }
-        Begin::Wait(fill) => {
-            // Collapsed forwarding: the first fetch answers this one too,
-            // unless it takes longer than `lock_timeout` to begin.
-            match tokio::time::timeout(c.lock_timeout, fill.head()).await {
-                Ok(Some(meta)) if shareable(c, &meta) => fill,
-                Ok(Some(m)) if !policy::is_error_status(m.status) => {
-                    // The response may not be shared (Set-Cookie, no-store,
-                    // private): this client asks for its own, as Varnish's
-                    // hit-for-miss does; no one's session goes to another.
+            }
+            Begin::Lead(guard) => {
+                let Some(fill) =
+                    spawn_fill(c, guard, stored.clone(), h, &norm, ex, rt, depth, vars)
+                else {
+                    // No shared runtime (an in-process test): uncached.
                     mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
                     return run_app(h, norm, ex, rt, depth, vars, None).await;
-                }
-                // An error: the stale object if stale-if-error allows it,
-                // else the error, below.
-                Ok(Some(_)) => fill,
-                _ => {
-                    if deliver_stale_if_error(c, ex, stored.as_deref()) {
-                        return;
+                };
+                break fill;
+            }
+            Begin::Wait(fill) => {
+                // Collapsed forwarding: the first fetch answers this one
+                // too, unless it takes longer than `lock_timeout` to begin.
+                match tokio::time::timeout_at(deadline, fill.head()).await {
+                    Ok(Some(m)) if !policy::vary_matches(&m.head, &m.variant, ex.req()) => {
+                        // Another variant of the URL is being fetched
+                        // (RFC 9111 §4.1): never given to this request.
+                        // Once it ends, this request leads its own fetch
+                        // (or joins the one another request of its variant
+                        // leads).
+                        let ended = tokio::time::timeout_at(deadline, fill.read(u64::MAX)).await;
+                        if ended.is_err() || tries >= 8 {
+                            mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
+                            return run_app(h, norm, ex, rt, depth, vars, None).await;
+                        }
+                        continue;
                     }
-                    mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
-                    return run_app(h, norm, ex, rt, depth, vars, None).await;
+                    Ok(Some(meta)) if shareable(c, &meta) => break fill,
+                    Ok(Some(m)) if !policy::is_error_status(m.status) => {
+                        // The response may not be shared (Set-Cookie,
+                        // no-store, private): this client asks for its
+                        // own, as Varnish's hit-for-miss does; no one's
+                        // session goes to another.
+                        mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
+                        return run_app(h, norm, ex, rt, depth, vars, None).await;
+                    }
+                    // An error: the stale object if stale-if-error allows
+                    // it, else the error, below.
+                    Ok(Some(_)) => break fill,
+                    _ => {
+                        if deliver_stale_if_error(c, ex, stored.as_deref()) {
+                            return;
+                        }
+                        mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
+                        return run_app(h, norm, ex, rt, depth, vars, None).await;
+                    }
                 }
             }
         }
