@@ -25,8 +25,31 @@
 //! - [`vary_key`], [`vary_matches`] (§4.1 secondary keys);
 //! - [`merge_304`] (§4.3.4, §3.2), [`validation_fields`] (§4.3.1);
 //! - [`invalidates`], [`invalidation_urls`] (§4.4);
-//! - [`client_head`] (the stored head as clients get it), [`tags`]
-//!   (Surrogate-Key).
+//! - [`client_head`] (the stored head as clients get it), [`age_secs`],
+//!   [`tags`] (Surrogate-Key).
+//!
+//! Choices where the RFCs leave room (each cited where it is made):
+//! - two different values of max-age, s-maxage or Expires, or an invalid
+//!   one, make the response stale (§4.2.1 allows "first wins" or stale;
+//!   stale is the safe one); in a request the first wins;
+//! - `no-cache="field"` and `private="field"` act unqualified (the notes
+//!   of §5.2.2.4 and §5.2.2.7): fields are never stripped to serve
+//!   without validation;
+//! - the heuristic (§4.2.2) is 10 % of Date - Last-Modified, at most one
+//!   day; the route's default_ttl replaces it, for the same responses
+//!   (heuristically cacheable status or `public`);
+//! - X-Accel-Expires (first) and Surrogate-Control max-age set the
+//!   lifetime for this cache only but never lift `no-store`, `private` or
+//!   §3.5 Authorization; `Set-Cookie` responses are never stored;
+//! - must-revalidate, proxy-revalidate, s-maxage and no-cache forbid
+//!   stale use (max-stale, stale-while-revalidate, the route's
+//!   stale-if-error), but a response's own `stale-if-error` applies
+//!   "regardless of other freshness information" (RFC 5861 §4);
+//! - a request with max-age or min-fresh gets no stale-while-revalidate
+//!   answer (it asked for fresher), and one with no-cache no
+//!   stale-if-error answer (it asked for a validated one);
+//! - a response never fresh, without validators or stale windows, is not
+//!   stored ([`NotStorable::Useless`]).
 
 // Parts of this API land before the request path calls them (it moves
 // onto them as the branches merge).
@@ -1016,9 +1039,9 @@ pub(crate) fn vary_matches(response_head: &[u8], stored: &[u8], req: &RequestHea
 /// Appends `0` when `req` lacks field `name`, else `1`, the normalised
 /// value's length (4 bytes) and the value.
 fn request_value(req: &RequestHead, name: &[u8], out: &mut Vec<u8>) {
-    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-    let token_list = TOKEN_LISTS.contains(&lower.as_str());
-    let list = token_list || LISTS.contains(&lower.as_str());
+    let is = |set: &[&str]| set.iter().any(|f| name.eq_ignore_ascii_case(f.as_bytes()));
+    let token_list = is(&TOKEN_LISTS);
+    let list = token_list || is(&LISTS);
     let mut v = Vec::new();
     let mut any = false;
     for (_, value) in req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
