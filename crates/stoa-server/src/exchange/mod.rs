@@ -147,6 +147,20 @@ pub struct Exchange<'a> {
     /// A `Cache-Status` field (RFC 9211) every head of this exchange
     /// carries (a request the cache passed to the handler).
     cache_field: Option<&'static [u8]>,
+    /// Response fields kept when the head ends, for whoever asked
+    /// ([`Exchange::capture_locations`]); None, the usual case, costs one
+    /// test per head.
+    captured: Option<Box<Captured>>,
+}
+
+/// The `Location` and `Content-Location` of a response, as the head
+/// ended (the response cache's invalidation after unsafe methods, RFC
+/// 9111 §4.4, reads them after the handler is done, when the head may
+/// long have left the buffer).
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub(crate) location: Option<Box<[u8]>>,
+    pub(crate) content_location: Option<Box<[u8]>>,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -227,6 +241,7 @@ impl<'a> Exchange<'a> {
             redirected: false,
             cache_status: None,
             cache_field: None,
+            captured: None,
         }
     }
 
@@ -328,6 +343,37 @@ impl<'a> Exchange<'a> {
     ) {
         self.cache_status = status;
         self.cache_field = field;
+    }
+
+    /// Keep the response's `Location` and `Content-Location` when its
+    /// head ends, for [`Exchange::captured`].
+    pub(crate) fn capture_locations(&mut self) {
+        self.captured = Some(Box::default());
+    }
+
+    /// The fields kept since [`Exchange::capture_locations`] (empty
+    /// until a head ended).
+    pub(crate) fn captured(&self) -> Option<&Captured> {
+        self.captured.as_deref()
+    }
+
+    /// Copies the fields asked for out of the head being ended.
+    #[cold]
+    #[inline(never)]
+    fn capture_fields(&mut self) {
+        let (buf, at) = match &mut self.side {
+            Side::H1(io) => (io.out.buf(), self.fields_at),
+            Side::Sub(s) => (&mut s.head, self.fields_at),
+            Side::H2(s) => (&mut s.head, 0),
+            Side::Caught(c) => (&mut c.head, 0),
+        };
+        let fields = Fields::new(buf, at);
+        let keep = |name| fields.get(name).map(Box::from);
+        let (location, content_location) = (keep("location"), keep("content-location"));
+        if let Some(c) = self.captured.as_deref_mut() {
+            c.location = location;
+            c.content_location = content_location;
+        }
     }
 
     /// The response cache's status for the log (None: not cached).
@@ -714,6 +760,9 @@ impl<'a> Exchange<'a> {
     /// without filters `end_head` is this and one test.
     #[inline(always)]
     fn head_length(&mut self, len: Option<u64>) {
+        if self.captured.is_some() {
+            self.capture_fields();
+        }
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
             if let Some(len) = len {

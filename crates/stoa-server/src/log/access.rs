@@ -116,9 +116,11 @@ pub(crate) enum CacheStatus {
     Hit,
     /// Not stored: fetched from the application.
     Miss,
-    /// Stored but stale and not servable: fetched again (not validated).
+    /// Stored but stale: fetched again (validation, if any, answered
+    /// with a full response).
     Expired,
-    /// Stale, served because the application failed (stale-if-error).
+    /// Stale, served because the application failed (stale-if-error)
+    /// or the request allowed it (max-stale).
     Stale,
     /// Stale, served while a background fetch refreshes it
     /// (stale-while-revalidate).

@@ -68,6 +68,7 @@ pub(super) fn serve<'x>(
         }
         ex.set_cache_status(None, Some(FWD_METHOD));
         if invalidate::unsafe_method(m) {
+            invalidate::before(ex);
             return Some(Box::pin(async move {
                 run_app(h, norm, ex, rt, depth, vars, nest).await;
                 invalidate::after(c, ex);
