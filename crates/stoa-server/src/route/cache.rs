@@ -512,7 +512,7 @@ async fn fetch(
         } else if stored.is_some() {
             cs = cs.with_fwd_status(m.status);
         }
-        if shareable(c, m) {
+        if shareable(c, m) && m.len.is_none_or(|n| n <= c.zone.max_object()) {
             cs = cs.stored();
         }
     }
