@@ -25,8 +25,31 @@
 //! - [`vary_key`], [`vary_matches`] (§4.1 secondary keys);
 //! - [`merge_304`] (§4.3.4, §3.2), [`validation_fields`] (§4.3.1);
 //! - [`invalidates`], [`invalidation_urls`] (§4.4);
-//! - [`client_head`] (the stored head as clients get it), [`tags`]
-//!   (Surrogate-Key).
+//! - [`client_head`] (the stored head as clients get it), [`age_secs`],
+//!   [`tags`] (Surrogate-Key).
+//!
+//! Choices where the RFCs leave room (each cited where it is made):
+//! - two different values of max-age, s-maxage or Expires, or an invalid
+//!   one, make the response stale (§4.2.1 allows "first wins" or stale;
+//!   stale is the safe one); in a request the first wins;
+//! - `no-cache="field"` and `private="field"` act unqualified (the notes
+//!   of §5.2.2.4 and §5.2.2.7): fields are never stripped to serve
+//!   without validation;
+//! - the heuristic (§4.2.2) is 10 % of Date - Last-Modified, at most one
+//!   day; the route's default_ttl replaces it, for the same responses
+//!   (heuristically cacheable status or `public`);
+//! - X-Accel-Expires (first) and Surrogate-Control max-age set the
+//!   lifetime for this cache only but never lift `no-store`, `private` or
+//!   §3.5 Authorization; `Set-Cookie` responses are never stored;
+//! - must-revalidate, proxy-revalidate, s-maxage and no-cache forbid
+//!   stale use (max-stale, stale-while-revalidate, the route's
+//!   stale-if-error), but a response's own `stale-if-error` applies
+//!   "regardless of other freshness information" (RFC 5861 §4);
+//! - a request with max-age or min-fresh gets no stale-while-revalidate
+//!   answer (it asked for fresher), and one with no-cache no
+//!   stale-if-error answer (it asked for a validated one);
+//! - a response never fresh, without validators or stale windows, is not
+//!   stored ([`NotStorable::Useless`]).
 
 // Parts of this API land before the request path calls them (it moves
 // onto them as the branches merge).
@@ -714,7 +737,15 @@ fn freshness_with(res: &Received<'_>, cc: &ResponseDirectives, rules: &Rules) ->
         res.response_time,
         rules.default_ttl,
     )?;
-    let revalidate = if cc.no_cache {
+    // X-Accel-Expires and Surrogate-Control are the application's word
+    // to this cache alone: they replace what Cache-Control tells caches
+    // (nginx ignores Cache-Control under X-Accel-Expires; Varnish and
+    // Fastly take Surrogate-Control over it), so its `no-cache` and
+    // `must-revalidate` are for the browsers behind us.
+    let override_cc = matches!(source, Source::XAccelExpires | Source::SurrogateControl);
+    let revalidate = if override_cc {
+        Revalidate::Normally
+    } else if cc.no_cache {
         Revalidate::Always
     } else if cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage != Delta::Absent {
         Revalidate::OnceStale
@@ -1016,9 +1047,9 @@ pub(crate) fn vary_matches(response_head: &[u8], stored: &[u8], req: &RequestHea
 /// Appends `0` when `req` lacks field `name`, else `1`, the normalised
 /// value's length (4 bytes) and the value.
 fn request_value(req: &RequestHead, name: &[u8], out: &mut Vec<u8>) {
-    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-    let token_list = TOKEN_LISTS.contains(&lower.as_str());
-    let list = token_list || LISTS.contains(&lower.as_str());
+    let is = |set: &[&str]| set.iter().any(|f| name.eq_ignore_ascii_case(f.as_bytes()));
+    let token_list = is(&TOKEN_LISTS);
+    let list = token_list || is(&LISTS);
     let mut v = Vec::new();
     let mut any = false;
     for (_, value) in req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
@@ -1339,11 +1370,14 @@ fn remove_dot_segments(path: &str) -> String {
 
 /// Fields for this cache only, never sent to clients: the surrogate
 /// controls and tags, and a stored `Age` (replaced by the computed one).
-const CACHE_ONLY: [&str; 4] = [
+const CACHE_ONLY: [&str; 5] = [
     "surrogate-control",
     "surrogate-key",
     "x-accel-expires",
     "age",
+    // The application's Date is kept for §4.2.3 (apparent age) and
+    // Expires; every response Stoa sends has its own Date already.
+    "date",
 ];
 
 /// The stored head as clients get it (borrowed when nothing is to be
@@ -2354,6 +2388,47 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_merged_304_makes_the_stored_response_fresh_again_rfc9111_4_3_4() {
+        let stored = head(&[
+            "Cache-Control: max-age=10",
+            "ETag: \"a\"",
+            "Content-Length: 3",
+        ]);
+        let f = fresh_for(&stored);
+        assert!(matches!(decide(&f, &rd(&[]), t(20)), Use::Validate { .. }));
+        let merged = merge_304(
+            &stored,
+            &head(&["Cache-Control: max-age=60", "ETag: \"a\""]),
+        );
+        let res = Received {
+            status: 200,
+            head: &merged,
+            request_time: t(20),
+            response_time: t(21),
+        };
+        let s = may_store(&req(&[]), &res, &Rules::default()).expect("still storable");
+        assert_eq!(
+            decide(&s.freshness, &rd(&[]), t(31)),
+            Use::Fresh {
+                age: secs(11),
+                ttl: secs(49)
+            }
+        );
+    }
+
+    #[test]
+    fn an_age_from_upstream_shortens_the_freshness_left_rfc9111_4_2_3() {
+        let f = fresh_for(&head(&["Cache-Control: max-age=60", "Age: 50"]));
+        assert_eq!(
+            decide(&f, &rd(&[]), t(5)),
+            Use::Fresh {
+                age: secs(55),
+                ttl: secs(5)
+            }
+        );
+    }
+
     // --- invalidation (§4.4)
 
     #[test]
@@ -2472,6 +2547,68 @@ mod tests {
             let _ = tags(h).count();
         }
         let _ = f_at_extremes();
+    }
+
+    #[test]
+    fn random_bytes_in_every_input_never_panic() {
+        // A fixed xorshift stream: the same cases every run.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        const ALPHABET: &[u8] = b"\",=;:@+*- \t\r\n0123456789aAzZ\xff\x00";
+        const NAMES: [&str; 12] = [
+            "Cache-Control",
+            "Expires",
+            "Date",
+            "Age",
+            "Last-Modified",
+            "Vary",
+            "ETag",
+            "Surrogate-Control",
+            "X-Accel-Expires",
+            "Surrogate-Key",
+            "Location",
+            "Accept-Encoding",
+        ];
+        for _ in 0..2000 {
+            let mut h = Vec::new();
+            for _ in 0..(next() % 5) {
+                h.extend_from_slice(NAMES[(next() % 12) as usize].as_bytes());
+                h.extend_from_slice(b": ");
+                for _ in 0..(next() % 24) {
+                    h.push(ALPHABET[(next() % ALPHABET.len() as u64) as usize]);
+                }
+                h.extend_from_slice(b"\r\n");
+            }
+            let v = String::from_utf8_lossy(&h).replace(['\r', '\n'], "");
+            let r = req(&[("Cache-Control", &v), ("Accept-Encoding", &v), ("Vary", &v)]);
+            let status = (next() % 700) as u16;
+            let rules = Rules {
+                default_ttl: secs(next() % 3),
+                ..Rules::default()
+            };
+            let res = Received {
+                status,
+                head: &h,
+                request_time: t(next() % 9),
+                response_time: t(next() % 9),
+            };
+            let _ = may_store(&r, &res, &rules);
+            let f = freshness(&res, &rules);
+            let now = t(next() % 100);
+            let _ = decide(&f, &request_directives(&r), now);
+            let _ = stale_if_error(&f, &request_directives(&r), now);
+            let _ = f.ttl(now);
+            let _ = vary_key(&h, &r).map(|k| vary_matches(&h, &k, &r));
+            let _ = merge_304(&h, &h);
+            let _ = client_head(&h);
+            let _ = invalidation_urls("http://a/b/c?d", &h);
+            let _ = tags(&h).count();
+        }
     }
 
     fn f_at_extremes() -> Use {

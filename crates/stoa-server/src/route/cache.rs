@@ -23,6 +23,7 @@ use crate::cache::config::CacheRoute;
 use crate::cache::key;
 use crate::cache::policy;
 use crate::cache::policy::{StaleWhy, Use};
+use crate::cache::status::LogStatus as Log;
 use crate::cache::status::{CacheStatus, Fwd, StatusBuf};
 use crate::cache::store::{Begin, Body, Chunk, Event, Fill, FillGuard, Meta, Object, StoreKey};
 use crate::config::Runtime;
@@ -30,7 +31,6 @@ use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
 use crate::http::{conditional, range};
 use crate::local::Worker;
-use crate::log::access::CacheStatus as Log;
 use bytes::Bytes;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -512,7 +512,7 @@ async fn fetch(
         } else if stored.is_some() {
             cs = cs.with_fwd_status(m.status);
         }
-        if shareable(c, m) {
+        if shareable(c, m) && m.len.is_none_or(|n| n <= c.zone.max_object()) {
             cs = cs.stored();
         }
     }

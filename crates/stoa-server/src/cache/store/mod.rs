@@ -793,6 +793,12 @@ impl Zone {
         self.index().bounds
     }
 
+    /// The largest object the zone stores (`max_object`): a response
+    /// announced larger is passed through.
+    pub(crate) fn max_object(&self) -> u64 {
+        self.bounds().max_object
+    }
+
     /// The stored variants of `key`'s primary key, most recent first;
     /// each counts as used.
     pub(crate) fn lookup(&self, key: &StoreKey) -> Vec<Arc<Object>> {
