@@ -376,12 +376,6 @@ impl<'a> Exchange<'a> {
         }
     }
 
-    /// The response cache's status for the log (None: not cached).
-    #[allow(dead_code)]
-    pub(crate) fn cache_status(&self) -> Option<CacheStatus> {
-        self.cache_status
-    }
-
     /// Takes back whether the connection stays from a redirected
     /// exchange (which wrote and logged the response).
     pub fn absorb_keep(&mut self, keep: bool) {
@@ -408,14 +402,14 @@ impl<'a> Exchange<'a> {
         matches!(self.side, Side::Sub(_))
     }
 
-    /// Whether this is a local redirect of a request (its limits were
-    /// counted for the first).
     /// Whether this exchange fills a response cache's object: a handler
     /// keeps the application's `Date` then (RFC 9111 §4.2.3 needs it).
     pub(crate) fn is_cache_fill(&self) -> bool {
         matches!(&self.side, Side::Sub(s) if s.has_sink())
     }
 
+    /// Whether this is a local redirect of a request (its limits were
+    /// counted for the first).
     pub(crate) fn is_redirected(&self) -> bool {
         self.redirected
     }
