@@ -1418,8 +1418,15 @@ fn purge_from_an_address_not_allowed_is_403() {
     assert!(lab.stoa.wait_stderr(mark, "reload", WAIT));
     let t = "/deny/a?cc=max-age%3D600";
     lab.get(t);
+    let mark = lab.stoa.stderr().len();
     let r = lab.send("PURGE", t, &[]);
     assert_eq!(r.status, 403, "{r:?}");
+    // The refusal is in the error log, with the address refused.
+    assert!(
+        lab.stoa.wait_stderr(mark, "PURGE /deny/a", WAIT),
+        "{}",
+        lab.stoa.stderr()
+    );
     let r = lab.send("PURGE", "/", &["Surrogate-Key: x"]);
     assert_eq!(r.status, 403, "{r:?}");
     assert_hit(&lab.get(t));

@@ -214,21 +214,35 @@ impl KeySpec {
     /// The key of `req`, received over `scheme` ("http" or "https").
     pub(crate) fn key(&self, req: &RequestHead, scheme: &str) -> Key {
         let mut k = Vec::with_capacity(16 + req.target().len() + 32);
-        let mut scratch = Vec::new();
+        self.key_into(req, scheme, &mut k, &mut Vec::new());
+        Key::from_bytes(&k)
+    }
+
+    /// The full key bytes of `req` ([`KeySpec::key`]'s) into `k`, with
+    /// `scratch` for the parts that are built first: buffers a caller
+    /// keeps, so that a hit allocates nothing.
+    pub(crate) fn key_into(
+        &self,
+        req: &RequestHead,
+        scheme: &str,
+        k: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) {
+        k.clear();
         for p in &self.parts {
             let tag = p.tag();
             match p {
-                Part::Scheme => put(&mut k, tag, Some(scheme.as_bytes())),
+                Part::Scheme => put(k, tag, Some(scheme.as_bytes())),
                 Part::Host => {
                     scratch.clear();
-                    let present = req.host().map(|h| normal_host(h, scheme, &mut scratch));
-                    put(&mut k, tag, present.map(|()| &scratch[..]));
+                    let present = req.host().map(|h| normal_host(h, scheme, scratch));
+                    put(k, tag, present.map(|()| &scratch[..]));
                 }
-                Part::Path => put(&mut k, tag, Some(req.path())),
-                Part::Query => put(&mut k, tag, req.query()),
-                Part::Method => put(&mut k, tag, Some(req.method.as_str().as_bytes())),
+                Part::Path => put(k, tag, Some(req.path())),
+                Part::Query => put(k, tag, req.query()),
+                Part::Method => put(k, tag, Some(req.method.as_str().as_bytes())),
                 Part::Header(n) => {
-                    put(&mut k, b'n', Some(n.as_bytes()));
+                    put(k, b'n', Some(n.as_bytes()));
                     scratch.clear();
                     let mut any = false;
                     for (_, v) in req
@@ -241,20 +255,20 @@ impl KeySpec {
                         scratch.extend_from_slice(v);
                         any = true;
                     }
-                    put(&mut k, tag, any.then_some(&scratch[..]));
+                    put(k, tag, any.then_some(&scratch[..]));
                 }
                 Part::Cookie(n) => {
-                    put(&mut k, b'n', Some(n.as_bytes()));
+                    put(k, b'n', Some(n.as_bytes()));
                     put(
-                        &mut k,
+                        k,
                         tag,
                         cookies(req).find(|(c, _)| *c == n.as_bytes()).map(|c| c.1),
                     );
                 }
                 Part::Arg(n) => {
-                    put(&mut k, b'n', Some(n.as_bytes()));
+                    put(k, b'n', Some(n.as_bytes()));
                     put(
-                        &mut k,
+                        k,
                         tag,
                         args(req)
                             .find(|(a, _)| *a == n.as_bytes())
@@ -263,7 +277,6 @@ impl KeySpec {
                 }
             }
         }
-        Key::from_bytes(&k)
     }
 }
 

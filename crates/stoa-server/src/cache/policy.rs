@@ -748,7 +748,15 @@ fn freshness_with(res: &Received<'_>, cc: &ResponseDirectives, rules: &Rules) ->
         res.response_time,
         rules.default_ttl,
     )?;
-    let revalidate = if cc.no_cache {
+    // X-Accel-Expires and Surrogate-Control are the application's word
+    // to this cache alone: they replace what Cache-Control tells caches
+    // (nginx ignores Cache-Control under X-Accel-Expires; Varnish and
+    // Fastly take Surrogate-Control over it), so its `no-cache` and
+    // `must-revalidate` are for the browsers behind us.
+    let override_cc = matches!(source, Source::XAccelExpires | Source::SurrogateControl);
+    let revalidate = if override_cc {
+        Revalidate::Normally
+    } else if cc.no_cache {
         Revalidate::Always
     } else if cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage != Delta::Absent {
         Revalidate::OnceStale
@@ -1413,11 +1421,14 @@ fn remove_dot_segments(path: &str) -> String {
 
 /// Fields for this cache only, never sent to clients: the surrogate
 /// controls and tags, and a stored `Age` (replaced by the computed one).
-const CACHE_ONLY: [&str; 4] = [
+const CACHE_ONLY: [&str; 5] = [
     "surrogate-control",
     "surrogate-key",
     "x-accel-expires",
     "age",
+    // The application's Date is kept for §4.2.3 (apparent age) and
+    // Expires; every response Stoa sends has its own Date already.
+    "date",
 ];
 
 /// The stored head as clients get it (borrowed when nothing is to be

@@ -376,12 +376,6 @@ impl<'a> Exchange<'a> {
         }
     }
 
-    /// The response cache's status for the log (None: not cached).
-    #[allow(dead_code)]
-    pub(crate) fn cache_status(&self) -> Option<CacheStatus> {
-        self.cache_status
-    }
-
     /// Takes back whether the connection stays from a redirected
     /// exchange (which wrote and logged the response).
     pub fn absorb_keep(&mut self, keep: bool) {
@@ -406,6 +400,12 @@ impl<'a> Exchange<'a> {
     /// own checks.
     pub(crate) fn is_sub(&self) -> bool {
         matches!(self.side, Side::Sub(_))
+    }
+
+    /// Whether this exchange fills a response cache's object: a handler
+    /// keeps the application's `Date` then (RFC 9111 §4.2.3 needs it).
+    pub(crate) fn is_cache_fill(&self) -> bool {
+        matches!(&self.side, Side::Sub(s) if s.has_sink())
     }
 
     /// Whether this is a local redirect of a request (its limits were
@@ -923,6 +923,18 @@ impl<'a> Exchange<'a> {
             *r = r.saturating_sub(len);
         }
         match &mut self.side {
+            Side::H1(io) if self.chunked => {
+                // A file's range inside a chunked body (a cache fill that
+                // spilled to a file): one chunk around it.
+                if len == 0 {
+                    // An empty chunk would end the body.
+                    return;
+                }
+                self.sent += len;
+                push_chunk_header(io.out.buf(), len as usize);
+                io.out.push_file(file, offset, len);
+                io.out.buf().extend_from_slice(CHUNK_END);
+            }
             Side::H1(io) => {
                 self.sent += len;
                 io.out.push_file(file, offset, len);

@@ -87,6 +87,11 @@ impl Sub {
         }
     }
 
+    /// Whether the response goes to a sink (a cache fill).
+    pub(crate) fn has_sink(&self) -> bool {
+        self.sink.is_some()
+    }
+
     /// The head is complete (the exchange wrote no framing field here);
     /// `len`: the body's length, None when it is streamed.
     pub(crate) fn head_ended(&mut self, len: Option<u64>) {

@@ -25,13 +25,17 @@ use crate::cache::policy;
 use crate::cache::policy::{StaleWhy, Use};
 use crate::cache::status::LogStatus as Log;
 use crate::cache::status::{CacheStatus, Fwd, StatusBuf};
-use crate::cache::store::{Begin, Body, Chunk, Event, Fill, FillGuard, Meta, Object, StoreKey};
+use crate::cache::store::{
+    Begin, Body, Chunk, Derived, Event, Fill, FillGuard, Meta, Object, StoreKey,
+};
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange, Sink, Sub};
 use crate::handler::{cgi, fastcgi, proxy, Handler, Outcome};
 use crate::http::{conditional, range};
 use crate::local::Worker;
 use bytes::Bytes;
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -80,24 +84,28 @@ pub(super) fn serve<'x>(
         mark(c, ex, Log::Bypass, Some(FWD_BYPASS));
         return Some(app(h, norm, ex, rt, depth, vars, nest));
     }
-    let key = store_key(c, ex);
     let now = SystemTime::now();
     let req = ex.req();
     let reqd = policy::request_directives(req);
     // The stored variant whose secondary key matches (RFC 9111 §4.1),
-    // most recent first.
-    let stored = c
-        .zone
-        .lookup(&key)
+    // most recent first. The key is built in this worker's buffers: a
+    // hit allocates nothing for it.
+    let stored = KEY
+        .with(|b| {
+            let (k, scratch) = &mut *b.borrow_mut();
+            c.key.key_into(req, ex.scheme(), k, scratch);
+            c.zone.lookup_bytes(k)
+        })
         .into_iter()
         .find(|o| policy::vary_matches(&o.meta.head, &o.meta.variant, req));
     let mut fwd = Fwd::Miss;
     if let Some(obj) = &stored {
-        let f = freshness(c, &obj.meta);
+        let d = derived(c, obj);
+        let f = d.freshness;
         match policy::decide(&f, &reqd, now) {
             Use::Fresh { age, ttl } => {
                 mark(c, ex, Log::Hit, None);
-                deliver(ex, obj, age, CacheStatus::hit(secs(ttl)));
+                deliver(ex, obj, d, age, CacheStatus::hit(secs(ttl)));
                 ex.finish();
                 return None;
             }
@@ -108,7 +116,7 @@ pub(super) fn serve<'x>(
                 // RFC 9111 §5.2.1.2: the client accepts it this stale.
                 mark(c, ex, Log::Stale, None);
                 let cs = CacheStatus::hit(f.ttl(now)).with_detail("max-stale");
-                deliver(ex, obj, age, cs);
+                deliver(ex, obj, d, age, cs);
                 ex.finish();
                 return None;
             }
@@ -121,8 +129,8 @@ pub(super) fn serve<'x>(
                 // one; others find it running).
                 // Not by a request with Authorization (no fetch of its
                 // may be shared: policy::collapsible).
-                if policy::collapsible(req) {
-                    if let Begin::Lead(guard) = c.zone.begin(&key) {
+                if policy::collapsible(ex.req()) {
+                    if let Begin::Lead(guard) = c.zone.begin(&store_key(c, ex)) {
                         spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars);
                     }
                 }
@@ -130,7 +138,7 @@ pub(super) fn serve<'x>(
                 let cs = CacheStatus::hit(f.ttl(now))
                     .with_fwd(Fwd::Stale)
                     .with_detail("stale-while-revalidate");
-                deliver(ex, obj, age, cs);
+                deliver(ex, obj, d, age, cs);
                 ex.finish();
                 return None;
             }
@@ -163,9 +171,16 @@ pub(super) fn serve<'x>(
     } else {
         Log::Miss
     };
+    let key = store_key(c, ex);
     Some(Box::pin(async move {
         fetch(c, key, stored, fwd, h, norm, ex, rt, depth, vars, status).await;
     }))
+}
+
+thread_local! {
+    /// This worker's key buffers (the key, and scratch for its parts),
+    /// kept from one lookup to the next.
+    static KEY: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Whole seconds of a duration, for `Cache-Status: ttl`.
@@ -193,6 +208,18 @@ fn freshness(c: &CacheRoute, meta: &Meta) -> policy::Freshness {
         },
         &rules(c),
     )
+}
+
+/// What is derived once from a stored object's head (its freshness and
+/// the head clients get): a hit parses no header.
+fn derived<'o>(c: &CacheRoute, obj: &'o Object) -> &'o Derived {
+    obj.derived.get_or_init(|| Derived {
+        freshness: freshness(c, &obj.meta),
+        client_head: match policy::client_head(&obj.meta.head) {
+            Cow::Borrowed(_) => obj.meta.head.clone(),
+            Cow::Owned(h) => Bytes::from(h),
+        },
+    })
 }
 
 /// What the cache did with the request: the access log's
@@ -264,7 +291,7 @@ async fn run_app(
 /// whose preconditions the stored validators satisfy gets 304, and one
 /// range of a stored 200 gets 206 (RFC 9110 §13, §14), as the static
 /// handler answers them.
-fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, cs: CacheStatus) {
+fn deliver(ex: &mut Exchange<'_>, obj: &Object, d: &Derived, age: Duration, cs: CacheStatus) {
     let mut v: StatusBuf = [0; 160];
     let status_field = cs.write(&mut v);
     let req = ex.req();
@@ -325,7 +352,7 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, cs: CacheStatus) 
             // 304: the stored fields that describe the representation
             // (RFC 9110 §15.4.5), without a body.
             ex.start(304);
-            ex.raw_headers(&policy::client_head(&obj.meta.head));
+            ex.raw_headers(&d.client_head);
             ex.header("Age", num(&mut n, policy::age_secs(age)));
             ex.header("Cache-Status", status_field);
             ex.end_head(None);
@@ -333,7 +360,7 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, cs: CacheStatus) 
         206 => {
             let r = range.unwrap_or(0..len);
             ex.start(206);
-            ex.raw_headers(&policy::client_head(&obj.meta.head));
+            ex.raw_headers(&d.client_head);
             ex.header("Age", num(&mut n, policy::age_secs(age)));
             ex.header("Cache-Status", status_field);
             ex.header("Content-Range", range::content_range(&r, len).as_bytes());
@@ -342,7 +369,7 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, age: Duration, cs: CacheStatus) 
         }
         _ => {
             ex.start(status);
-            ex.raw_headers(&policy::client_head(&obj.meta.head));
+            ex.raw_headers(&d.client_head);
             ex.header("Age", num(&mut n, policy::age_secs(age)));
             ex.header("Cache-Status", status_field);
             ex.end_head(Some(len));
@@ -523,7 +550,7 @@ async fn fetch(
         } else if stored.is_some() {
             cs = cs.with_fwd_status(m.status);
         }
-        if shareable(c, m) {
+        if shareable(c, m) && m.len.is_none_or(|n| n <= c.zone.max_object()) {
             cs = cs.stored();
         }
     }
@@ -559,7 +586,8 @@ fn shareable(c: &CacheRoute, meta: &Meta) -> bool {
 fn deliver_stale_if_error(c: &CacheRoute, ex: &mut Exchange<'_>, stored: Option<&Object>) -> bool {
     let Some(obj) = stored else { return false };
     let now = SystemTime::now();
-    let f = freshness(c, &obj.meta);
+    let d = derived(c, obj);
+    let f = d.freshness;
     if !policy::stale_if_error(&f, &policy::request_directives(ex.req()), now) {
         return false;
     }
@@ -567,7 +595,7 @@ fn deliver_stale_if_error(c: &CacheRoute, ex: &mut Exchange<'_>, stored: Option<
     let cs = CacheStatus::hit(f.ttl(now))
         .with_fwd(Fwd::Stale)
         .with_detail("stale-if-error");
-    deliver(ex, obj, f.age(now), cs);
+    deliver(ex, obj, d, f.age(now), cs);
     ex.finish();
     true
 }

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::Notify;
 
 /// Body bytes a fill keeps in memory before it writes to a file (unless
@@ -517,6 +517,7 @@ impl FillGuard {
             key: self.key.clone(),
             id: self.zone.next_id(),
             disk,
+            derived: OnceLock::new(),
         }))
     }
 

@@ -178,10 +178,9 @@ impl StoreKey {
     /// A key whose hash is SipHash with a per-process random seed: a
     /// client cannot aim many keys at one bucket.
     pub(crate) fn new(bytes: &[u8], url: &[u8]) -> StoreKey {
-        static SEED: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
         StoreKey {
             bytes: bytes.into(),
-            hash: SEED.get_or_init(Default::default).hash_one(bytes),
+            hash: key_hash(bytes),
             url: url.into(),
         }
     }
@@ -197,6 +196,13 @@ impl StoreKey {
             url: url.into(),
         }
     }
+}
+
+/// The hash of a key's full bytes: SipHash with a per-process random
+/// seed.
+fn key_hash(bytes: &[u8]) -> u64 {
+    static SEED: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    SEED.get_or_init(Default::default).hash_one(bytes)
 }
 
 /// What is stored of a response besides its body.
@@ -226,6 +232,19 @@ pub(crate) struct Object {
     id: u64,
     /// Its file, when the zone has a disk.
     disk: Option<Arc<DiskBody>>,
+    /// What the request path derives from the head on first use (a hit
+    /// parses nothing); never on disk, made again after a restart.
+    pub(crate) derived: OnceLock<Derived>,
+}
+
+/// What the request path derives once from a stored head: its freshness
+/// (RFC 9111 §4.2, under the rules of the route that used it first, as
+/// nginx fixes `proxy_cache_valid` when it stores) and the head clients
+/// get (`policy::client_head`).
+#[derive(Debug)]
+pub(crate) struct Derived {
+    pub(crate) freshness: super::policy::Freshness,
+    pub(crate) client_head: Bytes,
 }
 
 /// Where an object's body is.
@@ -441,10 +460,14 @@ impl Index {
     }
 
     fn primary(&mut self, key: &StoreKey) -> Option<&mut Primary> {
+        self.primary_raw(key.hash, &key.bytes)
+    }
+
+    fn primary_raw(&mut self, hash: u64, bytes: &[u8]) -> Option<&mut Primary> {
         self.keys
-            .get_mut(&key.hash)?
+            .get_mut(&hash)?
             .iter_mut()
-            .find(|p| *p.key == *key.bytes)
+            .find(|p| *p.key == *bytes)
     }
 
     fn primary_or_new(&mut self, key: &StoreKey) -> &mut Primary {
@@ -681,6 +704,7 @@ impl Index {
                         key: obj.key.clone(),
                         id: obj.id,
                         disk: Some(d),
+                        derived: OnceLock::new(),
                     });
                     let (h, i, j) = match self.find(id) {
                         Some(p) => p,
@@ -793,15 +817,31 @@ impl Zone {
         self.index().bounds
     }
 
+    /// The largest object the zone stores (`max_object`): a response
+    /// announced larger is passed through.
+    pub(crate) fn max_object(&self) -> u64 {
+        self.bounds().max_object
+    }
+
     /// The stored variants of `key`'s primary key, most recent first;
     /// each counts as used.
     pub(crate) fn lookup(&self, key: &StoreKey) -> Vec<Arc<Object>> {
+        self.lookup_raw(key.hash, &key.bytes)
+    }
+
+    /// [`Zone::lookup`] by a primary key's full bytes alone (a hit needs
+    /// no `StoreKey`: no URL, no copies).
+    pub(crate) fn lookup_bytes(&self, bytes: &[u8]) -> Vec<Arc<Object>> {
+        self.lookup_raw(key_hash(bytes), bytes)
+    }
+
+    fn lookup_raw(&self, hash: u64, bytes: &[u8]) -> Vec<Arc<Object>> {
         let now = Instant::now();
         let mut unlinks = Vec::new();
         let found = {
             let mut ix = self.index();
             let inactive = ix.bounds.inactive;
-            let Some(p) = ix.primary(key) else {
+            let Some(p) = ix.primary_raw(hash, bytes) else {
                 return Vec::new();
             };
             let mut found = Vec::with_capacity(p.variants.len());
@@ -937,6 +977,7 @@ impl Zone {
                     key: old.key.clone(),
                     id: old.id,
                     disk: old.disk.clone(),
+                    derived: OnceLock::new(),
                 });
             }
         };
@@ -946,6 +987,7 @@ impl Zone {
             key: old.key.clone(),
             id: old.id,
             disk,
+            derived: OnceLock::new(),
         });
         let now = Instant::now();
         let mut unlinks = Vec::new();
@@ -1091,6 +1133,7 @@ impl Zone {
                     key,
                     id: ix.next_id,
                     disk: Some(d),
+                    derived: OnceLock::new(),
                 });
                 ix.insert(obj, now, &mut unlinks);
                 ix.enforce(now, &mut unlinks);

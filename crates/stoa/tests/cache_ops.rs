@@ -1,0 +1,170 @@
+//! The response cache as an operator sees it, end to end: the status
+//! page's per-zone figures (text, JSON, Prometheus) counted by real
+//! requests, purges and invalidations counted in the zone, and the access log's
+//! `$upstream_cache_status` beside a route without a cache.
+
+mod common;
+
+use common::*;
+
+mod cache_support;
+use cache_support::{wait_for, Origin};
+use std::time::Duration;
+
+/// Stoa with `/` proxied to the test origin and cached in zone `pages`
+/// (PURGE from loopback), `/plain/` proxied
+/// without a cache, `/status` the status page, and an access log at
+/// `access.log` in `format`.
+fn server(dir: &TempDir, o: &Origin, format: &str) -> Server {
+    config(dir, o, &format!("'{format}'"))
+}
+
+/// [`server`] with the JSON access log.
+fn server_json(dir: &TempDir, o: &Origin) -> Server {
+    config(dir, o, "\"json\"")
+}
+
+fn config(dir: &TempDir, o: &Origin, format: &str) -> Server {
+    dir.mkdir("www");
+    // CONFIG_PRELUDE's keys, with an access log of our own.
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"root\"\n\
+             [log]\naccess = \"{}\"\nformat = {format}\n\
+             [[pool]]\nname = \"app\"\nprotocol = \"http\"\naddress = [\"{}\"]\n\
+             [[cache_zone]]\nname = \"pages\"\nmemory = \"8 MiB\"\n\
+             [[site]]\nroot = \"www\"\n\
+             [[site.route]]\nprefix = \"/status\"\nstatus = {{}}\n\
+             [[site.route]]\nprefix = \"/plain/\"\nproxy = {{ pool = \"app\" }}\n\
+             [[site.route]]\nprefix = \"/\"\nproxy = {{ pool = \"app\" }}\n\
+             cache = {{ zone = \"pages\", purge = [\"127.0.0.1\"] }}\n",
+            dir.path().join("access.log").display(),
+            o.addr
+        ),
+    );
+    Server::with_config(&cfg)
+}
+
+fn send(s: &Server, method: &str, target: &str, fields: &str) -> Response {
+    s.request(
+        format!("{method} {target} HTTP/1.1\r\nHost: t\r\n{fields}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+}
+
+fn cache_status(r: &Response) -> String {
+    r.header("cache-status").unwrap_or_default().to_owned()
+}
+
+fn zone(s: &Server) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_slice(&s.get("/status?format=json").body).expect("status JSON");
+    let zones = v["cache_zones"].as_array().expect("cache_zones");
+    assert_eq!(zones.len(), 1, "{v}");
+    zones[0].clone()
+}
+
+/// The zone's `purges` on the status page count every object removed:
+/// by `PURGE /url`, by `PURGE` with `Surrogate-Key` (Fastly, Varnish
+/// xkey) and by the invalidation after a successful POST (RFC 9111
+/// §4.4); `objects` and `memory_bytes` fall back to 0 with them. The text
+/// page and Prometheus (`stoa_cache_purges_total{zone="pages"}`) agree.
+#[test]
+fn the_status_page_counts_purges_and_invalidations_per_zone() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-ops-status");
+    let s = server(&dir, &o, "$request_uri $upstream_cache_status");
+    let (a, b, c) = (
+        "/a?cc=max-age=60",
+        "/b?cc=max-age=60&skey=home",
+        "/c?cc=max-age=60",
+    );
+    for t in [a, b, c] {
+        assert!(
+            cache_status(&send(&s, "GET", t, "")).contains("stored"),
+            "{t}"
+        );
+    }
+    let z = zone(&s);
+    assert_eq!(z["name"], "pages");
+    assert_eq!(z["objects"], 3, "{z}");
+    assert_eq!(z["purges"], 0, "{z}");
+    assert!(z["memory_bytes"].as_u64().unwrap_or(0) > 0, "{z}");
+    assert_eq!(z["disk_bytes"], 0, "memory only: {z}");
+
+    assert_eq!(send(&s, "PURGE", a, "").text().trim(), "{\"purged\": 1}");
+    let tag = send(&s, "PURGE", "/", "Surrogate-Key: home nobody\r\n");
+    assert_eq!(tag.text().trim(), "{\"purged\": 1}");
+    let post = send(&s, "POST", c, "Content-Length: 0\r\n");
+    assert_eq!(post.status, 200, "{}", s.stderr());
+
+    let z = zone(&s);
+    assert_eq!(z["purges"], 3, "{z}");
+    assert_eq!(z["objects"], 0, "{z}");
+    assert_eq!(z["memory_bytes"], 0, "{z}");
+    assert_eq!(z["misses"], 3, "{z}");
+    let text = s.get("/status").text();
+    assert!(
+        text.contains("cache zone pages: hits 0, misses 3, "),
+        "{text}"
+    );
+    assert!(text.contains(", purges 3, "), "{text}");
+    let p = s.get("/status?format=prometheus").text();
+    for line in [
+        "# TYPE stoa_cache_purges_total counter\n",
+        "stoa_cache_purges_total{zone=\"pages\"} 3\n",
+        "# TYPE stoa_cache_objects gauge\n",
+        "stoa_cache_objects{zone=\"pages\"} 0\n",
+    ] {
+        assert!(p.contains(line), "{line}: {p}");
+    }
+}
+
+/// nginx's `$upstream_cache_status` (JSON `upstream_cache_status`): the
+/// word on the cached route, and nothing (`-`, JSON null) on a route
+/// without a cache and for a method the cache does not answer, where
+/// nginx leaves it empty too.
+#[test]
+fn the_access_log_has_no_cache_status_where_the_cache_took_no_part() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-ops-log");
+    let s = server(
+        &dir,
+        &o,
+        "$request_method $request_uri $upstream_cache_status",
+    );
+    let t = "/l?cc=max-age=60";
+    send(&s, "GET", t, "");
+    send(&s, "GET", t, "");
+    send(&s, "GET", "/plain/x", "");
+    send(&s, "POST", "/other", "Content-Length: 0\r\n");
+    let want = [
+        format!("GET {t} MISS"),
+        format!("GET {t} HIT"),
+        "GET /plain/x -".to_owned(),
+        "POST /other -".to_owned(),
+    ];
+    let log = dir.path().join("access.log");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let complete = wait_for(Duration::from_secs(10), || {
+        read().lines().count() >= want.len()
+    });
+    let text = read();
+    assert!(complete, "{text}");
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+
+    let dir = TempDir::new("cache-ops-json");
+    let s = server_json(&dir, &o);
+    send(&s, "GET", "/j?cc=max-age=60", "");
+    send(&s, "GET", "/plain/j", "");
+    let log = dir.path().join("access.log");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(wait_for(Duration::from_secs(10), || read().lines().count() >= 2));
+    let v: Vec<serde_json::Value> = read()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(v[0]["upstream_cache_status"], "MISS", "{}", v[0]);
+    assert!(v[1]["upstream_cache_status"].is_null(), "{}", v[1]);
+}
