@@ -16,6 +16,9 @@
 //!   with [`Received`] (status, head, times) and [`Rules`] (the route's
 //!   default_ttl and RFC 5861 defaults); [`storable`] is the request
 //!   path's older one-call form;
+//! - collapsed forwarding: [`collapsible`] (a request that may lead or
+//!   join a shared fetch: not with Authorization, §3.5), [`shareable`]
+//!   (a fetched response the waiters may be given);
 //! - [`freshness_lifetime`] → [`Lifetime`] (§4.2.1, heuristic §4.2.2),
 //!   [`current_age`] (§4.2.3), [`freshness`] → [`Freshness`] (what a
 //!   store keeps beside an object to decide hits without parsing);
@@ -40,7 +43,9 @@
 //!   (heuristically cacheable status or `public`);
 //! - X-Accel-Expires (first) and Surrogate-Control max-age set the
 //!   lifetime for this cache only but never lift `no-store`, `private` or
-//!   §3.5 Authorization; `Set-Cookie` responses are never stored;
+//!   §3.5 Authorization; a zero one is "not stored" (nginx reads
+//!   `X-Accel-Expires: 0` so); `Set-Cookie` responses are never stored;
+//! - requests with Authorization are not collapsed ([`collapsible`]);
 //! - must-revalidate, proxy-revalidate, s-maxage and no-cache forbid
 //!   stale use (max-stale, stale-while-revalidate, the route's
 //!   stale-if-error), but a response's own `stale-if-error` applies
@@ -444,6 +449,11 @@ pub(crate) enum NotStorable {
     SetCookie,
     /// `X-Accel-Expires: 0` (nginx: the response is not cached).
     XAccelExpiresZero,
+    /// `Surrogate-Control: max-age=0` (without an X-Accel-Expires that
+    /// wins over it): the application's word that this cache keeps
+    /// nothing, as `X-Accel-Expires: 0` is (Fastly and Varnish read a
+    /// zero surrogate lifetime as "do not cache").
+    SurrogateControlZero,
     /// §3: no explicit freshness, not `public`, and a status that is not
     /// heuristically cacheable: nothing allows storing it.
     NoFreshness,
@@ -465,6 +475,7 @@ impl NotStorable {
             NotStorable::Authorization => "authorization",
             NotStorable::SetCookie => "set-cookie",
             NotStorable::XAccelExpiresZero => "x-accel-expires",
+            NotStorable::SurrogateControlZero => "surrogate-control",
             NotStorable::NoFreshness => "no-freshness",
             NotStorable::Useless => "never-fresh",
         }
@@ -788,8 +799,9 @@ pub(crate) struct Storable {
 /// understand overrides its `no-store`, §5.2.2.3), `private`,
 /// Authorization (§3.5), then something that allows storing: explicit
 /// freshness, a heuristically cacheable status or `public` (§3, §4.2.2).
-/// A lifetime override (X-Accel-Expires, Surrogate-Control) sets the
-/// lifetime but does not lift `no-store`, `private` or §3.5: they guard
+/// A zero `Surrogate-Control: max-age` is not stored either (as
+/// `X-Accel-Expires: 0`). A lifetime override (X-Accel-Expires,
+/// Surrogate-Control) sets the lifetime but does not lift `no-store`, `private` or §3.5: they guard
 /// privacy and stay the application's word.
 pub(crate) fn may_store(
     req: &RequestHead,
@@ -829,6 +841,9 @@ pub(crate) fn may_store(
         return Err(NotStorable::Authorization);
     }
     let f = freshness_with(res, &cc, rules).ok_or(NotStorable::NoFreshness)?;
+    if f.source == Source::SurrogateControl && f.lifetime.is_zero() {
+        return Err(NotStorable::SurrogateControlZero);
+    }
     let validator = field(head, "etag").is_some() || field(head, "last-modified").is_some();
     if f.lifetime.is_zero()
         && !validator
@@ -840,9 +855,45 @@ pub(crate) fn may_store(
     Ok(Storable { freshness: f })
 }
 
-/// The request path's first form (kept while it moves to
-/// [`may_store`], which also checks the request: method, Authorization,
-/// `no-store`): a GET without Authorization, received now.
+/// Whether a request may take part in collapsed forwarding (lead a
+/// fetch that others wait for, or wait for another's). Not with
+/// Authorization: whether its response may be shared is known only
+/// from the response (RFC 9111 §3.5: `public`, `s-maxage`,
+/// `must-revalidate`), after other requests have joined it; and the key
+/// does not hold the credentials, so two users' requests would share
+/// one fetch. Such a request fetches alone, nothing stored (Varnish's
+/// builtin VCL passes it entirely). It may still be answered from a
+/// stored response (§3.5 restricts what is stored from its responses,
+/// not what it is served).
+pub(crate) fn collapsible(req: &RequestHead) -> bool {
+    req.header("authorization").is_none()
+}
+
+/// Whether a response fetched for a key may be given to the requests
+/// that waited for that fetch: one [`may_store`] accepts for a GET
+/// without Authorization (what [`collapsible`] leaves) under `rules`, so
+/// nothing private (`private`, `no-store`, `Set-Cookie`) reaches a
+/// client it was not meant for.
+pub(crate) fn shareable(
+    status: u16,
+    head: &[u8],
+    request_time: SystemTime,
+    response_time: SystemTime,
+    rules: &Rules,
+) -> bool {
+    let req = RequestHead::from_parts(Method::Get, b"/", stoa_h1::Version::Http11, []);
+    let res = Received {
+        status,
+        head,
+        request_time,
+        response_time,
+    };
+    may_store(&req, &res, rules).is_ok()
+}
+
+/// The request path's first form, kept for callers not yet moved to
+/// [`may_store`] / [`shareable`] (it reads the clock for the response
+/// time): the lifetime of a response to a GET without Authorization.
 pub(crate) fn storable(status: u16, head: &[u8], default_ttl: Duration) -> Option<Duration> {
     let now = SystemTime::now();
     let req = RequestHead::from_parts(Method::Get, b"/", stoa_h1::Version::Http11, []);
@@ -1707,6 +1758,54 @@ mod tests {
         assert_eq!(lifetime(200, &h), Some(20));
         let h = head(&["Surrogate-Control: no-store", "Cache-Control: max-age=60"]);
         assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::NoStore));
+    }
+
+    #[test]
+    fn a_zero_surrogate_control_max_age_is_not_stored_like_x_accel_expires_zero() {
+        let h = head(&["Cache-Control: max-age=600", "Surrogate-Control: max-age=0"]);
+        assert_eq!(
+            store(&req(&[]), 200, &h),
+            Err(NotStorable::SurrogateControlZero)
+        );
+        // Even with validators: the application said "not here".
+        let h = head(&["Surrogate-Control: max-age=0", "ETag: \"a\""]);
+        assert_eq!(
+            store(&req(&[]), 200, &h),
+            Err(NotStorable::SurrogateControlZero)
+        );
+        assert_eq!(NotStorable::SurrogateControlZero.as_str(), "surrogate-control");
+        // X-Accel-Expires comes first (nginx's field wins) and sets a
+        // lifetime: stored.
+        let h = head(&["Surrogate-Control: max-age=0", "X-Accel-Expires: 30"]);
+        let s = store(&req(&[]), 200, &h).expect("stored");
+        assert_eq!(s.freshness.lifetime, secs(30));
+        assert_eq!(s.freshness.source, Source::XAccelExpires);
+    }
+
+    #[test]
+    fn requests_with_authorization_never_collapse_rfc9111_3_5() {
+        assert!(collapsible(&req(&[("Cookie", "a=b")])));
+        assert!(!collapsible(&req(&[("Authorization", "Basic dTpw")])));
+        assert!(!collapsible(&req(&[("authorization", "")])));
+    }
+
+    #[test]
+    fn waiters_share_only_responses_any_request_may_store_rfc9111_3() {
+        let shared = |lines: &[&str]| {
+            let h = head(lines);
+            shareable(200, &h, t(0), t(0), &Rules::default())
+        };
+        assert!(shared(&["Cache-Control: max-age=60"]));
+        assert!(shared(&["Cache-Control: max-age=0", "ETag: \"v\""]));
+        assert!(!shared(&["Cache-Control: max-age=60", "Set-Cookie: s=1"]));
+        assert!(!shared(&["Cache-Control: private, max-age=60"]));
+        assert!(!shared(&["Cache-Control: no-store"]));
+        assert!(!shared(&["Cache-Control: max-age=0"]));
+        // The response time is the argument, not the clock: an Expires
+        // without Date counts from it.
+        let h = head(&[&format!("Expires: {}", date(60))]);
+        assert!(shareable(200, &h, t(0), t(0), &Rules::default()));
+        assert!(!shareable(200, &h, t(0), t(120), &Rules::default()));
     }
 
     #[test]

@@ -127,8 +127,12 @@ pub(super) fn serve<'x>(
                 // RFC 5861 §3: served now, refreshed in the background
                 // once per key (only the request that leads a fill starts
                 // one; others find it running).
-                if let Begin::Lead(guard) = c.zone.begin(&store_key(c, ex)) {
-                    spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars);
+                // Not by a request with Authorization (no fetch of its
+                // may be shared: policy::collapsible).
+                if policy::collapsible(ex.req()) {
+                    if let Begin::Lead(guard) = c.zone.begin(&store_key(c, ex)) {
+                        spawn_fill(c, guard, Some(obj.clone()), h, &norm, ex, rt, depth, vars);
+                    }
                 }
                 mark(c, ex, Log::Updating, None);
                 let cs = CacheStatus::hit(f.ttl(now))
@@ -453,6 +457,13 @@ async fn fetch(
 ) {
     // Waiters give up collapsing at this time (nginx
     // `proxy_cache_lock_timeout`).
+    if !policy::collapsible(ex.req()) {
+        // Authorization (RFC 9111 §3.5): whether the response may be
+        // shared is known only once it comes, after others would have
+        // joined; this request fetches alone, nothing stored.
+        mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
+        return run_app(h, norm, ex, rt, depth, vars, None).await;
+    }
     let deadline = tokio::time::Instant::now() + c.lock_timeout;
     let mut tries = 0;
     let fill = loop {
@@ -560,7 +571,13 @@ async fn fetch(
 /// for it: only one the cache may store (RFC 9111 §3), so that nothing
 /// private reaches a client it was not meant for.
 fn shareable(c: &CacheRoute, meta: &Meta) -> bool {
-    policy::storable(meta.status, &meta.head, c.default_ttl).is_some()
+    policy::shareable(
+        meta.status,
+        &meta.head,
+        meta.request_time,
+        meta.response_time,
+        &rules(c),
+    )
 }
 
 /// RFC 5861 §4: the stale object to the client, if the response, the
