@@ -1093,6 +1093,54 @@ fn concurrent_misses_on_a_response_with_set_cookie_each_get_their_own() {
     assert_eq!(lab.count("/cf/cookie"), n as u64);
 }
 
+/// RFC 9111 §3.5: a response to a request with Authorization that does
+/// not say it may be stored is for that request only. Requests for the
+/// same key that wait for its fetch (the key holds no credentials) are
+/// not given it: they fetch their own, which is stored as usual (no
+/// hit-for-miss mark from another user's credentials).
+#[test]
+fn rfc9111_s3_5_waiters_never_get_the_response_to_anothers_authorization() {
+    let lab = Lab::new(Setup {
+        workers: 2,
+        ..Setup::default()
+    });
+    let path = "/cf/auth";
+    let t = format!("{path}?cc=max-age%3D60&delay=1");
+    let lead = {
+        let barrier = Arc::new(Barrier::new(1));
+        spawn_get(
+            lab.stoa.addr,
+            t.clone(),
+            vec!["Authorization: Basic YWxpY2U6c2VjcmV0".to_owned()],
+            barrier,
+        )
+    };
+    assert!(
+        lab.origin.wait_count(path, 1, WAIT),
+        "the authorised request reached the origin"
+    );
+    let n = 4;
+    let barrier = Arc::new(Barrier::new(n));
+    let waiters: Vec<_> = (0..n)
+        .map(|_| spawn_get(lab.stoa.addr, t.clone(), vec![], barrier.clone()))
+        .collect();
+    let (_, _, r) = lead.join().expect("client");
+    assert_eq!(r.status, 200);
+    assert_eq!(fetch_no(&r), 1);
+    assert!(!cache_status(&r).contains("stored"), "{r:?}");
+    for h in waiters {
+        let (_, _, r) = h.join().expect("client");
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            fetch_no(&r),
+            2,
+            "a waiter was given the authorised request's response: {r:?}"
+        );
+    }
+    assert_eq!(lab.count(path), 2, "the waiters' own fetch, collapsed");
+    assert_hit(&lab.get(&t));
+}
+
 /// Many clients, many keys, Vary and concurrent misses mixed on purpose:
 /// every response names exactly the request it answers (a response for
 /// one key is never served for another).
