@@ -455,8 +455,6 @@ async fn fetch(
     vars: &[(String, Vec<u8>)],
     status: Log,
 ) {
-    // Waiters give up collapsing at this time (nginx
-    // `proxy_cache_lock_timeout`).
     if !policy::collapsible(ex.req()) {
         // Authorization (RFC 9111 §3.5): whether the response may be
         // shared is known only once it comes, after others would have
@@ -464,6 +462,8 @@ async fn fetch(
         mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
         return run_app(h, norm, ex, rt, depth, vars, None).await;
     }
+    // Waiters give up collapsing at this time (nginx
+    // `proxy_cache_lock_timeout`).
     let deadline = tokio::time::Instant::now() + c.lock_timeout;
     let mut tries = 0;
     let fill = loop {
