@@ -16,9 +16,12 @@
 //!   with [`Received`] (status, head, times) and [`Rules`] (the route's
 //!   default_ttl and RFC 5861 defaults); [`storable`] is the request
 //!   path's older one-call form;
-//! - collapsed forwarding: [`collapsible`] (a request that may lead or
-//!   join a shared fetch: not with Authorization, §3.5), [`shareable`]
-//!   (a fetched response the waiters may be given);
+//! - fetches: [`fetched`] → [`Fetched`] (stored or not, the secondary
+//!   key, or [`OWN_REQUEST_ONLY`] for a response to Authorization that
+//!   no waiter may take, and whether to remember the key as uncacheable),
+//!   [`shareable`] (a fetched response the waiters may be given),
+//!   [`collapsible`] (a request that may refresh in the background: not
+//!   with Authorization, §3.5);
 //! - [`freshness_lifetime`] → [`Lifetime`] (§4.2.1, heuristic §4.2.2),
 //!   [`current_age`] (§4.2.3), [`freshness`] → [`Freshness`] (what a
 //!   store keeps beside an object to decide hits without parsing);
@@ -45,7 +48,10 @@
 //!   lifetime for this cache only but never lift `no-store`, `private` or
 //!   §3.5 Authorization; a zero one is "not stored" (nginx reads
 //!   `X-Accel-Expires: 0` so); `Set-Cookie` responses are never stored;
-//! - requests with Authorization are not collapsed ([`collapsible`]);
+//! - a response to Authorization that may not be stored goes to its
+//!   own request only (never to collapsed waiters: the key does not hold
+//!   the credentials), and such requests start no background refresh;
+//!   refusals by the request leave no hit-for-miss mark ([`fetched`]);
 //! - must-revalidate, proxy-revalidate, s-maxage and no-cache forbid
 //!   stale use (max-stale, stale-while-revalidate, the route's
 //!   stale-if-error), but a response's own `stale-if-error` applies
@@ -436,9 +442,12 @@ pub(crate) enum NotStorable {
     Partial,
     /// 304 to a request that was not conditional on what we hold.
     NotModified,
-    /// §3, §5.2.2.5 `no-store` (response or request), or
+    /// §3, §5.2.2.5 `no-store` in the response, or
     /// `Surrogate-Control: no-store`.
     NoStore,
+    /// §5.2.1.5 `no-store` in the request: this response is not stored,
+    /// which says nothing of the next request's.
+    RequestNoStore,
     /// §3, §5.2.2.7 `private`: a shared cache does not store it.
     Private,
     /// §3.5: the request had Authorization and the response does not say
@@ -460,6 +469,8 @@ pub(crate) enum NotStorable {
     /// A zero lifetime, no validator and no stale window: every use
     /// would need a full fetch, so storing it only evicts others.
     Useless,
+    /// §4.1 `Vary: *`: no later request would match it.
+    VaryAny,
 }
 
 impl NotStorable {
@@ -471,6 +482,7 @@ impl NotStorable {
             NotStorable::Partial => "partial",
             NotStorable::NotModified => "not-modified",
             NotStorable::NoStore => "no-store",
+            NotStorable::RequestNoStore => "request-no-store",
             NotStorable::Private => "private",
             NotStorable::Authorization => "authorization",
             NotStorable::SetCookie => "set-cookie",
@@ -478,7 +490,20 @@ impl NotStorable {
             NotStorable::SurrogateControlZero => "surrogate-control",
             NotStorable::NoFreshness => "no-freshness",
             NotStorable::Useless => "never-fresh",
+            NotStorable::VaryAny => "vary-any",
         }
+    }
+}
+
+impl NotStorable {
+    /// The refusal comes from the request (its method, Authorization,
+    /// `no-store`), not from the response: it tells nothing of what the
+    /// application answers other requests for the key.
+    pub(crate) fn by_request(self) -> bool {
+        matches!(
+            self,
+            NotStorable::Method | NotStorable::Authorization | NotStorable::RequestNoStore
+        )
     }
 }
 
@@ -830,7 +855,7 @@ pub(crate) fn may_store(
         return Err(NotStorable::NoStore);
     }
     if request_directives(req).no_store {
-        return Err(NotStorable::NoStore);
+        return Err(NotStorable::RequestNoStore);
     }
     if cc.private {
         return Err(NotStorable::Private);
@@ -855,25 +880,21 @@ pub(crate) fn may_store(
     Ok(Storable { freshness: f })
 }
 
-/// Whether a request may take part in collapsed forwarding (lead a
-/// fetch that others wait for, or wait for another's). Not with
-/// Authorization: whether its response may be shared is known only
-/// from the response (RFC 9111 §3.5: `public`, `s-maxage`,
-/// `must-revalidate`), after other requests have joined it; and the key
-/// does not hold the credentials, so two users' requests would share
-/// one fetch. Such a request fetches alone, nothing stored (Varnish's
-/// builtin VCL passes it entirely). It may still be answered from a
-/// stored response (§3.5 restricts what is stored from its responses,
-/// not what it is served).
+/// Whether a request may start a background refresh of a stored
+/// response (RFC 5861 §3). Not with Authorization: a response to it may
+/// not be stored (§3.5) unless it says so, and its 304 would refresh
+/// others' object with what it may not keep; it is served the stale
+/// copy and leaves the refresh to a request without credentials.
 pub(crate) fn collapsible(req: &RequestHead) -> bool {
     req.header("authorization").is_none()
 }
 
 /// Whether a response fetched for a key may be given to the requests
 /// that waited for that fetch: one [`may_store`] accepts for a GET
-/// without Authorization (what [`collapsible`] leaves) under `rules`, so
-/// nothing private (`private`, `no-store`, `Set-Cookie`) reaches a
-/// client it was not meant for.
+/// without Authorization under `rules`, so nothing private (`private`,
+/// `no-store`, `Set-Cookie`) reaches a client it was not meant for. (A
+/// response for its own request alone never gets this far: its
+/// [`Fetched::variant`] matches no waiter.)
 pub(crate) fn shareable(
     status: u16,
     head: &[u8],
@@ -889,6 +910,52 @@ pub(crate) fn shareable(
         response_time,
     };
     may_store(&req, &res, rules).is_ok()
+}
+
+/// The secondary key of a response that answers only the request it was
+/// fetched for (one with Authorization, whose response may not be stored,
+/// RFC 9111 §3.5): [`vary_matches`] matches no request with it, so
+/// requests waiting for the same fetch never take it. [`vary_key`] never
+/// makes it (its keys are empty or start with a field name, never NUL).
+pub(crate) const OWN_REQUEST_ONLY: &[u8] = b"\0own-request";
+
+/// What a fetch does with the response it received for `req`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fetched {
+    /// [`may_store`]'s verdict, and `Vary: *` refused (§4.1).
+    pub(crate) store: Result<Storable, NotStorable>,
+    /// The secondary key (§4.1, [`vary_key`]), or [`OWN_REQUEST_ONLY`].
+    pub(crate) variant: Vec<u8>,
+    /// Remember the key as uncacheable for a while (Varnish's
+    /// hit-for-miss): only when the response itself refused storing. A
+    /// refusal by the request (Authorization, request `no-store`) says
+    /// nothing of the next request's response; an error status passes
+    /// (and stale-if-error needs the fill).
+    pub(crate) hit_for_miss: bool,
+}
+
+/// [`Fetched`] for a response `res` to the fetch `req` under `rules`.
+pub(crate) fn fetched(req: &RequestHead, res: &Received<'_>, rules: &Rules) -> Fetched {
+    let mut store = may_store(req, res, rules);
+    let variant = match &store {
+        Err(NotStorable::Authorization) => OWN_REQUEST_ONLY.to_vec(),
+        _ => match vary_key(res.head, req) {
+            Some(v) => v,
+            None => {
+                store = Err(NotStorable::VaryAny);
+                Vec::new()
+            }
+        },
+    };
+    let hit_for_miss = match store {
+        Ok(_) => false,
+        Err(why) => !why.by_request() && !is_error_status(res.status),
+    };
+    Fetched {
+        store,
+        variant,
+        hit_for_miss,
+    }
 }
 
 /// The request path's first form, kept for callers not yet moved to
@@ -1092,7 +1159,7 @@ pub(crate) fn vary_key(response_head: &[u8], req: &RequestHead) -> Option<Vec<u8
 /// Whether a response stored with secondary key `stored` (from
 /// [`vary_key`]) may answer `req` (§4.1).
 pub(crate) fn vary_matches(response_head: &[u8], stored: &[u8], req: &RequestHead) -> bool {
-    vary_key(response_head, req).is_some_and(|k| k == stored)
+    stored != OWN_REQUEST_ONLY && vary_key(response_head, req).is_some_and(|k| k == stored)
 }
 
 /// Appends `0` when `req` lacks field `name`, else `1`, the normalised
@@ -1659,7 +1726,7 @@ mod tests {
         assert_eq!(store(&req(&[]), 200, &h), Err(NotStorable::NoStore));
         let h = head(&["Cache-Control: max-age=60"]);
         let r = req(&[("Cache-Control", "no-store")]);
-        assert_eq!(store(&r, 200, &h), Err(NotStorable::NoStore));
+        assert_eq!(store(&r, 200, &h), Err(NotStorable::RequestNoStore));
     }
 
     #[test]
@@ -1786,10 +1853,63 @@ mod tests {
     }
 
     #[test]
-    fn requests_with_authorization_never_collapse_rfc9111_3_5() {
+    fn requests_with_authorization_start_no_background_refresh_rfc9111_3_5() {
         assert!(collapsible(&req(&[("Cookie", "a=b")])));
         assert!(!collapsible(&req(&[("Authorization", "Basic dTpw")])));
         assert!(!collapsible(&req(&[("authorization", "")])));
+    }
+
+    #[test]
+    fn a_response_to_authorization_that_may_not_be_stored_is_for_its_request_only_rfc9111_3_5() {
+        let auth = req(&[("Authorization", "Basic dTpw"), ("Accept", "a/b")]);
+        let h = head(&["Cache-Control: max-age=60", "Vary: Accept"]);
+        let f = fetched(&auth, &received(200, &h), &Rules::default());
+        assert_eq!(f.store, Err(NotStorable::Authorization));
+        assert_eq!(f.variant, OWN_REQUEST_ONLY);
+        assert!(!f.hit_for_miss, "the next request may be anonymous");
+        // No request matches it, not even its own or one with the same
+        // credentials.
+        assert!(!vary_matches(&h, &f.variant, &auth));
+        assert!(!vary_matches(b"", &f.variant, &req(&[])));
+        // `public` lets it be stored and shared (§3.5).
+        let h = head(&["Cache-Control: public, max-age=60", "Vary: Accept"]);
+        let f = fetched(&auth, &received(200, &h), &Rules::default());
+        assert!(f.store.is_ok());
+        assert!(vary_matches(&h, &f.variant, &req(&[("Accept", "a/b")])));
+    }
+
+    #[test]
+    fn only_the_responses_own_refusals_leave_a_hit_for_miss_mark() {
+        let ok = head(&["Cache-Control: max-age=60"]);
+        let f = fetched(&req(&[]), &received(200, &ok), &Rules::default());
+        assert!(f.store.is_ok() && !f.hit_for_miss && f.variant.is_empty());
+        // §5.2.1.5: the request's no-store is its own business.
+        let r = req(&[("Cache-Control", "no-store")]);
+        let f = fetched(&r, &received(200, &ok), &Rules::default());
+        assert_eq!(f.store, Err(NotStorable::RequestNoStore));
+        assert!(!f.hit_for_miss);
+        assert!(NotStorable::RequestNoStore.by_request());
+        // The response's: Set-Cookie, private, Vary: * (§4.1).
+        for (lines, why) in [
+            (
+                &["Cache-Control: max-age=60", "Set-Cookie: a=b"][..],
+                NotStorable::SetCookie,
+            ),
+            (&["Cache-Control: private"][..], NotStorable::Private),
+            (
+                &["Cache-Control: max-age=60", "Vary: *"][..],
+                NotStorable::VaryAny,
+            ),
+        ] {
+            let h = head(lines);
+            let f = fetched(&req(&[]), &received(200, &h), &Rules::default());
+            assert_eq!(f.store, Err(why));
+            assert!(f.hit_for_miss, "{why:?}");
+        }
+        // An error passes (RFC 5861 §4 needs the fill; the next may work).
+        let h = head(&["Cache-Control: no-store"]);
+        let f = fetched(&req(&[]), &received(503, &h), &Rules::default());
+        assert!(f.store.is_err() && !f.hit_for_miss);
     }
 
     #[test]

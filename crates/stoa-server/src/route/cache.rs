@@ -455,13 +455,6 @@ async fn fetch(
     vars: &[(String, Vec<u8>)],
     status: Log,
 ) {
-    if !policy::collapsible(ex.req()) {
-        // Authorization (RFC 9111 §3.5): whether the response may be
-        // shared is known only once it comes, after others would have
-        // joined; this request fetches alone, nothing stored.
-        mark(c, ex, status, Some(FWD_MISS_NOT_STORED));
-        return run_app(h, norm, ex, rt, depth, vars, None).await;
-    }
     // Waiters give up collapsing at this time (nginx
     // `proxy_cache_lock_timeout`).
     let deadline = tokio::time::Instant::now() + c.lock_timeout;
@@ -569,15 +562,18 @@ async fn fetch(
 
 /// Whether a fetched response may be given to the clients that waited
 /// for it: only one the cache may store (RFC 9111 §3), so that nothing
-/// private reaches a client it was not meant for.
+/// private reaches a client it was not meant for, and never a response
+/// to Authorization that may not be stored (§3.5: its variant is
+/// `OWN_REQUEST_ONLY`).
 fn shareable(c: &CacheRoute, meta: &Meta) -> bool {
-    policy::shareable(
-        meta.status,
-        &meta.head,
-        meta.request_time,
-        meta.response_time,
-        &rules(c),
-    )
+    *meta.variant != *policy::OWN_REQUEST_ONLY
+        && policy::shareable(
+            meta.status,
+            &meta.head,
+            meta.request_time,
+            meta.response_time,
+            &rules(c),
+        )
 }
 
 /// RFC 5861 §4: the stale object to the client, if the response, the
@@ -847,19 +843,15 @@ impl Sink for FillSink {
             request_time: self.request_time,
             response_time,
         };
-        let mut store = policy::may_store(&self.req, &received, &rules).is_ok();
-        // `Vary: *` matches no later request (§4.1): not stored.
-        let variant = match policy::vary_key(head, &self.req) {
-            Some(v) => v.into_boxed_slice(),
-            None => {
-                store = false;
-                Box::default()
-            }
-        };
-        if !store && !policy::is_error_status(status) {
-            // Hit-for-miss: the next requests for the key go to the
-            // application each, uncollapsed, for a while (an error is not
-            // remembered: it passes, and stale-if-error needs the fill).
+        // Stored or not (RFC 9111 §3, `Vary: *` §4.1), the secondary
+        // key (a response to Authorization that may not be stored gets
+        // one no waiter matches), hit-for-miss.
+        let f = policy::fetched(&self.req, &received, &rules);
+        let store = f.store.is_ok();
+        let variant = f.variant.into_boxed_slice();
+        if f.hit_for_miss {
+            // The next requests for the key go to the application each,
+            // uncollapsed, for a while.
             self.c.zone.mark_uncacheable(g.key(), HIT_FOR_MISS);
         }
         let meta = Meta {
