@@ -5,15 +5,20 @@
 //! 1. A method the route does not answer from the cache runs the handler
 //!    as usual (`Cache-Status: Stoa; fwd=method`); PURGE is `purge`.
 //! 2. A request a bypass rule matches runs the handler (`fwd=bypass`).
-//! 3. The key; the stored object; fresh: delivered at once, without a
-//!    future (a memory hit costs about what a static file's does).
+//! 3. The key (built in this worker's buffers), the stored variant that
+//!    matches the request's `Vary` fields, `policy::decide` on its
+//!    derived freshness: fresh (or stale as `max-stale` or
+//!    stale-while-revalidate allow) is delivered at once, without a
+//!    future, parsing no header (a memory hit costs about what a static
+//!    file's does).
 //! 4. Otherwise a fetch, collapsed by key (`Zone::begin`): the first
 //!    request leads and spawns the fetch as a local task that runs the
 //!    route's handler on a subrequest exchange whose `Sub` fills the
 //!    object ([`FillSink`]), so the application is read at its own pace
 //!    whatever the clients do; every client (lead and waiters) is
 //!    answered from the fill as it grows. Waiters wait `lock_timeout` at
-//!    most, then fetch for themselves, uncached.
+//!    most, then fetch for themselves, uncached; a waiter is never given
+//!    a response that may not be shared or another variant's.
 
 mod invalidate;
 mod purge;
