@@ -168,3 +168,33 @@ fn the_access_log_has_no_cache_status_where_the_cache_took_no_part() {
     assert_eq!(v[0]["upstream_cache_status"], "MISS", "{}", v[0]);
     assert!(v[1]["upstream_cache_status"].is_null(), "{}", v[1]);
 }
+
+/// A reload that renames the zone: the status page lists the zone the
+/// routes now use and no longer the dropped one (whose objects leave
+/// memory with the old configuration; zones of the same name are kept
+/// across reloads, `cache::store::zone`).
+#[test]
+fn a_zone_dropped_by_a_reload_leaves_the_status_page() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-ops-reload");
+    let s = server(&dir, &o, "$request_uri $upstream_cache_status");
+    send(&s, "GET", "/r?cc=max-age=60", "");
+    assert_eq!(zone(&s)["name"], "pages");
+    let cfg = dir.path().join("stoa.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .expect("config")
+        .replace("\"pages\"", "\"articles\"");
+    std::fs::write(&cfg, text).expect("config");
+    let mark = s.stderr().len();
+    s.signal(libc::SIGHUP);
+    assert!(
+        s.wait_stderr(mark, "reloaded", Duration::from_secs(10)),
+        "{}",
+        s.stderr()
+    );
+    let z = zone(&s);
+    assert_eq!(z["name"], "articles", "{z}");
+    assert_eq!(z["objects"], 0, "{z}");
+    let r = send(&s, "GET", "/r?cc=max-age=60", "");
+    assert!(cache_status(&r).contains("fwd=miss; stored"), "{r:?}");
+}

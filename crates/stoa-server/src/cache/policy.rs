@@ -1840,7 +1840,10 @@ mod tests {
             store(&req(&[]), 200, &h),
             Err(NotStorable::SurrogateControlZero)
         );
-        assert_eq!(NotStorable::SurrogateControlZero.as_str(), "surrogate-control");
+        assert_eq!(
+            NotStorable::SurrogateControlZero.as_str(),
+            "surrogate-control"
+        );
         // X-Accel-Expires comes first (nginx's field wins) and sets a
         // lifetime: stored.
         let h = head(&["Surrogate-Control: max-age=0", "X-Accel-Expires: 30"]);
