@@ -1,6 +1,7 @@
 //! The response cache as an operator sees it, end to end: the status
 //! page's per-zone figures (text, JSON, Prometheus) counted by real
-//! requests, purges and invalidations counted in the zone, and the access log's
+//! requests, purges and invalidations counted in the zone, zones a
+//! reload dropped, invalidation over HTTP/2, and the access log's
 //! `$upstream_cache_status` beside a route without a cache.
 
 mod common;
@@ -197,4 +198,70 @@ fn a_zone_dropped_by_a_reload_leaves_the_status_page() {
     assert_eq!(z["objects"], 0, "{z}");
     let r = send(&s, "GET", "/r?cc=max-age=60", "");
     assert!(cache_status(&r).contains("fwd=miss; stored"), "{r:?}");
+}
+
+/// `curl --http2-prior-knowledge` with `args`: (status, the response's
+/// header block as curl prints it).
+fn curl_h2c(s: &Server, path: &str, args: &[&str]) -> (u16, String) {
+    require("curl", "curl");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--http2-prior-knowledge"])
+        .args(["-D", "-", "-o", "/dev/null"])
+        .args(args)
+        .arg(format!("http://{}{path}", s.addr))
+        .output()
+        .expect("run curl");
+    let head = String::from_utf8_lossy(&out.stdout).into_owned();
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_ascii_lowercase())
+}
+
+/// RFC 9111 §4.4 over HTTP/2: the Exchange keeps the `Location` of an
+/// h2 response too (its head is kept apart from the H1 buffer), so a
+/// successful POST invalidates the URL it redirects to (a relative
+/// reference, resolved against the request) and leaves others stored.
+#[test]
+fn rfc9111_s4_4_a_post_over_h2_invalidates_the_url_it_redirects_to() {
+    let o = Origin::start();
+    let dir = TempDir::new("cache-ops-h2");
+    let s = server(&dir, &o, "$request_uri $upstream_cache_status");
+    let (post, page) = ("/h2/post?cc=max-age=60", "/h2/page?cc=max-age=60");
+    for t in [post, page] {
+        let (status, head) = curl_h2c(&s, t, &[]);
+        assert_eq!(status, 200, "{head}");
+        assert!(
+            head.contains("cache-status: stoa; fwd=miss; stored"),
+            "{head}"
+        );
+        let (_, head) = curl_h2c(&s, t, &[]);
+        assert!(head.contains("cache-status: stoa; hit"), "{head}");
+    }
+    let (status, head) = curl_h2c(
+        &s,
+        "/h2/post?cc=max-age=60&status=303&loc=page%3Fcc%3Dmax-age%3D60",
+        &["-X", "POST", "-d", "comment=hi"],
+    );
+    assert_eq!(status, 303, "{head}");
+    assert!(head.contains("cache-status: stoa; fwd=method"), "{head}");
+    let (_, head) = curl_h2c(&s, page, &[]);
+    assert!(
+        head.contains("fwd=miss"),
+        "the Location was invalidated: {head}"
+    );
+    assert_eq!(o.count("/h2/page"), 2);
+    let (_, head) = curl_h2c(&s, post, &[]);
+    assert!(
+        head.contains("cache-status: stoa; hit"),
+        "another URL: {head}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&s.get("/status?format=json").body).expect("status JSON");
+    // The POST's own target (its query names the answer) was never
+    // stored: only the page went.
+    assert_eq!(v["cache_zones"][0]["purges"], 1, "{v}");
 }
