@@ -825,7 +825,15 @@ impl Sink for FillSink {
                 request_time: self.request_time,
                 response_time,
             };
-            let keep = policy::may_store(&self.req, &received, &rules).is_ok();
+            let refresh = policy::refresh(&self.req, &received, &rules);
+            if refresh == policy::Refresh::Keep {
+                // The request's no-store: the object stays as it was and
+                // answers it.
+                if let Some(g) = self.guard.take() {
+                    g.finish_with(&old);
+                }
+                return;
+            }
             let tags = policy::tags(&merged).map(Box::from).collect();
             let meta = Meta {
                 head: Bytes::from(merged),
@@ -835,7 +843,7 @@ impl Sink for FillSink {
                 ..old.meta.clone()
             };
             let new = self.c.zone.update_meta(&old, meta);
-            if !keep {
+            if refresh == policy::Refresh::Remove {
                 self.c.zone.remove_object(&new);
             }
             if let Some(g) = self.guard.take() {
