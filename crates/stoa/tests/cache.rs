@@ -486,6 +486,30 @@ fn rfc9111_s4_3_4_a_304_updates_the_stored_fields_and_keeps_the_body() {
     assert_eq!(lab.count("/val/etag"), 2);
 }
 
+/// RFC 9111 §5.2.1.5 and §4.3.4: a request with `no-store` that causes
+/// a revalidation is answered from the stored object, which a 304 leaves
+/// as it was (nothing of a response to it is stored) and never removes:
+/// a client cannot evict others' objects with `no-cache, no-store`.
+#[test]
+fn rfc9111_s5_2_1_5_a_no_store_revalidation_leaves_the_stored_object() {
+    let lab = Lab::plain();
+    let t = "/val/nostore?cc=max-age%3D10&age=100&etag=v1&size=1200";
+    let first = lab.get(t);
+    assert!(cache_status(&first).contains("stored"), "{first:?}");
+    let r = lab.get_with(t, &["Cache-Control: no-cache, no-store"]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, first.body);
+    assert_eq!(lab.count("/val/nostore"), 2, "validated");
+    // Still stored: the next request revalidates it (304), no full miss.
+    let r = lab.get(t);
+    assert_eq!(r.body, first.body);
+    let cs = cache_status(&r);
+    assert!(
+        cs.contains("fwd=stale") && cs.contains("fwd-status=304"),
+        "{cs:?}"
+    );
+}
+
 /// RFC 9111 §4.3.1: with only Last-Modified, revalidation sends
 /// If-Modified-Since, and the 304 keeps the body.
 #[test]
