@@ -1165,6 +1165,7 @@ fn rfc9111_s3_5_waiters_never_get_the_response_to_anothers_authorization() {
     assert_eq!(r.status, 200);
     assert_eq!(fetch_no(&r), 1);
     assert!(!cache_status(&r).contains("stored"), "{r:?}");
+    let mut joined = 0;
     for h in waiters {
         let (_, _, r) = h.join().expect("client");
         assert_eq!(r.status, 200);
@@ -1173,7 +1174,10 @@ fn rfc9111_s3_5_waiters_never_get_the_response_to_anothers_authorization() {
             2,
             "a waiter was given the authorised request's response: {r:?}"
         );
+        // RFC 9211 §2.6: those that waited for another's fetch say so.
+        joined += usize::from(cache_status(&r).ends_with("; collapsed"));
     }
+    assert!(joined >= 1, "some waiters joined the first one's fetch");
     assert_eq!(lab.count(path), 2, "the waiters' own fetch, collapsed");
     assert_hit(&lab.get(&t));
 }

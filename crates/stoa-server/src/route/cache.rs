@@ -465,6 +465,8 @@ async fn fetch(
     // `proxy_cache_lock_timeout`).
     let deadline = tokio::time::Instant::now() + c.lock_timeout;
     let mut tries = 0;
+    // This request waited for another's fetch (RFC 9211 §2.6).
+    let mut collapsed = false;
     let fill = loop {
         tries += 1;
         match c.zone.begin(&key) {
@@ -501,7 +503,10 @@ async fn fetch(
                         }
                         continue;
                     }
-                    Ok(Some(meta)) if shareable(c, &meta) => break fill,
+                    Ok(Some(meta)) if shareable(c, &meta) => {
+                        collapsed = true;
+                        break fill;
+                    }
                     Ok(Some(m)) if !policy::is_error_status(m.status) => {
                         // The response may not be shared (Set-Cookie,
                         // no-store, private): this client asks for its
@@ -512,7 +517,10 @@ async fn fetch(
                     }
                     // An error: the stale object if stale-if-error allows
                     // it, else the error, below.
-                    Ok(Some(_)) => break fill,
+                    Ok(Some(_)) => {
+                        collapsed = true;
+                        break fill;
+                    }
                     _ => {
                         if deliver_stale_if_error(c, ex, stored.as_deref()) {
                             return;
@@ -552,6 +560,9 @@ async fn fetch(
         if shareable(c, m) && m.len.is_none_or(|n| n <= c.zone.max_object()) {
             cs = cs.stored();
         }
+    }
+    if collapsed {
+        cs = cs.collapsed();
     }
     mark(
         c,
