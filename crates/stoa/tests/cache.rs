@@ -486,6 +486,30 @@ fn rfc9111_s4_3_4_a_304_updates_the_stored_fields_and_keeps_the_body() {
     assert_eq!(lab.count("/val/etag"), 2);
 }
 
+/// RFC 9111 §5.2.1.5 and §4.3.4: a request with `no-store` that causes
+/// a revalidation is answered from the stored object, which a 304 leaves
+/// as it was (nothing of a response to it is stored) and never removes:
+/// a client cannot evict others' objects with `no-cache, no-store`.
+#[test]
+fn rfc9111_s5_2_1_5_a_no_store_revalidation_leaves_the_stored_object() {
+    let lab = Lab::plain();
+    let t = "/val/nostore?cc=max-age%3D10&age=100&etag=v1&size=1200";
+    let first = lab.get(t);
+    assert!(cache_status(&first).contains("stored"), "{first:?}");
+    let r = lab.get_with(t, &["Cache-Control: no-cache, no-store"]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, first.body);
+    assert_eq!(lab.count("/val/nostore"), 2, "validated");
+    // Still stored: the next request revalidates it (304), no full miss.
+    let r = lab.get(t);
+    assert_eq!(r.body, first.body);
+    let cs = cache_status(&r);
+    assert!(
+        cs.contains("fwd=stale") && cs.contains("fwd-status=304"),
+        "{cs:?}"
+    );
+}
+
 /// RFC 9111 §4.3.1: with only Last-Modified, revalidation sends
 /// If-Modified-Since, and the 304 keeps the body.
 #[test]
@@ -609,6 +633,19 @@ fn rfc9111_s4_1_vary_stores_one_variant_per_accept_encoding() {
     let r = lab.get(t);
     assert!(!r.text().contains("accept-encoding"), "{r:?}");
     assert_eq!(lab.count("/vary/ae"), 3);
+}
+
+/// RFC 9211 §2.2: a request for a URL with stored variants, none of them
+/// its own, says `fwd=vary-miss`; a URL with nothing stored says `miss`.
+#[test]
+fn rfc9211_s2_2_a_miss_among_stored_variants_is_a_vary_miss() {
+    let lab = Lab::plain();
+    let t = "/vary/cs?cc=max-age%3D60&vary=Accept-Encoding";
+    let r = lab.get_with(t, &["Accept-Encoding: gzip"]);
+    assert_eq!(cache_status(&r), "Stoa; fwd=miss; stored");
+    let r = lab.get_with(t, &["Accept-Encoding: br"]);
+    assert_eq!(cache_status(&r), "Stoa; fwd=vary-miss; stored");
+    assert_hit(&lab.get_with(t, &["Accept-Encoding: br"]));
 }
 
 /// RFC 9111 §4.1: values that differ only in whitespace (and, for a
@@ -1128,6 +1165,7 @@ fn rfc9111_s3_5_waiters_never_get_the_response_to_anothers_authorization() {
     assert_eq!(r.status, 200);
     assert_eq!(fetch_no(&r), 1);
     assert!(!cache_status(&r).contains("stored"), "{r:?}");
+    let mut joined = 0;
     for h in waiters {
         let (_, _, r) = h.join().expect("client");
         assert_eq!(r.status, 200);
@@ -1136,7 +1174,10 @@ fn rfc9111_s3_5_waiters_never_get_the_response_to_anothers_authorization() {
             2,
             "a waiter was given the authorised request's response: {r:?}"
         );
+        // RFC 9211 §2.6: those that waited for another's fetch say so.
+        joined += usize::from(cache_status(&r).ends_with("; collapsed"));
     }
+    assert!(joined >= 1, "some waiters joined the first one's fetch");
     assert_eq!(lab.count(path), 2, "the waiters' own fetch, collapsed");
     assert_hit(&lab.get(&t));
 }

@@ -20,6 +20,7 @@
 //!   key, or [`OWN_REQUEST_ONLY`] for a response to Authorization that
 //!   no waiter may take, and whether to remember the key as uncacheable),
 //!   [`shareable`] (a fetched response the waiters may be given),
+//!   [`refresh`] → [`Refresh`] (what a 304 does to the stored object),
 //!   [`collapsible`] (a request that may refresh in the background: not
 //!   with Authorization, §3.5);
 //! - [`freshness_lifetime`] → [`Lifetime`] (§4.2.1, heuristic §4.2.2),
@@ -958,6 +959,48 @@ pub(crate) fn fetched(req: &RequestHead, res: &Received<'_>, rules: &Rules) -> F
     }
 }
 
+/// What a 304 to a revalidation does to the stored response (RFC 9111
+/// §4.3.4), given the stored response with the 304's fields merged
+/// ([`merge_304`]) as `merged`, for the fetch `req`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refresh {
+    /// Stored with the merged fields: fresh again.
+    Update,
+    /// Left as it was (this request's `no-store`, §5.2.1.5: no part of
+    /// a response to it is stored; the object is another request's and
+    /// stays): answered from it, not updated.
+    Keep,
+    /// The merged response may no longer be stored (the 304 brought
+    /// `no-store`, `private`, `Set-Cookie`...): removed.
+    Remove,
+}
+
+/// [`Refresh`] for a 304. A request with Authorization updates the
+/// object when the merged response may be stored for a request without
+/// it: the 304 says its representation is the stored one (the validator
+/// matched), so the refusal of §3.5, which is about what its own
+/// response would carry, does not turn the other readers' object away.
+pub(crate) fn refresh(req: &RequestHead, merged: &Received<'_>, rules: &Rules) -> Refresh {
+    match may_store(req, merged, rules) {
+        Ok(_) => Refresh::Update,
+        Err(NotStorable::RequestNoStore) => Refresh::Keep,
+        Err(NotStorable::Authorization) => {
+            if shareable(
+                merged.status,
+                merged.head,
+                merged.request_time,
+                merged.response_time,
+                rules,
+            ) {
+                Refresh::Update
+            } else {
+                Refresh::Remove
+            }
+        }
+        Err(_) => Refresh::Remove,
+    }
+}
+
 /// The request path's first form, kept for callers not yet moved to
 /// [`may_store`] / [`shareable`] (it reads the clock for the response
 /// time): the lifetime of a response to a GET without Authorization.
@@ -1876,6 +1919,41 @@ mod tests {
         let f = fetched(&auth, &received(200, &h), &Rules::default());
         assert!(f.store.is_ok());
         assert!(vary_matches(&h, &f.variant, &req(&[("Accept", "a/b")])));
+    }
+
+    #[test]
+    fn a_304_updates_the_stored_response_unless_the_request_or_the_304_forbid_it_rfc9111_4_3_4() {
+        let merged = |lines: &[&str]| head(lines);
+        let ok = merged(&["Cache-Control: max-age=60", "ETag: \"a\""]);
+        let rules = Rules::default();
+        assert_eq!(
+            refresh(&req(&[]), &received(200, &ok), &rules),
+            Refresh::Update
+        );
+        // §5.2.1.5: nothing of a response to a no-store request is
+        // stored, and the object, another request's, stays as it was.
+        let r = req(&[("Cache-Control", "no-cache, no-store")]);
+        assert_eq!(refresh(&r, &received(200, &ok), &rules), Refresh::Keep);
+        // §3.5: the validator matched, so the stored representation is
+        // confirmed for everyone; unless the merged fields forbid it.
+        let auth = req(&[("Authorization", "Basic dTpw")]);
+        assert_eq!(refresh(&auth, &received(200, &ok), &rules), Refresh::Update);
+        let useless = merged(&["Cache-Control: max-age=0"]);
+        assert_eq!(
+            refresh(&auth, &received(200, &useless), &rules),
+            Refresh::Remove
+        );
+        // The 304 brought private or Set-Cookie: no longer storable.
+        for lines in [
+            &["Cache-Control: private, max-age=60"][..],
+            &["Cache-Control: max-age=60", "Set-Cookie: a=b"][..],
+        ] {
+            let h = merged(lines);
+            assert_eq!(
+                refresh(&req(&[]), &received(200, &h), &rules),
+                Refresh::Remove
+            );
+        }
     }
 
     #[test]

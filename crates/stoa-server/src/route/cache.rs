@@ -95,15 +95,21 @@ pub(super) fn serve<'x>(
     // The stored variant whose secondary key matches (RFC 9111 §4.1),
     // most recent first. The key is built in this worker's buffers: a
     // hit allocates nothing for it.
-    let stored = KEY
-        .with(|b| {
-            let (k, scratch) = &mut *b.borrow_mut();
-            c.key.key_into(req, ex.scheme(), k, scratch);
-            c.zone.lookup_bytes(k)
-        })
+    let variants = KEY.with(|b| {
+        let (k, scratch) = &mut *b.borrow_mut();
+        c.key.key_into(req, ex.scheme(), k, scratch);
+        c.zone.lookup_bytes(k)
+    });
+    // RFC 9211 §2.2: `vary-miss` when the URL has variants but none for
+    // this request, else `miss` (the design's word for a URL miss).
+    let mut fwd = if variants.is_empty() {
+        Fwd::Miss
+    } else {
+        Fwd::VaryMiss
+    };
+    let stored = variants
         .into_iter()
         .find(|o| policy::vary_matches(&o.meta.head, &o.meta.variant, req));
-    let mut fwd = Fwd::Miss;
     if let Some(obj) = &stored {
         let d = derived(c, obj);
         let f = d.freshness;
@@ -464,6 +470,8 @@ async fn fetch(
     // `proxy_cache_lock_timeout`).
     let deadline = tokio::time::Instant::now() + c.lock_timeout;
     let mut tries = 0;
+    // This request waited for another's fetch (RFC 9211 §2.6).
+    let mut collapsed = false;
     let fill = loop {
         tries += 1;
         match c.zone.begin(&key) {
@@ -500,7 +508,10 @@ async fn fetch(
                         }
                         continue;
                     }
-                    Ok(Some(meta)) if shareable(c, &meta) => break fill,
+                    Ok(Some(meta)) if shareable(c, &meta) => {
+                        collapsed = true;
+                        break fill;
+                    }
                     Ok(Some(m)) if !policy::is_error_status(m.status) => {
                         // The response may not be shared (Set-Cookie,
                         // no-store, private): this client asks for its
@@ -511,7 +522,10 @@ async fn fetch(
                     }
                     // An error: the stale object if stale-if-error allows
                     // it, else the error, below.
-                    Ok(Some(_)) => break fill,
+                    Ok(Some(_)) => {
+                        collapsed = true;
+                        break fill;
+                    }
                     _ => {
                         if deliver_stale_if_error(c, ex, stored.as_deref()) {
                             return;
@@ -551,6 +565,9 @@ async fn fetch(
         if shareable(c, m) && m.len.is_none_or(|n| n <= c.zone.max_object()) {
             cs = cs.stored();
         }
+    }
+    if collapsed {
+        cs = cs.collapsed();
     }
     mark(
         c,
@@ -824,7 +841,15 @@ impl Sink for FillSink {
                 request_time: self.request_time,
                 response_time,
             };
-            let keep = policy::may_store(&self.req, &received, &rules).is_ok();
+            let refresh = policy::refresh(&self.req, &received, &rules);
+            if refresh == policy::Refresh::Keep {
+                // The request's no-store: the object stays as it was and
+                // answers it.
+                if let Some(g) = self.guard.take() {
+                    g.finish_with(&old);
+                }
+                return;
+            }
             let tags = policy::tags(&merged).map(Box::from).collect();
             let meta = Meta {
                 head: Bytes::from(merged),
@@ -834,7 +859,7 @@ impl Sink for FillSink {
                 ..old.meta.clone()
             };
             let new = self.c.zone.update_meta(&old, meta);
-            if !keep {
+            if refresh == policy::Refresh::Remove {
                 self.c.zone.remove_object(&new);
             }
             if let Some(g) = self.guard.take() {
