@@ -611,6 +611,19 @@ fn rfc9111_s4_1_vary_stores_one_variant_per_accept_encoding() {
     assert_eq!(lab.count("/vary/ae"), 3);
 }
 
+/// RFC 9211 §2.2: a request for a URL with stored variants, none of them
+/// its own, says `fwd=vary-miss`; a URL with nothing stored says `miss`.
+#[test]
+fn rfc9211_s2_2_a_miss_among_stored_variants_is_a_vary_miss() {
+    let lab = Lab::plain();
+    let t = "/vary/cs?cc=max-age%3D60&vary=Accept-Encoding";
+    let r = lab.get_with(t, &["Accept-Encoding: gzip"]);
+    assert_eq!(cache_status(&r), "Stoa; fwd=miss; stored");
+    let r = lab.get_with(t, &["Accept-Encoding: br"]);
+    assert_eq!(cache_status(&r), "Stoa; fwd=vary-miss; stored");
+    assert_hit(&lab.get_with(t, &["Accept-Encoding: br"]));
+}
+
 /// RFC 9111 §4.1: values that differ only in whitespace (and, for a
 /// list of tokens like Accept-Encoding, in case) select the same variant.
 #[test]

@@ -90,15 +90,21 @@ pub(super) fn serve<'x>(
     // The stored variant whose secondary key matches (RFC 9111 §4.1),
     // most recent first. The key is built in this worker's buffers: a
     // hit allocates nothing for it.
-    let stored = KEY
-        .with(|b| {
-            let (k, scratch) = &mut *b.borrow_mut();
-            c.key.key_into(req, ex.scheme(), k, scratch);
-            c.zone.lookup_bytes(k)
-        })
+    let variants = KEY.with(|b| {
+        let (k, scratch) = &mut *b.borrow_mut();
+        c.key.key_into(req, ex.scheme(), k, scratch);
+        c.zone.lookup_bytes(k)
+    });
+    // RFC 9211 §2.2: `vary-miss` when the URL has variants but none for
+    // this request, else `miss` (the design's word for a URL miss).
+    let mut fwd = if variants.is_empty() {
+        Fwd::Miss
+    } else {
+        Fwd::VaryMiss
+    };
+    let stored = variants
         .into_iter()
         .find(|o| policy::vary_matches(&o.meta.head, &o.meta.variant, req));
-    let mut fwd = Fwd::Miss;
     if let Some(obj) = &stored {
         let d = derived(c, obj);
         let f = d.freshness;
