@@ -107,9 +107,15 @@ pub(super) fn serve<'x>(
     } else {
         Fwd::VaryMiss
     };
-    let stored = variants
-        .into_iter()
-        .find(|o| policy::vary_matches(&o.meta.head, &o.meta.variant, req));
+    let stored = variants.into_iter().find(|o| {
+        if derived(c, o).vary {
+            policy::vary_matches(&o.meta.head, &o.meta.variant, req)
+        } else {
+            // No `Vary`: the secondary key `vary_key` would make is
+            // empty; no header scan.
+            o.meta.variant.is_empty()
+        }
+    });
     if let Some(obj) = &stored {
         let d = derived(c, obj);
         let f = d.freshness;
@@ -230,6 +236,7 @@ fn derived<'o>(c: &CacheRoute, obj: &'o Object) -> &'o Derived {
             Cow::Borrowed(_) => obj.meta.head.clone(),
             Cow::Owned(h) => Bytes::from(h),
         },
+        vary: policy::field(&obj.meta.head, "vary").is_some(),
     })
 }
 

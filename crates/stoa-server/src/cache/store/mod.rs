@@ -245,6 +245,9 @@ pub(crate) struct Object {
 pub(crate) struct Derived {
     pub(crate) freshness: super::policy::Freshness,
     pub(crate) client_head: Bytes,
+    /// The head has a `Vary` field (without one, the object matches a
+    /// request exactly when its secondary key is empty).
+    pub(crate) vary: bool,
 }
 
 /// Where an object's body is.
