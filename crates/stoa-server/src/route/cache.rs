@@ -644,9 +644,9 @@ async fn deliver_fill(c: &CacheRoute, ex: &mut Exchange<'_>, fill: &Fill, cs: Ca
     };
     ex.start(meta.status);
     ex.raw_headers(&policy::client_head(&meta.head));
-    if policy::field(&meta.head, "age").is_some() || meta.request_time < meta.response_time {
-        // An age from upstream, or a revalidated object: the age now
-        // (RFC 9111 §5.1).
+    if policy::field(&meta.head, "age").is_some() {
+        // An age from upstream: the age now (RFC 9111 §5.1); a response
+        // the application made for this request has none.
         let age = freshness(c, &meta).age(SystemTime::now());
         if !age.is_zero() {
             let mut n = [0u8; 20];
