@@ -19,7 +19,7 @@ apt_pkgs=(curl python3-grpcio python3-h2 php-cgi gcc perl libfcgi-dev libfcgi-pe
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
   dpkg-dev man-db systemd zsh fish haproxy logrotate
-  python3-brotli python3-zstandard)
+  python3-brotli python3-zstandard varnish)
 need_apt=()
 # The real applications of real_wordpress.rs, real_mediawiki.rs and
 # real_phpmyadmin.rs (dbconfig-no-thanks: phpmyadmin installs without

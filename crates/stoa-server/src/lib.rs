@@ -4,7 +4,8 @@
 //! systemd and SIGUSR2); connection loops (`conn`) and the wire
 //! (`proto`); routing (`route`) over the config's runtime (`config`); the
 //! handler interface (`exchange`); handlers (`handler`); what gateways share
-//! (`gateway`); application processes and connections (`upstream`); and
+//! (`gateway`); application processes and connections (`upstream`) and
+//! the response cache's store and rules (`cache`); and
 //! per-worker state (`local`) and HTTP semantics (`http`) beneath them all.
 //! Protocol parsing lives in the sans-IO crates; this crate does the I/O.
 
@@ -12,6 +13,7 @@
 // the rest is the crate's own.
 pub(crate) mod access;
 pub mod broker;
+pub(crate) mod cache;
 pub mod cert;
 pub(crate) mod config;
 pub(crate) mod conn;

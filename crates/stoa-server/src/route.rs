@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use stoa_h1::{Framing, Method, RequestHead};
 
+mod cache;
 mod error_page;
 
 /// CGI/FastCGI local redirects followed for one request (RFC 3875 §6.2.2).
@@ -648,6 +649,12 @@ fn run_handler<'x>(
             respond::serve(cfg, ex);
             ex.finish();
             None
+        }
+        // A cached route: the cache answers, or runs the handler
+        // (`route::cache`).
+        Handler::Cgi(_) | Handler::FastCgi(_) | Handler::Proxy(_) if ex.edge().cache.is_some() => {
+            let c = ex.edge().cache.as_ref()?;
+            cache::serve(c, h, norm, ex, rt, depth, vars, nest)
         }
         Handler::Cgi(cfg) => Some(Box::pin(async move {
             let o = cgi::serve(cfg, norm, ex, vars).await;

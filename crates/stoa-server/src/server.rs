@@ -221,7 +221,8 @@ fn serve(
     let local = tokio::task::LocalSet::new();
     let mut pools = Pools::new()?;
     local.block_on(&signals, async { pools.attach(&mut rt) });
-    let rt = Arc::new(rt);
+    keep_cache_zones(&rt);
+    let rt = rt.into_shared();
     let workers = per_worker.len();
     crate::local::set_worker_count(workers);
     let bound = listen::bound(&per_worker);
@@ -564,6 +565,21 @@ fn path_of(p: &Option<PathBuf>) -> String {
         .map_or_else(|| "stderr".to_owned(), |p| p.display().to_string())
 }
 
+/// Keeps in the response cache's registry only the zones `rt`'s routes
+/// use: a zone a reload dropped leaves the status page, and its objects
+/// leave memory once the last request of the old configuration is done
+/// (its files stay on disk for a later configuration to find).
+fn keep_cache_zones(rt: &Runtime) {
+    let names: Vec<&str> = rt
+        .sites
+        .iter()
+        .flat_map(|s| std::iter::once(&s.edge).chain(s.routes.iter().map(|r| &r.edge)))
+        .filter_map(|e| e.cache.as_deref())
+        .map(|c| c.zone.name())
+        .collect();
+    crate::cache::store::retain(&names);
+}
+
 fn reload(
     source: &Source,
     tx: &watch::Sender<Arc<Runtime>>,
@@ -599,7 +615,8 @@ fn reload(
                     "reload: `listen`, `tls.listen`, `workers`, `user`, `[unix_socket]` and `proxy_protocol.listen` changes take effect on restart only"
                 );
             }
-            let _ = tx.send(Arc::new(new));
+            keep_cache_zones(&new);
+            let _ = tx.send(new.into_shared());
             tracing::info!("reloaded {}", old.source);
             Ok(())
         }

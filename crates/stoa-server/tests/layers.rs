@@ -24,6 +24,12 @@
 //!   checks, never the connections, the wire, routing or the config
 //!   loader; no handler, gateway or upstream code imports it.
 //!
+//! - the response cache (`cache`) is a low layer like `upstream`: it
+//!   imports only the leaves; the exchange (a subrequest that fills an
+//!   object), the status page (zone counters), the config loader and
+//!   routing (the request path, `route::cache`) import it, and nothing
+//!   else does.
+//!
 //! Handlers also never look at how the request was framed on the wire
 //! (`head.framing`, `req().keep_alive`, `.expect_continue` of the request
 //! head): the exchange decides.
@@ -129,6 +135,15 @@ fn forbidden(from: &str, to: &str) -> bool {
         .iter()
         .any(|l| to == *l || to.starts_with("handler::"))
     {
+        return true;
+    }
+    // The response cache: its store and rules import only the leaves;
+    // above it, only the exchange, the status page, the config loader
+    // and routing use it.
+    if from == "cache" && !["local", "log", "http", "units", "fs", "cache"].contains(&to) {
+        return true;
+    }
+    if to == "cache" && !["exchange", "handler::status", "config", "route", "top"].contains(&from) {
         return true;
     }
     if from == "local" && to == "log" {
@@ -265,6 +280,14 @@ fn the_layer_rules_catch_an_upward_import() {
     ));
     assert!(forbidden("units", "config"));
     assert_eq!(layer_named("handler::fastcgi"), "handler::fastcgi");
+    assert!(forbidden("cache", "exchange"));
+    assert!(forbidden("cache", "upstream"));
+    assert!(!forbidden("cache", "http"));
+    assert!(!forbidden("route", "cache"));
+    assert!(!forbidden("exchange", "cache"));
+    assert!(!forbidden("handler::status", "cache"));
+    assert!(forbidden("handler::proxy", "cache"));
+    assert!(forbidden("gateway", "cache"));
     let p = crate_paths("use crate::exchange::{BodyFail, Exchange};\nuse crate::{a, b::c};");
     assert!(p.contains("exchange"), "{p:?}");
     assert!(p.contains("b::c"));

@@ -107,6 +107,8 @@ struct WpSetup<'a> {
     config: Option<String>,
     /// An `Authorization` header line for the install request.
     install_auth: Option<&'a str>,
+    /// More top-level tables (`[[cache_zone]]`), after the pool.
+    top: &'a str,
 }
 
 /// The test's WordPress tree: every entry of /usr/share/wordpress linked,
@@ -206,11 +208,12 @@ fn start_wordpress(s: WpSetup) -> Option<WordPress> {
             ),
         None => format!(
             "[[site]]\nroot = \"{root}\"\nindex = [\"index.php\"]\nfollow_symlinks = true\n{site}\n\n\
-             {routes}\n{BASE_ROUTES}\n{pool}",
+             {routes}\n{BASE_ROUTES}\n{pool}\n{top}\n",
             root = root.display(),
             site = s.site,
             routes = s.routes,
             pool = fpm.pool("php", 4, ""),
+            top = s.top,
         ),
     };
     let cfg = dir.config("stoa.toml", &text);
@@ -859,4 +862,249 @@ fn wordpress_runs_with_the_configuration_of_docs_nginx_md() {
     let h2 = curl_h2c_get(&server, "/", &[]);
     assert_eq!(h2.status, 502, "{h2:?}");
     assert!(h2.text().contains("the blog is resting"), "{h2:?}");
+}
+
+// ---------------------------------------------------------------------------
+// WordPress through the response cache (RFC 9111), as sites put
+// nginx's fastcgi_cache or Varnish in front of it
+
+/// The cache as docs/CONFIG.md "Caching" suggests for WordPress: the
+/// site's routes cached in zone `wp` for 5 minutes (WordPress sends no
+/// freshness on its pages), logged-in users, commenters and protected
+/// posts bypassing it (the cookies WordPress sets for them), purge from
+/// loopback.
+const WP_CACHE_SITE: &str = "cache = { zone = \"wp\", default_ttl = \"5m\", \
+purge = [\"127.0.0.1\", \"::1\"], \
+bypass = { cookies = [\"wordpress_logged_in_*\", \"comment_author_*\", \"wp-postpass_*\"] } }";
+
+const WP_CACHE_ZONE: &str = "[[cache_zone]]\nname = \"wp\"\nmemory = \"32M\"\n";
+
+/// A must-use plugin that tags pages with `Surrogate-Key` (as Fastly's
+/// and Varnish xkey's WordPress plugins do): `post-ID` on a post's page,
+/// `home` on the front page, so that a purge by tag drops them.
+const WP_KEYS_PLUGIN: &str = "<?php\n\
+add_action('template_redirect', function () {\n\
+    if (is_singular()) { header('Surrogate-Key: post-' . get_queried_object_id()); }\n\
+    elseif (is_front_page() || is_home()) { header('Surrogate-Key: home'); }\n\
+});\n";
+
+fn cached_wordpress(tag: &str) -> Option<WordPress> {
+    let wp = start_wordpress(WpSetup {
+        tag,
+        site: WP_CACHE_SITE,
+        routes: ASSET_ROUTE,
+        top: WP_CACHE_ZONE,
+        ..WpSetup::default()
+    })?;
+    wp.dir
+        .write("wp/wp-content/mu-plugins/stoa-keys.php", WP_KEYS_PLUGIN);
+    // Anonymous comments appear at once (no moderation for a first
+    // commenter), so the redirect after a comment is the post's URL.
+    wp.db.sql(
+        "UPDATE wordpress.wp_options SET option_value = '0' \
+         WHERE option_name IN ('comment_previously_approved', 'comment_moderation');",
+    );
+    Some(wp)
+}
+
+impl WordPress {
+    /// Requests for exactly `path` that reached PHP.
+    fn php_hits(&self, path: &str) -> usize {
+        self.php_requests().iter().filter(|l| *l == path).count()
+    }
+
+    fn cache_status(r: &Response) -> &str {
+        r.header("cache-status").unwrap_or("")
+    }
+}
+
+/// Anonymous readers get the front page from the cache: PHP runs once
+/// for it however many read it (RFC 9111 §4, `Cache-Status` RFC 9211);
+/// WordPress's tag header is not sent to them.
+#[test]
+fn wordpress_cached_anonymous_front_page_hits_without_php() {
+    let Some(wp) = cached_wordpress("wp-cache-anon") else {
+        return;
+    };
+    let first = patient_get(&wp.server, "/");
+    assert_eq!(first.status, 200, "{}", wp.fail("/", &first));
+    assert!(
+        WordPress::cache_status(&first).contains("fwd=miss"),
+        "{first:?}"
+    );
+    for _ in 0..5 {
+        let r = patient_get(&wp.server, "/");
+        assert_eq!(r.status, 200);
+        assert!(
+            WordPress::cache_status(&r).starts_with("Stoa; hit"),
+            "{}",
+            wp.fail("second front page", &r)
+        );
+        assert_eq!(r.body, first.body);
+        assert_eq!(r.header("surrogate-key"), None);
+    }
+    assert_eq!(wp.php_hits("/"), 1, "{:?}", wp.php_requests());
+}
+
+/// A logged-in user (WordPress's `wordpress_logged_in_*` cookie) is never
+/// given a cached page, and their page (with the admin bar) is never
+/// stored for anonymous readers (nginx's `proxy_cache_bypass
+/// $cookie_...` recipe; Varnish's WordPress VCLs do the same).
+#[test]
+fn wordpress_cached_logged_in_user_never_gets_a_cached_page() {
+    let Some(wp) = cached_wordpress("wp-cache-login") else {
+        return;
+    };
+    let anon = patient_get(&wp.server, "/");
+    assert_eq!(anon.status, 200, "{}", wp.fail("/", &anon));
+    // Log in through wp-login.php (with its test cookie, as a browser).
+    let body = form_urlencode(&[
+        ("log", ADMIN),
+        ("pwd", ADMIN_PW),
+        ("wp-submit", "Log In"),
+        ("redirect_to", "http://t/"),
+        ("testcookie", "1"),
+    ]);
+    let len = format!("Content-Length: {}", body.len());
+    let mut req = request(
+        "POST",
+        "/wp-login.php",
+        &[
+            "Content-Type: application/x-www-form-urlencoded",
+            "Cookie: wordpress_test_cookie=WP%20Cookie%20check",
+            &len,
+        ],
+    );
+    req.extend_from_slice(body.as_bytes());
+    let login = patient_request(&wp.server, &req);
+    assert_eq!(login.status, 302, "{}", wp.fail("login", &login));
+    let cookies: Vec<String> = login
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        .filter_map(|(_, v)| v.split(';').next().map(str::to_owned))
+        .filter(|c| c.starts_with("wordpress_"))
+        .collect();
+    assert!(
+        cookies
+            .iter()
+            .any(|c| c.starts_with("wordpress_logged_in_")),
+        "{}",
+        wp.fail("login cookies", &login)
+    );
+    let cookie = format!("Cookie: {}", cookies.join("; "));
+    for _ in 0..2 {
+        let before = wp.php_hits("/");
+        let r = patient_request(&wp.server, &request("GET", "/", &[&cookie]));
+        assert_eq!(r.status, 200, "{}", wp.fail("logged-in /", &r));
+        assert_eq!(WordPress::cache_status(&r), "Stoa; fwd=bypass");
+        assert!(
+            r.text().contains("wpadminbar"),
+            "{}",
+            wp.fail("admin bar", &r)
+        );
+        assert_eq!(wp.php_hits("/"), before + 1);
+    }
+    // The login's 302 to http://t/ invalidated / (RFC 9111 §4.4: a
+    // same-origin Location of a successful unsafe request), so the next
+    // anonymous reader fills it again; the one after gets that copy.
+    let refill = patient_get(&wp.server, "/");
+    assert!(
+        !refill.text().contains("wpadminbar"),
+        "a logged-in page was stored"
+    );
+    let r = patient_get(&wp.server, "/");
+    assert!(
+        WordPress::cache_status(&r).starts_with("Stoa; hit"),
+        "{r:?}"
+    );
+    assert!(
+        !r.text().contains("wpadminbar"),
+        "a logged-in page was stored"
+    );
+    assert_eq!(r.body, refill.body);
+}
+
+/// A comment POST invalidates the post's page (RFC 9111 §4.4: WordPress
+/// answers 302 with the post's URL in Location, same host), so the next
+/// reader sees the comment.
+#[test]
+fn wordpress_cached_comment_post_invalidates_the_posts_page() {
+    let Some(wp) = cached_wordpress("wp-cache-comment") else {
+        return;
+    };
+    let page = patient_get(&wp.server, "/hello-world/");
+    assert_eq!(page.status, 200, "{}", wp.fail("/hello-world/", &page));
+    let r = patient_get(&wp.server, "/hello-world/");
+    assert!(
+        WordPress::cache_status(&r).starts_with("Stoa; hit"),
+        "{r:?}"
+    );
+    let text = "A comment through the cache 7d3a";
+    let body = form_urlencode(&[
+        ("comment", text),
+        ("author", "Reader"),
+        ("email", "reader@example.org"),
+        ("url", ""),
+        ("submit", "Post Comment"),
+        ("comment_post_ID", "1"),
+        ("comment_parent", "0"),
+    ]);
+    let len = format!("Content-Length: {}", body.len());
+    let mut req = request(
+        "POST",
+        "/wp-comments-post.php",
+        &["Content-Type: application/x-www-form-urlencoded", &len],
+    );
+    req.extend_from_slice(body.as_bytes());
+    let posted = patient_request(&wp.server, &req);
+    assert_eq!(posted.status, 302, "{}", wp.fail("comment", &posted));
+    let loc = posted.header("location").unwrap_or_default();
+    assert!(loc.starts_with("http://t/hello-world/"), "{loc}");
+    let after = patient_get(&wp.server, "/hello-world/");
+    assert!(
+        after.text().contains(text),
+        "the cached page without the comment: {}",
+        wp.fail("after comment", &after)
+    );
+    assert_eq!(wp.php_hits("/hello-world/"), 2, "{:?}", wp.php_requests());
+}
+
+/// Purge by tag: the must-use plugin tags the post's page `post-1`;
+/// `PURGE` with `Surrogate-Key: post-1` drops it (and only it), and
+/// `PURGE /` by URL drops the front page.
+#[test]
+fn wordpress_cached_purge_by_tag_and_by_url() {
+    let Some(wp) = cached_wordpress("wp-cache-purge") else {
+        return;
+    };
+    for p in ["/", "/hello-world/", "/sample-page/"] {
+        let r = patient_get(&wp.server, p);
+        assert_eq!(r.status, 200, "{}", wp.fail(p, &r));
+        let r = patient_get(&wp.server, p);
+        assert!(
+            WordPress::cache_status(&r).starts_with("Stoa; hit"),
+            "{p}: {r:?}"
+        );
+    }
+    let r = wp
+        .server
+        .request(&request("PURGE", "/", &["Surrogate-Key: post-1"]));
+    assert_eq!(r.status, 200, "{}", wp.fail("purge by tag", &r));
+    assert!(
+        r.text().contains("\"purged\": 1") || r.text().contains("\"purged\":1"),
+        "{r:?}"
+    );
+    let r = patient_get(&wp.server, "/hello-world/");
+    assert!(WordPress::cache_status(&r).contains("fwd=miss"), "{r:?}");
+    let r = patient_get(&wp.server, "/sample-page/");
+    assert!(
+        WordPress::cache_status(&r).starts_with("Stoa; hit"),
+        "{r:?}"
+    );
+    let r = wp.server.request(&request("PURGE", "/", &[]));
+    assert_eq!(r.status, 200, "{}", wp.fail("purge by URL", &r));
+    let r = patient_get(&wp.server, "/");
+    assert!(WordPress::cache_status(&r).contains("fwd=miss"), "{r:?}");
+    assert_eq!(wp.php_hits("/"), 2);
 }

@@ -74,6 +74,11 @@ macro_rules! edge_keys {
             /// The `Content-Type` of static files whose extension names
             /// none (nginx `default_type`).
             pub default_type: Option<toml::Spanned<String>>,
+
+            // cache: the response cache of routes that reach an
+            // application (`crate::cache`, docs/CONFIG.md "Caching").
+            /// `{ zone, key, bypass, default_ttl, lock_timeout, ... }`.
+            pub(crate) cache: Option<toml::Spanned<crate::cache::config::CacheTable>>,
         }
     };
 }
@@ -96,6 +101,11 @@ pub(crate) struct Ctx<'a> {
     /// The site's access checks being built: the limits' tables one per
     /// distinct setting, shared by the routes that inherit it.
     pub(crate) access: &'a std::cell::RefCell<crate::access::Builder>,
+    /// `[[cache_zone]]`s, for `cache`.
+    pub(crate) cache_zones: &'a [Arc<crate::cache::store::Zone>],
+    /// The route's handler reaches an application (proxy, FastCGI, PHP,
+    /// CGI): only such a route may be cached.
+    pub(crate) reaches_app: bool,
 }
 
 /// The [`Edge`] of a route (`route` Some) or of a site's root (None):
@@ -182,6 +192,24 @@ pub(crate) fn resolve(
             return Err((cx.err)(Some(v.span()), &cx.key_of("default_type"), m));
         }
         edge.default_type = Some(t.as_bytes().into());
+    }
+
+    // cache: a route's own `cache` on a handler that reaches no
+    // application is refused; a site's applies to its routes that do.
+    let own = route.and_then(|r| r.cache.as_ref());
+    if let Some(v) = inherit(route.map(|r| &r.cache), &site.cache) {
+        if cx.reaches_app {
+            let c = v
+                .get_ref()
+                .build(cx.cache_zones)
+                .map_err(|(k, m)| (cx.err)(Some(v.span()), &cx.key_of(&format!("cache.{k}")), m))?;
+            edge.cache = Some(Arc::new(c));
+        } else if own.is_some() {
+            let m = "caches responses of applications (`proxy`, `fastcgi`, `php`, `cgi`); \
+                     static files are kept by `[cache]` already"
+                .to_owned();
+            return Err((cx.err)(Some(v.span()), &cx.key_of("cache"), m));
+        }
     }
 
     // Last: every filter's slot above filled `filters`.

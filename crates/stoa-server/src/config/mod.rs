@@ -73,6 +73,10 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// `[[cache_zone]]`: stores of the response cache (`crate::cache`),
+    /// named by routes' `cache = { zone = ... }`.
+    #[serde(default)]
+    pub(crate) cache_zone: Vec<Spanned<crate::cache::config::ZoneTable>>,
     /// `[http2]`: limits of HTTP/2 connections.
     #[serde(default)]
     pub http2: Http2Config,
@@ -572,6 +576,25 @@ pub struct Runtime {
     /// What `stoa check` and start-up report without refusing the file
     /// (shadowed routes).
     pub warnings: Vec<String>,
+    /// This runtime, once shared ([`Runtime::into_shared`]): work that
+    /// outlives the request that started it (a cache fill) holds it.
+    me: std::sync::Weak<Runtime>,
+}
+
+impl Runtime {
+    /// The runtime shared by the workers, knowing its own `Arc`.
+    pub fn into_shared(self) -> Arc<Runtime> {
+        let mut rt = self;
+        Arc::new_cyclic(|me| {
+            rt.me = me.clone();
+            rt
+        })
+    }
+
+    /// This runtime's `Arc`, if it was made by [`Runtime::into_shared`].
+    pub(crate) fn shared(&self) -> Option<Arc<Runtime>> {
+        self.me.upgrade()
+    }
 }
 
 impl Runtime {
@@ -1047,6 +1070,30 @@ fn build(
         ));
     }
 
+    // `[[cache_zone]]`: zones live in a process-wide registry by name, so
+    // that a reload finds its objects again (`cache::store::zone`).
+    let mut cache_zones: Vec<Arc<crate::cache::store::Zone>> = Vec::new();
+    for z in &fc.cache_zone {
+        let zt = z.get_ref();
+        let key = format!("cache_zone `{}`", zt.name);
+        let spec = zt
+            .spec(&resolve)
+            .map_err(|(k, m)| err(Some(z.span()), &format!("{key}.{k}"), m))?;
+        if cache_zones.iter().any(|c| c.name() == spec.name) {
+            return Err(err(
+                Some(z.span()),
+                &key,
+                "a zone of that name already exists".into(),
+            ));
+        }
+        let zone = if ov.dry_run {
+            // `stoa check`: nothing made on disk, nothing registered.
+            crate::cache::store::Zone::detached(&spec)
+        } else {
+            crate::cache::store::zone(&spec)
+        };
+        cache_zones.push(zone.map_err(|e| err(Some(z.span()), &key, e.to_string()))?);
+    }
     let mut sites = Vec::new();
     let mut warnings = Vec::new();
     for (i, sc) in site_cfgs.iter().enumerate() {
@@ -1214,6 +1261,11 @@ fn build(
                 pools: &pool_specs,
                 lua_dicts: &lua_dicts,
                 access: &access_builder,
+                cache_zones: &cache_zones,
+                reaches_app: matches!(
+                    handler,
+                    Handler::Proxy(_) | Handler::FastCgi(_) | Handler::Php(_) | Handler::Cgi(_)
+                ),
             };
             let access =
                 edge::access(sc, Some(rc), &cx)?.settle(Some(&handler), rc.try_files.is_some());
@@ -1319,6 +1371,9 @@ fn build(
             pools: &pool_specs,
             lua_dicts: &lua_dicts,
             access: &access_builder,
+            cache_zones: &cache_zones,
+            // A site's root is its static files.
+            reaches_app: false,
         };
         let access = edge::access(sc, None, &cx)?.settle(fallback.as_ref(), false);
         let edge = edge::resolve(sc, None, &cx)?;
@@ -1375,6 +1430,7 @@ fn build(
         pools: Vec::new(),
         source: file.to_owned(),
         warnings,
+        me: std::sync::Weak::new(),
     })
 }
 

@@ -351,6 +351,7 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
             upstream_time: None,
             user: None,
             complete: true,
+            cache_status: None,
         },
     );
 }

@@ -46,6 +46,11 @@ pub(crate) struct Edge {
     /// The `Content-Type` of static files whose extension names none
     /// (None: `application/octet-stream`).
     pub(crate) default_type: Option<Box<[u8]>>,
+
+    // cache:
+    /// The response cache of a route that reaches an application
+    /// (`route::cache`); None: not cached.
+    pub(crate) cache: Option<std::sync::Arc<crate::cache::config::CacheRoute>>,
 }
 
 impl Edge {
@@ -59,6 +64,8 @@ impl Edge {
         max_body_bytes: None,
         timeout: None,
         default_type: None,
+        // cache:
+        cache: None,
     };
 
     /// [`Edge::NONE`], for a reference that outlives any runtime.

@@ -18,11 +18,12 @@ mod sub;
 
 pub use crate::proto::{BodyFail, Limits};
 pub(crate) use edge::Edge;
+pub(crate) use sub::Sink;
 pub use sub::{Sub, SubResponse};
 
 use crate::filter::{Active, Fields, FileVersion, Filters, Head, Length, Whole};
 use crate::local::{AccessLog, Worker};
-use crate::log::access::{Combined, Entry};
+use crate::log::access::{CacheStatus, Combined, Entry};
 use crate::proto::h1::Io;
 use crate::proto::h2::H2Stream;
 use bytes::Bytes;
@@ -140,6 +141,26 @@ pub struct Exchange<'a> {
     /// limits counted it once (nginx counts `limit_req`/`limit_conn`
     /// once per main request).
     redirected: bool,
+    /// The response cache's word on this request: the log's
+    /// `$upstream_cache_status` (None: not cached).
+    cache_status: Option<CacheStatus>,
+    /// A `Cache-Status` field (RFC 9211) every head of this exchange
+    /// carries (a request the cache passed to the handler).
+    cache_field: Option<&'static [u8]>,
+    /// Response fields kept when the head ends, for whoever asked
+    /// ([`Exchange::capture_locations`]); None, the usual case, costs one
+    /// test per head.
+    captured: Option<Box<Captured>>,
+}
+
+/// The `Location` and `Content-Location` of a response, as the head
+/// ended (the response cache's invalidation after unsafe methods, RFC
+/// 9111 §4.4, reads them after the handler is done, when the head may
+/// long have left the buffer).
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub(crate) location: Option<Box<[u8]>>,
+    pub(crate) content_location: Option<Box<[u8]>>,
 }
 
 /// The application a gateway took the response from, for the access log
@@ -218,6 +239,9 @@ impl<'a> Exchange<'a> {
             may_catch: true,
             user: None,
             redirected: false,
+            cache_status: None,
+            cache_field: None,
+            captured: None,
         }
     }
 
@@ -303,7 +327,53 @@ impl<'a> Exchange<'a> {
         ex.may_catch = false;
         ex.user = self.user.take();
         ex.redirected = true;
+        ex.cache_status = self.cache_status;
+        ex.cache_field = self.cache_field;
         ex
+    }
+
+    /// What the response cache did with this request: `status` for the
+    /// access log (`$upstream_cache_status`), and `field`, a
+    /// `Cache-Status` value for every head the exchange writes (None: the
+    /// cache writes its own).
+    pub(crate) fn set_cache_status(
+        &mut self,
+        status: Option<CacheStatus>,
+        field: Option<&'static [u8]>,
+    ) {
+        self.cache_status = status;
+        self.cache_field = field;
+    }
+
+    /// Keep the response's `Location` and `Content-Location` when its
+    /// head ends, for [`Exchange::captured`].
+    pub(crate) fn capture_locations(&mut self) {
+        self.captured = Some(Box::default());
+    }
+
+    /// The fields kept since [`Exchange::capture_locations`] (empty
+    /// until a head ended).
+    pub(crate) fn captured(&self) -> Option<&Captured> {
+        self.captured.as_deref()
+    }
+
+    /// Copies the fields asked for out of the head being ended.
+    #[cold]
+    #[inline(never)]
+    fn capture_fields(&mut self) {
+        let (buf, at) = match &mut self.side {
+            Side::H1(io) => (io.out.buf(), self.fields_at),
+            Side::Sub(s) => (&mut s.head, self.fields_at),
+            Side::H2(s) => (&mut s.head, 0),
+            Side::Caught(c) => (&mut c.head, 0),
+        };
+        let fields = Fields::new(buf, at);
+        let keep = |name| fields.get(name).map(Box::from);
+        let (location, content_location) = (keep("location"), keep("content-location"));
+        if let Some(c) = self.captured.as_deref_mut() {
+            c.location = location;
+            c.content_location = content_location;
+        }
     }
 
     /// Takes back whether the connection stays from a redirected
@@ -330,6 +400,12 @@ impl<'a> Exchange<'a> {
     /// own checks.
     pub(crate) fn is_sub(&self) -> bool {
         matches!(self.side, Side::Sub(_))
+    }
+
+    /// Whether this exchange fills a response cache's object: a handler
+    /// keeps the application's `Date` then (RFC 9111 §4.2.3 needs it).
+    pub(crate) fn is_cache_fill(&self) -> bool {
+        matches!(&self.side, Side::Sub(s) if s.has_sink())
     }
 
     /// Whether this is a local redirect of a request (its limits were
@@ -617,6 +693,9 @@ impl<'a> Exchange<'a> {
         if let Some(v) = self.hsts {
             self.header("Strict-Transport-Security", v);
         }
+        if let Some(v) = self.cache_field {
+            self.header("Cache-Status", v);
+        }
     }
 
     pub fn header(&mut self, name: &str, value: &[u8]) {
@@ -681,6 +760,9 @@ impl<'a> Exchange<'a> {
     /// without filters `end_head` is this and one test.
     #[inline(always)]
     fn head_length(&mut self, len: Option<u64>) {
+        if self.captured.is_some() {
+            self.capture_fields();
+        }
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
             if let Some(len) = len {
@@ -691,7 +773,11 @@ impl<'a> Exchange<'a> {
             self.head_bytes = (s.head.len() as u64).saturating_sub(self.head_bytes);
             return;
         }
-        let Side::H1(io) = &mut self.side else { return };
+        let io = match &mut self.side {
+            Side::H1(io) => io,
+            Side::Sub(s) => return s.head_ended(self.remaining),
+            _ => return,
+        };
         let b = io.out.buf();
         if let Some(len) = len {
             b.extend_from_slice(b"Content-Length: ");
@@ -734,7 +820,12 @@ impl<'a> Exchange<'a> {
                     self.chunked = true;
                 }
             }
-            Side::Sub(_) | Side::H2(_) | Side::Caught(_) => {}
+            Side::Sub(s) => {
+                // A sink learns that the length is not known.
+                self.remaining = None;
+                return s.head_ended(None);
+            }
+            Side::H2(_) | Side::Caught(_) => {}
         }
         self.head_length(None);
         self.remaining = None;
@@ -832,6 +923,18 @@ impl<'a> Exchange<'a> {
             *r = r.saturating_sub(len);
         }
         match &mut self.side {
+            Side::H1(io) if self.chunked => {
+                // A file's range inside a chunked body (a cache fill that
+                // spilled to a file): one chunk around it.
+                if len == 0 {
+                    // An empty chunk would end the body.
+                    return;
+                }
+                self.sent += len;
+                push_chunk_header(io.out.buf(), len as usize);
+                io.out.push_file(file, offset, len);
+                io.out.buf().extend_from_slice(CHUNK_END);
+            }
             Side::H1(io) => {
                 self.sent += len;
                 io.out.push_file(file, offset, len);
@@ -1109,6 +1212,9 @@ impl<'a> Exchange<'a> {
             self.keep = false;
         }
         let complete = whole && !self.truncated();
+        if let Side::Sub(s) = &mut self.side {
+            s.ended(complete);
+        }
         self.log_line(complete);
     }
 
@@ -1350,6 +1456,7 @@ impl<'a> Exchange<'a> {
                     upstream_time: up.map(|u| u.took.unwrap_or_else(|| u.since.elapsed())),
                     user: this.user.as_deref(),
                     complete,
+                    cache_status: this.cache_status,
                 }
             },
         );

@@ -479,7 +479,13 @@ async fn exchange(
         redirect: (!route.preserve_host || !strip.is_empty()).then_some(&rule),
         via: None,
         keep_content_length: ex.is_head() || status == 304,
-        drop: &["server", "date"],
+        // A cache fill keeps the application's Date (RFC 9111 §4.2.3);
+        // the cache never sends it on (its deliveries have Stoa's own).
+        drop: if ex.is_cache_fill() {
+            &["server"]
+        } else {
+            &["server", "date"]
+        },
         rules: rules.down(),
     };
     if write_response_headers(fields, rh, &ropts).is_err() {

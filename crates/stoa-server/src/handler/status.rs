@@ -1,11 +1,14 @@
-//! The status page: what the server and its FastCGI pools are doing, for
-//! people (plain text), programs (JSON) and Prometheus (its text format).
+//! The status page: what the server, its FastCGI pools and its response
+//! cache zones are doing, for people (plain text), programs (JSON) and
+//! Prometheus (its text format).
 //! A route with `status = {}` serves it; only the addresses in `allow`
 //! (loopback by default) may read it.
 
+use crate::cache::store::{self, Stats};
 use crate::exchange::Exchange;
 use crate::local::{Proto, Shared};
 use crate::upstream::{Pool, PoolKind, ProcState};
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -89,7 +92,77 @@ struct Snapshot {
     /// TLS handshakes: full, resumed, failed.
     handshakes: [u64; 3],
     pools: Vec<PoolSnap>,
+    /// The response cache's zones: name and counters, by name.
+    zones: Vec<(String, Stats)>,
 }
+
+/// A zone's figures, as each format names them: the key (JSON, text and
+/// the Prometheus name after `stoa_cache_`), the Prometheus type and help.
+type ZoneField = (&'static str, &'static str, &'static str, fn(&Stats) -> u64);
+
+const ZONE_FIELDS: [ZoneField; 11] = [
+    (
+        "hits",
+        "counter",
+        "Requests answered from a fresh stored response.",
+        |z| z.hits,
+    ),
+    (
+        "misses",
+        "counter",
+        "Requests for which nothing was stored: fetched.",
+        |z| z.misses,
+    ),
+    (
+        "expired",
+        "counter",
+        "Requests whose stored response was stale: fetched again.",
+        |z| z.expired,
+    ),
+    (
+        "stale",
+        "counter",
+        "Stale responses served (stale-while-revalidate, stale-if-error).",
+        |z| z.stale,
+    ),
+    (
+        "revalidated",
+        "counter",
+        "Stale responses made fresh again by a 304.",
+        |z| z.revalidated,
+    ),
+    (
+        "bypasses",
+        "counter",
+        "Requests a bypass rule sent past the cache.",
+        |z| z.bypasses,
+    ),
+    (
+        "purges",
+        "counter",
+        "Objects removed by PURGE and by invalidation after unsafe methods.",
+        |z| z.purges,
+    ),
+    (
+        "store_failures",
+        "counter",
+        "Responses that should have been stored and were not (disk errors, bounds).",
+        |z| z.store_failures,
+    ),
+    ("objects", "gauge", "Objects stored.", |z| z.objects),
+    (
+        "memory_bytes",
+        "gauge",
+        "Bytes of objects held in memory.",
+        |z| z.memory_bytes,
+    ),
+    (
+        "disk_bytes",
+        "gauge",
+        "Bytes of objects stored on disk.",
+        |z| z.disk_bytes,
+    ),
+];
 
 struct PoolSnap {
     name: String,
@@ -162,6 +235,14 @@ impl Snapshot {
             },
             handshakes: shared.sum(|w| &w.handshakes),
             pools: pools.iter().map(|p| pool_snap(p)).collect(),
+            zones: {
+                let mut z: Vec<_> = store::zones()
+                    .iter()
+                    .map(|z| (z.name().to_owned(), z.stats()))
+                    .collect();
+                z.sort_by(|a, b| a.0.cmp(&b.0));
+                z
+            },
         }
     }
 
@@ -219,6 +300,13 @@ impl Snapshot {
                     c.retries
                 );
             }
+        }
+        for (name, z) in &self.zones {
+            let _ = write!(s, "cache zone {name}:");
+            for (i, (key, _, _, f)) in ZONE_FIELDS.iter().enumerate() {
+                let _ = write!(s, "{} {key} {}", if i == 0 { "" } else { "," }, f(z));
+            }
+            s.push('\n');
         }
         s
     }
@@ -284,6 +372,14 @@ impl Snapshot {
                     o
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
+            "cache_zones": self.zones.iter().map(|(name, z)| {
+                let mut o = serde_json::Map::new();
+                o.insert("name".into(), name.as_str().into());
+                for (key, _, _, f) in ZONE_FIELDS {
+                    o.insert(key.into(), f(z).into());
+                }
+                serde_json::Value::Object(o)
+            }).collect::<Vec<_>>(),
         });
         let mut s = v.to_string();
         s.push('\n');
@@ -461,8 +557,32 @@ impl Snapshot {
                 }
             }
         }
+        for (key, kind, help, f) in ZONE_FIELDS {
+            let name = if kind == "counter" {
+                format!("cache_{key}_total")
+            } else {
+                format!("cache_{key}")
+            };
+            metric(&mut s, &name, kind, help);
+            for (zone, z) in &self.zones {
+                let _ = writeln!(s, "stoa_{name}{{zone=\"{}\"}} {}", label(zone), f(z));
+            }
+        }
         s
     }
+}
+
+/// A Prometheus label value: `\`, `"` and newlines escaped (its text
+/// format).
+fn label(v: &str) -> Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(v);
+    }
+    Cow::Owned(
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n"),
+    )
 }
 
 fn pool_snap(p: &Pool) -> PoolSnap {
@@ -546,5 +666,119 @@ mod tests {
         assert!(default.allow.iter().any(|n| n.contains(ip("127.0.0.1"))));
         assert!(default.allow.iter().any(|n| n.contains(ip("::1"))));
         assert!(!default.allow.iter().any(|n| n.contains(ip("192.0.2.1"))));
+    }
+
+    /// A snapshot with no server figures and two cache zones.
+    fn with_zones() -> Snapshot {
+        let pages = Stats {
+            hits: 40,
+            misses: 2,
+            expired: 3,
+            stale: 4,
+            revalidated: 5,
+            bypasses: 6,
+            purges: 7,
+            store_failures: 8,
+            objects: 9,
+            memory_bytes: 10_240,
+            disk_bytes: 20_480,
+            ..Stats::default()
+        };
+        Snapshot {
+            uptime: 1,
+            workers: 1,
+            connections: 0,
+            responses: [0; 5],
+            by_proto: [(0, 0); 4],
+            streams: [(0, 0); 2],
+            handshakes: [0; 3],
+            pools: Vec::new(),
+            zones: vec![
+                ("pages".into(), pages),
+                ("we\"ird".into(), Stats::default()),
+            ],
+        }
+    }
+
+    /// Prometheus: one `stoa_cache_*` family per figure with its HELP and
+    /// TYPE lines, counters named `_total`, one sample per zone labelled
+    /// `zone` (its label value escaped as the text format asks).
+    #[test]
+    fn prometheus_has_a_family_per_cache_figure_labelled_by_zone() {
+        let p = with_zones().prometheus();
+        for (name, kind, value) in [
+            ("cache_hits_total", "counter", 40),
+            ("cache_misses_total", "counter", 2),
+            ("cache_expired_total", "counter", 3),
+            ("cache_stale_total", "counter", 4),
+            ("cache_revalidated_total", "counter", 5),
+            ("cache_bypasses_total", "counter", 6),
+            ("cache_purges_total", "counter", 7),
+            ("cache_store_failures_total", "counter", 8),
+            ("cache_objects", "gauge", 9),
+            ("cache_memory_bytes", "gauge", 10_240),
+            ("cache_disk_bytes", "gauge", 20_480),
+        ] {
+            assert_eq!(
+                p.matches(&format!("# HELP stoa_{name} ")).count(),
+                1,
+                "{name}: {p}"
+            );
+            assert!(
+                p.contains(&format!("# TYPE stoa_{name} {kind}\n")),
+                "{name}: {p}"
+            );
+            let sample = format!("stoa_{name}{{zone=\"pages\"}} {value}\n");
+            assert!(p.contains(&sample), "{sample}: {p}");
+            let weird = format!("stoa_{name}{{zone=\"we\\\"ird\"}} 0\n");
+            assert!(p.contains(&weird), "{weird}: {p}");
+        }
+        // Every sample line belongs to a family announced before it.
+        let mut typed = std::collections::HashSet::new();
+        for l in p.lines() {
+            if let Some(t) = l.strip_prefix("# TYPE ") {
+                typed.insert(t.split(' ').next().unwrap_or("").to_owned());
+            } else if !l.starts_with('#') {
+                let family = l.split(['{', ' ']).next().unwrap_or("");
+                assert!(typed.contains(family), "{l}");
+            }
+        }
+    }
+
+    /// JSON: `cache_zones`, an array of objects with the zone's name and
+    /// every figure; the text page has a line per zone.
+    #[test]
+    fn json_and_text_list_every_zone_with_its_figures() {
+        let snap = with_zones();
+        let v: serde_json::Value = serde_json::from_str(&snap.json()).expect("JSON");
+        let zones = v["cache_zones"].as_array().expect("cache_zones");
+        assert_eq!(zones.len(), 2);
+        let z = &zones[0];
+        assert_eq!(z["name"], "pages");
+        for (k, n) in [
+            ("hits", 40),
+            ("misses", 2),
+            ("expired", 3),
+            ("stale", 4),
+            ("revalidated", 5),
+            ("bypasses", 6),
+            ("purges", 7),
+            ("store_failures", 8),
+            ("objects", 9),
+            ("memory_bytes", 10_240),
+            ("disk_bytes", 20_480),
+        ] {
+            assert_eq!(z[k], n, "{k}: {z}");
+        }
+        assert_eq!(zones[1]["name"], "we\"ird");
+        let t = snap.text();
+        assert!(
+            t.contains(
+                "cache zone pages: hits 40, misses 2, expired 3, stale 4, revalidated 5, \
+                 bypasses 6, purges 7, store_failures 8, objects 9, memory_bytes 10240, \
+                 disk_bytes 20480\n"
+            ),
+            "{t}"
+        );
     }
 }

@@ -103,6 +103,47 @@ pub struct Entry<'r> {
     /// The response was sent whole; false when it was cut (the client
     /// left, the application failed or a send timed out).
     pub complete: bool,
+    /// What the response cache did (None: the route is not cached, or the
+    /// cache did not take part, as for a method it does not store).
+    pub(crate) cache_status: Option<CacheStatus>,
+}
+
+/// What the response cache did with a request, as nginx's
+/// `$upstream_cache_status` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheStatus {
+    /// Served fresh from the cache.
+    Hit,
+    /// Not stored: fetched from the application.
+    Miss,
+    /// Stored but stale: fetched again (validation, if any, answered
+    /// with a full response).
+    Expired,
+    /// Stale, served because the application failed (stale-if-error)
+    /// or the request allowed it (max-stale).
+    Stale,
+    /// Stale, served while a background fetch refreshes it
+    /// (stale-while-revalidate).
+    Updating,
+    /// Stale, made fresh again by a 304 from the application.
+    Revalidated,
+    /// A bypass rule matched: the application answered, nothing stored.
+    Bypass,
+}
+
+impl CacheStatus {
+    /// The word the log writes (nginx's spelling).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "HIT",
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Expired => "EXPIRED",
+            CacheStatus::Stale => "STALE",
+            CacheStatus::Updating => "UPDATING",
+            CacheStatus::Revalidated => "REVALIDATED",
+            CacheStatus::Bypass => "BYPASS",
+        }
+    }
 }
 
 impl<'r> Entry<'r> {
@@ -170,6 +211,7 @@ enum Var {
     RequestTime,
     UpstreamAddr,
     UpstreamResponseTime,
+    UpstreamCacheStatus,
     RequestCompletion,
     /// `$http_NAME`: a request header, `_` read as `-`.
     Header(String),
@@ -196,6 +238,7 @@ pub const VARIABLES: &[&str] = &[
     "request_time",
     "upstream_addr",
     "upstream_response_time",
+    "upstream_cache_status",
     "request_completion",
     "http_NAME",
 ];
@@ -222,6 +265,7 @@ impl Var {
             "request_time" => Var::RequestTime,
             "upstream_addr" => Var::UpstreamAddr,
             "upstream_response_time" => Var::UpstreamResponseTime,
+            "upstream_cache_status" => Var::UpstreamCacheStatus,
             "request_completion" => Var::RequestCompletion,
             // nginx's own aliases for the two Combined fields.
             "host" => Var::Header("host".into()),
@@ -465,6 +509,15 @@ fn json(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
         Some(d) => push_secs(out, d),
         None => out.extend_from_slice(b"null"),
     }
+    out.extend_from_slice(b",\"upstream_cache_status\":");
+    match e.cache_status {
+        Some(c) => {
+            out.push(b'"');
+            out.extend_from_slice(c.as_str().as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
     out.extend_from_slice(if e.complete {
         b",\"complete\":true"
     } else {
@@ -535,6 +588,11 @@ fn template(out: &mut Vec<u8>, tpl: &Template, e: &Entry<'_>, t: &Times<'_>) {
             Var::UpstreamResponseTime => {
                 if let Some(d) = e.upstream_time {
                     push_secs(out, d)
+                }
+            }
+            Var::UpstreamCacheStatus => {
+                if let Some(c) = e.cache_status {
+                    out.extend_from_slice(c.as_str().as_bytes())
                 }
             }
             Var::RequestCompletion => {
@@ -671,6 +729,7 @@ mod tests {
             upstream_time: Some(Duration::from_millis(11)),
             user: None,
             complete: true,
+            cache_status: None,
         }
     }
 
@@ -830,6 +889,51 @@ mod tests {
         let l = line(&f, &e);
         assert!(l.contains(" http - ["), "{l}");
         assert!(l.contains(" c=- "), "{l}");
+    }
+
+    /// `$upstream_cache_status` prints nginx's words (HIT, MISS, EXPIRED,
+    /// STALE, UPDATING, REVALIDATED, BYPASS) and `-` on a route the cache
+    /// did not take part in, as nginx prints an empty variable.
+    #[test]
+    fn upstream_cache_status_prints_nginx_words_and_a_dash_when_not_cached() {
+        let f = Format::parse("$request_uri $upstream_cache_status|${upstream_cache_status}")
+            .expect("template");
+        let mut e = entry();
+        for (s, word) in [
+            (CacheStatus::Hit, "HIT"),
+            (CacheStatus::Miss, "MISS"),
+            (CacheStatus::Expired, "EXPIRED"),
+            (CacheStatus::Stale, "STALE"),
+            (CacheStatus::Updating, "UPDATING"),
+            (CacheStatus::Revalidated, "REVALIDATED"),
+            (CacheStatus::Bypass, "BYPASS"),
+        ] {
+            e.cache_status = Some(s);
+            assert_eq!(line(&f, &e), format!("/a?b=1 {word}|{word}\n"));
+        }
+        e.cache_status = None;
+        assert_eq!(line(&f, &e), "/a?b=1 -|-\n");
+        // The Combined format is unchanged by it.
+        e.cache_status = Some(CacheStatus::Hit);
+        assert_eq!(
+            line(&Format::Combined, &e),
+            line(&Format::Combined, &entry())
+        );
+    }
+
+    /// The JSON field `upstream_cache_status`: the word, or null when the
+    /// route is not cached (as `upstream_addr` is null without a gateway).
+    #[test]
+    fn json_upstream_cache_status_is_the_word_or_null() {
+        let mut e = entry();
+        let v: serde_json::Value =
+            serde_json::from_str(line(&Format::Json, &e).trim_end()).expect("valid JSON");
+        assert!(v["upstream_cache_status"].is_null(), "{v}");
+        e.cache_status = Some(CacheStatus::Revalidated);
+        let v: serde_json::Value =
+            serde_json::from_str(line(&Format::Json, &e).trim_end()).expect("valid JSON");
+        assert_eq!(v["upstream_cache_status"], "REVALIDATED");
+        assert_eq!(v["complete"], true);
     }
 
     #[test]
