@@ -6,22 +6,13 @@
 //!   `path`, `query`, `method`, `header:NAME`, `cookie:NAME`, `arg:NAME`)
 //!   and [`KeySpec::key`] → [`Key`]: the full key bytes (each part tagged
 //!   and length-prefixed, so two requests that differ in any part never
-//!   make the same bytes) and a 64-bit hash of them ([`Key::hash64`]).
-//!   Maps compare the full bytes ([`Key`]'s `Eq`); [`KeyMap`] hashes with
-//!   the precomputed hash only.
+//!   make the same bytes); the store hashes and compares them.
 //! - [`url`]: the request's URL form `scheme://host/path?query` (host
 //!   lowercased, default port removed), what purge by URL and RFC 9111
 //!   §4.4 invalidation name; [`normal_host`].
 //! - [`Bypass::new`] (the config's `bypass = {cookies, args, headers}`,
 //!   names with `*` globs) and [`Bypass::matches`].
 
-// Parts of this API land before the request path calls them (it moves
-// onto them as the branches merge).
-#![allow(dead_code)]
-
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::OnceLock;
 use stoa_h1::RequestHead;
 
 /// The route's key parts, checked.
@@ -62,13 +53,12 @@ impl Part {
     }
 }
 
-/// A request's primary cache key: the full bytes (compared whole: a
-/// response stored for one key is never served for another, whatever
-/// their hashes) and their hash.
-#[derive(Debug, Clone)]
+/// A request's primary cache key: the full bytes (the store compares
+/// them whole: a response stored for one key is never served for
+/// another, whatever their hashes).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Key {
     bytes: Box<[u8]>,
-    hash: u64,
 }
 
 impl Key {
@@ -76,7 +66,6 @@ impl Key {
     /// back from disk).
     pub(crate) fn from_bytes(bytes: &[u8]) -> Key {
         Key {
-            hash: hash64(bytes),
             bytes: bytes.into(),
         }
     }
@@ -85,73 +74,7 @@ impl Key {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
-
-    /// A 64-bit hash of the bytes, keyed per process (SipHash with random
-    /// keys: requests cannot choose colliding keys to slow a map down).
-    /// Not stable across restarts: never a file name.
-    pub(crate) fn hash64(&self) -> u64 {
-        self.hash
-    }
 }
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        self.hash == other.hash && self.bytes == other.bytes
-    }
-}
-
-impl Eq for Key {}
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
-/// The per-process hash of key bytes.
-fn hash64(bytes: &[u8]) -> u64 {
-    static STATE: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
-    STATE
-        .get_or_init(std::collections::hash_map::RandomState::new)
-        .hash_one(bytes)
-}
-
-/// A hasher that passes [`Key::hash64`] through (the key is hashed once,
-/// when it is made).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is expected (from `Key`); anything else is
-        // folded in so the hasher stays correct if it is ever used so.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-}
-
-/// [`BuildHasher`] of [`KeyHasher`].
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct BuildKeyHasher;
-
-impl BuildHasher for BuildKeyHasher {
-    type Hasher = KeyHasher;
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher(0)
-    }
-}
-
-/// A map by [`Key`] that uses the key's own hash.
-pub(crate) type KeyMap<V> = HashMap<Key, V, BuildKeyHasher>;
 
 /// Appends a part: its tag, then `0` when absent, or `1`, its length (4
 /// bytes, little-endian) and its bytes. Absent and empty differ; no value
@@ -505,12 +428,11 @@ mod tests {
     }
 
     #[test]
-    fn the_same_request_makes_the_same_key_and_hash() {
+    fn the_same_request_makes_the_same_key() {
         let s = default();
         let a = k(&s, "/a?x=1", &[("Host", "ex.com")]);
         let b = k(&s, "/a?x=1", &[("Host", "ex.com")]);
         assert_eq!(a, b);
-        assert_eq!(a.hash64(), b.hash64());
         assert_eq!(Key::from_bytes(a.bytes()), a);
     }
 
@@ -676,27 +598,6 @@ mod tests {
             url(&req("/\u{e9}", &[("Host", "h")]), "http"),
             "http://h/\u{e9}"
         );
-    }
-
-    #[test]
-    fn key_maps_find_keys_by_their_full_bytes() {
-        let s = default();
-        let mut m: KeyMap<u32> = KeyMap::default();
-        m.insert(k(&s, "/a", &[("Host", "h")]), 1);
-        m.insert(k(&s, "/b", &[("Host", "h")]), 2);
-        assert_eq!(m.get(&k(&s, "/a", &[("Host", "h")])), Some(&1));
-        assert_eq!(m.get(&k(&s, "/b", &[("Host", "h")])), Some(&2));
-        assert_eq!(m.get(&k(&s, "/c", &[("Host", "h")])), None);
-        // Equal hashes alone never make keys equal.
-        let a = Key {
-            bytes: b"a".to_vec().into(),
-            hash: 7,
-        };
-        let b = Key {
-            bytes: b"b".to_vec().into(),
-            hash: 7,
-        };
-        assert_ne!(a, b);
     }
 
     fn bypass(c: &[&str], a: &[&str], h: &[&str]) -> Bypass {

@@ -65,7 +65,6 @@
 
 // Parts of this API land before the request path calls them (it moves
 // onto them as the branches merge).
-#![allow(dead_code)]
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -475,28 +474,6 @@ pub(crate) enum NotStorable {
 }
 
 impl NotStorable {
-    /// A short token for logs and `Cache-Status; detail=`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            NotStorable::Method => "method",
-            NotStorable::Status => "status",
-            NotStorable::Partial => "partial",
-            NotStorable::NotModified => "not-modified",
-            NotStorable::NoStore => "no-store",
-            NotStorable::RequestNoStore => "request-no-store",
-            NotStorable::Private => "private",
-            NotStorable::Authorization => "authorization",
-            NotStorable::SetCookie => "set-cookie",
-            NotStorable::XAccelExpiresZero => "x-accel-expires",
-            NotStorable::SurrogateControlZero => "surrogate-control",
-            NotStorable::NoFreshness => "no-freshness",
-            NotStorable::Useless => "never-fresh",
-            NotStorable::VaryAny => "vary-any",
-        }
-    }
-}
-
-impl NotStorable {
     /// The refusal comes from the request (its method, Authorization,
     /// `no-store`), not from the response: it tells nothing of what the
     /// application answers other requests for the key.
@@ -526,13 +503,6 @@ pub(crate) enum Source {
     Default,
     /// §4.2.2: a fraction of the time since Last-Modified.
     Heuristic,
-}
-
-impl Source {
-    /// Explicit: set by the application for this response.
-    pub(crate) fn is_explicit(self) -> bool {
-        !matches!(self, Source::Default | Source::Heuristic)
-    }
 }
 
 /// A freshness lifetime and where it came from.
@@ -619,6 +589,7 @@ fn surrogate_control(head: &[u8]) -> (bool, Option<Duration>) {
 /// cacheable status or a `public` response (§4.2.2), the route's default
 /// TTL, else 10 % of Date - Last-Modified, at most a day. None: no
 /// lifetime may be given.
+#[cfg(test)]
 pub(crate) fn freshness_lifetime(
     status: u16,
     head: &[u8],
@@ -678,6 +649,7 @@ fn lifetime_with(
 /// invalid: ignored, §5.1), corrected by the response delay; the
 /// apparent age from `Date` (or `response_time`); plus the time resident
 /// here.
+#[cfg(test)]
 pub(crate) fn current_age(
     head: &[u8],
     request_time: SystemTime,
@@ -999,27 +971,6 @@ pub(crate) fn refresh(req: &RequestHead, merged: &Received<'_>, rules: &Rules) -
         }
         Err(_) => Refresh::Remove,
     }
-}
-
-/// The request path's first form, kept for callers not yet moved to
-/// [`may_store`] / [`shareable`] (it reads the clock for the response
-/// time): the lifetime of a response to a GET without Authorization.
-pub(crate) fn storable(status: u16, head: &[u8], default_ttl: Duration) -> Option<Duration> {
-    let now = SystemTime::now();
-    let req = RequestHead::from_parts(Method::Get, b"/", stoa_h1::Version::Http11, []);
-    let rules = Rules {
-        default_ttl,
-        ..Rules::default()
-    };
-    let res = Received {
-        status,
-        head,
-        request_time: now,
-        response_time: now,
-    };
-    may_store(&req, &res, &rules)
-        .ok()
-        .map(|s| s.freshness.lifetime)
 }
 
 // ---------------------------------------------------------------------
@@ -1883,10 +1834,6 @@ mod tests {
             store(&req(&[]), 200, &h),
             Err(NotStorable::SurrogateControlZero)
         );
-        assert_eq!(
-            NotStorable::SurrogateControlZero.as_str(),
-            "surrogate-control"
-        );
         // X-Accel-Expires comes first (nginx's field wins) and sets a
         // lifetime: stored.
         let h = head(&["Surrogate-Control: max-age=0", "X-Accel-Expires: 30"]);
@@ -2090,15 +2037,6 @@ mod tests {
             Err(NotStorable::NoFreshness),
             "not for a status that is not heuristically cacheable"
         );
-    }
-
-    #[test]
-    fn the_older_one_call_form_gives_the_lifetime_of_storable_responses() {
-        assert_eq!(
-            storable(200, &head(&["Cache-Control: max-age=9"]), Duration::ZERO),
-            Some(secs(9))
-        );
-        assert_eq!(storable(200, &head(&["Set-Cookie: a=b"]), secs(9)), None);
     }
 
     // --- freshness lifetime (§4.2.1)

@@ -29,7 +29,9 @@ use crate::cache::key;
 use crate::cache::policy;
 use crate::cache::policy::{StaleWhy, Use};
 use crate::cache::status::LogStatus as Log;
-use crate::cache::status::{CacheStatus, Fwd, StatusBuf};
+use crate::cache::status::{
+    CacheStatus, Fwd, StatusBuf, FWD_BYPASS, FWD_METHOD, FWD_MISS_NOT_STORED, ONLY_IF_CACHED,
+};
 use crate::cache::store::{
     Begin, Body, Chunk, Derived, Event, Fill, FillGuard, Meta, Object, StoreKey,
 };
@@ -45,12 +47,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use stoa_h1::{Method, RequestHead};
-
-/// `Cache-Status` values (RFC 9211) that need no number.
-const FWD_MISS_NOT_STORED: &[u8] = b"Stoa; fwd=miss";
-const FWD_BYPASS: &[u8] = b"Stoa; fwd=bypass";
-const FWD_METHOD: &[u8] = b"Stoa; fwd=method";
-const ONLY_IF_CACHED: &[u8] = b"Stoa; fwd=uri-miss; detail=only-if-cached";
 
 /// A request for a cached route (see the module's documentation).
 #[allow(clippy::too_many_arguments)]
@@ -316,8 +312,8 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, d: &Derived, age: Duration, cs: 
     let (mut status, mut range) = (obj.meta.status, None);
     let len = obj.len();
     if status == 200 && has_preconditions(req) {
-        let etag = field(&obj.meta.head, b"etag");
-        let modified = field(&obj.meta.head, b"last-modified").and_then(http_date);
+        let etag = policy::field(&obj.meta.head, "etag");
+        let modified = policy::field(&obj.meta.head, "last-modified").and_then(http_date);
         let cond = conditional::Request {
             is_get_or_head: true,
             if_match: req.header("if-match").filter(|_| etag.is_some()),
@@ -337,8 +333,8 @@ fn deliver(ex: &mut Exchange<'_>, obj: &Object, d: &Derived, age: Duration, cs: 
     }
     if status == 200 {
         if let Some(r) = req.header("range") {
-            let etag = field(&obj.meta.head, b"etag");
-            let modified = field(&obj.meta.head, b"last-modified").and_then(http_date);
+            let etag = policy::field(&obj.meta.head, "etag");
+            let modified = policy::field(&obj.meta.head, "last-modified").and_then(http_date);
             let current = req.header("if-range").is_none_or(|v| {
                 conditional::if_range_matches(v, etag.unwrap_or(b""), modified.unwrap_or(0))
             });
@@ -421,21 +417,10 @@ fn has_preconditions(req: &RequestHead) -> bool {
         || req.header("if-unmodified-since").is_some()
 }
 
-/// The value of field `name` (lowercase) in a stored header block.
-fn field<'h>(head: &'h [u8], name: &[u8]) -> Option<&'h [u8]> {
-    head.split(|&b| b == b'\n').find_map(|l| {
-        let l = l.strip_suffix(b"\r").unwrap_or(l);
-        let c = l.iter().position(|&b| b == b':')?;
-        l[..c]
-            .eq_ignore_ascii_case(name)
-            .then(|| stoa_h1::trim(&l[c + 1..]))
-    })
-}
-
 /// An HTTP date in seconds since the epoch.
 fn http_date(v: &[u8]) -> Option<u64> {
-    let t = httpdate::parse_http_date(std::str::from_utf8(v).ok()?).ok()?;
-    t.duration_since(std::time::UNIX_EPOCH)
+    policy::http_date(v)?
+        .duration_since(std::time::UNIX_EPOCH)
         .ok()
         .map(|d| d.as_secs())
 }
@@ -628,7 +613,7 @@ fn deliver_stale_if_error(c: &CacheRoute, ex: &mut Exchange<'_>, stored: Option<
 /// Both heads carry the same validators (a 304 merged into the stored
 /// head keeps them).
 fn same_validators(a: &[u8], b: &[u8]) -> bool {
-    let v = |h| (field(h, b"etag"), field(h, b"last-modified"));
+    let v = |h| (policy::field(h, "etag"), policy::field(h, "last-modified"));
     let (x, y) = (v(a), v(b));
     x == y && (x.0.is_some() || x.1.is_some())
 }
@@ -801,9 +786,14 @@ fn fetch_head(orig: &RequestHead, stored: Option<&Object>) -> RequestHead {
         "if-modified-since",
         "if-unmodified-since",
     ];
-    let head = stored.map_or(&b""[..], |o| &o.meta.head[..]);
-    let etag = field(head, b"etag").map(|v| (&b"If-None-Match"[..], v));
-    let modified = field(head, b"last-modified").map(|v| (&b"If-Modified-Since"[..], v));
+    let v = stored.map_or_else(Default::default, |o| {
+        policy::validation_fields(&[&o.meta.head])
+    });
+    let etag = v
+        .if_none_match
+        .as_deref()
+        .map(|v| (&b"If-None-Match"[..], v));
+    let modified = (v.if_modified_since.as_deref()).map(|v| (&b"If-Modified-Since"[..], v));
     RequestHead::from_parts(
         Method::Get,
         orig.target(),

@@ -147,11 +147,6 @@ impl Fill {
             None => None,
         }
     }
-
-    /// Whether the fill has ended (complete or failed).
-    pub(crate) fn ended(&self) -> bool {
-        self.state().end.is_some()
-    }
 }
 
 /// The file a fill writes to.

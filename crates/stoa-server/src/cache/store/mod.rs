@@ -67,7 +67,6 @@
 
 // Parts of the API the status page and the request path take up as
 // they merge (`zones`, `retain`, `stats`, `count`...).
-#![allow(dead_code)]
 
 mod disk;
 mod fill;
@@ -289,11 +288,6 @@ impl Object {
             Body::Mem(b) => b.len() as u64,
             Body::Disk(d) => d.len,
         }
-    }
-
-    /// The primary key it is stored under.
-    pub(crate) fn key(&self) -> &StoreKey {
-        &self.key
     }
 
     /// The body in memory, if it is there.
@@ -795,6 +789,7 @@ impl Zone {
         &self.name
     }
 
+    #[cfg(test)]
     /// Whether the disk index is still being rebuilt (objects on disk
     /// may not be found yet: misses, never wrong answers).
     pub(crate) fn loading(&self) -> bool {
@@ -826,6 +821,7 @@ impl Zone {
         self.bounds().max_object
     }
 
+    #[cfg(test)]
     /// The stored variants of `key`'s primary key, most recent first;
     /// each counts as used.
     pub(crate) fn lookup(&self, key: &StoreKey) -> Vec<Arc<Object>> {
@@ -1015,6 +1011,7 @@ impl Zone {
         new
     }
 
+    #[cfg(test)]
     /// Removes every stored variant of `key`; how many there were.
     pub(crate) fn remove(&self, key: &StoreKey) -> usize {
         let mut unlinks = Vec::new();
