@@ -137,6 +137,9 @@ pub fn run(
     if let Some(acct) =
         crate::privileges::account_to_become(rt.user.as_deref()).map_err(StartError::Privileges)?
     {
+        // The cache zones' directories root just made are the server's.
+        crate::cache::store::give_dirs_to(acct.uid, acct.gid)
+            .map_err(|e| StartError::Privileges(format!("cache zone directory: {e}")))?;
         return broker::run_parent(source, rt, files.into_recorded(), acct, life, inherited);
     }
     let mut life = life;

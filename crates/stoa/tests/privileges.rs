@@ -687,3 +687,95 @@ fn sigquit_to_the_parent_finishes_a_download_in_flight_refuses_new_connections_a
     let st = server.wait_exit(Duration::from_secs(10));
     assert_eq!(st.and_then(|s| s.code()), Some(0), "{}", server.stderr());
 }
+
+/// Started as root for `nobody`, the cache zone's disk directory that
+/// root makes is given to the server (nginx's master makes
+/// `proxy_cache_path` directories for its workers' user): objects are
+/// written there by the server process, owned by it, and found again
+/// after a restart. Before, root made the directory and the server,
+/// no longer root, could write nothing to it ("Permission denied").
+#[test]
+fn started_as_root_the_cache_zone_directory_is_the_servers_and_its_objects_survive_a_restart() {
+    require_root();
+    let nobody = account_uid("nobody");
+    let dir = TempDir::new("priv-cache-disk");
+    dir.mkdir("www");
+    let cfg = dir.path().join("stoa.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\n\n[log]\naccess = \"off\"\n\n\
+             [[pool]]\nname = \"app\"\ncommand = [\"{HELLO}\"]\n\n\
+             [[cache_zone]]\nname = \"pages\"\ndisk = \"cache\"\n\n\
+             [[site]]\nroot = \"www\"\n\n\
+             [[site.route]]\nprefix = \"/app/\"\nfastcgi = {{ pool = \"app\" }}\n\
+             cache = {{ zone = \"pages\", default_ttl = \"1h\" }}\n"
+        ),
+    )
+    .expect("write config");
+    let cache = dir.path().join("cache");
+    let mut server = Server::with_config(&cfg);
+    let first = server.get("/app/x");
+    assert_eq!(first.status, 200, "{first:?}");
+    // The object's file appears once the response is complete.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let file = loop {
+        let found = std::fs::read_dir(&cache)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name() != "tmp")
+            .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+            .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .next();
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no object written under {}: {}",
+            cache.display(),
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    use std::os::unix::fs::MetadataExt;
+    for p in [cache.clone(), cache.join("tmp"), file] {
+        let owner = std::fs::metadata(&p).expect("stat").uid();
+        assert_eq!(
+            owner,
+            nobody,
+            "{} belongs to the server's user",
+            p.display()
+        );
+    }
+    server.signal(libc::SIGTERM);
+    assert!(
+        server.wait_exit(Duration::from_secs(20)).is_some(),
+        "stoa did not stop"
+    );
+    let server = Server::with_config(&cfg);
+    // The index is rebuilt in the background: only-if-cached answers 200
+    // once the object is found (RFC 9111 §5.2.1.7), never by asking the
+    // application.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = server.request(&request(
+            "GET",
+            "/app/x",
+            &["Cache-Control: only-if-cached"],
+        ));
+        if r.status == 200 {
+            assert_eq!(r.body, first.body, "the stored response, byte for byte");
+            break;
+        }
+        assert_eq!(r.status, 504, "{r:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not found after the restart: {}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

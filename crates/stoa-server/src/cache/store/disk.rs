@@ -56,7 +56,31 @@ pub(super) fn prepare(dir: &Path) -> io::Result<()> {
     } else {
         fs::create_dir(&tmp)?;
     }
+    give(dir)
+}
+
+/// The account root serves as (`user`), once start-up knows it: zone
+/// directories root makes are given to it.
+static OWNER: std::sync::Mutex<Option<(u32, u32)>> = std::sync::Mutex::new(None);
+
+/// Gives `dir` and its `tmp/` to the serving account, when root made them
+/// for it (as nginx's master does for `proxy_cache_path`): the server,
+/// which no longer runs as root, writes its objects there.
+pub(super) fn give(dir: &Path) -> io::Result<()> {
+    let owner = *OWNER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
+    for p in [dir.to_path_buf(), dir.join("tmp")] {
+        std::os::unix::fs::chown(&p, Some(uid), Some(gid))
+            .map_err(|e| io::Error::new(e.kind(), format!("chown {}: {e}", p.display())))?;
+    }
     Ok(())
+}
+
+/// Sets the account zone directories are given to (see [`give`]).
+pub(super) fn set_owner(uid: u32, gid: u32) {
+    *OWNER.lock().unwrap_or_else(|e| e.into_inner()) = Some((uid, gid));
 }
 
 /// Where generations start when a zone opens: the time in nanoseconds,

@@ -159,6 +159,20 @@ pub(crate) fn retain(names: &[&str]) {
     registry().retain(|z| names.contains(&z.name.as_str()));
 }
 
+/// Root starts the server for `uid`/`gid` (its `user`): the disk
+/// directories of the zones made so far, and of those a reload makes, are
+/// given to that account, so that the server writes objects there once it
+/// no longer runs as root.
+pub(crate) fn give_dirs_to(uid: u32, gid: u32) -> io::Result<()> {
+    disk::set_owner(uid, gid);
+    for z in zones() {
+        if let Some(dir) = z.dir() {
+            disk::give(dir)?;
+        }
+    }
+    Ok(())
+}
+
 /// Every registered zone (the status page).
 pub(crate) fn zones() -> Vec<Arc<Zone>> {
     registry().clone()
