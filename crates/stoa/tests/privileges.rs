@@ -692,8 +692,11 @@ fn sigquit_to_the_parent_finishes_a_download_in_flight_refuses_new_connections_a
 /// root makes is given to the server (nginx's master makes
 /// `proxy_cache_path` directories for its workers' user): objects are
 /// written there by the server process, owned by it, and found again
-/// after a restart. Before, root made the directory and the server,
-/// no longer root, could write nothing to it ("Permission denied").
+/// after a restart; a reload, which the root parent reads, leaves them
+/// there. Before, root made the directory and the server, no longer root,
+/// could write nothing to it ("Permission denied"); and the parent, which
+/// had indexed the files at its start and never serves, evicted them all
+/// as unused (`inactive`) at the first reload past that time.
 #[test]
 fn started_as_root_the_cache_zone_directory_is_the_servers_and_its_objects_survive_a_restart() {
     require_root();
@@ -706,7 +709,7 @@ fn started_as_root_the_cache_zone_directory_is_the_servers_and_its_objects_survi
         format!(
             "listen = [\"127.0.0.1:0\"]\nworkers = 1\n\n[log]\naccess = \"off\"\n\n\
              [[pool]]\nname = \"app\"\ncommand = [\"{HELLO}\"]\n\n\
-             [[cache_zone]]\nname = \"pages\"\ndisk = \"cache\"\n\n\
+             [[cache_zone]]\nname = \"pages\"\ndisk = \"cache\"\ninactive = \"1s\"\n\n\
              [[site]]\nroot = \"www\"\n\n\
              [[site.route]]\nprefix = \"/app/\"\nfastcgi = {{ pool = \"app\" }}\n\
              cache = {{ zone = \"pages\", default_ttl = \"1h\" }}\n"
@@ -741,7 +744,7 @@ fn started_as_root_the_cache_zone_directory_is_the_servers_and_its_objects_survi
         std::thread::sleep(Duration::from_millis(20));
     };
     use std::os::unix::fs::MetadataExt;
-    for p in [cache.clone(), cache.join("tmp"), file] {
+    for p in [cache.clone(), cache.join("tmp"), file.clone()] {
         let owner = std::fs::metadata(&p).expect("stat").uid();
         assert_eq!(
             owner,
@@ -778,4 +781,23 @@ fn started_as_root_the_cache_zone_directory_is_the_servers_and_its_objects_survi
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Past `inactive` since the parent's start, the server using the
+    // object all along, then a reload through the parent.
+    let only_if_cached = || {
+        server.request(&request(
+            "GET",
+            "/app/x",
+            &["Cache-Control: only-if-cached"],
+        ))
+    };
+    let until = std::time::Instant::now() + Duration::from_millis(1500);
+    while std::time::Instant::now() < until {
+        assert_eq!(only_if_cached().status, 200);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = reload_by(&server, server.pid());
+    assert!(said.contains("reloaded"), "{said}");
+    assert!(file.exists(), "{} removed by the reload", file.display());
+    let r = only_if_cached();
+    assert_eq!((r.status, &r.body), (200, &first.body), "{r:?}");
 }

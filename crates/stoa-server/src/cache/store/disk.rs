@@ -56,7 +56,7 @@ pub(super) fn prepare(dir: &Path) -> io::Result<()> {
     } else {
         fs::create_dir(&tmp)?;
     }
-    give(dir)
+    Ok(())
 }
 
 /// The account root serves as (`user`), once start-up knows it: zone
@@ -76,6 +76,19 @@ pub(super) fn give(dir: &Path) -> io::Result<()> {
             .map_err(|e| io::Error::new(e.kind(), format!("chown {}: {e}", p.display())))?;
     }
     Ok(())
+}
+
+/// The privileged parent's part (`super::give_dirs_to` was called): only
+/// make and give directories.
+pub(super) fn for_server() -> bool {
+    OWNER.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+}
+
+/// The zone directory and its `tmp/`, made if missing and given to the
+/// server; what is in them is the server's (nothing cleared).
+pub(super) fn make_for_server(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir.join("tmp"))?;
+    give(dir)
 }
 
 /// Sets the account zone directories are given to (see [`give`]).

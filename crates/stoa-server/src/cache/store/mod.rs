@@ -125,6 +125,20 @@ fn registry() -> MutexGuard<'static, Vec<Arc<Zone>>> {
 /// The zone named `spec.name`: the one already made (its bounds set to
 /// `spec`'s) or a new one. A zone whose directory changed is made anew.
 pub(crate) fn zone(spec: &ZoneSpec) -> Result<Arc<Zone>, ZoneError> {
+    if disk::for_server() {
+        // The privileged parent (see `give_dirs_to`): the directory, for
+        // the server; nothing indexed, evicted or removed here.
+        if let Some(dir) = &spec.disk {
+            disk::make_for_server(dir).map_err(|e| {
+                ZoneError(format!(
+                    "cache zone `{}`: directory {}: {e}",
+                    spec.name,
+                    dir.display()
+                ))
+            })?;
+        }
+        return Zone::detached(spec);
+    }
     let mut zones = registry();
     if let Some(i) = zones.iter().position(|z| z.name == spec.name) {
         if zones[i].disk.as_ref().map(|d| &d.dir) == spec.disk.as_ref() {
@@ -159,13 +173,18 @@ pub(crate) fn retain(names: &[&str]) {
     registry().retain(|z| names.contains(&z.name.as_str()));
 }
 
-/// Root starts the server for `uid`/`gid` (its `user`): the disk
-/// directories of the zones made so far, and of those a reload makes, are
-/// given to that account, so that the server writes objects there once it
-/// no longer runs as root.
+/// This process is the privileged parent: root, which reads the
+/// configuration for a server process that runs as `uid`/`gid` (its
+/// `user`) and serves nothing itself. The disk directories of the zones
+/// its first load made are given to that account, as nginx's master does
+/// for `proxy_cache_path`, so that the server writes its objects there;
+/// those zones leave the registry, and from now on a load here (a reload)
+/// only makes and gives directories. The parent never indexes, evicts or
+/// removes what the server stores: an eviction by `inactive` here, where
+/// no object is ever used, would remove every file at the next reload.
 pub(crate) fn give_dirs_to(uid: u32, gid: u32) -> io::Result<()> {
     disk::set_owner(uid, gid);
-    for z in zones() {
+    for z in std::mem::take(&mut *registry()) {
         if let Some(dir) = z.dir() {
             disk::give(dir)?;
         }
