@@ -1012,30 +1012,40 @@ impl<'r> Include for Includer<'r> {
     }
 }
 
-/// The GET a subrequest makes: the parent's headers less those that
-/// described its body, and less those that would make the answer other
-/// than the whole representation as is (a 304, a range, a precompressed
-/// variant) - mod_include would otherwise paste those into the page.
+/// Request fields a GET made from another request leaves out: those that
+/// described its body, and those that would make the answer other than
+/// the whole representation as is (a 304, a 412, a range). A subrequest
+/// and a cache fill both drop them.
+const NOT_WHOLE: [&str; 10] = [
+    "content-length",
+    "transfer-encoding",
+    "content-type",
+    "expect",
+    "range",
+    "if-range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+];
+
+/// Whether `name` is one of [`NOT_WHOLE`].
+fn not_whole(name: &[u8]) -> bool {
+    NOT_WHOLE
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+}
+
+/// The GET a subrequest makes: the parent's headers less [`NOT_WHOLE`]
+/// and `Accept-Encoding` (a precompressed variant): mod_include would
+/// otherwise paste those into the page.
 fn include_head(orig: &RequestHead, target: &[u8]) -> RequestHead {
-    const DROP: [&str; 11] = [
-        "content-length",
-        "transfer-encoding",
-        "content-type",
-        "expect",
-        "range",
-        "if-range",
-        "if-match",
-        "if-none-match",
-        "if-modified-since",
-        "if-unmodified-since",
-        "accept-encoding",
-    ];
     RequestHead::from_parts(
         Method::Get,
         target,
         orig.version,
         orig.headers()
-            .filter(|(n, _)| !DROP.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes()))),
+            .filter(|(n, _)| !not_whole(n) && !n.eq_ignore_ascii_case(b"accept-encoding")),
     )
 }
 

@@ -23,7 +23,7 @@
 mod invalidate;
 mod purge;
 
-use super::{follow, Nest, Running};
+use super::{follow, not_whole, Nest, Running};
 use crate::cache::config::CacheRoute;
 use crate::cache::key;
 use crate::cache::policy;
@@ -774,18 +774,6 @@ fn spawn_fill(
 /// stored GET answer HEAD). With a stored object, its validators make it
 /// conditional (RFC 9111 §4.3.1).
 fn fetch_head(orig: &RequestHead, stored: Option<&Object>) -> RequestHead {
-    const DROP: [&str; 10] = [
-        "content-length",
-        "transfer-encoding",
-        "content-type",
-        "expect",
-        "range",
-        "if-range",
-        "if-match",
-        "if-none-match",
-        "if-modified-since",
-        "if-unmodified-since",
-    ];
     let v = stored.map_or_else(Default::default, |o| {
         policy::validation_fields(&[&o.meta.head])
     });
@@ -799,7 +787,7 @@ fn fetch_head(orig: &RequestHead, stored: Option<&Object>) -> RequestHead {
         orig.target(),
         orig.version,
         orig.headers()
-            .filter(|(n, _)| !DROP.iter().any(|h| n.eq_ignore_ascii_case(h.as_bytes())))
+            .filter(|(n, _)| !not_whole(n))
             .chain(etag)
             .chain(modified),
     )
