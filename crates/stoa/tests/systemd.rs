@@ -17,6 +17,28 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// An address for `systemd-socket-activate -l` that nothing else on the
+/// machine binds meanwhile: a port found free by binding and closing can
+/// be taken in between as the local port of any outgoing connection from
+/// 127.0.0.1 (CI, under load, saw the activator fail to listen), so the
+/// port is found on a loopback address of this test alone (all of
+/// 127.0.0.0/8 is local, and connections to it leave from 127.0.0.1).
+fn activation_addr() -> String {
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+    let pid = std::process::id();
+    let ip = std::net::Ipv4Addr::new(
+        127,
+        100 + (pid % 100) as u8,
+        (pid / 100 % 250) as u8 + 1,
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    );
+    let port = std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    format!("{ip}:{port}")
+}
+
 /// A datagram socket standing in for systemd's notification socket.
 struct Manager {
     sock: UnixDatagram,
@@ -252,13 +274,8 @@ fn socket_activated(user: &str) {
         require_root();
     }
     let d = TempDir::new("sd-activate");
-    // The configured address is the one systemd listens on: a free port,
-    // found by binding and closing.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    // The configured address is the one systemd listens on.
+    let addr = activation_addr();
     d.write("www/page.txt", "activated\n");
     let cfg = d.write(
         "stoa.toml",
@@ -347,11 +364,7 @@ fn systemd_socket_activate_starts_a_root_parent_that_passes_the_socket_to_its_ww
 fn a_socket_from_systemd_that_no_listen_address_wants_refuses_the_start() {
     require("systemd-socket-activate", "systemd");
     let d = TempDir::new("sd-unmatched");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = activation_addr();
     d.write("www/page.txt", "x\n");
     // Stoa is configured for another address than the one systemd holds.
     let cfg = d.config("stoa.toml", "[[site]]\nroot = \"www\"\n");
@@ -371,10 +384,18 @@ fn a_socket_from_systemd_that_no_listen_address_wants_refuses_the_start() {
         .expect("spawn systemd-socket-activate");
     let until = Instant::now() + WAIT;
     while Conn::try_connect(addr.parse().expect("address")).is_err() {
-        assert!(
-            Instant::now() < until,
-            "systemd-socket-activate never listened"
-        );
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            panic!("systemd-socket-activate ended ({st}) before it listened on {addr}: {err}");
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("systemd-socket-activate never listened on {addr}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let status = loop {
