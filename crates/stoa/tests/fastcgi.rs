@@ -596,6 +596,7 @@ fn issue_4_kill_9_of_a_process_under_load_fails_no_request_and_the_pool_recovers
     let stop = std::sync::atomic::AtomicBool::new(false);
     let t0 = Instant::now();
     let (results, killed_at) = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         let load: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
@@ -667,6 +668,7 @@ fn a_killed_single_spawned_process_under_get_load_costs_no_request() {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let t0 = Instant::now();
     let (results, killed_at) = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         let load: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {
@@ -1078,6 +1080,7 @@ fn spec_5_3_chunked_uploads_reach_a_multiplexing_application_intact_without_bein
     let body = pattern(LEN, 5);
     let done = std::sync::atomic::AtomicBool::new(false);
     let (reps, max_rss) = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&done);
         let sampler = s.spawn(|| {
             let mut max = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -1958,6 +1961,7 @@ fn issue_10_after_kill_9_of_a_single_threaded_process_no_request_stalls_behind_a
     site.wait_running("c", 1);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let worst = std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         let load: Vec<_> = (0..4)
             .map(|_| {
                 s.spawn(|| {

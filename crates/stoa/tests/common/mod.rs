@@ -968,3 +968,15 @@ pub fn uids(pid: i32) -> Vec<u32> {
         .map(|n| n.parse().expect("a uid"))
         .collect()
 }
+
+/// Raises a stop flag when dropped, also while a panic unwinds: load
+/// threads that run until the flag is up then end even when the test
+/// fails before it would raise the flag itself, so a failed assertion
+/// fails the test instead of hanging it (a `thread::scope` joins them).
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
