@@ -21,6 +21,7 @@
 //! naming the script's file and line; the interpreter goes on serving.
 //! See docs/LUA.md.
 
+mod fields;
 pub mod pg;
 pub mod shared;
 mod watch;
@@ -203,22 +204,18 @@ thread_local! {
 
 /// What Lua code yields to the handler: implemented in Lua so that it
 /// works from any depth of the request's coroutine (and through pcall).
-/// Request fields other than `method` and `path` are made on first use
-/// (`field`) and kept in the request's table.
+/// Request fields are made on first use (`field`, fields.rs) and kept in
+/// the request's table.
 const PRELUDE: &str = r#"
 local yield, rawget, rawset, error, type, pairs, ipairs, tostring, find, concat, setmetatable =
   coroutine.yield, rawget, rawset, error, type, pairs, ipairs, tostring, string.find,
   table.concat, setmetatable
-local field, newpg, scratch, DONE = stoa._field, stoa._pg, stoa._scratch, stoa._done
-stoa._field, stoa._pg, stoa._scratch, stoa._done = nil, nil, nil, nil
+local field, body, newpg, scratch, DONE = stoa._field, stoa._body, stoa._pg, stoa._scratch, stoa._done
+stoa._field, stoa._body, stoa._pg, stoa._scratch, stoa._done = nil, nil, nil, nil, nil
 local R = {}
-R.__index = function(t, k)
-  local m = R[k]
-  if m ~= nil then return m end
-  local v = field(rawget(t, "_id"), k)
-  if v ~= nil then rawset(t, k, v) end
-  return v
-end
+-- A method of R, else the request's field (made once, then kept in the
+-- table): handler/lua/fields.rs.
+R.__index = field
 -- Response headers as name, value, name, value... in `scratch` (reused:
 -- Stoa reads it before this interpreter runs anything else); their count.
 local function put(n, k, v)
@@ -249,7 +246,7 @@ local function flat(h)
   end
   return n
 end
-function R:body() return field(rawget(self, "_id"), "body") end
+function R:body() return body(self) end
 function R:write(s) yield("write", tostring(s)) end
 function R:flush() return yield("flush") end
 function R:start(status, headers) yield("start", status, flat(headers)) end
@@ -346,21 +343,11 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     stoa.set("_scratch", scratch.clone())?;
     stoa.set("_done", done_marker())?;
     let current = Rc::new(Current::default());
-    let cur = current.clone();
-    stoa.set(
-        "_field",
-        lua.create_function(move |lua, (id, key): (i64, mlua::String)| {
-            let p = cur.req.get();
-            if p.is_null() || cur.id.get() != id {
-                return Ok(Value::Nil);
-            }
-            // SAFETY: `req` is non-null only while `Limits::resume` runs,
-            // and points at the `RawReq` of the request it resumes, which
-            // the caller of that resume owns for longer (see `Limits`).
-            let raw = unsafe { &*p };
-            field(lua, raw, &key.as_bytes())
-        })?,
-    )?;
+    // The C closures point at `current`: the interpreter keeps a handle
+    // to it for as long as it lives.
+    lua.set_app_data(current.clone());
+    stoa.set("_field", fields::closure(&lua, Rc::as_ptr(&current), true)?)?;
+    stoa.set("_body", fields::closure(&lua, Rc::as_ptr(&current), false)?)?;
     let dicts = lua.create_table()?;
     for d in cfg.shared.iter() {
         dicts.set(d.name.as_str(), SharedDict(d.clone()))?;
@@ -587,21 +574,6 @@ impl UserData for Db {
     }
 }
 
-/// `application/x-www-form-urlencoded` pairs into `t` (later ones win).
-fn decode_pairs(t: &Table, lua: &Lua, s: &[u8]) -> mlua::Result<()> {
-    for pair in s.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
-        let (k, v) = match pair.iter().position(|&b| b == b'=') {
-            Some(i) => (&pair[..i], &pair[i + 1..]),
-            None => (pair, &b""[..]),
-        };
-        t.set(
-            lua.create_string(stoa_ssi::format::unescape_urlencoded(k))?,
-            lua.create_string(stoa_ssi::format::unescape_urlencoded(v))?,
-        )?;
-    }
-    Ok(())
-}
-
 /// What a request's lazy fields are made from: borrowed from the
 /// handler's call for the request.
 struct RawReq<'a> {
@@ -614,60 +586,6 @@ struct RawReq<'a> {
     /// `req.args`.
     form: bool,
     vars: &'a [(String, Vec<u8>)],
-}
-
-/// `req.method`, `req.path`, `req.query`, `req.args`, `req.headers`,
-/// `req.remote_addr`, `req.vars` and `req:body()`, on first use.
-fn field(lua: &Lua, raw: &RawReq<'_>, key: &[u8]) -> mlua::Result<Value> {
-    let head = raw.head;
-    Ok(match key {
-        b"method" => Value::String(lua.create_string(head.method.as_str())?),
-        b"path" => Value::String(lua.create_string(raw.path)?),
-        b"query" => match head.query() {
-            Some(q) => Value::String(lua.create_string(q)?),
-            None => Value::Nil,
-        },
-        b"args" => {
-            let args = lua.create_table()?;
-            if let Some(q) = head.query() {
-                decode_pairs(&args, lua, q)?;
-            }
-            if raw.form {
-                decode_pairs(&args, lua, raw.body)?;
-            }
-            Value::Table(args)
-        }
-        b"headers" => {
-            let headers = lua.create_table()?;
-            let mut name = Vec::new();
-            for (n, v) in head.headers() {
-                name.clear();
-                name.extend(n.iter().map(u8::to_ascii_lowercase));
-                let key = lua.create_string(&name)?;
-                let value = match headers.raw_get::<Option<mlua::String>>(&key)? {
-                    Some(prev) => {
-                        let mut joined = prev.as_bytes().to_vec();
-                        joined.extend_from_slice(b", ");
-                        joined.extend_from_slice(v);
-                        lua.create_string(joined)?
-                    }
-                    None => lua.create_string(v)?,
-                };
-                headers.raw_set(key, value)?;
-            }
-            Value::Table(headers)
-        }
-        b"remote_addr" => Value::String(lua.create_string(raw.peer.ip().to_string())?),
-        b"vars" => {
-            let t = lua.create_table()?;
-            for (n, v) in raw.vars {
-                t.raw_set(n.as_str(), lua.create_string(v)?)?;
-            }
-            Value::Table(t)
-        }
-        b"body" => Value::String(lua.create_string(raw.body)?),
-        _ => Value::Nil,
-    })
 }
 
 /// A request as its script sees it: the `req` table is made from the id

@@ -1,0 +1,270 @@
+//! A request's lazy fields (`req.args`, `req.headers`, `req.method`...),
+//! made by a C function on Lua's own stack.
+//!
+//! Made through mlua (a Rust callback, each string and each table store
+//! a protected call and a reference), reading `req.args`, `req.headers`
+//! and `req.method` cost ~42k instructions of a ~72k request (callgrind,
+//! docs/BENCHMARKS.md "Lua that reads its request"); pushed here with
+//! Lua's C API, a few hundred per field.
+//!
+//! The C function may be left by a Lua error (out of memory, under the
+//! interpreter's limit: a `longjmp`), so nothing with a destructor is
+//! alive in its frames across a call of the C API that may raise one:
+//! the frames it skips then need no unwinding. Bytes decoded on the way
+//! (URL escapes, lowercased names) go through a buffer on the stack, or
+//! one Lua allocated when they are longer.
+
+use super::{Current, RawReq};
+use mlua::ffi;
+use std::ffi::c_int;
+
+/// Names and values up to this long are decoded in a buffer on the stack.
+const SMALL: usize = 256;
+
+/// Makes the C closure: `R.__index` when `index` (a method of the
+/// metatable first; a field made once is stored in the `req` table),
+/// else `R:body()`'s reader. `current` must outlive the interpreter.
+pub(super) fn closure(
+    lua: &mlua::Lua,
+    current: *const Current,
+    index: bool,
+) -> mlua::Result<mlua::Function> {
+    // SAFETY: the closure pushes three values and a C closure taking
+    // them as upvalues, in the protected call `exec_raw` makes; the
+    // function it leaves on the stack is the result.
+    unsafe {
+        lua.exec_raw::<mlua::Function>((), move |l| {
+            ffi::lua_pushlightuserdata(l, current as *mut std::ffi::c_void);
+            ffi::lua_pushstring(l, c"_id".as_ptr());
+            ffi::lua_pushboolean(l, c_int::from(index));
+            ffi::lua_pushcclosure(l, req_field, 3);
+        })
+    }
+}
+
+/// `req[k]` (stack: the table, the key) or `req:body()` (the table).
+/// Upvalues: the `Current` (light userdata), `"_id"`, whether this is
+/// `__index`.
+unsafe extern "C-unwind" fn req_field(l: *mut ffi::lua_State) -> c_int {
+    let index = ffi::lua_toboolean(l, ffi::lua_upvalueindex(3)) != 0;
+    if index {
+        // The methods (`req:write`...) are the metatable's own fields.
+        if ffi::lua_getmetatable(l, 1) != 0 {
+            ffi::lua_pushvalue(l, 2);
+            if ffi::lua_rawget(l, -2) != ffi::LUA_TNIL {
+                return 1;
+            }
+        }
+        ffi::lua_settop(l, 2);
+    } else {
+        ffi::lua_settop(l, 1);
+    }
+    if ffi::lua_type(l, 1) != ffi::LUA_TTABLE {
+        ffi::lua_pushnil(l);
+        return 1;
+    }
+    ffi::lua_pushvalue(l, ffi::lua_upvalueindex(2));
+    ffi::lua_rawget(l, 1);
+    let mut isnum = 0;
+    let id = ffi::lua_tointegerx(l, -1, &mut isnum);
+    ffi::lua_settop(l, if index { 2 } else { 1 });
+    // SAFETY: the upvalue is the interpreter's `Current`, which outlives
+    // it (`closure`'s contract).
+    let cur = &*(ffi::lua_touserdata(l, ffi::lua_upvalueindex(1)) as *const Current);
+    let p = cur.req.get();
+    if isnum == 0 || p.is_null() || cur.id.get() != id {
+        ffi::lua_pushnil(l);
+        return 1;
+    }
+    // SAFETY: `req` is non-null only while `Limits::resume` runs, and
+    // points at the `RawReq` of the request it resumes, which the caller
+    // of that resume owns for longer (see `Limits`).
+    let raw = &*p;
+    let key: &[u8] = if index {
+        if ffi::lua_type(l, 2) != ffi::LUA_TSTRING {
+            ffi::lua_pushnil(l);
+            return 1;
+        }
+        let mut len = 0;
+        let s = ffi::lua_tolstring(l, 2, &mut len);
+        // SAFETY: a string at index 2, alive while it stays there.
+        std::slice::from_raw_parts(s.cast::<u8>(), len)
+    } else {
+        b"body"
+    };
+    if !push_field(l, raw, key) {
+        ffi::lua_pushnil(l);
+        return 1;
+    }
+    if index {
+        // Kept in the table: the next read finds it without a call.
+        ffi::lua_pushvalue(l, 2);
+        ffi::lua_pushvalue(l, -2);
+        ffi::lua_rawset(l, 1);
+    }
+    1
+}
+
+/// Pushes the field `key` of the request; false (nothing pushed) when it
+/// has none.
+unsafe fn push_field(l: *mut ffi::lua_State, raw: &RawReq<'_>, key: &[u8]) -> bool {
+    let head = raw.head;
+    match key {
+        b"method" => push(l, head.method.as_str().as_bytes()),
+        b"path" => push(l, raw.path.as_bytes()),
+        b"query" => match head.query() {
+            Some(q) => push(l, q),
+            None => return false,
+        },
+        b"args" => {
+            ffi::lua_createtable(l, 0, 4);
+            if let Some(q) = head.query() {
+                set_pairs(l, q);
+            }
+            if raw.form {
+                set_pairs(l, raw.body);
+            }
+        }
+        b"headers" => {
+            let fields = head.headers();
+            ffi::lua_createtable(l, 0, fields.size_hint().0 as c_int);
+            for (n, v) in fields {
+                push_mapped(l, n, lowercase);
+                ffi::lua_pushvalue(l, -1);
+                if ffi::lua_rawget(l, -3) == ffi::LUA_TNIL {
+                    ffi::lua_settop(l, -2);
+                    push(l, v);
+                } else {
+                    // A repeated field: its values joined (RFC 9110 §5.3).
+                    push(l, b", ");
+                    push(l, v);
+                    ffi::lua_concat(l, 3);
+                }
+                ffi::lua_rawset(l, -3);
+            }
+        }
+        b"remote_addr" => {
+            let mut buf = [0u8; 64];
+            let mut w = &mut buf[..];
+            // An address is at most 45 bytes.
+            let _ = std::io::Write::write_fmt(&mut w, format_args!("{}", raw.peer.ip()));
+            let n = 64 - w.len();
+            push(l, &buf[..n]);
+        }
+        b"vars" => {
+            ffi::lua_createtable(l, 0, raw.vars.len() as c_int);
+            for (n, v) in raw.vars {
+                push(l, n.as_bytes());
+                push(l, v);
+                ffi::lua_rawset(l, -3);
+            }
+        }
+        b"body" => push(l, raw.body),
+        _ => return false,
+    }
+    true
+}
+
+unsafe fn push(l: *mut ffi::lua_State, s: &[u8]) {
+    ffi::lua_pushlstring(l, s.as_ptr().cast(), s.len());
+}
+
+/// `application/x-www-form-urlencoded` pairs into the table on top
+/// (later ones win).
+unsafe fn set_pairs(l: *mut ffi::lua_State, s: &[u8]) {
+    for pair in s.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
+        let (k, v) = match pair.iter().position(|&b| b == b'=') {
+            Some(i) => (&pair[..i], &pair[i + 1..]),
+            None => (pair, &b""[..]),
+        };
+        push_mapped(l, k, unescape);
+        push_mapped(l, v, unescape);
+        ffi::lua_rawset(l, -3);
+    }
+}
+
+/// Pushes `map(src)`: `map` writes at most `src.len()` bytes into its
+/// buffer and returns how many.
+unsafe fn push_mapped(l: *mut ffi::lua_State, src: &[u8], map: fn(&[u8], &mut [u8]) -> usize) {
+    let mut small = [0u8; SMALL];
+    if src.len() <= SMALL {
+        let n = map(src, &mut small);
+        push(l, &small[..n]);
+    } else {
+        let p = ffi::lua_newuserdatauv(l, src.len(), 0).cast::<u8>();
+        // SAFETY: Lua gave `src.len()` bytes, alive while the userdata
+        // stays on the stack (until the `lua_remove` below).
+        let buf = std::slice::from_raw_parts_mut(p, src.len());
+        let n = map(src, buf);
+        push(l, &buf[..n]);
+        ffi::lua_remove(l, -2);
+    }
+}
+
+fn lowercase(src: &[u8], out: &mut [u8]) -> usize {
+    for (o, &b) in out.iter_mut().zip(src) {
+        *o = b.to_ascii_lowercase();
+    }
+    src.len()
+}
+
+/// `ap_unescape_urlencoded` (as `stoa_ssi::format::unescape_urlencoded`):
+/// `+` is a space, `%xx` decoded, a bad escape stays as written, a NUL
+/// ends the string.
+fn unescape(src: &[u8], out: &mut [u8]) -> usize {
+    let hex = |b: Option<&u8>| b.and_then(|&b| (b as char).to_digit(16)).map(|d| d as u8);
+    let (mut i, mut n) = (0, 0);
+    while i < src.len() {
+        let mut b = src[i];
+        i += 1;
+        if b == b'+' {
+            b = b' ';
+        } else if b == b'%' {
+            if let (Some(h), Some(lo)) = (hex(src.get(i)), hex(src.get(i + 1))) {
+                b = h << 4 | lo;
+                i += 2;
+            }
+        }
+        if b == 0 {
+            break;
+        }
+        out[n] = b;
+        n += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn un(s: &[u8]) -> Vec<u8> {
+        let mut out = vec![0; s.len()];
+        let n = unescape(s, &mut out);
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn unescape_decodes_as_apache_ap_unescape_urlencoded_does() {
+        for s in [
+            &b"plain"[..],
+            b"a+b",
+            b"%41%62c",
+            b"%zz%4",
+            b"%",
+            b"100%",
+            b"x%00y",
+            b"a\0b",
+            b"%2B+%2b",
+            b"caf%C3%A9",
+        ] {
+            assert_eq!(
+                un(s),
+                stoa_ssi::format::unescape_urlencoded(s),
+                "{}",
+                String::from_utf8_lossy(s)
+            );
+        }
+    }
+}
