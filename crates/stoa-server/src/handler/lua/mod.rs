@@ -21,6 +21,7 @@
 //! naming the script's file and line; the interpreter goes on serving.
 //! See docs/LUA.md.
 
+mod answer;
 mod fields;
 pub mod pg;
 pub mod shared;
@@ -131,6 +132,8 @@ struct Vm {
     running: Rc<Running>,
     /// The request being resumed, for its lazy fields (`req._id`).
     current: Rc<Current>,
+    /// What the prelude's `collect` recorded of a handler's answer.
+    answer: Rc<answer::Answer>,
     /// The id of the next request.
     next_id: Cell<i64>,
 }
@@ -144,6 +147,17 @@ struct Vm {
 struct Runner {
     func: mlua::Function,
     parked: RefCell<Vec<mlua::Thread>>,
+}
+
+impl Runner {
+    /// Keeps a coroutine parked at its end-of-request yield for the next
+    /// request (up to `KEEP_THREADS`).
+    fn park(&self, th: mlua::Thread) {
+        let mut parked = self.parked.borrow_mut();
+        if parked.len() < KEEP_THREADS {
+            parked.push(th);
+        }
+    }
 }
 
 /// Coroutines kept for reuse per wrapper.
@@ -210,8 +224,10 @@ const PRELUDE: &str = r#"
 local yield, rawget, rawset, error, type, pairs, ipairs, tostring, find, concat, setmetatable =
   coroutine.yield, rawget, rawset, error, type, pairs, ipairs, tostring, string.find,
   table.concat, setmetatable
-local field, body, newpg, scratch, DONE = stoa._field, stoa._body, stoa._pg, stoa._scratch, stoa._done
-stoa._field, stoa._body, stoa._pg, stoa._scratch, stoa._done = nil, nil, nil, nil, nil
+local field, body, collect, newpg, scratch, DONE =
+  stoa._field, stoa._body, stoa._collect, stoa._pg, stoa._scratch, stoa._done
+stoa._field, stoa._body, stoa._collect, stoa._pg, stoa._scratch, stoa._done =
+  nil, nil, nil, nil, nil, nil
 local R = {}
 -- A method of R, else the request's field (made once, then kept in the
 -- table): handler/lua/fields.rs.
@@ -281,8 +297,15 @@ os.exit = nil
 local function entry(handler)
   return function(id)
     while true do
-      local status, headers, body = handler(setmetatable({ _id = id }, R))
-      id = yield(DONE, status, flat(headers), body)
+      -- The nil fields size the table for the fields a script reads.
+      local status, headers, body = handler(setmetatable({ _id = id, method = nil, args = nil, headers = nil }, R))
+      -- The plain answer is read where it lies (handler/lua/answer.rs):
+      -- these locals keep it alive while the coroutine is parked.
+      if collect(status, headers, body) then
+        id = yield(DONE)
+      else
+        id = yield(DONE, status, flat(headers), body)
+      end
     end
   end
 end
@@ -348,6 +371,9 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     lua.set_app_data(current.clone());
     stoa.set("_field", fields::closure(&lua, Rc::as_ptr(&current), true)?)?;
     stoa.set("_body", fields::closure(&lua, Rc::as_ptr(&current), false)?)?;
+    let answer = Rc::new(answer::Answer::default());
+    lua.set_app_data(answer.clone());
+    stoa.set("_collect", answer::closure(&lua, Rc::as_ptr(&answer))?)?;
     let dicts = lua.create_table()?;
     for d in cfg.shared.iter() {
         dicts.set(d.name.as_str(), SharedDict(d.clone()))?;
@@ -389,6 +415,7 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
         },
         running,
         current,
+        answer,
         next_id: Cell::new(1),
     })
 }
@@ -624,18 +651,24 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
         Some(Value::Integer(n)) => n,
         _ => 0,
     };
-    let mut fields = Vec::with_capacity(n as usize);
+    let mut strings = Vec::with_capacity(n as usize);
     for i in 1..=n {
-        fields.push(vm.scratch.raw_get::<mlua::String>(i)?);
+        strings.push(vm.scratch.raw_get::<mlua::String>(i)?);
     }
-    // Every field is checked before the head starts; none is copied.
+    let bytes: Vec<_> = strings.iter().map(|s| s.as_bytes()).collect();
+    let fields: Vec<(&[u8], &[u8])> = bytes.chunks_exact(2).map(|p| (&*p[0], &*p[1])).collect();
+    write_head(ex, status, &fields)
+}
+
+/// The head of a script's answer. Every field is checked before the head
+/// starts, so that a bad one is still a clean 500; none is copied.
+fn write_head(ex: &mut Exchange<'_>, status: u16, fields: &[(&[u8], &[u8])]) -> mlua::Result<()> {
     let mut typed = false;
-    for pair in fields.chunks_exact(2) {
-        let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
-        if !header_name_ok(&n) {
+    for &(n, v) in fields {
+        if !header_name_ok(n) {
             return Err(mlua::Error::runtime(format!(
                 "bad header name {:?}",
-                String::from_utf8_lossy(&n)
+                String::from_utf8_lossy(n)
             )));
         }
         if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
@@ -644,8 +677,7 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
         typed |= n.eq_ignore_ascii_case(b"content-type");
     }
     ex.start(status);
-    for pair in fields.chunks_exact(2) {
-        let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
+    for &(n, v) in fields {
         // Framing is the exchange's business.
         if [&b"content-length"[..], b"transfer-encoding", b"connection"]
             .iter()
@@ -654,8 +686,8 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
             continue;
         }
         // Checked above: a token, so ASCII.
-        if let Ok(name) = std::str::from_utf8(&n) {
-            ex.header(name, &v);
+        if let Ok(name) = std::str::from_utf8(n) {
+            ex.header(name, v);
         }
     }
     if !typed {
@@ -686,6 +718,9 @@ fn status_of(v: Option<Value>) -> mlua::Result<u16> {
 enum Ended {
     /// It returned these values without streaming.
     Returned(MultiValue),
+    /// It returned a plain answer, recorded by `collect` (`Vm::answer`)
+    /// and alive on this coroutine's stack until it is parked again.
+    Collected(mlua::Thread),
     /// It streamed (`req:start`/`req:write`): the body is to be finished.
     Streamed,
     /// The client went away while it streamed.
@@ -773,6 +808,13 @@ pub async fn serve(
                 gateway::simple(ex, 500, &[]);
             }
         }
+        Some(Ended::Collected(th)) => {
+            if let Err(e) = respond_collected(ex, &vm) {
+                tracing::error!("lua: {}: {e}", cfg.script.display());
+                gateway::simple(ex, 500, &[]);
+            }
+            vm.entry.park(th);
+        }
         Some(Ended::Streamed) => ex.finish(),
         Some(Ended::Gone) | None => {}
     }
@@ -793,6 +835,15 @@ pub async fn access(cfg: &LuaConfig, ex: &mut Exchange<'_>, inc: &impl Include) 
     let (id, raw) = raw_req(&vm, ex, &norm, &[], &[]);
     let out = match run_logged(cfg, &vm, &vm.access_entry, (id, &raw), ex, inc).await {
         Some(Ended::Returned(out)) => out,
+        Some(Ended::Collected(th)) => {
+            // Not made by the access wrapper; answered as a handler's.
+            if let Err(e) = respond_collected(ex, &vm) {
+                tracing::error!("lua: {}: {e}", cfg.script.display());
+                gateway::simple(ex, 500, &[]);
+            }
+            vm.access_entry.park(th);
+            return Authz::Answered;
+        }
         Some(Ended::Streamed) => {
             ex.finish();
             return Authz::Answered;
@@ -943,14 +994,15 @@ async fn run(
         // hence every resume below.
         req: (req as *const RawReq<'_>).cast(),
     };
+    vm.answer.clear();
     let mut got = limits.resume(&th, id)?;
     loop {
         if matches!(got.front(), Some(Value::LightUserData(d)) if *d == done_marker()) {
             got.pop_front();
-            let mut parked = entry.parked.borrow_mut();
-            if parked.len() < KEEP_THREADS {
-                parked.push(th);
+            if got.is_empty() && vm.answer.is_ready() && !started.get() {
+                return Ok(Ended::Collected(th));
             }
+            entry.park(th);
             return Ok(if started.get() {
                 Ended::Streamed
             } else {
@@ -1078,6 +1130,23 @@ async fn run(
         }
         got = limits.resume(&th, args)?;
     }
+}
+
+/// What `collect` recorded: `status, headers, body`.
+fn respond_collected(ex: &mut Exchange<'_>, vm: &Vm) -> mlua::Result<()> {
+    // SAFETY: the caller holds the coroutine that recorded the answer
+    // (`Ended::Collected`) and parks it only after this returns.
+    let a = unsafe { vm.answer.take() };
+    write_head(ex, a.status, &a.fields)?;
+    match a.body {
+        Some(body) => {
+            ex.end_head(Some(body.len() as u64));
+            ex.write(body);
+        }
+        None => ex.end_head(Some(0)),
+    }
+    ex.finish();
+    Ok(())
 }
 
 /// What the function returned: `status, headers, body`.
