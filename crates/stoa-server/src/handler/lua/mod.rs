@@ -229,6 +229,8 @@ local field, body, collect, newpg, scratch, DONE =
 stoa._field, stoa._body, stoa._collect, stoa._pg, stoa._scratch, stoa._done =
   nil, nil, nil, nil, nil, nil
 local R = {}
+-- Kept here, so that `req.method` is never a new string (`method_code`).
+local METHODS = { "GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH" }
 -- A method of R, else the request's field (made once, then kept in the
 -- table): handler/lua/fields.rs.
 R.__index = field
@@ -295,26 +297,29 @@ os.exit = nil
 -- response, and the value of that yield is the next request's id: a
 -- coroutine serves one request after another.
 local function entry(handler)
-  return function(id)
+  return function(id, m)
     while true do
-      -- The nil fields size the table for the fields a script reads.
-      local status, headers, body = handler(setmetatable({ _id = id, method = nil, args = nil, headers = nil }, R))
+      -- The method comes as a number (`method_code`): its string is one
+      -- of METHODS, made once. The nil fields size the table for the
+      -- fields a script reads.
+      local status, headers, body =
+        handler(setmetatable({ _id = id, method = METHODS[m], args = nil, headers = nil }, R))
       -- The plain answer is read where it lies (handler/lua/answer.rs):
       -- these locals keep it alive while the coroutine is parked.
       if collect(status, headers, body) then
-        id = yield(DONE)
+        id, m = yield(DONE)
       else
-        id = yield(DONE, status, flat(headers), body)
+        id, m = yield(DONE, status, flat(headers), body)
       end
     end
   end
 end
 local function access_entry(handler)
-  return function(id)
+  return function(id, m)
     while true do
-      local a, b, c = handler(setmetatable({ _id = id }, R))
+      local a, b, c = handler(setmetatable({ _id = id, method = METHODS[m] }, R))
       if type(a) == "number" then b = flat(b) end
-      id = yield(DONE, a, b, c)
+      id, m = yield(DONE, a, b, c)
     end
   end
 end
@@ -757,6 +762,21 @@ fn vm_or_500(cfg: &LuaConfig, ex: &mut Exchange<'_>) -> Option<Rc<Vm>> {
     }
 }
 
+/// The index of a method in the prelude's METHODS (0: made on first read
+/// like the other fields).
+fn method_code(m: &str) -> i64 {
+    match m {
+        "GET" => 1,
+        "POST" => 2,
+        "HEAD" => 3,
+        "PUT" => 4,
+        "DELETE" => 5,
+        "OPTIONS" => 6,
+        "PATCH" => 7,
+        _ => 0,
+    }
+}
+
 /// Runs the function under the route's timeout; an error is logged and
 /// answered (500, or a cut once the body has started).
 async fn run_logged(
@@ -995,7 +1015,7 @@ async fn run(
         req: (req as *const RawReq<'_>).cast(),
     };
     vm.answer.clear();
-    let mut got = limits.resume(&th, id)?;
+    let mut got = limits.resume(&th, (id, method_code(req.head.method.as_str())))?;
     loop {
         if matches!(got.front(), Some(Value::LightUserData(d)) if *d == done_marker()) {
             got.pop_front();
