@@ -70,6 +70,19 @@ return function(req)
     local before = KEPT and tostring(KEPT.query) or "none"
     KEPT = req
     return 200, {}, before .. " " .. tostring(req.headers["x-test"])
+  elseif p == "/lua/allheaders" then
+    local h = req.headers
+    local one = h["x-rep"]
+    local upper = tostring(h["X-Rep"])
+    local names = {}
+    for k, v in pairs(h) do names[#names + 1] = k .. "=" .. v end
+    table.sort(names)
+    return 200, {}, one .. "|" .. upper .. "|" .. table.concat(names, ";")
+  elseif p == "/lua/keepheaders" then
+    -- A headers table read after its request is over reads nothing.
+    local before = KEPT_H and tostring(KEPT_H["x-test"]) or "none"
+    KEPT_H = req.headers
+    return 200, {}, before
   elseif p == "/lua/late" then
     stoa.sleep(0.6)
     stoa.sleep(0.6)
@@ -507,4 +520,35 @@ fn issue_13_a_req_kept_past_its_request_reads_nothing_of_later_ones() {
     // The first request's table was never asked for its query: it is gone
     // with it, and never the later request's (whose slot it had).
     assert_eq!(get("q=2", "two"), "nil two");
+}
+
+/// `req.headers` is filled as it is read, yet reads as the full table it
+/// was: every field by lower-case name, repeated fields joined with ", "
+/// (RFC 9110 §5.3), `pairs` sees them all; a field of it read once its
+/// request is over is nil, as for the rest of a kept `req`.
+#[test]
+fn rfc_9110_5_3_req_headers_read_lazily_keep_the_table_behaviour() {
+    let (_d, s) = site("lua-allheaders", "");
+    let r = Conn::connect(s.addr).request(&request(
+        "GET",
+        "/lua/allheaders",
+        &["X-Rep: a", "X-Test: t", "x-rep: b"],
+    ));
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    let mut parts = text.splitn(3, '|');
+    assert_eq!(parts.next(), Some("a, b"));
+    assert_eq!(parts.next(), Some("nil"), "names are lower case");
+    let names: Vec<&str> = parts.next().unwrap_or_default().split(';').collect();
+    assert!(names.contains(&"x-rep=a, b"), "{text}");
+    assert!(names.contains(&"x-test=t"), "{text}");
+    assert!(names.iter().any(|n| n.starts_with("host=")), "{text}");
+    let get = |v: &str| {
+        let h = format!("X-Test: {v}");
+        Conn::connect(s.addr)
+            .request(&request("GET", "/lua/keepheaders", &[&h]))
+            .text()
+    };
+    assert_eq!(get("one"), "none");
+    assert_eq!(get("two"), "nil");
 }

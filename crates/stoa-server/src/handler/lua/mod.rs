@@ -21,6 +21,8 @@
 //! naming the script's file and line; the interpreter goes on serving.
 //! See docs/LUA.md.
 
+mod answer;
+mod fields;
 pub mod pg;
 pub mod shared;
 mod watch;
@@ -130,6 +132,8 @@ struct Vm {
     running: Rc<Running>,
     /// The request being resumed, for its lazy fields (`req._id`).
     current: Rc<Current>,
+    /// What the prelude's `collect` recorded of a handler's answer.
+    answer: Rc<answer::Answer>,
     /// The id of the next request.
     next_id: Cell<i64>,
 }
@@ -143,6 +147,17 @@ struct Vm {
 struct Runner {
     func: mlua::Function,
     parked: RefCell<Vec<mlua::Thread>>,
+}
+
+impl Runner {
+    /// Keeps a coroutine parked at its end-of-request yield for the next
+    /// request (up to `KEEP_THREADS`).
+    fn park(&self, th: mlua::Thread) {
+        let mut parked = self.parked.borrow_mut();
+        if parked.len() < KEEP_THREADS {
+            parked.push(th);
+        }
+    }
 }
 
 /// Coroutines kept for reuse per wrapper.
@@ -203,22 +218,22 @@ thread_local! {
 
 /// What Lua code yields to the handler: implemented in Lua so that it
 /// works from any depth of the request's coroutine (and through pcall).
-/// Request fields other than `method` and `path` are made on first use
-/// (`field`) and kept in the request's table.
+/// Request fields are made on first use (`field`, fields.rs) and kept in
+/// the request's table.
 const PRELUDE: &str = r#"
 local yield, rawget, rawset, error, type, pairs, ipairs, tostring, find, concat, setmetatable =
   coroutine.yield, rawget, rawset, error, type, pairs, ipairs, tostring, string.find,
   table.concat, setmetatable
-local field, newpg, scratch, DONE = stoa._field, stoa._pg, stoa._scratch, stoa._done
-stoa._field, stoa._pg, stoa._scratch, stoa._done = nil, nil, nil, nil
+local field, body, collect, newpg, scratch, DONE =
+  stoa._field, stoa._body, stoa._collect, stoa._pg, stoa._scratch, stoa._done
+stoa._field, stoa._body, stoa._collect, stoa._pg, stoa._scratch, stoa._done =
+  nil, nil, nil, nil, nil, nil
 local R = {}
-R.__index = function(t, k)
-  local m = R[k]
-  if m ~= nil then return m end
-  local v = field(rawget(t, "_id"), k)
-  if v ~= nil then rawset(t, k, v) end
-  return v
-end
+-- Kept here, so that `req.method` is never a new string (`method_code`).
+local METHODS = { "GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH" }
+-- A method of R, else the request's field (made once, then kept in the
+-- table): handler/lua/fields.rs.
+R.__index = field
 -- Response headers as name, value, name, value... in `scratch` (reused:
 -- Stoa reads it before this interpreter runs anything else); their count.
 local function put(n, k, v)
@@ -249,7 +264,7 @@ local function flat(h)
   end
   return n
 end
-function R:body() return field(rawget(self, "_id"), "body") end
+function R:body() return body(self) end
 function R:write(s) yield("write", tostring(s)) end
 function R:flush() return yield("flush") end
 function R:start(status, headers) yield("start", status, flat(headers)) end
@@ -282,19 +297,29 @@ os.exit = nil
 -- response, and the value of that yield is the next request's id: a
 -- coroutine serves one request after another.
 local function entry(handler)
-  return function(id)
+  return function(id, m)
     while true do
-      local status, headers, body = handler(setmetatable({ _id = id }, R))
-      id = yield(DONE, status, flat(headers), body)
+      -- The method comes as a number (`method_code`): its string is one
+      -- of METHODS, made once. The nil fields size the table for the
+      -- fields a script reads.
+      local status, headers, body =
+        handler(setmetatable({ _id = id, method = METHODS[m], args = nil, headers = nil }, R))
+      -- The plain answer is read where it lies (handler/lua/answer.rs):
+      -- these locals keep it alive while the coroutine is parked.
+      if collect(status, headers, body) then
+        id, m = yield(DONE)
+      else
+        id, m = yield(DONE, status, flat(headers), body)
+      end
     end
   end
 end
 local function access_entry(handler)
-  return function(id)
+  return function(id, m)
     while true do
-      local a, b, c = handler(setmetatable({ _id = id }, R))
+      local a, b, c = handler(setmetatable({ _id = id, method = METHODS[m] }, R))
       if type(a) == "number" then b = flat(b) end
-      id = yield(DONE, a, b, c)
+      id, m = yield(DONE, a, b, c)
     end
   end
 end
@@ -346,21 +371,14 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     stoa.set("_scratch", scratch.clone())?;
     stoa.set("_done", done_marker())?;
     let current = Rc::new(Current::default());
-    let cur = current.clone();
-    stoa.set(
-        "_field",
-        lua.create_function(move |lua, (id, key): (i64, mlua::String)| {
-            let p = cur.req.get();
-            if p.is_null() || cur.id.get() != id {
-                return Ok(Value::Nil);
-            }
-            // SAFETY: `req` is non-null only while `Limits::resume` runs,
-            // and points at the `RawReq` of the request it resumes, which
-            // the caller of that resume owns for longer (see `Limits`).
-            let raw = unsafe { &*p };
-            field(lua, raw, &key.as_bytes())
-        })?,
-    )?;
+    // The C closures point at `current`: the interpreter keeps a handle
+    // to it for as long as it lives.
+    lua.set_app_data(current.clone());
+    stoa.set("_field", fields::closure(&lua, Rc::as_ptr(&current), true)?)?;
+    stoa.set("_body", fields::closure(&lua, Rc::as_ptr(&current), false)?)?;
+    let answer = Rc::new(answer::Answer::default());
+    lua.set_app_data(answer.clone());
+    stoa.set("_collect", answer::closure(&lua, Rc::as_ptr(&answer))?)?;
     let dicts = lua.create_table()?;
     for d in cfg.shared.iter() {
         dicts.set(d.name.as_str(), SharedDict(d.clone()))?;
@@ -402,6 +420,7 @@ fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
         },
         running,
         current,
+        answer,
         next_id: Cell::new(1),
     })
 }
@@ -587,21 +606,6 @@ impl UserData for Db {
     }
 }
 
-/// `application/x-www-form-urlencoded` pairs into `t` (later ones win).
-fn decode_pairs(t: &Table, lua: &Lua, s: &[u8]) -> mlua::Result<()> {
-    for pair in s.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
-        let (k, v) = match pair.iter().position(|&b| b == b'=') {
-            Some(i) => (&pair[..i], &pair[i + 1..]),
-            None => (pair, &b""[..]),
-        };
-        t.set(
-            lua.create_string(stoa_ssi::format::unescape_urlencoded(k))?,
-            lua.create_string(stoa_ssi::format::unescape_urlencoded(v))?,
-        )?;
-    }
-    Ok(())
-}
-
 /// What a request's lazy fields are made from: borrowed from the
 /// handler's call for the request.
 struct RawReq<'a> {
@@ -614,60 +618,6 @@ struct RawReq<'a> {
     /// `req.args`.
     form: bool,
     vars: &'a [(String, Vec<u8>)],
-}
-
-/// `req.method`, `req.path`, `req.query`, `req.args`, `req.headers`,
-/// `req.remote_addr`, `req.vars` and `req:body()`, on first use.
-fn field(lua: &Lua, raw: &RawReq<'_>, key: &[u8]) -> mlua::Result<Value> {
-    let head = raw.head;
-    Ok(match key {
-        b"method" => Value::String(lua.create_string(head.method.as_str())?),
-        b"path" => Value::String(lua.create_string(raw.path)?),
-        b"query" => match head.query() {
-            Some(q) => Value::String(lua.create_string(q)?),
-            None => Value::Nil,
-        },
-        b"args" => {
-            let args = lua.create_table()?;
-            if let Some(q) = head.query() {
-                decode_pairs(&args, lua, q)?;
-            }
-            if raw.form {
-                decode_pairs(&args, lua, raw.body)?;
-            }
-            Value::Table(args)
-        }
-        b"headers" => {
-            let headers = lua.create_table()?;
-            let mut name = Vec::new();
-            for (n, v) in head.headers() {
-                name.clear();
-                name.extend(n.iter().map(u8::to_ascii_lowercase));
-                let key = lua.create_string(&name)?;
-                let value = match headers.raw_get::<Option<mlua::String>>(&key)? {
-                    Some(prev) => {
-                        let mut joined = prev.as_bytes().to_vec();
-                        joined.extend_from_slice(b", ");
-                        joined.extend_from_slice(v);
-                        lua.create_string(joined)?
-                    }
-                    None => lua.create_string(v)?,
-                };
-                headers.raw_set(key, value)?;
-            }
-            Value::Table(headers)
-        }
-        b"remote_addr" => Value::String(lua.create_string(raw.peer.ip().to_string())?),
-        b"vars" => {
-            let t = lua.create_table()?;
-            for (n, v) in raw.vars {
-                t.raw_set(n.as_str(), lua.create_string(v)?)?;
-            }
-            Value::Table(t)
-        }
-        b"body" => Value::String(lua.create_string(raw.body)?),
-        _ => Value::Nil,
-    })
 }
 
 /// A request as its script sees it: the `req` table is made from the id
@@ -706,18 +656,24 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
         Some(Value::Integer(n)) => n,
         _ => 0,
     };
-    let mut fields = Vec::with_capacity(n as usize);
+    let mut strings = Vec::with_capacity(n as usize);
     for i in 1..=n {
-        fields.push(vm.scratch.raw_get::<mlua::String>(i)?);
+        strings.push(vm.scratch.raw_get::<mlua::String>(i)?);
     }
-    // Every field is checked before the head starts; none is copied.
+    let bytes: Vec<_> = strings.iter().map(|s| s.as_bytes()).collect();
+    let fields: Vec<(&[u8], &[u8])> = bytes.chunks_exact(2).map(|p| (&*p[0], &*p[1])).collect();
+    write_head(ex, status, &fields)
+}
+
+/// The head of a script's answer. Every field is checked before the head
+/// starts, so that a bad one is still a clean 500; none is copied.
+fn write_head(ex: &mut Exchange<'_>, status: u16, fields: &[(&[u8], &[u8])]) -> mlua::Result<()> {
     let mut typed = false;
-    for pair in fields.chunks_exact(2) {
-        let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
-        if !header_name_ok(&n) {
+    for &(n, v) in fields {
+        if !header_name_ok(n) {
             return Err(mlua::Error::runtime(format!(
                 "bad header name {:?}",
-                String::from_utf8_lossy(&n)
+                String::from_utf8_lossy(n)
             )));
         }
         if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
@@ -726,8 +682,7 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
         typed |= n.eq_ignore_ascii_case(b"content-type");
     }
     ex.start(status);
-    for pair in fields.chunks_exact(2) {
-        let (n, v) = (pair[0].as_bytes(), pair[1].as_bytes());
+    for &(n, v) in fields {
         // Framing is the exchange's business.
         if [&b"content-length"[..], b"transfer-encoding", b"connection"]
             .iter()
@@ -736,8 +691,8 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
             continue;
         }
         // Checked above: a token, so ASCII.
-        if let Ok(name) = std::str::from_utf8(&n) {
-            ex.header(name, &v);
+        if let Ok(name) = std::str::from_utf8(n) {
+            ex.header(name, v);
         }
     }
     if !typed {
@@ -768,6 +723,9 @@ fn status_of(v: Option<Value>) -> mlua::Result<u16> {
 enum Ended {
     /// It returned these values without streaming.
     Returned(MultiValue),
+    /// It returned a plain answer, recorded by `collect` (`Vm::answer`)
+    /// and alive on this coroutine's stack until it is parked again.
+    Collected(mlua::Thread),
     /// It streamed (`req:start`/`req:write`): the body is to be finished.
     Streamed,
     /// The client went away while it streamed.
@@ -801,6 +759,21 @@ fn vm_or_500(cfg: &LuaConfig, ex: &mut Exchange<'_>) -> Option<Rc<Vm>> {
             gateway::simple(ex, 500, &[]);
             None
         }
+    }
+}
+
+/// The index of a method in the prelude's METHODS (0: made on first read
+/// like the other fields).
+fn method_code(m: &str) -> i64 {
+    match m {
+        "GET" => 1,
+        "POST" => 2,
+        "HEAD" => 3,
+        "PUT" => 4,
+        "DELETE" => 5,
+        "OPTIONS" => 6,
+        "PATCH" => 7,
+        _ => 0,
     }
 }
 
@@ -855,6 +828,13 @@ pub async fn serve(
                 gateway::simple(ex, 500, &[]);
             }
         }
+        Some(Ended::Collected(th)) => {
+            if let Err(e) = respond_collected(ex, &vm) {
+                tracing::error!("lua: {}: {e}", cfg.script.display());
+                gateway::simple(ex, 500, &[]);
+            }
+            vm.entry.park(th);
+        }
         Some(Ended::Streamed) => ex.finish(),
         Some(Ended::Gone) | None => {}
     }
@@ -875,6 +855,15 @@ pub async fn access(cfg: &LuaConfig, ex: &mut Exchange<'_>, inc: &impl Include) 
     let (id, raw) = raw_req(&vm, ex, &norm, &[], &[]);
     let out = match run_logged(cfg, &vm, &vm.access_entry, (id, &raw), ex, inc).await {
         Some(Ended::Returned(out)) => out,
+        Some(Ended::Collected(th)) => {
+            // Not made by the access wrapper; answered as a handler's.
+            if let Err(e) = respond_collected(ex, &vm) {
+                tracing::error!("lua: {}: {e}", cfg.script.display());
+                gateway::simple(ex, 500, &[]);
+            }
+            vm.access_entry.park(th);
+            return Authz::Answered;
+        }
         Some(Ended::Streamed) => {
             ex.finish();
             return Authz::Answered;
@@ -1025,14 +1014,15 @@ async fn run(
         // hence every resume below.
         req: (req as *const RawReq<'_>).cast(),
     };
-    let mut got = limits.resume(&th, id)?;
+    vm.answer.clear();
+    let mut got = limits.resume(&th, (id, method_code(req.head.method.as_str())))?;
     loop {
         if matches!(got.front(), Some(Value::LightUserData(d)) if *d == done_marker()) {
             got.pop_front();
-            let mut parked = entry.parked.borrow_mut();
-            if parked.len() < KEEP_THREADS {
-                parked.push(th);
+            if got.is_empty() && vm.answer.is_ready() && !started.get() {
+                return Ok(Ended::Collected(th));
             }
+            entry.park(th);
             return Ok(if started.get() {
                 Ended::Streamed
             } else {
@@ -1160,6 +1150,23 @@ async fn run(
         }
         got = limits.resume(&th, args)?;
     }
+}
+
+/// What `collect` recorded: `status, headers, body`.
+fn respond_collected(ex: &mut Exchange<'_>, vm: &Vm) -> mlua::Result<()> {
+    // SAFETY: the caller holds the coroutine that recorded the answer
+    // (`Ended::Collected`) and parks it only after this returns.
+    let a = unsafe { vm.answer.take() };
+    write_head(ex, a.status, &a.fields)?;
+    match a.body {
+        Some(body) => {
+            ex.end_head(Some(body.len() as u64));
+            ex.write(body);
+        }
+        None => ex.end_head(Some(0)),
+    }
+    ex.finish();
+    Ok(())
 }
 
 /// What the function returned: `status, headers, body`.
