@@ -5,4 +5,11 @@
 //!
 //! Why not the `h2` crate: see docs/BENCHMARKS.md, "HTTP/2 profile".
 
+mod conn;
+pub mod frame;
 pub mod hpack;
+mod request;
+
+pub use conn::{Config, Conn, ConnError, Event, OUTPUT_HIGH};
+pub use frame::Reason;
+pub use request::Request;
