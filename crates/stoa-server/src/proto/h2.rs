@@ -602,6 +602,8 @@ impl H2Stream {
         if done {
             self.queue.pop_front();
         }
+        // What was queued leaves now, even if the rest has to wait.
+        sh.wake_writer();
         true
     }
 
