@@ -20,7 +20,9 @@
 //! - `fastcgi_records`: 2 bytes choose the split point, the rest is a
 //!   stream of FastCGI records;
 //! - `cgi_head`: 2 bytes choose the split point, the rest is a script's
-//!   output (head and body).
+//!   output (head and body);
+//! - `h2_conn`: 1 byte of options, 2 bytes choose the split point, the
+//!   rest is what an HTTP/2 client sends (`stoa_h2::fuzzing`).
 
 #![allow(dead_code)]
 
@@ -40,6 +42,7 @@ pub const TARGETS: &[&str] = &[
     "response_head",
     "fastcgi_records",
     "cgi_head",
+    "h2_conn",
 ];
 
 /// Runs the check of `target` on one input.
@@ -55,6 +58,9 @@ pub fn run(target: &str, data: &[u8]) {
         // decoding and bounds what is buffered.
         "fastcgi_records" => stoa_fastcgi::fuzzing::fuzz_check(data),
         "cgi_head" => cgi_head(data),
+        // The HTTP/2 server connection of stoa-h2: its own check (events
+        // the same however the input is split, bounded output, ...).
+        "h2_conn" => stoa_h2::fuzzing::fuzz_check(data),
         other => panic!("unknown fuzz target {other:?}"),
     }
 }

@@ -123,9 +123,12 @@ pub const OUTPUT_HIGH: usize = 64 << 10;
 /// (CVE-2019-9518; the `h2` crate's and nghttp2's figure).
 const MAX_EMPTY_DATA: u32 = 100;
 
+/// Buffers larger than this are freed once empty, not kept for reuse.
+const KEEP_CAPACITY: usize = 16 << 10;
+
 /// Closed streams remembered, to tell "closed" from "never opened" and to
 /// ignore what was in flight when we reset a stream (RFC 9113 §5.1).
-const RECENT: usize = 64;
+const RECENT: usize = 32;
 
 #[derive(Debug)]
 struct Stream {
@@ -256,7 +259,7 @@ impl Conn {
             block_buf: Vec::new(),
             streams: Vec::new(),
             last_peer_id: 0,
-            recent: VecDeque::with_capacity(RECENT),
+            recent: VecDeque::new(),
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_table_size: 4096,
@@ -692,10 +695,12 @@ impl Conn {
         let Some(b) = self.block.take() else {
             return Ok(());
         };
-        let block = std::mem::take(&mut self.block_buf);
+        let mut block = std::mem::take(&mut self.block_buf);
         let r = self.on_block(b.id, b.end_stream, b.self_dependent, &block);
-        self.block_buf = block;
-        self.block_buf.clear();
+        if block.capacity() <= KEEP_CAPACITY {
+            block.clear();
+            self.block_buf = block;
+        }
         r
     }
 
@@ -746,8 +751,8 @@ impl Conn {
             self.remember(id, Closed::ByUs);
             return Ok(());
         }
-        let mut b = Builder::new(self.cfg.enable_connect_protocol);
         let limit = self.cfg.max_header_list_size as usize;
+        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit);
         let r = self.decoder.decode(block, limit, &mut |n, v| b.field(n, v));
         let too_large = match r {
             Ok(()) => false,
@@ -1023,6 +1028,9 @@ impl Conn {
     /// the client's frame size, with a table size update in front when
     /// one is owed (RFC 7541 §4.2). Ignored on a stream that is gone.
     pub fn send_headers(&mut self, id: u32, block: &[u8], end_stream: bool) {
+        if self.error.is_some() {
+            return;
+        }
         let Some(i) = self.find(id) else { return };
         if !self.streams[i].send_open {
             return;
@@ -1067,6 +1075,9 @@ impl Conn {
     /// The body bytes stream `id` may send now: the smaller of its window
     /// and the connection's; 0 once it is gone or ended.
     pub fn send_window(&self, id: u32) -> usize {
+        if self.error.is_some() {
+            return 0;
+        }
         match self.find(id) {
             Some(i) if self.streams[i].send_open => {
                 self.streams[i].send_window.min(self.conn_send).max(0) as usize
@@ -1138,6 +1149,9 @@ impl Conn {
     /// RST_STREAM from us (e.g. CANCEL, or NO_ERROR after a complete
     /// response to stop an unread request body, RFC 9113 §8.1).
     pub fn reset(&mut self, id: u32, code: Reason) {
+        if self.error.is_some() {
+            return;
+        }
         if let Some(i) = self.find(id) {
             frame::put_rst(&mut self.out, id, code);
             self.remove(i, Closed::ByUs);
@@ -1170,6 +1184,11 @@ impl Conn {
     pub fn consume_output(&mut self, n: usize) {
         if n >= self.out.len() {
             self.out.clear();
+            if self.out.capacity() > KEEP_CAPACITY {
+                // An idle connection keeps no large buffer (a body written
+                // through it grew this one).
+                self.out = Vec::new();
+            }
         } else {
             self.out.drain(..n);
         }

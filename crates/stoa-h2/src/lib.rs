@@ -7,6 +7,8 @@
 
 mod conn;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hpack;
 mod request;
 

@@ -131,15 +131,19 @@ fn parse_length(v: &[u8]) -> Option<u64> {
 /// still see the whole block, RFC 9113 §4.3).
 pub(crate) struct Builder {
     req: Request,
+    /// The most bytes kept (the decoder stops at the list size limit,
+    /// whose sizes count more per field: this is only a backstop).
+    limit: usize,
     connect_protocol: bool,
     regular: bool,
     fault: Option<&'static str>,
 }
 
 impl Builder {
-    pub(crate) fn new(connect_protocol: bool) -> Builder {
+    pub(crate) fn new(connect_protocol: bool, limit: usize) -> Builder {
         Builder {
             req: Request::default(),
+            limit,
             connect_protocol,
             regular: false,
             fault: None,
@@ -154,6 +158,10 @@ impl Builder {
 
     pub(crate) fn field(&mut self, name: &[u8], value: &[u8]) {
         if self.fault.is_some() {
+            return;
+        }
+        if self.req.buf.len() + name.len() + value.len() > self.limit {
+            self.fault = Some("a header list past the limit");
             return;
         }
         if let Err(why) = self.check(name, value) {
@@ -279,7 +287,7 @@ mod tests {
     use super::*;
 
     fn build(fields: &[(&str, &str)]) -> Result<Request, &'static str> {
-        let mut b = Builder::new(false);
+        let mut b = Builder::new(false, 1 << 16);
         for (n, v) in fields {
             b.field(n.as_bytes(), v.as_bytes());
         }
@@ -398,7 +406,7 @@ mod tests {
 
     #[test]
     fn rfc8441_4_an_extended_connect_has_protocol_scheme_and_path() {
-        let mut b = Builder::new(true);
+        let mut b = Builder::new(true, 1 << 16);
         for (n, v) in [
             (":method", "CONNECT"),
             (":protocol", "websocket"),
