@@ -523,6 +523,9 @@ impl Conn {
         }
         let discard = s.discard;
         if discard {
+            // Dropped: both windows get it back, so that the client can
+            // finish sending the body of a refused request.
+            self.release_stream(i, len as u64);
             self.give_back_conn(len as u64);
         } else {
             s.unreleased += data.len() as u64;
@@ -752,7 +755,7 @@ impl Conn {
             return Ok(());
         }
         let limit = self.cfg.max_header_list_size as usize;
-        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit);
+        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit, block.len());
         let r = self.decoder.decode(block, limit, &mut |n, v| b.field(n, v));
         let too_large = match r {
             Ok(()) => false,

@@ -140,9 +140,16 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
-    pub(crate) fn new(connect_protocol: bool, limit: usize) -> Builder {
+    /// `block_len`: the encoded size, a guess at the decoded one (one
+    /// allocation for the bytes most of the time).
+    pub(crate) fn new(connect_protocol: bool, limit: usize, block_len: usize) -> Builder {
+        let req = Request {
+            buf: Vec::with_capacity((block_len * 2).min(limit)),
+            fields: Vec::with_capacity(12),
+            ..Request::default()
+        };
         Builder {
-            req: Request::default(),
+            req,
             limit,
             connect_protocol,
             regular: false,
@@ -287,7 +294,7 @@ mod tests {
     use super::*;
 
     fn build(fields: &[(&str, &str)]) -> Result<Request, &'static str> {
-        let mut b = Builder::new(false, 1 << 16);
+        let mut b = Builder::new(false, 1 << 16, 64);
         for (n, v) in fields {
             b.field(n.as_bytes(), v.as_bytes());
         }
@@ -406,7 +413,7 @@ mod tests {
 
     #[test]
     fn rfc8441_4_an_extended_connect_has_protocol_scheme_and_path() {
-        let mut b = Builder::new(true, 1 << 16);
+        let mut b = Builder::new(true, 1 << 16, 64);
         for (n, v) in [
             (":method", "CONNECT"),
             (":protocol", "websocket"),

@@ -889,3 +889,25 @@ fn rfc7541_4_2_a_lowered_header_table_size_is_signalled_at_the_next_block() {
     assert_eq!(out[0].1, [0x20, 0x88]);
     assert_eq!(out[1].1, [0x88]);
 }
+
+#[test]
+fn rfc9113_8_1_the_dropped_body_of_a_431_request_gives_the_stream_window_back_too() {
+    let mut c = Client::new(&Config {
+        max_header_list_size: 100,
+        initial_window_size: 100,
+        ..Config::default()
+    });
+    c.send(&post(1, &[("x-big", &"b".repeat(120))])).unwrap();
+    c.conn.send_headers(1, &[0x08, 3, b'4', b'3', b'1'], true);
+    c.frames();
+    c.send(&frame(DATA, 0, 1, &[0; 60])).unwrap();
+    let out = c.frames();
+    assert!(
+        out.iter().any(|f| f.0.kind == frame::WINDOW_UPDATE
+            && f.0.stream == 1
+            && frame::be32(&f.1) == 60),
+        "{out:?}"
+    );
+    c.send(&frame(DATA, END_STREAM, 1, &[0; 100])).unwrap();
+    assert_eq!(c.conn.open_streams(), 0);
+}
