@@ -651,6 +651,9 @@ impl Conn {
         }
         let fragment = &p[start..end];
         let end_stream = head.flags & frame::END_STREAM != 0;
+        if fragment.len() > self.max_block() {
+            return Err(bomb());
+        }
         if head.flags & frame::END_HEADERS != 0 {
             return self.on_block(id, end_stream, self_dependent, fragment);
         }
@@ -662,22 +665,24 @@ impl Conn {
         });
         self.block_buf.clear();
         self.block_buf.extend_from_slice(fragment);
-        self.check_block_size()
+        Ok(())
     }
 
-    /// A header block may take more bytes than the list it decodes to
-    /// only through Huffman codes; past twice the list limit (and a
-    /// frame), or in more frames than honest clients use, it is a
-    /// CONTINUATION flood (CVE-2024-27316, CVE-2023-45288).
+    /// An honest client's block is no longer than the list it decodes to
+    /// (each field counts 32 bytes more there, and an encoder picks
+    /// Huffman only when shorter): past the list limit and a frame, or in
+    /// more frames than honest clients use, it is a CONTINUATION flood
+    /// (CVE-2024-27316, CVE-2023-45288) or an HPACK bomb in the making.
+    fn max_block(&self) -> usize {
+        self.cfg.max_header_list_size as usize + frame::MIN_MAX_FRAME_SIZE as usize
+    }
+
     fn check_block_size(&self) -> Result<(), ConnError> {
-        let max_bytes =
-            2 * self.cfg.max_header_list_size as usize + frame::MIN_MAX_FRAME_SIZE as usize;
-        let max_frames = 16 + max_bytes / 1024;
+        let max_frames = 16 + self.max_block() / 1024;
         match &self.block {
-            Some(b) if self.block_buf.len() > max_bytes || b.frames > max_frames => Err(fail(
-                Reason::ENHANCE_YOUR_CALM,
-                "a CONTINUATION flood (CVE-2024-27316)",
-            )),
+            Some(b) if self.block_buf.len() > self.max_block() || b.frames > max_frames => {
+                Err(bomb())
+            }
             _ => Ok(()),
         }
     }
@@ -1222,6 +1227,13 @@ impl Conn {
 
 fn fail(code: Reason, what: &'static str) -> ConnError {
     ConnError { code, what }
+}
+
+fn bomb() -> ConnError {
+    fail(
+        Reason::ENHANCE_YOUR_CALM,
+        "a header block past any honest size: CONTINUATION flood or HPACK bomb (CVE-2024-27316, CVE-2016-6581)",
+    )
 }
 
 fn compression() -> ConnError {

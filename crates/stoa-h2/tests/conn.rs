@@ -911,3 +911,27 @@ fn rfc9113_8_1_the_dropped_body_of_a_431_request_gives_the_stream_window_back_to
     c.send(&frame(DATA, END_STREAM, 1, &[0; 100])).unwrap();
     assert_eq!(c.conn.open_streams(), 0);
 }
+
+#[test]
+fn cve_2016_6581_a_one_frame_block_past_the_list_limit_and_a_frame_gets_enhance_your_calm() {
+    let mut c = Client::new(&Config {
+        max_frame_size: 1 << 20,
+        ..Config::default()
+    });
+    // One literal into the table, then 40,000 references to it: 160 MB
+    // of header list from 44 KB.
+    let mut b = vec![
+        0x40,
+        1,
+        b'x',
+        0x7f,
+        0x80 | (3873 & 0x7f) as u8,
+        (3873 >> 7) as u8,
+    ];
+    b.extend_from_slice(&[b'a'; 4000]);
+    b.extend(std::iter::repeat_n(0x80 | 62, 40_000));
+    assert_eq!(
+        connection_error(&mut c, &frame(HEADERS, END_HEADERS | END_STREAM, 1, &b)),
+        Reason::ENHANCE_YOUR_CALM
+    );
+}
