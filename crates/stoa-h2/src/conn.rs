@@ -1202,6 +1202,25 @@ impl Conn {
         }
     }
 
+    /// Gives back the memory an idle connection does not need: the
+    /// output, event and stream buffers once empty, the header block
+    /// buffer (call when nothing is in progress; the HPACK table stays,
+    /// as the client's encoder counts on it).
+    pub fn shrink_idle(&mut self) {
+        if self.out.is_empty() {
+            self.out = Vec::new();
+        }
+        if self.block.is_none() {
+            self.block_buf = Vec::new();
+        }
+        if self.events.is_empty() {
+            self.events = VecDeque::new();
+        }
+        if self.streams.is_empty() {
+            self.streams = Vec::new();
+        }
+    }
+
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more
     /// (`recv` takes no frames meanwhile).
     pub fn backlogged(&self) -> bool {

@@ -935,3 +935,17 @@ fn cve_2016_6581_a_one_frame_block_past_the_list_limit_and_a_frame_gets_enhance_
         Reason::ENHANCE_YOUR_CALM
     );
 }
+
+#[test]
+fn an_idle_connection_gives_its_buffers_back_and_goes_on() {
+    let mut c = Client::default();
+    c.send(&post(1, &[])).unwrap();
+    c.send(&frame(DATA, END_STREAM, 1, &[1; 10_000])).unwrap();
+    c.events();
+    c.conn.send_headers(1, &[0x88], false);
+    c.conn.send_data(1, &[2; 60_000], true);
+    c.frames();
+    c.conn.shrink_idle();
+    c.send(&get(3)).unwrap();
+    assert!(matches!(c.events()[..], [Event::Request { id: 3, .. }]));
+}
