@@ -184,29 +184,22 @@ impl Builder {
             if self.regular {
                 return Err("a pseudo-header field after a regular one (RFC 9113 §8.3)");
             }
+            // The value goes in first: `buf` and the slot are both parts
+            // of `req`.
+            let r = Some(self.push(value));
+            let req = &mut self.req;
             let slot = match pseudo {
-                b"method" => &mut self.req.method,
-                b"scheme" => &mut self.req.scheme,
-                b"authority" => &mut self.req.authority,
-                b"path" => &mut self.req.path,
-                b"protocol" if self.connect_protocol => &mut self.req.protocol,
+                b"method" => &mut req.method,
+                b"scheme" => &mut req.scheme,
+                b"authority" => &mut req.authority,
+                b"path" => &mut req.path,
+                b"protocol" if self.connect_protocol => &mut req.protocol,
                 _ => return Err("an unknown or response pseudo-header field (RFC 9113 §8.3)"),
             };
             if slot.is_some() {
                 return Err("a pseudo-header field twice (RFC 9113 §8.3.1)");
             }
-            let r = {
-                let a = self.req.buf.len() as u32;
-                self.req.buf.extend_from_slice(value);
-                [a, self.req.buf.len() as u32]
-            };
-            match pseudo {
-                b"method" => self.req.method = Some(r),
-                b"scheme" => self.req.scheme = Some(r),
-                b"authority" => self.req.authority = Some(r),
-                b"path" => self.req.path = Some(r),
-                _ => self.req.protocol = Some(r),
-            }
+            *slot = r;
             return Ok(());
         }
         self.regular = true;
@@ -257,8 +250,10 @@ impl Builder {
         if r.scheme.is_none() || r.path.is_none() {
             return Err("no :scheme or no :path (RFC 9113 §8.3.1)");
         }
-        if r.path().is_some_and(<[u8]>::is_empty) {
-            return Err("an empty :path (RFC 9113 §8.3.1)");
+        match r.path() {
+            Some(b"*") if r.method() == b"OPTIONS" => {}
+            Some([b'/', ..]) => {}
+            _ => return Err("a :path neither absolute nor \"*\" for OPTIONS (RFC 9113 §8.3.1)"),
         }
         Ok(r)
     }
@@ -328,6 +323,9 @@ mod tests {
         assert!(build(&[GET[0], GET[2], GET[3]]).is_err());
         assert!(build(&[GET[0], GET[1], GET[2]]).is_err());
         assert!(build(&[GET[0], GET[1], (":path", "")]).is_err());
+        assert!(build(&[GET[0], GET[1], (":path", "index.html")]).is_err());
+        assert!(build(&[GET[0], GET[1], (":path", "*")]).is_err());
+        assert!(build(&[(":method", "OPTIONS"), GET[1], (":path", "*")]).is_ok());
     }
 
     #[test]
