@@ -523,6 +523,9 @@ impl Conn {
         }
         let discard = s.discard;
         if discard {
+            // Dropped: both windows get it back, so that the client can
+            // finish sending the body of a refused request.
+            self.release_stream(i, len as u64);
             self.give_back_conn(len as u64);
         } else {
             s.unreleased += data.len() as u64;
@@ -648,6 +651,9 @@ impl Conn {
         }
         let fragment = &p[start..end];
         let end_stream = head.flags & frame::END_STREAM != 0;
+        if fragment.len() > self.max_block() {
+            return Err(bomb());
+        }
         if head.flags & frame::END_HEADERS != 0 {
             return self.on_block(id, end_stream, self_dependent, fragment);
         }
@@ -659,22 +665,24 @@ impl Conn {
         });
         self.block_buf.clear();
         self.block_buf.extend_from_slice(fragment);
-        self.check_block_size()
+        Ok(())
     }
 
-    /// A header block may take more bytes than the list it decodes to
-    /// only through Huffman codes; past twice the list limit (and a
-    /// frame), or in more frames than honest clients use, it is a
-    /// CONTINUATION flood (CVE-2024-27316, CVE-2023-45288).
+    /// An honest client's block is no longer than the list it decodes to
+    /// (each field counts 32 bytes more there, and an encoder picks
+    /// Huffman only when shorter): past the list limit and a frame, or in
+    /// more frames than honest clients use, it is a CONTINUATION flood
+    /// (CVE-2024-27316, CVE-2023-45288) or an HPACK bomb in the making.
+    fn max_block(&self) -> usize {
+        self.cfg.max_header_list_size as usize + frame::MIN_MAX_FRAME_SIZE as usize
+    }
+
     fn check_block_size(&self) -> Result<(), ConnError> {
-        let max_bytes =
-            2 * self.cfg.max_header_list_size as usize + frame::MIN_MAX_FRAME_SIZE as usize;
-        let max_frames = 16 + max_bytes / 1024;
+        let max_frames = 16 + self.max_block() / 1024;
         match &self.block {
-            Some(b) if self.block_buf.len() > max_bytes || b.frames > max_frames => Err(fail(
-                Reason::ENHANCE_YOUR_CALM,
-                "a CONTINUATION flood (CVE-2024-27316)",
-            )),
+            Some(b) if self.block_buf.len() > self.max_block() || b.frames > max_frames => {
+                Err(bomb())
+            }
             _ => Ok(()),
         }
     }
@@ -752,7 +760,7 @@ impl Conn {
             return Ok(());
         }
         let limit = self.cfg.max_header_list_size as usize;
-        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit);
+        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit, block.len());
         let r = self.decoder.decode(block, limit, &mut |n, v| b.field(n, v));
         let too_large = match r {
             Ok(()) => false,
@@ -1194,6 +1202,25 @@ impl Conn {
         }
     }
 
+    /// Gives back the memory an idle connection does not need: the
+    /// output, event and stream buffers once empty, the header block
+    /// buffer (call when nothing is in progress; the HPACK table stays,
+    /// as the client's encoder counts on it).
+    pub fn shrink_idle(&mut self) {
+        if self.out.is_empty() {
+            self.out = Vec::new();
+        }
+        if self.block.is_none() {
+            self.block_buf = Vec::new();
+        }
+        if self.events.is_empty() {
+            self.events = VecDeque::new();
+        }
+        if self.streams.is_empty() {
+            self.streams = Vec::new();
+        }
+    }
+
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more
     /// (`recv` takes no frames meanwhile).
     pub fn backlogged(&self) -> bool {
@@ -1219,6 +1246,13 @@ impl Conn {
 
 fn fail(code: Reason, what: &'static str) -> ConnError {
     ConnError { code, what }
+}
+
+fn bomb() -> ConnError {
+    fail(
+        Reason::ENHANCE_YOUR_CALM,
+        "a header block past any honest size: CONTINUATION flood or HPACK bomb (CVE-2024-27316, CVE-2016-6581)",
+    )
 }
 
 fn compression() -> ConnError {

@@ -889,3 +889,63 @@ fn rfc7541_4_2_a_lowered_header_table_size_is_signalled_at_the_next_block() {
     assert_eq!(out[0].1, [0x20, 0x88]);
     assert_eq!(out[1].1, [0x88]);
 }
+
+#[test]
+fn rfc9113_8_1_the_dropped_body_of_a_431_request_gives_the_stream_window_back_too() {
+    let mut c = Client::new(&Config {
+        max_header_list_size: 100,
+        initial_window_size: 100,
+        ..Config::default()
+    });
+    c.send(&post(1, &[("x-big", &"b".repeat(120))])).unwrap();
+    c.conn.send_headers(1, &[0x08, 3, b'4', b'3', b'1'], true);
+    c.frames();
+    c.send(&frame(DATA, 0, 1, &[0; 60])).unwrap();
+    let out = c.frames();
+    assert!(
+        out.iter().any(|f| f.0.kind == frame::WINDOW_UPDATE
+            && f.0.stream == 1
+            && frame::be32(&f.1) == 60),
+        "{out:?}"
+    );
+    c.send(&frame(DATA, END_STREAM, 1, &[0; 100])).unwrap();
+    assert_eq!(c.conn.open_streams(), 0);
+}
+
+#[test]
+fn cve_2016_6581_a_one_frame_block_past_the_list_limit_and_a_frame_gets_enhance_your_calm() {
+    let mut c = Client::new(&Config {
+        max_frame_size: 1 << 20,
+        ..Config::default()
+    });
+    // One literal into the table, then 40,000 references to it: 160 MB
+    // of header list from 44 KB.
+    let mut b = vec![
+        0x40,
+        1,
+        b'x',
+        0x7f,
+        0x80 | (3873 & 0x7f) as u8,
+        (3873 >> 7) as u8,
+    ];
+    b.extend_from_slice(&[b'a'; 4000]);
+    b.extend(std::iter::repeat_n(0x80 | 62, 40_000));
+    assert_eq!(
+        connection_error(&mut c, &frame(HEADERS, END_HEADERS | END_STREAM, 1, &b)),
+        Reason::ENHANCE_YOUR_CALM
+    );
+}
+
+#[test]
+fn an_idle_connection_gives_its_buffers_back_and_goes_on() {
+    let mut c = Client::default();
+    c.send(&post(1, &[])).unwrap();
+    c.send(&frame(DATA, END_STREAM, 1, &[1; 10_000])).unwrap();
+    c.events();
+    c.conn.send_headers(1, &[0x88], false);
+    c.conn.send_data(1, &[2; 60_000], true);
+    c.frames();
+    c.conn.shrink_idle();
+    c.send(&get(3)).unwrap();
+    assert!(matches!(c.events()[..], [Event::Request { id: 3, .. }]));
+}
