@@ -97,6 +97,21 @@ pub enum Event {
     GoAway { last_stream_id: u32, code: Reason },
 }
 
+impl Event {
+    /// The stream the event is about (None: the connection).
+    pub fn stream_id(&self) -> Option<u32> {
+        match self {
+            Event::Request { id, .. }
+            | Event::Data { id, .. }
+            | Event::Trailers { id, .. }
+            | Event::HeadersTooLarge { id }
+            | Event::Reset { id, .. } => Some(*id),
+            Event::WindowUpdate { id } if *id != 0 => Some(*id),
+            Event::WindowUpdate { .. } | Event::GoAway { .. } => None,
+        }
+    }
+}
+
 /// A connection error (RFC 9113 §5.4.1): our GOAWAY is queued; write the
 /// output and close.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,9 +152,10 @@ struct Stream {
     recv_open: bool,
     /// We may still send (no END_STREAM or reset from us).
     send_open: bool,
-    /// Its Request event was queued (as event number `seq`).
+    /// Its Request (or HeadersTooLarge) event was queued.
     announced: bool,
-    seq: u64,
+    /// ... and still waits in the queue.
+    queued: bool,
     /// Body bytes are dropped and given back at once (431 streams).
     discard: bool,
     send_window: i64,
@@ -175,8 +191,6 @@ pub struct Conn {
     decoder: hpack::Decoder,
     out: Vec<u8>,
     events: VecDeque<Event>,
-    pushed: u64,
-    taken: u64,
     /// Bytes of the client preface still to check.
     preface_left: usize,
     got_settings: bool,
@@ -250,8 +264,6 @@ impl Conn {
             decoder: hpack::Decoder::new(cfg.header_table_size as usize),
             out,
             events: VecDeque::new(),
-            pushed: 0,
-            taken: 0,
             preface_left: frame::PREFACE.len(),
             got_settings: false,
             our_settings_acked: false,
@@ -357,18 +369,21 @@ impl Conn {
     /// The next event, in the order the frames came.
     pub fn next_event(&mut self) -> Option<Event> {
         let e = self.events.pop_front();
-        if e.is_some() {
-            self.taken += 1;
-        } else {
+        match &e {
+            Some(Event::Request { id, .. } | Event::HeadersTooLarge { id }) => {
+                if let Some(i) = self.find(*id) {
+                    self.streams[i].queued = false;
+                }
+            }
+            Some(_) => {}
             // Every request was taken: none waits any more (Rapid Reset
             // counts resets of requests still waiting, as `h2` does).
-            self.pending_accept_resets = 0;
+            None => self.pending_accept_resets = 0,
         }
         e
     }
 
     fn push(&mut self, e: Event) {
-        self.pushed += 1;
         self.events.push_back(e);
     }
 
@@ -787,7 +802,7 @@ impl Conn {
             recv_open: !end_stream,
             send_open: true,
             announced: true,
-            seq: self.pushed,
+            queued: true,
             discard: head.is_none(),
             send_window: self.peer_initial_window,
             recv_window: i64::from(self.cfg.initial_window_size),
@@ -857,7 +872,7 @@ impl Conn {
         let code = Reason(frame::be32(p));
         let s = self.remove(i, Closed::Other);
         if s.announced {
-            if s.seq >= self.taken {
+            if s.queued {
                 // Its request still waits in the queue: reset before the
                 // server even saw it (Rapid Reset, CVE-2023-44487).
                 self.pending_accept_resets += 1;
@@ -1155,8 +1170,13 @@ impl Conn {
     }
 
     /// RST_STREAM from us (e.g. CANCEL, or NO_ERROR after a complete
-    /// response to stop an unread request body, RFC 9113 §8.1).
+    /// response to stop an unread request body, RFC 9113 §8.1). The
+    /// stream's events still in the queue are dropped: none names it
+    /// after this.
     pub fn reset(&mut self, id: u32, code: Reason) {
+        // After this, no event names the stream (even when the
+        // connection failed meanwhile).
+        self.events.retain(|e| e.stream_id() != Some(id));
         if self.error.is_some() {
             return;
         }

@@ -949,3 +949,19 @@ fn an_idle_connection_gives_its_buffers_back_and_goes_on() {
     c.send(&get(3)).unwrap();
     assert!(matches!(c.events()[..], [Event::Request { id: 3, .. }]));
 }
+
+#[test]
+fn after_our_reset_no_queued_event_names_the_stream() {
+    let mut c = Client::default();
+    let mut burst = post(1, &[]);
+    burst.extend(frame(DATA, 0, 1, b"abc"));
+    burst.extend(get(3));
+    burst.extend(frame(DATA, END_STREAM, 1, b"def"));
+    c.send(&burst).unwrap();
+    let Some(Event::Request { id: 1, .. }) = c.conn.next_event() else {
+        panic!("a request first")
+    };
+    c.conn.reset(1, Reason::CANCEL);
+    let ev = c.events();
+    assert!(matches!(ev[..], [Event::Request { id: 3, .. }]), "{ev:?}");
+}
