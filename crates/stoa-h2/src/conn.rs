@@ -201,6 +201,8 @@ pub struct Conn {
     last_peer_id: u32,
     recent: VecDeque<(u32, Closed)>,
     peer_max_frame: usize,
+    /// Our own cap on DATA payloads (`set_max_data_frame`).
+    data_frame_cap: usize,
     peer_initial_window: i64,
     peer_table_size: u32,
     size_update_owed: Option<u32>,
@@ -273,6 +275,7 @@ impl Conn {
             last_peer_id: 0,
             recent: VecDeque::new(),
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
+            data_frame_cap: usize::MAX,
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_table_size: 4096,
             size_update_owed: None,
@@ -1122,7 +1125,7 @@ impl Conn {
         let n = data.len().min(window);
         let ends = end_stream && n == data.len();
         let mut rest = &data[..n];
-        let max = self.peer_max_frame;
+        let max = self.peer_max_frame.min(self.data_frame_cap).max(1);
         while !rest.is_empty() || (ends && n == 0) {
             let k = rest.len().min(max);
             let last = k == rest.len();
@@ -1141,6 +1144,13 @@ impl Conn {
             self.close_if_done(i);
         }
         n
+    }
+
+    /// DATA payloads at most `n` bytes (besides the client's max frame
+    /// size): e.g. 16,384 - 9 over TLS, so that a frame and its header
+    /// fill one TLS record and no frame straddles two.
+    pub fn set_max_data_frame(&mut self, n: usize) {
+        self.data_frame_cap = n.max(1);
     }
 
     /// The handler consumed `n` body bytes of stream `id`: they are given

@@ -965,3 +965,20 @@ fn after_our_reset_no_queued_event_names_the_stream() {
     let ev = c.events();
     assert!(matches!(ev[..], [Event::Request { id: 3, .. }]), "{ev:?}");
 }
+
+#[test]
+fn data_frames_can_be_capped_below_the_clients_frame_size_to_fit_tls_records() {
+    let mut c = Client::default();
+    c.conn.set_max_data_frame(16_384 - 9);
+    c.send(&get(1)).unwrap();
+    c.frames();
+    c.conn.send_headers(1, &[0x88], false);
+    assert_eq!(c.conn.send_data(1, &[0; 40_000], true), 40_000);
+    let sizes: Vec<usize> = c
+        .frames()
+        .iter()
+        .filter(|f| f.0.kind == DATA)
+        .map(|f| f.1.len())
+        .collect();
+    assert_eq!(sizes, [16_375, 16_375, 40_000 - 2 * 16_375]);
+}
