@@ -20,7 +20,9 @@
 //! - `fastcgi_records`: 2 bytes choose the split point, the rest is a
 //!   stream of FastCGI records;
 //! - `cgi_head`: 2 bytes choose the split point, the rest is a script's
-//!   output (head and body).
+//!   output (head and body);
+//! - `hpack`: 1 byte picks the table and list limits, 1 byte where the
+//!   rest splits into two header blocks of one connection.
 
 #![allow(dead_code)]
 
@@ -40,6 +42,7 @@ pub const TARGETS: &[&str] = &[
     "response_head",
     "fastcgi_records",
     "cgi_head",
+    "hpack",
 ];
 
 /// Runs the check of `target` on one input.
@@ -55,6 +58,9 @@ pub fn run(target: &str, data: &[u8]) {
         // decoding and bounds what is buffered.
         "fastcgi_records" => stoa_fastcgi::fuzzing::fuzz_check(data),
         "cgi_head" => cgi_head(data),
+        // The HPACK decoder of stoa-h2, against a plain reference decoder
+        // in the same crate (`stoa_h2::hpack::fuzzing`).
+        "hpack" => stoa_h2::hpack::fuzzing::fuzz_check(data),
         other => panic!("unknown fuzz target {other:?}"),
     }
 }

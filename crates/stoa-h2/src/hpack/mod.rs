@@ -8,6 +8,8 @@
 //! dynamic table is one ring of bytes. The encoder never indexes, so its
 //! blocks can be cached and sent on any connection.
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod huffman;
 mod table;
 #[cfg(test)]

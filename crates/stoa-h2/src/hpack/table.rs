@@ -269,7 +269,6 @@ impl Table {
         }
     }
 
-    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
         self.size
     }
