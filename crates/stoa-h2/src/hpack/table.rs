@@ -252,6 +252,8 @@ impl Table {
         self.evict_to(self.max_size - size);
         if self.ring.capacity() == 0 {
             self.ring.reserve_exact(self.limit);
+            // A browser's first request enters 10 to 20 fields: grow once.
+            self.entries.reserve(32.min(self.limit / ENTRY_OVERHEAD));
         }
         // The live bytes plus these are at most max_size - 32 per entry,
         // less than the ring: nothing live is overwritten.
