@@ -490,16 +490,23 @@ pub(super) fn encoded_len(src: &[u8]) -> usize {
 
 /// Appends the Huffman encoding of `src` to `out`, padded with ones.
 pub(super) fn encode(src: &[u8], out: &mut Vec<u8>) {
+    // Chosen only when shorter than the input.
+    out.reserve(src.len());
+    // The pending bits are the low `nbits` of `acc`: fewer than 32 + 30.
     let mut acc: u64 = 0;
     let mut nbits: u32 = 0;
     for &b in src {
         let (code, len) = CODES[b as usize];
         acc = (acc << len) | u64::from(code);
         nbits += u32::from(len);
-        while nbits >= 8 {
-            nbits -= 8;
-            out.push((acc >> nbits) as u8);
+        if nbits >= 32 {
+            nbits -= 32;
+            out.extend_from_slice(&((acc >> nbits) as u32).to_be_bytes());
         }
+    }
+    while nbits >= 8 {
+        nbits -= 8;
+        out.push((acc >> nbits) as u8);
     }
     if nbits > 0 {
         let pad = 8 - nbits;

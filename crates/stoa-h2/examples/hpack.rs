@@ -1,17 +1,19 @@
-//! Decodes a Chrome-like request header block N times, for measuring the
-//! HPACK decoder with callgrind (docs/BENCHMARKS.md, "HPACK decode"):
-//! Ir per decode = (Ir at N2 - Ir at N1) / (N2 - N1).
+//! Decodes a Chrome-like request header block, or encodes a static file's
+//! response head, N times, for measuring HPACK with callgrind
+//! (docs/BENCHMARKS.md, "HPACK (stoa-h2)"): Ir per block = (Ir at N2 - Ir
+//! at N1) / (N2 - N1).
 //!
 //! ```text
-//! cargo build --release -p stoa-h2 --example hpack_decode
-//! valgrind --tool=callgrind target/release/examples/hpack_decode first 2000
-//! valgrind --tool=callgrind target/release/examples/hpack_decode first 6000
+//! cargo build --release -p stoa-h2 --example hpack
+//! valgrind --tool=callgrind target/release/examples/hpack first 2000
+//! valgrind --tool=callgrind target/release/examples/hpack first 6000
 //! ```
 //!
 //! Modes: `first`, a connection's first request (every field a literal,
 //! Huffman-coded, entered into the dynamic table, on a fresh decoder each
 //! time); `repeat`, a later request on the same connection (fields indexed
-//! from the table, a new `:path` as a Huffman literal).
+//! from the table, a new `:path` as a Huffman literal); `encode`, the
+//! response head of a static file (into a reused buffer).
 
 use std::hint::black_box;
 
@@ -80,6 +82,17 @@ fn main() {
         }
     }
 
+    if mode == "encode" {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.clear();
+            encode_head(&mut out);
+            black_box(&out);
+        }
+        println!("encode: {n} heads of {} bytes", out.len());
+        return;
+    }
+
     let mut fields = 0usize;
     let mut count = |n: &[u8], v: &[u8]| fields += n.len() + v.len();
     let mut conn = Decoder::new(4096);
@@ -105,4 +118,20 @@ fn main() {
         repeat.len(),
         black_box(fields)
     );
+}
+
+/// What Stoa sends before a 1358-byte static file.
+fn encode_head(out: &mut Vec<u8>) {
+    Encoder::status(out, 200);
+    Encoder::field(out, b"server", black_box(b"stoa"));
+    Encoder::field(out, b"date", black_box(b"Fri, 27 Nov 2026 01:17:00 GMT"));
+    Encoder::field(out, b"content-type", black_box(b"text/html; charset=utf-8"));
+    Encoder::field(out, b"content-length", black_box(b"1358"));
+    Encoder::field(
+        out,
+        b"last-modified",
+        black_box(b"Thu, 26 Nov 2026 22:40:13 GMT"),
+    );
+    Encoder::field(out, b"etag", black_box(b"\"6927817d-54e\""));
+    Encoder::field(out, b"accept-ranges", black_box(b"bytes"));
 }
