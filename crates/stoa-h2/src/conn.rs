@@ -138,8 +138,11 @@ pub const OUTPUT_HIGH: usize = 64 << 10;
 /// (CVE-2019-9518; the `h2` crate's and nghttp2's figure).
 const MAX_EMPTY_DATA: u32 = 100;
 
-/// Buffers larger than this are freed once empty, not kept for reuse.
-const KEEP_CAPACITY: usize = 16 << 10;
+/// Buffers larger than this are freed once empty, not kept for reuse
+/// (a turn of h2load -m 10 on a 1,358-byte file writes ~15 KiB: at 16 KiB
+/// the output was freed and grown again every turn, 8 reallocations;
+/// an idle connection gives it back with `shrink_idle`).
+const KEEP_CAPACITY: usize = OUTPUT_HIGH;
 
 /// Closed streams remembered, to tell "closed" from "never opened" and to
 /// ignore what was in flight when we reset a stream (RFC 9113 §5.1).
