@@ -66,6 +66,12 @@ fn serve(mut s: TcpStream) -> std::io::Result<()> {
             eprintln!("connection error: {e}");
         }
         if r.is_err() || conn.is_closed() {
+            // A lingering close: closing with unread bytes (a PING that
+            // followed GOAWAY) would reset the connection, and the client
+            // could lose what was written last.
+            s.shutdown(std::net::Shutdown::Write)?;
+            s.set_read_timeout(Some(Duration::from_secs(1)))?;
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
             return Ok(());
         }
         let n = s.read(&mut buf)?;

@@ -949,3 +949,36 @@ fn an_idle_connection_gives_its_buffers_back_and_goes_on() {
     c.send(&get(3)).unwrap();
     assert!(matches!(c.events()[..], [Event::Request { id: 3, .. }]));
 }
+
+#[test]
+fn after_our_reset_no_queued_event_names_the_stream() {
+    let mut c = Client::default();
+    let mut burst = post(1, &[]);
+    burst.extend(frame(DATA, 0, 1, b"abc"));
+    burst.extend(get(3));
+    burst.extend(frame(DATA, END_STREAM, 1, b"def"));
+    c.send(&burst).unwrap();
+    let Some(Event::Request { id: 1, .. }) = c.conn.next_event() else {
+        panic!("a request first")
+    };
+    c.conn.reset(1, Reason::CANCEL);
+    let ev = c.events();
+    assert!(matches!(ev[..], [Event::Request { id: 3, .. }]), "{ev:?}");
+}
+
+#[test]
+fn data_frames_can_be_capped_below_the_clients_frame_size_to_fit_tls_records() {
+    let mut c = Client::default();
+    c.conn.set_max_data_frame(16_384 - 9);
+    c.send(&get(1)).unwrap();
+    c.frames();
+    c.conn.send_headers(1, &[0x88], false);
+    assert_eq!(c.conn.send_data(1, &[0; 40_000], true), 40_000);
+    let sizes: Vec<usize> = c
+        .frames()
+        .iter()
+        .filter(|f| f.0.kind == DATA)
+        .map(|f| f.1.len())
+        .collect();
+    assert_eq!(sizes, [16_375, 16_375, 40_000 - 2 * 16_375]);
+}

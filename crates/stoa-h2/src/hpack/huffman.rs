@@ -1,16 +1,18 @@
 //! The Huffman code of RFC 7541 §5.2 (Appendix B).
 //!
 //! Decoding reads the input through a 64-bit bit buffer and looks the next
-//! `PEEK` bits up in one table built at compile time: every code of at most
-//! `PEEK` bits (all printable ASCII but a few punctuation marks) is one
-//! lookup and one shift per symbol, with no per-nibble state machine. The
-//! code is canonical (codes of one length are consecutive numbers, shorter
-//! codes numerically first), so the rare longer codes are found by
-//! comparing the next `len` bits against the range of each longer length.
+//! `PEEK` bits up in one table built at compile time, which gives the one
+//! or two symbols whose codes fit in them: lowercase letters, digits and
+//! the usual punctuation come two per lookup, every code up to `PEEK` bits
+//! (all printable ASCII but a few marks) at least one, with no per-nibble
+//! state machine. The code is canonical (codes of one length are
+//! consecutive numbers, shorter codes numerically first), so the rare
+//! longer codes are found by comparing the next `len` bits against the
+//! range of each longer length.
 
 use super::DecodeError;
 
-/// Bits looked up at once: 2^11 entries of 2 bytes (4 KiB), covering every
+/// Bits looked up at once: 2^11 entries of 4 bytes (8 KiB), covering every
 /// code up to 11 bits (letters, digits and the usual punctuation of paths,
 /// cookies and base64).
 const PEEK: u32 = 11;
@@ -280,28 +282,53 @@ pub(super) const CODES: [(u32, u8); 257] = [
     (0x3fffffff, 30),
 ];
 
-/// `PRIMARY[next 11 bits]`: the symbol in the low 9 bits and its code
-/// length in the bits above; 0 when the code is longer than `PEEK`.
-static PRIMARY: [u16; 1 << PEEK] = build_primary();
+/// `PRIMARY[next 11 bits]`: the first symbol (bits 0-7), the second
+/// (8-15), the first's code length (16-19), the length of both (20-23) and
+/// the number of symbols (24-25: 0 when the first code is longer than
+/// `PEEK` bits).
+static PRIMARY: [u32; 1 << PEEK] = build_primary();
 
-const fn build_primary() -> [u16; 1 << PEEK] {
-    let mut t = [0u16; 1 << PEEK];
-    let mut sym = 0;
-    while sym < 257 {
-        let (code, len) = CODES[sym];
-        let len = len as u32;
-        if len <= PEEK {
-            let first = (code << (PEEK - len)) as usize;
-            let n = 1usize << (PEEK - len);
-            let mut k = 0;
-            while k < n {
-                t[first + k] = ((len as u16) << 9) | sym as u16;
-                k += 1;
+const fn build_primary() -> [u32; 1 << PEEK] {
+    let mut t = [0u32; 1 << PEEK];
+    let mut first = 0;
+    while first < 256 {
+        let (code1, len1) = CODES[first];
+        let len1 = len1 as u32;
+        if len1 <= PEEK {
+            let one = (1 << 24) | (len1 << 20) | (len1 << 16) | first as u32;
+            fill(&mut t, code1 << (PEEK - len1), PEEK - len1, one);
+            let mut second = 0;
+            while second < 256 {
+                let (code2, len2) = CODES[second];
+                let len = len1 + len2 as u32;
+                if len <= PEEK {
+                    let two = (2 << 24)
+                        | (len << 20)
+                        | (len1 << 16)
+                        | ((second as u32) << 8)
+                        | first as u32;
+                    fill(
+                        &mut t,
+                        ((code1 << len2) | code2) << (PEEK - len),
+                        PEEK - len,
+                        two,
+                    );
+                }
+                second += 1;
             }
         }
-        sym += 1;
+        first += 1;
     }
     t
+}
+
+/// Sets the `2^free` entries from `start` to `entry`.
+const fn fill(t: &mut [u32; 1 << PEEK], start: u32, free: u32, entry: u32) {
+    let mut k = 0;
+    while k < 1 << free {
+        t[(start + k) as usize] = entry;
+        k += 1;
+    }
 }
 
 /// The canonical layout of the code, by length: the first code of each
@@ -353,8 +380,20 @@ const fn build_canonical() -> Canonical {
 /// Errors (RFC 7541 §5.2): the EOS symbol, padding of 8 bits or more, or
 /// padding that is not the most significant bits of EOS (all ones).
 pub(super) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
-    // The shortest code has 5 bits: at most 8 symbols per 5 bytes.
-    out.reserve(src.len() * 8 / 5 + 1);
+    // The shortest code has 5 bits: at most 8 symbols per 5 bytes, and a
+    // lookup may write one byte past the last symbol.
+    let start = out.len();
+    out.resize(start + src.len() * 8 / 5 + 2, 0);
+    let buf = &mut out[start..];
+    let r = decode_into(src, buf);
+    let n = *r.as_ref().unwrap_or(&0);
+    out.truncate(start + n);
+    r.map(drop)
+}
+
+/// Decodes `src` into `buf`, returning the number of bytes written.
+fn decode_into(src: &[u8], buf: &mut [u8]) -> Result<usize, DecodeError> {
+    let mut n = 0;
     // The next bits, most significant first; bits below the `nbits` valid
     // ones are either zero or the true following bits of the input.
     let mut acc: u64 = 0;
@@ -375,26 +414,39 @@ pub(super) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
                     pos += 1;
                 }
                 if nbits == 0 {
-                    return Ok(());
+                    return Ok(n);
                 }
             }
         }
         // Fewer than 32 valid bits only once the input is exhausted, and
         // then the bits below them are zero.
         let entry = PRIMARY[(acc >> (64 - PEEK)) as usize];
-        let len = u32::from(entry >> 9);
-        if len != 0 && len <= nbits {
-            out.push(entry as u8);
+        let count = entry >> 24;
+        let len = (entry >> 20) & 0xf;
+        if count != 0 && len <= nbits {
+            buf[n] = entry as u8;
+            buf[n + 1] = (entry >> 8) as u8;
+            n += count as usize;
             acc <<= len;
             nbits -= len;
             continue;
         }
-        if len == 0 {
+        let len1 = (entry >> 16) & 0xf;
+        if count != 0 && len1 <= nbits {
+            // Near the end: the second symbol came from the zero fill.
+            buf[n] = entry as u8;
+            n += 1;
+            acc <<= len1;
+            nbits -= len1;
+            continue;
+        }
+        if count == 0 {
             if let Some((sym, len)) = decode_long(acc, nbits) {
                 if sym == EOS {
                     return Err(DecodeError::BadHuffman);
                 }
-                out.push(sym as u8);
+                buf[n] = sym as u8;
+                n += 1;
                 acc <<= len;
                 nbits -= len;
                 continue;
@@ -402,7 +454,7 @@ pub(super) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
         }
         // The input ends inside a code: only padding may remain.
         return if nbits < 8 && acc >> (64 - nbits) == (1u64 << nbits) - 1 {
-            Ok(())
+            Ok(n)
         } else {
             Err(DecodeError::BadHuffman)
         };
@@ -438,16 +490,23 @@ pub(super) fn encoded_len(src: &[u8]) -> usize {
 
 /// Appends the Huffman encoding of `src` to `out`, padded with ones.
 pub(super) fn encode(src: &[u8], out: &mut Vec<u8>) {
+    // Chosen only when shorter than the input.
+    out.reserve(src.len());
+    // The pending bits are the low `nbits` of `acc`: fewer than 32 + 30.
     let mut acc: u64 = 0;
     let mut nbits: u32 = 0;
     for &b in src {
         let (code, len) = CODES[b as usize];
         acc = (acc << len) | u64::from(code);
         nbits += u32::from(len);
-        while nbits >= 8 {
-            nbits -= 8;
-            out.push((acc >> nbits) as u8);
+        if nbits >= 32 {
+            nbits -= 32;
+            out.extend_from_slice(&((acc >> nbits) as u32).to_be_bytes());
         }
+    }
+    while nbits >= 8 {
+        nbits -= 8;
+        out.push((acc >> nbits) as u8);
     }
     if nbits > 0 {
         let pad = 8 - nbits;

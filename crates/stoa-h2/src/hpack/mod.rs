@@ -8,6 +8,8 @@
 //! dynamic table is one ring of bytes. The encoder never indexes, so its
 //! blocks can be cached and sent on any connection.
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod huffman;
 mod table;
 #[cfg(test)]
@@ -94,12 +96,29 @@ impl Decoder {
         let mut at_start = true;
         while let Some(&first) = block.get(pos) {
             self.scratch.clear();
-            let (name, value, index) = if first & 0x80 != 0 {
-                // §6.1: indexed header field.
+            if first & 0x80 != 0 {
+                // §6.1: indexed header field, most fields of a browser's
+                // later requests: straight from the tables.
                 let idx = integer(block, &mut pos, 7)?;
-                let (name, value) = self.indexed(idx)?;
-                (name, value, false)
-            } else if first & 0x40 != 0 {
+                at_start = false;
+                let (name, value) = match STATIC.get(idx.wrapping_sub(1)) {
+                    Some(&(name, value)) => (name, value),
+                    None => {
+                        let e = self
+                            .table
+                            .get(idx.wrapping_sub(STATIC.len() + 1))
+                            .ok_or(DecodeError::BadIndex)?;
+                        self.table.entry(e, &mut self.scratch)
+                    }
+                };
+                list_size = list_size.saturating_add(name.len() + value.len() + ENTRY_OVERHEAD);
+                too_large |= list_size > max_list_size;
+                if !too_large {
+                    field(name, value);
+                }
+                continue;
+            }
+            let (name, value, index) = if first & 0x40 != 0 {
                 // §6.2.1: literal with incremental indexing.
                 let idx = integer(block, &mut pos, 6)?;
                 let name = self.name(block, &mut pos, idx)?;
@@ -151,7 +170,8 @@ impl Decoder {
         }
     }
 
-    /// The name and value at `idx` of the index address space (§2.3.3).
+    /// The name and value at `idx` of the index address space (§2.3.3),
+    /// for a literal's indexed name.
     fn indexed(&self, idx: usize) -> Result<(Str, Str), DecodeError> {
         if idx == 0 {
             return Err(DecodeError::BadIndex);
@@ -164,8 +184,8 @@ impl Decoder {
             .get(idx - 1 - STATIC.len())
             .ok_or(DecodeError::BadIndex)?;
         Ok((
-            Str::Table(e.off, e.name_len),
-            Str::Table(self.table.advance(e.off, e.name_len), e.value_len),
+            Str::Table(e.name_off, e.name_len),
+            Str::Table(e.value_off, e.value_len),
         ))
     }
 

@@ -131,11 +131,13 @@ pub(super) fn static_name_index(name: &[u8]) -> Option<usize> {
 /// RFC 7541 §4.1: an entry's size counts 32 bytes beyond its name and value.
 pub(super) const ENTRY_OVERHEAD: usize = 32;
 
-/// Where one entry's bytes (name, then value) lie in the ring.
+/// Where one entry's name and value lie in the ring (the value follows
+/// the name, maybe wrapped to the ring's start).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
-    pub(super) off: u32,
+    pub(super) name_off: u32,
     pub(super) name_len: u32,
+    pub(super) value_off: u32,
     pub(super) value_len: u32,
 }
 
@@ -146,8 +148,9 @@ pub(super) struct Entry {
 /// of the ring; the decoder copies such a field out when it reads it.
 pub(super) struct Table {
     /// Allocated at the first insertion (idle connections of clients
-    /// that never index cost nothing).
-    ring: Box<[u8]>,
+    /// that never index cost nothing), then filled up to `limit` bytes
+    /// (never zeroed) before the writes wrap to its start.
+    ring: Vec<u8>,
     /// Where the next entry's bytes go.
     tail: usize,
     /// Newest first.
@@ -165,7 +168,7 @@ impl Table {
         // Offsets are u32; a table past 4 GiB is no setting anyone sends.
         let limit = limit.min(u32::MAX as usize);
         Table {
-            ring: Box::default(),
+            ring: Vec::new(),
             tail: 0,
             entries: VecDeque::new(),
             size: 0,
@@ -191,24 +194,32 @@ impl Table {
     /// slice, or two when the range wraps.
     pub(super) fn bytes(&self, off: u32, len: u32) -> (&[u8], &[u8]) {
         let (off, len) = (off as usize, len as usize);
-        if len == 0 {
-            return (&[], &[]);
-        }
-        let cap = self.ring.len();
-        if off + len <= cap {
-            (&self.ring[off..off + len], &[])
-        } else {
-            (&self.ring[off..], &self.ring[..off + len - cap])
+        match self.ring.get(off..off + len) {
+            Some(s) => (s, &[]),
+            None => {
+                let (a, b) = self.ring.split_at(off.min(self.ring.len()));
+                (b, a.get(..len - b.len()).unwrap_or(&[]))
+            }
         }
     }
 
-    /// The offset `n` bytes after `off` in the ring.
-    pub(super) fn advance(&self, off: u32, n: u32) -> u32 {
-        let cap = self.ring.len();
-        if cap == 0 {
-            return 0;
+    /// Entry `e`'s name and value as single slices: in place, or copied
+    /// into `scratch` when either wraps around the ring's end.
+    pub(super) fn entry<'a>(&'a self, e: Entry, scratch: &'a mut Vec<u8>) -> (&'a [u8], &'a [u8]) {
+        let (n, v) = (e.name_off as usize, e.value_off as usize);
+        let name = self.ring.get(n..n + e.name_len as usize);
+        let value = self.ring.get(v..v + e.value_len as usize);
+        if let (Some(name), Some(value)) = (name, value) {
+            return (name, value);
         }
-        ((off as usize + n as usize) % cap) as u32
+        let start = scratch.len();
+        for (off, len) in [(e.name_off, e.name_len), (e.value_off, e.value_len)] {
+            let (a, b) = self.bytes(off, len);
+            scratch.extend_from_slice(a);
+            scratch.extend_from_slice(b);
+        }
+        let (name, value) = scratch[start..].split_at(e.name_len as usize);
+        (name, value)
     }
 
     /// A dynamic table size update (§6.3), already checked against the limit.
@@ -239,37 +250,46 @@ impl Table {
             return;
         }
         self.evict_to(self.max_size - size);
-        if self.ring.len() != self.limit {
-            self.ring = vec![0; self.limit].into_boxed_slice();
-            self.tail = 0;
+        if self.ring.capacity() == 0 {
+            self.ring.reserve_exact(self.limit);
+            // A browser's first request enters 10 to 20 fields: grow once.
+            self.entries.reserve(32.min(self.limit / ENTRY_OVERHEAD));
         }
         // The live bytes plus these are at most max_size - 32 per entry,
         // less than the ring: nothing live is overwritten.
-        let off = self.tail;
+        let name_off = self.tail as u32;
         self.write(name);
+        let value_off = self.tail as u32;
         self.write(value);
         self.entries.push_front(Entry {
-            off: off as u32,
+            name_off,
             name_len: name.len() as u32,
+            value_off,
             value_len: value.len() as u32,
         });
         self.size += size;
     }
 
+    /// Copies `src` to the ring at `tail`: appended until the ring is
+    /// `limit` bytes long, then over the oldest bytes, wrapping.
     fn write(&mut self, mut src: &[u8]) {
         while !src.is_empty() {
-            let room = self.ring.len() - self.tail;
-            let n = room.min(src.len());
-            self.ring[self.tail..self.tail + n].copy_from_slice(&src[..n]);
-            src = &src[n..];
-            self.tail += n;
+            let n = (self.limit - self.tail).min(src.len());
+            let (now, rest) = src.split_at(n);
             if self.tail == self.ring.len() {
+                self.ring.extend_from_slice(now);
+            } else {
+                // Filled once already: `tail + n <= limit == ring.len()`.
+                self.ring[self.tail..self.tail + n].copy_from_slice(now);
+            }
+            src = rest;
+            self.tail += n;
+            if self.tail == self.limit {
                 self.tail = 0;
             }
         }
     }
 
-    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
         self.size
     }

@@ -828,3 +828,45 @@ fn size_updates_encode_per_rfc7541_6_3_and_the_decoder_applies_them() {
     let mut d = Decoder::new(4096);
     assert_eq!(decode(&mut d, &block), Ok(vec![]));
 }
+
+// The fuzz check itself, on inputs made of the Appendix C blocks.
+
+#[test]
+fn the_fuzz_check_passes_on_the_appendix_c_blocks_at_every_limit() {
+    let c3 =
+        hex("8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d 8286 84be 5808 6e6f 2d63 6163 6865");
+    let c6 = hex(
+        "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6
+         2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3 4883 640e ffc1 c0bf",
+    );
+    for sel in 0..16u8 {
+        for (blocks, cut) in [(&c3, 20u8), (&c6, 54)] {
+            let mut input = vec![sel, cut];
+            input.extend_from_slice(blocks);
+            super::fuzzing::fuzz_check(&input);
+        }
+    }
+}
+
+#[test]
+fn the_committed_hpack_fuzz_inputs_replay_without_a_broken_property() {
+    // The same replay as stoa-server's tests/fuzz_corpus.rs, for this
+    // target only, so that `cargo test -p stoa-h2` guards it too.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let mut replayed = 0;
+    for dir in ["corpus", "seeds", "regressions"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir).join("hpack")) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("directory entry").path();
+            let data = std::fs::read(&path).expect("readable fuzz input");
+            super::fuzzing::fuzz_check(&data);
+            replayed += 1;
+        }
+    }
+    assert!(
+        replayed > 0,
+        "fuzz/corpus/hpack and fuzz/seeds/hpack are empty"
+    );
+}
