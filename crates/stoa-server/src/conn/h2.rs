@@ -156,10 +156,13 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         worker: worker.clone(),
         proto,
     };
-    let shared = Rc::new(RefCell::new(Shared::new(
-        Conn::new(&cfg),
-        l.max_send_buffer,
-    )));
+    let mut codec = Conn::new(&cfg);
+    if is_tls {
+        // A DATA frame and its 9-byte header fill one TLS record (16 KiB
+        // of plaintext) instead of straddling two.
+        codec.set_max_data_frame(16_384 - 9);
+    }
+    let shared = Rc::new(RefCell::new(Shared::new(codec, l.max_send_buffer)));
     let now = Instant::now();
     let mut d = Driver {
         io,

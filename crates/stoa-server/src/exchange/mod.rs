@@ -779,9 +779,7 @@ impl<'a> Exchange<'a> {
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
             if let Some(len) = len {
-                s.head.extend_from_slice(b"content-length: ");
-                stoa_h1::push_u64(&mut s.head, len);
-                s.head.extend_from_slice(b"\r\n");
+                s.content_length(len);
             }
             self.head_bytes = (s.head.len() as u64).saturating_sub(self.head_bytes);
             return;

@@ -181,11 +181,16 @@ impl Shared {
         status: u16,
         lines: &[u8],
         pre: Option<&(usize, usize, Rc<[u8]>)>,
+        length: Option<(usize, u64)>,
         end: bool,
     ) {
         let mut block = std::mem::take(&mut self.block);
         block.clear();
         Encoder::status(&mut block, status);
+        let (lines, length) = match length {
+            Some((at, n)) if at <= lines.len() => (&lines[..at], Some(n)),
+            _ => (lines, None),
+        };
         match pre {
             Some((from, to, enc)) if *to <= lines.len() => {
                 self.encode_lines(&mut block, &lines[..*from]);
@@ -194,6 +199,19 @@ impl Shared {
             }
             _ => self.encode_lines(&mut block, lines),
         }
+        if let Some(mut n) = length {
+            let mut digits = [0u8; 20];
+            let mut at = digits.len();
+            loop {
+                at -= 1;
+                digits[at] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            Encoder::field(&mut block, b"content-length", &digits[at..]);
+        }
         self.codec.send_headers(id, &block, end);
         self.block = block;
     }
@@ -201,7 +219,7 @@ impl Shared {
     /// A whole response that is only a head (END_STREAM with it), sent by
     /// the connection itself (a 431 for a header list too large).
     pub(crate) fn send_whole_head(&mut self, id: u32, status: u16, lines: &[u8]) {
-        self.send_head(id, status, lines, None, true);
+        self.send_head(id, status, lines, None, None, true);
     }
 
     /// HPACK for header lines as the exchange writes them (`Name:
@@ -279,9 +297,39 @@ pub(crate) fn encode_fields(block: &mut Vec<u8>, lines: &[u8]) {
 }
 
 /// A token character (RFC 9110 §5.6.2), what a field name is made of.
+#[inline]
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// [`is_tchar`] as a table: one load per byte.
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 /// The response body's pieces waiting for window: most responses have
 /// one, which needs no allocation.
@@ -349,6 +397,9 @@ pub struct H2Stream {
     /// Lines of `head` (from, to) whose HPACK encoding was made before
     /// (a cached file's fields), and that encoding.
     pre: Option<(usize, usize, Rc<[u8]>)>,
+    /// Where the `content-length` line starts in `head`, and its value:
+    /// the last line, encoded without being parsed again.
+    length: Option<(usize, u64)>,
     /// Small writes, gathered until the next flush.
     acc: Vec<u8>,
     queue: Pieces,
@@ -404,6 +455,7 @@ impl H2Stream {
             status: 0,
             head,
             pre: None,
+            length: None,
             acc: Vec::new(),
             queue: Pieces::default(),
             head_sent: false,
@@ -423,6 +475,15 @@ impl H2Stream {
         self.status = status;
         self.head.clear();
         self.pre = None;
+        self.length = None;
+    }
+
+    /// The head's `content-length` (its last field).
+    pub(crate) fn content_length(&mut self, len: u64) {
+        self.length = Some((self.head.len(), len));
+        self.head.extend_from_slice(b"content-length: ");
+        stoa_h1::push_u64(&mut self.head, len);
+        self.head.extend_from_slice(b"\r\n");
     }
 
     /// Header lines whose HPACK encoding `enc` was made before.
@@ -483,7 +544,7 @@ impl H2Stream {
         if sh.gone(self.id) {
             return false;
         }
-        sh.send_head(self.id, status, lines, None, false);
+        sh.send_head(self.id, status, lines, None, None, false);
         sh.wake_writer();
         true
     }
@@ -515,7 +576,14 @@ impl H2Stream {
                 self.ended = true;
                 return false;
             }
-            sh.send_head(self.id, status, &self.head, self.pre.as_ref(), eos && empty);
+            sh.send_head(
+                self.id,
+                status,
+                &self.head,
+                self.pre.as_ref(),
+                self.length,
+                eos && empty,
+            );
             if eos && empty {
                 self.ended = true;
                 sh.wake_writer();
@@ -678,7 +746,7 @@ impl H2Stream {
             if !self.head_sent {
                 let mut sh = self.shared.borrow_mut();
                 if !sh.gone(self.id) {
-                    sh.send_head(self.id, 100, &[], None, false);
+                    sh.send_head(self.id, 100, &[], None, None, false);
                     sh.wake_writer();
                 }
             }
