@@ -373,13 +373,21 @@ fn h2spec() -> std::path::PathBuf {
         })
 }
 
-/// Runs h2spec (every RFC 7540/7541 case) and returns the ids of the
-/// failed cases, e.g. "http2/3.5/2".
+/// Runs h2spec (every RFC 7540/7541 case, the strict ones included) and
+/// returns the ids of the failed cases, e.g. "http2/3.5/2".
 fn h2spec_failures(addr: SocketAddr, tls: bool) -> (Vec<String>, String) {
     let mut cmd = Command::new(h2spec());
     let dir = TempDir::new("h2spec-report");
     let report = dir.join("report.xml");
-    cmd.args(["-h", "127.0.0.1", "-p", &addr.port().to_string(), "-o", "3"]);
+    cmd.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &addr.port().to_string(),
+        "-o",
+        "3",
+        "-S",
+    ]);
     if tls {
         cmd.args(["-t", "-k"]);
     }
@@ -424,19 +432,6 @@ const H2SPEC_EXCEPTIONS: &[(&str, &str)] = &[
     // request to Stoa, which answers 400 before it closes; h2spec wants
     // the close alone.
     ("http2/3.5/2", "h2c shares the port with HTTP/1"),
-    // Timing: Stoa answers a GET for a static file without waiting for
-    // its body, so its response can leave before the frame h2spec wants
-    // an error for arrives; h2spec takes the response as the failure.
-    ("http2/5.1/8", "the response can leave before the bad frame"),
-    ("http2/8.1/1", "the response can leave before the bad frame"),
-    // Timing, in the h2 crate: a WINDOW_UPDATE on a stream whose response
-    // has already ended (END_STREAM sent) is ignored — there is nothing
-    // left to send, so no window to overflow. When Stoa's response leaves
-    // before the two WINDOW_UPDATEs are read, h2spec sees no RST_STREAM.
-    (
-        "http2/6.9.1/3",
-        "the response can end before the WINDOW_UPDATEs are read",
-    ),
 ];
 
 #[test]

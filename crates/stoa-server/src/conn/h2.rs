@@ -755,7 +755,9 @@ fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
     let fields = host
         .into_iter()
         .chain(req.fields().filter(|(n, _)| {
-            !(*n == b"host" && authority.is_some()) && !(*n == b"cookie" && cookies > 1)
+            let replaced = *n == b"host" && authority.is_some();
+            let joined = *n == b"cookie" && cookies > 1;
+            !replaced && !joined
         }))
         .chain(cookie.as_deref().map(|c| (&b"cookie"[..], c)));
     let mut head = RequestHead::from_parts(method, target, Version::Http11, fields);
