@@ -193,6 +193,9 @@ pub struct Conn {
     cfg: Config,
     decoder: hpack::Decoder,
     out: Vec<u8>,
+    /// Bytes of `out` already written (moved out lazily: a large output
+    /// written in small pieces is not moved down after each).
+    out_pos: usize,
     events: VecDeque<Event>,
     /// Bytes of the client preface still to check.
     preface_left: usize,
@@ -268,6 +271,7 @@ impl Conn {
         Conn {
             decoder: hpack::Decoder::new(cfg.header_table_size as usize),
             out,
+            out_pos: 0,
             events: VecDeque::new(),
             preface_left: frame::PREFACE.len(),
             got_settings: false,
@@ -1218,20 +1222,24 @@ impl Conn {
 
     /// The bytes to write, in order.
     pub fn output(&self) -> &[u8] {
-        &self.out
+        &self.out[self.out_pos..]
     }
 
     /// `n` bytes of [`Conn::output`] were written.
     pub fn consume_output(&mut self, n: usize) {
-        if n >= self.out.len() {
+        self.out_pos = (self.out_pos + n).min(self.out.len());
+        if self.out_pos == self.out.len() {
             self.out.clear();
+            self.out_pos = 0;
             if self.out.capacity() > KEEP_CAPACITY {
                 // An idle connection keeps no large buffer (a body written
                 // through it grew this one).
                 self.out = Vec::new();
             }
-        } else {
-            self.out.drain(..n);
+        } else if self.out_pos >= KEEP_CAPACITY && self.out_pos * 2 >= self.out.len() {
+            // Most of it is written: what is left moves down, once.
+            self.out.drain(..self.out_pos);
+            self.out_pos = 0;
         }
     }
 
@@ -1240,7 +1248,7 @@ impl Conn {
     /// buffer (call when nothing is in progress; the HPACK table stays,
     /// as the client's encoder counts on it).
     pub fn shrink_idle(&mut self) {
-        if self.out.is_empty() {
+        if self.out.is_empty() && self.out_pos == 0 {
             self.out = Vec::new();
         }
         if self.block.is_none() {
@@ -1257,7 +1265,7 @@ impl Conn {
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more
     /// (`recv` takes no frames meanwhile).
     pub fn backlogged(&self) -> bool {
-        self.out.len() >= OUTPUT_HIGH
+        self.out.len() - self.out_pos >= OUTPUT_HIGH
     }
 
     /// Streams open or half-closed.
