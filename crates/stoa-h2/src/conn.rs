@@ -397,6 +397,16 @@ impl Conn {
         self.events.push_back(e);
     }
 
+    /// A window grew: one event for a run of updates (a client sending
+    /// WINDOW_UPDATE after WINDOW_UPDATE makes the server look at its
+    /// streams once, not once per frame).
+    fn window_event(&mut self, id: u32) {
+        match self.events.back() {
+            Some(Event::WindowUpdate { id: last }) if *last == id || *last == 0 => {}
+            _ => self.push(Event::WindowUpdate { id }),
+        }
+    }
+
     fn find(&self, id: u32) -> Option<usize> {
         self.streams.iter().position(|s| s.id == id)
     }
@@ -958,7 +968,7 @@ impl Conn {
                         }
                     }
                     if delta > 0 {
-                        self.push(Event::WindowUpdate { id: 0 });
+                        self.window_event(0);
                     }
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -1007,7 +1017,7 @@ impl Conn {
                     "the connection window past 2^31-1 (RFC 9113 §6.9.1)",
                 ));
             }
-            self.push(Event::WindowUpdate { id: 0 });
+            self.window_event(0);
             return Ok(());
         }
         if self.is_idle(id) {
@@ -1028,7 +1038,7 @@ impl Conn {
             return self.stream_error(id, Reason::FLOW_CONTROL_ERROR);
         }
         if s.send_open {
-            self.push(Event::WindowUpdate { id });
+            self.window_event(id);
         }
         Ok(())
     }

@@ -1011,3 +1011,18 @@ fn output_written_in_small_pieces_comes_out_whole_and_in_order() {
         .collect();
     assert_eq!(data, body);
 }
+
+#[test]
+fn a_run_of_window_updates_is_one_event() {
+    let mut c = Client::default();
+    c.send(&get(1)).unwrap();
+    c.events();
+    let mut burst = Vec::new();
+    for _ in 0..1000 {
+        burst.extend(frame(frame::WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]));
+        burst.extend(frame(frame::WINDOW_UPDATE, 0, 1, &[0, 0, 0, 1]));
+    }
+    c.send(&burst).unwrap();
+    assert!(matches!(c.events()[..], [Event::WindowUpdate { id: 0 }]));
+    assert_eq!(c.conn.send_window(1), 65_535 + 1000);
+}
