@@ -1053,7 +1053,8 @@ impl Conn {
         let now = Instant::now();
         if let Some(then) = self.ctrl_refilled {
             let ms = now.duration_since(then).as_millis() as u64;
-            self.ctrl_tokens = (self.ctrl_tokens + ms * max / 10).min(max * 1000);
+            let refill = ms.saturating_mul(max) / 10;
+            self.ctrl_tokens = self.ctrl_tokens.saturating_add(refill).min(max * 1000);
         }
         self.ctrl_refilled = Some(now);
         if self.ctrl_tokens < 1000 {
