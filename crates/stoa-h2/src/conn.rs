@@ -193,6 +193,9 @@ pub struct Conn {
     cfg: Config,
     decoder: hpack::Decoder,
     out: Vec<u8>,
+    /// Bytes of `out` already written (moved out lazily: a large output
+    /// written in small pieces is not moved down after each).
+    out_pos: usize,
     events: VecDeque<Event>,
     /// Bytes of the client preface still to check.
     preface_left: usize,
@@ -268,6 +271,7 @@ impl Conn {
         Conn {
             decoder: hpack::Decoder::new(cfg.header_table_size as usize),
             out,
+            out_pos: 0,
             events: VecDeque::new(),
             preface_left: frame::PREFACE.len(),
             got_settings: false,
@@ -391,6 +395,16 @@ impl Conn {
 
     fn push(&mut self, e: Event) {
         self.events.push_back(e);
+    }
+
+    /// A window grew: one event for a run of updates (a client sending
+    /// WINDOW_UPDATE after WINDOW_UPDATE makes the server look at its
+    /// streams once, not once per frame).
+    fn window_event(&mut self, id: u32) {
+        match self.events.back() {
+            Some(Event::WindowUpdate { id: last }) if *last == id || *last == 0 => {}
+            _ => self.push(Event::WindowUpdate { id }),
+        }
     }
 
     fn find(&self, id: u32) -> Option<usize> {
@@ -954,7 +968,7 @@ impl Conn {
                         }
                     }
                     if delta > 0 {
-                        self.push(Event::WindowUpdate { id: 0 });
+                        self.window_event(0);
                     }
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -1003,7 +1017,7 @@ impl Conn {
                     "the connection window past 2^31-1 (RFC 9113 §6.9.1)",
                 ));
             }
-            self.push(Event::WindowUpdate { id: 0 });
+            self.window_event(0);
             return Ok(());
         }
         if self.is_idle(id) {
@@ -1024,7 +1038,7 @@ impl Conn {
             return self.stream_error(id, Reason::FLOW_CONTROL_ERROR);
         }
         if s.send_open {
-            self.push(Event::WindowUpdate { id });
+            self.window_event(id);
         }
         Ok(())
     }
@@ -1039,7 +1053,8 @@ impl Conn {
         let now = Instant::now();
         if let Some(then) = self.ctrl_refilled {
             let ms = now.duration_since(then).as_millis() as u64;
-            self.ctrl_tokens = (self.ctrl_tokens + ms * max / 10).min(max * 1000);
+            let refill = ms.saturating_mul(max) / 10;
+            self.ctrl_tokens = self.ctrl_tokens.saturating_add(refill).min(max * 1000);
         }
         self.ctrl_refilled = Some(now);
         if self.ctrl_tokens < 1000 {
@@ -1218,20 +1233,24 @@ impl Conn {
 
     /// The bytes to write, in order.
     pub fn output(&self) -> &[u8] {
-        &self.out
+        &self.out[self.out_pos..]
     }
 
     /// `n` bytes of [`Conn::output`] were written.
     pub fn consume_output(&mut self, n: usize) {
-        if n >= self.out.len() {
+        self.out_pos = (self.out_pos + n).min(self.out.len());
+        if self.out_pos == self.out.len() {
             self.out.clear();
+            self.out_pos = 0;
             if self.out.capacity() > KEEP_CAPACITY {
                 // An idle connection keeps no large buffer (a body written
                 // through it grew this one).
                 self.out = Vec::new();
             }
-        } else {
-            self.out.drain(..n);
+        } else if self.out_pos >= KEEP_CAPACITY && self.out_pos * 2 >= self.out.len() {
+            // Most of it is written: what is left moves down, once.
+            self.out.drain(..self.out_pos);
+            self.out_pos = 0;
         }
     }
 
@@ -1240,7 +1259,7 @@ impl Conn {
     /// buffer (call when nothing is in progress; the HPACK table stays,
     /// as the client's encoder counts on it).
     pub fn shrink_idle(&mut self) {
-        if self.out.is_empty() {
+        if self.out.is_empty() && self.out_pos == 0 {
             self.out = Vec::new();
         }
         if self.block.is_none() {
@@ -1257,7 +1276,7 @@ impl Conn {
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more
     /// (`recv` takes no frames meanwhile).
     pub fn backlogged(&self) -> bool {
-        self.out.len() >= OUTPUT_HIGH
+        self.out.len() - self.out_pos >= OUTPUT_HIGH
     }
 
     /// Streams open or half-closed.

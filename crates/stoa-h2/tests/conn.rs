@@ -982,3 +982,47 @@ fn data_frames_can_be_capped_below_the_clients_frame_size_to_fit_tls_records() {
         .collect();
     assert_eq!(sizes, [16_375, 16_375, 40_000 - 2 * 16_375]);
 }
+
+#[test]
+fn output_written_in_small_pieces_comes_out_whole_and_in_order() {
+    let mut c = Client::new(&Config {
+        initial_connection_window_size: 1 << 20,
+        ..Config::default()
+    });
+    c.send(&frame(frame::SETTINGS, 0, 0, &[0, 4, 0, 0x10, 0, 0]))
+        .unwrap();
+    c.send(&frame(frame::WINDOW_UPDATE, 0, 0, &[0, 0x10, 0, 0]))
+        .unwrap();
+    c.send(&get(1)).unwrap();
+    c.frames();
+    c.conn.send_headers(1, &[0x88], false);
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(c.conn.send_data(1, &body, true), body.len());
+    let mut written = Vec::new();
+    while !c.conn.output().is_empty() {
+        let n = c.conn.output().len().min(7_000);
+        written.extend_from_slice(&c.conn.output()[..n]);
+        c.conn.consume_output(n);
+    }
+    let data: Vec<u8> = parse(&written)
+        .into_iter()
+        .filter(|f| f.0.kind == DATA)
+        .flat_map(|f| f.1)
+        .collect();
+    assert_eq!(data, body);
+}
+
+#[test]
+fn a_run_of_window_updates_is_one_event() {
+    let mut c = Client::default();
+    c.send(&get(1)).unwrap();
+    c.events();
+    let mut burst = Vec::new();
+    for _ in 0..1000 {
+        burst.extend(frame(frame::WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]));
+        burst.extend(frame(frame::WINDOW_UPDATE, 0, 1, &[0, 0, 0, 1]));
+    }
+    c.send(&burst).unwrap();
+    assert!(matches!(c.events()[..], [Event::WindowUpdate { id: 0 }]));
+    assert_eq!(c.conn.send_window(1), 65_535 + 1000);
+}

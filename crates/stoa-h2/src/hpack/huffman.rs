@@ -10,6 +10,8 @@
 //! longer codes are found by comparing the next `len` bits against the
 //! range of each longer length.
 
+use std::mem::MaybeUninit;
+
 use super::DecodeError;
 
 /// Bits looked up at once: 2^11 entries of 4 bytes (8 KiB), covering every
@@ -382,17 +384,21 @@ const fn build_canonical() -> Canonical {
 pub(super) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
     // The shortest code has 5 bits: at most 8 symbols per 5 bytes, and a
     // lookup may write one byte past the last symbol.
+    // Written through the spare capacity: zeroing it first (`resize`)
+    // costs more than the decoding of a short `:path`.
+    out.reserve(src.len() * 8 / 5 + 2);
     let start = out.len();
-    out.resize(start + src.len() * 8 / 5 + 2, 0);
-    let buf = &mut out[start..];
-    let r = decode_into(src, buf);
-    let n = *r.as_ref().unwrap_or(&0);
-    out.truncate(start + n);
-    r.map(drop)
+    let n = decode_into(src, out.spare_capacity_mut())?;
+    // SAFETY: `decode_into` initialized the first `n` bytes of the spare
+    // capacity (every byte below the count it returns was written), and
+    // `start + n` is within the capacity reserved above.
+    unsafe { out.set_len(start + n) };
+    Ok(())
 }
 
-/// Decodes `src` into `buf`, returning the number of bytes written.
-fn decode_into(src: &[u8], buf: &mut [u8]) -> Result<usize, DecodeError> {
+/// Decodes `src` into `buf`, returning the number of bytes written (every
+/// one of them initialized).
+fn decode_into(src: &[u8], buf: &mut [MaybeUninit<u8>]) -> Result<usize, DecodeError> {
     let mut n = 0;
     // The next bits, most significant first; bits below the `nbits` valid
     // ones are either zero or the true following bits of the input.
@@ -424,8 +430,8 @@ fn decode_into(src: &[u8], buf: &mut [u8]) -> Result<usize, DecodeError> {
         let count = entry >> 24;
         let len = (entry >> 20) & 0xf;
         if count != 0 && len <= nbits {
-            buf[n] = entry as u8;
-            buf[n + 1] = (entry >> 8) as u8;
+            buf[n].write(entry as u8);
+            buf[n + 1].write((entry >> 8) as u8);
             n += count as usize;
             acc <<= len;
             nbits -= len;
@@ -434,7 +440,7 @@ fn decode_into(src: &[u8], buf: &mut [u8]) -> Result<usize, DecodeError> {
         let len1 = (entry >> 16) & 0xf;
         if count != 0 && len1 <= nbits {
             // Near the end: the second symbol came from the zero fill.
-            buf[n] = entry as u8;
+            buf[n].write(entry as u8);
             n += 1;
             acc <<= len1;
             nbits -= len1;
@@ -445,7 +451,7 @@ fn decode_into(src: &[u8], buf: &mut [u8]) -> Result<usize, DecodeError> {
                 if sym == EOS {
                     return Err(DecodeError::BadHuffman);
                 }
-                buf[n] = sym as u8;
+                buf[n].write(sym as u8);
                 n += 1;
                 acc <<= len;
                 nbits -= len;

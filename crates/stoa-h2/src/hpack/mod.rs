@@ -247,7 +247,7 @@ fn string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<Str, D
     };
     let len = integer(block, pos, 7)?;
     let start = *pos;
-    let end = start + len;
+    let end = start.saturating_add(len);
     let Some(bytes) = block.get(start..end) else {
         return Err(DecodeError::Truncated);
     };

@@ -250,8 +250,7 @@ impl Table {
             return;
         }
         self.evict_to(self.max_size - size);
-        if self.ring.capacity() == 0 {
-            self.ring.reserve_exact(self.limit);
+        if self.entries.capacity() == 0 {
             // A browser's first request enters 10 to 20 fields: grow once.
             self.entries.reserve(32.min(self.limit / ENTRY_OVERHEAD));
         }
@@ -270,6 +269,20 @@ impl Table {
         self.size += size;
     }
 
+    /// Makes room for `n` more bytes before the ring reaches `limit`:
+    /// 4 KiB at first (the default table), then doubling, never past
+    /// `limit`, so a large SETTINGS_HEADER_TABLE_SIZE costs only what
+    /// the peer fills.
+    #[cold]
+    fn grow(&mut self, n: usize) {
+        let need = self.ring.len() + n;
+        let cap = (self.ring.capacity() * 2)
+            .max(4096)
+            .max(need)
+            .min(self.limit);
+        self.ring.reserve_exact(cap - self.ring.len());
+    }
+
     /// Copies `src` to the ring at `tail`: appended until the ring is
     /// `limit` bytes long, then over the oldest bytes, wrapping.
     fn write(&mut self, mut src: &[u8]) {
@@ -277,6 +290,9 @@ impl Table {
             let n = (self.limit - self.tail).min(src.len());
             let (now, rest) = src.split_at(n);
             if self.tail == self.ring.len() {
+                if self.ring.len() + n > self.ring.capacity() {
+                    self.grow(n);
+                }
                 self.ring.extend_from_slice(now);
             } else {
                 // Filled once already: `tail + n <= limit == ring.len()`.
@@ -288,6 +304,12 @@ impl Table {
                 self.tail = 0;
             }
         }
+    }
+
+    /// Bytes held for the ring.
+    #[cfg(test)]
+    pub(super) fn ring_capacity(&self) -> usize {
+        self.ring.capacity()
     }
 
     pub(super) fn size(&self) -> usize {

@@ -608,6 +608,24 @@ fn a_new_entry_may_name_the_entry_its_insertion_evicts_rfc7541_4_4() {
 }
 
 #[test]
+fn a_large_table_limit_costs_only_what_the_peer_fills() {
+    let mut d = Decoder::new(1 << 30);
+    assert_eq!(
+        d.table.ring_capacity(),
+        0,
+        "nothing before the first insertion"
+    );
+    decode(&mut d, &hex("4001 6101 62")).expect("one entry");
+    assert_eq!(d.table.ring_capacity(), 4096);
+    let mut block = vec![0x40, 0x01, b'n'];
+    super::encode_integer(&mut block, 0, 7, 5000);
+    block.extend_from_slice(&[b'v'; 5000]);
+    decode(&mut d, &block).expect("a 5 KB entry");
+    assert_eq!(d.table.ring_capacity(), 8192);
+    assert_eq!(d.table_len(), 2);
+}
+
+#[test]
 fn a_table_of_size_zero_never_stores_anything() {
     let mut d = Decoder::new(0);
     assert_eq!(
@@ -679,7 +697,7 @@ impl Rng {
 
 #[test]
 fn the_dynamic_table_matches_a_plain_model_through_thousands_of_insertions_and_evictions() {
-    for limit in [0usize, 40, 100, 256, 4096] {
+    for limit in [0usize, 40, 100, 256, 4096, 10_000] {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ limit as u64);
         let mut d = Decoder::new(limit);
         let mut model: Vec<(Vec<u8>, Vec<u8>)> = Vec::new(); // newest first
