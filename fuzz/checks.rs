@@ -20,7 +20,11 @@
 //! - `fastcgi_records`: 2 bytes choose the split point, the rest is a
 //!   stream of FastCGI records;
 //! - `cgi_head`: 2 bytes choose the split point, the rest is a script's
-//!   output (head and body).
+//!   output (head and body);
+//! - `h2_conn`: 1 byte of options, 2 bytes choose the split point, the
+//!   rest is what an HTTP/2 client sends (`stoa_h2::fuzzing`);
+//! - `hpack`: 1 byte picks the table and list limits, 1 byte where the
+//!   rest splits into two header blocks of one connection.
 
 #![allow(dead_code)]
 
@@ -40,6 +44,8 @@ pub const TARGETS: &[&str] = &[
     "response_head",
     "fastcgi_records",
     "cgi_head",
+    "h2_conn",
+    "hpack",
 ];
 
 /// Runs the check of `target` on one input.
@@ -55,6 +61,12 @@ pub fn run(target: &str, data: &[u8]) {
         // decoding and bounds what is buffered.
         "fastcgi_records" => stoa_fastcgi::fuzzing::fuzz_check(data),
         "cgi_head" => cgi_head(data),
+        // The HTTP/2 server connection of stoa-h2: its own check (events
+        // the same however the input is split, bounded output, ...).
+        "h2_conn" => stoa_h2::fuzzing::fuzz_check(data),
+        // The HPACK decoder of stoa-h2, against a plain reference decoder
+        // in the same crate (`stoa_h2::hpack::fuzzing`).
+        "hpack" => stoa_h2::hpack::fuzzing::fuzz_check(data),
         other => panic!("unknown fuzz target {other:?}"),
     }
 }

@@ -1,7 +1,21 @@
 //! HPACK (RFC 7541): header block decoding with a bounded dynamic table,
 //! and encoding of response heads.
 //!
-//! API fixed for the codec (`conn`) and the server; bodies to be written.
+//! The decoder makes one pass over a block without allocating (once its
+//! scratch buffer and table have grown): a field whose bytes appear
+//! literally in the block is handed out in place, Huffman-coded strings
+//! are decoded into a scratch buffer reused for every field, and the
+//! dynamic table is one ring of bytes. The encoder never indexes, so its
+//! blocks can be cached and sent on any connection.
+
+#[doc(hidden)]
+pub mod fuzzing;
+mod huffman;
+mod table;
+#[cfg(test)]
+mod tests;
+
+use table::{Table, ENTRY_OVERHEAD, STATIC};
 
 /// Why a header block could not be decoded: every one is a connection
 /// error of type COMPRESSION_ERROR (RFC 9113 §4.3), except
@@ -25,13 +39,42 @@ pub enum DecodeError {
 }
 
 /// Decodes header blocks of one connection (the peer's encoder state).
-pub struct Decoder {}
+pub struct Decoder {
+    table: Table,
+    /// Huffman-decoded strings and table entries that wrap around the
+    /// ring, for the field being decoded; reused across fields and blocks.
+    scratch: Vec<u8>,
+}
+
+/// Where a string of the field being decoded lies until it is handed out.
+#[derive(Clone, Copy, Debug)]
+enum Str {
+    Static(&'static [u8]),
+    /// `block[start..end]`: a literal sent without Huffman coding.
+    Block(usize, usize),
+    /// `scratch[start..end]`.
+    Scratch(usize, usize),
+    /// Ring offset and length of a dynamic table name or value.
+    Table(u32, u32),
+}
+
+impl Str {
+    fn len(self) -> usize {
+        match self {
+            Str::Static(s) => s.len(),
+            Str::Block(a, b) | Str::Scratch(a, b) => b - a,
+            Str::Table(_, len) => len as usize,
+        }
+    }
+}
 
 impl Decoder {
     /// `max_table_size`: our SETTINGS_HEADER_TABLE_SIZE (4096 by default).
     pub fn new(max_table_size: usize) -> Decoder {
-        let _ = max_table_size;
-        todo!()
+        Decoder {
+            table: Table::new(max_table_size),
+            scratch: Vec::new(),
+        }
     }
 
     /// Decodes one complete header block (HEADERS + CONTINUATION payloads
@@ -46,8 +89,221 @@ impl Decoder {
         max_list_size: usize,
         field: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), DecodeError> {
-        let _ = (block, max_list_size, field);
-        todo!()
+        let mut pos = 0;
+        let mut list_size = 0usize;
+        let mut too_large = false;
+        // Size updates are allowed only before the first field (§4.2).
+        let mut at_start = true;
+        while let Some(&first) = block.get(pos) {
+            self.scratch.clear();
+            if first & 0x80 != 0 {
+                // §6.1: indexed header field, most fields of a browser's
+                // later requests: straight from the tables.
+                let idx = integer(block, &mut pos, 7)?;
+                at_start = false;
+                let (name, value) = match STATIC.get(idx.wrapping_sub(1)) {
+                    Some(&(name, value)) => (name, value),
+                    None => {
+                        let e = self
+                            .table
+                            .get(idx.wrapping_sub(STATIC.len() + 1))
+                            .ok_or(DecodeError::BadIndex)?;
+                        self.table.entry(e, &mut self.scratch)
+                    }
+                };
+                list_size = list_size.saturating_add(name.len() + value.len() + ENTRY_OVERHEAD);
+                too_large |= list_size > max_list_size;
+                if !too_large {
+                    field(name, value);
+                }
+                continue;
+            }
+            let (name, value, index) = if first & 0x40 != 0 {
+                // §6.2.1: literal with incremental indexing.
+                let idx = integer(block, &mut pos, 6)?;
+                let name = self.name(block, &mut pos, idx)?;
+                let value = string(block, &mut pos, &mut self.scratch)?;
+                (name, value, true)
+            } else if first & 0x20 != 0 {
+                // §6.3: dynamic table size update.
+                let size = integer(block, &mut pos, 5)?;
+                if !at_start || size > self.table.limit() {
+                    return Err(DecodeError::BadSizeUpdate);
+                }
+                self.table.set_max_size(size);
+                continue;
+            } else {
+                // §6.2.2 without indexing (0000), §6.2.3 never indexed (0001).
+                let idx = integer(block, &mut pos, 4)?;
+                let name = self.name(block, &mut pos, idx)?;
+                let value = string(block, &mut pos, &mut self.scratch)?;
+                (name, value, false)
+            };
+            at_start = false;
+            list_size = list_size.saturating_add(name.len() + value.len() + ENTRY_OVERHEAD);
+            too_large |= list_size > max_list_size;
+            if !too_large {
+                let name = flatten(&self.table, &mut self.scratch, name);
+                let value = flatten(&self.table, &mut self.scratch, value);
+                field(
+                    resolve(name, block, &self.scratch, &self.table),
+                    resolve(value, block, &self.scratch, &self.table),
+                );
+            }
+            if index {
+                // The name may belong to an entry this insertion evicts
+                // and overwrites (§4.4): copy it out first.
+                let name = match name {
+                    Str::Table(off, len) => copy_out(&self.table, &mut self.scratch, off, len),
+                    other => other,
+                };
+                self.table.insert(
+                    untabled(name, block, &self.scratch),
+                    untabled(value, block, &self.scratch),
+                );
+            }
+        }
+        if too_large {
+            Err(DecodeError::ListTooLarge)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The name and value at `idx` of the index address space (§2.3.3),
+    /// for a literal's indexed name.
+    fn indexed(&self, idx: usize) -> Result<(Str, Str), DecodeError> {
+        if idx == 0 {
+            return Err(DecodeError::BadIndex);
+        }
+        if let Some(&(name, value)) = STATIC.get(idx - 1) {
+            return Ok((Str::Static(name), Str::Static(value)));
+        }
+        let e = self
+            .table
+            .get(idx - 1 - STATIC.len())
+            .ok_or(DecodeError::BadIndex)?;
+        Ok((
+            Str::Table(e.name_off, e.name_len),
+            Str::Table(e.value_off, e.value_len),
+        ))
+    }
+
+    /// A literal's name: indexed when `idx` is not 0, else the string
+    /// that follows.
+    fn name(&mut self, block: &[u8], pos: &mut usize, idx: usize) -> Result<Str, DecodeError> {
+        if idx == 0 {
+            string(block, pos, &mut self.scratch)
+        } else {
+            Ok(self.indexed(idx)?.0)
+        }
+    }
+
+    /// The number of entries in the dynamic table.
+    pub fn table_len(&self) -> usize {
+        self.table.len()
+    }
+}
+
+/// An integer with an N-bit prefix (§5.1) at `block[*pos]`, whose first
+/// byte's high bits the caller has read.
+fn integer(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, DecodeError> {
+    let mask = (1u8 << prefix) - 1;
+    let Some(&first) = block.get(*pos) else {
+        return Err(DecodeError::Truncated);
+    };
+    *pos += 1;
+    let mut value = u64::from(first & mask);
+    if value < u64::from(mask) {
+        return Ok(value as usize);
+    }
+    let mut shift = 0;
+    loop {
+        let Some(&b) = block.get(*pos) else {
+            return Err(DecodeError::Truncated);
+        };
+        *pos += 1;
+        value += u64::from(b & 0x7f) << shift;
+        if value > u64::from(u32::MAX) {
+            return Err(DecodeError::IntegerOverflow);
+        }
+        if b & 0x80 == 0 {
+            return Ok(value as usize);
+        }
+        shift += 7;
+        // Five continuation bytes carry 35 bits: a sixth is past 32 bits
+        // even when it only adds zeros.
+        if shift > 28 {
+            return Err(DecodeError::IntegerOverflow);
+        }
+    }
+}
+
+/// A string literal (§5.2) at `block[*pos]`: in place, or Huffman-decoded
+/// into `scratch`.
+fn string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<Str, DecodeError> {
+    let Some(&first) = block.get(*pos) else {
+        return Err(DecodeError::Truncated);
+    };
+    let len = integer(block, pos, 7)?;
+    let start = *pos;
+    let end = start.saturating_add(len);
+    let Some(bytes) = block.get(start..end) else {
+        return Err(DecodeError::Truncated);
+    };
+    *pos = end;
+    if first & 0x80 == 0 {
+        return Ok(Str::Block(start, end));
+    }
+    let from = scratch.len();
+    huffman::decode(bytes, scratch)?;
+    Ok(Str::Scratch(from, scratch.len()))
+}
+
+/// A table string that wraps around the end of the ring, copied into
+/// `scratch` so that it is one slice; any other string as it is.
+fn flatten(table: &Table, scratch: &mut Vec<u8>, s: Str) -> Str {
+    match s {
+        Str::Table(off, len) if !table.bytes(off, len).1.is_empty() => {
+            copy_out(table, scratch, off, len)
+        }
+        other => other,
+    }
+}
+
+fn copy_out(table: &Table, scratch: &mut Vec<u8>, off: u32, len: u32) -> Str {
+    let (a, b) = table.bytes(off, len);
+    let from = scratch.len();
+    scratch.extend_from_slice(a);
+    scratch.extend_from_slice(b);
+    Str::Scratch(from, scratch.len())
+}
+
+/// The bytes of a string; a table string must have been flattened.
+fn resolve<'a>(s: Str, block: &'a [u8], scratch: &'a [u8], table: &'a Table) -> &'a [u8] {
+    match s {
+        Str::Static(s) => s,
+        Str::Block(a, b) => &block[a..b],
+        Str::Scratch(a, b) => &scratch[a..b],
+        Str::Table(off, len) => {
+            let (a, rest) = table.bytes(off, len);
+            debug_assert!(rest.is_empty(), "a wrapping table string was not flattened");
+            a
+        }
+    }
+}
+
+/// The bytes of a string that is not in the table (a literal's value, or
+/// a name copied out of the table).
+fn untabled<'a>(s: Str, block: &'a [u8], scratch: &'a [u8]) -> &'a [u8] {
+    match s {
+        Str::Static(s) => s,
+        Str::Block(a, b) => &block[a..b],
+        Str::Scratch(a, b) => &scratch[a..b],
+        Str::Table(..) => {
+            debug_assert!(false, "a table string was not copied out");
+            &[]
+        }
     }
 }
 
@@ -60,16 +316,48 @@ pub struct Encoder;
 impl Encoder {
     /// `:status` (indexed when the static table has it).
     pub fn status(out: &mut Vec<u8>, status: u16) {
-        let _ = (out, status);
-        todo!()
+        let idx = match status {
+            200 => 8,
+            204 => 9,
+            206 => 10,
+            304 => 11,
+            400 => 12,
+            404 => 13,
+            500 => 14,
+            _ => 0,
+        };
+        if idx != 0 {
+            out.push(0x80 | idx);
+            return;
+        }
+        // Literal without indexing, name `:status` (index 8).
+        out.push(0x08);
+        let mut digits = [0u8; 5];
+        let mut n = status;
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        encode_string(out, &digits[i..]);
     }
 
     /// One field as "literal without indexing" (RFC 7541 §6.2.2), its
     /// name indexed from the static table when there, Huffman-coded when
     /// that is shorter. `name` must be lowercase.
     pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-        let _ = (out, name, value);
-        todo!()
+        match table::static_name_index(name) {
+            Some(idx) => encode_integer(out, 0x00, 4, idx),
+            None => {
+                out.push(0x00);
+                encode_string(out, name);
+            }
+        }
+        encode_string(out, value);
     }
 
     /// A "dynamic table size update" to `size` (RFC 7541 §6.3): sent at
@@ -77,7 +365,34 @@ impl Encoder {
     /// SETTINGS_HEADER_TABLE_SIZE below 4096, as this encoder never
     /// inserts.
     pub fn size_update(out: &mut Vec<u8>, size: usize) {
-        let _ = (out, size);
-        todo!()
+        encode_integer(out, 0x20, 5, size);
+    }
+}
+
+/// §5.1: `value` with an N-bit prefix, the first byte's high bits `flags`.
+fn encode_integer(out: &mut Vec<u8>, flags: u8, prefix: u32, value: usize) {
+    let max = (1usize << prefix) - 1;
+    if value < max {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | max as u8);
+    let mut rest = value - max;
+    while rest >= 0x80 {
+        out.push(0x80 | (rest & 0x7f) as u8);
+        rest >>= 7;
+    }
+    out.push(rest as u8);
+}
+
+/// §5.2: a string literal, Huffman-coded when that is shorter.
+fn encode_string(out: &mut Vec<u8>, s: &[u8]) {
+    let huffman_len = huffman::encoded_len(s);
+    if huffman_len < s.len() {
+        encode_integer(out, 0x80, 7, huffman_len);
+        huffman::encode(s, out);
+    } else {
+        encode_integer(out, 0x00, 7, s.len());
+        out.extend_from_slice(s);
     }
 }

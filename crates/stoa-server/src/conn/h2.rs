@@ -1,36 +1,44 @@
 //! One HTTP/2 connection (after ALPN `h2`, or with prior knowledge over
-//! cleartext), driven with the `h2` crate: this task owns the connection
-//! and accepts streams; each stream is a task of its own on the worker's
-//! runtime, which builds the request head, routes it and runs the
-//! handler through an [`Exchange`] over [`H2Stream`], exactly as an
-//! HTTP/1 request would be. See docs/ARCHITECTURE.md, "Lifecycle of an
-//! HTTP/2 request".
+//! cleartext), driven with Stoa's sans-IO codec `stoa_h2`: this task
+//! reads, hands the bytes to the codec, acts on its events, and writes
+//! the codec's output once per turn of its loop. Each request is routed
+//! and run through an [`Exchange`] over [`H2Stream`], exactly as an
+//! HTTP/1 request would be; its future is polled at once, in this task,
+//! and becomes a task of its own only if it has to wait (a static file
+//! or a cached response never does). See docs/ARCHITECTURE.md,
+//! "Lifecycle of an HTTP/2 request".
 
 use crate::config::Runtime;
 use crate::exchange::{Edge, Exchange};
 use crate::local::Proto;
 use crate::local::Worker;
-use crate::proto::flood::Guard;
-use crate::proto::h2::H2Stream;
+use crate::proto::h2::{H2Stream, Shared, Slot};
 use crate::proto::stream::Rewind;
 use crate::route;
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::RecvStream;
-use std::cell::Cell;
+use bytes::BytesMut;
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use stoa_h1::{Framing, Method, RequestHead, Version};
+use stoa_h2::{Conn, Event, Reason};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-/// How long a connection that was told to go away (GOAWAY) may take to
-/// end before it is dropped: a client that stops reading cannot even be
-/// sent its GOAWAY.
+/// How long a connection that was told to go away with an error (GOAWAY)
+/// may take to end before it is dropped: a client that stops reading
+/// cannot even be sent its GOAWAY.
 const GOAWAY_GRACE: Duration = Duration::from_secs(2);
 
-/// Keeps the connection's count of live stream tasks, and the worker's.
+/// Bytes asked of the socket per read.
+const READ_SIZE: usize = 16 * 1024;
+
+/// Keeps the connection's count of live stream handlers, and the
+/// worker's.
 struct Live {
     count: Rc<Cell<usize>>,
     worker: Rc<Worker>,
@@ -60,32 +68,84 @@ impl Drop for Open {
     }
 }
 
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Everything said and written (after GOAWAY, or the client's own).
+    Done,
+    /// The client closed its side.
+    Closed,
+    /// The socket failed.
+    Gone,
+    /// A deadline passed: no GOAWAY reply, no preface, or a client that
+    /// does not read.
+    Late,
+}
+
+/// What starts a stream's handler: [`stream`]'s future, `F` (a type
+/// the compiler names, hence the parameter).
+type MakeStream<F> = fn(H2Stream, RequestHead, Rc<Worker>, Arc<Runtime>, Live) -> F;
+
+/// The connection's state, outside the codec (which [`Shared`] holds).
+struct Driver<F> {
+    io: Rewind,
+    rbuf: BytesMut,
+    shared: Rc<RefCell<Shared>>,
+    /// The codec stopped taking frames (too much output waiting): what
+    /// `rbuf` holds is given to it again once the output is written.
+    input_held: bool,
+    live: Rc<Cell<usize>>,
+    /// Streams started since the idle timer last fired.
+    busy: bool,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    tls: Option<(&'static str, &'static str)>,
+    /// More live handlers than this: streams are opened and cancelled
+    /// faster than they end (Rapid Reset).
+    max_live: usize,
+    /// No more reading: the client closed its side, the connection
+    /// failed, or it is being closed for an attack.
+    read_closed: bool,
+    /// GOAWAY went (or is queued): no new streams; the loop ends when
+    /// the open ones did.
+    closing: bool,
+    /// Dropped by then (told to go away with an error, or no preface).
+    gone_by: Option<Instant>,
+    /// When the output last could not be written at once: a client that
+    /// does not read for `send_timeout` is dropped.
+    stalled_since: Option<Instant>,
+    idle_until: Instant,
+    /// Requests waiting to be started, reused.
+    starts: Vec<(u32, Box<stoa_h2::Request>, bool)>,
+    /// TLS: the session holds written bytes not yet on the socket.
+    unflushed: bool,
+    make: MakeStream<F>,
+    /// The box of the last handler that completed at once, reused for
+    /// the next (a future of about 2 KB: an allocation and a free per
+    /// request saved).
+    spare: Option<Pin<Box<F>>>,
+}
+
 /// Serves an HTTP/2 connection until the client or the server ends it.
 pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
-    let mut rt = rt;
     let local = io.inner.local_addr().ok();
     let raw = std::os::fd::AsRawFd::as_raw_fd(io.inner.tcp());
     let tls = io.inner.tls_info();
     let _ = io.inner.set_nodelay(true);
     let l = &rt.http2;
-    let (io, alarm) = Guard::new(io, l.max_control_frames);
-    let mut b = h2::server::Builder::new();
-    b.initial_window_size(l.initial_window_size)
-        .initial_connection_window_size(l.initial_connection_window_size)
-        .max_frame_size(l.max_frame_size)
-        .max_header_list_size(l.max_header_list_size)
-        .max_concurrent_streams(l.max_concurrent_streams)
-        .max_send_buffer_size(l.max_send_buffer)
-        .max_pending_accept_reset_streams(l.max_pending_accept_reset_streams)
-        .max_local_error_reset_streams(Some(l.max_local_error_reset_streams));
-    let deadline = Instant::now() + rt.limits.header_timeout;
-    let mut conn = match tokio::time::timeout_at(deadline, b.handshake::<_, Bytes>(io)).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            tracing::debug!("h2 {peer}: handshake: {e}");
-            return;
-        }
-        Err(_) => return,
+    let cfg = stoa_h2::Config {
+        header_table_size: 4096,
+        max_concurrent_streams: l.max_concurrent_streams,
+        initial_window_size: l.initial_window_size,
+        initial_connection_window_size: l.initial_connection_window_size,
+        max_frame_size: l.max_frame_size,
+        max_header_list_size: l.max_header_list_size,
+        enable_connect_protocol: false,
+        max_pending_accept_reset_streams: l.max_pending_accept_reset_streams,
+        max_local_error_reset_streams: l.max_local_error_reset_streams,
+        max_control_frames: l.max_control_frames,
     };
     let is_tls = tls.is_some();
     let proto = if is_tls { Proto::H2 } else { Proto::H2c };
@@ -96,192 +156,611 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         worker: worker.clone(),
         proto,
     };
-    let live = Rc::new(Cell::new(0usize));
-    let mut shutdown = worker.shutdown.clone();
-    let mut closing = false;
-    // Told to go away and not gone by then: dropped.
-    let mut gone_by: Option<Instant> = None;
-    if *shutdown.borrow() {
-        conn.graceful_shutdown();
-        closing = true;
+    let mut codec = Conn::new(&cfg);
+    if is_tls {
+        // A DATA frame and its 9-byte header fill one TLS record (16 KiB
+        // of plaintext) instead of straddling two.
+        codec.set_max_data_frame(16_384 - 9);
     }
-    let max_live = 2 * l.max_concurrent_streams as usize;
-    let mut idle_until = Instant::now() + rt.limits.keepalive_timeout;
-    loop {
-        tokio::select! {
-            r = conn.accept() => match r {
-                Some(Ok((req, respond))) => {
-                    if live.get() >= max_live {
-                        // Streams come faster than their tasks end: a
-                        // client opening and cancelling streams without
-                        // end (CVE-2023-44487) gets GOAWAY.
-                        tracing::warn!("h2 {peer}: too many streams in progress, closing");
-                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                        gone_by.get_or_insert(Instant::now() + GOAWAY_GRACE);
-                        continue;
-                    }
-                    live.set(live.get() + 1);
-                    if let Some(s) = worker.stats() {
-                        s.stream_opened(is_tls);
-                    }
-                    let guard = Live {
-                        count: live.clone(),
-                        worker: worker.clone(),
-                        tls: is_tls,
-                    };
-                    let worker = worker.clone();
-                    // A reload since the last stream: this one uses the
-                    // new configuration (the connection's own settings,
-                    // agreed at its start, stay).
-                    super::refresh(&mut rt);
-                    let rt = rt.clone();
-                    tokio::task::spawn_local(async move {
-                        stream(req, respond, peer, local, tls, &worker, &rt).await;
-                        drop(guard);
-                    });
-                }
-                Some(Err(e)) => {
-                    tracing::debug!("h2 {peer}: {e}");
-                    break;
-                }
-                None => break,
-            },
-            () = alarm.notify.notified() => {
-                let what = alarm.flood().map_or("frames", |f| f.describe());
-                tracing::warn!("h2 {peer}: flood of {what}: GOAWAY ENHANCE_YOUR_CALM");
-                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                closing = true;
-                gone_by.get_or_insert(Instant::now() + GOAWAY_GRACE);
-            }
-            r = shutdown.changed(), if !closing => {
-                if r.is_err() || *shutdown.borrow() {
-                    // GOAWAY: streams in progress finish, no new ones.
-                    conn.graceful_shutdown();
-                    closing = true;
-                    idle_until = Instant::now() + rt.limits.keepalive_timeout;
-                }
-            }
-            () = tokio::time::sleep_until(gone_by.unwrap_or(idle_until)), if gone_by.is_some() => {
-                tracing::debug!("h2 {peer}: did not end after GOAWAY, dropped");
+    let shared = Rc::new(RefCell::new(Shared::new(codec, l.max_send_buffer)));
+    let now = Instant::now();
+    let mut d = Driver {
+        io,
+        rbuf: BytesMut::new(),
+        shared,
+        input_held: false,
+        live: Rc::new(Cell::new(0)),
+        busy: false,
+        worker: worker.clone(),
+        max_live: 2 * l.max_concurrent_streams as usize,
+        rt: rt.clone(),
+        peer,
+        local,
+        tls,
+        read_closed: false,
+        closing: false,
+        // The preface and the first frames are due within the header
+        // timeout, as a request head is.
+        gone_by: None,
+        stalled_since: None,
+        idle_until: now + rt.limits.header_timeout,
+        starts: Vec::new(),
+        unflushed: false,
+        make: stream,
+        spare: None,
+    };
+    let mut shutdown = worker.shutdown.clone();
+    let stop = async move {
+        while !*shutdown.borrow_and_update() {
+            if shutdown.changed().await.is_err() {
                 break;
             }
-            _ = tokio::time::sleep_until(idle_until) => {
-                if live.get() == 0 {
-                    if closing {
-                        // GOAWAY went (or could not go) a whole idle
-                        // period ago: a client that does not read.
-                        break;
-                    }
-                    conn.graceful_shutdown();
-                    closing = true;
-                }
-                idle_until = Instant::now() + rt.limits.keepalive_timeout;
+        }
+    };
+    let mut stop = std::pin::pin!(stop);
+    let mut timer = Box::pin(tokio::time::sleep_until(d.idle_until));
+    let mut timer_at = d.idle_until;
+    let mut stopped = false;
+    let end = poll_fn(|cx| {
+        loop {
+            if !stopped && stop.as_mut().poll(cx).is_ready() {
+                // SIGQUIT/SIGTERM: GOAWAY, streams in progress finish, no
+                // new ones.
+                stopped = true;
+                d.go_away(Reason::NO_ERROR);
+            }
+            if let Poll::Ready(e) = d.poll_io(cx) {
+                return Poll::Ready(e);
+            }
+            let at = d.deadline();
+            if at != timer_at {
+                timer_at = at;
+                timer.as_mut().reset(at);
+            }
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if let Some(e) = d.timer_fired() {
+                return Poll::Ready(e);
             }
         }
-    }
+    })
+    .await;
+    tracing::debug!("h2 {peer}: connection ends: {end:?}");
+    d.finish(end).await;
     if worker.is_stopping() {
         // The process exits soon: the connection's last frames must reach
         // the client before the socket is let go (see `proto::settle`).
         // Dropping the connection closes its descriptor; a second one
         // keeps the socket until then.
         if let Some(fd) = crate::proto::settle::hold(raw) {
-            drop(conn);
+            drop(d);
             crate::proto::settle::settle(std::os::fd::AsFd::as_fd(&fd), rt.limits.send_timeout)
                 .await;
         }
     }
 }
 
-/// One stream: the request head from its pseudo-headers and fields, then
-/// routing and the handler, then the end of the response.
-async fn stream(
-    req: http::Request<RecvStream>,
-    respond: SendResponse<Bytes>,
-    peer: SocketAddr,
-    local: Option<SocketAddr>,
-    tls: Option<(&'static str, &'static str)>,
-    worker: &Worker,
-    rt: &Runtime,
-) {
-    let (parts, body) = req.into_parts();
-    let expect_continue = parts
-        .headers
-        .get(http::header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let mut side = H2Stream::new(respond, body, peer, local, tls, expect_continue);
-    if side.was_reset() {
+impl<F: Future<Output = ()> + 'static> Driver<F> {
+    /// Reads, lets the codec and the handlers act, writes: until the
+    /// socket has nothing to give and takes nothing more. Ready when the
+    /// connection is over.
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<End> {
+        {
+            let mut sh = self.shared.borrow_mut();
+            if !sh.writer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                sh.writer = Some(cx.waker().clone());
+            }
+        }
+        loop {
+            let mut progress = false;
+            if self.may_read() {
+                if self.rbuf.capacity() - self.rbuf.len() < READ_SIZE / 2 {
+                    self.rbuf.reserve(READ_SIZE);
+                }
+                let spare = self.rbuf.spare_capacity_mut();
+                let mut buf = ReadBuf::uninit(spare);
+                match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+                    Poll::Ready(Ok(())) => {
+                        let n = buf.filled().len();
+                        if n == 0 {
+                            // The client closed: what is queued still
+                            // gets a chance to go (`finish`).
+                            self.read_closed = true;
+                            return Poll::Ready(End::Closed);
+                        }
+                        // SAFETY: `poll_read` initialised the first `n`
+                        // bytes of the spare capacity (`ReadBuf::filled`).
+                        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                        progress = true;
+                        self.input();
+                    }
+                    Poll::Ready(Err(e)) => {
+                        tracing::debug!("h2 {}: read: {e}", self.peer);
+                        return Poll::Ready(End::Gone);
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            match self.poll_write(cx) {
+                Poll::Ready(Ok(true)) => {
+                    progress = true;
+                    if self.input_held && !self.shared.borrow().codec.backlogged() {
+                        self.input();
+                    }
+                }
+                Poll::Ready(Ok(false)) => {}
+                Poll::Ready(Err(())) => return Poll::Ready(End::Gone),
+                Poll::Pending => {}
+            }
+            if self.over() {
+                return Poll::Ready(End::Done);
+            }
+            if !progress {
+                if self.rbuf.is_empty() && self.live.get() == 0 {
+                    // Nothing in progress: the read buffer goes back to
+                    // the allocator, so that an idle connection costs
+                    // little memory (the next read takes a fresh one).
+                    self.rbuf = BytesMut::new();
+                }
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Whether to read now: not once reading ended, nor while the output
+    /// is over its bound or the codec holds frames back (a client that
+    /// does not read what it asks for is not read either).
+    fn may_read(&self) -> bool {
+        !self.read_closed && !self.input_held && {
+            let sh = self.shared.borrow();
+            sh.codec.output().len() < sh.max_output
+                && !sh.codec.backlogged()
+                && !sh.codec.is_closed()
+        }
+    }
+
+    /// Whether the connection is over: the codec is closed, or GOAWAY
+    /// went and every stream ended; and the output is written.
+    fn over(&self) -> bool {
+        let sh = self.shared.borrow();
+        sh.codec.output().is_empty()
+            && !self.unflushed
+            && (sh.codec.is_closed()
+                || (self.closing && sh.codec.open_streams() == 0 && self.live.get() == 0))
+    }
+
+    /// Writes the output: Ok(true) when some went, Ok(false) when there
+    /// was none, Pending when the socket takes no more now.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, ()>> {
+        let mut wrote = false;
+        loop {
+            let mut sh = self.shared.borrow_mut();
+            let out = sh.codec.output();
+            if out.is_empty() {
+                break;
+            }
+            match Pin::new(&mut self.io).poll_write(cx, out) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(())),
+                Poll::Ready(Ok(n)) => {
+                    let was_full = out.len() >= sh.max_output;
+                    sh.codec.consume_output(n);
+                    wrote = true;
+                    self.unflushed = self.io.inner.is_tls();
+                    self.stalled_since = None;
+                    if was_full || !sh.room.is_empty() {
+                        for w in sh.room.drain(..) {
+                            w.wake();
+                        }
+                    }
+                }
+                Poll::Ready(Err(e)) => {
+                    tracing::debug!("h2 {}: write: {e}", self.peer);
+                    return Poll::Ready(Err(()));
+                }
+                Poll::Pending => {
+                    self.stalled_since.get_or_insert_with(Instant::now);
+                    return Poll::Pending;
+                }
+            }
+        }
+        if self.unflushed {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(())),
+                Poll::Pending => {
+                    self.stalled_since.get_or_insert_with(Instant::now);
+                    return Poll::Pending;
+                }
+            }
+        }
+        Poll::Ready(Ok(wrote))
+    }
+
+    /// Writes until the output is empty (or the socket fails).
+    fn poll_write_all(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match self.poll_write(cx) {
+                Poll::Ready(Ok(true)) => continue,
+                Poll::Ready(_) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Bytes were read: the codec takes every complete frame; its events
+    /// go to the streams; new requests start.
+    fn input(&mut self) {
+        let mut starts = std::mem::take(&mut self.starts);
+        let failed = {
+            let mut sh = self.shared.borrow_mut();
+            let sh = &mut *sh;
+            let r = sh.codec.recv(&mut self.rbuf);
+            if let Err(e) = &r {
+                tracing::debug!("h2 {}: {e}", self.peer);
+            }
+            self.input_held = r.is_ok() && sh.codec.backlogged() && !self.rbuf.is_empty();
+            while let Some(ev) = sh.codec.next_event() {
+                match ev {
+                    Event::Request {
+                        id,
+                        head,
+                        end_stream,
+                    } => {
+                        sh.slots.push(Slot::new(id, end_stream));
+                        starts.push((id, head, end_stream));
+                    }
+                    Event::Data {
+                        id,
+                        data,
+                        end_stream,
+                    } => data_event(sh, id, data, end_stream),
+                    Event::Trailers { id, fields } => {
+                        if let Some(s) = sh.slot(id) {
+                            s.trailers = Some(fields);
+                            s.end = true;
+                            s.wake();
+                        }
+                        if let Some(i) = sh.find(id).filter(|&i| sh.slots[i].discard.is_some()) {
+                            sh.slots.swap_remove(i);
+                        }
+                    }
+                    Event::Reset { id, .. } => {
+                        if let Some(i) = sh.find(id) {
+                            let s = &mut sh.slots[i];
+                            s.reset = true;
+                            s.wake();
+                            if s.discard.is_some() {
+                                sh.slots.swap_remove(i);
+                            }
+                        }
+                    }
+                    Event::WindowUpdate { id } => {
+                        if id == 0 {
+                            sh.wake_all();
+                        } else if let Some(s) = sh.slot(id) {
+                            s.wake();
+                        }
+                    }
+                    Event::HeadersTooLarge { id } => {
+                        // RFC 9113 §10.5.1: 431 (RFC 6585 §5), the
+                        // connection stays.
+                        let mut lines = Vec::with_capacity(80);
+                        self.worker.push_date(&mut lines);
+                        lines.extend_from_slice(b"content-length: 0\r\n");
+                        sh.send_whole_head(id, 431, &lines);
+                    }
+                    Event::GoAway { .. } => {
+                        // The client opens no more streams; those in
+                        // progress finish.
+                        self.closing = true;
+                    }
+                }
+            }
+            r.is_err()
+        };
+        for (id, head, end) in starts.drain(..) {
+            self.start(id, &head, end);
+        }
+        self.starts = starts;
+        if failed {
+            // A connection error: the codec queued GOAWAY; it is written,
+            // then the connection closes.
+            self.read_closed = true;
+            self.closing = true;
+            self.gone_by.get_or_insert(Instant::now() + GOAWAY_GRACE);
+        }
+    }
+
+    /// Starts the handler of a request: routing and the handler run at
+    /// once, in this task; only a handler that has to wait becomes a
+    /// task of its own.
+    fn start(&mut self, id: u32, head: &stoa_h2::Request, end: bool) {
+        {
+            let mut sh = self.shared.borrow_mut();
+            let Some(i) = sh.find(id) else { return };
+            if sh.slots[i].reset {
+                // Opened and cancelled at once: not worth serving
+                // (CVE-2023-44487).
+                sh.slots.swap_remove(i);
+                return;
+            }
+            if self.live.get() >= self.max_live {
+                // Streams come faster than their handlers end: a client
+                // opening and cancelling streams without end
+                // (CVE-2023-44487) gets GOAWAY.
+                drop(sh);
+                tracing::warn!("h2 {}: too many streams in progress, closing", self.peer);
+                self.abort(Reason::ENHANCE_YOUR_CALM);
+                return;
+            }
+        }
+        self.busy = true;
+        let is_tls = self.tls.is_some();
+        self.live.set(self.live.get() + 1);
+        if let Some(s) = self.worker.stats() {
+            s.stream_opened(is_tls);
+        }
+        let guard = Live {
+            count: self.live.clone(),
+            worker: self.worker.clone(),
+            tls: is_tls,
+        };
+        // A reload since the last stream: this one uses the new
+        // configuration (the connection's own settings, agreed at its
+        // start, stay).
+        super::refresh(&mut self.rt);
+        let (req, expect_continue) = request_head(head, end);
+        let side = H2Stream::new(
+            self.shared.clone(),
+            id,
+            self.peer,
+            self.local,
+            self.tls,
+            expect_continue,
+            end,
+        );
+        let fut = (self.make)(side, req, self.worker.clone(), self.rt.clone(), guard);
+        let mut fut = match self.spare.take() {
+            Some(mut b) => {
+                b.as_mut().set(fut);
+                b
+            }
+            None => Box::pin(fut),
+        };
+        // A waker that does nothing: a handler that has to wait is
+        // spawned, and its task polls it again at once, registering its
+        // own waker.
+        let mut cx = Context::from_waker(Waker::noop());
+        self.shared.borrow_mut().in_turn = true;
+        let pending = fut.as_mut().poll(&mut cx).is_pending();
+        self.shared.borrow_mut().in_turn = false;
+        if pending {
+            tokio::task::spawn_local(fut);
+        } else {
+            self.spare = Some(fut);
+        }
+    }
+
+    /// GOAWAY with `code`: graceful when NO_ERROR (streams in progress
+    /// finish, new ones are refused).
+    fn go_away(&mut self, code: Reason) {
+        if self.closing && code == Reason::NO_ERROR {
+            return;
+        }
+        self.closing = true;
+        let mut sh = self.shared.borrow_mut();
+        sh.codec.go_away(code);
+        sh.wake_writer();
+    }
+
+    /// GOAWAY with an error, and the end of reading: the connection
+    /// closes once it is written, or after [`GOAWAY_GRACE`].
+    fn abort(&mut self, code: Reason) {
+        self.go_away(code);
+        self.read_closed = true;
+        self.gone_by.get_or_insert(Instant::now() + GOAWAY_GRACE);
+    }
+
+    /// The next time something is due.
+    fn deadline(&self) -> Instant {
+        let mut at = self.idle_until;
+        if let Some(g) = self.gone_by {
+            at = at.min(g);
+        }
+        if let Some(s) = self.stalled_since {
+            at = at.min(s + self.rt.limits.send_timeout);
+        }
+        at
+    }
+
+    /// A deadline passed: what it means. Some when the connection is
+    /// over.
+    fn timer_fired(&mut self) -> Option<End> {
+        let now = Instant::now();
+        if self.gone_by.is_some_and(|g| g <= now) {
+            tracing::debug!("h2 {}: did not end after GOAWAY, dropped", self.peer);
+            return Some(End::Late);
+        }
+        if self
+            .stalled_since
+            .is_some_and(|s| s + self.rt.limits.send_timeout <= now)
+        {
+            tracing::debug!("h2 {}: the client does not read, dropped", self.peer);
+            return Some(End::Late);
+        }
+        if self.idle_until <= now {
+            let open = self.shared.borrow().codec.open_streams();
+            if self.live.get() == 0 && open == 0 && !self.busy {
+                if self.closing {
+                    // GOAWAY went (or could not go) a whole idle period
+                    // ago: a client that does not read.
+                    return Some(End::Late);
+                }
+                self.go_away(Reason::NO_ERROR);
+            }
+            self.busy = false;
+            self.idle_until = now + self.rt.limits.keepalive_timeout;
+        }
+        None
+    }
+
+    /// After the loop: streams still running learn the connection is
+    /// gone; what is left to write gets a bounded chance; the client's
+    /// bytes are read and dropped until it closes (bounded too), so that
+    /// a close with unread input does not reset the connection before
+    /// the client read its GOAWAY.
+    async fn finish(&mut self, end: End) {
+        {
+            let mut sh = self.shared.borrow_mut();
+            sh.closed = true;
+            sh.wake_all();
+        }
+        if end == End::Gone {
+            return;
+        }
+        let until = Instant::now() + GOAWAY_GRACE;
+        let written = tokio::time::timeout_at(until, poll_fn(|cx| self.poll_write_all(cx))).await;
+        if written.is_err() || end == End::Closed {
+            return;
+        }
+        self.io.inner.shutdown_write();
+        let mut sink = [0u8; 4096];
+        let _ = tokio::time::timeout_at(until, async {
+            loop {
+                let mut buf = ReadBuf::new(&mut sink);
+                match poll_fn(|cx| Pin::new(&mut self.io).poll_read(cx, &mut buf)).await {
+                    Ok(()) if !buf.filled().is_empty() => {}
+                    _ => break,
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Request body bytes for stream `id`: to its handler, or dropped (their
+/// window given back at once) when nobody reads them any more.
+fn data_event(sh: &mut Shared, id: u32, data: bytes::Bytes, end: bool) {
+    let n = data.len();
+    let Some(i) = sh.find(id) else {
+        // A stream whose handler is gone: only the connection's window
+        // matters.
+        if n > 0 {
+            sh.codec.release(id, n);
+        }
+        return;
+    };
+    if let Some(left) = sh.slots[i].discard {
+        if n > 0 {
+            sh.codec.release(id, n);
+        }
+        if end {
+            sh.slots.swap_remove(i);
+        } else if n as u64 > left {
+            // More than is worth reading: the client is asked to stop,
+            // without an error (RFC 9113 §8.1).
+            sh.codec.reset(id, Reason::NO_ERROR);
+            sh.slots.swap_remove(i);
+        } else {
+            sh.slots[i].discard = Some(left - n as u64);
+        }
         return;
     }
-    let head = request_head(&parts, side.body_done());
+    let s = &mut sh.slots[i];
+    if n > 0 {
+        s.unread += n;
+        s.body.push_back(data);
+    }
+    if end {
+        s.end = true;
+    }
+    s.wake();
+}
+
+/// One stream: routing and the handler, then the end of the response.
+async fn stream(
+    mut side: H2Stream,
+    head: RequestHead,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+    guard: Live,
+) {
     let (mut hsts, mut edge) = (None, Edge::none());
-    let (p, rewritten) = route::pick_request(&head, rt, tls.is_some(), &mut hsts, &mut edge);
+    let tls = side.tls.is_some();
+    let (p, rewritten) = route::pick_request(&head, &rt, tls, &mut hsts, &mut edge);
     let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
-        let mut ex = Exchange::h2(&mut side, head, worker, &rt.limits)
+        let mut ex = Exchange::h2(&mut side, head, &worker, &rt.limits)
             .with_hsts(hsts)
             .with_edge(edge);
-        route::run(p, &mut ex, rt, 0).await;
+        route::run(p, &mut ex, &rt, 0).await;
         ex.truncated()
     };
     if truncated {
         side.reset();
-        return;
+    } else {
+        side.flush(true, rt.limits.send_timeout).await;
     }
-    if side.flush(true, rt.limits.send_timeout).await {
-        side.drain().await;
-    }
+    drop(side);
+    drop(guard);
 }
 
 /// The request as an HTTP/1.1 head, which is what routing and handlers
 /// read: `:authority` becomes Host (RFC 9113 §8.3.1), split `cookie`
 /// fields are joined with "; " (§8.2.3), the body's framing is its
-/// content-length or unknown.
-fn request_head(parts: &http::request::Parts, ended: bool) -> RequestHead {
-    let method = match parts.method {
-        http::Method::GET => Method::Get,
-        http::Method::HEAD => Method::Head,
-        http::Method::POST => Method::Post,
-        http::Method::PUT => Method::Put,
-        http::Method::DELETE => Method::Delete,
-        http::Method::OPTIONS => Method::Options,
-        http::Method::PATCH => Method::Patch,
-        http::Method::TRACE => Method::Trace,
-        http::Method::CONNECT => Method::Connect,
-        ref m => Method::Other(m.as_str().to_owned()),
+/// content-length or unknown. Also whether it expects `100 Continue`.
+fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
+    let method = match req.method() {
+        b"GET" => Method::Get,
+        b"HEAD" => Method::Head,
+        b"POST" => Method::Post,
+        b"PUT" => Method::Put,
+        b"DELETE" => Method::Delete,
+        b"OPTIONS" => Method::Options,
+        b"PATCH" => Method::Patch,
+        b"TRACE" => Method::Trace,
+        b"CONNECT" => Method::Connect,
+        m => Method::Other(String::from_utf8_lossy(m).into_owned()),
     };
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let target = if method == Method::Options && target == "/*" {
-        "*"
+    let path = req.path().filter(|p| !p.is_empty()).unwrap_or(b"/");
+    // `OPTIONS *` (RFC 9113 §8.3.1: `:path` is `*`).
+    let target: &[u8] = if method == Method::Options && (path == b"*" || path == b"/*") {
+        b"*"
     } else {
-        target
+        path
     };
-    let authority = parts.uri.authority().map(|a| a.as_str());
-    let mut cookie: Vec<u8> = Vec::new();
-    let mut fields: Vec<(&[u8], &[u8])> = Vec::with_capacity(parts.headers.len() + 1);
-    if let Some(a) = authority {
-        fields.push((b"host", a.as_bytes()));
-    }
-    for (name, value) in &parts.headers {
-        if name == http::header::HOST && authority.is_some() {
-            continue;
+    let authority = req.authority().filter(|a| !a.is_empty());
+    let (mut cookies, mut expect_continue, mut length) = (0, false, None);
+    for (name, value) in req.fields() {
+        match name {
+            b"cookie" => cookies += 1,
+            b"expect" => expect_continue |= value.eq_ignore_ascii_case(b"100-continue"),
+            b"content-length" => length = stoa_h1::parse_u64(value),
+            _ => {}
         }
-        if name == http::header::COOKIE {
-            if !cookie.is_empty() {
-                cookie.extend_from_slice(b"; ");
+    }
+    // Split `cookie` fields, joined.
+    let cookie = (cookies > 1).then(|| {
+        let mut c = Vec::new();
+        for (_, value) in req.fields().filter(|(n, _)| *n == b"cookie") {
+            if !c.is_empty() {
+                c.extend_from_slice(b"; ");
             }
-            cookie.extend_from_slice(value.as_bytes());
-            continue;
+            c.extend_from_slice(value);
         }
-        fields.push((name.as_str().as_bytes(), value.as_bytes()));
-    }
-    if !cookie.is_empty() {
-        fields.push((b"cookie", &cookie));
-    }
-    let length = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| stoa_h1::parse_u64(v.as_bytes()));
-    let mut head = RequestHead::from_parts(method, target.as_bytes(), Version::Http11, fields);
+        c
+    });
+    let host = authority.map(|a| (&b"host"[..], a));
+    let fields = host
+        .into_iter()
+        .chain(req.fields().filter(|(n, _)| {
+            let replaced = *n == b"host" && authority.is_some();
+            let joined = *n == b"cookie" && cookies > 1;
+            !replaced && !joined
+        }))
+        .chain(cookie.as_deref().map(|c| (&b"cookie"[..], c)));
+    let mut head = RequestHead::from_parts(method, target, Version::Http11, fields);
     head.framing = match (ended, length) {
         (true, _) => Framing::None,
         (false, Some(n)) => Framing::Length(n),
@@ -290,5 +769,5 @@ fn request_head(parts: &http::request::Parts, ended: bool) -> RequestHead {
         (false, None) => Framing::Chunked,
     };
     head.expect_continue = false;
-    head
+    (head, expect_continue)
 }

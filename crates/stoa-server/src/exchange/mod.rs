@@ -707,6 +707,19 @@ impl<'a> Exchange<'a> {
         self.buf().extend_from_slice(lines);
     }
 
+    /// [`Exchange::raw_headers`] for lines that stay the same from one
+    /// response to the next (a cached file's): on HTTP/2 their HPACK
+    /// form is made once, kept in `h2`, and sent as it is unless a
+    /// response filter changes the head.
+    pub(crate) fn cached_headers(&mut self, lines: &[u8], h2: &std::cell::OnceCell<Rc<[u8]>>) {
+        if let Side::H2(s) = &mut self.side {
+            let enc = h2.get_or_init(|| crate::proto::h2::encoded(lines));
+            s.pre_encoded(lines, enc);
+            return;
+        }
+        self.raw_headers(lines);
+    }
+
     /// Ends a head whose body has this length (`None`: a status without a
     /// body, or HEAD).
     pub fn end_head(&mut self, len: Option<u64>) {
@@ -740,7 +753,7 @@ impl<'a> Exchange<'a> {
         let (buf, at) = match &mut self.side {
             Side::H1(io) => (io.out.buf(), self.fields_at),
             Side::Sub(s) => (&mut s.head, self.fields_at),
-            Side::H2(s) => (&mut s.head, 0),
+            Side::H2(s) => s.head_for_filters(),
             Side::Caught(c) => (&mut c.head, 0),
         };
         let mut head = Head {
@@ -766,9 +779,7 @@ impl<'a> Exchange<'a> {
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
             if let Some(len) = len {
-                s.head.extend_from_slice(b"content-length: ");
-                stoa_h1::push_u64(&mut s.head, len);
-                s.head.extend_from_slice(b"\r\n");
+                s.content_length(len);
             }
             self.head_bytes = (s.head.len() as u64).saturating_sub(self.head_bytes);
             return;

@@ -12,7 +12,7 @@ use crate::fs::Root;
 use crate::http::{autoindex, conditional, path, range};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -134,6 +134,10 @@ struct Entry {
     /// `Content-Type`, `Accept-Ranges`, `Last-Modified`, `ETag` and, for
     /// compressible types, `Vary`: encoded once per file, not per request.
     headers: Bytes,
+    /// `headers` HPACK-encoded, made at the first HTTP/2 response and
+    /// reused by every later one (the encoding keeps no state between
+    /// header blocks).
+    h2_headers: OnceCell<Rc<[u8]>>,
     /// Where `Last-Modified` starts in `headers`: from there on are the
     /// fields a 304 carries (RFC 9110 §15.4.5).
     validators_at: usize,
@@ -554,6 +558,7 @@ fn make_entry(m: &Metadata, name: &str, body: Option<Bytes>) -> Entry {
         content_type,
         untyped,
         headers: Bytes::from(h),
+        h2_headers: OnceCell::new(),
         validators_at,
         compressible,
         body,
@@ -743,7 +748,7 @@ fn push_fields(ex: &mut Exchange<'_>, e: &Entry) {
                 .map_or(0, |i| i + 1);
             ex.raw_headers(&e.headers[rest..]);
         }
-        _ => ex.raw_headers(&e.headers),
+        _ => ex.cached_headers(&e.headers, &e.h2_headers),
     }
 }
 

@@ -1,38 +1,378 @@
-//! HTTP/2's side of an exchange: one stream of an `h2` connection. The
-//! response head that [`crate::exchange`] encodes as HTTP/1-style header
-//! lines is turned into an `http::Response` (connection-specific fields
-//! dropped, RFC 9113 §8.2.2) when the first byte of the response has to
-//! leave; the body goes out as DATA frames as the peer's flow-control
-//! window allows; the request body comes in as DATA frames whose window
-//! is given back only as the handler reads, so a slow application slows
-//! the client down instead of filling memory.
+//! HTTP/2's side of an exchange: one stream of a connection that
+//! [`crate::conn::h2`] drives with Stoa's sans-IO codec (`stoa_h2`). The
+//! connection task and the streams share one [`Shared`] (the codec, and
+//! what each stream received) behind a `RefCell`: everything runs on the
+//! worker's thread, so there is no lock, and a stream that writes its
+//! response queues frames in the codec's output, which the connection
+//! task writes once per turn of its loop.
+//!
+//! The response head that [`crate::exchange`] encodes as HTTP/1-style
+//! header lines is HPACK-encoded (connection-specific fields dropped,
+//! RFC 9113 §8.2.2) when the first byte of the response has to leave;
+//! the body goes out as DATA frames as the peer's flow-control window and
+//! the connection's output bound allow; the request body comes in as DATA
+//! frames whose window is given back only as the handler reads, so a
+//! slow application slows the client down instead of filling memory.
 
 use super::{BodyFail, Limits, MAX_DISCARD};
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{RecvStream, SendStream};
+use bytes::{Buf, Bytes};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs::File;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
+use stoa_h2::hpack::Encoder;
+use stoa_h2::{Conn, Reason};
 use tokio::time::{timeout, timeout_at, Instant};
 
-/// Largest piece of a file read for one DATA write (h2 cuts it into
-/// frames of the peer's max frame size).
-const FILE_PIECE: u64 = 64 * 1024;
+/// Largest piece of a file read for one DATA write (the codec cuts it
+/// into frames of the peer's max frame size).
+const FILE_PIECE: usize = 64 * 1024;
 
 /// Response header fields that only mean something on an HTTP/1
 /// connection; HTTP/2 forbids them (RFC 9113 §8.2.2).
-const CONNECTION_SPECIFIC: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
+const CONNECTION_SPECIFIC: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
 ];
+
+/// What the connection task and its streams share.
+pub(crate) struct Shared {
+    pub(crate) codec: Conn,
+    /// The streams a handler runs for, or whose request body is being
+    /// dropped after the handler ended.
+    pub(crate) slots: Vec<Slot>,
+    /// The connection task, woken to write what streams queued.
+    pub(crate) writer: Option<Waker>,
+    /// The connection task is in its turn (polling a handler inline):
+    /// it writes at the end of the turn, no need to wake it.
+    pub(crate) in_turn: bool,
+    /// Streams waiting for the output to shrink.
+    pub(crate) room: Vec<Waker>,
+    /// Output (bytes not yet written) past which streams wait: the
+    /// `[http2] max_send_buffer` of the whole connection, so a client
+    /// that does not read costs this much memory at most.
+    pub(crate) max_output: usize,
+    /// The connection is gone: every stream fails.
+    pub(crate) closed: bool,
+    /// The worker's date block (`Date` and `Server` lines) last seen, and
+    /// its HPACK encoding: it changes once a second.
+    date: (Vec<u8>, Vec<u8>),
+    /// Reused for encoding header blocks.
+    block: Vec<u8>,
+    /// Head buffers of streams that ended, for the next ones.
+    spare_heads: Vec<Vec<u8>>,
+}
+
+/// One stream's state on the connection side.
+pub(crate) struct Slot {
+    pub(crate) id: u32,
+    /// Request body received and not yet read.
+    pub(crate) body: VecDeque<Bytes>,
+    /// Bytes in `body`: their window goes back when they are read, or
+    /// when the stream ends.
+    pub(crate) unread: usize,
+    /// END_STREAM came.
+    pub(crate) end: bool,
+    pub(crate) trailers: Option<Vec<(Bytes, Bytes)>>,
+    /// The stream was reset (by the client, or for a stream error).
+    pub(crate) reset: bool,
+    /// The handler's task, waiting for something on this stream.
+    pub(crate) waker: Option<Waker>,
+    /// The handler ended before the request body did: the rest is
+    /// dropped as it comes, up to this many more bytes.
+    pub(crate) discard: Option<u64>,
+}
+
+impl Slot {
+    pub(crate) fn new(id: u32, end: bool) -> Slot {
+        Slot {
+            id,
+            body: VecDeque::new(),
+            unread: 0,
+            end,
+            trailers: None,
+            reset: false,
+            waker: None,
+            discard: None,
+        }
+    }
+
+    pub(crate) fn wake(&mut self) {
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(codec: Conn, max_output: usize) -> Shared {
+        Shared {
+            codec,
+            slots: Vec::new(),
+            writer: None,
+            in_turn: false,
+            room: Vec::new(),
+            max_output,
+            closed: false,
+            date: (Vec::new(), Vec::new()),
+            block: Vec::new(),
+            spare_heads: Vec::new(),
+        }
+    }
+
+    /// Where stream `id`'s slot is (the newest streams are looked for
+    /// first: they are the likeliest).
+    #[inline]
+    pub(crate) fn find(&self, id: u32) -> Option<usize> {
+        self.slots.iter().rposition(|s| s.id == id)
+    }
+
+    pub(crate) fn slot(&mut self, id: u32) -> Option<&mut Slot> {
+        let i = self.find(id)?;
+        Some(&mut self.slots[i])
+    }
+
+    /// Wakes the connection task to write what was queued.
+    #[inline]
+    pub(crate) fn wake_writer(&mut self) {
+        if self.in_turn {
+            return;
+        }
+        if let Some(w) = self.writer.as_ref() {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Wakes every stream (the connection ended, or a window opened on
+    /// all of them).
+    pub(crate) fn wake_all(&mut self) {
+        for s in &mut self.slots {
+            s.wake();
+        }
+        for w in self.room.drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Bytes the output may still grow by.
+    #[inline]
+    fn room(&self) -> usize {
+        self.max_output.saturating_sub(self.codec.output().len())
+    }
+
+    /// Whether stream `id` can no longer be written to.
+    fn gone(&self, id: u32) -> bool {
+        self.closed || self.find(id).is_none_or(|i| self.slots[i].reset)
+    }
+
+    /// HEADERS for a response head: `status`, then the header lines
+    /// (`pre`: those from..to are already encoded, as this).
+    fn send_head(
+        &mut self,
+        id: u32,
+        status: u16,
+        lines: &[u8],
+        pre: Option<&(usize, usize, Rc<[u8]>)>,
+        length: Option<(usize, u64)>,
+        end: bool,
+    ) {
+        let mut block = std::mem::take(&mut self.block);
+        block.clear();
+        Encoder::status(&mut block, status);
+        let (lines, length) = match length {
+            Some((at, n)) if at <= lines.len() => (&lines[..at], Some(n)),
+            _ => (lines, None),
+        };
+        match pre {
+            Some((from, to, enc)) if *to <= lines.len() => {
+                self.encode_lines(&mut block, &lines[..*from]);
+                block.extend_from_slice(enc);
+                encode_fields(&mut block, &lines[*to..]);
+            }
+            _ => self.encode_lines(&mut block, lines),
+        }
+        if let Some(mut n) = length {
+            let mut digits = [0u8; 20];
+            let mut at = digits.len();
+            loop {
+                at -= 1;
+                digits[at] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            Encoder::field(&mut block, b"content-length", &digits[at..]);
+        }
+        self.codec.send_headers(id, &block, end);
+        self.block = block;
+    }
+
+    /// A whole response that is only a head (END_STREAM with it), sent by
+    /// the connection itself (a 431 for a header list too large).
+    pub(crate) fn send_whole_head(&mut self, id: u32, status: u16, lines: &[u8]) {
+        self.send_head(id, status, lines, None, None, true);
+    }
+
+    /// HPACK for header lines as the exchange writes them (`Name:
+    /// value\r\n`), names lowercased, without the fields HTTP/2 forbids.
+    /// The worker's date block, which starts most heads, is encoded once
+    /// a second.
+    fn encode_lines(&mut self, block: &mut Vec<u8>, mut lines: &[u8]) {
+        if lines.starts_with(b"Date: ") {
+            if let Some(end) = date_block_len(lines) {
+                let (src, enc) = &mut self.date;
+                if src.as_slice() != &lines[..end] {
+                    src.clear();
+                    src.extend_from_slice(&lines[..end]);
+                    enc.clear();
+                    encode_fields(enc, &lines[..end]);
+                }
+                block.extend_from_slice(enc);
+                lines = &lines[end..];
+            }
+        }
+        encode_fields(block, lines);
+    }
+}
+
+/// The length of the worker's date block at the start of `lines`
+/// (`Date: <29 bytes>\r\nServer: stoa\r\n`), if that is what starts them.
+fn date_block_len(lines: &[u8]) -> Option<usize> {
+    const SERVER: &[u8] = b"\r\nServer: stoa\r\n";
+    let end = 6 + 29 + SERVER.len();
+    (lines.len() >= end && &lines[6 + 29..end] == SERVER).then_some(end)
+}
+
+/// The HPACK encoding of header lines, to keep and reuse.
+pub(crate) fn encoded(lines: &[u8]) -> Rc<[u8]> {
+    let mut b = Vec::with_capacity(lines.len());
+    encode_fields(&mut b, lines);
+    b.into()
+}
+
+/// Appends the HPACK encoding of header lines to `block`.
+pub(crate) fn encode_fields(block: &mut Vec<u8>, lines: &[u8]) {
+    let mut name_buf = [0u8; 64];
+    let mut long = Vec::new();
+    for line in lines.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = &line[..colon];
+        let value = stoa_h1::trim(&line[colon + 1..]);
+        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+            tracing::debug!("h2: dropped a header field with an invalid name");
+            continue;
+        }
+        if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+            tracing::debug!("h2: dropped a header field with an invalid value");
+            continue;
+        }
+        let lower: &[u8] = if name.len() <= name_buf.len() {
+            let b = &mut name_buf[..name.len()];
+            for (d, s) in b.iter_mut().zip(name) {
+                *d = s.to_ascii_lowercase();
+            }
+            b
+        } else {
+            long.clear();
+            long.extend(name.iter().map(u8::to_ascii_lowercase));
+            &long
+        };
+        if CONNECTION_SPECIFIC.contains(&lower) {
+            continue;
+        }
+        Encoder::field(block, lower, value);
+    }
+}
+
+/// A token character (RFC 9110 §5.6.2), what a field name is made of.
+#[inline]
+fn is_tchar(b: u8) -> bool {
+    TCHAR[usize::from(b)]
+}
+
+/// [`is_tchar`] as a table: one load per byte.
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
+
+/// The response body's pieces waiting for window: most responses have
+/// one, which needs no allocation.
+#[derive(Default)]
+struct Pieces {
+    first: Option<Piece>,
+    rest: VecDeque<Piece>,
+}
+
+impl Pieces {
+    fn push_back(&mut self, p: Piece) {
+        if self.first.is_none() {
+            self.first = Some(p);
+        } else {
+            self.rest.push_back(p);
+        }
+    }
+
+    fn front(&self) -> Option<&Piece> {
+        self.first.as_ref()
+    }
+
+    fn front_mut(&mut self) -> Option<&mut Piece> {
+        self.first.as_mut()
+    }
+
+    fn pop_front(&mut self) {
+        self.first = self.rest.pop_front();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn clear(&mut self) {
+        self.first = None;
+        self.rest.clear();
+    }
+}
 
 enum Piece {
     Mem(Bytes),
@@ -45,9 +385,8 @@ enum Piece {
 
 /// One HTTP/2 stream, lent to the exchange of its request.
 pub struct H2Stream {
-    respond: Option<SendResponse<Bytes>>,
-    send: Option<SendStream<Bytes>>,
-    recv: RecvStream,
+    shared: Rc<RefCell<Shared>>,
+    id: u32,
     pub peer: SocketAddr,
     pub local: Option<SocketAddr>,
     /// TLS version and cipher, or None for h2c.
@@ -55,9 +394,17 @@ pub struct H2Stream {
     pub(crate) status: u16,
     /// Header lines as `Name: value\r\n`, as the exchange encodes them.
     pub(crate) head: Vec<u8>,
+    /// Lines of `head` (from, to) whose HPACK encoding was made before
+    /// (a cached file's fields), and that encoding.
+    pre: Option<(usize, usize, Rc<[u8]>)>,
+    /// Where the `content-length` line starts in `head`, and its value:
+    /// the last line, encoded without being parsed again.
+    length: Option<(usize, u64)>,
     /// Small writes, gathered until the next flush.
     acc: Vec<u8>,
-    queue: VecDeque<Piece>,
+    queue: Pieces,
+    /// The response's HEADERS went.
+    head_sent: bool,
     recv_done: bool,
     /// The client asked for `100 Continue` and has not had it.
     continue_pending: bool,
@@ -87,28 +434,33 @@ pub(crate) struct NphRelay {
 }
 
 impl H2Stream {
-    pub fn new(
-        respond: SendResponse<Bytes>,
-        recv: RecvStream,
+    /// The stream `id` of the connection `shared`, whose slot the
+    /// connection task made; `ended`: the request came with END_STREAM.
+    pub(crate) fn new(
+        shared: Rc<RefCell<Shared>>,
+        id: u32,
         peer: SocketAddr,
         local: Option<SocketAddr>,
         tls: Option<(&'static str, &'static str)>,
         expect_continue: bool,
+        ended: bool,
     ) -> H2Stream {
-        let recv_done = recv.is_end_stream();
+        let head = shared.borrow_mut().spare_heads.pop().unwrap_or_default();
         H2Stream {
-            respond: Some(respond),
-            send: None,
-            recv,
+            shared,
+            id,
             peer,
             local,
             tls,
             status: 0,
-            head: Vec::new(),
+            head,
+            pre: None,
+            length: None,
             acc: Vec::new(),
-            queue: VecDeque::new(),
-            recv_done,
-            continue_pending: expect_continue && !recv_done,
+            queue: Pieces::default(),
+            head_sent: false,
+            recv_done: ended,
+            continue_pending: expect_continue && !ended,
             body_seen: 0,
             body_started: None,
             ended: false,
@@ -122,6 +474,30 @@ impl H2Stream {
     pub(crate) fn start(&mut self, status: u16) {
         self.status = status;
         self.head.clear();
+        self.pre = None;
+        self.length = None;
+    }
+
+    /// The head's `content-length` (its last field).
+    pub(crate) fn content_length(&mut self, len: u64) {
+        self.length = Some((self.head.len(), len));
+        self.head.extend_from_slice(b"content-length: ");
+        stoa_h1::push_u64(&mut self.head, len);
+        self.head.extend_from_slice(b"\r\n");
+    }
+
+    /// Header lines whose HPACK encoding `enc` was made before.
+    pub(crate) fn pre_encoded(&mut self, lines: &[u8], enc: &Rc<[u8]>) {
+        let at = self.head.len();
+        self.head.extend_from_slice(lines);
+        self.pre = Some((at, self.head.len(), enc.clone()));
+    }
+
+    /// The head's lines for response filters, which may change any of
+    /// them: an encoding made before no longer holds.
+    pub(crate) fn head_for_filters(&mut self) -> (&mut Vec<u8>, usize) {
+        self.pre = None;
+        (&mut self.head, 0)
     }
 
     pub(crate) fn push(&mut self, data: &[u8]) {
@@ -158,19 +534,19 @@ impl H2Stream {
         self.recv_done
     }
 
-    /// The response head, as `http` wants it.
-    fn response(&self) -> http::Response<()> {
-        let status = if self.status == 0 { 500 } else { self.status };
-        head_of(status, &self.head)
-    }
-
     /// Sends an informational response (103 Early Hints ...) before the
     /// final one; false when the stream is gone.
     pub(crate) fn interim(&mut self, status: u16, lines: &[u8]) -> bool {
-        match self.respond.as_mut() {
-            Some(r) => r.send_informational(head_of(status, lines)).is_ok(),
-            None => false,
+        if self.ended || self.head_sent {
+            return false;
         }
+        let mut sh = self.shared.borrow_mut();
+        if sh.gone(self.id) {
+            return false;
+        }
+        sh.send_head(self.id, status, lines, None, None, false);
+        sh.wake_writer();
+        true
     }
 
     /// Sends the head if it has not gone yet, then every queued piece of
@@ -191,64 +567,167 @@ impl H2Stream {
         // stream: their HEADERS frame does.
         let trailers = if end { self.trailers.take() } else { None };
         let eos = end && trailers.is_none();
-        if let Some(mut respond) = self.respond.take() {
+        if !self.head_sent {
+            self.head_sent = true;
             let empty = self.queue.is_empty();
-            match respond.send_response(self.response(), eos && empty) {
-                Ok(s) => self.send = Some(s),
-                Err(e) => {
-                    tracing::debug!("h2: sending a response head: {e}");
-                    self.ended = true;
-                    return false;
-                }
+            let status = if self.status == 0 { 500 } else { self.status };
+            let mut sh = self.shared.borrow_mut();
+            if sh.gone(self.id) {
+                self.ended = true;
+                return false;
             }
+            sh.send_head(
+                self.id,
+                status,
+                &self.head,
+                self.pre.as_ref(),
+                self.length,
+                eos && empty,
+            );
             if eos && empty {
                 self.ended = true;
+                sh.wake_writer();
                 return true;
             }
         }
-        let Some(send) = self.send.as_mut() else {
-            return false;
-        };
         let had_pieces = !self.queue.is_empty();
-        while let Some(piece) = self.queue.pop_front() {
-            let last_piece = self.queue.is_empty();
-            let ok = match piece {
-                Piece::Mem(b) => send_bytes(send, b, eos && last_piece, idle).await,
-                Piece::File { file, offset, len } => {
-                    send_file(send, &file, offset, len, eos && last_piece, idle).await
-                }
-            };
-            if !ok {
+        while !self.queue.is_empty() {
+            if !self.send_piece(eos, idle).await {
                 self.ended = true;
                 self.queue.clear();
+                self.shared.borrow_mut().wake_writer();
                 return false;
             }
         }
+        let mut sh = self.shared.borrow_mut();
         if end {
             self.ended = true;
-            if let Some(t) = trailers {
-                return send.send_trailers(t).is_ok();
-            }
-            // Nothing was queued for this last flush: an empty DATA frame
-            // carries END_STREAM.
-            if !had_pieces && send.send_data(Bytes::new(), true).is_err() {
+            if sh.gone(self.id) {
                 return false;
             }
+            if let Some(t) = trailers {
+                let mut block = std::mem::take(&mut sh.block);
+                block.clear();
+                for (name, value) in &t {
+                    Encoder::field(&mut block, name.as_str().as_bytes(), value.as_bytes());
+                }
+                sh.codec.send_trailers(self.id, &block);
+                sh.block = block;
+            } else if !had_pieces {
+                // Nothing was queued for this last flush: an empty DATA
+                // frame carries END_STREAM.
+                sh.codec.send_data(self.id, &[], true);
+            }
         }
+        sh.wake_writer();
         true
+    }
+
+    /// Sends what the window and the output allow of the first queued
+    /// piece (all of it, when they allow); false when the stream failed.
+    async fn send_piece(&mut self, eos: bool, idle: Duration) -> bool {
+        let want = match self.queue.front() {
+            Some(Piece::Mem(b)) => b.len(),
+            Some(Piece::File { len, .. }) => (*len).min(FILE_PIECE as u64) as usize,
+            None => return true,
+        };
+        let Some(n) = self.capacity(want, idle).await else {
+            return false;
+        };
+        let last = self.queue.len() == 1;
+        let id = self.id;
+        let mut sh = self.shared.borrow_mut();
+        let sh = &mut *sh;
+        let done = match self.queue.front_mut() {
+            Some(Piece::Mem(b)) => {
+                let whole = n == b.len();
+                let took = sh.codec.send_data(id, &b[..n], eos && last && whole);
+                b.advance(took);
+                b.is_empty()
+            }
+            Some(Piece::File { file, offset, len }) => {
+                // A buffer per piece (at most 64 KiB, as costly to read
+                // and copy as to allocate), not kept: an idle connection
+                // holds none.
+                let mut buf = vec![0; n];
+                let got = match file.read_at(&mut buf, *offset) {
+                    Ok(0) | Err(_) => {
+                        // The file shrank or failed under us: the length
+                        // promised in the head cannot be kept.
+                        sh.codec.reset(id, Reason::INTERNAL_ERROR);
+                        return false;
+                    }
+                    Ok(got) => got,
+                };
+                let whole = got as u64 == *len;
+                let took = sh.codec.send_data(id, &buf[..got], eos && last && whole);
+                *offset += took as u64;
+                *len -= took as u64;
+                *len == 0
+            }
+            None => true,
+        };
+        if done {
+            self.queue.pop_front();
+        }
+        // What was queued leaves now, even if the rest has to wait.
+        sh.wake_writer();
+        true
+    }
+
+    /// How much of `want` may be sent now: the stream's and the
+    /// connection's windows and the room left in the output, waiting at
+    /// most `idle` for some; None when the stream failed or none came.
+    async fn capacity(&mut self, want: usize, idle: Duration) -> Option<usize> {
+        let (id, shared) = (self.id, &self.shared);
+        let mut wait = poll_fn(|cx| {
+            let mut sh = shared.borrow_mut();
+            let Some(i) = sh.find(id).filter(|_| !sh.closed) else {
+                return Poll::Ready(None);
+            };
+            if sh.slots[i].reset {
+                return Poll::Ready(None);
+            }
+            let room = sh.room();
+            let n = sh.codec.send_window(id).min(room).min(want);
+            if n > 0 {
+                return Poll::Ready(Some(n));
+            }
+            if room == 0 {
+                sh.room.push(cx.waker().clone());
+                sh.wake_writer();
+            } else {
+                sh.slots[i].waker = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        });
+        // Most of the time there is window at once: no timer then.
+        let mut cx = std::task::Context::from_waker(Waker::noop());
+        if let Poll::Ready(r) = std::pin::Pin::new(&mut wait).poll(&mut cx) {
+            return r;
+        }
+        timeout(idle, wait).await.ok().flatten()
     }
 
     /// The request's trailer fields, once its body was read to the end
     /// (None: it had none, or the stream failed).
-    pub(crate) async fn request_trailers(&mut self, within: Duration) -> Option<http::HeaderMap> {
+    pub(crate) async fn request_trailers(&mut self, _within: Duration) -> Option<http::HeaderMap> {
         if !self.recv_done {
             return None;
         }
-        let recv = &mut self.recv;
-        match timeout(within, poll_fn(|cx| recv.poll_trailers(cx))).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(_)) | Err(_) => None,
+        // Trailers end the stream: once the body is done they are here.
+        let fields = self.shared.borrow_mut().slot(self.id)?.trailers.take()?;
+        let mut map = http::HeaderMap::with_capacity(fields.len());
+        for (name, value) in fields {
+            let (Ok(n), Ok(v)) = (
+                http::HeaderName::from_bytes(&name),
+                http::HeaderValue::from_maybe_shared(value),
+            ) else {
+                continue;
+            };
+            map.append(n, v);
         }
+        Some(map)
     }
 
     /// The next piece of the request body, appended to `dst`; Ok(false) at
@@ -264,10 +743,12 @@ impl H2Stream {
         }
         if self.continue_pending {
             self.continue_pending = false;
-            if let Some(r) = self.respond.as_mut() {
-                let mut cont = http::Response::new(());
-                *cont.status_mut() = http::StatusCode::CONTINUE;
-                let _ = r.send_informational(cont);
+            if !self.head_sent {
+                let mut sh = self.shared.borrow_mut();
+                if !sh.gone(self.id) {
+                    sh.send_head(self.id, 100, &[], None, None, false);
+                    sh.wake_writer();
+                }
             }
         }
         let started = *self.body_started.get_or_insert_with(Instant::now);
@@ -280,203 +761,211 @@ impl H2Stream {
                 .unwrap_or(0),
         );
         let deadline = started + limits.body_timeout + earned;
-        let recv = &mut self.recv;
-        match timeout_at(deadline, poll_fn(|cx| recv.poll_data(cx))).await {
-            Err(_) => Err(BodyFail::Slow),
-            Ok(None) => {
-                self.recv_done = true;
-                Ok(false)
-            }
-            Ok(Some(Ok(data))) => {
-                let n = data.len();
-                self.body_seen += n as u64;
+        let (id, shared) = (self.id, &self.shared);
+        let next = poll_fn(|cx| {
+            let mut sh = shared.borrow_mut();
+            let closed = sh.closed;
+            let Some(i) = sh.find(id) else {
+                return Poll::Ready(Err(BodyFail::Gone));
+            };
+            let slot = &mut sh.slots[i];
+            if let Some(b) = slot.body.pop_front() {
+                slot.unread -= b.len();
+                let last = slot.end && slot.body.is_empty();
                 // The window is given back for what was read, so the
                 // client may send this much more.
-                let _ = self.recv.flow_control().release_capacity(n);
-                if self.body_seen > max_body {
-                    return Err(BodyFail::TooLarge);
+                sh.codec.release(id, b.len());
+                if !sh.codec.output().is_empty() {
+                    sh.wake_writer();
                 }
-                dst.extend_from_slice(&data);
-                if self.recv.is_end_stream() {
-                    self.recv_done = true;
-                }
-                Ok(n > 0 || !self.recv_done)
+                return Poll::Ready(Ok(Some((b, last))));
             }
-            Ok(Some(Err(e))) => {
-                tracing::debug!("h2: request body: {e}");
-                if e.is_reset() || e.is_io() || e.is_go_away() {
-                    Err(BodyFail::Gone)
-                } else {
-                    Err(BodyFail::Malformed)
-                }
+            if slot.reset || closed {
+                return Poll::Ready(Err(BodyFail::Gone));
             }
+            if slot.end {
+                return Poll::Ready(Ok(None));
+            }
+            slot.waker = Some(cx.waker().clone());
+            Poll::Pending
+        });
+        let data = match timeout_at(deadline, next).await {
+            Err(_) => return Err(BodyFail::Slow),
+            Ok(r) => r?,
+        };
+        let Some((data, last)) = data else {
+            self.recv_done = true;
+            return Ok(false);
+        };
+        let n = data.len();
+        self.body_seen += n as u64;
+        if self.body_seen > max_body {
+            return Err(BodyFail::TooLarge);
         }
+        dst.extend_from_slice(&data);
+        self.recv_done = last;
+        Ok(n > 0 || !self.recv_done)
     }
 
-    /// After a complete response, reads and drops what is left of the
-    /// request body — at most [`MAX_DISCARD`] bytes, each piece within
-    /// [`DRAIN_READ`] — so the stream ends as the client meant it to. A
-    /// frame that breaks the protocol on the stream meanwhile still gets
-    /// its stream error (RFC 9113 §5.4.2, §8.1.1) instead of landing on a
-    /// stream already closed, whatever order the frames were read in.
-    /// Past the bounds the stream is dropped, which resets it with
-    /// NO_ERROR (§8.1). A client still waiting for `100 Continue` sends
-    /// no body (RFC 9110 §10.1.1), so it is not waited for.
-    pub(crate) async fn drain(&mut self) {
-        if self.recv_done || self.continue_pending || !self.ended {
-            return;
-        }
-        let mut dropped = 0u64;
-        while dropped <= MAX_DISCARD {
-            let recv = &mut self.recv;
-            match timeout(DRAIN_READ, poll_fn(|cx| recv.poll_data(cx))).await {
-                Ok(Some(Ok(data))) => {
-                    dropped += data.len() as u64;
-                    let _ = self.recv.flow_control().release_capacity(data.len());
-                    if self.recv.is_end_stream() {
-                        return;
-                    }
-                }
-                // The end, a stream error, or no more within the bound.
-                Ok(None) | Ok(Some(Err(_))) | Err(_) => return,
-            }
-        }
-    }
-
-    /// Resolves when the client resets the stream (true).
+    /// Resolves when the client resets the stream or the connection ends
+    /// (true).
     pub async fn client_gone(&mut self) -> bool {
-        if let Some(s) = self.send.as_mut() {
-            let _ = poll_fn(|cx| s.poll_reset(cx)).await;
-            return true;
-        }
-        if let Some(r) = self.respond.as_mut() {
-            let _ = poll_fn(|cx| r.poll_reset(cx)).await;
-            return true;
-        }
-        std::future::pending().await
-    }
-
-    /// Whether the client already reset the stream (checked once, without
-    /// waiting: a stream opened and cancelled at once is not worth
-    /// serving, CVE-2023-44487).
-    pub fn was_reset(&mut self) -> bool {
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match self.respond.as_mut() {
-            Some(r) => r.poll_reset(&mut cx).is_ready(),
-            None => false,
-        }
+        let (id, shared) = (self.id, &self.shared);
+        poll_fn(|cx| {
+            let mut sh = shared.borrow_mut();
+            if sh.closed {
+                return Poll::Ready(true);
+            }
+            match sh.slot(id) {
+                None => Poll::Ready(true),
+                Some(s) if s.reset => Poll::Ready(true),
+                Some(s) => {
+                    s.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
     }
 
     /// Resets the stream (a response that cannot be completed: the
     /// client must not take a truncated body for a whole one).
     pub fn reset(&mut self) {
-        if let Some(s) = self.send.as_mut() {
-            s.send_reset(h2::Reason::INTERNAL_ERROR);
-        } else if let Some(r) = self.respond.as_mut() {
-            r.send_reset(h2::Reason::INTERNAL_ERROR);
+        let mut sh = self.shared.borrow_mut();
+        if !sh.gone(self.id) {
+            sh.codec.reset(self.id, Reason::INTERNAL_ERROR);
+            if let Some(s) = sh.slot(self.id) {
+                s.reset = true;
+            }
+            sh.wake_writer();
         }
         self.ended = true;
     }
 }
 
-/// A response head from `status` and header lines as the exchange encodes
-/// them (`Name: value\r\n`), without the fields HTTP/2 forbids.
-fn head_of(status: u16, lines: &[u8]) -> http::Response<()> {
-    let mut resp = http::Response::new(());
-    *resp.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = resp.headers_mut();
-    for line in lines.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
+impl Drop for H2Stream {
+    /// The handler is done with the stream: a response never ended is
+    /// cancelled; a request body nobody read to its end is left to the
+    /// connection, which drops it as it comes (at most [`MAX_DISCARD`]
+    /// bytes, then the stream is reset with NO_ERROR, RFC 9113 §8.1), so
+    /// that the stream ends as the client meant it to and a bad frame on
+    /// it still gets its stream error (§5.4.2) rather than landing on a
+    /// stream already reset. A client still waiting for `100 Continue`
+    /// sends no body (RFC 9110 §10.1.1): its stream is reset at once.
+    fn drop(&mut self) {
+        let Ok(mut sh) = self.shared.try_borrow_mut() else {
+            return;
         };
-        let name = &line[..colon];
-        let value = stoa_h1::trim(&line[colon + 1..]);
-        let Ok(name) = http::HeaderName::from_bytes(name) else {
-            tracing::debug!("h2: dropped a header field with an invalid name");
-            continue;
-        };
-        if CONNECTION_SPECIFIC.contains(&name.as_str()) {
-            continue;
+        let sh = &mut *sh;
+        if self.head.capacity() <= 4096 && sh.spare_heads.len() < 16 {
+            let mut head = std::mem::take(&mut self.head);
+            head.clear();
+            sh.spare_heads.push(head);
         }
-        match http::HeaderValue::from_bytes(value) {
-            Ok(v) => {
-                headers.append(name, v);
-            }
-            Err(_) => tracing::debug!("h2: dropped header {name}: invalid value"),
+        let id = self.id;
+        let Some(i) = sh.find(id) else { return };
+        if sh.closed {
+            sh.slots.swap_remove(i);
+            return;
         }
+        let slot = &mut sh.slots[i];
+        let unread = std::mem::take(&mut slot.unread);
+        slot.body.clear();
+        slot.waker = None;
+        if unread > 0 {
+            // Its connection window comes back whatever the stream's fate.
+            sh.codec.release(id, unread);
+        }
+        let slot = &mut sh.slots[i];
+        if slot.reset {
+            sh.slots.swap_remove(i);
+        } else if !self.ended {
+            sh.codec.reset(id, Reason::CANCEL);
+            sh.slots.swap_remove(i);
+        } else if slot.end {
+            sh.slots.swap_remove(i);
+        } else if self.continue_pending {
+            sh.codec.reset(id, Reason::NO_ERROR);
+            sh.slots.swap_remove(i);
+        } else {
+            slot.discard = Some(MAX_DISCARD);
+        }
+        sh.wake_writer();
     }
-    resp
 }
 
-/// How long [`H2Stream::drain`] waits for each piece of an unread body.
-const DRAIN_READ: Duration = Duration::from_secs(2);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoa_h2::hpack::Decoder;
 
-/// Waits for window to send up to `want` bytes; the amount granted, or
-/// None when the stream failed or no window came within `idle`.
-async fn capacity(send: &mut SendStream<Bytes>, want: usize, idle: Duration) -> Option<usize> {
-    send.reserve_capacity(want);
-    loop {
-        let have = send.capacity();
-        if have > 0 {
-            return Some(have.min(want));
-        }
-        match timeout(idle, poll_fn(|cx| send.poll_capacity(cx))).await {
-            Ok(Some(Ok(n))) if n > 0 => return Some(n.min(want)),
-            Ok(Some(Ok(_))) => continue,
-            _ => return None,
-        }
+    fn decode(block: &[u8]) -> Vec<(String, String)> {
+        let mut d = Decoder::new(4096);
+        let mut out = Vec::new();
+        d.decode(block, 1 << 20, &mut |n, v| {
+            out.push((
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ));
+        })
+        .expect("a valid block");
+        out
     }
-}
 
-async fn send_bytes(send: &mut SendStream<Bytes>, mut b: Bytes, eos: bool, idle: Duration) -> bool {
-    if b.is_empty() {
-        return !eos || send.send_data(b, true).is_ok();
+    #[test]
+    fn rfc9113_8_2_names_are_lowercased_and_connection_specific_fields_dropped() {
+        let mut block = Vec::new();
+        encode_fields(
+            &mut block,
+            b"Content-Type: text/html\r\nConnection: close\r\nKeep-Alive: 5\r\n\
+              Transfer-Encoding: chunked\r\nUpgrade: h2c\r\nX-Thing:  b \r\nBad Name: x\r\n",
+        );
+        assert_eq!(
+            decode(&block),
+            [
+                ("content-type".to_owned(), "text/html".to_owned()),
+                ("x-thing".to_owned(), "b".to_owned()),
+            ]
+        );
     }
-    while !b.is_empty() {
-        let Some(n) = capacity(send, b.len(), idle).await else {
-            return false;
-        };
-        let chunk = b.split_to(n);
-        if send.send_data(chunk, eos && b.is_empty()).is_err() {
-            return false;
-        }
-    }
-    true
-}
 
-async fn send_file(
-    send: &mut SendStream<Bytes>,
-    file: &File,
-    mut offset: u64,
-    mut left: u64,
-    eos: bool,
-    idle: Duration,
-) -> bool {
-    while left > 0 {
-        let want = left.min(FILE_PIECE) as usize;
-        let Some(n) = capacity(send, want, idle).await else {
-            return false;
-        };
-        // A fresh buffer per piece: h2 keeps it until the frame is
-        // written, so it cannot be reused.
-        let mut buf = vec![0u8; n];
-        let got = match file.read_at(&mut buf, offset) {
-            Ok(0) | Err(_) => {
-                // The file shrank or failed under us: the length promised
-                // in the head cannot be kept.
-                send.send_reset(h2::Reason::INTERNAL_ERROR);
-                return false;
-            }
-            Ok(got) => got,
-        };
-        buf.truncate(got);
-        offset += got as u64;
-        left -= got as u64;
-        if send.send_data(Bytes::from(buf), eos && left == 0).is_err() {
-            return false;
+    #[test]
+    fn the_date_block_encoded_once_a_second_is_what_encoding_it_gives() {
+        let lines = b"Date: Fri, 27 Nov 2026 01:45:38 GMT\r\nServer: stoa\r\nETag: \"x\"\r\n";
+        assert_eq!(date_block_len(lines), Some(51));
+        let mut fresh = Vec::new();
+        encode_fields(&mut fresh, lines);
+        let mut sh = Shared::new(Conn::new(&stoa_h2::Config::default()), 1 << 20);
+        // The first head encodes the block and keeps it; the second reuses
+        // it; a new second's block replaces it.
+        for _ in 0..2 {
+            let mut block = Vec::new();
+            sh.encode_lines(&mut block, lines);
+            assert_eq!(block, fresh);
         }
+        let later = b"Date: Fri, 27 Nov 2026 01:45:39 GMT\r\nServer: stoa\r\n";
+        let mut block = Vec::new();
+        sh.encode_lines(&mut block, later);
+        assert_eq!(
+            decode(&block),
+            [
+                (
+                    "date".to_owned(),
+                    "Fri, 27 Nov 2026 01:45:39 GMT".to_owned()
+                ),
+                ("server".to_owned(), "stoa".to_owned()),
+            ]
+        );
+        assert_eq!(
+            decode(&fresh),
+            [
+                (
+                    "date".to_owned(),
+                    "Fri, 27 Nov 2026 01:45:38 GMT".to_owned()
+                ),
+                ("server".to_owned(), "stoa".to_owned()),
+                ("etag".to_owned(), "\"x\"".to_owned()),
+            ]
+        );
     }
-    true
 }

@@ -3,7 +3,6 @@
 //! queue. Handlers never see this module; they speak to
 //! [`crate::exchange::Exchange`].
 
-pub mod flood;
 pub mod h1;
 pub mod h2;
 pub mod output;
@@ -70,7 +69,7 @@ impl Default for Limits {
 
 /// `[http2]`: the limits of every HTTP/2 connection. The defaults are
 /// hyper's server's (h2's where hyper keeps them), plus the control
-/// frame budget of [`crate::proto::flood`].
+/// frame budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Http2Limits {
     /// Most streams open at once per connection.
@@ -85,8 +84,8 @@ pub struct Http2Limits {
     /// Largest header list a request may carry, decoded (also what bounds
     /// an HPACK bomb or a CONTINUATION flood).
     pub max_header_list_size: u32,
-    /// Response bytes h2 buffers per stream before it stops granting
-    /// window to the handler.
+    /// Response bytes queued on a connection, not yet written, past which
+    /// its handlers wait (and it stops reading) until the client reads.
     pub max_send_buffer: usize,
     /// Streams a client may reset before they are even accepted, at once
     /// (CVE-2023-44487).

@@ -15,8 +15,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 /// `AsyncWrite` for a wrapper that only watches or rewinds what is read:
-/// every write goes straight to `$field`. Shared by [`Rewind`] and the
-/// HTTP/2 frame guard (`proto::flood`).
+/// every write goes straight to `$field` (as [`Rewind`] does).
 #[macro_export]
 macro_rules! write_through {
     ($ty:ty, $field:ident $(, $($gen:tt)*)?) => {
