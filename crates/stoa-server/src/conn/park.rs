@@ -4,21 +4,22 @@
 //! and gives its buffers and request memory back.
 //!
 //! A connection's task (its future, ~1.3 KiB, in a cell tokio allocates
-//! 128-byte aligned) is most of what an idle connection costs: 2,615 bytes
-//! of RSS per idle keep-alive connection before this, nginx 596
+//! 128-byte aligned) and its tokio registration (a `ScheduledIo`, 128-byte
+//! aligned in an `Arc`) are what an idle connection costs: 2,606 bytes of
+//! RSS per idle keep-alive connection before this, nginx 497-521
 //! (docs/BENCHMARKS.md, "Idle keep-alive connections"). Parked, a
-//! connection keeps its socket and its tokio registration (the socket
-//! stays in tokio's epoll set: parking and resuming make no system call)
-//! and a [`Slot`]; the task ends. The socket's read readiness wakes a
-//! waker that is only the slot's number ([`slot_waker`]); the worker's one
-//! lot task then starts a new connection task for it (`worker.rs`, the one
-//! place connection tasks start), which reads the next request at once.
-//! The lot task also closes a parked connection at its keep-alive deadline
-//! and all of them when the worker stops.
+//! connection is its socket, peer, runtime and deadline in a [`Slot`]
+//! (64 bytes) and a deadline entry; the socket leaves tokio for the lot's
+//! own epoll set (one-shot, keyed by slot and generation), the task ends.
+//! When the socket turns readable the lot task gives it back to tokio and
+//! starts a new connection task for it (`worker.rs`, the one place
+//! connection tasks start), which reads the next request at once. The lot
+//! task also closes a parked connection at its keep-alive deadline and all
+//! of them when the worker stops.
 //!
 //! Only connections that waited [`PARK_AFTER`] park: a client sending its
 //! next request sooner (load generators, pages loading their assets) never
-//! pays for a resume (a task spawned, ~1 µs).
+//! pays for a park and a resume (three `epoll_ctl`s and a task spawned).
 
 use crate::config::Runtime;
 use crate::local::{Proto, Worker};
@@ -27,11 +28,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::task::Poll;
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -45,15 +48,16 @@ pub(crate) type Resume = fn(TcpStream, SocketAddr, Arc<Runtime>, &Rc<Worker>);
 
 /// A parked connection.
 struct Slot {
-    stream: TcpStream,
+    /// Out of tokio, in the lot's epoll set.
+    socket: std::net::TcpStream,
+    /// Told apart from an earlier connection in the same slot.
+    gen: u32,
     peer: SocketAddr,
     /// The runtime it last served with (it moves to the newest at its next
     /// request, as every kept-alive connection does).
     rt: Arc<Runtime>,
     /// Its keep-alive deadline.
     deadline: Instant,
-    /// Told apart from an earlier connection in the same slot.
-    gen: u32,
 }
 
 #[derive(Default)]
@@ -74,20 +78,40 @@ thread_local! {
     /// How parked connections come back (None: no lot on this thread, so
     /// connections do not park).
     static RESUME: Cell<Option<Resume>> = const { Cell::new(None) };
-    /// Slots whose sockets turned readable (slot | generation << 32),
-    /// filled by the slot wakers, emptied by the lot task.
-    static READY: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
-    /// The lot task's waker, and whether it has something to do besides
-    /// `READY` (a parked deadline earlier than its timer).
-    static LOT_WAKER: Cell<Option<Waker>> = const { Cell::new(None) };
+    /// The lot's epoll descriptor (owned by the lot task's `AsyncFd`).
+    static EPOLL: Cell<RawFd> = const { Cell::new(-1) };
+    /// The lot task's waker, and whether a park asked it to set its timer
+    /// again (a deadline earlier than the one it waits for).
+    static LOT_WAKER: Cell<Option<std::task::Waker>> = const { Cell::new(None) };
     static REARM: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Starts this worker's lot: connections served on this thread may park
-/// from now on, and come back through `resume`.
+/// from now on, and come back through `resume`. Without an epoll
+/// descriptor nothing parks.
 pub(crate) fn start(worker: Rc<Worker>, resume: Resume) {
+    // SAFETY: epoll_create1 takes no pointer; a non-negative result is a
+    // new descriptor that nothing else owns.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        tracing::warn!("epoll_create1: {}", std::io::Error::last_os_error());
+        return;
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the AsyncFd owns the descriptor, which stays open and the
+    // same until the AsyncFd drops it.
+    let epoll = unsafe { AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) };
+    let epoll = match epoll {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!("the lot's epoll descriptor: {e}");
+            return;
+        }
+    };
+    EPOLL.with(|e| e.set(fd));
     RESUME.with(|r| r.set(Some(resume)));
-    tokio::task::spawn_local(run(worker, resume));
+    tokio::task::spawn_local(run(worker, resume, epoll));
 }
 
 /// Whether connections on this thread can park (a lot runs here).
@@ -97,8 +121,7 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// Parks an idle keep-alive connection until its next request or
-/// `deadline`. Its connection count moves to the lot. If the socket is
-/// readable already, the connection resumes at once.
+/// `deadline`. Its connection count moves to the lot.
 pub(crate) fn park(
     stream: TcpStream,
     peer: SocketAddr,
@@ -106,37 +129,42 @@ pub(crate) fn park(
     deadline: Instant,
     worker: &Rc<Worker>,
 ) {
-    let resume = RESUME.with(|r| r.get());
-    let Some(resume) = resume.filter(|_| !worker.is_stopping()) else {
-        // No lot here, or it closed what it held as the worker stops:
-        // this one closes now.
-        drop(stream);
-        closed(worker);
-        return;
+    let ep = EPOLL.with(|e| e.get());
+    // Leaving tokio: its registration is freed (an `epoll_ctl` DEL).
+    let socket = match stream.into_std() {
+        Ok(s) if ep >= 0 && enabled() && !worker.is_stopping() => s,
+        // No lot here, or it closed what it held as the worker stops: this
+        // one closes now.
+        _ => return closed(worker),
     };
-    let rest = LOT.with(|lot| {
+    let fd = socket.as_raw_fd();
+    let added = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
         let gen = lot.next_gen;
         lot.next_gen = gen.wrapping_add(1);
         let key = lot.slots.vacant_key();
-        let waker = slot_waker(key as u32, gen);
-        let mut cx = Context::from_waker(&waker);
-        // Outside tokio's cooperative budget: a budget spent would answer
-        // Pending and wake the slot at once (a needless resume).
-        let ready = pin!(tokio::task::unconstrained(std::future::poll_fn(|cx| {
-            stream.poll_read_ready(cx)
-        })))
-        .poll(&mut cx);
-        if ready.is_ready() {
-            // Bytes (or the client's close) came meanwhile.
-            return Some((stream, rt));
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
+            u64: u64::from(gen) << 32 | key as u64,
+        };
+        // One-shot: a socket parked before is still in the set, disarmed
+        // (a socket leaves it only when closed), so it is re-armed.
+        // SAFETY: valid descriptors and a pointer to an event that lives
+        // across each call.
+        let mut r = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+            // SAFETY: as above.
+            r = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        }
+        if r < 0 {
+            return Err(socket);
         }
         lot.slots.insert(Slot {
-            stream,
+            socket,
+            gen,
             peer,
             rt,
             deadline,
-            gen,
         });
         lot.deadlines.push(Reverse((deadline, key as u32, gen)));
         if lot.deadlines.len() > 2 * lot.slots.len() + 64 {
@@ -149,12 +177,15 @@ pub(crate) fn park(
         }
         if lot.armed.is_none_or(|a| deadline < a) {
             REARM.with(|r| r.set(true));
-            wake_lot();
+            if let Some(w) = LOT_WAKER.with(|w| w.take()) {
+                w.wake();
+            }
         }
-        None
+        Ok(())
     });
-    if let Some((stream, rt)) = rest {
-        resume(stream, peer, rt, worker);
+    if let Err(socket) = added {
+        drop(socket);
+        closed(worker);
     }
 }
 
@@ -166,17 +197,12 @@ fn closed(worker: &Worker) {
     }
 }
 
-fn wake_lot() {
-    if let Some(w) = LOT_WAKER.with(|w| w.take()) {
-        w.wake();
-    }
-}
-
 /// The lot task: resumes parked connections whose socket turned readable,
 /// closes those past their keep-alive deadline, and all of them when the
 /// worker stops.
-async fn run(worker: Rc<Worker>, resume: Resume) {
+async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
     let mut stopped = pin!(worker.stopped());
+    let mut events: Vec<libc::epoll_event> = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     loop {
         let next = LOT.with(|lot| {
             let mut lot = lot.borrow_mut();
@@ -186,35 +212,44 @@ async fn run(worker: Rc<Worker>, resume: Resume) {
         });
         // No deadline: a timer far off (a park with a deadline rearms).
         let at = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
-        let woke = tokio::select! {
+        tokio::select! {
             biased;
-            _ = &mut stopped => None,
-            _ = wait_ready() => Some(false),
-            _ = tokio::time::sleep_until(at) => Some(true),
-        };
-        match woke {
-            None => break,
-            Some(false) => {
-                let ready = READY.with(|r| std::mem::take(&mut *r.borrow_mut()));
-                for data in ready {
-                    let (key, gen) = ((data & 0xffff_ffff) as usize, (data >> 32) as u32);
-                    let slot = LOT.with(|lot| {
-                        let mut lot = lot.borrow_mut();
-                        match lot.slots.get(key) {
-                            Some(s) if s.gen == gen => Some(lot.slots.remove(key)),
-                            _ => None,
+            _ = &mut stopped => break,
+            r = epoll.readable() => {
+                let Ok(mut guard) = r else { break };
+                loop {
+                    let n = match guard.try_io(|e| wait_events(e.get_ref().as_raw_fd(), &mut events)) {
+                        Ok(Ok(n)) => n,
+                        Ok(Err(_)) | Err(_) => break,
+                    };
+                    for ev in &events[..n] {
+                        let data = ev.u64;
+                        let (key, gen) = ((data & 0xffff_ffff) as usize, (data >> 32) as u32);
+                        let slot = LOT.with(|lot| {
+                            let mut lot = lot.borrow_mut();
+                            match lot.slots.get(key) {
+                                Some(s) if s.gen == gen => Some(lot.slots.remove(key)),
+                                _ => None,
+                            }
+                        });
+                        let Some(s) = slot else { continue };
+                        // Back into tokio (a new registration), then its task.
+                        match TcpStream::from_std(s.socket) {
+                            Ok(stream) => resume(stream, s.peer, s.rt, &worker),
+                            Err(_) => closed(&worker),
                         }
-                    });
-                    if let Some(s) = slot {
-                        resume(s.stream, s.peer, s.rt, &worker);
                     }
+                    // Again until the set is empty: `try_io` then clears
+                    // the readiness.
                 }
             }
-            Some(true) => expire(&worker),
+            _ = rearmed() => {}
+            _ = tokio::time::sleep_until(at) => expire(&worker),
         }
     }
     // Stopping: every parked connection closes now (idle ones need no
     // answer), as the worker's idle tasks do.
+    RESUME.with(|r| r.set(None));
     let all: Vec<Slot> = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
         lot.deadlines.clear();
@@ -224,6 +259,19 @@ async fn run(worker: Rc<Worker>, resume: Resume) {
     for s in all {
         drop(s);
         closed(&worker);
+    }
+}
+
+/// Takes the events ready in the lot's epoll set without waiting;
+/// `WouldBlock` when there are none (so `try_io` clears the readiness).
+fn wait_events(ep: RawFd, events: &mut [libc::epoll_event]) -> std::io::Result<usize> {
+    let max = events.len().min(i32::MAX as usize) as i32;
+    // SAFETY: `events` is valid for `max` entries, written by the kernel.
+    let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), max, 0) };
+    match n {
+        n if n < 0 => Err(std::io::Error::last_os_error()),
+        0 => Err(std::io::ErrorKind::WouldBlock.into()),
+        n => Ok(n as usize),
     }
 }
 
@@ -254,46 +302,13 @@ fn expire(worker: &Worker) {
     }
 }
 
-/// Resolves when a slot's socket turned readable or a park asked the lot
-/// to set its timer again.
-fn wait_ready() -> impl Future<Output = ()> {
+/// Resolves when a park asked the lot to set its timer again.
+fn rearmed() -> impl Future<Output = ()> {
     std::future::poll_fn(|cx| {
-        if READY.with(|r| !r.borrow().is_empty()) || REARM.with(|r| r.replace(false)) {
+        if REARM.with(|r| r.replace(false)) {
             return Poll::Ready(());
         }
         LOT_WAKER.with(|w| w.set(Some(cx.waker().clone())));
         Poll::Pending
     })
-}
-
-// A slot's waker is its number and generation, nothing allocated: waking it
-// queues them in `READY` and wakes the lot task. Tokio's I/O driver wakes
-// it on the worker's own thread (a current-thread runtime drives its I/O
-// on the thread that runs it), where `READY` is the lot's.
-const _: () = assert!(usize::BITS == 64, "a slot waker packs 64 bits");
-
-static SLOT_WAKER: RawWakerVTable = RawWakerVTable::new(
-    |data| RawWaker::new(data, &SLOT_WAKER),
-    slot_wake,
-    slot_wake,
-    |_| {},
-);
-
-fn slot_wake(data: *const ()) {
-    let data = data as usize as u64;
-    // `try_`: a wake from a thread's teardown finds nothing to do.
-    let _ = READY.try_with(|r| r.borrow_mut().push(data));
-    let _ = LOT_WAKER.try_with(|w| {
-        if let Some(w) = w.take() {
-            w.wake();
-        }
-    });
-}
-
-fn slot_waker(key: u32, gen: u32) -> Waker {
-    let data = (u64::from(gen) << 32 | u64::from(key)) as usize as *const ();
-    // SAFETY: the vtable's functions never dereference `data` (it is a
-    // number), are safe to call from any thread and in any order, and hold
-    // no resource, so cloning and dropping need no bookkeeping.
-    unsafe { Waker::from_raw(RawWaker::new(data, &SLOT_WAKER)) }
 }
