@@ -217,11 +217,11 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
             _ = &mut stopped => break,
             r = epoll.readable() => {
                 let Ok(mut guard) = r else { break };
-                loop {
-                    let n = match guard.try_io(|e| wait_events(e.get_ref().as_raw_fd(), &mut events)) {
-                        Ok(Ok(n)) => n,
-                        Ok(Err(_)) | Err(_) => break,
-                    };
+                // Until the set is empty: `try_io` then clears the
+                // readiness.
+                while let Ok(Ok(n)) =
+                    guard.try_io(|e| wait_events(e.get_ref().as_raw_fd(), &mut events))
+                {
                     for ev in &events[..n] {
                         let data = ev.u64;
                         let (key, gen) = ((data & 0xffff_ffff) as usize, (data >> 32) as u32);
@@ -239,8 +239,6 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
                             Err(_) => closed(&worker),
                         }
                     }
-                    // Again until the set is empty: `try_io` then clears
-                    // the readiness.
                 }
             }
             _ = rearmed() => {}
