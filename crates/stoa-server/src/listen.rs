@@ -292,6 +292,7 @@ pub(crate) fn acquire(
             continue;
         }
         for s in &socks {
+            defer_accept(s);
             let h = s.try_clone().map_err(|e| StartError::Bind(addr, e))?;
             out.handles.push(h.into());
         }
@@ -388,6 +389,33 @@ pub(crate) fn bound(per_worker: &[worker::Sockets]) -> Vec<(&'static str, Socket
         }
     }
     out
+}
+
+/// Lets the kernel hand over a connection only once its first bytes have
+/// arrived (TCP_DEFER_ACCEPT; nginx's `listen ... deferred`, Apache's
+/// default `AcceptFilter http data`). HTTP and TLS clients speak first, so
+/// the accept and the first read then come with one wake-up instead of two,
+/// and the connection loop reads at once without asking epoll (conn/h1.rs:
+/// a connection per request costs fewer wake-ups and context switches,
+/// docs/BENCHMARKS.md "A connection per request"). A client that connects
+/// and stays silent is handed over all the same after about a second (the
+/// kernel completes it on the retransmitted SYN-ACK's ACK), and
+/// `header_timeout` runs from then. Inherited sockets get it too; a
+/// failure (not TCP) changes nothing.
+fn defer_accept(s: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    let secs: libc::c_int = 1;
+    // SAFETY: a valid descriptor (borrowed from `s` for the call) and a
+    // pointer to a c_int that lives across it, with its size.
+    let _ = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&secs as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// Opens one SO_REUSEPORT listener per worker on `addr`. With port 0 the

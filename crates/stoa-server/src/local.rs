@@ -186,6 +186,13 @@ impl Worker {
         }
     }
 
+    /// A client connection of this worker closed: it no longer counts
+    /// against `max_connections` nor for the drain at stop.
+    pub(crate) fn connection_closed(&self) {
+        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        self.active.set(self.active.get() - 1);
+    }
+
     /// This worker's counters.
     pub fn stats(&self) -> Option<&WorkerStats> {
         self.shared.stats.get(self.index)

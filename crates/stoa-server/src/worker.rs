@@ -48,16 +48,15 @@ struct Via {
     unix: bool,
 }
 
-/// Decrements the shared and per-worker counts when a connection ends.
-struct ConnGuard {
-    shared: Arc<Shared>,
-    worker: Rc<Worker>,
-}
+/// Decrements the shared and per-worker counts when a connection ends
+/// (None: it parked, and `conn::park` counts it).
+struct ConnGuard(Option<Rc<Worker>>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.shared.connections.fetch_sub(1, Ordering::Relaxed);
-        self.worker.active.set(self.worker.active.get() - 1);
+        if let Some(w) = self.0.take() {
+            w.connection_closed();
+        }
     }
 }
 
@@ -84,6 +83,7 @@ pub async fn run(
         rt.cache.revalidate,
     );
     ssi::set_template_revalidate(rt.cache.revalidate);
+    conn::park::start(worker.clone(), resume);
     let mut tokio_listeners = Vec::new();
     for l in listeners {
         match TcpListener::from_std(l.socket) {
@@ -259,11 +259,40 @@ fn serve(
             return;
         }
         worker.active.set(worker.active.get() + 1);
-        let guard = ConnGuard {
-            shared: shared.clone(),
-            worker: worker.clone(),
-        };
-        let w = worker.clone();
+        let guard = ConnGuard(Some(worker.clone()));
+        spawn(stream, peer, via, rt, worker.clone(), guard, false);
+    }
+}
+
+/// A parked keep-alive connection (`conn::park`) with its next request
+/// coming: served by a task again, its count kept.
+fn resume(
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    rt: Arc<Runtime>,
+    worker: &Rc<Worker>,
+) {
+    let via = Via {
+        tls: None,
+        proxy_protocol: false,
+        unix: false,
+    };
+    let guard = ConnGuard(Some(worker.clone()));
+    spawn(stream, peer, via, rt, worker.clone(), guard, true);
+}
+
+/// Spawns a connection's task (`resumed`: coming back from the lot).
+fn spawn(
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    via: Via,
+    rt: Arc<Runtime>,
+    w: Rc<Worker>,
+    mut guard: ConnGuard,
+    resumed: bool,
+) {
+    let tls = via.tls;
+    {
         // One task shape for both kinds, with `conn::h1::serve` called from
         // this one place and TLS behind boxes and virtual calls
         // (`stream::cold`): so the plaintext loop stays inlined into the
@@ -294,7 +323,10 @@ fn serve(
                     None => return,
                 },
             };
-            conn::h1::serve(stream, peer, w, rt).await;
+            if conn::h1::serve(stream, peer, w, rt, resumed).await {
+                // Parked: the lot counts it now.
+                guard.0 = None;
+            }
             drop(guard);
         });
     }

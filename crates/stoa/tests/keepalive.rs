@@ -123,3 +123,47 @@ fn a_client_closing_its_side_still_gets_the_response_rfc9112_9_6() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"alpha\n");
 }
+
+#[test]
+fn a_connection_idle_past_the_park_delay_serves_its_next_requests_rfc9112_9_3() {
+    // After 250 ms without a request an idle keep-alive connection leaves
+    // its task (nginx frees an idle connection's buffers the same way);
+    // its next request must be answered as on any kept-alive connection,
+    // and it must still be kept alive after that.
+    let (_d, s) = site();
+    let mut c = s.connect();
+    assert_eq!(c.request(&get("/a.txt")).body, b"alpha\n");
+    for (path, body) in [("/b.txt", "bravo\n"), ("/a.txt", "alpha\n")] {
+        std::thread::sleep(Duration::from_millis(600));
+        let r = c.request(&get(path));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, body.as_bytes());
+    }
+    // A pipelined pair sent to a parked connection comes back in order.
+    std::thread::sleep(Duration::from_millis(600));
+    let mut two = get("/b.txt");
+    two.extend_from_slice(&get("/a.txt"));
+    c.send(&two);
+    assert_eq!(c.read().body, b"bravo\n");
+    assert_eq!(c.read().body, b"alpha\n");
+    assert!(c.stays_silent(Duration::from_millis(200)));
+}
+
+#[test]
+fn a_parked_connection_the_client_closes_is_let_go() {
+    // The client's FIN wakes a parked connection like a request would; the
+    // server reads the end and closes its side too (no half-open socket
+    // left behind), then serves new connections as before.
+    let (_d, s) = site();
+    let mut c = s.connect();
+    assert_eq!(c.request(&get("/a.txt")).status, 200);
+    std::thread::sleep(Duration::from_millis(600));
+    c.stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    assert!(
+        c.wait_closed(Duration::from_secs(3)).is_some(),
+        "the server must close a parked connection the client ended"
+    );
+    assert_eq!(s.get("/b.txt").status, 200);
+}

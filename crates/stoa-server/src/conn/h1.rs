@@ -30,10 +30,20 @@ enum Wait {
     Eof,
     Timeout,
     Shutdown,
+    /// Idle for `park::PARK_AFTER`: the connection leaves its task.
+    Park,
 }
 
-/// Serves a connection until it closes, fails or times out.
-pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+/// Serves a connection until it closes, fails, times out or parks
+/// (`resumed`: it comes back from the lot, `conn::park`). True when it
+/// parked: the lot holds it (and its count) now.
+pub async fn serve(
+    stream: Stream,
+    peer: SocketAddr,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+    resumed: bool,
+) -> bool {
     let mut rt = rt;
     let mut limits = RequestLimits {
         max_head_bytes: rt.limits.max_header_bytes,
@@ -44,17 +54,25 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
     // The first request must arrive within header_timeout of the accept.
     let mut deadline = Instant::now() + rt.limits.header_timeout;
     let mut awaiting_head = true;
-    let mut nodelay = false;
+    // A parked connection had Nagle turned off before it parked.
+    let mut nodelay = resumed;
     // The last request had a body that may not all have been read: closing
     // then needs a lingering close.
     let mut body_left = false;
     // No request yet: the bytes may be HTTP/2's preface instead.
-    let mut first = true;
+    let mut first = !resumed;
     let mut h2c = false;
     // The first bytes of a head arrived and its clock (header_timeout) has
     // not been read yet: it is read only if the head turns out incomplete,
     // so a head that arrives whole (nearly all of them) costs no clock read.
     let mut head_clock = false;
+    // Nothing read yet: the first read goes straight to the socket (see
+    // `read_now`). Over TLS the handshake has read already.
+    let mut fresh = !io.stream.is_tls();
+    // This idle keep-alive connection parks `PARK_AFTER` into its wait (a
+    // flag, not an instant: the connection's future stays as small).
+    let mut may_park = false;
+    let mut parked = false;
 
     loop {
         match head.parse(&io.rbuf[io.start..], &limits) {
@@ -136,6 +154,12 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                         let _ = io.stream.set_nodelay(true);
                     }
                     deadline = if io.rbuf.is_empty() {
+                        // Only plaintext connections park (a TLS session
+                        // is large, and rare next to them), and only where
+                        // the keep-alive wait outlasts the park delay.
+                        may_park = !io.stream.is_tls()
+                            && rt.limits.keepalive_timeout > super::park::PARK_AFTER
+                            && super::park::enabled();
                         Instant::now() + rt.limits.keepalive_timeout
                     } else {
                         Instant::now() + rt.limits.header_timeout
@@ -148,16 +172,27 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     // memory (10,000 idle keep-alive clients cost little).
                     worker.give_buf(std::mem::take(&mut io.rbuf));
                     worker.give_buf(io.out.take_buf());
-                    if io.stream.tls_pending() {
+                    if fresh || io.stream.tls_pending() {
                         Wait::Ready
                     } else {
+                        let park_at = may_park
+                            .then(|| {
+                                deadline.checked_sub(
+                                    rt.limits
+                                        .keepalive_timeout
+                                        .saturating_sub(super::park::PARK_AFTER),
+                                )
+                            })
+                            .flatten();
                         tokio::select! {
                             biased;
                             r = io.stream.tcp().readable() => match r {
                                 Ok(()) => Wait::Ready,
                                 Err(_) => Wait::Eof,
                             },
-                            _ = tokio::time::sleep_until(deadline) => Wait::Timeout,
+                            _ = tokio::time::sleep_until(park_at.unwrap_or(deadline)) => {
+                                if park_at.is_some() { Wait::Park } else { Wait::Timeout }
+                            }
                             _ = worker.stopped() => Wait::Shutdown,
                         }
                     }
@@ -182,6 +217,9 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     Wait::Ready => {
                         io.rbuf = worker.take_buf();
                         let got = match &mut io.stream {
+                            Stream::Plain(s) if std::mem::take(&mut fresh) => {
+                                read_now(s, &mut io.rbuf)
+                            }
                             Stream::Plain(s) => read_clearing(s, &mut io.rbuf),
                             tls => tls.try_read_buf(&mut io.rbuf),
                         };
@@ -189,7 +227,10 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                             Ok(0) => break,
                             // The first bytes of a head start its clock
                             // (read when the head is found incomplete).
-                            Ok(_) => head_clock = true,
+                            Ok(_) => {
+                                head_clock = true;
+                                may_park = false;
+                            }
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                             Err(_) => break,
                         }
@@ -197,6 +238,10 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
                     }
                     Wait::Data => {}
                     Wait::Eof | Wait::Shutdown => break,
+                    Wait::Park => {
+                        parked = !worker.is_stopping();
+                        break;
+                    }
                     Wait::Timeout => {
                         if !io.rbuf.is_empty() {
                             // A client too slow to send its head (slowloris).
@@ -222,6 +267,12 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
             }
         }
     }
+    if parked {
+        if let Stream::Plain(s) = io.stream {
+            super::park::park(s, peer, rt, deadline, &worker);
+            return true;
+        }
+    }
     if !first {
         if let Some(s) = worker.stats() {
             s.closed(proto(&io));
@@ -233,7 +284,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         // connection's future.
         let conn = Rewind::new(pre, io.stream);
         crate::proto::stream::cold(super::h2::serve(conn, peer, worker, rt)).await;
-        return;
+        return false;
     }
     if body_left || io.start < io.rbuf.len() {
         linger(&mut io.stream).await;
@@ -250,6 +301,7 @@ pub async fn serve(stream: Stream, peer: SocketAddr, worker: Rc<Worker>, rt: Arc
         crate::proto::stream::cold(settle(fd, rt.limits.send_timeout)).await;
     }
     // Dropping the stream closes it.
+    false
 }
 
 /// What the status page counts this connection as.
@@ -295,6 +347,24 @@ fn read_clearing(stream: &tokio::net::TcpStream, buf: &mut Vec<u8>) -> std::io::
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && got > 0 => Ok(got),
         r => r,
     }
+}
+
+/// The first read of a connection, straight from the socket rather than
+/// through tokio's readiness, which is empty for a socket just registered
+/// (its first epoll event comes with the next turn of the loop: one more
+/// wake-up and poll per connection). The listeners defer the accept until
+/// the client's first bytes are in (`listen::defer_accept`), so this read
+/// nearly always finds the request; when it finds nothing (`WouldBlock`)
+/// the loop waits for readiness as usual.
+fn read_now(stream: &tokio::net::TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(4096);
+    }
+    let n = socket2::SockRef::from(stream).recv(buf.spare_capacity_mut())?;
+    // SAFETY: `recv` initialized the first `n` bytes of the spare capacity
+    // (it returns at most that capacity's length).
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
 }
 
 /// A complete error response on a connection about to close, outside any
@@ -384,7 +454,7 @@ mod tests {
             let (_tx, rx) = tokio::sync::watch::channel(false);
             let shared = std::sync::Arc::new(crate::local::Shared::new(1));
             let w = std::rc::Rc::new(crate::local::Worker::new(&rt.access_log, rx, shared));
-            let f = super::serve(crate::proto::stream::Stream::Plain(c), a, w, rt);
+            let f = super::serve(crate::proto::stream::Stream::Plain(c), a, w, rt, false);
             // 1256 bytes before the connection/handler seam, 1288 after
             // it (the connection's Io carries the request's body reader).
             assert!(
