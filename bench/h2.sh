@@ -14,7 +14,8 @@
 #   tls-m1    HTTP/2 over TLS, -m 1: one stream at a time per connection (a request's full cost)
 #   h2c-m1    h2c, -m 1
 #   h1tls-m1  HTTP/1.1 keep-alive over TLS (--h1: ALPN http/1.1), -m 1
-# Then, for each server and each of HOLD_MODES (h2c tls), idle memory per HTTP/2 connection:
+# Then, for each of HOLD_MODES (h2c tls) and each server, restarted (fresh) and warmed up with
+# $WARM_N requests of that protocol, idle memory per HTTP/2 connection:
 # bench/h2hold.py opens $HOLD connections, each makes one GET of index.html and stays open and
 # idle; per connection = (RSS while held - RSS before) / $HOLD.
 # Servers (SERVERS="stoa h2o nginx"): stoa = `workers = 1` (bench/conf/stoa-h2.toml; one listener
@@ -270,8 +271,16 @@ if [ "$HOLD" -gt 0 ]; then
     for mode in "${HOLD_LIST[@]}"; do
         for s in "${UP[@]}"; do
             srv_alive "$s" || { printf '%s\t%s\t-\t-\t-\t-\t-\tserver died\t-\n' "$s" "$mode" >> "$MEM_TSV"; continue; }
+            # A fresh process for each test (memory an earlier one freed would be reused and hide
+            # what this one takes), warmed up with $WARM_N requests of this protocol first
+            srv_stop "$s"
+            h2_start "$s" || { FAILED=1; printf '%s\t%s\t-\t-\t-\t-\t-\tno restart\t-\n' "$s" "$mode" >> "$MEM_TSV"; continue; }
             port=${P_H2C[$s]} tls=()
             [ "$mode" = tls ] && { port=${P_TLS[$s]}; tls=(--tls); }
+            read -r _ url _ <<< "$(case_args "$s" "$mode-m10")"
+            timeout 60 h2load -n "$WARM_N" -c "$CONC" -t 1 -m 10 "$url" > "$RAW_WARM" 2>&1 ||
+                warn "$s: warm-up before the memory test failed: $(tail -n1 "$RAW_WARM")"
+            sleep 0.5
             before=$(srv_rss_kb "$s")
             f=$RUN/raw/hold-$s-$mode.txt held=- ready="no READY line" done=-
             log "$s: holding $HOLD idle HTTP/2 connections ($mode)"
