@@ -23,9 +23,9 @@
 # `num-threads: 1` (bench/conf/h2o-h2.conf; /usr/bin/h2o, Debian 2.2.5), nginx = `worker_processes 1`
 # (bench/conf/nginx-h2.conf; its h2c is a listener of its own). Access logs off everywhere.
 # Knobs (environment): N=100000 CONC=50 REPS=3 (rounds; cells show the median), HOLD=5000 (0: skip
-#   the memory test), HOLD_MODES="h2c tls", WARM_N=5000 (unrecorded h2load warm-up per server and
-#   protocol), QUIET_MAX=3 QUIET_PCT=15 (wait up to QUIET_MAX s before each run for the box to be
-#   < QUIET_PCT % busy), WAIT_OTHERS=300 (wait up to this many s at start for other load generators
+#   the memory test), HOLD_MODES="h2c tls", HOLD_SERVERS=$SERVERS (the servers it tests),
+#   WARM_N=5000 (unrecorded h2load warm-up per server and protocol), QUIET_MAX=3 QUIET_PCT=15
+#   (wait up to QUIET_MAX s before each run for the box to be < QUIET_PCT % busy), WAIT_OTHERS=300 (wait up to this many s at start for other load generators
 #   to finish; 0: do not wait, the figures are then provisional), RUN=/tmp/stoa-bench-h2,
 #   OUT=$RUN/results.md, STOA=target/release/stoa (built when missing).
 # Ports 18600-18619: stoa 18600 (HTTP/1.1 + h2c) and 18601 (TLS), h2o 18602 and 18603 (TLS), nginx
@@ -50,11 +50,12 @@ if [ "${QUICK:-0}" = 1 ]; then
     : "${REPS:=1}" "${N:=10000}" "${HOLD:=500}" "${WARM_N:=1000}" "${QUIET_MAX:=1}"
 fi
 REPS=${REPS:-3} N=${N:-100000} CONC=${CONC:-50} HOLD=${HOLD:-5000} HOLD_MODES=${HOLD_MODES:-h2c tls}
+HOLD_SERVERS=${HOLD_SERVERS:-$SERVERS}
 WARM_N=${WARM_N:-5000} QUIET_MAX=${QUIET_MAX:-3} QUIET_PCT=${QUIET_PCT:-15} WAIT_OTHERS=${WAIT_OTHERS:-300}
 CASES=${CASES:-tls-m10 h2c-m10 h1-m1 tls-m1 h2c-m1 h1tls-m1}
 STOA=${STOA:-$DEFAULT_STOA}
 [[ $STOA = /* ]] || STOA=$PWD/$STOA
-COMMAND="$(for v in SERVERS CASES REPS N CONC HOLD HOLD_MODES WARM_N QUIET_MAX WAIT_OTHERS; do
+COMMAND="$(for v in SERVERS CASES REPS N CONC HOLD HOLD_MODES HOLD_SERVERS WARM_N QUIET_MAX WAIT_OTHERS; do
     d=$(eval "echo \${$v}"); printf '%s=%q ' "$v" "$d"; done)bench/h2.sh"
 read -r -a SRVS <<< "$SERVERS"
 read -r -a CASE_LIST <<< "$CASES"
@@ -270,6 +271,7 @@ printf 'server\tmode\tbefore_kb\theld_kb\tafter_kb\tconns\tbytes_per_conn\tready
 if [ "$HOLD" -gt 0 ]; then
     for mode in "${HOLD_LIST[@]}"; do
         for s in "${UP[@]}"; do
+            [[ " $HOLD_SERVERS " = *" $s "* ]] || continue
             srv_alive "$s" || { printf '%s\t%s\t-\t-\t-\t-\t-\tserver died\t-\n' "$s" "$mode" >> "$MEM_TSV"; continue; }
             # A fresh process for each test (memory an earlier one freed would be reused and hide
             # what this one takes), warmed up with $WARM_N requests of this protocol first
