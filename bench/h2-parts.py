@@ -20,7 +20,7 @@ import sys
 # above them (their Ir is part of it).
 PARTS = [
     ("tasks run by the worker (everything per request but the epoll wait)", "incl", r"^tokio::runtime::task::raw::poll$"),
-    ("  connection task: conn::h2::serve (h2 Connection, accept, spawn)", "incl", r"^stoa_server::conn::h2::serve::\{\{closure\}\}$"),
+    ("  connection task: conn::h2::serve", "incl", r"^stoa_server::conn::h2::serve::\{\{closure\}\}$"),
     ("    h2 Connection::poll: frames in and out, stream store", "incl", r"^h2::proto::connection::Connection<.*>::poll$"),
     ("      frame decoding: h2 framed_read::decode_frame", "incl", r"^h2::codec::framed_read::decode_frame$"),
     ("        HPACK decode into a HeaderMap: h2 HeaderBlock::load", "incl", r"^h2::frame::headers::HeaderBlock::load$"),
@@ -32,6 +32,18 @@ PARTS = [
     ("    the request as an http::Request: h2 Peer::convert_poll_message", "incl", r"^h2::proto::peer::Dyn::convert_poll_message$"),
     ("    spawning the stream's task: tokio LocalSet Context::spawn", "incl", r"^tokio::task::local::Context::spawn$"),
     ("    flood guard: proto::flood::Guard poll_read (frame scanner)", "incl", r"^<stoa_server::proto::flood::Guard<.*> as tokio::io::async_read::AsyncRead>::poll_read$"),
+    ("    Stoa's codec path: conn::h2 Driver::input (frames in, codec, handlers polled inline)", "incl",
+     r"^stoa_server::conn::h2::Driver<.*>::input$"),
+    ("      codec: a header block (stoa_h2 Conn::on_block: checks, request head)", "incl", r"^stoa_h2::conn::Conn::on_block$"),
+    ("        HPACK decode: stoa_h2::hpack::Decoder::decode", "incl", r"^stoa_h2::hpack::Decoder::decode$"),
+    ("      the stream's handler, polled inline: conn::h2::stream", "incl", r"^stoa_server::conn::h2::stream::\{\{closure\}\}$"),
+    ("        exchange, routing and static handler: route::run", "incl", r"^stoa_server::route::run::\{\{closure\}\}$"),
+    ("          static handler: handler::static_files::serve", "incl", r"^stoa_server::handler::static_files::serve$"),
+    ("        sending the response: H2Stream::flush", "incl", r"^stoa_server::proto::h2::H2Stream::flush::\{\{closure\}\}$"),
+    ("          response head: Shared::send_head (HPACK encode, HEADERS frame)", "incl", r"^stoa_server::proto::h2::Shared::send_head$"),
+    ("          DATA frames: stoa_h2 Conn::send_data", "incl", r"^stoa_h2::conn::Conn::send_data$"),
+    ("    Stoa's codec path: writing, conn::h2 Driver::poll_write (one write per turn; TLS: encryption)", "incl",
+     r"^stoa_server::conn::h2::Driver<.*>::poll_write$"),
     ("  stream tasks: the rest of raw::poll (request head, route, handler, response)", "diff",
      (r"^tokio::runtime::task::raw::poll$", r"^stoa_server::worker::serve::\{\{closure\}\}$")),
     ("    request head from the http::Request: RequestHead::from_parts", "incl", r"^stoa_h1::request::RequestHead::from_parts$"),
@@ -97,6 +109,7 @@ def main():
     print()
     print("| part | Ir per request | share |")
     print("|---|---:|---:|")
+    shown = []
     for label, kind, rx in PARTS:
         r = re.compile(rx) if kind != "diff" else None
         if kind == "diff":
@@ -113,9 +126,19 @@ def main():
             if not names:
                 continue
             v = per(sum(src_a.get(f, 0) for f in names), sum(src_b.get(f, 0) for f in names))
-        if abs(v) < 0.5:
-            continue  # not on this path (the TLS parts over h2c)
         lead = len(label) - len(label.lstrip(" "))
+        # a row whose parent (the nearest row above with less indent) was left out is left out too
+        while shown and shown[-1][0] >= lead:
+            shown.pop()
+        if shown and not shown[-1][1]:
+            shown.append((lead, False))
+            continue
+        # not on this path (the TLS parts over h2c; the h2 crate's parts with Stoa's codec and the
+        # other way round): nothing, or under 2 % where a whole task is a difference
+        hide = abs(v) < 0.5 or (kind == "diff" and abs(v) < 0.02 * total)
+        shown.append((lead, not hide))
+        if hide:
+            continue
         print(f"| {'&nbsp;' * lead}{label.strip()} | {v:,.0f} | {100 * v / total:.0f} % |")
     print()
     top = sorted(((per(aself.get(f, 0), bself.get(f, 0)), f) for f in set(aself) | set(bself)), reverse=True)[:25]
