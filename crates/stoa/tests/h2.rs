@@ -265,6 +265,51 @@ async fn one_get(addr: SocketAddr, path: &str) -> Result<(u16, usize), String> {
     Ok((status, n))
 }
 
+/// An HTTP/2 connection idle for a while gives back the buffers it
+/// keeps for its next request (as an idle HTTP/1 connection parks); its
+/// HPACK table stays, since the client's encoder refers to it (RFC 7541
+/// §2.3.2): a request whose fields the `h2` client sends as references to
+/// that table, after the idle spell, must still be understood.
+#[test]
+fn rfc7541_2_3_2_a_connection_idle_past_the_shrink_delay_keeps_its_hpack_table_and_serves_on() {
+    let (_dir, server) = site("h2c-idle-shrink");
+    let addr = server.addr;
+    let got = block_on(Duration::from_secs(30), async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut client = client;
+        let mut got = Vec::new();
+        for round in 0..3 {
+            if round > 0 {
+                // Past the 250 ms after which an idle connection shrinks.
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+            let mut c = client.ready().await.expect("ready");
+            let req = http::Request::get(format!("http://{addr}/index.html"))
+                .header("x-custom-field", "the same value every time")
+                .body(())
+                .expect("request");
+            let (resp, _) = c.send_request(req, true).expect("send");
+            let resp = resp.await.expect("response");
+            let status = resp.status().as_u16();
+            let mut body = resp.into_body();
+            let mut n = 0;
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk.expect("data");
+                n += chunk.len();
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+            got.push((status, n));
+            client = c;
+        }
+        got
+    });
+    assert_eq!(got, vec![(200, 9); 3]);
+}
+
 #[test]
 fn cve_2023_44487_a_rapid_reset_burst_does_not_stall_the_server() {
     let (_dir, server) = site("h2c-rapid-reset");

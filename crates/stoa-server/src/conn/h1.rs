@@ -279,10 +279,11 @@ pub async fn serve(
         }
     }
     if h2c {
-        let pre = std::mem::take(&mut io.rbuf);
+        // What HTTP/1 kept for the connection (its output buffer) goes
+        // now, not when this function ends with the HTTP/2 connection.
+        let conn = h2c_stream(io);
         // Boxed: its state would otherwise sit in every HTTP/1
         // connection's future.
-        let conn = Rewind::new(pre, io.stream);
         crate::proto::stream::cold(super::h2::serve(conn, peer, worker, rt)).await;
         return false;
     }
@@ -302,6 +303,12 @@ pub async fn serve(
     }
     // Dropping the stream closes it.
     false
+}
+
+/// The connection's stream with the bytes read so far put back in
+/// front, for HTTP/2; the rest of `io` is dropped here.
+fn h2c_stream(io: Io) -> Rewind {
+    Rewind::new(io.rbuf, io.stream)
 }
 
 /// What the status page counts this connection as.

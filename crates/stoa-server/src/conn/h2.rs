@@ -126,6 +126,12 @@ struct Driver<F> {
     /// the next (a future of about 2 KB: an allocation and a free per
     /// request saved).
     spare: Option<Pin<Box<F>>>,
+    /// Idle since about then minus `park::PARK_AFTER`: the buffers kept
+    /// for the next request are given back at that time if the
+    /// connection is still idle (as an HTTP/1 connection parks).
+    shrink_at: Option<Instant>,
+    /// The buffers were given back and no stream started since.
+    shrunk: bool,
 }
 
 /// Serves an HTTP/2 connection until the client or the server ends it.
@@ -167,6 +173,8 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
     let mut d = Driver {
         io,
         rbuf: BytesMut::new(),
+        shrink_at: None,
+        shrunk: false,
         shared,
         input_held: false,
         live: Rc::new(Cell::new(0)),
@@ -302,6 +310,12 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
                     // the allocator, so that an idle connection costs
                     // little memory (the next read takes a fresh one).
                     self.rbuf = BytesMut::new();
+                    if !self.shrunk && self.shrink_at.is_none() {
+                        // Armed once per idle spell, not per request: a
+                        // timer reset per request would cost more than
+                        // the buffers save.
+                        self.shrink_at = Some(Instant::now() + super::park::PARK_AFTER);
+                    }
                 }
                 return Poll::Pending;
             }
@@ -496,6 +510,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             }
         }
         self.busy = true;
+        self.shrunk = false;
         let is_tls = self.tls.is_some();
         self.live.set(self.live.get() + 1);
         if let Some(s) = self.worker.stats() {
@@ -571,6 +586,9 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         if let Some(s) = self.stalled_since {
             at = at.min(s + self.rt.limits.send_timeout);
         }
+        if let Some(s) = self.shrink_at {
+            at = at.min(s);
+        }
         at
     }
 
@@ -589,6 +607,10 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             tracing::debug!("h2 {}: the client does not read, dropped", self.peer);
             return Some(End::Late);
         }
+        if self.shrink_at.is_some_and(|s| s <= now) {
+            self.shrink_at = None;
+            self.shrink_if_idle();
+        }
         if self.idle_until <= now {
             let open = self.shared.borrow().codec.open_streams();
             if self.live.get() == 0 && open == 0 && !self.busy {
@@ -603,6 +625,25 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             self.idle_until = now + self.rt.limits.keepalive_timeout;
         }
         None
+    }
+
+    /// No stream open or running and nothing read: what is kept for the
+    /// next request (the codec's buffers, the reused handler box) goes
+    /// back to the allocator, so an idle connection holds little more
+    /// than its HPACK table.
+    fn shrink_if_idle(&mut self) {
+        if self.live.get() != 0 || !self.rbuf.is_empty() {
+            return;
+        }
+        let mut sh = self.shared.borrow_mut();
+        if sh.codec.open_streams() != 0 {
+            return;
+        }
+        sh.codec.shrink_idle();
+        drop(sh);
+        self.spare = None;
+        self.starts = Vec::new();
+        self.shrunk = true;
     }
 
     /// After the loop: streams still running learn the connection is
