@@ -166,6 +166,44 @@ pub fn push_ipv4(out: &mut Vec<u8>, a: std::net::Ipv4Addr) {
     out.extend_from_slice(&buf[..n]);
 }
 
+/// RFC 9110 §5.6.2 `tchar`: what a field name, a method and a token are
+/// made of.
+/// A table: `contains` on the 15 symbols went through `memchr` for every
+/// byte of every field name forwarded (180 instructions for a name like
+/// `User-Agent`, callgrind).
+#[inline]
+pub fn is_tchar(b: u8) -> bool {
+    TCHAR[usize::from(b)]
+}
+
+pub(crate) static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,7 +113,7 @@ static VALUE_CLASS: [u8; 256] = {
     let mut i = 0;
     while i < 256 {
         let b = i as u8;
-        t[i] = if super::TCHAR[i] {
+        t[i] = if crate::TCHAR[i] {
             TOKEN
         } else if b == b'"' || b == b'\\' {
             ESCAPE

@@ -270,7 +270,7 @@ pub(crate) fn encode_fields(block: &mut Vec<u8>, lines: &[u8]) {
         };
         let name = &line[..colon];
         let value = stoa_h1::trim(&line[colon + 1..]);
-        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+        if name.is_empty() || !name.iter().all(|&b| stoa_h1::is_tchar(b)) {
             tracing::debug!("h2: dropped a header field with an invalid name");
             continue;
         }
@@ -295,41 +295,6 @@ pub(crate) fn encode_fields(block: &mut Vec<u8>, lines: &[u8]) {
         Encoder::field(block, lower, value);
     }
 }
-
-/// A token character (RFC 9110 §5.6.2), what a field name is made of.
-#[inline]
-fn is_tchar(b: u8) -> bool {
-    TCHAR[usize::from(b)]
-}
-
-/// [`is_tchar`] as a table: one load per byte.
-static TCHAR: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        i += 1;
-    }
-    t
-};
 
 /// The response body's pieces waiting for window: most responses have
 /// one, which needs no allocation.
