@@ -290,7 +290,11 @@ fn the_demo_serves_https_and_http2_with_a_self_signed_certificate_it_writes_on_f
     let cert = s.dir.join("demo/certs/cert.pem");
     assert!(cert.is_file(), "no certificate written");
     assert!(
-        s.stderr().contains("wrote a self-signed certificate"),
+        s.wait_stderr(
+            0,
+            "wrote a self-signed certificate",
+            std::time::Duration::from_secs(10)
+        ),
         "{}",
         s.stderr()
     );

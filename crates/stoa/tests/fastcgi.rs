@@ -822,7 +822,7 @@ fn issue_4_a_process_that_dies_mid_request_gives_502_for_that_request_only() {
     assert_ne!(first, second);
     assert_eq!(second, st.proc(0).pid);
     assert!(
-        site.stderr().contains("exited"),
+        site.wait_stderr(0, "exited", Duration::from_secs(10)),
         "the exit is logged: {}",
         site.stderr()
     );
@@ -901,7 +901,7 @@ fn issue_4_a_dynamic_pool_grows_while_requests_queue_and_shrinks_when_idle() {
     let pids: BTreeSet<i32> = reps.iter().map(pid_of).collect();
     assert_eq!(pids.len(), 3, "the pool should grow to 3: {pids:?}");
     assert!(took < Duration::from_millis(4500), "took {took:?}");
-    assert!(site.stderr().contains("waiting, starting process"));
+    assert!(site.wait_stderr(0, "waiting, starting process", Duration::from_secs(10)));
     // Idle for idle_timeout: back to min_processes.
     let st = site.wait_status("app", Duration::from_secs(8), |s| s.pids().len() == 1);
     let gone: Vec<i32> = pids
@@ -911,7 +911,7 @@ fn issue_4_a_dynamic_pool_grows_while_requests_queue_and_shrinks_when_idle() {
         .collect();
     assert_eq!(gone.len(), 2, "{st:?}");
     assert!(wait_gone(&gone, Duration::from_secs(5)).is_ok());
-    assert!(site.stderr().contains("idle, stopping it"));
+    assert!(site.wait_stderr(0, "idle, stopping it", Duration::from_secs(10)));
     get_report(&site, "/app/");
 }
 
@@ -1585,7 +1585,7 @@ fn issue_4_a_command_that_exits_at_once_is_reported_as_crash_looping() {
         "{}",
         site.stderr()
     );
-    assert!(site.stderr().contains("pool crashy"));
+    assert!(site.wait_stderr(0, "pool crashy", Duration::from_secs(10)));
     let r = site.get("/crashy/");
     assert!(matches!(r.status, 502 | 503), "{r:?}");
     let st = site.status("crashy");

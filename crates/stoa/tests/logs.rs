@@ -395,7 +395,7 @@ fn logrotate_with_usr1_under_load_keeps_every_request_in_exactly_one_file() {
     );
     assert!(old > 0 && new > 0, "{old} rotated, {new} new");
     assert!(
-        server.stderr().contains("log files reopened"),
+        server.wait_stderr(0, "log files reopened", Duration::from_secs(10)),
         "{}",
         server.stderr()
     );
@@ -562,7 +562,7 @@ fn a_cgi_head_past_the_limit_is_a_502_at_once() {
     assert_eq!(r.status, 502, "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     assert!(
-        server.stderr().contains("head too large"),
+        server.wait_stderr(0, "head too large", Duration::from_secs(10)),
         "{}",
         server.stderr()
     );
@@ -593,7 +593,7 @@ fn an_unreadable_file_gets_403_and_an_error_line() {
         server.stderr()
     );
     assert!(
-        server.stderr().contains("client: 127.0.0.1"),
+        server.wait_stderr(0, "client: 127.0.0.1", Duration::from_secs(10)),
         "{}",
         server.stderr()
     );

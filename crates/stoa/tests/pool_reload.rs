@@ -352,7 +352,7 @@ fn a_spawned_process_killed_while_gets_are_in_flight_fails_none_of_them() {
         assert!(!alive(pids[0]));
     }
     assert!(
-        site.stderr().contains("retrying on another process"),
+        site.wait_stderr(0, "retrying on another process", Duration::from_secs(10)),
         "{}",
         site.stderr()
     );

@@ -186,7 +186,7 @@ fn user_root_written_out_keeps_root_and_says_so() {
         "one process: the workers are its threads"
     );
     assert!(
-        server.stderr().contains("running as root"),
+        server.wait_stderr(0, "running as root", Duration::from_secs(10)),
         "{}",
         server.stderr()
     );
@@ -555,7 +555,7 @@ fn the_parent_exits_0_after_a_stop_and_non_zero_when_the_server_process_dies_una
         server.stderr()
     );
     assert!(
-        server.stderr().contains("ended unexpectedly"),
+        server.wait_stderr(0, "ended unexpectedly", Duration::from_secs(10)),
         "{}",
         server.stderr()
     );

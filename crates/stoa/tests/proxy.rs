@@ -186,7 +186,7 @@ fn issue_12_the_keep_alive_race_costs_no_request() {
         "no request crossed a close: the test did not race"
     );
     assert!(
-        s.stderr().contains("retrying on a new one"),
+        s.wait_stderr(0, "retrying on a new one", Duration::from_secs(10)),
         "{}",
         s.stderr()
     );

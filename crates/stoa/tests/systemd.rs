@@ -328,7 +328,7 @@ fn socket_activated(user: &str) {
         .unwrap_or_else(|e| panic!("stoa did not start: {e}"));
     assert_eq!(s.addr.to_string(), addr);
     assert!(
-        s.stderr().contains("from systemd"),
+        s.wait_stderr(0, "from systemd", Duration::from_secs(10)),
         "Stoa should say it took the socket from systemd:\n{}",
         s.stderr()
     );
@@ -340,8 +340,8 @@ fn socket_activated(user: &str) {
         // The root parent took systemd's socket and passed it on: the
         // process that answers is its child, running as the user.
         assert!(
-            s.stderr().contains(&format!("running as {user}"))
-                && s.stderr().contains("under the privileged parent"),
+            s.wait_stderr(0, &format!("running as {user}"), Duration::from_secs(10))
+                && s.wait_stderr(0, "under the privileged parent", Duration::from_secs(10)),
             "{}",
             s.stderr()
         );
@@ -487,7 +487,7 @@ fn unix_socket_activated(user: &str) {
         .expect("starter thread")
         .unwrap_or_else(|e| panic!("stoa did not start: {e}"));
     assert!(
-        s.stderr().contains("from systemd"),
+        s.wait_stderr(0, "from systemd", Duration::from_secs(10)),
         "Stoa should say it took the socket from systemd:\n{}",
         s.stderr()
     );
