@@ -1458,7 +1458,7 @@ fn build_tls(
     };
     match (&ov.tls_cert, &ov.tls_key) {
         (Some(cert), Some(key)) => {
-            let config = load_tls(files, cert, key, &default_protocols)
+            let (config, slot) = load_tls(files, cert, key, &default_protocols)
                 .map_err(|m| err(None, "--tls-cert", m))?;
             let config = Arc::new(config);
             let addrs = if ov.listen.is_empty() {
@@ -1471,6 +1471,7 @@ fn build_tls(
                     hosts: Vec::new(),
                     cert: cert.clone(),
                     config: config.clone(),
+                    slot: slot.clone(),
                 };
                 add(a, site);
             }
@@ -1498,12 +1499,13 @@ fn build_tls(
                 }
                 let cert = resolve(&t.cert);
                 let key = resolve(&t.key);
-                let config = if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
-                    self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run, files)
-                } else {
-                    load_tls(files, &cert, &key, &protocols)
-                }
-                .map_err(|m| err(span.clone(), "tls", m))?;
+                let (config, slot) =
+                    if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
+                        self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run, files)
+                    } else {
+                        load_tls(files, &cert, &key, &protocols)
+                    }
+                    .map_err(|m| err(span.clone(), "tls", m))?;
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                 for l in &t.listen {
@@ -1522,6 +1524,7 @@ fn build_tls(
                             hosts: hosts.clone(),
                             cert: cert.clone(),
                             config: config.clone(),
+                            slot: slot.clone(),
                         },
                     );
                 }
@@ -1539,7 +1542,7 @@ fn load_tls(
     cert: &Path,
     key: &Path,
     protocols: &[String],
-) -> Result<rustls::ServerConfig, String> {
+) -> Result<(rustls::ServerConfig, Arc<crate::proto::tls::CertSlot>), String> {
     let read = |p: &Path| {
         files
             .read(p)
@@ -1669,7 +1672,7 @@ fn self_signed(
     protocols: &[String],
     dry_run: bool,
     files: &Files,
-) -> Result<rustls::ServerConfig, String> {
+) -> Result<(rustls::ServerConfig, Arc<crate::proto::tls::CertSlot>), String> {
     let (cert, key, tmp) = if dry_run {
         let d = std::env::temp_dir().join(format!("stoa-check-{}", std::process::id()));
         (d.join("cert.pem"), d.join("key.pem"), Some(d))

@@ -11,10 +11,13 @@
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ServerConfig, ServerSessionMemoryCache, StoresServerSessions};
+use rustls::server::{
+    ClientHello, ResolvesServerCert, ServerConfig, ServerSessionMemoryCache, StoresServerSessions,
+};
+use rustls::sign::CertifiedKey;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::server::TlsStream;
@@ -31,6 +34,55 @@ pub struct TlsSite {
     pub hosts: Vec<String>,
     pub cert: PathBuf,
     pub config: Arc<ServerConfig>,
+    /// The certificate this block serves now; replaced in place (a
+    /// renewed certificate, a fresh OCSP answer) without a reload.
+    pub slot: Arc<CertSlot>,
+}
+
+/// The certificate of one `[[tls]]` block, as rustls' resolver: every
+/// handshake takes the current one, and whoever renews it swaps it in.
+/// Handshakes in progress keep the one they took.
+pub struct CertSlot {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl CertSlot {
+    pub fn new(key: CertifiedKey) -> Arc<CertSlot> {
+        Arc::new(CertSlot {
+            current: RwLock::new(Arc::new(key)),
+        })
+    }
+
+    /// The certificate served now.
+    pub fn get(&self) -> Arc<CertifiedKey> {
+        // A poisoned lock still holds a whole Arc: a writer cannot leave
+        // it half-written.
+        match self.current.read() {
+            Ok(k) => k.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn set(&self, key: CertifiedKey) {
+        let key = Arc::new(key);
+        match self.current.write() {
+            Ok(mut k) => *k = key,
+            Err(p) => *p.into_inner() = key,
+        }
+    }
+}
+
+impl std::fmt::Debug for CertSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertSlot").finish_non_exhaustive()
+    }
+}
+
+impl ResolvesServerCert for CertSlot {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.get())
+    }
 }
 
 impl std::fmt::Debug for TlsSite {
@@ -116,15 +168,45 @@ fn session_cache() -> Arc<dyn StoresServerSessions> {
 
 /// Builds a server config offering `protocols` by ALPN from a PEM
 /// certificate chain and key, read by the caller (the config loader,
-/// which may have them from the privileged parent). Errors name the file
-/// at fault.
+/// which may have them from the privileged parent), and the slot that
+/// holds its certificate. Errors name the file at fault.
 pub fn load(
     cert: &Path,
     cert_pem: &[u8],
     key: &Path,
     key_pem: &[u8],
     protocols: &[String],
-) -> Result<ServerConfig, String> {
+) -> Result<(ServerConfig, Arc<CertSlot>), String> {
+    let certified = certified_key(cert, cert_pem, key, key_pem)?;
+    let slot = CertSlot::new(certified);
+    let config = server_config(slot.clone(), protocols)?;
+    Ok((config, slot))
+}
+
+/// A server config whose certificate comes from `slot`.
+pub fn server_config(slot: Arc<CertSlot>, protocols: &[String]) -> Result<ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(slot);
+    config.alpn_protocols = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
+    config.ticketer = ticketer()?;
+    config.session_storage = session_cache();
+    // Clients resume with tickets; the server keeps no state per client.
+    config.send_tls13_tickets = 2;
+    Ok(config)
+}
+
+/// A PEM chain (leaf first) and its key as a signing certificate,
+/// checked to belong together. Errors name the file at fault.
+pub fn certified_key(
+    cert: &Path,
+    cert_pem: &[u8],
+    key: &Path,
+    key_pem: &[u8],
+) -> Result<CertifiedKey, String> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{}: {}", cert.display(), pem_error(e)))?;
@@ -141,26 +223,15 @@ pub fn load(
         ),
         e => format!("{}: {}", key.display(), pem_error(e)),
     })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_no_client_auth()
-        .with_single_cert(chain, key_der)
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => format!(
-                "{}: this key does not belong to the certificate in {}",
-                key.display(),
-                cert.display()
-            ),
-            e => format!("{} / {}: {e}", cert.display(), key.display()),
-        })?;
-    config.alpn_protocols = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
-    config.ticketer = ticketer()?;
-    config.session_storage = session_cache();
-    // Clients resume with tickets; the server keeps no state per client.
-    config.send_tls13_tickets = 2;
-    Ok(config)
+    let provider = rustls::crypto::ring::default_provider();
+    CertifiedKey::from_der(chain, key_der, &provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "{}: this key does not belong to the certificate in {}",
+            key.display(),
+            cert.display()
+        ),
+        e => format!("{} / {}: {e}", cert.display(), key.display()),
+    })
 }
 
 fn pem_error(e: rustls::pki_types::pem::Error) -> String {
