@@ -191,12 +191,28 @@ pub fn server_config(slot: Arc<CertSlot>, protocols: &[String]) -> Result<Server
         .map_err(|e| format!("TLS: {e}"))?
         .with_no_client_auth()
         .with_cert_resolver(slot);
-    config.alpn_protocols = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
+    config.alpn_protocols = alpn_list(protocols);
     config.ticketer = ticketer()?;
     config.session_storage = session_cache();
     // Clients resume with tickets; the server keeps no state per client.
     config.send_tls13_tickets = 2;
     Ok(config)
+}
+
+/// The ALPN names a server offers for its `protocols`: with "http/1.1"
+/// comes "http/1.0" after it, as nginx offers, so that a client offering
+/// only "http/1.0" (`curl --http1.0`) is answered over HTTP/1.x rather
+/// than refused with `no_application_protocol` (RFC 7301 §3.2). The HTTP/1
+/// loop answers both versions; only "h2" selects HTTP/2.
+fn alpn_list(protocols: &[String]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(protocols.len() + 1);
+    for p in protocols {
+        out.push(p.as_bytes().to_vec());
+        if p == "http/1.1" {
+            out.push(b"http/1.0".to_vec());
+        }
+    }
+    out
 }
 
 /// A PEM chain (leaf first) and its key as a signing certificate,
@@ -244,7 +260,18 @@ fn pem_error(e: rustls::pki_types::pem::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::name_matches;
+    use super::{alpn_list, name_matches};
+
+    #[test]
+    fn http_1_0_is_offered_by_alpn_after_http_1_1_as_nginx_does_rfc7301_3_2() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            alpn_list(&p(&["h2", "http/1.1"])),
+            vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()]
+        );
+        // A block that speaks HTTP/2 only does not offer HTTP/1.0.
+        assert_eq!(alpn_list(&p(&["h2"])), vec![b"h2".to_vec()]);
+    }
 
     #[test]
     fn a_wildcard_matches_one_label_only_rfc6125_6_4_3() {
