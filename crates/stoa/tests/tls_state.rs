@@ -115,3 +115,153 @@ fn curl_http1_0_over_tls_offering_only_http_1_0_by_alpn_gets_an_http_1_answer_as
         .arg(format!("127.0.0.1:{port}")));
     assert!(s.contains("no application protocol"), "{s}");
 }
+
+/// A server on 127.0.0.1:0 over TLS with `cert`/`key` and these ticket
+/// key files, serving `dir/www`.
+fn ticket_server(dir: &TempDir, name: &str, cert: &Path, key: &Path, keys: &[&Path]) -> Server {
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|k| format!("\"{}\"", k.display()))
+        .collect();
+    let cfg = dir.write(
+        &format!("{name}.toml"),
+        format!(
+            "workers = 2\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+             session_ticket_keys = [{}]\n\n\
+             [[site]]\nroot = \"www\"\n",
+            cert.display(),
+            key.display(),
+            keys.join(", ")
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    server.wait_for_handler(libc::SIGHUP);
+    server
+}
+
+/// `openssl s_client` to `server` with `args`, sending an HTTP/1.0
+/// request and reading until the server closes: by then a TLS 1.3
+/// ticket, sent after the handshake, has arrived and is in `-sess_out`.
+fn s_client_get(server: &Server, args: &[&str]) -> String {
+    require("openssl", "openssl");
+    use std::io::Write;
+    let mut child = Command::new("timeout")
+        .args(["10", "openssl", "s_client", "-ign_eof", "-connect"])
+        .arg(format!("127.0.0.1:{}", server.addr.port()))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    }
+    let out = child.wait_with_output().expect("openssl s_client");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// A new ticket key file (`openssl rand 80`, as nginx's docs make one).
+fn ticket_key(dir: &TempDir, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let (ok, out) = run(Command::new("openssl")
+        .args(["rand", "-out"])
+        .arg(&path)
+        .arg("80"));
+    assert!(ok, "{out}");
+    path
+}
+
+#[test]
+fn a_session_from_one_instance_resumes_on_another_sharing_the_ticket_key_file_rfc5077_rfc8446_4_6_1(
+) {
+    let dir = TempDir::new("tlsstate-tickets");
+    dir.write("www/index.html", "ticket\n");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    let shared = ticket_key(&dir, "shared.key");
+    let foreign = ticket_key(&dir, "foreign.key");
+    let a = ticket_server(&dir, "a", &cert, &key, &[&shared]);
+    let b = ticket_server(&dir, "b", &cert, &key, &[&shared]);
+    let c = ticket_server(&dir, "c", &cert, &key, &[&foreign]);
+    for version in ["-tls1_2", "-tls1_3"] {
+        let v = &version[4..].replace('_', ".");
+        let sess = dir
+            .join(&format!("sess{version}.pem"))
+            .display()
+            .to_string();
+        let first = s_client_get(&a, &[version, "-sess_out", &sess]);
+        assert!(first.contains(&format!("New, TLSv{v}")), "{first}");
+        assert!(first.contains("ticket\n"), "{first}");
+        let on_b = s_client_get(&b, &[version, "-sess_in", &sess]);
+        assert!(on_b.contains(&format!("Reused, TLSv{v}")), "{on_b}");
+        assert!(on_b.contains("ticket\n"), "{on_b}");
+        // An instance with another key cannot open it: a full handshake.
+        let on_c = s_client_get(&c, &[version, "-sess_in", &sess]);
+        assert!(on_c.contains(&format!("New, TLSv{v}")), "{on_c}");
+    }
+}
+
+#[test]
+fn a_reload_reads_rotated_ticket_keys_and_the_old_key_second_still_opens_as_nginx() {
+    let dir = TempDir::new("tlsstate-rotate");
+    dir.write("www/index.html", "ticket\n");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    let old = ticket_key(&dir, "old.key");
+    // As rotated by cron for nginx: current.key seals, previous.key is
+    // the one before.
+    let current = dir.join("current.key");
+    let previous = ticket_key(&dir, "previous.key");
+    std::fs::copy(&old, &current).expect("copy");
+    let a = ticket_server(&dir, "a", &cert, &key, &[&current, &previous]);
+    let b = ticket_server(&dir, "b", &cert, &key, &[&old]);
+    let sess_old = dir.join("old.pem").display().to_string();
+    let first = s_client_get(&b, &["-tls1_3", "-sess_out", &sess_old]);
+    assert!(first.contains("New, TLSv1.3"), "{first}");
+
+    // Rotation: the current key becomes the previous, a new one current;
+    // SIGHUP.
+    std::fs::copy(&current, &previous).expect("copy");
+    let new = ticket_key(&dir, "new.key");
+    std::fs::copy(&new, &current).expect("copy");
+    let from = a.stderr().len();
+    a.signal(libc::SIGHUP);
+    assert!(
+        a.wait_stderr(from, "reloaded", std::time::Duration::from_secs(5)),
+        "{}",
+        a.stderr()
+    );
+    // The old key still opens B's ticket on A...
+    let again = s_client_get(&a, &["-tls1_3", "-sess_in", &sess_old]);
+    assert!(again.contains("Reused, TLSv1.3"), "{again}");
+    // ...and A now seals with the new key, which B does not have.
+    let sess_new = dir.join("new.pem").display().to_string();
+    let fresh = s_client_get(&a, &["-tls1_3", "-sess_out", &sess_new]);
+    assert!(fresh.contains("New, TLSv1.3"), "{fresh}");
+    let on_b = s_client_get(&b, &["-tls1_3", "-sess_in", &sess_new]);
+    assert!(on_b.contains("New, TLSv1.3"), "{on_b}");
+}
+
+#[test]
+fn a_ticket_key_file_of_the_wrong_size_stops_start_up_naming_the_file() {
+    let dir = TempDir::new("tlsstate-badkey");
+    dir.write("www/index.html", "x");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    let bad = dir.write("bad.key", [7u8; 32]);
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "user = \"root\"\n[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+             session_ticket_keys = [\"{}\"]\n\n[[site]]\nroot = \"www\"\n",
+            cert.display(),
+            key.display(),
+            bad.display()
+        ),
+    );
+    let (ok, out) = run(Command::new(stoa_bin())
+        .args(["serve", "--config"])
+        .arg(&cfg));
+    assert!(!ok, "{out}");
+    assert!(out.contains(&bad.display().to_string()), "{out}");
+    assert!(out.contains("80 or 48 bytes"), "{out}");
+}

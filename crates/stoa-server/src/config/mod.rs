@@ -131,6 +131,12 @@ pub struct TlsConfig {
     /// there (for `hosts`, else localhost) at start-up, as `stoa cert`.
     #[serde(default)]
     pub self_signed: bool,
+    /// Files of session ticket keys (80 or 48 bytes each, nginx
+    /// `ssl_session_ticket_key`): the first seals tickets, all open them.
+    /// Several instances given the same files resume each other's
+    /// sessions. Empty: a key of the process's own, rotated every 6 hours.
+    #[serde(default)]
+    pub session_ticket_keys: Vec<String>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -1499,13 +1505,18 @@ fn build_tls(
                 }
                 let cert = resolve(&t.cert);
                 let key = resolve(&t.key);
-                let (config, slot) =
+                let (mut config, slot) =
                     if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
                         self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run, files)
                     } else {
                         load_tls(files, &cert, &key, &protocols)
                     }
                     .map_err(|m| err(span.clone(), "tls", m))?;
+                if let Some(t) = ticket_keys(files, &t.session_ticket_keys, resolve)
+                    .map_err(|m| err(span.clone(), "tls.session_ticket_keys", m))?
+                {
+                    config.ticketer = Arc::new(t);
+                }
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                 for l in &t.listen {
@@ -1534,6 +1545,25 @@ fn build_tls(
         (None, Some(_)) => return Err(err(None, "--tls-key", "needs --tls-cert".into())),
     }
     Ok(out.into_iter().map(|(a, acc)| (a, Arc::new(acc))).collect())
+}
+
+/// The ticketer of a `[[tls]]` block's `session_ticket_keys`, read
+/// through `files` (the privileged parent reads them: they are secrets,
+/// as readable as the private key). Read again at every reload.
+fn ticket_keys(
+    files: &Files,
+    paths: &[String],
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Result<Option<crate::proto::tls::tickets::FileTicketer>, String> {
+    let mut read = Vec::with_capacity(paths.len());
+    for p in paths {
+        let path = resolve(p);
+        let bytes = files
+            .read(&path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        read.push((path, bytes));
+    }
+    crate::proto::tls::tickets::FileTicketer::new(&read).map_err(|e| e.to_string())
 }
 
 /// A certificate chain and its key, read through `files`.
