@@ -265,6 +265,9 @@ fn serve(
         // worker, script or pool process starts).
         report_drop(rt.user.as_deref(), &owned)?;
     }
+    // Fetching OCSP answers is the serving process's work (not the
+    // privileged parent's, nor `stoa check`'s), as the user.
+    crate::proto::tls::ocsp::start();
     let (rt_tx, rt_rx) = watch::channel(rt.clone());
     let (sd_tx, sd_rx) = watch::channel(false);
     let shared = Arc::new(Shared::new(workers));

@@ -265,3 +265,328 @@ fn a_ticket_key_file_of_the_wrong_size_stops_start_up_naming_the_file() {
     assert!(out.contains(&bad.display().to_string()), "{out}");
     assert!(out.contains("80 or 48 bytes"), "{out}");
 }
+
+/// `openssl ARGS` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    require("openssl", "openssl");
+    let (ok, out) = run(Command::new("openssl").current_dir(dir).args(args));
+    assert!(ok, "openssl {args:?}: {out}");
+}
+
+/// A test CA in `dir` (ca.pem, ca.key), a delegated OCSP responder
+/// certificate (resp.pem, resp.key: id-kp-OCSPSigning, RFC 6960
+/// §4.2.2.2), and the responder's index.txt with serial 0x1001 in state
+/// `index`: "V" (valid) or "R" (revoked).
+fn ocsp_ca(dir: &Path, index: &str) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=Stoa Test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+    std::fs::write(dir.join("resp.ext"), "extendedKeyUsage=OCSPSigning\n").expect("write");
+    issue(dir, "resp", "0x2002", "resp.ext");
+    let revoked = if index == "R" { "251127000000Z" } else { "" };
+    std::fs::write(
+        dir.join("index.txt"),
+        format!("{index}\t301231000000Z\t{revoked}\t1001\tunknown\t/CN=leaf\n"),
+    )
+    .expect("index");
+}
+
+/// The certificate for localhost, serial 0x1001, issued by `dir`'s CA,
+/// whose authorityInfoAccess names `http://127.0.0.1:{port}/`:
+/// chain.pem (leaf then CA) and leaf.key.
+fn ocsp_leaf(dir: &Path, port: u16) {
+    std::fs::write(
+        dir.join("leaf.ext"),
+        format!(
+            "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n\
+             authorityInfoAccess=OCSP;URI:http://127.0.0.1:{port}/\n"
+        ),
+    )
+    .expect("write");
+    issue(dir, "leaf", "0x1001", "leaf.ext");
+    let leaf = std::fs::read(dir.join("leaf.pem")).expect("leaf");
+    let ca = std::fs::read(dir.join("ca.pem")).expect("ca");
+    std::fs::write(dir.join("chain.pem"), [leaf, ca].concat()).expect("chain");
+}
+
+/// NAME.pem and NAME.key (ECDSA P-256), signed by the CA in `dir`.
+fn issue(dir: &Path, name: &str, serial: &str, ext: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={name}"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            serial,
+            "-days",
+            "30",
+            "-extfile",
+            ext,
+            "-out",
+            &format!("{name}.pem"),
+        ],
+    );
+}
+
+/// A child process killed (by PID) and reaped on drop.
+struct Peer(std::process::Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `openssl ocsp` answering from `dir/index.txt` on a port of its
+/// choosing, signing with `signer` (`ca` itself or the delegated `resp`),
+/// and that port, once it accepts (its "ACCEPT [::]:PORT" line on stdout:
+/// a probe connection would hang its one-at-a-time loop).
+fn ocsp_responder(dir: &Path, signer: &str) -> (Peer, u16) {
+    use std::io::BufRead;
+    require("openssl", "openssl");
+    let mut child = Command::new("openssl")
+        .current_dir(dir)
+        .args([
+            "ocsp",
+            "-index",
+            "index.txt",
+            "-CA",
+            "ca.pem",
+            "-ndays",
+            "1",
+            "-port",
+            "0",
+        ])
+        .args([
+            "-rsigner",
+            &format!("{signer}.pem"),
+            "-rkey",
+            &format!("{signer}.key"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl ocsp");
+    let stdout = child.stdout.take().expect("stdout");
+    let peer = Peer(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Drained to the end, so that the responder never blocks on it.
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let port = line
+                .strip_prefix("ACCEPT ")
+                .and_then(|a| a.split_whitespace().next())
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse::<u16>().ok());
+            if let Some(p) = port {
+                let _ = tx.send(p);
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("openssl ocsp says where it listens");
+    (peer, port)
+}
+
+/// A server over TLS with the PKI's chain and `ocsp_stapling = true`.
+fn stapling_server(dir: &TempDir, pki: &Path) -> Server {
+    dir.write("www/index.html", "stapled\n");
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+             ocsp_stapling = true\n\n[[site]]\nroot = \"www\"\n",
+            pki.join("chain.pem").display(),
+            pki.join("leaf.key").display(),
+        ),
+    );
+    Server::with_config(&cfg)
+}
+
+/// What `openssl s_client -status` says of the stapled answer.
+fn status(server: &Server) -> String {
+    let (_, out) = run(Command::new("timeout")
+        .args([
+            "10",
+            "openssl",
+            "s_client",
+            "-status",
+            "-servername",
+            "localhost",
+            "-connect",
+        ])
+        .arg(format!("127.0.0.1:{}", server.addr.port())));
+    out
+}
+
+#[test]
+fn a_good_answer_from_openssl_ocsp_is_stapled_and_seen_by_s_client_status_rfc6960_rfc6066_8() {
+    let dir = TempDir::new("tlsstate-ocsp");
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "V");
+    // Signed by a delegated responder, not the CA itself.
+    let (_responder, port) = ocsp_responder(&pki, "resp");
+    ocsp_leaf(&pki, port);
+    let server = stapling_server(&dir, &pki);
+    assert!(
+        server.wait_stderr(
+            0,
+            "good answer from http://127.0.0.1",
+            std::time::Duration::from_secs(20)
+        ),
+        "{}",
+        server.stderr()
+    );
+    for args in [&["-tls1_3"][..], &["-tls1_2"][..]] {
+        let (_, out) = run(Command::new("timeout")
+            .args([
+                "10",
+                "openssl",
+                "s_client",
+                "-status",
+                "-servername",
+                "localhost",
+            ])
+            .args(args)
+            .arg("-connect")
+            .arg(format!("127.0.0.1:{}", server.addr.port())));
+        assert!(
+            out.contains("OCSP Response Status: successful"),
+            "{args:?}: {out}"
+        );
+        assert!(out.contains("Cert Status: good"), "{out}");
+        assert!(out.contains("Serial Number: 1001"), "{out}");
+    }
+}
+
+#[test]
+fn an_answer_signed_by_the_issuer_itself_is_stapled_too_rfc6960_4_2_2_2() {
+    let dir = TempDir::new("tlsstate-ocsp-ca");
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "V");
+    let (_responder, port) = ocsp_responder(&pki, "ca");
+    ocsp_leaf(&pki, port);
+    let server = stapling_server(&dir, &pki);
+    assert!(
+        server.wait_stderr(0, "good answer from", std::time::Duration::from_secs(20)),
+        "{}",
+        server.stderr()
+    );
+    let out = status(&server);
+    assert!(out.contains("Cert Status: good"), "{out}");
+}
+
+#[test]
+fn a_revoked_answer_is_not_stapled_rfc6960_2_2() {
+    let dir = TempDir::new("tlsstate-ocsp-rev");
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "R");
+    let (_responder, port) = ocsp_responder(&pki, "resp");
+    ocsp_leaf(&pki, port);
+    let server = stapling_server(&dir, &pki);
+    assert!(
+        server.wait_stderr(
+            0,
+            "the certificate is revoked",
+            std::time::Duration::from_secs(20)
+        ),
+        "{}",
+        server.stderr()
+    );
+    let out = status(&server);
+    assert!(out.contains("OCSP response: no response sent"), "{out}");
+    assert!(
+        out.contains("stapled\n") || out.contains("CONNECTED"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_responder_answering_garbage_gets_nothing_stapled_and_the_site_still_serves() {
+    let dir = TempDir::new("tlsstate-ocsp-junk");
+    // A responder that answers 200 with bytes that are no OCSP response.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.0 200 OK\r\nContent-Type: application/ocsp-response\r\n\
+                  Content-Length: 7\r\n\r\ngarbage",
+            );
+        }
+    });
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "V");
+    ocsp_leaf(&pki, port);
+    let server = stapling_server(&dir, &pki);
+    assert!(
+        server.wait_stderr(
+            0,
+            "not an OCSP response",
+            std::time::Duration::from_secs(20)
+        ),
+        "{}",
+        server.stderr()
+    );
+    let out = status(&server);
+    assert!(out.contains("OCSP response: no response sent"), "{out}");
+    assert!(
+        out.contains("Verify return code") || out.contains("CONNECTED"),
+        "{out}"
+    );
+}

@@ -137,6 +137,13 @@ pub struct TlsConfig {
     /// sessions. Empty: a key of the process's own, rotated every 6 hours.
     #[serde(default)]
     pub session_ticket_keys: Vec<String>,
+    /// Staple OCSP answers for the certificate (nginx `ssl_stapling`),
+    /// asking the responder its authorityInfoAccess names.
+    #[serde(default)]
+    pub ocsp_stapling: bool,
+    /// An `http://` OCSP responder to ask instead (nginx
+    /// `ssl_stapling_responder`).
+    pub ocsp_responder: Option<String>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -1512,10 +1519,28 @@ fn build_tls(
                         load_tls(files, &cert, &key, &protocols)
                     }
                     .map_err(|m| err(span.clone(), "tls", m))?;
-                if let Some(t) = ticket_keys(files, &t.session_ticket_keys, resolve)
+                if let Some(keys) = ticket_keys(files, &t.session_ticket_keys, resolve)
                     .map_err(|m| err(span.clone(), "tls.session_ticket_keys", m))?
                 {
-                    config.ticketer = Arc::new(t);
+                    config.ticketer = Arc::new(keys);
+                }
+                if let Some(r) = &t.ocsp_responder {
+                    if !r.starts_with("http://") {
+                        return Err(err(
+                            span,
+                            "tls.ocsp_responder",
+                            format!(
+                                "`{r}`: an http:// URL (OCSP is asked over HTTP, RFC 6960 A.1)"
+                            ),
+                        ));
+                    }
+                }
+                if t.ocsp_stapling {
+                    crate::proto::tls::ocsp::watch(
+                        &slot,
+                        t.ocsp_responder.clone(),
+                        cert.display().to_string(),
+                    );
                 }
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();

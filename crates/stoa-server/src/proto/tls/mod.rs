@@ -9,6 +9,8 @@
 //! session ids go to one shared in-memory cache. Both outlive reloads, so
 //! a SIGHUP does not cost every client a full handshake.
 
+mod der;
+pub(crate) mod ocsp;
 pub(crate) mod tickets;
 
 use rustls::pki_types::pem::PemObject;
