@@ -651,7 +651,9 @@ fn record(
     match outcome {
         Ok((der, good, url)) => {
             let expires = good.next_update.unwrap_or(t + NO_NEXT_UPDATE);
-            // Halfway to nextUpdate (Caddy), at least a minute from now.
+            // Halfway to nextUpdate (Caddy), counted from thisUpdate or,
+            // for an answer a responder kept a while, from now; at least a
+            // minute from now.
             let refresh = (good.this_update.max(t - SKEW) + expires) / 2;
             entry.next_try = refresh.max(t + RETRY_MIN);
             entry.backoff = 0;
@@ -715,7 +717,327 @@ fn apply(reg: &mut Registry, t: i64) {
                 ocsp: want.map(<[u8]>::to_vec),
                 ..(*ck).clone()
             };
-            slot.set(key);
+            swap_if_same(&slot, &ck, key);
         }
+    }
+}
+
+/// Puts `key` in `slot` unless its certificate changed since `was` was
+/// read (a renewal swapped in meanwhile): that one must not be replaced
+/// by the old certificate; the next round staples it.
+fn swap_if_same(slot: &CertSlot, was: &Arc<CertifiedKey>, key: CertifiedKey) {
+    let mut current = match slot.current.write() {
+        Ok(c) => c,
+        Err(p) => p.into_inner(),
+    };
+    if Arc::ptr_eq(&current, was) {
+        *current = Arc::new(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, CustomExtension, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair,
+    };
+
+    const NOW: i64 = 1_800_000_000; // 2027-01-15 08:00:00 UTC
+    const HOUR_AGO: &str = "20270115070000Z";
+    const IN_A_DAY: &str = "20270116080000Z";
+    const A_MINUTE_AGO: &str = "20270115075900Z";
+    const IN_AN_HOUR: &str = "20270115090000Z";
+
+    struct Pki {
+        ca: rcgen::Certificate,
+        ca_key: KeyPair,
+        leaf: Vec<u8>,
+    }
+
+    fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+        let key = KeyPair::generate().expect("key");
+        let mut p = CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        (p.self_signed(&key).expect("ca"), key)
+    }
+
+    fn pki() -> Pki {
+        let (ca, ca_key) = ca("Test CA");
+        let key = KeyPair::generate().expect("key");
+        let mut p = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+        p.serial_number = Some(vec![0x10, 0x01].into());
+        // authorityInfoAccess: one ocsp AccessDescription.
+        let url = b"http://127.0.0.1:9/ocsp";
+        let desc = der::encode(
+            der::SEQUENCE,
+            &[
+                der::encode(der::OID, OID_AD_OCSP),
+                der::encode(der::ctx_prim(6), url),
+            ]
+            .concat(),
+        );
+        p.custom_extensions = vec![CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 5, 5, 7, 1, 1],
+            der::encode(der::SEQUENCE, &desc),
+        )];
+        let leaf = p
+            .signed_by(&key, &ca, &ca_key)
+            .expect("leaf")
+            .der()
+            .to_vec();
+        Pki { ca, ca_key, leaf }
+    }
+
+    /// A responder certificate signed by `issuer`, with or without
+    /// id-kp-OCSPSigning.
+    fn responder(
+        issuer: &rcgen::Certificate,
+        issuer_key: &KeyPair,
+        ocsp_signing: bool,
+    ) -> (Vec<u8>, KeyPair) {
+        let key = KeyPair::generate().expect("key");
+        let mut p = CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name.push(DnType::CommonName, "responder");
+        if ocsp_signing {
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::OcspSigning];
+        }
+        let c = p.signed_by(&key, issuer, issuer_key).expect("responder");
+        (c.der().to_vec(), key)
+    }
+
+    /// The CertID of the request Stoa sends for the leaf.
+    fn cert_id(pki: &Pki) -> Vec<u8> {
+        let leaf = parse_cert(&pki.leaf).expect("leaf");
+        let issuer = parse_cert(pki.ca.der()).expect("ca");
+        let req = request(&leaf, &issuer);
+        let mut r = Reader::new(&req);
+        let mut t = r.expect(der::SEQUENCE).expect("OCSPRequest");
+        for _ in 0..3 {
+            t = t.reader().expect(der::SEQUENCE).expect("nested");
+        }
+        t.reader()
+            .expect(der::SEQUENCE)
+            .expect("CertID")
+            .whole
+            .to_vec()
+    }
+
+    fn gt(s: &str) -> Vec<u8> {
+        der::encode(der::GENERALIZED_TIME, s.as_bytes())
+    }
+
+    /// An OCSP response with one SingleResponse, signed (ECDSA P-256
+    /// SHA-256) by `signer`, carrying `certs`.
+    fn response(
+        id: &[u8],
+        status: &[u8],
+        this: &str,
+        next: Option<&str>,
+        signer: &KeyPair,
+        certs: &[&[u8]],
+    ) -> Vec<u8> {
+        let mut single = [id, status, &gt(this)].concat();
+        if let Some(n) = next {
+            single.extend(der::encode(der::ctx(0), &gt(n)));
+        }
+        let single = der::encode(der::SEQUENCE, &single);
+        let responder_id = der::encode(der::ctx(2), &der::encode(der::OCTET_STRING, &[0; 20]));
+        let tbs = der::encode(
+            der::SEQUENCE,
+            &[
+                responder_id,
+                gt(HOUR_AGO),
+                der::encode(der::SEQUENCE, &single),
+            ]
+            .concat(),
+        );
+        let rng = ring::rand::SystemRandom::new();
+        let k = signature::EcdsaKeyPair::from_pkcs8(
+            &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
+            &signer.serialize_der(),
+            &rng,
+        )
+        .expect("ring key");
+        let sig = k.sign(&rng, &tbs).expect("sign");
+        let mut basic = [
+            tbs,
+            der::encode(der::SEQUENCE, &der::encode(der::OID, OID_ECDSA_SHA256)),
+            der::encode(der::BIT_STRING, &[&[0u8][..], sig.as_ref()].concat()),
+        ]
+        .concat();
+        if !certs.is_empty() {
+            let list = der::encode(der::SEQUENCE, &certs.concat());
+            basic.extend(der::encode(der::ctx(0), &list));
+        }
+        let basic = der::encode(der::SEQUENCE, &basic);
+        let bytes = der::encode(
+            der::SEQUENCE,
+            &[
+                der::encode(der::OID, OID_OCSP_BASIC),
+                der::encode(der::OCTET_STRING, &basic),
+            ]
+            .concat(),
+        );
+        der::encode(
+            der::SEQUENCE,
+            &[
+                der::encode(der::ENUMERATED, &[0]),
+                der::encode(der::ctx(0), &bytes),
+            ]
+            .concat(),
+        )
+    }
+
+    const GOOD: &[u8] = &[0x80, 0x00];
+
+    fn check(pki: &Pki, resp: &[u8]) -> Result<Good, OcspError> {
+        let leaf = parse_cert(&pki.leaf).expect("leaf");
+        let issuer = parse_cert(pki.ca.der()).expect("ca");
+        verify(resp, &leaf, &issuer, NOW)
+    }
+
+    #[test]
+    fn the_responder_url_comes_from_authority_info_access_rfc5280_4_2_2_1() {
+        let pki = pki();
+        let leaf = parse_cert(&pki.leaf).expect("leaf");
+        assert_eq!(leaf.ocsp_urls, vec!["http://127.0.0.1:9/ocsp".to_owned()]);
+        assert_eq!(leaf.serial, &[0x10, 0x01]);
+    }
+
+    #[test]
+    fn a_good_current_answer_signed_by_the_issuer_is_accepted_rfc6960_4_2_2_2() {
+        let pki = pki();
+        let r = response(
+            &cert_id(&pki),
+            GOOD,
+            HOUR_AGO,
+            Some(IN_A_DAY),
+            &pki.ca_key,
+            &[],
+        );
+        assert_eq!(
+            check(&pki, &r),
+            Ok(Good {
+                this_update: NOW - 3600,
+                next_update: Some(NOW + 86400)
+            })
+        );
+    }
+
+    #[test]
+    fn an_answer_signed_by_a_stranger_or_an_undelegated_responder_is_refused_rfc6960_4_2_2_2() {
+        let pki = pki();
+        let id = cert_id(&pki);
+        let stranger = KeyPair::generate().expect("key");
+        let r = response(&id, GOOD, HOUR_AGO, Some(IN_A_DAY), &stranger, &[]);
+        assert_eq!(check(&pki, &r), Err(OcspError::Signature));
+        // Delegated by the issuer with id-kp-OCSPSigning: accepted.
+        let (cert, key) = responder(&pki.ca, &pki.ca_key, true);
+        let r = response(&id, GOOD, HOUR_AGO, Some(IN_A_DAY), &key, &[&cert]);
+        assert!(check(&pki, &r).is_ok());
+        // Signed by the issuer but without id-kp-OCSPSigning: refused.
+        let (cert, key) = responder(&pki.ca, &pki.ca_key, false);
+        let r = response(&id, GOOD, HOUR_AGO, Some(IN_A_DAY), &key, &[&cert]);
+        assert_eq!(check(&pki, &r), Err(OcspError::Signature));
+        // With id-kp-OCSPSigning from another CA of the same name: refused.
+        let (other, other_key) = ca("Test CA");
+        let (cert, key) = responder(&other, &other_key, true);
+        let r = response(&id, GOOD, HOUR_AGO, Some(IN_A_DAY), &key, &[&cert]);
+        assert_eq!(check(&pki, &r), Err(OcspError::Signature));
+    }
+
+    #[test]
+    fn revoked_unknown_stale_future_and_foreign_answers_are_refused_rfc6960_3_2() {
+        let pki = pki();
+        let id = cert_id(&pki);
+        let k = &pki.ca_key;
+        let revoked = der::encode(der::ctx(1), &gt(HOUR_AGO));
+        let r = response(&id, &revoked, HOUR_AGO, Some(IN_A_DAY), k, &[]);
+        assert_eq!(check(&pki, &r), Err(OcspError::Revoked));
+        let r = response(&id, &[0x82, 0x00], HOUR_AGO, Some(IN_A_DAY), k, &[]);
+        assert_eq!(check(&pki, &r), Err(OcspError::Unknown));
+        let r = response(&id, GOOD, HOUR_AGO, Some(A_MINUTE_AGO), k, &[]);
+        assert_eq!(check(&pki, &r), Err(OcspError::Expired));
+        let r = response(&id, GOOD, IN_AN_HOUR, Some(IN_A_DAY), k, &[]);
+        assert_eq!(check(&pki, &r), Err(OcspError::NotYetValid));
+        // About another serial of the same issuer.
+        let mut other = id.clone();
+        let last = other.len() - 1;
+        other[last] ^= 1;
+        let r = response(&other, GOOD, HOUR_AGO, Some(IN_A_DAY), k, &[]);
+        assert_eq!(check(&pki, &r), Err(OcspError::OtherCertificate));
+        // responseStatus unauthorized (6), and bytes that are no answer.
+        let unauthorized = der::encode(der::SEQUENCE, &der::encode(der::ENUMERATED, &[6]));
+        assert_eq!(check(&pki, &unauthorized), Err(OcspError::Status(6)));
+        assert_eq!(check(&pki, b"garbage"), Err(OcspError::Malformed));
+        let good = response(&id, GOOD, HOUR_AGO, Some(IN_A_DAY), k, &[]);
+        for cut in [1, good.len() / 2, good.len() - 1] {
+            assert!(check(&pki, &good[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn a_good_answer_is_asked_again_halfway_and_a_failure_keeps_it_until_next_update() {
+        let mut e = Entry::default();
+        let good = Good {
+            this_update: NOW - 3600,
+            next_update: Some(NOW + 86400 - 3600),
+        };
+        record(&mut e, "c", Ok((vec![1], good, "u".into())), NOW);
+        // Halfway from now (thisUpdate being older, as from a responder's
+        // cache) to nextUpdate.
+        assert_eq!(e.next_try, (NOW - SKEW + NOW + 86400 - 3600) / 2);
+        assert_eq!(
+            e.answer.as_ref().map(|a| a.expires),
+            Some(NOW + 86400 - 3600)
+        );
+        // The responder is down: retried after a minute, then two; the
+        // answer stays.
+        record(&mut e, "c", Err(OcspError::Http("down".into())), NOW);
+        assert_eq!(e.next_try, NOW + 60);
+        record(&mut e, "c", Err(OcspError::Http("down".into())), NOW + 60);
+        assert_eq!(e.next_try, NOW + 60 + 120);
+        assert!(e.answer.is_some());
+        // Revoked: the answer comes off at once.
+        record(&mut e, "c", Err(OcspError::Revoked), NOW + 200);
+        assert!(e.answer.is_none());
+    }
+
+    #[test]
+    fn an_expired_answer_comes_off_the_slot_and_a_current_one_goes_on() {
+        let pki = pki();
+        let provider = rustls::crypto::ring::default_provider();
+        let leaf_key = KeyPair::generate().expect("key");
+        let p = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+        let leaf = p.signed_by(&leaf_key, &pki.ca, &pki.ca_key).expect("leaf");
+        let ck = CertifiedKey::from_der(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).expect("key"),
+            &provider,
+        )
+        .expect("certified key");
+        let slot = CertSlot::new(ck);
+        let mut reg = Registry::default();
+        reg.watches.push(Watch {
+            slot: Arc::downgrade(&slot),
+            responder: None,
+            label: "t".into(),
+        });
+        reg.entries.insert(
+            leaf.der().to_vec(),
+            Entry {
+                answer: Some(Answer {
+                    der: vec![9, 9],
+                    expires: NOW + 10,
+                }),
+                ..Entry::default()
+            },
+        );
+        apply(&mut reg, NOW);
+        assert_eq!(slot.get().ocsp.as_deref(), Some(&[9u8, 9][..]));
+        apply(&mut reg, NOW + 11);
+        assert_eq!(slot.get().ocsp, None);
     }
 }
