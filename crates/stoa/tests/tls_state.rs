@@ -119,6 +119,18 @@ fn curl_http1_0_over_tls_offering_only_http_1_0_by_alpn_gets_an_http_1_answer_as
 /// A server on 127.0.0.1:0 over TLS with `cert`/`key` and these ticket
 /// key files, serving `dir/www`.
 fn ticket_server(dir: &TempDir, name: &str, cert: &Path, key: &Path, keys: &[&Path]) -> Server {
+    ticket_server_as(dir, name, "root", cert, key, keys)
+}
+
+/// [`ticket_server`] running as `user`.
+fn ticket_server_as(
+    dir: &TempDir,
+    name: &str,
+    user: &str,
+    cert: &Path,
+    key: &Path,
+    keys: &[&Path],
+) -> Server {
     let keys: Vec<String> = keys
         .iter()
         .map(|k| format!("\"{}\"", k.display()))
@@ -126,7 +138,7 @@ fn ticket_server(dir: &TempDir, name: &str, cert: &Path, key: &Path, keys: &[&Pa
     let cfg = dir.write(
         &format!("{name}.toml"),
         format!(
-            "workers = 2\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+            "workers = 2\nuser = \"{user}\"\n\n[log]\naccess = \"off\"\n\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\
              session_ticket_keys = [{}]\n\n\
              [[site]]\nroot = \"www\"\n",
@@ -200,6 +212,28 @@ fn a_session_from_one_instance_resumes_on_another_sharing_the_ticket_key_file_rf
         let on_c = s_client_get(&c, &[version, "-sess_in", &sess]);
         assert!(on_c.contains(&format!("New, TLSv{v}")), "{on_c}");
     }
+}
+
+/// As nginx's master reads `ssl_session_ticket_key` files as root: a key
+/// file only root may read (0600) is read by the privileged parent and
+/// used by server processes running as www-data.
+#[test]
+fn a_root_only_ticket_key_file_is_read_by_the_privileged_parent_for_servers_running_as_www_data() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root();
+    let dir = TempDir::new("tlsstate-tickets-priv");
+    dir.write("www/index.html", "ticket\n");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    let shared = ticket_key(&dir, "shared.key");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let a = ticket_server_as(&dir, "a", "www-data", &cert, &key, &[&shared]);
+    let b = ticket_server_as(&dir, "b", "www-data", &cert, &key, &[&shared]);
+    let sess = dir.join("sess.pem").display().to_string();
+    let first = s_client_get(&a, &["-tls1_3", "-sess_out", &sess]);
+    assert!(first.contains("New, TLSv1.3"), "{first}");
+    let on_b = s_client_get(&b, &["-tls1_3", "-sess_in", &sess]);
+    assert!(on_b.contains("Reused, TLSv1.3"), "{on_b}");
+    assert!(on_b.contains("ticket\n"), "{on_b}");
 }
 
 #[test]

@@ -530,6 +530,9 @@ fn lock(m: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
 pub(crate) fn watch(slot: &Arc<CertSlot>, responder: Option<String>, label: String) {
     let (m, cv) = registry();
     let mut reg = lock(m);
+    // Slots of configs replaced by reloads go (where no thread runs to
+    // prune them: the privileged parent).
+    reg.watches.retain(|w| w.slot.strong_count() > 0);
     reg.watches.push(Watch {
         slot: Arc::downgrade(slot),
         responder,
@@ -575,8 +578,13 @@ fn run() {
             let outcome = ask(&job, t);
             let mut reg = lock(m);
             let entry = reg.entries.entry(job.leaf.clone()).or_default();
-            record(entry, &job.label, outcome, t);
+            let said = record(entry, &job.label, outcome, t);
             apply(&mut reg, now());
+            drop(reg);
+            match said {
+                Ok(line) => tracing::info!("{line}"),
+                Err(line) => tracing::warn!("{line}"),
+            }
         }
         let reg = lock(m);
         let t = now();
@@ -642,12 +650,15 @@ fn ask(job: &Job, t: i64) -> Result<(Vec<u8>, Good, String), OcspError> {
 }
 
 /// Keeps a good answer, or notes a failure and when to try again.
+/// Returns the line to log: Ok for a good answer, Err for a failure.
+/// (Logged by the caller once the slots are updated, so that whoever
+/// reads the log sees the staple already on.)
 fn record(
     entry: &mut Entry,
     label: &str,
     outcome: Result<(Vec<u8>, Good, String), OcspError>,
     t: i64,
-) {
+) -> Result<String, String> {
     match outcome {
         Ok((der, good, url)) => {
             let expires = good.next_update.unwrap_or(t + NO_NEXT_UPDATE);
@@ -657,12 +668,12 @@ fn record(
             let refresh = (good.this_update.max(t - SKEW) + expires) / 2;
             entry.next_try = refresh.max(t + RETRY_MIN);
             entry.backoff = 0;
-            tracing::info!(
+            entry.answer = Some(Answer { der, expires });
+            Ok(format!(
                 "OCSP {label}: good answer from {url}, stapled until {}s from now, asked again in {}s",
                 expires - t,
                 entry.next_try - t
-            );
-            entry.answer = Some(Answer { der, expires });
+            ))
         }
         Err(e) => {
             // A responder that says the certificate is bad is believed at
@@ -683,14 +694,14 @@ fn record(
                 Some(a) if a.expires > t => "; the previous answer stays stapled",
                 _ => "; nothing is stapled",
             };
-            if never {
-                tracing::warn!("OCSP {label}: {e}; not stapling");
+            Err(if never {
+                format!("OCSP {label}: {e}; not stapling")
             } else {
-                tracing::warn!(
+                format!(
                     "OCSP {label}: {e}{kept}; asking again in {}s",
                     entry.backoff
-                );
-            }
+                )
+            })
         }
     }
 }
@@ -985,7 +996,7 @@ mod tests {
             this_update: NOW - 3600,
             next_update: Some(NOW + 86400 - 3600),
         };
-        record(&mut e, "c", Ok((vec![1], good, "u".into())), NOW);
+        assert!(record(&mut e, "c", Ok((vec![1], good, "u".into())), NOW).is_ok());
         // Halfway from now (thisUpdate being older, as from a responder's
         // cache) to nextUpdate.
         assert_eq!(e.next_try, (NOW - SKEW + NOW + 86400 - 3600) / 2);
@@ -995,13 +1006,14 @@ mod tests {
         );
         // The responder is down: retried after a minute, then two; the
         // answer stays.
-        record(&mut e, "c", Err(OcspError::Http("down".into())), NOW);
+        let said = record(&mut e, "c", Err(OcspError::Http("down".into())), NOW);
+        assert!(said.is_err_and(|l| l.contains("the previous answer stays stapled")));
         assert_eq!(e.next_try, NOW + 60);
-        record(&mut e, "c", Err(OcspError::Http("down".into())), NOW + 60);
+        let _ = record(&mut e, "c", Err(OcspError::Http("down".into())), NOW + 60);
         assert_eq!(e.next_try, NOW + 60 + 120);
         assert!(e.answer.is_some());
         // Revoked: the answer comes off at once.
-        record(&mut e, "c", Err(OcspError::Revoked), NOW + 200);
+        let _ = record(&mut e, "c", Err(OcspError::Revoked), NOW + 200);
         assert!(e.answer.is_none());
     }
 
