@@ -474,13 +474,18 @@ fn ocsp_responder(dir: &Path, signer: &str) -> (Peer, u16) {
 
 /// A server over TLS with the PKI's chain and `ocsp_stapling = true`.
 fn stapling_server(dir: &TempDir, pki: &Path) -> Server {
+    stapling_server_with(dir, pki, "")
+}
+
+/// [`stapling_server`] with more lines in its `[[tls]]` block.
+fn stapling_server_with(dir: &TempDir, pki: &Path, more: &str) -> Server {
     dir.write("www/index.html", "stapled\n");
     let cfg = dir.write(
         "stoa.toml",
         format!(
             "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\
-             ocsp_stapling = true\n\n[[site]]\nroot = \"www\"\n",
+             ocsp_stapling = true\n{more}\n[[site]]\nroot = \"www\"\n",
             pki.join("chain.pem").display(),
             pki.join("leaf.key").display(),
         ),
@@ -623,4 +628,75 @@ fn a_responder_answering_garbage_gets_nothing_stapled_and_the_site_still_serves(
         out.contains("Verify return code") || out.contains("CONNECTED"),
         "{out}"
     );
+}
+
+/// nginx `ssl_stapling_responder`: the configured responder is asked
+/// instead of the one in the certificate (here a port nothing answers
+/// on), and a reload staples the answer in hand at once, even with the
+/// responder gone.
+#[test]
+fn ocsp_responder_overrides_the_certificates_and_a_reload_keeps_the_staple_without_asking_again() {
+    let dir = TempDir::new("tlsstate-ocsp-override");
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "V");
+    let (responder, port) = ocsp_responder(&pki, "resp");
+    // The certificate names a port that was free a moment ago.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port")
+        .port();
+    ocsp_leaf(&pki, dead);
+    let server = stapling_server_with(
+        &dir,
+        &pki,
+        &format!("ocsp_responder = \"http://127.0.0.1:{port}/\"\n"),
+    );
+    server.wait_for_handler(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(
+            0,
+            &format!("good answer from http://127.0.0.1:{port}/"),
+            std::time::Duration::from_secs(20)
+        ),
+        "{}",
+        server.stderr()
+    );
+    assert!(status(&server).contains("Cert Status: good"));
+    drop(responder);
+    let from = server.stderr().len();
+    server.signal(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(from, "reloaded", std::time::Duration::from_secs(5)),
+        "{}",
+        server.stderr()
+    );
+    let out = status(&server);
+    assert!(out.contains("Cert Status: good"), "{out}");
+    assert!(
+        !server.stderr()[from..].contains("OCSP"),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[test]
+fn an_ocsp_responder_that_is_not_http_is_a_config_error() {
+    let dir = TempDir::new("tlsstate-ocsp-badurl");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost"]);
+    dir.write("www/index.html", "x");
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "user = \"root\"\n[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{}\"\nkey = \"{}\"\n\
+             ocsp_stapling = true\nocsp_responder = \"ldap://ocsp.example\"\n\n\
+             [[site]]\nroot = \"www\"\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let (ok, out) = run(Command::new(stoa_bin())
+        .args(["serve", "--config"])
+        .arg(&cfg));
+    assert!(!ok, "{out}");
+    assert!(out.contains("tls.ocsp_responder"), "{out}");
 }
