@@ -7,7 +7,11 @@
 //! `Ticketer` for the whole process, whose key rotates every 6 hours
 //! (rustls keeps the previous key to open older tickets); TLS 1.2
 //! session ids go to one shared in-memory cache. Both outlive reloads, so
-//! a SIGHUP does not cost every client a full handshake.
+//! a SIGHUP does not cost every client a full handshake. A block with
+//! `session_ticket_keys` seals with keys from files instead
+//! (`tickets.rs`), so that several instances resume each other's
+//! sessions; one with `ocsp_stapling` gets OCSP answers put on its
+//! `CertSlot` (`ocsp.rs`).
 
 mod der;
 pub(crate) mod ocsp;

@@ -538,6 +538,15 @@ pub(crate) fn watch(slot: &Arc<CertSlot>, responder: Option<String>, label: Stri
         responder,
         label,
     });
+    // A certificate given up on (no responder, no issuer) is tried again
+    // with what this config says: a reload may have fixed it.
+    if let Some(leaf) = slot.get().cert.first() {
+        if let Some(e) = reg.entries.get_mut(leaf.as_ref()) {
+            if e.next_try == i64::MAX {
+                e.next_try = 0;
+            }
+        }
+    }
     apply(&mut reg, now());
     cv.notify_all();
 }
