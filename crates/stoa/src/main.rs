@@ -45,7 +45,8 @@ enum Command {
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
     },
-    /// Write a self-signed certificate for local testing: DIR/cert.pem and DIR/key.pem.
+    /// Write a self-signed certificate for local testing: DIR/cert.pem and DIR/key.pem
+    /// (CN the first name, valid 397 days from an hour ago).
     Cert {
         /// Directory to write into (created if missing).
         dir: PathBuf,
