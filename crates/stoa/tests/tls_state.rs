@@ -700,3 +700,46 @@ fn an_ocsp_responder_that_is_not_http_is_a_config_error() {
     assert!(!ok, "{out}");
     assert!(out.contains("tls.ocsp_responder"), "{out}");
 }
+
+/// As Caddy keeps staples in its storage: with `ocsp_cache`, a server
+/// started after the responder went away staples the kept answer from its
+/// first handshake.
+#[test]
+fn ocsp_cache_lets_a_restart_staple_at_once_with_the_responder_gone() {
+    let dir = TempDir::new("tlsstate-ocsp-cache");
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "V");
+    let (responder, port) = ocsp_responder(&pki, "resp");
+    ocsp_leaf(&pki, port);
+    let cache = dir.join("ocsp-cache");
+    let more = format!("ocsp_cache = \"{}\"\n", cache.display());
+    let first = stapling_server_with(&dir, &pki, &more);
+    assert!(
+        first.wait_stderr(
+            0,
+            "good answer from http://",
+            std::time::Duration::from_secs(20)
+        ),
+        "{}",
+        first.stderr()
+    );
+    let kept: Vec<_> = std::fs::read_dir(&cache)
+        .expect("the cache directory")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "ocsp"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    drop(first);
+    drop(responder);
+
+    let second = stapling_server_with(&dir, &pki, &more);
+    let out = status(&second);
+    assert!(out.contains("Cert Status: good"), "{out}");
+    assert!(
+        second
+            .stderr()
+            .contains(&format!("good answer from {}", cache.display())),
+        "{}",
+        second.stderr()
+    );
+}

@@ -144,6 +144,9 @@ pub struct TlsConfig {
     /// An `http://` OCSP responder to ask instead (nginx
     /// `ssl_stapling_responder`).
     pub ocsp_responder: Option<String>,
+    /// A directory where good OCSP answers are kept across restarts,
+    /// written by the server process (as `user`).
+    pub ocsp_cache: Option<String>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -1538,8 +1541,11 @@ fn build_tls(
                 if t.ocsp_stapling {
                     crate::proto::tls::ocsp::watch(
                         &slot,
-                        t.ocsp_responder.clone(),
-                        cert.display().to_string(),
+                        crate::proto::tls::ocsp::Settings {
+                            responder: t.ocsp_responder.clone(),
+                            cache: t.ocsp_cache.as_deref().map(resolve),
+                            label: cert.display().to_string(),
+                        },
                     );
                 }
                 let config = Arc::new(config);

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -482,12 +483,23 @@ fn now() -> i64 {
         .unwrap_or(0)
 }
 
+/// How a `[[tls]]` block staples.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    /// `ocsp_responder`: asked instead of the certificate's.
+    pub responder: Option<String>,
+    /// `ocsp_cache`: a directory where good answers are kept, so that a
+    /// start staples at once (and through a responder outage) with an
+    /// answer still current.
+    pub cache: Option<PathBuf>,
+    /// The certificate file, for the log.
+    pub label: String,
+}
+
 /// A slot whose certificate gets stapled.
 struct Watch {
     slot: Weak<CertSlot>,
-    responder: Option<String>,
-    /// The certificate file, for the log.
-    label: String,
+    settings: Settings,
 }
 
 /// A good answer in hand.
@@ -527,28 +539,75 @@ fn lock(m: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
 /// Staples OCSP answers for the certificate in `slot` from now on
 /// (while the slot lives), asking `responder` if given, else the URL in
 /// the certificate. An answer already in hand for it is stapled at once.
-pub(crate) fn watch(slot: &Arc<CertSlot>, responder: Option<String>, label: String) {
+pub(crate) fn watch(slot: &Arc<CertSlot>, settings: Settings) {
     let (m, cv) = registry();
     let mut reg = lock(m);
     // Slots of configs replaced by reloads go (where no thread runs to
     // prune them: the privileged parent).
     reg.watches.retain(|w| w.slot.strong_count() > 0);
-    reg.watches.push(Watch {
-        slot: Arc::downgrade(slot),
-        responder,
-        label,
-    });
-    // A certificate given up on (no responder, no issuer) is tried again
-    // with what this config says: a reload may have fixed it.
-    if let Some(leaf) = slot.get().cert.first() {
-        if let Some(e) = reg.entries.get_mut(leaf.as_ref()) {
-            if e.next_try == i64::MAX {
-                e.next_try = 0;
+    let ck = slot.get();
+    let t = now();
+    if let Some(leaf) = ck.cert.first() {
+        let entry = reg.entries.entry(leaf.as_ref().to_vec()).or_default();
+        // A certificate given up on (no responder, no issuer) is tried
+        // again with what this config says: a reload may have fixed it.
+        if entry.next_try == i64::MAX {
+            entry.next_try = 0;
+        }
+        if entry.answer.is_none() {
+            if let Some(dir) = &settings.cache {
+                let path = cache_file(dir, leaf.as_ref());
+                if let Some(found) = from_cache(&path, &ck, t) {
+                    match record(entry, &settings.label, Ok(found), t) {
+                        Ok(line) => tracing::info!("{line}"),
+                        Err(line) => tracing::warn!("{line}"),
+                    }
+                }
             }
         }
     }
-    apply(&mut reg, now());
+    reg.watches.push(Watch {
+        slot: Arc::downgrade(slot),
+        settings,
+    });
+    apply(&mut reg, t);
     cv.notify_all();
+}
+
+/// The cache file of a certificate: named by its SHA-256, so that a
+/// renewed certificate never reads its predecessor's answer.
+fn cache_file(dir: &Path, leaf: &[u8]) -> PathBuf {
+    let hash = digest::digest(&digest::SHA256, leaf);
+    let name: String = hash.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.join(format!("{name}.ocsp"))
+}
+
+/// A cached answer for `ck`'s certificate, checked as a fetched one is;
+/// none if missing, unreadable, or no longer good.
+fn from_cache(path: &Path, ck: &CertifiedKey, t: i64) -> Option<(Vec<u8>, Good, String)> {
+    let der = std::fs::read(path).ok()?;
+    let leaf = parse_cert(ck.cert.first()?)?;
+    let issuer = parse_cert(ck.cert.get(1)?)?;
+    match verify(&der, &leaf, &issuer, t) {
+        Ok(good) => Some((der, good, path.display().to_string())),
+        Err(e) => {
+            tracing::info!("OCSP {}: not used: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// Keeps a good answer in the cache directory (written aside and renamed,
+/// so that a reader never sees half of one).
+fn to_cache(dir: &Path, leaf: &[u8], der: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let path = cache_file(dir, leaf);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, der)?;
+    std::fs::rename(&tmp, &path)
 }
 
 /// Starts the thread that fetches answers (once per process; in the
@@ -569,8 +628,7 @@ pub(crate) fn start() {
 struct Job {
     leaf: Vec<u8>,
     issuer: Option<Vec<u8>>,
-    responder: Option<String>,
-    label: String,
+    settings: Settings,
 }
 
 fn run() {
@@ -585,9 +643,14 @@ fn run() {
         for job in jobs {
             let t = now();
             let outcome = ask(&job, t);
+            if let (Ok((der, _, _)), Some(dir)) = (&outcome, &job.settings.cache) {
+                if let Err(e) = to_cache(dir, &job.leaf, der) {
+                    tracing::warn!("OCSP {}: cannot keep the answer: {e}", dir.display());
+                }
+            }
             let mut reg = lock(m);
             let entry = reg.entries.entry(job.leaf.clone()).or_default();
-            let said = record(entry, &job.label, outcome, t);
+            let said = record(entry, &job.settings.label, outcome, t);
             apply(&mut reg, now());
             drop(reg);
             match said {
@@ -631,8 +694,7 @@ fn due(reg: &mut Registry, t: i64) -> Vec<Job> {
             jobs.push(Job {
                 leaf,
                 issuer: ck.cert.get(1).map(|c| c.as_ref().to_vec()),
-                responder: w.responder.clone(),
-                label: w.label.clone(),
+                settings: w.settings.clone(),
             });
         }
     }
@@ -645,7 +707,7 @@ fn ask(job: &Job, t: i64) -> Result<(Vec<u8>, Good, String), OcspError> {
     let leaf = parse_cert(&job.leaf).ok_or(OcspError::BadCertificate)?;
     let issuer_der = job.issuer.as_deref().ok_or(OcspError::NoIssuer)?;
     let issuer = parse_cert(issuer_der).ok_or(OcspError::BadCertificate)?;
-    let url = match &job.responder {
+    let url = match &job.settings.responder {
         Some(u) => u.clone(),
         None => leaf
             .ocsp_urls
@@ -1043,8 +1105,11 @@ mod tests {
         let mut reg = Registry::default();
         reg.watches.push(Watch {
             slot: Arc::downgrade(&slot),
-            responder: None,
-            label: "t".into(),
+            settings: Settings {
+                responder: None,
+                cache: None,
+                label: "t".into(),
+            },
         });
         reg.entries.insert(
             leaf.der().to_vec(),
