@@ -84,7 +84,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next element, which must have `tag`.
-    pub(crate) fn expect(&mut self, tag: u8) -> Option<Tlv<'a>> {
+    pub(crate) fn tagged(&mut self, tag: u8) -> Option<Tlv<'a>> {
         let t = self.any()?;
         (t.tag == tag).then_some(t)
     }
@@ -180,7 +180,7 @@ mod tests {
             let content = vec![7u8; len];
             let enc = encode(OCTET_STRING, &content);
             let mut r = Reader::new(&enc);
-            let t = r.expect(OCTET_STRING).expect("decodes");
+            let t = r.tagged(OCTET_STRING).expect("decodes");
             assert_eq!(t.content.len(), len);
             assert_eq!(t.whole, &enc[..]);
             assert!(r.is_empty());

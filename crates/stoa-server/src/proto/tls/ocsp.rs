@@ -134,39 +134,39 @@ pub(crate) struct Cert<'a> {
 
 /// Reads a certificate (RFC 5280 §4.1).
 pub(crate) fn parse_cert(der: &[u8]) -> Option<Cert<'_>> {
-    let cert = Reader::new(der).expect(der::SEQUENCE)?;
+    let cert = Reader::new(der).tagged(der::SEQUENCE)?;
     let mut c = cert.reader();
-    let tbs = c.expect(der::SEQUENCE)?;
-    let sig_alg = c.expect(der::SEQUENCE)?.reader().expect(der::OID)?.content;
-    let signature = c.expect(der::BIT_STRING)?.bits()?;
+    let tbs = c.tagged(der::SEQUENCE)?;
+    let sig_alg = c.tagged(der::SEQUENCE)?.reader().tagged(der::OID)?.content;
+    let signature = c.tagged(der::BIT_STRING)?.bits()?;
     let mut t = tbs.reader();
     t.optional(der::ctx(0));
-    let serial = t.expect(der::INTEGER)?.content;
-    t.expect(der::SEQUENCE)?;
-    let issuer = t.expect(der::SEQUENCE)?.whole;
-    let mut validity = t.expect(der::SEQUENCE)?.reader();
+    let serial = t.tagged(der::INTEGER)?.content;
+    t.tagged(der::SEQUENCE)?;
+    let issuer = t.tagged(der::SEQUENCE)?.whole;
+    let mut validity = t.tagged(der::SEQUENCE)?.reader();
     let not_before = der::time(&validity.any()?)?;
     let not_after = der::time(&validity.any()?)?;
-    let subject = t.expect(der::SEQUENCE)?.whole;
-    let mut spki = t.expect(der::SEQUENCE)?.reader();
-    spki.expect(der::SEQUENCE)?;
-    let key = spki.expect(der::BIT_STRING)?.bits()?;
+    let subject = t.tagged(der::SEQUENCE)?.whole;
+    let mut spki = t.tagged(der::SEQUENCE)?.reader();
+    spki.tagged(der::SEQUENCE)?;
+    let key = spki.tagged(der::BIT_STRING)?.bits()?;
     t.optional(der::ctx_prim(1));
     t.optional(der::ctx_prim(2));
     let mut ocsp_urls = Vec::new();
     let mut ocsp_signing = false;
     if let Some(exts) = t.optional(der::ctx(3)) {
-        let mut exts = exts.reader().expect(der::SEQUENCE)?.reader();
+        let mut exts = exts.reader().tagged(der::SEQUENCE)?.reader();
         while !exts.is_empty() {
-            let mut ext = exts.expect(der::SEQUENCE)?.reader();
-            let oid = ext.expect(der::OID)?.content;
+            let mut ext = exts.tagged(der::SEQUENCE)?.reader();
+            let oid = ext.tagged(der::OID)?.content;
             ext.optional(0x01);
-            let value = ext.expect(der::OCTET_STRING)?.content;
+            let value = ext.tagged(der::OCTET_STRING)?.content;
             if oid == OID_EXT_AIA {
-                let mut descs = Reader::new(value).expect(der::SEQUENCE)?.reader();
+                let mut descs = Reader::new(value).tagged(der::SEQUENCE)?.reader();
                 while !descs.is_empty() {
-                    let mut d = descs.expect(der::SEQUENCE)?.reader();
-                    let method = d.expect(der::OID)?.content;
+                    let mut d = descs.tagged(der::SEQUENCE)?.reader();
+                    let method = d.tagged(der::OID)?.content;
                     let name = d.any()?;
                     // uniformResourceIdentifier [6] IA5String.
                     if method == OID_AD_OCSP && name.tag == der::ctx_prim(6) {
@@ -176,9 +176,9 @@ pub(crate) fn parse_cert(der: &[u8]) -> Option<Cert<'_>> {
                     }
                 }
             } else if oid == OID_EXT_EKU {
-                let mut purposes = Reader::new(value).expect(der::SEQUENCE)?.reader();
+                let mut purposes = Reader::new(value).tagged(der::SEQUENCE)?.reader();
                 while !purposes.is_empty() {
-                    if purposes.expect(der::OID)?.content == OID_KP_OCSP_SIGNING {
+                    if purposes.tagged(der::OID)?.content == OID_KP_OCSP_SIGNING {
                         ocsp_signing = true;
                     }
                 }
@@ -269,36 +269,36 @@ pub(crate) fn verify(
 ) -> Result<Good, OcspError> {
     use OcspError::Malformed;
     let mut top = Reader::new(resp)
-        .expect(der::SEQUENCE)
+        .tagged(der::SEQUENCE)
         .ok_or(Malformed)?
         .reader();
-    let status = top.expect(der::ENUMERATED).ok_or(Malformed)?;
+    let status = top.tagged(der::ENUMERATED).ok_or(Malformed)?;
     match status.content {
         [0] => {}
         [s] => return Err(OcspError::Status(*s)),
         _ => return Err(Malformed),
     }
     let mut bytes = top
-        .expect(der::ctx(0))
-        .and_then(|b| b.reader().expect(der::SEQUENCE))
+        .tagged(der::ctx(0))
+        .and_then(|b| b.reader().tagged(der::SEQUENCE))
         .ok_or(Malformed)?
         .reader();
-    if bytes.expect(der::OID).ok_or(Malformed)?.content != OID_OCSP_BASIC {
+    if bytes.tagged(der::OID).ok_or(Malformed)?.content != OID_OCSP_BASIC {
         return Err(Malformed);
     }
-    let basic = bytes.expect(der::OCTET_STRING).ok_or(Malformed)?.content;
+    let basic = bytes.tagged(der::OCTET_STRING).ok_or(Malformed)?.content;
     let mut basic = Reader::new(basic)
-        .expect(der::SEQUENCE)
+        .tagged(der::SEQUENCE)
         .ok_or(Malformed)?
         .reader();
-    let tbs = basic.expect(der::SEQUENCE).ok_or(Malformed)?;
+    let tbs = basic.tagged(der::SEQUENCE).ok_or(Malformed)?;
     let sig_alg = basic
-        .expect(der::SEQUENCE)
-        .and_then(|a| a.reader().expect(der::OID))
+        .tagged(der::SEQUENCE)
+        .and_then(|a| a.reader().tagged(der::OID))
         .ok_or(Malformed)?
         .content;
     let sig = basic
-        .expect(der::BIT_STRING)
+        .tagged(der::BIT_STRING)
         .and_then(|s| s.bits())
         .ok_or(Malformed)?;
     let certs = basic.optional(der::ctx(0));
@@ -313,7 +313,7 @@ pub(crate) fn verify(
     if let Some(certs) = certs {
         let mut list = certs
             .reader()
-            .expect(der::SEQUENCE)
+            .tagged(der::SEQUENCE)
             .ok_or(Malformed)?
             .reader();
         while !list.is_empty() {
@@ -344,20 +344,20 @@ fn single_response(
     let mut data = tbs.reader();
     data.optional(der::ctx(0));
     data.any().ok_or(Malformed)?; // responderID
-    data.expect(der::GENERALIZED_TIME).ok_or(Malformed)?;
-    let mut responses = data.expect(der::SEQUENCE).ok_or(Malformed)?.reader();
+    data.tagged(der::GENERALIZED_TIME).ok_or(Malformed)?;
+    let mut responses = data.tagged(der::SEQUENCE).ok_or(Malformed)?.reader();
     while !responses.is_empty() {
-        let mut one = responses.expect(der::SEQUENCE).ok_or(Malformed)?.reader();
-        let cert_id = one.expect(der::SEQUENCE).ok_or(Malformed)?;
+        let mut one = responses.tagged(der::SEQUENCE).ok_or(Malformed)?.reader();
+        let cert_id = one.tagged(der::SEQUENCE).ok_or(Malformed)?;
         let status = one.any().ok_or(Malformed)?;
         let this_update = one
-            .expect(der::GENERALIZED_TIME)
+            .tagged(der::GENERALIZED_TIME)
             .and_then(|t| der::time(&t))
             .ok_or(Malformed)?;
         let next_update = match one.optional(der::ctx(0)) {
             Some(n) => Some(
                 n.reader()
-                    .expect(der::GENERALIZED_TIME)
+                    .tagged(der::GENERALIZED_TIME)
                     .and_then(|t| der::time(&t))
                     .ok_or(Malformed)?,
             ),
@@ -388,10 +388,10 @@ fn single_response(
 /// Whether a CertID names `leaf` of `issuer`, with SHA-1 or SHA-256.
 fn same_cert(id: &Tlv<'_>, leaf: &Cert<'_>, issuer: &Cert<'_>) -> Option<bool> {
     let mut r = id.reader();
-    let alg = r.expect(der::SEQUENCE)?.reader().expect(der::OID)?.content;
-    let name_hash = r.expect(der::OCTET_STRING)?.content;
-    let key_hash = r.expect(der::OCTET_STRING)?.content;
-    let serial = r.expect(der::INTEGER)?.content;
+    let alg = r.tagged(der::SEQUENCE)?.reader().tagged(der::OID)?.content;
+    let name_hash = r.tagged(der::OCTET_STRING)?.content;
+    let key_hash = r.tagged(der::OCTET_STRING)?.content;
+    let serial = r.tagged(der::INTEGER)?.content;
     let alg = match alg {
         OID_SHA1 => &digest::SHA1_FOR_LEGACY_USE_ONLY,
         OID_SHA256 => &digest::SHA256,
@@ -895,12 +895,12 @@ mod tests {
         let issuer = parse_cert(pki.ca.der()).expect("ca");
         let req = request(&leaf, &issuer);
         let mut r = Reader::new(&req);
-        let mut t = r.expect(der::SEQUENCE).expect("OCSPRequest");
+        let mut t = r.tagged(der::SEQUENCE).expect("OCSPRequest");
         for _ in 0..3 {
-            t = t.reader().expect(der::SEQUENCE).expect("nested");
+            t = t.reader().tagged(der::SEQUENCE).expect("nested");
         }
         t.reader()
-            .expect(der::SEQUENCE)
+            .tagged(der::SEQUENCE)
             .expect("CertID")
             .whole
             .to_vec()
