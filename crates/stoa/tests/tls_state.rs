@@ -421,21 +421,18 @@ impl Drop for Peer {
 /// and that port, once it accepts (its "ACCEPT [::]:PORT" line on stdout:
 /// a probe connection would hang its one-at-a-time loop).
 fn ocsp_responder(dir: &Path, signer: &str) -> (Peer, u16) {
+    ocsp_responder_for(dir, signer, &["-ndays", "1"])
+}
+
+/// [`ocsp_responder`] whose answers are valid for `validity` (`-ndays N`
+/// or `-nmin N`: nextUpdate that far after thisUpdate).
+fn ocsp_responder_for(dir: &Path, signer: &str, validity: &[&str]) -> (Peer, u16) {
     use std::io::BufRead;
     require("openssl", "openssl");
     let mut child = Command::new("openssl")
         .current_dir(dir)
-        .args([
-            "ocsp",
-            "-index",
-            "index.txt",
-            "-CA",
-            "ca.pem",
-            "-ndays",
-            "1",
-            "-port",
-            "0",
-        ])
+        .args(["ocsp", "-index", "index.txt", "-CA", "ca.pem", "-port", "0"])
+        .args(validity)
         .args([
             "-rsigner",
             &format!("{signer}.pem"),
@@ -741,5 +738,42 @@ fn ocsp_cache_lets_a_restart_staple_at_once_with_the_responder_gone() {
             .contains(&format!("good answer from {}", cache.display())),
         "{}",
         second.stderr()
+    );
+}
+
+/// RFC 6960 §4.2.2.1 (nextUpdate) and Caddy's rule: an answer valid for
+/// one minute is asked for again halfway, before it lapses, and the new
+/// one is stapled.
+#[test]
+fn a_short_lived_answer_is_fetched_again_before_its_next_update() {
+    let dir = TempDir::new("tlsstate-ocsp-refresh");
+    let pki = dir.join("pki");
+    ocsp_ca(&pki, "V");
+    let (_responder, port) = ocsp_responder_for(&pki, "resp", &["-nmin", "1"]);
+    ocsp_leaf(&pki, port);
+    let server = stapling_server(&dir, &pki);
+    let good = "good answer from http://";
+    assert!(
+        server.wait_stderr(0, good, std::time::Duration::from_secs(20)),
+        "{}",
+        server.stderr()
+    );
+    let first = server
+        .stderr()
+        .find(good)
+        .map(|i| i + good.len())
+        .unwrap_or(0);
+    // Halfway is 30 s; nextUpdate is 60 s.
+    assert!(
+        server.wait_stderr(first, good, std::time::Duration::from_secs(55)),
+        "{}",
+        server.stderr()
+    );
+    let out = status(&server);
+    assert!(out.contains("Cert Status: good"), "{out}");
+    assert!(
+        !server.stderr().contains("nothing is stapled"),
+        "{}",
+        server.stderr()
     );
 }

@@ -41,6 +41,10 @@ const SKEW: i64 = 5 * 60;
 /// Bounds on the wait before fetching again after a failure.
 const RETRY_MIN: i64 = 60;
 const RETRY_MAX: i64 = 60 * 60;
+/// The soonest a good answer is asked for again: short-lived answers
+/// (a minute) are still refreshed before they lapse, and a responder is
+/// never asked in a tight loop.
+const REFRESH_MIN: i64 = 10;
 /// How long an answer without nextUpdate is stapled (nginx: an hour).
 const NO_NEXT_UPDATE: i64 = 60 * 60;
 /// The largest answer read from a responder.
@@ -734,10 +738,10 @@ fn record(
         Ok((der, good, url)) => {
             let expires = good.next_update.unwrap_or(t + NO_NEXT_UPDATE);
             // Halfway to nextUpdate (Caddy), counted from thisUpdate or,
-            // for an answer a responder kept a while, from now; at least a
-            // minute from now.
+            // for an answer a responder kept a while, from now; not sooner
+            // than REFRESH_MIN.
             let refresh = (good.this_update.max(t - SKEW) + expires) / 2;
-            entry.next_try = refresh.max(t + RETRY_MIN);
+            entry.next_try = refresh.max(t + REFRESH_MIN);
             entry.backoff = 0;
             entry.answer = Some(Answer { der, expires });
             Ok(format!(
@@ -1083,6 +1087,15 @@ mod tests {
         let _ = record(&mut e, "c", Err(OcspError::Http("down".into())), NOW + 60);
         assert_eq!(e.next_try, NOW + 60 + 120);
         assert!(e.answer.is_some());
+        // A one-minute answer is asked for again after 30 s, before it
+        // lapses.
+        let mut short = Entry::default();
+        let brief = Good {
+            this_update: NOW,
+            next_update: Some(NOW + 60),
+        };
+        assert!(record(&mut short, "c", Ok((vec![1], brief, "u".into())), NOW).is_ok());
+        assert_eq!(short.next_try, NOW + 30);
         // Revoked: the answer comes off at once.
         let _ = record(&mut e, "c", Err(OcspError::Revoked), NOW + 200);
         assert!(e.answer.is_none());
