@@ -9,6 +9,8 @@
 //! session ids go to one shared in-memory cache. Both outlive reloads, so
 //! a SIGHUP does not cost every client a full handshake.
 
+pub mod client;
+
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{
