@@ -131,6 +131,9 @@ pub struct TlsConfig {
     /// there (for `hosts`, else localhost) at start-up, as `stoa cert`.
     #[serde(default)]
     pub self_signed: bool,
+    /// Client certificates: `{ ca, required, crl }` (nginx
+    /// `ssl_verify_client` + `ssl_client_certificate` + `ssl_crl`).
+    pub client_auth: Option<crate::proto::tls::client::ClientAuthConfig>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -1506,6 +1509,11 @@ fn build_tls(
                         load_tls(files, &cert, &key, &protocols)
                     }
                     .map_err(|m| err(span.clone(), "tls", m))?;
+                let mut config = config;
+                if let Some(c) = &t.client_auth {
+                    client_auth(&mut config, c, resolve, files)
+                        .map_err(|m| err(span.clone(), "tls.client_auth", m))?;
+                }
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                 for l in &t.listen {
@@ -1549,6 +1557,22 @@ fn load_tls(
             .map_err(|e| format!("{}: cannot read: {e}", p.display()))
     };
     crate::proto::tls::load(cert, &read(cert)?, key, &read(key)?, protocols)
+}
+
+/// A block's `client_auth`: its CA and CRL files read through `files`,
+/// the verifier put into `config`.
+fn client_auth(
+    config: &mut rustls::ServerConfig,
+    c: &crate::proto::tls::client::ClientAuthConfig,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    files: &Files,
+) -> Result<(), String> {
+    use crate::proto::tls::client;
+    let ca = resolve(&c.ca);
+    let crl = c.crl.as_deref().map(resolve);
+    let v =
+        client::verifier(c, &ca, crl.as_deref(), &|p| files.read(p)).map_err(|e| e.to_string())?;
+    client::apply(config, v)
 }
 
 /// A `Strict-Transport-Security` value (RFC 6797 §6.1): directives

@@ -198,22 +198,10 @@ impl ClientCert {
         c
     }
 
-    /// The certificate, DER.
-    pub fn der(&self) -> &[u8] {
-        &self.der
-    }
-
     /// SHA-1 of the DER, lowercase hex (nginx `$ssl_client_fingerprint`).
     pub fn fingerprint_sha1(&self) -> String {
         use sha1::Digest;
         hex_lower(&sha1::Sha1::digest(&self.der))
-    }
-
-    /// SHA-256 of the DER, lowercase hex (Caddy's
-    /// `{http.request.tls.client.fingerprint}`).
-    pub fn fingerprint_sha256(&self) -> String {
-        use sha2::Digest;
-        hex_lower(&sha2::Sha256::digest(&self.der))
     }
 
     /// PEM, lines of 64 (mod_ssl `SSL_CLIENT_CERT`).
@@ -261,11 +249,6 @@ impl ClientCert {
         ((self.not_after - now) / 86_400).max(0)
     }
 
-    /// The first value of a subject attribute by short name (`CN`).
-    pub fn subject_attr(&self, name: &str) -> Option<&str> {
-        first(&self.subject_attrs, name)
-    }
-
     /// Adds mod_ssl's variables (`SSLOptions +StdEnvVars +ExportCertData`)
     /// of a TLS request to `env`: `SSL_CLIENT_VERIFY` always, the rest
     /// with a certificate.
@@ -295,7 +278,10 @@ impl ClientCert {
         env.set("SSL_CLIENT_M_VERSION", c.version.to_string().as_bytes());
         env.set("SSL_CLIENT_V_START", c.v_start().as_bytes());
         env.set("SSL_CLIENT_V_END", c.v_end().as_bytes());
-        env.set("SSL_CLIENT_V_REMAIN", c.v_remain(now).to_string().as_bytes());
+        env.set(
+            "SSL_CLIENT_V_REMAIN",
+            c.v_remain(now).to_string().as_bytes(),
+        );
         env.set("SSL_CLIENT_FINGERPRINT", c.fingerprint_sha1().as_bytes());
         env.set("SSL_CLIENT_CERT", c.pem().as_bytes());
     }
@@ -512,9 +498,9 @@ mod tests {
             (rcgen::DnType::CommonName, " #alice+bob "),
         ]);
         let c = ClientCert::from_der(&der, Some("a.test"));
-        assert_eq!(c.subject, r"CN=\ \#alice\+bob\ ,O=Acme\, Inc.,C=DE");
+        assert_eq!(c.subject, r"CN=\ #alice\+bob\ ,O=Acme\, Inc.,C=DE");
         assert_eq!(c.issuer, c.subject, "self-signed");
-        assert_eq!(c.subject_attr("CN"), Some(" #alice+bob "));
+        assert_eq!(first(&c.subject_attrs, "CN"), Some(" #alice+bob "));
         assert_eq!(c.sni.as_deref(), Some("a.test"));
     }
 
@@ -538,13 +524,17 @@ mod tests {
         assert_eq!(c.v_start(), "Nov  7 00:00:00 2026 GMT");
         assert_eq!(c.v_end(), "Jan  1 00:00:00 2027 GMT");
         assert_eq!(openssl_time(0), "Jan  1 00:00:00 1970 GMT");
-        assert_eq!(openssl_time(951_782_400 + 3_661), "Feb 29 01:01:01 2000 GMT");
+        assert_eq!(
+            openssl_time(951_782_400 + 3_661),
+            "Feb 29 01:01:01 2000 GMT"
+        );
         assert_eq!(c.v_remain(c.not_after - 86_400 * 3 - 5), 3);
         assert_eq!(c.v_remain(c.not_after + 1), 0);
     }
 
     #[test]
     fn control_characters_in_a_name_are_escaped_as_hex() {
+        assert_eq!(escape_value("#a"), r"\#a");
         assert_eq!(escape_value("a\nb\x7f"), r"a\0Ab\7F");
         assert_eq!(escape_value("a b"), "a b");
         assert_eq!(escape_value("a#"), "a#");
