@@ -214,6 +214,8 @@ struct Got {
     ok: bool,
     status: u16,
     body: String,
+    /// curl's message (in failures' Debug output).
+    #[allow(dead_code)]
     stderr: String,
 }
 

@@ -401,11 +401,14 @@ fn string_value(tag: x509_parser::asn1_rs::Tag, data: &[u8]) -> Option<String> {
                 .chunks_exact(2)
                 .map(|c| u16::from_be_bytes([c[0], c[1]]))
                 .collect();
-            (data.len() % 2 == 0)
+            data.len()
+                .is_multiple_of(2)
                 .then(|| String::from_utf16(&units).ok())
                 .flatten()
         }
-        Tag::UniversalString => (data.len() % 4 == 0)
+        Tag::UniversalString => data
+            .len()
+            .is_multiple_of(4)
             .then(|| {
                 data.chunks_exact(4)
                     .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
