@@ -1509,11 +1509,11 @@ fn build_tls(
                         load_tls(files, &cert, &key, &protocols)
                     }
                     .map_err(|m| err(span.clone(), "tls", m))?;
-                let mut config = config;
-                if let Some(c) = &t.client_auth {
-                    client_auth(&mut config, c, resolve, files)
-                        .map_err(|m| err(span.clone(), "tls.client_auth", m))?;
-                }
+                let config = match &t.client_auth {
+                    Some(c) => client_auth(&slot, &protocols, c, resolve, files)
+                        .map_err(|m| err(span.clone(), "tls.client_auth", m))?,
+                    None => config,
+                };
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                 for l in &t.listen {
@@ -1559,20 +1559,23 @@ fn load_tls(
     crate::proto::tls::load(cert, &read(cert)?, key, &read(key)?, protocols)
 }
 
-/// A block's `client_auth`: its CA and CRL files read through `files`,
-/// the verifier put into `config`.
+/// The config of a block with `client_auth` (certificate in `slot`):
+/// its CA and CRL files read through `files`, clients verified with them.
 fn client_auth(
-    config: &mut rustls::ServerConfig,
+    slot: &Arc<crate::proto::tls::CertSlot>,
+    protocols: &[String],
     c: &crate::proto::tls::client::ClientAuthConfig,
     resolve: &dyn Fn(&str) -> PathBuf,
     files: &Files,
-) -> Result<(), String> {
-    use crate::proto::tls::client;
+) -> Result<rustls::ServerConfig, String> {
+    use crate::proto::tls::{self, client};
     let ca = resolve(&c.ca);
     let crl = c.crl.as_deref().map(resolve);
     let v =
         client::verifier(c, &ca, crl.as_deref(), &|p| files.read(p)).map_err(|e| e.to_string())?;
-    client::apply(config, v)
+    let mut config = tls::server_config_with(slot.clone(), protocols, Some(v))?;
+    client::own_resumption(&mut config)?;
+    Ok(config)
 }
 
 /// A `Strict-Transport-Security` value (RFC 6797 §6.1): directives

@@ -113,30 +113,17 @@ pub fn verifier(
     })
 }
 
-/// Gives `config` the verifier, and resumption state of its own: a
+/// Gives a block with `client_auth` resumption state of its own: a
 /// session carries the client certificate it was verified with, and
 /// rustls does not verify it again on resumption, so a session from before
 /// a reload (a new CRL, another CA) must not resume after it. Tickets and
 /// session ids of such a block therefore live as long as its loaded
 /// configuration; the shared ones stay for blocks without client
 /// certificates.
-pub fn apply(
-    config: &mut rustls::ServerConfig,
-    verifier: Arc<dyn ClientCertVerifier>,
-) -> Result<(), String> {
-    // The builder is the only way in for a verifier; everything else is
-    // copied from the config the block was built with.
-    let mut with = rustls::ServerConfig::builder_with_provider(config.crypto_provider().clone())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_client_cert_verifier(verifier)
-        .with_cert_resolver(config.cert_resolver.clone());
-    with.alpn_protocols = std::mem::take(&mut config.alpn_protocols);
-    with.send_tls13_tickets = config.send_tls13_tickets;
-    with.ticketer =
+pub fn own_resumption(config: &mut rustls::ServerConfig) -> Result<(), String> {
+    config.ticketer =
         rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
-    with.session_storage = rustls::server::ServerSessionMemoryCache::new(1024);
-    *config = with;
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(1024);
     Ok(())
 }
 

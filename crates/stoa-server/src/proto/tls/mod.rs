@@ -187,11 +187,23 @@ pub fn load(
 
 /// A server config whose certificate comes from `slot`.
 pub fn server_config(slot: Arc<CertSlot>, protocols: &[String]) -> Result<ServerConfig, String> {
+    server_config_with(slot, protocols, None)
+}
+
+/// [`server_config`] that asks clients for certificates and verifies them
+/// with `clients` (`client_auth`), when given.
+pub fn server_config_with(
+    slot: Arc<CertSlot>,
+    protocols: &[String],
+    clients: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Result<ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| format!("TLS: {e}"))?
-        .with_no_client_auth()
+        .with_client_cert_verifier(
+            clients.unwrap_or_else(rustls::server::WebPkiClientVerifier::no_client_auth),
+        )
         .with_cert_resolver(slot);
     config.alpn_protocols = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
     config.ticketer = ticketer()?;
