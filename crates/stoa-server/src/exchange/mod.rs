@@ -486,7 +486,7 @@ impl<'a> Exchange<'a> {
     }
 
     /// The client's verified TLS certificate, if it sent one.
-    pub fn client_cert(&self) -> Option<std::sync::Arc<crate::proto::tls::client::ClientCert>> {
+    pub fn client_cert(&self) -> Option<std::sync::Arc<crate::http::client_cert::ClientCert>> {
         match self.carrier() {
             Side::H1(io) => io.stream.client_cert().map(std::sync::Arc::new),
             Side::Sub(_) | Side::Caught(_) => None,

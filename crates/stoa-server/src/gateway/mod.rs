@@ -89,7 +89,7 @@ pub struct ConnInfo {
     pub https: bool,
     pub tls: Option<(&'static str, &'static str)>,
     /// The client's verified certificate (TLS).
-    pub client_cert: Option<Arc<crate::proto::tls::client::ClientCert>>,
+    pub client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 
 impl ConnInfo {
@@ -166,7 +166,7 @@ pub fn meta_env_of(
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        crate::proto::tls::client::ClientCert::set_env(info.client_cert.as_deref(), now, &mut env);
+        crate::http::client_cert::ClientCert::set_env(info.client_cert.as_deref(), now, &mut env);
     }
     env
 }

@@ -74,7 +74,7 @@ impl ClientVar {
     }
 
     fn value(self, v: &Vars<'_>) -> String {
-        use crate::proto::tls::client::ClientCert;
+        use crate::http::client_cert::ClientCert;
         let Some(c): Option<&ClientCert> = v.client_cert else {
             return match self {
                 ClientVar::Verify if v.scheme == "https" => "NONE".into(),
@@ -122,7 +122,7 @@ pub(crate) struct Vars<'a> {
     /// What the access phase granted (`$remote_user`, `$auth_NAME`).
     pub granted: &'a [(String, Vec<u8>)],
     /// The client's verified TLS certificate (`$ssl_client_*`).
-    pub client_cert: Option<&'a crate::proto::tls::client::ClientCert>,
+    pub client_cert: Option<&'a crate::http::client_cert::ClientCert>,
 }
 
 /// Names a template may use, for messages and docs.

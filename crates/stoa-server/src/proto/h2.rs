@@ -72,7 +72,7 @@ pub(crate) struct Shared {
     spare_heads: Vec<Vec<u8>>,
     /// The client's verified certificate (TLS), read once for every
     /// stream of the connection.
-    pub(crate) client_cert: Option<Arc<crate::proto::tls::client::ClientCert>>,
+    pub(crate) client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 
 /// One stream's state on the connection side.
@@ -407,7 +407,7 @@ impl H2Stream {
     /// The stream `id` of the connection `shared`, whose slot the
     /// connection task made; `ended`: the request came with END_STREAM.
     /// The client's verified certificate, over TLS with one.
-    pub fn client_cert(&self) -> Option<Arc<crate::proto::tls::client::ClientCert>> {
+    pub fn client_cert(&self) -> Option<Arc<crate::http::client_cert::ClientCert>> {
         self.shared.borrow().client_cert.clone()
     }
 

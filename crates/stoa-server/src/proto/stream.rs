@@ -95,7 +95,7 @@ impl Stream {
 
     /// The client's verified certificate, over TLS with one (made anew
     /// per call: see `ClientCert`).
-    pub fn client_cert(&self) -> Option<super::tls::client::ClientCert> {
+    pub fn client_cert(&self) -> Option<crate::http::client_cert::ClientCert> {
         let Stream::Tls(t) = self else { return None };
         client_cert(t.get_ref().1)
     }
@@ -232,8 +232,8 @@ pub fn tls_info(c: &rustls::ServerConnection) -> Option<(&'static str, &'static 
 }
 
 #[inline(never)]
-fn client_cert(c: &rustls::ServerConnection) -> Option<super::tls::client::ClientCert> {
-    super::tls::client::ClientCert::of(c)
+fn client_cert(c: &rustls::ServerConnection) -> Option<crate::http::client_cert::ClientCert> {
+    super::tls::client::client_cert(c)
 }
 
 // The TLS arms of the I/O traits, never inlined (see [`cold`]).
