@@ -180,6 +180,11 @@ impl Pki {
 /// that requires a client certificate, and `pools` and `routes` (TOML)
 /// when given.
 fn site(dir: &TempDir, pki: &Pki, client_auth: &str, pools: &str, routes: &str) -> Server {
+    Server::with_config(&site_config(dir, pki, client_auth, pools, routes))
+}
+
+/// [`site`]'s configuration file, written.
+fn site_config(dir: &TempDir, pki: &Pki, client_auth: &str, pools: &str, routes: &str) -> PathBuf {
     dir.write("www/index.html", "x");
     dir.write("www/secret/index.html", "secret");
     let env = dir.write(
@@ -190,7 +195,7 @@ fn site(dir: &TempDir, pki: &Pki, client_auth: &str, pools: &str, routes: &str) 
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
-    let cfg = dir.write(
+    dir.write(
         "stoa.toml",
         format!(
             "workers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
@@ -205,8 +210,7 @@ fn site(dir: &TempDir, pki: &Pki, client_auth: &str, pools: &str, routes: &str) 
             pki.path("server/cert.pem").display(),
             pki.path("server/key.pem").display(),
         ),
-    );
-    Server::with_config(&cfg)
+    )
 }
 
 #[derive(Debug)]
@@ -632,5 +636,48 @@ fn a_crl_added_by_a_reload_refuses_the_revoked_client_and_its_earlier_session() 
     let g = curl(&s, &pki, "localhost", Some("mallory"), "/", &[]);
     assert!(!g.ok && g.status == 0, "{g:?}");
     let g = curl(&s, &pki, "localhost", Some("alice"), "/", &[]);
+    assert_eq!(g.status, 200, "{g:?}");
+}
+
+/// nginx's master reads `ssl_client_certificate` and `ssl_crl` as root;
+/// here the privileged parent reads `ca` and `crl` (0600, root's) at start
+/// and at a reload for a server that runs as `nobody` (the default user).
+#[test]
+fn the_ca_and_crl_are_read_as_root_for_a_server_that_runs_as_nobody_at_start_and_reload() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("clientauth-nobody");
+    let pki = Pki::make(&dir);
+    for f in ["ca.pem", "crl.pem"] {
+        std::fs::set_permissions(pki.path(f), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+    }
+    let before = format!("{{ ca = {:?} }}", pki.path("ca.pem"));
+    let cfg = site_config(&dir, &pki, &before, "", "");
+    let text = std::fs::read_to_string(&cfg).expect("read");
+    let text = text.replace("user = \"root\"\n", "");
+    std::fs::write(&cfg, &text).expect("write");
+    let s = Server::with_config(&cfg);
+    s.wait_for_handler(libc::SIGHUP);
+    let g = curl(&s, &pki, "localhost", Some("alice"), "/secret/", &[]);
+    assert_eq!((g.status, g.body.as_str()), (200, "secret"), "{g:?}");
+    let g = curl(&s, &pki, "localhost", Some("mallory"), "/secret/", &[]);
+    assert_eq!(g.status, 200, "no CRL yet: {g:?}");
+
+    let after = format!(
+        "{{ ca = {:?}, crl = {:?} }}",
+        pki.path("ca.pem"),
+        pki.path("crl.pem")
+    );
+    std::fs::write(&cfg, text.replace(&before, &after)).expect("write");
+    let from = s.stderr().len();
+    s.signal(libc::SIGHUP);
+    assert!(
+        s.wait_stderr(from, "reloaded", std::time::Duration::from_secs(10)),
+        "{}",
+        s.stderr()
+    );
+    let g = curl(&s, &pki, "localhost", Some("mallory"), "/secret/", &[]);
+    assert!(!g.ok && g.status == 0, "{g:?}");
+    let g = curl(&s, &pki, "localhost", Some("alice"), "/secret/", &[]);
     assert_eq!(g.status, 200, "{g:?}");
 }
