@@ -681,3 +681,28 @@ fn the_ca_and_crl_are_read_as_root_for_a_server_that_runs_as_nobody_at_start_and
     let g = curl(&s, &pki, "localhost", Some("alice"), "/secret/", &[]);
     assert_eq!(g.status, 200, "{g:?}");
 }
+
+/// `stoa check` warns (and still accepts the file) when a route requires
+/// a client certificate but no `[[tls]]` block asks for one: every such
+/// request would get 403.
+#[test]
+fn check_warns_when_a_route_requires_a_certificate_no_tls_block_asks_for() {
+    let dir = TempDir::new("clientauth-check");
+    dir.mkdir("www");
+    let cfg = dir.write(
+        "stoa.toml",
+        "listen = [\"127.0.0.1:0\"]\n\n[[site]]\nroot = \"www\"\n\n\
+         [[site.route]]\nprefix = \"/admin/\"\nrequire_client_cert = true\nstatic = {}\n",
+    );
+    let out = Command::new(stoa_bin())
+        .arg("check")
+        .arg(&cfg)
+        .output()
+        .expect("run stoa check");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning:") && err.contains("no [[tls]] block has `client_auth`"),
+        "{err}"
+    );
+}

@@ -1054,6 +1054,21 @@ fn build(
         }
         pool_specs.push(spec);
     }
+    let mut no_client_auth = None;
+    // A route that requires a client certificate where no TLS block asks
+    // for one answers every request 403: likely a forgotten `client_auth`.
+    let requires = |v: &Option<toml::Spanned<bool>>| v.as_ref().is_some_and(|b| *b.get_ref());
+    if fc.tls.iter().all(|b| b.get_ref().client_auth.is_none())
+        && fc.site.iter().any(|s| {
+            requires(&s.require_client_cert)
+                || s.route.iter().any(|r| requires(&r.require_client_cert))
+        })
+    {
+        no_client_auth = Some(format!(
+            "{file}: `require_client_cert` is set but no [[tls]] block has `client_auth`: \
+             those requests all get 403"
+        ));
+    }
     let mut site_cfgs = fc.site;
     if let Some(root) = &ov.root {
         let root = root.display().to_string();
@@ -1098,7 +1113,7 @@ fn build(
         cache_zones.push(zone.map_err(|e| err(Some(z.span()), &key, e.to_string()))?);
     }
     let mut sites = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = no_client_auth.into_iter().collect();
     for (i, sc) in site_cfgs.iter().enumerate() {
         let key = format!("site[{i}]");
         let index = sc
