@@ -479,4 +479,34 @@ mod tests {
         assert!(Template::parse("$remote_user", 0).is_err());
         assert!(Template::parse("$auth_x", 0).is_err());
     }
+
+    /// nginx's `$ssl_client_verify` is `NONE` over TLS without a
+    /// certificate and empty in the clear; the other `$ssl_client_*` are
+    /// empty without one (so a `set` field is left out). Header templates
+    /// only, as `$remote_user`.
+    #[test]
+    fn ssl_client_variables_expand_as_nginx_gives_them() {
+        let t = Template::parse_header("$ssl_client_verify|$ssl_client_s_dn|$ssl_client_serial", 0)
+            .unwrap();
+        let mut v = vars("/", None);
+        assert_eq!(t.expand(&v).unwrap(), b"NONE||");
+        v.scheme = "http";
+        assert_eq!(t.expand(&v).unwrap(), b"||");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "alice\nX-Injected: 1");
+        p.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x10, 0x01]));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let der = p.self_signed(&key).unwrap().der().to_vec();
+        let c = crate::http::client_cert::ClientCert::from_der(&der, None);
+        v.scheme = "https";
+        v.client_cert = Some(&c);
+        assert_eq!(
+            t.expand(&v).unwrap(),
+            &b"SUCCESS|CN=alice\\0AX-Injected: 1|1001"[..],
+            "a line break in a name is escaped, never sent raw"
+        );
+        assert!(Template::parse("$ssl_client_s_dn", 0).is_err());
+    }
 }
