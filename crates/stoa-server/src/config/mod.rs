@@ -1490,6 +1490,7 @@ fn build_tls(
                     cert: cert.clone(),
                     config: config.clone(),
                     slot: slot.clone(),
+                    clients: None,
                 };
                 add(a, site);
             }
@@ -1524,10 +1525,13 @@ fn build_tls(
                         load_tls(files, &cert, &key, &protocols)
                     }
                     .map_err(|m| err(span.clone(), "tls", m))?;
-                let config = match &t.client_auth {
-                    Some(c) => client_auth(&slot, &protocols, c, resolve, files)
-                        .map_err(|m| err(span.clone(), "tls.client_auth", m))?,
-                    None => config,
+                let (config, clients) = match &t.client_auth {
+                    Some(c) => {
+                        let (config, v) = client_auth(&slot, &protocols, c, resolve, files)
+                            .map_err(|m| err(span.clone(), "tls.client_auth", m))?;
+                        (config, Some(v))
+                    }
+                    None => (config, None),
                 };
                 let config = Arc::new(config);
                 let hosts: Vec<String> = t.hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
@@ -1548,6 +1552,7 @@ fn build_tls(
                             cert: cert.clone(),
                             config: config.clone(),
                             slot: slot.clone(),
+                            clients: clients.clone(),
                         },
                     );
                 }
@@ -1574,23 +1579,29 @@ fn load_tls(
     crate::proto::tls::load(cert, &read(cert)?, key, &read(key)?, protocols)
 }
 
-/// The config of a block with `client_auth` (certificate in `slot`):
-/// its CA and CRL files read through `files`, clients verified with them.
+/// The config of a block with `client_auth` (certificate in `slot`) and
+/// its verifier: its CA and CRL files read through `files`, clients
+/// verified with them.
 fn client_auth(
     slot: &Arc<crate::proto::tls::CertSlot>,
     protocols: &[String],
     c: &crate::proto::tls::client::ClientAuthConfig,
     resolve: &dyn Fn(&str) -> PathBuf,
     files: &Files,
-) -> Result<rustls::ServerConfig, String> {
+) -> Result<
+    (
+        rustls::ServerConfig,
+        Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    ),
+    String,
+> {
     use crate::proto::tls::{self, client};
     let ca = resolve(&c.ca);
     let crl = c.crl.as_deref().map(resolve);
     let v =
         client::verifier(c, &ca, crl.as_deref(), &|p| files.read(p)).map_err(|e| e.to_string())?;
-    let mut config = tls::server_config_with(slot.clone(), protocols, Some(v))?;
-    client::own_resumption(&mut config)?;
-    Ok(config)
+    let config = tls::server_config_with(slot.clone(), protocols, Some(v.clone()))?;
+    Ok((config, v))
 }
 
 /// A `Strict-Transport-Security` value (RFC 6797 §6.1): directives

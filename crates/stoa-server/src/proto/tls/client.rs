@@ -114,18 +114,27 @@ pub fn verifier(
     })
 }
 
-/// Gives a block with `client_auth` resumption state of its own: a
-/// session carries the client certificate it was verified with, and
-/// rustls does not verify it again on resumption, so a session from before
-/// a reload (a new CRL, another CA) must not resume after it. Tickets and
-/// session ids of such a block therefore live as long as its loaded
-/// configuration; the shared ones stay for blocks without client
-/// certificates.
-pub fn own_resumption(config: &mut rustls::ServerConfig) -> Result<(), String> {
-    config.ticketer =
-        rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
-    config.session_storage = rustls::server::ServerSessionMemoryCache::new(1024);
-    Ok(())
+/// Checks a resumed session's client against the block's verifier as
+/// it is now: rustls restores the certificate a session was verified with
+/// and does not verify it again, and tickets outlive reloads (and are
+/// shared between instances), so a certificate revoked by a CRL loaded
+/// since, one from a CA no longer trusted, or no certificate where one is
+/// now required would otherwise come back in. A full handshake was
+/// verified by rustls already.
+pub fn recheck(v: &dyn ClientCertVerifier, conn: &rustls::ServerConnection) -> Result<(), String> {
+    if conn.handshake_kind() != Some(rustls::HandshakeKind::Resumed) {
+        return Ok(());
+    }
+    match conn.peer_certificates() {
+        Some([leaf, chain @ ..]) => v
+            .verify_client_cert(leaf, chain, rustls::pki_types::UnixTime::now())
+            .map(|_| ())
+            .map_err(|e| format!("resumed session's client certificate: {e}")),
+        _ if v.client_auth_mandatory() => {
+            Err("resumed session without a client certificate, which is now required".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The verified client of a TLS connection: its leaf certificate, if it

@@ -39,6 +39,9 @@ pub struct TlsSite {
     /// The certificate this block serves now; replaced in place (a
     /// renewed certificate, a fresh OCSP answer) without a reload.
     pub slot: Arc<CertSlot>,
+    /// `client_auth`'s verifier, which also checks a resumed session's
+    /// client again (`client::recheck`).
+    pub clients: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
 
 /// The certificate of one `[[tls]]` block, as rustls' resolver: every
@@ -137,6 +140,9 @@ impl Acceptor {
         let stream = timeout_at(deadline, start.into_stream(config))
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        if let Some(v) = &site.clients {
+            client::recheck(v.as_ref(), stream.get_ref().1).map_err(io::Error::other)?;
+        }
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
         Ok((stream, h2))
     }
