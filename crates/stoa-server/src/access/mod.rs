@@ -4,11 +4,14 @@
 //! its own module beside its code:
 //!
 //! 1. `address_rules` ([`address`]): the client's address, 403;
-//! 2. `basic_auth` ([`basic`], over [`htpasswd`]): 401 with a challenge;
-//! 3. `limit_requests` ([`limit`]): 429 with `Retry-After`, or a delay;
-//! 4. `limit_connections` ([`limit`]): 503;
-//! 5. the FastCGI Authorizer (`authorizer = "pool"`, FastCGI §6.3);
-//! 6. the Lua `access` script.
+//! 2. `require_client_cert`: a verified TLS client certificate
+//!    (`[[tls]] client_auth`), 403 without one, 421 when the request
+//!    names another host than the one the certificate was verified for;
+//! 3. `basic_auth` ([`basic`], over [`htpasswd`]): 401 with a challenge;
+//! 4. `limit_requests` ([`limit`]): 429 with `Retry-After`, or a delay;
+//! 5. `limit_connections` ([`limit`]): 503;
+//! 6. the FastCGI Authorizer (`authorizer = "pool"`, FastCGI §6.3);
+//! 7. the Lua `access` script.
 //!
 //! Cheap refusals come first (an address rule costs a compare, so a
 //! denied client never costs a bcrypt or an Authorizer round trip), and
@@ -49,6 +52,7 @@ use std::time::Duration;
 #[derive(Debug)]
 enum Check {
     Address(AddressRules),
+    ClientCert,
     Basic(Arc<BasicAuth>),
     Requests(Arc<RateLimit>),
     Connections(Arc<ConnLimit>),
@@ -80,11 +84,12 @@ impl Check {
     fn rank(&self) -> u8 {
         match self {
             Check::Address(_) => 0,
-            Check::Basic(_) => 1,
-            Check::Requests(_) => 2,
-            Check::Connections(_) => 3,
-            Check::Authorizer(_) => 4,
-            Check::Lua(_) => 5,
+            Check::ClientCert => 1,
+            Check::Basic(_) => 2,
+            Check::Requests(_) => 3,
+            Check::Connections(_) => 4,
+            Check::Authorizer(_) => 5,
+            Check::Lua(_) => 6,
         }
     }
 
@@ -92,7 +97,7 @@ impl Check {
     /// application).
     fn may_wait(&self) -> bool {
         match self {
-            Check::Address(_) | Check::Connections(_) => false,
+            Check::Address(_) | Check::ClientCert | Check::Connections(_) => false,
             Check::Requests(l) => l.delay,
             Check::Basic(_) | Check::Authorizer(_) | Check::Lua(_) => true,
         }
@@ -117,6 +122,11 @@ impl Builder {
         self.checks
             .push(Check::Address(AddressRules::parse(lines)?));
         Ok(())
+    }
+
+    /// `require_client_cert = true`.
+    pub(crate) fn require_client_cert(&mut self) {
+        self.checks.push(Check::ClientCert);
     }
 
     /// `basic_auth`; `false` adds nothing (it lifts the site's).
@@ -288,6 +298,28 @@ enum Step {
     Wait(Wait),
 }
 
+/// `require_client_cert`: the connection's client sent a certificate that
+/// its `[[tls]]` block's `client_auth` verified (403 otherwise: Apache's
+/// `Require ssl-verify-client`, nginx's `if ($ssl_client_verify !=
+/// SUCCESS) { return 403; }`). The block was chosen by the SNI name, and
+/// a client may send requests for other names on the connection (HTTP/2
+/// coalescing, or by hand): one whose host is not that name gets 421
+/// (RFC 9110 §15.5.20), as nginx answers when `ssl_verify_client` is on,
+/// so that a certificate verified for one site's CAs never opens
+/// another's.
+fn client_cert(ex: &Exchange<'_>) -> Result<(), u16> {
+    let Some(c) = ex.client_cert() else {
+        return Err(403);
+    };
+    if let Some(sni) = &c.sni {
+        let host = crate::http::host_name(ex.req().host());
+        if !host.trim_end_matches('.').eq_ignore_ascii_case(sni) {
+            return Err(421);
+        }
+    }
+    Ok(())
+}
+
 /// Answers a refusal and finishes the exchange.
 fn answer(ex: &mut Exchange<'_>, status: u16, headers: &[(&str, &[u8])]) -> Step {
     ex.error(status, headers);
@@ -332,7 +364,11 @@ impl Access {
     fn step(&self, c: &Check, ex: &mut Exchange<'_>, g: &mut Granted) -> Step {
         let sub = ex.is_sub();
         match c {
-            Check::Address(_) | Check::Basic(_) | Check::Requests(_) | Check::Connections(_)
+            Check::Address(_)
+            | Check::ClientCert
+            | Check::Basic(_)
+            | Check::Requests(_)
+            | Check::Connections(_)
                 if sub =>
             {
                 Step::Next
@@ -348,6 +384,10 @@ impl Access {
                     answer(ex, 403, &[])
                 }
             }
+            Check::ClientCert => match client_cert(ex) {
+                Ok(()) => Step::Next,
+                Err(status) => answer(ex, status, &[]),
+            },
             Check::Basic(b) => match b.check(ex.req().header("authorization")) {
                 Checked::User(u) => {
                     g.authenticated(u, ex);

@@ -52,10 +52,13 @@ macro_rules! edge_keys {
             /// Applications' errors replaced too.
             pub(crate) intercept_errors: Option<Spanned<bool>>,
 
-            // access: `basic_auth`, `address_rules`, `limit_requests`,
+            // access: `basic_auth`, `address_rules`, `require_client_cert`, `limit_requests`,
             // `limit_connections` (access/, docs/CONFIG.md "Access").
             /// `["allow 10.0.0.0/8", "deny all"]`: first match wins.
             pub(crate) address_rules: Option<toml::Spanned<Vec<String>>>,
+            /// A verified TLS client certificate (`[[tls]] client_auth`):
+            /// 403 without one; `false` lifts the site's.
+            pub(crate) require_client_cert: Option<toml::Spanned<bool>>,
             /// `{ realm, users }`, or `false` to lift the site's.
             pub(crate) basic_auth: Option<toml::Spanned<crate::access::basic::BasicAuthKey>>,
             /// `{ rate, burst, key, delay }`.
@@ -253,6 +256,14 @@ pub(crate) fn access(
     if let Some(v) = inherit(route.map(|r| &r.address_rules), &site.address_rules) {
         b.address_rules(v.get_ref())
             .map_err(at(v.span(), "address_rules"))?;
+    }
+    if let Some(v) = inherit(
+        route.map(|r| &r.require_client_cert),
+        &site.require_client_cert,
+    ) {
+        if *v.get_ref() {
+            b.require_client_cert();
+        }
     }
     if let Some(v) = inherit(route.map(|r| &r.basic_auth), &site.basic_auth) {
         b.basic_auth(v.get_ref(), cx.resolve)

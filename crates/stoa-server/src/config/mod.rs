@@ -147,6 +147,9 @@ pub struct TlsConfig {
     /// A directory where good OCSP answers are kept across restarts,
     /// written by the server process (as `user`).
     pub ocsp_cache: Option<String>,
+    /// Client certificates: `{ ca, required, crl }` (nginx
+    /// `ssl_verify_client` + `ssl_client_certificate` + `ssl_crl`).
+    pub client_auth: Option<crate::proto::tls::client::ClientAuthConfig>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -1067,6 +1070,21 @@ fn build(
         }
         pool_specs.push(spec);
     }
+    let mut no_client_auth = None;
+    // A route that requires a client certificate where no TLS block asks
+    // for one answers every request 403: likely a forgotten `client_auth`.
+    let requires = |v: &Option<toml::Spanned<bool>>| v.as_ref().is_some_and(|b| *b.get_ref());
+    if fc.tls.iter().all(|b| b.get_ref().client_auth.is_none())
+        && fc.site.iter().any(|s| {
+            requires(&s.require_client_cert)
+                || s.route.iter().any(|r| requires(&r.require_client_cert))
+        })
+    {
+        no_client_auth = Some(format!(
+            "{file}: `require_client_cert` is set but no [[tls]] block has `client_auth`: \
+             those requests all get 403"
+        ));
+    }
     let mut site_cfgs = fc.site;
     if let Some(root) = &ov.root {
         let root = root.display().to_string();
@@ -1111,7 +1129,7 @@ fn build(
         cache_zones.push(zone.map_err(|e| err(Some(z.span()), &key, e.to_string()))?);
     }
     let mut sites = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = no_client_auth.into_iter().collect();
     for (i, sc) in site_cfgs.iter().enumerate() {
         let key = format!("site[{i}]");
         let index = sc
@@ -1488,6 +1506,7 @@ fn build_tls(
                     cert: cert.clone(),
                     config: config.clone(),
                     slot: slot.clone(),
+                    clients: None,
                 };
                 add(a, site);
             }
@@ -1515,13 +1534,21 @@ fn build_tls(
                 }
                 let cert = resolve(&t.cert);
                 let key = resolve(&t.key);
-                let (mut config, slot) =
+                let (config, slot) =
                     if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
                         self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run, files)
                     } else {
                         load_tls(files, &cert, &key, &protocols)
                     }
                     .map_err(|m| err(span.clone(), "tls", m))?;
+                let (mut config, clients) = match &t.client_auth {
+                    Some(c) => {
+                        let (config, v) = client_auth(&slot, &protocols, c, resolve, files)
+                            .map_err(|m| err(span.clone(), "tls.client_auth", m))?;
+                        (config, Some(v))
+                    }
+                    None => (config, None),
+                };
                 if let Some(keys) = ticket_keys(files, &t.session_ticket_keys, resolve)
                     .map_err(|m| err(span.clone(), "tls.session_ticket_keys", m))?
                 {
@@ -1567,6 +1594,7 @@ fn build_tls(
                             cert: cert.clone(),
                             config: config.clone(),
                             slot: slot.clone(),
+                            clients: clients.clone(),
                         },
                     );
                 }
@@ -1610,6 +1638,31 @@ fn load_tls(
             .map_err(|e| format!("{}: cannot read: {e}", p.display()))
     };
     crate::proto::tls::load(cert, &read(cert)?, key, &read(key)?, protocols)
+}
+
+/// The config of a block with `client_auth` (certificate in `slot`) and
+/// its verifier: its CA and CRL files read through `files`, clients
+/// verified with them.
+fn client_auth(
+    slot: &Arc<crate::proto::tls::CertSlot>,
+    protocols: &[String],
+    c: &crate::proto::tls::client::ClientAuthConfig,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    files: &Files,
+) -> Result<
+    (
+        rustls::ServerConfig,
+        Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    ),
+    String,
+> {
+    use crate::proto::tls::{self, client};
+    let ca = resolve(&c.ca);
+    let crl = c.crl.as_deref().map(resolve);
+    let v =
+        client::verifier(c, &ca, crl.as_deref(), &|p| files.read(p)).map_err(|e| e.to_string())?;
+    let config = tls::server_config_with(slot.clone(), protocols, Some(v.clone()))?;
+    Ok((config, v))
 }
 
 /// A `Strict-Transport-Security` value (RFC 6797 §6.1): directives

@@ -169,6 +169,7 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         codec.set_max_data_frame(16_384 - 9);
     }
     let shared = Rc::new(RefCell::new(Shared::new(codec, l.max_send_buffer)));
+    shared.borrow_mut().client_cert = io.inner.client_cert().map(Arc::new);
     let now = Instant::now();
     let mut d = Driver {
         io,

@@ -485,6 +485,15 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// The client's verified TLS certificate, if it sent one.
+    pub fn client_cert(&self) -> Option<std::sync::Arc<crate::http::client_cert::ClientCert>> {
+        match self.carrier() {
+            Side::H1(io) => io.stream.client_cert().map(std::sync::Arc::new),
+            Side::Sub(_) | Side::Caught(_) => None,
+            Side::H2(s) => s.client_cert(),
+        }
+    }
+
     /// The protocol name applications see (SERVER_PROTOCOL).
     pub fn protocol(&self) -> &'static str {
         match self.carrier() {

@@ -81,13 +81,15 @@ pub struct Names<'a> {
 /// What the meta-variables take from the exchange besides the request
 /// head: copied out, so that they can be made later without it (an SSI
 /// page makes them only when it reads one).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConnInfo {
     pub peer: std::net::SocketAddr,
     pub local: Option<std::net::SocketAddr>,
     pub protocol: &'static str,
     pub https: bool,
     pub tls: Option<(&'static str, &'static str)>,
+    /// The client's verified certificate (TLS).
+    pub client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 
 impl ConnInfo {
@@ -98,6 +100,7 @@ impl ConnInfo {
             protocol: ex.protocol(),
             https: ex.scheme() == "https",
             tls: ex.tls_info(),
+            client_cert: ex.client_cert(),
         }
     }
 }
@@ -160,6 +163,10 @@ pub fn meta_env_of(
         // mod_ssl's names, which applications look for.
         env.set("SSL_PROTOCOL", version.as_bytes());
         env.set("SSL_CIPHER", cipher.as_bytes());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        crate::http::client_cert::ClientCert::set_env(info.client_cert.as_deref(), now, &mut env);
     }
     env
 }

@@ -40,6 +40,9 @@ pub(crate) struct HeaderRules {
     values: Vec<Template>,
     /// The route's regex, when a value reads its captures.
     regex: Option<regex::Regex>,
+    /// A value reads the client's certificate (`$ssl_client_*`): only
+    /// then is it read per request.
+    client_cert: bool,
 }
 
 impl HeaderRules {
@@ -70,10 +73,12 @@ impl HeaderRules {
             .any(Template::uses_captures)
             .then(|| regex.cloned())
             .flatten();
+        let client_cert = values.iter().any(Template::uses_client_cert);
         Ok(Some(HeaderRules {
             names,
             values,
             regex,
+            client_cert,
         }))
     }
 
@@ -109,6 +114,12 @@ impl<'r> Expanded<'r> {
             return Expanded::default();
         }
         let req = ex.req();
+        let client_cert =
+            if up.is_some_and(|r| r.client_cert) || down.is_some_and(|r| r.client_cert) {
+                ex.client_cert()
+            } else {
+                None
+            };
         let one = |r: &'r HeaderRules| {
             let v = Vars {
                 scheme: ex.scheme(),
@@ -118,6 +129,7 @@ impl<'r> Expanded<'r> {
                 request_uri: req.original_target(),
                 captures: r.regex.as_ref().and_then(|re| re.captures(norm)),
                 granted,
+                client_cert: client_cert.as_deref(),
             };
             (&r.names, r.expand(&v))
         };
@@ -205,6 +217,7 @@ mod tests {
             request_uri: b"/",
             captures: None,
             granted: &granted,
+            client_cert: None,
         };
         let values = r.expand(&v);
         let mut out = Vec::new();

@@ -79,6 +79,7 @@ pub(crate) fn serve(cfg: &RedirectConfig, ex: &mut Exchange<'_>, norm: &str) {
         request_uri: req.original_target(),
         captures: cfg.regex.as_ref().and_then(|re| re.captures(norm)),
         granted: &[],
+        client_cert: None,
     });
     match loc {
         // The small HTML body says where, for clients that do not

@@ -185,7 +185,7 @@ impl PageEnv<'_> {
             Rc::new(BaseVars {
                 vars: OnceCell::new(),
                 head: o.head.clone(),
-                info: o.info,
+                info: o.info.clone(),
                 norm: o.norm.to_owned(),
                 root: o.root.clone(),
                 document_root: o.document_root.clone(),

@@ -35,6 +35,69 @@ enum Piece {
     /// `Variable-NAME`, a Lua access script's table); header templates
     /// only.
     Granted(String),
+    /// `$ssl_client_*`: the client's verified certificate, as nginx names
+    /// its parts; header templates only.
+    Client(ClientVar),
+}
+
+/// A part of the client's certificate (nginx's `$ssl_client_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientVar {
+    /// `SUCCESS` or `NONE` over TLS, empty in the clear.
+    Verify,
+    SubjectDn,
+    IssuerDn,
+    Serial,
+    /// SHA-1 of the certificate, hex.
+    Fingerprint,
+    /// The PEM, percent-encoded.
+    EscapedCert,
+    Start,
+    End,
+    Remain,
+}
+
+impl ClientVar {
+    fn named(n: &str) -> Option<ClientVar> {
+        Some(match n {
+            "ssl_client_verify" => ClientVar::Verify,
+            "ssl_client_s_dn" => ClientVar::SubjectDn,
+            "ssl_client_i_dn" => ClientVar::IssuerDn,
+            "ssl_client_serial" => ClientVar::Serial,
+            "ssl_client_fingerprint" => ClientVar::Fingerprint,
+            "ssl_client_escaped_cert" => ClientVar::EscapedCert,
+            "ssl_client_v_start" => ClientVar::Start,
+            "ssl_client_v_end" => ClientVar::End,
+            "ssl_client_v_remain" => ClientVar::Remain,
+            _ => return None,
+        })
+    }
+
+    fn value(self, v: &Vars<'_>) -> String {
+        use crate::http::client_cert::ClientCert;
+        let Some(c): Option<&ClientCert> = v.client_cert else {
+            return match self {
+                ClientVar::Verify if v.scheme == "https" => "NONE".into(),
+                _ => String::new(),
+            };
+        };
+        match self {
+            ClientVar::Verify => "SUCCESS".into(),
+            ClientVar::SubjectDn => c.subject.clone(),
+            ClientVar::IssuerDn => c.issuer.clone(),
+            ClientVar::Serial => c.serial.clone(),
+            ClientVar::Fingerprint => c.fingerprint_sha1(),
+            ClientVar::EscapedCert => c.escaped_pem(),
+            ClientVar::Start => c.v_start(),
+            ClientVar::End => c.v_end(),
+            ClientVar::Remain => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                c.v_remain(now).to_string()
+            }
+        }
+    }
 }
 
 /// A parsed template.
@@ -58,6 +121,8 @@ pub(crate) struct Vars<'a> {
     pub captures: Option<regex::Captures<'a>>,
     /// What the access phase granted (`$remote_user`, `$auth_NAME`).
     pub granted: &'a [(String, Vec<u8>)],
+    /// The client's verified TLS certificate (`$ssl_client_*`).
+    pub client_cert: Option<&'a crate::http::client_cert::ClientCert>,
 }
 
 /// Names a template may use, for messages and docs.
@@ -105,46 +170,55 @@ impl Template {
                     .unwrap_or(rest.len());
                 rest.split_at(end)
             };
-            let piece = match name {
-                "scheme" => Piece::Scheme,
-                "host" => Piece::Host,
-                "http_host" => Piece::HttpHost,
-                "uri" => Piece::Uri,
-                "query" | "args" => Piece::Query,
-                "is_args" => Piece::IsArgs,
-                "request_uri" => Piece::RequestUri,
-                "remote_user" if identity => Piece::RemoteUser,
-                n if identity && n.len() > 5 && n.starts_with("auth_") => {
-                    Piece::Granted(n[5..].to_owned())
-                }
-                n if n.len() == 1 && n.as_bytes()[0].is_ascii_digit() => {
-                    let g = usize::from(n.as_bytes()[0] - b'0');
-                    if g == 0 || g > groups {
-                        return Err(if groups == 0 {
-                            format!("`{text}`: `${n}` needs a `regex` route with capture groups")
-                        } else {
-                            format!(
+            let piece = if let Some(c) = ClientVar::named(name).filter(|_| identity) {
+                Piece::Client(c)
+            } else {
+                match name {
+                    "scheme" => Piece::Scheme,
+                    "host" => Piece::Host,
+                    "http_host" => Piece::HttpHost,
+                    "uri" => Piece::Uri,
+                    "query" | "args" => Piece::Query,
+                    "is_args" => Piece::IsArgs,
+                    "request_uri" => Piece::RequestUri,
+                    "remote_user" if identity => Piece::RemoteUser,
+                    n if identity && n.len() > 5 && n.starts_with("auth_") => {
+                        Piece::Granted(n[5..].to_owned())
+                    }
+                    n if n.len() == 1 && n.as_bytes()[0].is_ascii_digit() => {
+                        let g = usize::from(n.as_bytes()[0] - b'0');
+                        if g == 0 || g > groups {
+                            return Err(if groups == 0 {
+                                format!(
+                                    "`{text}`: `${n}` needs a `regex` route with capture groups"
+                                )
+                            } else {
+                                format!(
                                 "`{text}`: `${n}`: the route's regex has {groups} capture group(s)"
                             )
-                        });
-                    }
-                    max_capture = max_capture.max(g);
-                    Piece::Capture(g)
-                }
-                "" => {
-                    return Err(format!(
-                        "`{text}`: a `$` without a name (write `$$` for `$`)"
-                    ))
-                }
-                n => {
-                    return Err(format!(
-                        "`{text}`: unknown variable `${n}` (known: {NAMES}{})",
-                        if identity {
-                            ", $remote_user, $auth_NAME"
-                        } else {
-                            ""
+                            });
                         }
-                    ))
+                        max_capture = max_capture.max(g);
+                        Piece::Capture(g)
+                    }
+                    "" => {
+                        return Err(format!(
+                            "`{text}`: a `$` without a name (write `$$` for `$`)"
+                        ))
+                    }
+                    n => {
+                        return Err(format!(
+                            "`{text}`: unknown variable `${n}` (known: {NAMES}{})",
+                            if identity {
+                                ", $remote_user, $auth_NAME, $ssl_client_verify, $ssl_client_s_dn, \
+                             $ssl_client_i_dn, $ssl_client_serial, $ssl_client_fingerprint, \
+                             $ssl_client_escaped_cert, $ssl_client_v_start, $ssl_client_v_end, \
+                             $ssl_client_v_remain"
+                            } else {
+                                ""
+                            }
+                        ))
+                    }
                 }
             };
             if !lit.is_empty() {
@@ -167,6 +241,11 @@ impl Template {
             pieces,
             max_capture,
         })
+    }
+
+    /// Whether the template reads the client's certificate.
+    pub(crate) fn uses_client_cert(&self) -> bool {
+        self.pieces.iter().any(|p| matches!(p, Piece::Client(_)))
     }
 
     /// Whether the template reads regex captures.
@@ -218,6 +297,7 @@ impl Template {
                 }
                 Piece::RemoteUser => out.extend_from_slice(granted(v, "REMOTE_USER")),
                 Piece::Granted(n) => out.extend_from_slice(granted(v, n)),
+                Piece::Client(c) => out.extend_from_slice(c.value(v).as_bytes()),
             }
         }
         // What came from the request is checked here: the parsers refuse
@@ -288,6 +368,7 @@ mod tests {
             request_uri: b"/old/a%20b?x=1",
             captures: None,
             granted: &[],
+            client_cert: None,
         }
     }
 
@@ -397,5 +478,35 @@ mod tests {
         assert_eq!(t.expand(&v).unwrap(), b"alice/ops/.");
         assert!(Template::parse("$remote_user", 0).is_err());
         assert!(Template::parse("$auth_x", 0).is_err());
+    }
+
+    /// nginx's `$ssl_client_verify` is `NONE` over TLS without a
+    /// certificate and empty in the clear; the other `$ssl_client_*` are
+    /// empty without one (so a `set` field is left out). Header templates
+    /// only, as `$remote_user`.
+    #[test]
+    fn ssl_client_variables_expand_as_nginx_gives_them() {
+        let t = Template::parse_header("$ssl_client_verify|$ssl_client_s_dn|$ssl_client_serial", 0)
+            .unwrap();
+        let mut v = vars("/", None);
+        assert_eq!(t.expand(&v).unwrap(), b"NONE||");
+        v.scheme = "http";
+        assert_eq!(t.expand(&v).unwrap(), b"||");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "alice\nX-Injected: 1");
+        p.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x10, 0x01]));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let der = p.self_signed(&key).unwrap().der().to_vec();
+        let c = crate::http::client_cert::ClientCert::from_der(&der, None);
+        v.scheme = "https";
+        v.client_cert = Some(&c);
+        assert_eq!(
+            t.expand(&v).unwrap(),
+            &b"SUCCESS|CN=alice\\0AX-Injected: 1|1001"[..],
+            "a line break in a name is escaped, never sent raw"
+        );
+        assert!(Template::parse("$ssl_client_s_dn", 0).is_err());
     }
 }

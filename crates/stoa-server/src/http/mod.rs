@@ -5,6 +5,7 @@
 //! the HTTP version that carries the request.
 
 pub mod autoindex;
+pub mod client_cert;
 pub mod conditional;
 pub mod path;
 pub mod range;

@@ -23,6 +23,7 @@ use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 use stoa_h2::hpack::Encoder;
@@ -69,6 +70,9 @@ pub(crate) struct Shared {
     block: Vec<u8>,
     /// Head buffers of streams that ended, for the next ones.
     spare_heads: Vec<Vec<u8>>,
+    /// The client's verified certificate (TLS), read once for every
+    /// stream of the connection.
+    pub(crate) client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 
 /// One stream's state on the connection side.
@@ -125,6 +129,7 @@ impl Shared {
             date: (Vec::new(), Vec::new()),
             block: Vec::new(),
             spare_heads: Vec::new(),
+            client_cert: None,
         }
     }
 
@@ -401,6 +406,11 @@ pub(crate) struct NphRelay {
 impl H2Stream {
     /// The stream `id` of the connection `shared`, whose slot the
     /// connection task made; `ended`: the request came with END_STREAM.
+    /// The client's verified certificate, over TLS with one.
+    pub fn client_cert(&self) -> Option<Arc<crate::http::client_cert::ClientCert>> {
+        self.shared.borrow().client_cert.clone()
+    }
+
     pub(crate) fn new(
         shared: Rc<RefCell<Shared>>,
         id: u32,

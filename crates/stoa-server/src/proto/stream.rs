@@ -93,6 +93,13 @@ impl Stream {
         tls_info(t.get_ref().1)
     }
 
+    /// The client's verified certificate, over TLS with one (made anew
+    /// per call: see `ClientCert`).
+    pub fn client_cert(&self) -> Option<crate::http::client_cert::ClientCert> {
+        let Stream::Tls(t) = self else { return None };
+        client_cert(t.get_ref().1)
+    }
+
     /// Waits until a read would return something (data or end of stream).
     /// Over TLS, decrypted bytes may already wait inside the session, with
     /// nothing left on the socket.
@@ -222,6 +229,11 @@ pub fn tls_info(c: &rustls::ServerConnection) -> Option<(&'static str, &'static 
     };
     let suite = c.negotiated_cipher_suite()?.suite().as_str().unwrap_or("");
     Some((version, suite))
+}
+
+#[inline(never)]
+fn client_cert(c: &rustls::ServerConnection) -> Option<crate::http::client_cert::ClientCert> {
+    super::tls::client::client_cert(c)
 }
 
 // The TLS arms of the I/O traits, never inlined (see [`cold`]).

@@ -17,6 +17,8 @@ mod der;
 pub(crate) mod ocsp;
 pub(crate) mod tickets;
 
+pub mod client;
+
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{
@@ -45,6 +47,9 @@ pub struct TlsSite {
     /// The certificate this block serves now; replaced in place (a
     /// renewed certificate, a fresh OCSP answer) without a reload.
     pub slot: Arc<CertSlot>,
+    /// `client_auth`'s verifier, which also checks a resumed session's
+    /// client again (`client::recheck`).
+    pub clients: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
 
 /// The certificate of one `[[tls]]` block, as rustls' resolver: every
@@ -143,6 +148,9 @@ impl Acceptor {
         let stream = timeout_at(deadline, start.into_stream(config))
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+        if let Some(v) = &site.clients {
+            client::recheck(v.as_ref(), stream.get_ref().1).map_err(io::Error::other)?;
+        }
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
         Ok((stream, h2))
     }
@@ -193,11 +201,23 @@ pub fn load(
 
 /// A server config whose certificate comes from `slot`.
 pub fn server_config(slot: Arc<CertSlot>, protocols: &[String]) -> Result<ServerConfig, String> {
+    server_config_with(slot, protocols, None)
+}
+
+/// [`server_config`] that asks clients for certificates and verifies them
+/// with `clients` (`client_auth`), when given.
+pub fn server_config_with(
+    slot: Arc<CertSlot>,
+    protocols: &[String],
+    clients: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Result<ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| format!("TLS: {e}"))?
-        .with_no_client_auth()
+        .with_client_cert_verifier(
+            clients.unwrap_or_else(rustls::server::WebPkiClientVerifier::no_client_auth),
+        )
         .with_cert_resolver(slot);
     config.alpn_protocols = alpn_list(protocols);
     config.ticketer = ticketer()?;
