@@ -115,6 +115,10 @@ fn class_of(size: usize) -> usize {
 /// new block (`osize` is then the kind of object, not a size); `nsize` 0
 /// frees `ptr`; otherwise `ptr` (of `osize` bytes) becomes `nsize` bytes.
 /// It must not fail when `nsize <= osize`.
+///
+/// What a request does almost every time — a small block freed, taken
+/// from its free list, or resized within its class — is here; the rest
+/// is in [`slow`], out of line, so that this part saves no registers.
 unsafe extern "C-unwind" fn alloc(
     ud: *mut c_void,
     p: *mut c_void,
@@ -124,6 +128,41 @@ unsafe extern "C-unwind" fn alloc(
     // SAFETY: `ud` is the `Arena` that `install` gave Lua with this
     // function; only this interpreter's thread calls it.
     let a = unsafe { &mut *(ud as *mut Arena) };
+    if p.is_null() {
+        if nsize != 0 && nsize <= MAX_SMALL && (a.limit == 0 || a.used + nsize <= a.limit) {
+            let class = class_of(nsize);
+            let head = a.free[class];
+            if !head.is_null() {
+                // SAFETY: a free block of ours holds the address of the
+                // next free block of its class (`give`).
+                a.free[class] = unsafe { *(head as *mut *mut u8) };
+                a.used += nsize;
+                return head as *mut c_void;
+            }
+        }
+    } else if a.ours(p) {
+        if nsize == 0 {
+            a.used = a.used.saturating_sub(osize);
+            // SAFETY: a block of ours of `osize` bytes Lua is done with.
+            unsafe { a.give(p as *mut u8, class_of(osize)) };
+            return ptr::null_mut();
+        }
+        if nsize <= MAX_SMALL
+            && class_of(nsize) == class_of(osize)
+            && (nsize <= osize || a.limit == 0 || a.used + (nsize - osize) <= a.limit)
+        {
+            a.used = (a.used + nsize).saturating_sub(osize);
+            return p;
+        }
+    }
+    // SAFETY: as for this function.
+    unsafe { slow(a, p, osize, nsize) }
+}
+
+/// Everything [`alloc`] does not do inline.
+#[cold]
+#[inline(never)]
+unsafe fn slow(a: &mut Arena, p: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     let old = if p.is_null() { 0 } else { osize };
     if nsize == 0 {
         if !p.is_null() {
@@ -134,11 +173,12 @@ unsafe extern "C-unwind" fn alloc(
             } else {
                 // SAFETY: not ours, so the previous allocator's.
                 unsafe { (a.inner)(a.inner_ud, p, osize, 0) };
-            }
-            if p == a.main {
-                // SAFETY: `lua_close` frees the main state's block last:
-                // nothing of this interpreter calls the allocator again.
-                unsafe { destroy(ud as *mut Arena) };
+                if p == a.main {
+                    // SAFETY: `lua_close` frees the main state's block
+                    // last: nothing of this interpreter calls the
+                    // allocator again.
+                    unsafe { destroy(a) };
+                }
             }
         }
         return ptr::null_mut();
