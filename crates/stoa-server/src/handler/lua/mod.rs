@@ -708,10 +708,10 @@ fn write_head(ex: &mut Exchange<'_>, status: u16, fields: &[(&[u8], &[u8])]) -> 
 }
 
 /// A header field name: a non-empty token (RFC 9110 §5.1).
+/// A token (RFC 9110 §5.6.2): a lookup in stoa-h1's table per byte, not a
+/// search of the punctuation (this runs for every header of every answer).
 fn header_name_ok(n: &[u8]) -> bool {
-    !n.is_empty()
-        && n.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
+    !n.is_empty() && n.iter().all(|&b| stoa_h1::is_tchar(b))
 }
 
 fn status_of(v: Option<Value>) -> mlua::Result<u16> {
