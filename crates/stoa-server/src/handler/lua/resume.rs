@@ -106,3 +106,105 @@ pub(super) fn first(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static MARK: u8 = 0;
+
+    fn mark() -> *mut std::ffi::c_void {
+        std::ptr::addr_of!(MARK) as *mut std::ffi::c_void
+    }
+
+    /// A coroutine running `body` (a Lua function of `id, m`), with
+    /// `DONE` as a global, as the prelude's wrappers see it.
+    fn coroutine(lua: &Lua, body: &str) -> mlua::Thread {
+        lua.globals()
+            .set("DONE", mlua::LightUserData(mark()))
+            .unwrap();
+        let f: mlua::Function = lua.load(body).eval().unwrap();
+        lua.create_thread(f).unwrap()
+    }
+
+    #[test]
+    fn a_yield_of_done_alone_is_recognised_and_the_coroutine_serves_the_next_request() {
+        let lua = Lua::new();
+        let th = coroutine(
+            &lua,
+            "return function(id, m) while true do seen = id * 10 + m; id, m = coroutine.yield(DONE) end end",
+        );
+        assert!(matches!(first(&lua, &th, 4, 2, mark()), Ok(First::Done)));
+        assert_eq!(lua.globals().get::<i64>("seen").unwrap(), 42);
+        // Parked at its yield: the next request's id and method are the
+        // values of that yield.
+        assert!(matches!(first(&lua, &th, 5, 1, mark()), Ok(First::Done)));
+        assert_eq!(lua.globals().get::<i64>("seen").unwrap(), 51);
+    }
+
+    #[test]
+    fn any_other_yield_comes_back_as_mlua_values() {
+        let lua = Lua::new();
+        let th = coroutine(
+            &lua,
+            "return function(id) coroutine.yield('write', 'x' .. id) return DONE, 200 end",
+        );
+        let Ok(First::Values(v)) = first(&lua, &th, 7, 1, mark()) else {
+            panic!("values expected");
+        };
+        let v: Vec<Value> = v.into_iter().collect();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].to_string().unwrap(), "write");
+        assert_eq!(v[1].to_string().unwrap(), "x7");
+        // mlua's resume goes on from there, as the handler's loop does.
+        let rest: MultiValue = th.resume(()).unwrap();
+        assert_eq!(rest.len(), 2);
+    }
+
+    #[test]
+    fn a_lua_error_carries_its_message_and_the_coroutine_s_traceback_as_mlua_s_resume_does() {
+        let lua = Lua::new();
+        let th = coroutine(
+            &lua,
+            "return function(id)\n  local t = nil\n  return t.x\nend",
+        );
+        match first(&lua, &th, 1, 1, mark()) {
+            Err(mlua::Error::RuntimeError(msg)) => {
+                assert!(msg.contains(":3: attempt to index"), "{msg}");
+                assert!(msg.contains("stack traceback:"), "{msg}");
+            }
+            Err(e) => panic!("a runtime error expected, got {e:?}"),
+            Ok(_) => panic!("an error expected"),
+        }
+    }
+
+    #[test]
+    fn an_error_raised_by_rust_code_comes_back_as_that_error() {
+        let lua = Lua::new();
+        let fail = lua
+            .create_function(|_, ()| -> mlua::Result<()> {
+                Err(mlua::Error::runtime("refused by rust"))
+            })
+            .unwrap();
+        lua.globals().set("fail", fail).unwrap();
+        let th = coroutine(&lua, "return function(id) fail() end");
+        match first(&lua, &th, 1, 1, mark()) {
+            Err(e) => assert!(e.to_string().contains("refused by rust"), "{e}"),
+            Ok(_) => panic!("an error expected"),
+        }
+    }
+
+    #[test]
+    fn a_memory_error_is_mlua_s_memory_error() {
+        let lua = Lua::new();
+        lua.set_memory_limit(1 << 20).unwrap();
+        let th = coroutine(
+            &lua,
+            "return function(id) local t = {} for i = 1, 1e7 do t[i] = i end end",
+        );
+        assert!(matches!(
+            first(&lua, &th, 1, 1, mark()),
+            Err(mlua::Error::MemoryError(_))
+        ));
+    }
+}
