@@ -18,7 +18,8 @@
 # Every route must answer 200 with the byte-identical page first. Then `wrk -t1 -c$CONC -d$DUR --latency`
 # per route; prints a Markdown table: requests/s, p99, and server CPU per request (utime+stime of the
 # server's processes and cutime+cstime of the children it reaped, /proc/PID/stat fields 14-17, after
-# minus before, over the requests wrk completed; for nginx its master and workers).
+# minus before, over the requests wrk completed; for nginx its master and workers), then that CPU
+# split into user and system (kernel) time.
 #
 # Usage: bench/dynamic.sh     (as root installs wrk / libfcgi-dev / nginx's Lua module when missing)
 # Knobs: DUR=5s CONC=16 WORKERS=1 RUN=/tmp/stoa-bench-dynamic STOA=target/release/stoa
@@ -181,19 +182,19 @@ pids_of() {  # the server's processes: the main one and its descendants
     echo "$root"
     for c in $(cat /proc/"$root"/task/*/children 2>/dev/null); do pids_of "$c"; done
 }
-ticks() {  # utime+stime+cutime+cstime of the server's processes
-    local sum=0
+ticks() {  # "USER SYSTEM": utime+cutime and stime+cstime of the server's processes
+    local u=0 s=0
     for p in $(pids_of "$1"); do
         # Fields after the ")" of comm: 14-17 are the 12th-15th.
         set -- $(sed 's/.*) //' /proc/"$p"/stat 2>/dev/null || echo)
-        [ $# -ge 15 ] && sum=$((sum + ${12} + ${13} + ${14} + ${15}))
+        [ $# -ge 15 ] && u=$((u + ${12} + ${14})) && s=$((s + ${13} + ${15}))
     done
-    echo "$sum"
+    echo "$u $s"
 }
 
 HZ=$(getconf CLK_TCK)
-echo "| route | requests/s | p99 | server CPU µs/request |"
-echo "|---|---|---|---|"
+echo "| route | requests/s | p99 | server CPU µs/request | of it user | of it system |"
+echo "|---|---|---|---|---|---|"
 for c in $CASES; do
     url=$(url_of "$c")
     pid=$STOA_PID; [[ $c == nginx-* ]] && pid=$NGINX_PID
@@ -201,20 +202,20 @@ for c in $CASES; do
     for _ in $(seq 50); do curl -fsS -o /dev/null "$url" 2>/dev/null && break; sleep 0.1; done
     if [ ${#hdrs[@]} -gt 0 ]; then
         if ! curl -fsS "${hdrs[@]}" "$url" | grep -Eq "$REQ_PAGE"; then
-            echo "| $c | FAILED: not the expected page | | |"
+            echo "| $c | FAILED: not the expected page | | | | |"
             continue
         fi
     elif ! curl -fsS "$url" | cmp -s - "$RUN/expected.html"; then
-        echo "| $c | FAILED: not the expected page | | |"
+        echo "| $c | FAILED: not the expected page | | | | |"
         continue
     fi
     wrk -t1 -c"$CONC" -d1s "${hdrs[@]}" "$url" > /dev/null  # warm-up
-    before=$(ticks "$pid")
+    read -r ub sb < <(ticks "$pid")
     wrk -t1 -c"$CONC" -d"$DUR" --latency "${hdrs[@]}" "$url" > "$RUN/raw/$c.txt"
-    after=$(ticks "$pid")
+    read -r ua sa < <(ticks "$pid")
     rps=$(awk '/^Requests\/sec/ {print $2}' "$RUN/raw/$c.txt")
     p99=$(awk '$1 == "99%" {print $2}' "$RUN/raw/$c.txt")
     n=$(awk '/requests in/ {print $1}' "$RUN/raw/$c.txt")
-    cpu=$(awk -v t=$((after - before)) -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.1f", n ? t / hz * 1e6 / n : 0 }')
-    echo "| $c | $rps | $p99 | $cpu |"
+    us() { awk -v t="$1" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.1f", n ? t / hz * 1e6 / n : 0 }'; }
+    echo "| $c | $rps | $p99 | $(us $((ua - ub + sa - sb))) | $(us $((ua - ub))) | $(us $((sa - sb))) |"
 done

@@ -21,9 +21,11 @@
 //! naming the script's file and line; the interpreter goes on serving.
 //! See docs/LUA.md.
 
+mod alloc;
 mod answer;
 mod fields;
 pub mod pg;
+mod resume;
 pub mod shared;
 mod watch;
 
@@ -343,7 +345,11 @@ fn vm_for(cfg: &LuaConfig) -> Result<Rc<Vm>, String> {
 
 fn load(cfg: &LuaConfig) -> mlua::Result<Vm> {
     let lua = Lua::new();
-    lua.set_memory_limit(cfg.memory)?;
+    // The size-class allocator keeps the cap itself (alloc.rs); mlua's
+    // stays where no region could be reserved.
+    if !alloc::install(&lua, cfg.memory) {
+        lua.set_memory_limit(cfg.memory)?;
+    }
     let stoa = lua.create_table()?;
     let dir = cfg
         .script
@@ -702,10 +708,10 @@ fn write_head(ex: &mut Exchange<'_>, status: u16, fields: &[(&[u8], &[u8])]) -> 
 }
 
 /// A header field name: a non-empty token (RFC 9110 §5.1).
+/// A token (RFC 9110 §5.6.2): a lookup in stoa-h1's table per byte, not a
+/// search of the punctuation (this runs for every header of every answer).
 fn header_name_ok(n: &[u8]) -> bool {
-    !n.is_empty()
-        && n.iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
+    !n.is_empty() && n.iter().all(|&b| stoa_h1::is_tchar(b))
 }
 
 fn status_of(v: Option<Value>) -> mlua::Result<u16> {
@@ -961,6 +967,33 @@ impl Limits<'_> {
             req: self.current.req.replace(self.req),
         };
         let r = watch::resume(th, self.running, args);
+        self.after(th)?;
+        r
+    }
+
+    /// The request's first resume ([`resume::first`]): its id and method.
+    fn first(&mut self, lua: &Lua, th: &mlua::Thread, m: i64) -> mlua::Result<resume::First> {
+        self.running.budget.set(self.budget);
+        self.running.deadline.set(Some(self.deadline));
+        self.running.stopped.set(None);
+        let _restore = Restore {
+            current: self.current,
+            id: self.current.id.replace(self.id),
+            req: self.current.req.replace(self.req),
+        };
+        let done = done_marker().0;
+        let r = watch::watched(
+            th.to_pointer() as *mut mlua::ffi::lua_State,
+            self.running,
+            || resume::first(lua, th, self.id, m, done),
+        );
+        self.after(th)?;
+        r
+    }
+
+    /// Takes back the budget left; an error if the watchdog stopped the
+    /// coroutine.
+    fn after(&mut self, th: &mlua::Thread) -> mlua::Result<()> {
         self.budget = self.running.budget.get();
         self.running.budget.set(u64::MAX);
         self.running.deadline.set(None);
@@ -970,7 +1003,7 @@ impl Limits<'_> {
                 return Err(mlua::Error::runtime(why.into_owned()));
             }
         }
-        r
+        Ok(())
     }
 }
 
@@ -1015,7 +1048,20 @@ async fn run(
         req: (req as *const RawReq<'_>).cast(),
     };
     vm.answer.clear();
-    let mut got = limits.resume(&th, (id, method_code(req.head.method.as_str())))?;
+    let m = method_code(req.head.method.as_str());
+    // A handler's plain answer comes back as `DONE` alone: the direct
+    // resume pays. An access check always yields its verdict as values.
+    let mut got = if std::ptr::eq(entry, &vm.entry) {
+        match limits.first(lua, &th, m)? {
+            resume::First::Done if vm.answer.is_ready() && !started.get() => {
+                return Ok(Ended::Collected(th));
+            }
+            resume::First::Done => MultiValue::from_iter([Value::LightUserData(done_marker())]),
+            resume::First::Values(v) => v,
+        }
+    } else {
+        limits.resume(&th, (id, m))?
+    };
     loop {
         if matches!(got.front(), Some(Value::LightUserData(d)) if *d == done_marker()) {
             got.pop_front();

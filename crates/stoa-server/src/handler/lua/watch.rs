@@ -205,7 +205,13 @@ pub fn resume(
     limits: &super::Running,
     args: impl mlua::IntoLuaMulti,
 ) -> mlua::Result<mlua::MultiValue> {
-    let l = th.to_pointer() as *mut ffi::lua_State;
+    watched(th.to_pointer() as *mut ffi::lua_State, limits, || {
+        th.resume(args)
+    })
+}
+
+/// Runs `f`, which resumes the coroutine `l`, under the watchdog.
+pub fn watched<R>(l: *mut ffi::lua_State, limits: &super::Running, f: impl FnOnce() -> R) -> R {
     SLOT.with(|s| {
         let slot = &s.0;
         CURRENT.with(|c| c.set(l));
@@ -218,14 +224,14 @@ pub fn resume(
         }
         slot.since
             .store(w.tick.load(Ordering::Relaxed), Ordering::Release);
-        let r = th.resume(args);
+        let r = f();
         slot.since.store(0, Ordering::Release);
         CURRENT.with(|c| c.set(std::ptr::null_mut()));
         LIMITS.with(|p| p.set(std::ptr::null()));
         if ARMED.with(Cell::get) {
             ARMED.with(|a| a.set(false));
             // SAFETY: `l` is a live coroutine of this thread's interpreter
-            // (`th` holds it); nothing runs in it now.
+            // (the caller holds it); nothing runs in it now.
             unsafe { ffi::lua_sethook(l, None, 0, 0) };
         }
         r
