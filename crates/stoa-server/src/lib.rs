@@ -12,6 +12,7 @@
 // `pub`: what the binary (crates/stoa) and the tests (tests/, fuzz/) use;
 // the rest is the crate's own.
 pub(crate) mod access;
+pub(crate) mod acme;
 pub mod broker;
 pub(crate) mod cache;
 pub mod cert;
