@@ -87,6 +87,9 @@ pub(crate) struct Spec {
     pub(crate) challenges: Vec<Challenge>,
     pub(crate) storage: PathBuf,
     pub(crate) directory_ca: Option<PathBuf>,
+    /// Its PEM contents, read when the config is loaded (by root under
+    /// the privileged parent, like certificates and keys).
+    pub(crate) directory_ca_pem: Option<Vec<u8>>,
     /// DNS names, lower case; the first names the storage directory.
     pub(crate) hosts: Vec<String>,
 }
@@ -144,6 +147,7 @@ impl Spec {
             challenges,
             storage: resolve(t.storage.as_deref().unwrap_or("/var/lib/stoa/acme")),
             directory_ca: t.directory_ca.as_deref().map(resolve),
+            directory_ca_pem: None,
             hosts,
         })
     }
@@ -224,13 +228,22 @@ fn random() -> f64 {
 }
 
 /// A time in an RFC 9773 window, chosen at random (§4.2), but not in
-/// the first third of the certificate's life unless the whole window is
-/// (the CA then wants it replaced early: a revocation): Pebble, for
-/// one, suggests from the moment of issue for short-lived certificates.
+/// the first third of the certificate's life nor in its last tenth
+/// (left for retries) unless the whole window is: Pebble, for one,
+/// suggests all of a short-lived certificate's life. A window wholly
+/// before the first third (the CA wants the certificate replaced early,
+/// as after a revocation) is followed as it is.
 fn ari_time(held: &Held, start: SystemTime, end: SystemTime, r: f64) -> SystemTime {
     let floor = held.not_before + held.lifetime() / 3;
-    let from = if end > floor { start.max(floor) } else { start };
-    let span = end.duration_since(from).unwrap_or(Duration::ZERO);
+    let ceiling = held.not_after - held.lifetime() / 10;
+    let (from, to) = if end <= floor {
+        (start, end)
+    } else {
+        let from = start.max(floor);
+        let to = end.min(ceiling).max(from);
+        (from, to)
+    };
+    let span = to.duration_since(from).unwrap_or(Duration::ZERO);
     from + span.mul_f64(r.clamp(0.0, 1.0))
 }
 
@@ -628,12 +641,12 @@ mod tests {
     }
 
     #[test]
-    fn an_ari_window_is_followed_but_not_inside_the_first_third_rfc9773_4_2() {
+    fn an_ari_window_is_followed_but_not_in_the_first_third_nor_the_last_tenth_rfc9773_4_2() {
         let h = held(30);
         let s = |secs| h.not_before + Duration::from_secs(secs);
         // Pebble's window for a short certificate: all of its life.
         assert_eq!(ari_time(&h, s(0), s(30), 0.0), s(10));
-        assert_eq!(ari_time(&h, s(0), s(30), 1.0), s(30));
+        assert_eq!(ari_time(&h, s(0), s(30), 1.0), s(27));
         // A window the CA moved before the floor (revocation): followed.
         assert_eq!(ari_time(&h, s(1), s(5), 0.0), s(1));
         // A late window is kept as it is.

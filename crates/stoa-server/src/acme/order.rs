@@ -5,10 +5,12 @@
 
 use super::store::{self, Store};
 use super::{Challenge, Spec};
+use instant_acme::BodyWrapper;
 use instant_acme::{
     Account, AccountBuilder, AccountCredentials, AuthorizationStatus, CertificateIdentifier,
     ChallengeType, Identifier, NewAccount, NewOrder, OrderStatus, RetryPolicy,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why an order failed; every kind is retried later with back-off, the
@@ -49,11 +51,36 @@ impl From<std::io::Error> for OrderError {
     }
 }
 
+/// The HTTP client to the directory: the system's roots, or only the
+/// certificates of `directory_ca` (read at load time, so the file may be
+/// one only root can read).
 fn builder(spec: &Spec) -> Result<AccountBuilder, OrderError> {
-    Ok(match &spec.directory_ca {
-        Some(ca) => Account::builder_with_root(ca)?,
-        None => Account::builder()?,
-    })
+    let Some(pem) = &spec.directory_ca_pem else {
+        return Ok(Account::builder()?);
+    };
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem) {
+        let c = c.map_err(|e| OrderError::Certificate(format!("directory_ca: {e:?}")))?;
+        roots
+            .add(c)
+            .map_err(|e| OrderError::Certificate(format!("directory_ca: {e}")))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OrderError::Certificate(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    let client: hyper_util::client::legacy::Client<_, BodyWrapper<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https);
+    Ok(Account::builder_with_http(Box::new(client)))
 }
 
 /// The account of `spec.directory`: the stored one, or a new one, stored

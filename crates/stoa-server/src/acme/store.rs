@@ -169,7 +169,8 @@ mod tests {
             file_name("https://127.0.0.1:14000/dir"),
             "127.0.0.1-14000-dir"
         );
-        assert_eq!(file_name("../x"), "--x");
+        assert_eq!(file_name("../x"), "-.-x");
+        assert_eq!(file_name(".."), "-.");
         assert_eq!(file_name("A.Example"), "a.example");
     }
 

@@ -1519,8 +1519,14 @@ fn build_tls(
                             "`acme` obtains the certificate: no `cert`, `key` or `self_signed` beside it".into(),
                         ));
                     }
-                    let spec = crate::acme::Spec::new(table, &t.hosts, resolve)
+                    let mut spec = crate::acme::Spec::new(table, &t.hosts, resolve)
                         .map_err(|m| err(span.clone(), "tls.acme", m))?;
+                    if let Some(ca) = &spec.directory_ca {
+                        let pem = files.read(ca).map_err(|e| {
+                            err(span.clone(), "tls.acme.directory_ca", format!("{}: cannot read: {e}", ca.display()))
+                        })?;
+                        spec.directory_ca_pem = Some(pem);
+                    }
                     let slot = crate::acme::slot(&spec).map_err(|m| err(span.clone(), "tls.acme", m))?;
                     acme.push(spec);
                     tls::server_config(slot.clone(), &protocols).map(|c| (c, slot))

@@ -93,6 +93,7 @@ fn decided(p: &Pick<'_>, changed: Option<&RequestHead>) -> (String, Option<Strin
         Pick::Status(s) => format!("status {s}"),
         Pick::HttpsRedirect => "https".to_owned(),
         Pick::OptionsStar => "options *".to_owned(),
+        Pick::AcmeChallenge(_) => "acme challenge".to_owned(),
     };
     let target = changed.map(|h| String::from_utf8_lossy(h.target()).into_owned());
     (what, target)
