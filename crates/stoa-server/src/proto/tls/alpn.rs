@@ -76,6 +76,11 @@ pub(crate) fn challenge_key(name: &str, digest: &[u8]) -> Result<CertifiedKey, S
     let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
     let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
     let der = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-    let provider = rustls::crypto::ring::default_provider();
-    CertifiedKey::from_der(vec![cert.der().clone()], der, &provider).map_err(|e| e.to_string())
+    // Not `CertifiedKey::from_der`: its key check parses the certificate
+    // with webpki, which refuses the critical acmeIdentifier extension.
+    let signer = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(der)
+        .map_err(|e| e.to_string())?;
+    Ok(CertifiedKey::new(vec![cert.der().clone()], signer))
 }
