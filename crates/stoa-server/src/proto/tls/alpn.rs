@@ -84,3 +84,45 @@ pub(crate) fn challenge_key(name: &str, digest: &[u8]) -> Result<CertifiedKey, S
         .map_err(|e| e.to_string())?;
     Ok(CertifiedKey::new(vec![cert.der().clone()], signer))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_challenge_certificate_names_the_host_and_carries_the_digest_critically_rfc8737_3() {
+        let digest = [7u8; 32];
+        let key = challenge_key("a.test", &digest).unwrap();
+        let (_, x) = x509_parser::parse_x509_certificate(key.cert[0].as_ref()).unwrap();
+        let ext = x
+            .extensions()
+            .iter()
+            .find(|e| e.oid.to_id_string() == "1.3.6.1.5.5.7.1.31")
+            .expect("acmeIdentifier extension");
+        assert!(ext.critical);
+        // The extension's value is an OCTET STRING of the SHA-256 digest.
+        let mut want = vec![0x04, 32];
+        want.extend_from_slice(&digest);
+        assert_eq!(ext.value, want.as_slice());
+        let san = x.subject_alternative_name().unwrap().unwrap();
+        assert_eq!(san.value.general_names.len(), 1);
+        assert_eq!(
+            format!("{}", san.value.general_names[0]),
+            "DNSName(a.test)"
+        );
+    }
+
+    #[test]
+    fn only_a_hello_offering_acme_tls_1_for_a_name_with_a_challenge_gets_it() {
+        let key = challenge_key("b.test", &[1u8; 32]).unwrap();
+        put("b.test", key);
+        let acme: &[&[u8]] = &[ACME_TLS_1];
+        let h2: &[&[u8]] = &[b"h2"];
+        assert!(for_hello(Some("B.test"), Some(acme.iter().copied())).is_some());
+        assert!(for_hello(Some("b.test"), Some(h2.iter().copied())).is_none());
+        assert!(for_hello(Some("c.test"), Some(acme.iter().copied())).is_none());
+        assert!(for_hello(None, Some(acme.iter().copied())).is_none());
+        remove("b.test");
+        assert!(for_hello(Some("b.test"), Some(acme.iter().copied())).is_none());
+    }
+}
