@@ -270,7 +270,7 @@ fn serve(
     }
     // Certificates are ordered as the user, by the process that answers
     // the challenges.
-    crate::acme::start();
+    crate::acme::start(&rt.acme);
     let (rt_tx, rt_rx) = watch::channel(rt.clone());
     let (sd_tx, sd_rx) = watch::channel(false);
     let shared = Arc::new(Shared::new(workers));
@@ -625,8 +625,8 @@ fn reload(
                 );
             }
             keep_cache_zones(&new);
+            crate::acme::start(&new.acme);
             let _ = tx.send(new.into_shared());
-            crate::acme::start();
             tracing::info!("reloaded {}", old.source);
             Ok(())
         }

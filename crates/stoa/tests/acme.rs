@@ -88,8 +88,14 @@ impl Proc {
             .expect("spawn");
         let out = Arc::new(Mutex::new(String::new()));
         for pipe in [
-            child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
-            child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
         ]
         .into_iter()
         .flatten()
@@ -278,7 +284,7 @@ fn config(
     // privileged parent made for it.
     dir.write(
         "stoa.toml",
-        &format!(
+        format!(
             "{listen}workers = 1\n\
              [log]\naccess = \"off\"\n\
              [limits]\nkeepalive_timeout = \"5m\"\n\
@@ -496,7 +502,11 @@ impl Held {
         }
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
-            let seen = self.out.lock().map(|s| s.matches("hello\n").count()).unwrap_or(0);
+            let seen = self
+                .out
+                .lock()
+                .map(|s| s.matches("hello\n").count())
+                .unwrap_or(0);
             if seen >= n {
                 return true;
             }
@@ -514,7 +524,8 @@ impl Drop for Held {
 }
 
 #[test]
-fn a_short_lived_certificate_renews_under_an_open_connection_and_survives_pebble_stopping_rfc9773() {
+fn a_short_lived_certificate_renews_under_an_open_connection_and_survives_pebble_stopping_rfc9773()
+{
     // 30-second certificates: renewed between 10 s and 27 s into their
     // life (ARI's window, kept out of the first third and last tenth).
     let mut pebble = Pebble::start(18710, 30);
@@ -552,13 +563,20 @@ fn a_short_lived_certificate_renews_under_an_open_connection_and_survives_pebble
     );
     let second = served_serial(pebble.tls_port());
     assert_ne!(first, second, "a new connection gets the new certificate");
-    assert!(conn.get(2), "the connection open across the renewal still answers");
+    assert!(
+        conn.get(2),
+        "the connection open across the renewal still answers"
+    );
 
     // Pebble stops: the next renewal fails, is logged and shown, and the
     // certificate in hand stays in service.
     pebble.pebble.stop();
     assert!(
-        server.wait_stderr(0, "the certificate in service stays", Duration::from_secs(60)),
+        server.wait_stderr(
+            0,
+            "the certificate in service stays",
+            Duration::from_secs(60)
+        ),
         "{}",
         server.stderr()
     );
@@ -621,12 +639,24 @@ fn two_instances_on_one_storage_order_a_certificate_once() {
         if page.contains("issued certificate") || page.contains("stored certificate") {
             break;
         }
-        assert!(Instant::now() < until, "B has no certificate: {page}\n{}", b.stderr());
+        assert!(
+            Instant::now() < until,
+            "B has no certificate: {page}\n{}",
+            b.stderr()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(!b.stderr().contains("ordering a certificate"), "{}", b.stderr());
+    assert!(
+        !b.stderr().contains("ordering a certificate"),
+        "{}",
+        b.stderr()
+    );
     assert_eq!(
-        pebble.pebble.text().matches("Issued certificate serial").count(),
+        pebble
+            .pebble
+            .text()
+            .matches("Issued certificate serial")
+            .count(),
         1,
         "{}",
         pebble.pebble.text()

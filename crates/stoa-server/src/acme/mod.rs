@@ -269,6 +269,9 @@ struct Entry {
     held: Mutex<Option<Held>>,
     report: Mutex<Report>,
     started: AtomicBool,
+    /// In the running configuration; a manager whose entry a reload
+    /// dropped ends at its next turn.
+    wanted: AtomicBool,
 }
 
 type Key = (String, PathBuf, Vec<String>);
@@ -316,6 +319,7 @@ pub(crate) fn slot(spec: &Spec) -> Result<Arc<CertSlot>, String> {
         held: Mutex::new(held),
         report: Mutex::new(report),
         started: AtomicBool::new(false),
+        wanted: AtomicBool::new(true),
     });
     reg.insert(key, e);
     Ok(slot)
@@ -356,14 +360,26 @@ pub(crate) fn any_http01(specs: &[Spec]) -> bool {
     specs.iter().any(Spec::wants_http01)
 }
 
-/// Starts a manager for every entry that has none (at start and after
-/// each reload), on the process's ACME thread.
-pub(crate) fn start() {
-    let entries: Vec<Arc<Entry>> = lock(registry()).values().cloned().collect();
-    let fresh: Vec<Arc<Entry>> = entries
-        .into_iter()
-        .filter(|e| !e.started.swap(true, Ordering::SeqCst))
-        .collect();
+/// Starts a manager for every certificate of `specs` (the running
+/// configuration's) that has none, on the process's ACME thread, and
+/// lets the managers of certificates no longer configured end (at start
+/// and after each reload).
+pub(crate) fn start(specs: &[Spec]) {
+    let mut reg = lock(registry());
+    let mut fresh = Vec::new();
+    for (key, e) in reg.iter() {
+        let wanted = specs
+            .iter()
+            .any(|s| (&s.directory, &s.storage, &s.hosts) == (&key.0, &key.1, &key.2));
+        e.wanted.store(wanted, Ordering::SeqCst);
+        if wanted && !e.started.swap(true, Ordering::SeqCst) {
+            fresh.push(e.clone());
+        }
+    }
+    // An entry no longer wanted and never started (a load that failed
+    // later, `stoa check`) is forgotten; a started one ends on its own.
+    reg.retain(|_, e| e.wanted.load(Ordering::SeqCst) || e.started.load(Ordering::SeqCst));
+    drop(reg);
     if fresh.is_empty() {
         return;
     }
@@ -422,6 +438,12 @@ const RECHECK: Duration = Duration::from_secs(3600);
 async fn manage(e: Arc<Entry>) {
     let mut failures = 0u32;
     loop {
+        if !e.wanted.load(Ordering::SeqCst) {
+            let spec = lock(&e.spec).clone();
+            tracing::info!("ACME: {} is no longer configured", spec.hosts.join(", "));
+            e.started.store(false, Ordering::SeqCst);
+            return;
+        }
         let spec = lock(&e.spec).clone();
         let due = due(&e, &spec).await;
         let now = SystemTime::now();
@@ -432,6 +454,9 @@ async fn manage(e: Arc<Entry>) {
                 .min(RECHECK);
             lock(&e.report).next_renewal = Some(due);
             tokio::time::sleep(wait).await;
+            if !e.wanted.load(Ordering::SeqCst) {
+                continue;
+            }
             if SystemTime::now() < due {
                 pick_up(&e, &spec.store());
                 continue;
@@ -590,7 +615,7 @@ async fn renew(e: &Entry, spec: &Spec) -> Result<(), order::OrderError> {
 pub(crate) fn reports() -> Vec<Report> {
     let mut out: Vec<Report> = lock(registry())
         .values()
-        .filter(|e| e.started.load(Ordering::Relaxed))
+        .filter(|e| e.started.load(Ordering::Relaxed) && e.wanted.load(Ordering::Relaxed))
         .map(|e| lock(&e.report).clone())
         .collect();
     out.sort_by(|a, b| a.hosts.cmp(&b.hosts));

@@ -106,10 +106,7 @@ mod tests {
         assert_eq!(ext.value, want.as_slice());
         let san = x.subject_alternative_name().unwrap().unwrap();
         assert_eq!(san.value.general_names.len(), 1);
-        assert_eq!(
-            format!("{}", san.value.general_names[0]),
-            "DNSName(a.test)"
-        );
+        assert_eq!(format!("{}", san.value.general_names[0]), "DNSName(a.test)");
     }
 
     #[test]
