@@ -2,7 +2,8 @@
 //! start-up (`server`, `worker`, the privileged parent `broker`, and
 //! `lifecycle`, `listen`, `notify`, `upgrade` for the service, its sockets,
 //! systemd and SIGUSR2); connection loops (`conn`) and the wire
-//! (`proto`); routing (`route`) over the config's runtime (`config`); the
+//! (`proto`); routing (`route`) over the config's runtime (`config`);
+//! certificates from ACME (`acme`), under both and beside the wire; the
 //! handler interface (`exchange`); handlers (`handler`); what gateways share
 //! (`gateway`); application processes and connections (`upstream`) and
 //! the response cache's store and rules (`cache`); and
