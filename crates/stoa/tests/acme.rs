@@ -406,6 +406,20 @@ fn http01_gets_a_certificate_at_start_that_curl_verifies_with_pebbles_root_rfc85
         .mode();
     assert_eq!(mode & 0o077, 0, "key.pem mode {mode:o}");
 
+    // A reload keeps the certificate in service and orders nothing.
+    let mark = server.stderr().len();
+    server.signal(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(mark, "reloaded", Duration::from_secs(20)),
+        "{}",
+        server.stderr()
+    );
+    assert_eq!(
+        curl_verified(pebble.tls_port(), &root, "/hello.txt").as_deref(),
+        Ok("hello\n")
+    );
+    assert_eq!(count(&server, "ordering a certificate"), 1);
+
     // A restart serves the stored certificate at once: no order. (Stopped
     // whole first: its ports are taken again.)
     server.signal(libc::SIGTERM);
