@@ -601,13 +601,15 @@ async fn renew(e: &Entry, spec: &Spec) -> Result<(), order::OrderError> {
     .map_err(order::OrderError::Certificate)?;
     let held = Held::of(chain.as_bytes()).map_err(order::OrderError::Certificate)?;
     store.save(chain.as_bytes(), key.as_bytes())?;
+    let until = httpdate::fmt_http_date(held.not_after);
+    // Served before it is logged: whoever reads the log line and connects
+    // gets the new certificate.
+    install(e, certified, held, "issued");
     tracing::info!(
-        "ACME: new certificate for {} (valid until {}), stored in {}",
+        "ACME: new certificate for {} (valid until {until}), stored in {}",
         spec.hosts.join(", "),
-        httpdate::fmt_http_date(held.not_after),
         store.cert_dir.display()
     );
-    install(e, certified, held, "issued");
     Ok(())
 }
 
