@@ -692,3 +692,51 @@ fn two_instances_on_one_storage_order_a_certificate_once() {
         Ok("hello\n")
     );
 }
+
+#[test]
+fn with_the_directory_unreachable_a_temporary_certificate_is_served_and_the_failure_shown() {
+    require("openssl", "openssl");
+    let dir = TempDir::new("acme-down");
+    dir.write("site/hello.txt", "hello\n");
+    // Port 1 of loopback: nothing listens, the connection is refused.
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "workers = 1\n[log]\naccess = \"off\"\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\nhosts = [\"a.test\"]\n\
+             acme = {{ directory = \"https://127.0.0.1:1/dir\", storage = \"{}\" }}\n\
+             [[site]]\nroot = \"{}\"\n\
+             [[site.route]]\nprefix = \"/stoa-status\"\nstatus = {{}}\n",
+            dir.join("storage").display(),
+            dir.join("site").display(),
+        ),
+    );
+    let server = Server::with_config(&cfg);
+    assert!(
+        server.wait_stderr(
+            0,
+            "the certificate in service stays",
+            Duration::from_secs(30)
+        ),
+        "{}",
+        server.stderr()
+    );
+    // Served meanwhile: a self-signed certificate for the host.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {} -servername a.test </dev/null 2>/dev/null | openssl x509 -noout -ext subjectAltName -issuer -subject",
+            server.addr
+        ))
+        .output()
+        .expect("run openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("DNS:a.test"), "{text}");
+    let page = status_page(server.addr.port());
+    let line = page
+        .lines()
+        .find(|l| l.starts_with("acme a.test ("))
+        .unwrap_or("");
+    assert!(line.contains("temporary certificate"), "{page}");
+    assert!(line.contains("failed: "), "{page}");
+}

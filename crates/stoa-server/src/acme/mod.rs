@@ -472,17 +472,18 @@ async fn manage(e: Arc<Entry>) {
             Err(err) => {
                 failures += 1;
                 let wait = backoff(failures);
+                // Shown before it is logged, as a new certificate is.
+                {
+                    let mut r = lock(&e.report);
+                    r.last_attempt = Some((at, outcome.clone()));
+                    r.next_renewal = Some(at + wait);
+                }
                 tracing::error!(
                     "ACME: {} from {}: {err}; the certificate in service stays; next try in {}s",
                     spec.hosts.join(", "),
                     spec.directory,
                     wait.as_secs()
                 );
-                {
-                    let mut r = lock(&e.report);
-                    r.last_attempt = Some((at, outcome.clone()));
-                    r.next_renewal = Some(at + wait);
-                }
                 tokio::time::sleep(wait).await;
                 continue;
             }
