@@ -405,6 +405,19 @@ fn http01_gets_a_certificate_at_start_that_curl_verifies_with_pebbles_root_rfc85
         assert!(Instant::now() < until, "{page}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let json = Command::new("curl")
+        .args(["-sS", "-k", "--max-time", "10"])
+        .arg(format!(
+            "https://127.0.0.1:{}/stoa-status?format=json",
+            pebble.tls_port()
+        ))
+        .output()
+        .expect("run curl");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("status JSON");
+    assert_eq!(v["acme"][0]["hosts"][0], "a.test", "{v}");
+    assert_eq!(v["acme"][0]["certificate"], "issued", "{v}");
+    assert_eq!(v["acme"][0]["last_outcome"], "ok", "{v}");
+    assert!(v["acme"][0]["expires"].is_string(), "{v}");
     // Account and certificate are in storage, the keys private.
     let store = dir.join("storage/127.0.0.1-18700-dir");
     assert!(store.join("account.json").is_file());
@@ -739,4 +752,21 @@ fn with_the_directory_unreachable_a_temporary_certificate_is_served_and_the_fail
         .unwrap_or("");
     assert!(line.contains("temporary certificate"), "{page}");
     assert!(line.contains("failed: "), "{page}");
+    let prom = Command::new("curl")
+        .args(["-sS", "-k", "--max-time", "10"])
+        .arg(format!(
+            "https://{}/stoa-status?format=prometheus",
+            server.addr
+        ))
+        .output()
+        .expect("run curl");
+    let prom = String::from_utf8_lossy(&prom.stdout);
+    assert!(
+        prom.contains("stoa_acme_last_attempt_failed{hosts=\"a.test\"} 1"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("stoa_acme_certificate_expiry_timestamp_seconds{hosts=\"a.test\"} 0"),
+        "{prom}"
+    );
 }

@@ -612,6 +612,40 @@ impl Snapshot {
                 let _ = writeln!(s, "stoa_{name}{{zone=\"{}\"}} {}", label(zone), f(z));
             }
         }
+        if !self.certificates.is_empty() {
+            metric(
+                &mut s,
+                "acme_certificate_expiry_timestamp_seconds",
+                "gauge",
+                "When each ACME certificate served expires (Unix time; 0: a temporary one).",
+            );
+            for c in &self.certificates {
+                let at = c
+                    .not_after
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_secs());
+                let _ = writeln!(
+                    s,
+                    "stoa_acme_certificate_expiry_timestamp_seconds{{hosts=\"{}\"}} {at}",
+                    label(&c.hosts.join(" "))
+                );
+            }
+            metric(
+                &mut s,
+                "acme_last_attempt_failed",
+                "gauge",
+                "1 when the last attempt to obtain or renew an ACME certificate failed.",
+            );
+            for c in &self.certificates {
+                let failed = matches!(c.last_attempt, Some((_, Err(_))));
+                let _ = writeln!(
+                    s,
+                    "stoa_acme_last_attempt_failed{{hosts=\"{}\"}} {}",
+                    label(&c.hosts.join(" ")),
+                    u8::from(failed)
+                );
+            }
+        }
         s
     }
 }
