@@ -428,6 +428,16 @@ fn http01_gets_a_certificate_at_start_that_curl_verifies_with_pebbles_root_rfc85
         .permissions()
         .mode();
     assert_eq!(mode & 0o077, 0, "key.pem mode {mode:o}");
+    // Started as root, the server process orders as `user` (nobody):
+    // the parent made the storage for it.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(store.join("a.test/cert.pem"))
+            .expect("cert.pem")
+            .uid();
+        assert_eq!(owner, account_uid("nobody"));
+    }
 
     // A reload keeps the certificate in service and orders nothing.
     let mark = server.stderr().len();
