@@ -1104,6 +1104,18 @@ fn build(
     }
     let mut sites = Vec::new();
     let mut warnings = Vec::new();
+    // HTTP-01 is answered on cleartext TCP listeners only.
+    if listen.is_empty() {
+        for a in acme
+            .iter()
+            .filter(|a| a.challenges == [crate::acme::Challenge::Http01])
+        {
+            warnings.push(format!(
+                "{file}: tls.acme for {}: challenges = [\"http-01\"] but no cleartext `listen` address: the CA's validation cannot be answered",
+                a.hosts.join(", ")
+            ));
+        }
+    }
     for (i, sc) in site_cfgs.iter().enumerate() {
         let key = format!("site[{i}]");
         let index = sc
