@@ -439,10 +439,14 @@ async fn manage(e: Arc<Entry>) {
     let mut failures = 0u32;
     loop {
         if !e.wanted.load(Ordering::SeqCst) {
-            let spec = lock(&e.spec).clone();
-            tracing::info!("ACME: {} is no longer configured", spec.hosts.join(", "));
             e.started.store(false, Ordering::SeqCst);
-            return;
+            // A reload that wanted it again meanwhile saw this manager
+            // still running and started none: it goes on.
+            if !e.wanted.load(Ordering::SeqCst) || e.started.swap(true, Ordering::SeqCst) {
+                let hosts = lock(&e.spec).hosts.join(", ");
+                tracing::info!("ACME: {hosts} is no longer configured");
+                return;
+            }
         }
         let spec = lock(&e.spec).clone();
         let due = due(&e, &spec).await;
