@@ -724,7 +724,8 @@ fn two_instances_on_one_storage_order_a_certificate_once() {
 }
 
 #[test]
-fn with_the_directory_unreachable_a_temporary_certificate_is_served_and_the_failure_shown() {
+fn an_unreachable_directory_leaves_a_temporary_certificate_and_a_shown_failure_until_a_reload_drops_acme(
+) {
     require("openssl", "openssl");
     let dir = TempDir::new("acme-down");
     dir.write("site/hello.txt", "hello\n");
@@ -786,4 +787,33 @@ fn with_the_directory_unreachable_a_temporary_certificate_is_served_and_the_fail
         prom.contains("stoa_acme_certificate_expiry_timestamp_seconds{hosts=\"a.test\"} 0"),
         "{prom}"
     );
+
+    // A reload without `acme` ends the manager at once (it was waiting
+    // out a minute's back-off), and the status page drops the line.
+    std::fs::write(
+        &cfg,
+        format!(
+            "workers = 1\n[log]\naccess = \"off\"\n\
+             [[tls]]\nlisten = [\"127.0.0.1:0\"]\nhosts = [\"a.test\"]\n\
+             cert = \"{}\"\nkey = \"{}\"\nself_signed = true\n\
+             [[site]]\nroot = \"{}\"\n\
+             [[site.route]]\nprefix = \"/stoa-status\"\nstatus = {{}}\n",
+            dir.join("self/cert.pem").display(),
+            dir.join("self/key.pem").display(),
+            dir.join("site").display(),
+        ),
+    )
+    .expect("rewrite the config");
+    let mark = server.stderr().len();
+    server.signal(libc::SIGHUP);
+    assert!(
+        server.wait_stderr(
+            mark,
+            "a.test is no longer configured",
+            Duration::from_secs(20)
+        ),
+        "{}",
+        server.stderr()
+    );
+    assert!(!status_page(server.addr.port()).contains("acme a.test"));
 }

@@ -270,8 +270,9 @@ struct Entry {
     report: Mutex<Report>,
     started: AtomicBool,
     /// In the running configuration; a manager whose entry a reload
-    /// dropped ends at its next turn.
+    /// dropped ends, woken by `wake`.
     wanted: AtomicBool,
+    wake: tokio::sync::Notify,
 }
 
 type Key = (String, PathBuf, Vec<String>);
@@ -320,6 +321,7 @@ pub(crate) fn slot(spec: &Spec) -> Result<Arc<CertSlot>, String> {
         report: Mutex::new(report),
         started: AtomicBool::new(false),
         wanted: AtomicBool::new(true),
+        wake: tokio::sync::Notify::new(),
     });
     reg.insert(key, e);
     Ok(slot)
@@ -371,7 +373,11 @@ pub(crate) fn start(specs: &[Spec]) {
         let wanted = specs
             .iter()
             .any(|s| (&s.directory, &s.storage, &s.hosts) == (&key.0, &key.1, &key.2));
-        e.wanted.store(wanted, Ordering::SeqCst);
+        let was = e.wanted.swap(wanted, Ordering::SeqCst);
+        if was && !wanted {
+            // Its manager may be asleep for hours: it ends now.
+            e.wake.notify_one();
+        }
         if wanted && !e.started.swap(true, Ordering::SeqCst) {
             fresh.push(e.clone());
         }
@@ -435,6 +441,14 @@ fn backoff(failures: u32) -> Duration {
 /// and at renewal information while it waits.
 const RECHECK: Duration = Duration::from_secs(3600);
 
+/// Sleeps `d`, or less when a reload drops the entry.
+async fn nap(e: &Entry, d: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(d) => {}
+        () = e.wake.notified() => {}
+    }
+}
+
 async fn manage(e: Arc<Entry>) {
     let mut failures = 0u32;
     loop {
@@ -457,7 +471,7 @@ async fn manage(e: Arc<Entry>) {
                 .unwrap_or(Duration::ZERO)
                 .min(RECHECK);
             lock(&e.report).next_renewal = Some(due);
-            tokio::time::sleep(wait).await;
+            nap(&e, wait).await;
             if !e.wanted.load(Ordering::SeqCst) {
                 continue;
             }
@@ -488,7 +502,7 @@ async fn manage(e: Arc<Entry>) {
                     spec.directory,
                     wait.as_secs()
                 );
-                tokio::time::sleep(wait).await;
+                nap(&e, wait).await;
                 continue;
             }
         }
