@@ -50,6 +50,23 @@ if ! command -v h2spec >/dev/null 2>&1; then
     missing+=("h2spec (needs Go: go install $h2spec_mod)")
   fi
 fi
+# Pebble and pebble-challtestsrv (Go), the ACME server and its DNS for
+# crates/stoa/tests/acme.rs, pinned; `go install` also leaves Pebble's
+# module (its test certificates) in the module cache, where the test
+# reads them.
+pebble_version=v2.10.3
+for tool in pebble pebble-challtestsrv; do
+  if ! command -v "$tool" >/dev/null 2>&1 ||
+    ! [ -d "$(go env GOMODCACHE 2>/dev/null)/github.com/letsencrypt/pebble/v2@$pebble_version" ]; then
+    if command -v go >/dev/null 2>&1; then
+      echo "test.sh: installing $tool $pebble_version with go install"
+      go install "github.com/letsencrypt/pebble/v2/cmd/$tool@$pebble_version" ||
+        missing+=("$tool (go install github.com/letsencrypt/pebble/v2/cmd/$tool@$pebble_version failed)")
+    else
+      missing+=("$tool (needs Go: go install github.com/letsencrypt/pebble/v2/cmd/$tool@$pebble_version)")
+    fi
+  fi
+done
 # cargo-deb, which builds the Debian package that packaging/test-deb.sh
 # installs: a pinned version, built from crates.io when it is missing
 # (about a minute on two cores, once per machine).

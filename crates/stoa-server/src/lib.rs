@@ -2,7 +2,8 @@
 //! start-up (`server`, `worker`, the privileged parent `broker`, and
 //! `lifecycle`, `listen`, `notify`, `upgrade` for the service, its sockets,
 //! systemd and SIGUSR2); connection loops (`conn`) and the wire
-//! (`proto`); routing (`route`) over the config's runtime (`config`); the
+//! (`proto`); routing (`route`) over the config's runtime (`config`);
+//! certificates from ACME (`acme`), under both and beside the wire; the
 //! handler interface (`exchange`); handlers (`handler`); what gateways share
 //! (`gateway`); application processes and connections (`upstream`) and
 //! the response cache's store and rules (`cache`); and
@@ -12,6 +13,7 @@
 // `pub`: what the binary (crates/stoa) and the tests (tests/, fuzz/) use;
 // the rest is the crate's own.
 pub(crate) mod access;
+pub(crate) mod acme;
 pub mod broker;
 pub(crate) mod cache;
 pub mod cert;

@@ -62,6 +62,9 @@ pub(crate) enum Pick<'r> {
     /// A cleartext request to a site with `https_redirect`: 308 to the
     /// same URL over https.
     HttpsRedirect,
+    /// An ACME HTTP-01 validation on a cleartext listener: the key
+    /// authorization to answer with (RFC 8555 §8.3).
+    AcmeChallenge(String),
     OptionsStar,
 }
 
@@ -73,7 +76,9 @@ impl Pick<'_> {
             Pick::Run(h, _) => h.runs_async(),
             Pick::Access(a) => a.runs_async(),
             Pick::Checked(..) => false,
-            Pick::Status(_) | Pick::HttpsRedirect | Pick::OptionsStar => false,
+            Pick::Status(_) | Pick::HttpsRedirect | Pick::AcmeChallenge(_) | Pick::OptionsStar => {
+                false
+            }
         }
     }
 }
@@ -119,6 +124,11 @@ fn pick_with_rules<'r>(
     hsts: &mut Option<&'r [u8]>,
     edge: &mut &'r Edge,
 ) -> (Pick<'r>, Option<RequestHead>) {
+    if !tls && !rt.acme.is_empty() {
+        if let Some(answer) = acme_answer(head.path()) {
+            return (Pick::AcmeChallenge(answer), None);
+        }
+    }
     if let Some(site) = rt.site_for(crate::http::host_name(head.host())) {
         if tls {
             *hsts = site.hsts.as_deref();
@@ -133,6 +143,17 @@ fn pick_with_rules<'r>(
 /// and normalized as routing will see it.
 fn is_acme_challenge(path: &[u8]) -> bool {
     crate::http::path::normalize(path).is_ok_and(|p| p.starts_with("/.well-known/acme-challenge/"))
+}
+
+/// The key authorization for an HTTP-01 path whose token a challenge
+/// out now has (RFC 8555 §8.3). The path as sent: validators send the
+/// token as it is (base64url, nothing to decode), and other requests pay
+/// one prefix comparison.
+fn acme_answer(path: &[u8]) -> Option<String> {
+    if !path.starts_with(crate::acme::tokens::PREFIX.as_bytes()) {
+        return None;
+    }
+    crate::acme::tokens::answer(std::str::from_utf8(path).ok()?)
 }
 
 /// The `Location` of an https redirect: the request's host (its port
@@ -599,6 +620,14 @@ fn dispatch_in<'x>(
         }
         Pick::Status(s) => {
             ex.error(s, &[]);
+            ex.finish();
+            None
+        }
+        Pick::AcmeChallenge(answer) => {
+            ex.start(200);
+            ex.header("Content-Type", b"application/octet-stream");
+            ex.end_head(Some(answer.len() as u64));
+            ex.write(answer.as_bytes());
             ex.finish();
             None
         }

@@ -140,6 +140,9 @@ pub fn run(
         // The cache zones' directories root just made are the server's.
         crate::cache::store::give_dirs_to(acct.uid, acct.gid)
             .map_err(|e| StartError::Privileges(format!("cache zone directory: {e}")))?;
+        // The server child orders certificates as the user.
+        crate::acme::give_storage_to(&rt.acme, acct.uid, acct.gid)
+            .map_err(|e| StartError::Privileges(format!("acme storage: {e}")))?;
         return broker::run_parent(source, rt, files.into_recorded(), acct, life, inherited);
     }
     let mut life = life;
@@ -268,6 +271,9 @@ fn serve(
     // Fetching OCSP answers is the serving process's work (not the
     // privileged parent's, nor `stoa check`'s), as the user.
     crate::proto::tls::ocsp::start();
+    // Certificates are ordered as the user, by the process that answers
+    // the challenges.
+    crate::acme::start(&rt.acme);
     let (rt_tx, rt_rx) = watch::channel(rt.clone());
     let (sd_tx, sd_rx) = watch::channel(false);
     let shared = Arc::new(Shared::new(workers));
@@ -622,6 +628,7 @@ fn reload(
                 );
             }
             keep_cache_zones(&new);
+            crate::acme::start(&new.acme);
             let _ = tx.send(new.into_shared());
             tracing::info!("reloaded {}", old.source);
             Ok(())

@@ -126,6 +126,16 @@ fn forbidden(from: &str, to: &str) -> bool {
     {
         return true;
     }
+    // ACME (`acme`) sits under the config loader and routing, beside the
+    // wire: it imports the wire's TLS (slots, TLS-ALPN-01 answers) and
+    // the leaves; the config loader, routing (HTTP-01 answers), start-up
+    // and the status page import it.
+    if from == "acme" && !["proto", "local", "log", "http", "units", "fs"].contains(&to) {
+        return true;
+    }
+    if to == "acme" && !["config", "route", "top", "handler::status"].contains(&from) {
+        return true;
+    }
     // Response filters sit below the exchange: they see a head and body
     // bytes, never a carrier, a route, a configuration file or a handler.
     if from == "filter"

@@ -118,9 +118,11 @@ pub struct LuaGlobalConfig {
 pub struct TlsConfig {
     /// Addresses to accept TLS connections on.
     pub listen: Vec<String>,
-    /// The certificate chain, PEM, leaf first.
+    /// The certificate chain, PEM, leaf first (not with `acme`).
+    #[serde(default)]
     pub cert: String,
-    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1) (not with `acme`).
+    #[serde(default)]
     pub key: String,
     /// SNI names this certificate serves (`*.example.com` allowed).
     #[serde(default)]
@@ -150,6 +152,9 @@ pub struct TlsConfig {
     /// Client certificates: `{ ca, required, crl }` (nginx
     /// `ssl_verify_client` + `ssl_client_certificate` + `ssl_crl`).
     pub client_auth: Option<crate::proto::tls::client::ClientAuthConfig>,
+    /// Certificates for `hosts` from an ACME directory (crate::acme),
+    /// instead of `cert` and `key`.
+    pub acme: Option<crate::acme::AcmeTable>,
 }
 
 /// `[cgi]`: limits shared by every CGI route.
@@ -562,6 +567,8 @@ pub struct Runtime {
     /// TLS addresses, each with its certificates (a `[[tls]]` block's
     /// addresses; several blocks may share one).
     pub tls: Vec<(SocketAddr, Arc<crate::proto::tls::Acceptor>)>,
+    /// The `[[tls]]` blocks with `acme`, checked.
+    pub(crate) acme: Vec<crate::acme::Spec>,
     pub workers: usize,
     /// `user`: whom to run as when started as root (checked to exist).
     pub user: Option<String>,
@@ -806,7 +813,8 @@ fn build(
             "`unix:` listeners do not speak TLS (--tls-cert)".into(),
         ));
     }
-    let tls = build_tls(&fc, ov, &mut listen, &err, &resolve, files)?;
+    let mut acme = Vec::new();
+    let tls = build_tls(&fc, ov, &mut listen, &err, &resolve, files, &mut acme)?;
     if listen.is_empty() && tls.is_empty() && unix_paths.is_empty() {
         listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
     }
@@ -1130,6 +1138,18 @@ fn build(
     }
     let mut sites = Vec::new();
     let mut warnings: Vec<String> = no_client_auth.into_iter().collect();
+    // HTTP-01 is answered on cleartext TCP listeners only.
+    if listen.is_empty() {
+        for a in acme
+            .iter()
+            .filter(|a| a.challenges == [crate::acme::Challenge::Http01])
+        {
+            warnings.push(format!(
+                "{file}: tls.acme for {}: challenges = [\"http-01\"] but no cleartext `listen` address: the CA's validation cannot be answered",
+                a.hosts.join(", ")
+            ));
+        }
+    }
     for (i, sc) in site_cfgs.iter().enumerate() {
         let key = format!("site[{i}]");
         let index = sc
@@ -1432,7 +1452,9 @@ fn build(
             edge,
         });
     }
-    let transport_rules = sites.iter().any(|s| s.https_redirect || s.hsts.is_some());
+    // HTTP-01 answers are looked up where the transport rules are.
+    let transport_rules = sites.iter().any(|s| s.https_redirect || s.hsts.is_some())
+        || crate::acme::any_http01(&acme);
     let max_body_ceiling = sites
         .iter()
         .flat_map(|s| std::iter::once(&s.edge).chain(s.routes.iter().map(|r| &r.edge)))
@@ -1448,6 +1470,7 @@ fn build(
         unix,
         proxy_protocol,
         tls,
+        acme,
         workers,
         user,
         access_log,
@@ -1482,6 +1505,7 @@ fn build_tls(
     err: &ErrAt<'_>,
     resolve: &dyn Fn(&str) -> PathBuf,
     files: &Files,
+    acme: &mut Vec<crate::acme::Spec>,
 ) -> Result<Vec<(SocketAddr, Arc<crate::proto::tls::Acceptor>)>, ConfigError> {
     use crate::proto::tls::{self, Acceptor, TlsSite};
     let default_protocols: Vec<String> = tls::PROTOCOLS.iter().map(|p| p.to_string()).collect();
@@ -1534,8 +1558,32 @@ fn build_tls(
                 }
                 let cert = resolve(&t.cert);
                 let key = resolve(&t.key);
-                let (config, slot) =
-                    if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
+                let (config, slot) = if let Some(table) = &t.acme {
+                    if !t.cert.is_empty() || !t.key.is_empty() || t.self_signed {
+                        return Err(err(
+                            span,
+                            "tls.acme",
+                            "`acme` obtains the certificate: no `cert`, `key` or `self_signed` beside it".into(),
+                        ));
+                    }
+                    let mut spec = crate::acme::Spec::new(table, &t.hosts, resolve)
+                        .map_err(|m| err(span.clone(), "tls.acme", m))?;
+                    if let Some(ca) = &spec.directory_ca {
+                        let pem = files.read(ca).map_err(|e| {
+                            err(span.clone(), "tls.acme.directory_ca", format!("{}: cannot read: {e}", ca.display()))
+                        })?;
+                        spec.directory_ca_pem = Some(pem);
+                    }
+                    let slot = crate::acme::slot(&spec).map_err(|m| err(span.clone(), "tls.acme", m))?;
+                    acme.push(spec);
+                    tls::server_config(slot.clone(), &protocols).map(|c| (c, slot))
+                } else if t.cert.is_empty() || t.key.is_empty() {
+                    return Err(err(
+                        span,
+                        "tls",
+                        "needs `cert` and `key` (or `acme`)".into(),
+                    ));
+                } else if t.self_signed && !(files.exists(&cert) && files.exists(&key)) {
                         self_signed(&cert, &key, &t.hosts, &protocols, ov.dry_run, files)
                     } else {
                         load_tls(files, &cert, &key, &protocols)
@@ -1571,7 +1619,11 @@ fn build_tls(
                         crate::proto::tls::ocsp::Settings {
                             responder: t.ocsp_responder.clone(),
                             cache: t.ocsp_cache.as_deref().map(resolve),
-                            label: cert.display().to_string(),
+                            label: if t.acme.is_some() {
+                                t.hosts.join(", ")
+                            } else {
+                                cert.display().to_string()
+                            },
                         },
                     );
                 }

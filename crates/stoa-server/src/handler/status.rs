@@ -94,6 +94,8 @@ struct Snapshot {
     pools: Vec<PoolSnap>,
     /// The response cache's zones: name and counters, by name.
     zones: Vec<(String, Stats)>,
+    /// Certificates from ACME: what is served, until when, the renewals.
+    certificates: Vec<crate::acme::Report>,
 }
 
 /// A zone's figures, as each format names them: the key (JSON, text and
@@ -206,6 +208,21 @@ impl std::fmt::Display for Who {
     }
 }
 
+/// A time on the status page (HTTP date), or "-".
+fn date(t: Option<std::time::SystemTime>) -> String {
+    t.map(httpdate::fmt_http_date)
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// An ACME attempt's time and outcome, or "-".
+fn attempt(a: &Option<(std::time::SystemTime, Result<(), String>)>) -> String {
+    match a {
+        None => "-".to_owned(),
+        Some((t, Ok(()))) => format!("{} ok", httpdate::fmt_http_date(*t)),
+        Some((t, Err(e))) => format!("{} failed: {e}", httpdate::fmt_http_date(*t)),
+    }
+}
+
 fn state_name(s: ProcState) -> &'static str {
     match s {
         ProcState::Stopped => "stopped",
@@ -243,6 +260,7 @@ impl Snapshot {
                 z.sort_by(|a, b| a.0.cmp(&b.0));
                 z
             },
+            certificates: crate::acme::reports(),
         }
     }
 
@@ -307,6 +325,19 @@ impl Snapshot {
                 let _ = write!(s, "{} {key} {}", if i == 0 { "" } else { "," }, f(z));
             }
             s.push('\n');
+        }
+        for c in &self.certificates {
+            let _ = writeln!(
+                s,
+                "acme {} ({}): {} certificate, expires {}, next renewal {}, last renewal {}, last attempt {}",
+                c.hosts.join(" "),
+                c.directory,
+                c.source,
+                date(c.not_after),
+                date(c.next_renewal),
+                date(c.last_renewal),
+                attempt(&c.last_attempt),
+            );
         }
         s
     }
@@ -380,6 +411,19 @@ impl Snapshot {
                 }
                 serde_json::Value::Object(o)
             }).collect::<Vec<_>>(),
+            "acme": self.certificates.iter().map(|c| serde_json::json!({
+                "hosts": c.hosts,
+                "directory": c.directory,
+                "certificate": c.source,
+                "expires": c.not_after.map(httpdate::fmt_http_date),
+                "next_renewal": c.next_renewal.map(httpdate::fmt_http_date),
+                "last_renewal": c.last_renewal.map(httpdate::fmt_http_date),
+                "last_attempt": c.last_attempt.as_ref().map(|(t, _)| httpdate::fmt_http_date(*t)),
+                "last_outcome": c.last_attempt.as_ref().map(|(_, r)| match r {
+                    Ok(()) => "ok".to_owned(),
+                    Err(e) => e.clone(),
+                }),
+            })).collect::<Vec<_>>(),
         });
         let mut s = v.to_string();
         s.push('\n');
@@ -568,6 +612,40 @@ impl Snapshot {
                 let _ = writeln!(s, "stoa_{name}{{zone=\"{}\"}} {}", label(zone), f(z));
             }
         }
+        if !self.certificates.is_empty() {
+            metric(
+                &mut s,
+                "acme_certificate_expiry_timestamp_seconds",
+                "gauge",
+                "When each ACME certificate served expires (Unix time; 0: a temporary one).",
+            );
+            for c in &self.certificates {
+                let at = c
+                    .not_after
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_secs());
+                let _ = writeln!(
+                    s,
+                    "stoa_acme_certificate_expiry_timestamp_seconds{{hosts=\"{}\"}} {at}",
+                    label(&c.hosts.join(" "))
+                );
+            }
+            metric(
+                &mut s,
+                "acme_last_attempt_failed",
+                "gauge",
+                "1 when the last attempt to obtain or renew an ACME certificate failed.",
+            );
+            for c in &self.certificates {
+                let failed = matches!(c.last_attempt, Some((_, Err(_))));
+                let _ = writeln!(
+                    s,
+                    "stoa_acme_last_attempt_failed{{hosts=\"{}\"}} {}",
+                    label(&c.hosts.join(" ")),
+                    u8::from(failed)
+                );
+            }
+        }
         s
     }
 }
@@ -692,6 +770,7 @@ mod tests {
             by_proto: [(0, 0); 4],
             streams: [(0, 0); 2],
             handshakes: [0; 3],
+            certificates: Vec::new(),
             pools: Vec::new(),
             zones: vec![
                 ("pages".into(), pages),

@@ -93,6 +93,7 @@ fn decided(p: &Pick<'_>, changed: Option<&RequestHead>) -> (String, Option<Strin
         Pick::Status(s) => format!("status {s}"),
         Pick::HttpsRedirect => "https".to_owned(),
         Pick::OptionsStar => "options *".to_owned(),
+        Pick::AcmeChallenge(_) => "acme challenge".to_owned(),
     };
     let target = changed.map(|h| String::from_utf8_lossy(h.target()).into_owned());
     (what, target)
@@ -301,6 +302,48 @@ fn transport_rules_redirect_cleartext_and_give_hsts_over_tls() {
         with("/style.css", true),
         ("static /style.css".to_owned(), Some(b"max-age=60".to_vec()))
     );
+}
+
+/// A pending ACME HTTP-01 token is answered with its key authorization
+/// on cleartext before `https_redirect` (RFC 8555 §8.3); other paths
+/// under the prefix, and requests over TLS, route as before.
+#[test]
+fn a_pending_http01_token_is_answered_before_the_https_redirect_rfc8555_8_3() {
+    let d = docroot("acme");
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\n[[tls]]\nlisten = [\"127.0.0.1:0\"]\nhosts = [\"a.test\"]\n\
+         acme = {{ directory = \"https://ca.test/dir\", storage = {:?} }}\n\
+         [[site]]\nroot = {:?}\nhttps_redirect = true\n",
+        d.join("acme-storage").display().to_string(),
+        d.display().to_string()
+    );
+    let rt = match from_str(&text, "t.toml", &d, &Overrides::default()) {
+        Ok(rt) => rt,
+        Err(e) => panic!("{e}\n{text}"),
+    };
+    crate::acme::tokens::put("pick-tok", "pick-tok.thumbprint");
+    let with = |target: &str, tls: bool| {
+        let (mut hsts, mut edge) = (None, Edge::none());
+        let (p, _) = pick_request(&get(target, "a.test"), &rt, tls, &mut hsts, &mut edge);
+        match p {
+            Pick::AcmeChallenge(answer) => answer,
+            p => decided(&p, None).0,
+        }
+    };
+    assert_eq!(
+        with("/.well-known/acme-challenge/pick-tok", false),
+        "pick-tok.thumbprint"
+    );
+    assert_eq!(
+        with("/.well-known/acme-challenge/other", false),
+        "static /.well-known/acme-challenge/other"
+    );
+    assert_eq!(with("/style.css", false), "https");
+    assert_eq!(
+        with("/.well-known/acme-challenge/pick-tok", true),
+        "static /.well-known/acme-challenge/pick-tok"
+    );
+    crate::acme::tokens::remove("pick-tok");
 }
 
 /// Address rules and limits before a static file: routing chooses the

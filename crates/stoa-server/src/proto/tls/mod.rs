@@ -19,6 +19,8 @@ pub(crate) mod tickets;
 
 pub mod client;
 
+pub(crate) mod alpn;
+
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{
@@ -141,6 +143,16 @@ impl Acceptor {
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
         let hello = start.client_hello();
+        if let Some(key) = alpn::for_hello(hello.server_name(), hello.alpn()) {
+            // An ACME validator (RFC 8737 §3): the challenge certificate,
+            // then the connection ends.
+            let config = alpn::config(key).map_err(io::Error::other)?;
+            let stream = timeout_at(deadline, start.into_stream(config))
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            drop(stream);
+            return Err(io::Error::other("acme-tls/1 challenge answered"));
+        }
         let site = self
             .pick(hello.server_name())
             .ok_or_else(|| io::Error::other("no certificate"))?;
