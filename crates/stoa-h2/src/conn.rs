@@ -1271,6 +1271,23 @@ impl Conn {
         if self.streams.is_empty() {
             self.streams = Vec::new();
         }
+        if self.block.is_none() {
+            self.decoder.shrink_idle();
+        }
+    }
+
+    /// Nothing in progress: no stream open, no header block half read, no
+    /// event or output waiting, no GOAWAY either way and no error. Such a
+    /// connection can be set aside (its state kept, its buffers given
+    /// back with [`Conn::shrink_idle`]) until the client sends again.
+    pub fn at_rest(&self) -> bool {
+        self.streams.is_empty()
+            && self.block.is_none()
+            && self.events.is_empty()
+            && self.out.len() == self.out_pos
+            && !self.goaway_sent
+            && !self.goaway_recv
+            && self.error.is_none()
     }
 
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more

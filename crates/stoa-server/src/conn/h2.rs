@@ -13,7 +13,7 @@ use crate::exchange::{Edge, Exchange};
 use crate::local::Proto;
 use crate::local::Worker;
 use crate::proto::h2::{H2Stream, Shared, Slot};
-use crate::proto::stream::Rewind;
+use crate::proto::stream::{Rewind, Stream};
 use crate::route;
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
@@ -54,18 +54,36 @@ impl Drop for Live {
     }
 }
 
-/// Counts the connection as open for its protocol until it ends.
+/// Counts the connection as open for its protocol until it ends (not
+/// when it parks: it is still open).
 struct Open {
     worker: Rc<Worker>,
     proto: Proto,
+    parked: bool,
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
+        if self.parked {
+            return;
+        }
         if let Some(s) = self.worker.stats() {
             s.closed(self.proto);
         }
     }
+}
+
+/// An idle cleartext connection's state while it waits in the worker's
+/// lot (`conn::park`) instead of in a task: the codec (HPACK table,
+/// windows, settings, stream counts; its buffers given back) and what the
+/// loop needs to start again. About a kilobyte where a waiting task held
+/// its future (~5.6 KB), task cell, registration and buffers.
+pub(crate) struct Parked {
+    codec: Conn,
+    max_output: usize,
+    max_live: usize,
+    local: Option<SocketAddr>,
+    idle_until: Instant,
 }
 
 /// Why the loop ended.
@@ -73,6 +91,9 @@ impl Drop for Open {
 enum End {
     /// Everything said and written (after GOAWAY, or the client's own).
     Done,
+    /// Idle for `park::PARK_AFTER` with nothing in progress: the
+    /// connection leaves its task for the lot.
+    Park,
     /// The client closed its side.
     Closed,
     /// The socket failed.
@@ -134,8 +155,9 @@ struct Driver<F> {
     shrunk: bool,
 }
 
-/// Serves an HTTP/2 connection until the client or the server ends it.
-pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+/// Serves an HTTP/2 connection until the client or the server ends it,
+/// or it parks (true: the lot holds it, and its count, now).
+pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) -> bool {
     let local = io.inner.local_addr().ok();
     let raw = std::os::fd::AsRawFd::as_raw_fd(io.inner.tcp());
     let tls = io.inner.tls_info();
@@ -158,9 +180,10 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
     if let Some(s) = worker.stats() {
         s.opened(proto);
     }
-    let _open = Open {
+    let open = Open {
         worker: worker.clone(),
         proto,
+        parked: false,
     };
     let mut codec = Conn::new(&cfg);
     if is_tls {
@@ -168,35 +191,92 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         // of plaintext) instead of straddling two.
         codec.set_max_data_frame(16_384 - 9);
     }
-    let shared = Rc::new(RefCell::new(Shared::new(codec, l.max_send_buffer)));
-    let now = Instant::now();
-    let mut d = Driver {
+    let shared = Shared::new(codec, l.max_send_buffer);
+    let max_live = 2 * l.max_concurrent_streams as usize;
+    // The preface and the first frames are due within the header
+    // timeout, as a request head is.
+    let idle_until = Instant::now() + rt.limits.header_timeout;
+    let d = driver(io, shared, worker, rt, peer, local, tls, max_live, idle_until);
+    run(d, open, raw).await
+}
+
+/// A parked connection (`conn::park`) comes back: the client sent
+/// something, its keep-alive deadline passed (it says GOAWAY) or the
+/// worker stops (the same). Served as before it parked; true when it
+/// parks again.
+pub(crate) async fn resume(
+    tcp: tokio::net::TcpStream,
+    state: Box<Parked>,
+    peer: SocketAddr,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+) -> bool {
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+    let Parked {
+        codec,
+        max_output,
+        max_live,
+        local,
+        idle_until,
+    } = *state;
+    let open = Open {
+        worker: worker.clone(),
+        proto: Proto::H2c,
+        parked: false,
+    };
+    let io = Rewind::new(Vec::new(), Stream::Plain(tcp));
+    let shared = Shared::new(codec, max_output);
+    let d = driver(io, shared, worker, rt, peer, local, None, max_live, idle_until);
+    run(d, open, raw).await
+}
+
+/// The loop's state for a connection starting or coming back.
+#[allow(clippy::too_many_arguments)]
+fn driver(
+    io: Rewind,
+    shared: Shared,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    tls: Option<(&'static str, &'static str)>,
+    max_live: usize,
+    idle_until: Instant,
+) -> Driver<impl Future<Output = ()> + 'static> {
+    Driver {
         io,
         rbuf: BytesMut::new(),
         shrink_at: None,
         shrunk: false,
-        shared,
+        shared: Rc::new(RefCell::new(shared)),
         input_held: false,
         live: Rc::new(Cell::new(0)),
         busy: false,
-        worker: worker.clone(),
-        max_live: 2 * l.max_concurrent_streams as usize,
-        rt: rt.clone(),
+        worker,
+        max_live,
+        rt,
         peer,
         local,
         tls,
         read_closed: false,
         closing: false,
-        // The preface and the first frames are due within the header
-        // timeout, as a request head is.
         gone_by: None,
         stalled_since: None,
-        idle_until: now + rt.limits.header_timeout,
+        idle_until,
         starts: Vec::new(),
         unflushed: false,
         make: stream,
         spare: None,
-    };
+    }
+}
+
+/// Runs the connection: until it ends (then it closes) or parks (true).
+async fn run<F: Future<Output = ()> + 'static>(
+    mut d: Driver<F>,
+    mut open: Open,
+    raw: std::os::fd::RawFd,
+) -> bool {
+    let (worker, peer) = (d.worker.clone(), d.peer);
     let mut shutdown = worker.shutdown.clone();
     let stop = async move {
         while !*shutdown.borrow_and_update() {
@@ -234,6 +314,22 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         }
     })
     .await;
+    if end == End::Park {
+        drop(timer);
+        let rt = d.rt.clone();
+        match d.into_parked() {
+            Some((tcp, state)) => {
+                tracing::trace!("h2 {peer}: parks");
+                let deadline = state.idle_until;
+                open.parked = true;
+                super::park::park(tcp, peer, rt, deadline, Some(state), &worker);
+                return true;
+            }
+            // `may_park` said it could: not reached. The connection
+            // closes (as a client gone).
+            None => return false,
+        }
+    }
     tracing::debug!("h2 {peer}: connection ends: {end:?}");
     d.finish(end).await;
     if worker.is_stopping() {
@@ -242,11 +338,12 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         // Dropping the connection closes its descriptor; a second one
         // keeps the socket until then.
         if let Some(fd) = crate::proto::settle::hold(raw) {
+            let send_timeout = d.rt.limits.send_timeout;
             drop(d);
-            crate::proto::settle::settle(std::os::fd::AsFd::as_fd(&fd), rt.limits.send_timeout)
-                .await;
+            crate::proto::settle::settle(std::os::fd::AsFd::as_fd(&fd), send_timeout).await;
         }
     }
+    false
 }
 
 impl<F: Future<Output = ()> + 'static> Driver<F> {
@@ -609,6 +706,9 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         }
         if self.shrink_at.is_some_and(|s| s <= now) {
             self.shrink_at = None;
+            if self.may_park() {
+                return Some(End::Park);
+            }
             self.shrink_if_idle();
         }
         if self.idle_until <= now {
@@ -625,6 +725,70 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             self.idle_until = now + self.rt.limits.keepalive_timeout;
         }
         None
+    }
+
+    /// Whether the connection can wait in the lot instead of its task:
+    /// cleartext (a TLS session is not taken apart), nothing in progress
+    /// anywhere (no stream, handler, input, output, GOAWAY or deadline
+    /// but the keep-alive one), and a lot on this thread.
+    fn may_park(&self) -> bool {
+        self.tls.is_none()
+            && !self.io.inner.is_tls()
+            && !self.io.rewinding()
+            && super::park::enabled()
+            && !self.worker.is_stopping()
+            && self.live.get() == 0
+            && self.rbuf.is_empty()
+            && !self.input_held
+            && !self.read_closed
+            && !self.closing
+            && !self.unflushed
+            && self.gone_by.is_none()
+            && self.stalled_since.is_none()
+            && Rc::strong_count(&self.shared) == 1
+            && {
+                let sh = self.shared.borrow();
+                sh.slots.is_empty() && sh.room.is_empty() && sh.codec.at_rest()
+            }
+    }
+
+    /// The connection leaves its task (see [`Driver::may_park`]): its
+    /// socket, and its state with the buffers given back.
+    fn into_parked(self) -> Option<(tokio::net::TcpStream, Box<Parked>)> {
+        let Driver {
+            io,
+            shared,
+            spare,
+            busy,
+            rt,
+            max_live,
+            local,
+            mut idle_until,
+            ..
+        } = self;
+        // The last handler's box holds nothing of the connection, but is
+        // let go first so that `shared` is the codec's only owner.
+        drop(spare);
+        let sh = Rc::try_unwrap(shared).ok()?.into_inner();
+        let max_output = sh.max_output;
+        let mut codec = sh.into_codec();
+        codec.shrink_idle();
+        let Ok(Stream::Plain(tcp)) = io.into_inner() else {
+            return None;
+        };
+        if busy {
+            // A stream started since the idle timer last fired: that timer
+            // would have given it another keep-alive period.
+            idle_until += rt.limits.keepalive_timeout;
+        }
+        let state = Box::new(Parked {
+            codec,
+            max_output,
+            max_live,
+            local,
+            idle_until,
+        });
+        Some((tcp, state))
     }
 
     /// No stream open or running and nothing read: what is kept for the

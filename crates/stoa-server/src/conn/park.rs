@@ -20,7 +20,17 @@
 //! Only connections that waited [`PARK_AFTER`] park: a client sending its
 //! next request sooner (load generators, pages loading their assets) never
 //! pays for a park and a resume (three `epoll_ctl`s and a task spawned).
+//!
+//! Cleartext HTTP/2 connections with no stream open park the same way
+//! (`conn::h2`), with what the connection must remember in a box beside
+//! the slot: the codec's state (its HPACK table, windows, settings and
+//! stream counts, its buffers given back) and a few settings, as nginx
+//! keeps an idle HTTP/2 connection as its small state and an event. An
+//! HTTP/2 connection does not simply close at its deadline nor when the
+//! worker stops: it is resumed then, and its task says GOAWAY (RFC 9113
+//! §6.8) as an unparked one does.
 
+use super::h2::Parked;
 use crate::config::Runtime;
 use crate::local::{Proto, Worker};
 use std::cell::{Cell, RefCell};
@@ -43,8 +53,9 @@ use tokio::time::Instant;
 pub(crate) const PARK_AFTER: Duration = Duration::from_millis(250);
 
 /// Starts the task of a connection coming back from the lot (its
-/// connection count is still taken): `worker.rs`.
-pub(crate) type Resume = fn(TcpStream, SocketAddr, Arc<Runtime>, &Rc<Worker>);
+/// connection count is still taken), an HTTP/2 one with its state:
+/// `worker.rs`.
+pub(crate) type Resume = fn(TcpStream, SocketAddr, Arc<Runtime>, Option<Box<Parked>>, &Rc<Worker>);
 
 /// A parked connection.
 struct Slot {
@@ -58,6 +69,8 @@ struct Slot {
     rt: Arc<Runtime>,
     /// Its keep-alive deadline.
     deadline: Instant,
+    /// An HTTP/2 connection's state (None: HTTP/1).
+    h2: Option<Box<Parked>>,
 }
 
 #[derive(Default)]
@@ -121,21 +134,28 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// Parks an idle keep-alive connection until its next request or
-/// `deadline`. Its connection count moves to the lot.
+/// `deadline` (`h2`: an idle HTTP/2 connection's state). Its connection
+/// count moves to the lot.
 pub(crate) fn park(
     stream: TcpStream,
     peer: SocketAddr,
     rt: Arc<Runtime>,
     deadline: Instant,
+    h2: Option<Box<Parked>>,
     worker: &Rc<Worker>,
 ) {
     let ep = EPOLL.with(|e| e.get());
+    let proto = if h2.is_some() {
+        Proto::H2c
+    } else {
+        Proto::Http1
+    };
     // Leaving tokio: its registration is freed (an `epoll_ctl` DEL).
     let socket = match stream.into_std() {
         Ok(s) if ep >= 0 && enabled() && !worker.is_stopping() => s,
         // No lot here, or it closed what it held as the worker stops: this
-        // one closes now.
-        _ => return closed(worker),
+        // one closes now (callers park only when neither is so).
+        _ => return closed(worker, proto),
     };
     let fd = socket.as_raw_fd();
     let added = LOT.with(|lot| {
@@ -165,6 +185,7 @@ pub(crate) fn park(
             peer,
             rt,
             deadline,
+            h2,
         });
         lot.deadlines.push(Reverse((deadline, key as u32, gen)));
         if lot.deadlines.len() > 2 * lot.slots.len() + 64 {
@@ -185,15 +206,29 @@ pub(crate) fn park(
     });
     if let Err(socket) = added {
         drop(socket);
-        closed(worker);
+        closed(worker, proto);
     }
 }
 
 /// A parked connection closes: its count and the status page's.
-fn closed(worker: &Worker) {
+fn closed(worker: &Worker, proto: Proto) {
     worker.connection_closed();
     if let Some(s) = worker.stats() {
-        s.closed(Proto::Http1);
+        s.closed(proto);
+    }
+}
+
+/// A slot leaves the lot for a task: back into tokio (a new
+/// registration), then its task starts.
+fn wake(s: Slot, resume: Resume, worker: &Rc<Worker>) {
+    let proto = if s.h2.is_some() {
+        Proto::H2c
+    } else {
+        Proto::Http1
+    };
+    match TcpStream::from_std(s.socket) {
+        Ok(stream) => resume(stream, s.peer, s.rt, s.h2, worker),
+        Err(_) => closed(worker, proto),
     }
 }
 
@@ -233,20 +268,17 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
                             }
                         });
                         let Some(s) = slot else { continue };
-                        // Back into tokio (a new registration), then its task.
-                        match TcpStream::from_std(s.socket) {
-                            Ok(stream) => resume(stream, s.peer, s.rt, &worker),
-                            Err(_) => closed(&worker),
-                        }
+                        wake(s, resume, &worker);
                     }
                 }
             }
             _ = rearmed() => {}
-            _ = tokio::time::sleep_until(at) => expire(&worker),
+            _ = tokio::time::sleep_until(at) => expire(&worker, resume),
         }
     }
-    // Stopping: every parked connection closes now (idle ones need no
-    // answer), as the worker's idle tasks do.
+    // Stopping: every parked HTTP/1 connection closes now (idle ones need
+    // no answer), as the worker's idle tasks do; an HTTP/2 one goes back
+    // to a task, which sees the stop and says GOAWAY.
     RESUME.with(|r| r.set(None));
     let all: Vec<Slot> = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
@@ -255,8 +287,12 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
         lot.slots.drain().collect()
     });
     for s in all {
-        drop(s);
-        closed(&worker);
+        if s.h2.is_some() {
+            wake(s, resume, &worker);
+        } else {
+            drop(s);
+            closed(&worker, Proto::Http1);
+        }
     }
 }
 
@@ -273,8 +309,9 @@ fn wait_events(ep: RawFd, events: &mut [libc::epoll_event]) -> std::io::Result<u
     }
 }
 
-/// Closes the parked connections whose keep-alive deadline has passed.
-fn expire(worker: &Worker) {
+/// Closes the parked connections whose keep-alive deadline has passed;
+/// an HTTP/2 one goes back to a task, which says GOAWAY.
+fn expire(worker: &Rc<Worker>, resume: Resume) {
     let now = Instant::now();
     loop {
         let gone = LOT.with(|lot| {
@@ -291,9 +328,10 @@ fn expire(worker: &Worker) {
         });
         match gone {
             None => break,
+            Some(Some(s)) if s.h2.is_some() => wake(s, resume, worker),
             Some(Some(s)) => {
                 drop(s);
-                closed(worker);
+                closed(worker, Proto::Http1);
             }
             Some(None) => {}
         }
