@@ -268,24 +268,26 @@ fn serve(
 /// coming (or, for HTTP/2, its deadline or the stop): served by a task
 /// again, its count kept.
 fn resume(
-    stream: tokio::net::TcpStream,
+    back: conn::park::Back,
     peer: std::net::SocketAddr,
     rt: Arc<Runtime>,
-    h2: Option<Box<conn::h2::Parked>>,
     worker: &Rc<Worker>,
 ) {
-    if let Some(state) = h2 {
-        let mut guard = ConnGuard(Some(worker.clone()));
-        let w = worker.clone();
-        tokio::task::spawn_local(async move {
-            if conn::h2::resume(stream, state, peer, w, rt).await {
-                // Parked again: the lot counts it.
-                guard.0 = None;
-            }
-            drop(guard);
-        });
-        return;
-    }
+    let stream = match back {
+        conn::park::Back::Http1(s) => s,
+        conn::park::Back::H2(state) => {
+            let mut guard = ConnGuard(Some(worker.clone()));
+            let w = worker.clone();
+            tokio::task::spawn_local(async move {
+                if conn::h2::resume(state, peer, w, rt).await {
+                    // Parked again: the lot counts it.
+                    guard.0 = None;
+                }
+                drop(guard);
+            });
+            return;
+        }
+    };
     let via = Via {
         tls: None,
         proxy_protocol: false,

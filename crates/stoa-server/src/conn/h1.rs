@@ -269,7 +269,7 @@ pub async fn serve(
     }
     if parked {
         if let Stream::Plain(s) = io.stream {
-            super::park::park(s, peer, rt, deadline, None, &worker);
+            super::park::park(s, peer, rt, deadline, &worker);
             return true;
         }
     }

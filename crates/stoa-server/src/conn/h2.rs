@@ -73,17 +73,48 @@ impl Drop for Open {
     }
 }
 
-/// An idle cleartext connection's state while it waits in the worker's
-/// lot (`conn::park`) instead of in a task: the codec (HPACK table,
-/// windows, settings, stream counts; its buffers given back) and what the
-/// loop needs to start again. About a kilobyte where a waiting task held
-/// its future (~5.6 KB), task cell, registration and buffers.
+/// An idle connection's state while it waits in the worker's lot
+/// (`conn::park`) instead of in a task: its socket or TLS stream, the
+/// codec (HPACK table, windows, settings, stream counts; its buffers
+/// given back) and what the loop needs to start again. About a kilobyte
+/// (plus the TLS session) where a waiting task held its future (~5.6
+/// KB), task cell and buffers.
 pub(crate) struct Parked {
+    io: ParkedIo,
     codec: Conn,
     max_output: usize,
     max_live: usize,
     local: Option<SocketAddr>,
     idle_until: Instant,
+}
+
+/// A parked connection's transport.
+enum ParkedIo {
+    /// Out of tokio (its registration freed); the lot's set only.
+    Plain(std::net::TcpStream),
+    /// Still registered with tokio: `tokio_rustls` cannot rebuild a
+    /// stream from its socket and session, so the socket stays in its
+    /// stream (and the lot watches the same descriptor too).
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl Parked {
+    /// The descriptor the lot watches.
+    pub(crate) fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match &self.io {
+            ParkedIo::Plain(s) => s.as_raw_fd(),
+            ParkedIo::Tls(t) => t.get_ref().0.as_raw_fd(),
+        }
+    }
+
+    /// What the status page counts it as.
+    pub(crate) fn proto(&self) -> Proto {
+        match self.io {
+            ParkedIo::Plain(_) => Proto::H2c,
+            ParkedIo::Tls(_) => Proto::H2,
+        }
+    }
 }
 
 /// Why the loop ended.
@@ -196,7 +227,9 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
     // The preface and the first frames are due within the header
     // timeout, as a request head is.
     let idle_until = Instant::now() + rt.limits.header_timeout;
-    let d = driver(io, shared, worker, rt, peer, local, tls, max_live, idle_until);
+    let d = driver(
+        io, shared, worker, rt, peer, local, tls, max_live, idle_until,
+    );
     run(d, open, raw).await
 }
 
@@ -205,28 +238,42 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
 /// worker stops (the same). Served as before it parked; true when it
 /// parks again.
 pub(crate) async fn resume(
-    tcp: tokio::net::TcpStream,
     state: Box<Parked>,
     peer: SocketAddr,
     worker: Rc<Worker>,
     rt: Arc<Runtime>,
 ) -> bool {
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&tcp);
+    let raw = state.fd();
+    let open = Open {
+        worker: worker.clone(),
+        proto: state.proto(),
+        parked: false,
+    };
     let Parked {
+        io,
         codec,
         max_output,
         max_live,
         local,
         idle_until,
     } = *state;
-    let open = Open {
-        worker: worker.clone(),
-        proto: Proto::H2c,
-        parked: false,
+    let stream = match io {
+        // Back into tokio: a new registration.
+        ParkedIo::Plain(s) => match tokio::net::TcpStream::from_std(s) {
+            Ok(tcp) => Stream::Plain(tcp),
+            Err(e) => {
+                tracing::debug!("h2 {peer}: back from the lot: {e}");
+                return false;
+            }
+        },
+        ParkedIo::Tls(t) => Stream::Tls(t),
     };
-    let io = Rewind::new(Vec::new(), Stream::Plain(tcp));
+    let tls = stream.tls_info();
+    let io = Rewind::new(Vec::new(), stream);
     let shared = Shared::new(codec, max_output);
-    let d = driver(io, shared, worker, rt, peer, local, None, max_live, idle_until);
+    let d = driver(
+        io, shared, worker, rt, peer, local, tls, max_live, idle_until,
+    );
     run(d, open, raw).await
 }
 
@@ -318,11 +365,11 @@ async fn run<F: Future<Output = ()> + 'static>(
         drop(timer);
         let rt = d.rt.clone();
         match d.into_parked() {
-            Some((tcp, state)) => {
+            Some(state) => {
                 tracing::trace!("h2 {peer}: parks");
                 let deadline = state.idle_until;
                 open.parked = true;
-                super::park::park(tcp, peer, rt, deadline, Some(state), &worker);
+                super::park::park_h2(state, peer, rt, deadline, &worker);
                 return true;
             }
             // `may_park` said it could: not reached. The connection
@@ -728,13 +775,15 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
     }
 
     /// Whether the connection can wait in the lot instead of its task:
-    /// cleartext (a TLS session is not taken apart), nothing in progress
-    /// anywhere (no stream, handler, input, output, GOAWAY or deadline
-    /// but the keep-alive one), and a lot on this thread.
+    /// nothing in progress anywhere (no stream, handler, input, output
+    /// (the TLS session's included), GOAWAY or deadline but the
+    /// keep-alive one), and a lot on this thread.
     fn may_park(&self) -> bool {
-        self.tls.is_none()
-            && !self.io.inner.is_tls()
-            && !self.io.rewinding()
+        !self.io.rewinding()
+            && match &self.io.inner {
+                Stream::Plain(_) => true,
+                Stream::Tls(t) => !t.get_ref().1.wants_write(),
+            }
             && super::park::enabled()
             && !self.worker.is_stopping()
             && self.live.get() == 0
@@ -754,7 +803,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
 
     /// The connection leaves its task (see [`Driver::may_park`]): its
     /// socket, and its state with the buffers given back.
-    fn into_parked(self) -> Option<(tokio::net::TcpStream, Box<Parked>)> {
+    fn into_parked(self) -> Option<Box<Parked>> {
         let Driver {
             io,
             shared,
@@ -773,8 +822,11 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         let max_output = sh.max_output;
         let mut codec = sh.into_codec();
         codec.shrink_idle();
-        let Ok(Stream::Plain(tcp)) = io.into_inner() else {
-            return None;
+        let io = match io.into_inner().ok()? {
+            // Leaving tokio: its registration is freed (an `epoll_ctl`
+            // DEL).
+            Stream::Plain(tcp) => ParkedIo::Plain(tcp.into_std().ok()?),
+            Stream::Tls(t) => ParkedIo::Tls(t),
         };
         if busy {
             // A stream started since the idle timer last fired: that timer
@@ -782,13 +834,14 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             idle_until += rt.limits.keepalive_timeout;
         }
         let state = Box::new(Parked {
+            io,
             codec,
             max_output,
             max_live,
             local,
             idle_until,
         });
-        Some((tcp, state))
+        Some(state)
     }
 
     /// No stream open or running and nothing read: what is kept for the
@@ -975,4 +1028,18 @@ fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
     };
     head.expect_continue = false;
     (head, expect_continue)
+}
+
+#[cfg(test)]
+mod tests {
+    /// What a parked connection keeps beyond its socket (and, over TLS,
+    /// its session): this box (544 bytes when written), a lot slot and
+    /// the HPACK table's entries. It must stay well under what a waiting
+    /// task held (~7 KB with its future and task cell, docs/BENCHMARKS.md)
+    /// and under nginx's ~1.5 KB per idle HTTP/2 connection.
+    #[test]
+    fn a_parked_connections_state_stays_under_768_bytes() {
+        let size = std::mem::size_of::<super::Parked>();
+        assert!(size <= 768, "{size} bytes");
+    }
 }

@@ -21,14 +21,18 @@
 //! next request sooner (load generators, pages loading their assets) never
 //! pays for a park and a resume (three `epoll_ctl`s and a task spawned).
 //!
-//! Cleartext HTTP/2 connections with no stream open park the same way
-//! (`conn::h2`), with what the connection must remember in a box beside
-//! the slot: the codec's state (its HPACK table, windows, settings and
-//! stream counts, its buffers given back) and a few settings, as nginx
-//! keeps an idle HTTP/2 connection as its small state and an event. An
-//! HTTP/2 connection does not simply close at its deadline nor when the
-//! worker stops: it is resumed then, and its task says GOAWAY (RFC 9113
-//! §6.8) as an unparked one does.
+//! HTTP/2 connections with no stream open park the same way
+//! (`conn::h2`), with what the connection must remember in a box (the
+//! slot's [`Held::H2`]): the codec's state (its HPACK table, windows,
+//! settings and stream counts, its buffers given back) and a few
+//! settings, as nginx keeps an idle HTTP/2 connection as its small state
+//! and an event. Over TLS the box also holds the TLS stream, whose
+//! socket stays registered with tokio (a rustls session cannot be taken
+//! apart and put together again): the lot watches the same descriptor
+//! in its own set, and the task is what is saved. An HTTP/2 connection
+//! does not simply close at its deadline nor when the worker stops: it
+//! is resumed then, and its task says GOAWAY (RFC 9113 §6.8) as an
+//! unparked one does.
 
 use super::h2::Parked;
 use crate::config::Runtime;
@@ -53,14 +57,46 @@ use tokio::time::Instant;
 pub(crate) const PARK_AFTER: Duration = Duration::from_millis(250);
 
 /// Starts the task of a connection coming back from the lot (its
-/// connection count is still taken), an HTTP/2 one with its state:
-/// `worker.rs`.
-pub(crate) type Resume = fn(TcpStream, SocketAddr, Arc<Runtime>, Option<Box<Parked>>, &Rc<Worker>);
+/// connection count is still taken): `worker.rs`.
+pub(crate) type Resume = fn(Back, SocketAddr, Arc<Runtime>, &Rc<Worker>);
+
+/// What waits in a slot.
+enum Held {
+    /// An HTTP/1 connection: its socket, out of tokio.
+    Http1(std::net::TcpStream),
+    /// An HTTP/2 connection: its state, with its socket or TLS stream.
+    H2(Box<Parked>),
+}
+
+/// A connection leaving the lot.
+pub(crate) enum Back {
+    /// An HTTP/1 connection, registered with tokio again.
+    Http1(TcpStream),
+    /// An HTTP/2 connection (`conn::h2::resume`).
+    H2(Box<Parked>),
+}
+
+impl Held {
+    fn fd(&self) -> RawFd {
+        match self {
+            Held::Http1(s) => s.as_raw_fd(),
+            Held::H2(p) => p.fd(),
+        }
+    }
+
+    fn proto(&self) -> Proto {
+        match self {
+            Held::Http1(_) => Proto::Http1,
+            Held::H2(p) => p.proto(),
+        }
+    }
+}
 
 /// A parked connection.
 struct Slot {
-    /// Out of tokio, in the lot's epoll set.
-    socket: std::net::TcpStream,
+    /// In the lot's epoll set (and, HTTP/1 and cleartext HTTP/2, out of
+    /// tokio's).
+    conn: Held,
     /// Told apart from an earlier connection in the same slot.
     gen: u32,
     peer: SocketAddr,
@@ -69,8 +105,6 @@ struct Slot {
     rt: Arc<Runtime>,
     /// Its keep-alive deadline.
     deadline: Instant,
-    /// An HTTP/2 connection's state (None: HTTP/1).
-    h2: Option<Box<Parked>>,
 }
 
 #[derive(Default)]
@@ -134,30 +168,45 @@ pub(crate) fn enabled() -> bool {
 }
 
 /// Parks an idle keep-alive connection until its next request or
-/// `deadline` (`h2`: an idle HTTP/2 connection's state). Its connection
-/// count moves to the lot.
+/// `deadline`. Its connection count moves to the lot.
 pub(crate) fn park(
     stream: TcpStream,
     peer: SocketAddr,
     rt: Arc<Runtime>,
     deadline: Instant,
-    h2: Option<Box<Parked>>,
     worker: &Rc<Worker>,
 ) {
-    let ep = EPOLL.with(|e| e.get());
-    let proto = if h2.is_some() {
-        Proto::H2c
-    } else {
-        Proto::Http1
-    };
     // Leaving tokio: its registration is freed (an `epoll_ctl` DEL).
-    let socket = match stream.into_std() {
-        Ok(s) if ep >= 0 && enabled() && !worker.is_stopping() => s,
+    match stream.into_std() {
+        Ok(s) => lodge(Held::Http1(s), peer, rt, deadline, worker),
+        Err(_) => closed(worker, Proto::Http1),
+    }
+}
+
+/// Parks an idle HTTP/2 connection (its state from `conn::h2`) until
+/// the client sends again or `deadline`. Its connection count moves to
+/// the lot.
+pub(crate) fn park_h2(
+    state: Box<Parked>,
+    peer: SocketAddr,
+    rt: Arc<Runtime>,
+    deadline: Instant,
+    worker: &Rc<Worker>,
+) {
+    lodge(Held::H2(state), peer, rt, deadline, worker);
+}
+
+/// Puts a connection in a slot and its descriptor in the lot's set.
+fn lodge(conn: Held, peer: SocketAddr, rt: Arc<Runtime>, deadline: Instant, worker: &Rc<Worker>) {
+    let ep = EPOLL.with(|e| e.get());
+    let proto = conn.proto();
+    if ep < 0 || !enabled() || worker.is_stopping() {
         // No lot here, or it closed what it held as the worker stops: this
         // one closes now (callers park only when neither is so).
-        _ => return closed(worker, proto),
-    };
-    let fd = socket.as_raw_fd();
+        drop(conn);
+        return closed(worker, proto);
+    }
+    let fd = conn.fd();
     let added = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
         let gen = lot.next_gen;
@@ -177,15 +226,14 @@ pub(crate) fn park(
             r = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
         }
         if r < 0 {
-            return Err(socket);
+            return Err(conn);
         }
         lot.slots.insert(Slot {
-            socket,
+            conn,
             gen,
             peer,
             rt,
             deadline,
-            h2,
         });
         lot.deadlines.push(Reverse((deadline, key as u32, gen)));
         if lot.deadlines.len() > 2 * lot.slots.len() + 64 {
@@ -204,8 +252,8 @@ pub(crate) fn park(
         }
         Ok(())
     });
-    if let Err(socket) = added {
-        drop(socket);
+    if let Err(conn) = added {
+        drop(conn);
         closed(worker, proto);
     }
 }
@@ -221,14 +269,12 @@ fn closed(worker: &Worker, proto: Proto) {
 /// A slot leaves the lot for a task: back into tokio (a new
 /// registration), then its task starts.
 fn wake(s: Slot, resume: Resume, worker: &Rc<Worker>) {
-    let proto = if s.h2.is_some() {
-        Proto::H2c
-    } else {
-        Proto::Http1
-    };
-    match TcpStream::from_std(s.socket) {
-        Ok(stream) => resume(stream, s.peer, s.rt, s.h2, worker),
-        Err(_) => closed(worker, proto),
+    match s.conn {
+        Held::Http1(socket) => match TcpStream::from_std(socket) {
+            Ok(stream) => resume(Back::Http1(stream), s.peer, s.rt, worker),
+            Err(_) => closed(worker, Proto::Http1),
+        },
+        Held::H2(state) => resume(Back::H2(state), s.peer, s.rt, worker),
     }
 }
 
@@ -287,7 +333,7 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
         lot.slots.drain().collect()
     });
     for s in all {
-        if s.h2.is_some() {
+        if matches!(s.conn, Held::H2(_)) {
             wake(s, resume, &worker);
         } else {
             drop(s);
@@ -328,7 +374,7 @@ fn expire(worker: &Rc<Worker>, resume: Resume) {
         });
         match gone {
             None => break,
-            Some(Some(s)) if s.h2.is_some() => wake(s, resume, worker),
+            Some(Some(s)) if matches!(s.conn, Held::H2(_)) => wake(s, resume, worker),
             Some(Some(s)) => {
                 drop(s);
                 closed(worker, Proto::Http1);
