@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -33,6 +34,21 @@ fn curl_h2c(addr: SocketAddr, path: &str, extra: &[&str]) -> (u16, String, Vec<u
         version.to_owned(),
         s[..cut].to_vec(),
     )
+}
+
+/// The server logs each HTTP/2 connection that parks (`conn::h2`, debug
+/// level): tests wait for that line instead of guessing a delay.
+const PARK_LOG: [(&str, &str); 1] = [("STOA_LOG", "stoa_server::conn::h2=debug")];
+
+/// What a parked connection's line ends with.
+const PARKED: &str = ": idle, parked";
+
+/// `stoa serve --config FILE` with PARK_LOG's logging.
+fn serve_logging_parks(cfg: &std::path::Path) -> Server {
+    let env: Vec<(&str, &OsStr)> = PARK_LOG.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
+    let args = [OsStr::new("serve"), OsStr::new("--config"), cfg.as_os_str()];
+    Server::try_spawn_program(OsStr::new(stoa_bin()), args, &env)
+        .unwrap_or_else(|e| panic!("stoa did not start: {e}"))
 }
 
 /// A site with static files, a CGI echo script, a FastCGI pool and the
@@ -67,7 +83,7 @@ fn site(tag: &str) -> (TempDir, Server) {
              [[site.route]]\nprefix = \"/stoa-status\"\nstatus = {{ allow = [\"127.0.0.1\"] }}\n"
         ),
     );
-    let server = Server::with_config(&cfg);
+    let server = serve_logging_parks(&cfg);
     (dir, server)
 }
 
@@ -323,7 +339,7 @@ fn rfc9113_6_8_a_parked_h2c_connection_gets_goaway_at_its_keepalive_deadline() {
         "stoa.toml",
         "[limits]\nheader_timeout = \"1s\"\nkeepalive_timeout = \"1s\"\n\n[[site]]\nroot = \"www\"\n",
     );
-    let server = Server::with_config(&cfg);
+    let server = serve_logging_parks(&cfg);
     let addr = server.addr;
     let (end, took) = block_on(Duration::from_secs(30), async move {
         let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
@@ -347,6 +363,7 @@ fn rfc9113_6_8_a_parked_h2c_connection_gets_goaway_at_its_keepalive_deadline() {
     // the header timeout, then a keep-alive period), nor long after.
     assert!(took >= Duration::from_millis(900), "{took:?}");
     assert!(took < Duration::from_secs(15), "{took:?}");
+    assert!(server.stderr().contains(PARKED), "{}", server.stderr());
     // And the server serves on.
     assert_eq!(server.get("/index.html").status, 200);
 }
@@ -370,8 +387,11 @@ fn rfc9113_a_parked_h2c_connection_the_client_closes_is_let_go() {
     bytes.extend_from_slice(&[0, 0, block.len() as u8, 1, 0x5, 0, 0, 0, 1]);
     bytes.extend_from_slice(&block);
     c.send(&bytes);
-    // Past the park delay.
-    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        server.wait_stderr(0, PARKED, Duration::from_secs(10)),
+        "never parked: {}",
+        server.stderr()
+    );
     c.stream
         .shutdown(std::net::Shutdown::Write)
         .expect("shutdown");
@@ -442,7 +462,7 @@ fn cve_2023_44487_a_rapid_reset_burst_does_not_stall_the_server() {
 
 #[test]
 fn rfc9113_6_8_a_graceful_stop_sends_goaway_and_closes_an_idle_h2_connection() {
-    graceful_stop_after_idle("h2c-goaway", Duration::ZERO);
+    graceful_stop_after_idle("h2c-goaway", false);
 }
 
 /// An HTTP/2 connection idle past the park delay (250 ms) waits in the
@@ -451,12 +471,13 @@ fn rfc9113_6_8_a_graceful_stop_sends_goaway_and_closes_an_idle_h2_connection() {
 /// connections at a graceful stop too), not a silent drop or a reset.
 #[test]
 fn rfc9113_6_8_a_graceful_stop_sends_goaway_to_a_parked_h2c_connection() {
-    graceful_stop_after_idle("h2c-goaway-parked", Duration::from_millis(700));
+    graceful_stop_after_idle("h2c-goaway-parked", true);
 }
 
-/// One GET on an h2c connection, `idle` without a word, SIGQUIT: the
-/// connection must end cleanly (GOAWAY, then the server's close).
-fn graceful_stop_after_idle(tag: &str, idle: Duration) {
+/// One GET on an h2c connection, then (`parked`) until it parked,
+/// SIGQUIT: the connection must end cleanly (GOAWAY, then the server's
+/// close).
+fn graceful_stop_after_idle(tag: &str, parked: bool) {
     let (_dir, mut server) = site(tag);
     let addr = server.addr;
     server.wait_for_handler(libc::SIGQUIT);
@@ -477,9 +498,13 @@ fn graceful_stop_after_idle(tag: &str, idle: Duration) {
             .expect("in time")
             .expect("response");
         assert_eq!(resp.status(), 200);
-        // Past the park delay when `idle` is: the client's connection
-        // stays open, its driver task reading.
-        tokio::time::sleep(idle).await;
+        // The client's connection stays open, its driver task reading.
+        // (Blocking this thread holds the client's driver meanwhile: an
+        // idle connection has nothing to say.)
+        if parked {
+            let seen = server.wait_stderr(0, PARKED, Duration::from_secs(10));
+            assert!(seen, "never parked: {}", server.stderr());
+        }
         server.signal(libc::SIGQUIT);
         // GOAWAY, then the server closes: the client's connection ends
         // cleanly, not with a reset or an I/O error.

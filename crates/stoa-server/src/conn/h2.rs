@@ -366,7 +366,7 @@ async fn run<F: Future<Output = ()> + 'static>(
         let rt = d.rt.clone();
         match d.into_parked() {
             Some(state) => {
-                tracing::trace!("h2 {peer}: parks");
+                tracing::debug!("h2 {peer}: idle, parked");
                 let deadline = state.idle_until;
                 open.parked = true;
                 super::park::park_h2(state, peer, rt, deadline, &worker);
