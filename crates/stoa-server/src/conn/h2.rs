@@ -184,6 +184,11 @@ struct Driver<F> {
     shrink_at: Option<Instant>,
     /// The buffers were given back and no stream started since.
     shrunk: bool,
+    /// A stream started since `shrink_at` was set: the connection was not
+    /// idle for the whole delay, so it neither parks nor shrinks then (a
+    /// client sending a request every 100 ms must not park between
+    /// them: each park and resume costs three `epoll_ctl`s and a task).
+    stirred: bool,
 }
 
 /// Serves an HTTP/2 connection until the client or the server ends it,
@@ -295,6 +300,7 @@ fn driver(
         rbuf: BytesMut::new(),
         shrink_at: None,
         shrunk: false,
+        stirred: false,
         shared: Rc::new(RefCell::new(shared)),
         input_held: false,
         live: Rc::new(Cell::new(0)),
@@ -459,6 +465,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
                         // timer reset per request would cost more than
                         // the buffers save.
                         self.shrink_at = Some(Instant::now() + super::park::PARK_AFTER);
+                        self.stirred = false;
                     }
                 }
                 return Poll::Pending;
@@ -655,6 +662,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         }
         self.busy = true;
         self.shrunk = false;
+        self.stirred = true;
         let is_tls = self.tls.is_some();
         self.live.set(self.live.get() + 1);
         if let Some(s) = self.worker.stats() {
@@ -753,7 +761,11 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         }
         if self.shrink_at.is_some_and(|s| s <= now) {
             self.shrink_at = None;
-            if self.may_park() {
+            if std::mem::take(&mut self.stirred) {
+                // Busy meanwhile: idle for the whole delay from now on
+                // first.
+                self.shrink_at = Some(now + super::park::PARK_AFTER);
+            } else if self.may_park() {
                 return Some(End::Park);
             }
             self.shrink_if_idle();
@@ -799,6 +811,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
                 let sh = self.shared.borrow();
                 sh.slots.is_empty() && sh.room.is_empty() && sh.codec.at_rest()
             }
+            && quiet(std::os::fd::AsRawFd::as_raw_fd(self.io.inner.tcp()))
     }
 
     /// The connection leaves its task (see [`Driver::may_park`]): its
@@ -895,6 +908,26 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         })
         .await;
     }
+}
+
+/// Whether the socket has nothing to read: no byte and no end. The
+/// loop's last read may have been answered from tokio's readiness (not
+/// yet told of new bytes) rather than the socket: a connection whose
+/// next request already waits (a worker behind by the park delay) would
+/// otherwise park and be woken at once.
+fn quiet(fd: std::os::fd::RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the byte in the
+    // socket; the descriptor is the connection's, open for the call.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }
 
 /// Request body bytes for stream `id`: to its handler, or dropped (their
