@@ -148,6 +148,11 @@ const KEEP_CAPACITY: usize = OUTPUT_HIGH;
 /// ignore what was in flight when we reset a stream (RFC 9113 §5.1).
 const RECENT: usize = 32;
 
+/// A given-back request whose buffer grew past this is let go rather
+/// than kept for the next (a large head is rare; it is not held for the
+/// connection's life).
+const RECYCLE_MAX: usize = 4096;
+
 #[derive(Debug)]
 struct Stream {
     id: u32,
@@ -223,6 +228,9 @@ pub struct Conn {
     empty_data: u32,
     local_resets: usize,
     pending_accept_resets: usize,
+    /// A request the caller gave back ([`Conn::recycle`]), whose box and
+    /// buffers the next request head is decoded into.
+    spare_request: Option<Box<Request>>,
 }
 
 impl Conn {
@@ -297,6 +305,7 @@ impl Conn {
             empty_data: 0,
             local_resets: 0,
             pending_accept_resets: 0,
+            spare_request: None,
             cfg,
         }
     }
@@ -795,7 +804,8 @@ impl Conn {
             return Ok(());
         }
         let limit = self.cfg.max_header_list_size as usize;
-        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit, block.len());
+        let spare = self.spare_request.take();
+        let mut b = Builder::reusing(spare, self.cfg.enable_connect_protocol, limit, block.len());
         let r = self.decoder.decode(block, limit, &mut |n, v| b.field(n, v));
         let too_large = match r {
             Ok(()) => false,
@@ -813,7 +823,7 @@ impl Conn {
                 Err(_) => return self.stream_error(id, Reason::PROTOCOL_ERROR),
             }
         };
-        let content_length = head.as_ref().and_then(Request::content_length);
+        let content_length = head.as_deref().and_then(Request::content_length);
         if end_stream && content_length.is_some_and(|n| n != 0) {
             return self.stream_error(id, Reason::PROTOCOL_ERROR);
         }
@@ -834,7 +844,7 @@ impl Conn {
         match head {
             Some(h) => self.push(Event::Request {
                 id,
-                head: Box::new(h),
+                head: h,
                 end_stream,
             }),
             None => self.push(Event::HeadersTooLarge { id }),
@@ -1273,6 +1283,16 @@ impl Conn {
         }
         if self.block.is_none() {
             self.decoder.shrink_idle();
+        }
+        self.spare_request = None;
+    }
+
+    /// Gives a request back once its head was read (copied out): the next
+    /// request head is decoded into its box and buffers instead of three
+    /// new allocations. One is kept, and not a large one.
+    pub fn recycle(&mut self, req: Box<Request>) {
+        if self.spare_request.is_none() && req.held() <= RECYCLE_MAX {
+            self.spare_request = Some(req);
         }
     }
 

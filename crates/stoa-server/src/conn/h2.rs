@@ -626,6 +626,9 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         };
         for (id, head, end) in starts.drain(..) {
             self.start(id, &head, end);
+            // Copied out into the stream's head: its memory serves the
+            // next request's.
+            self.shared.borrow_mut().codec.recycle(head);
         }
         self.starts = starts;
         if failed {
