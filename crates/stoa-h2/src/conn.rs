@@ -153,6 +153,10 @@ const RECENT: usize = 32;
 /// connection's life).
 const RECYCLE_MAX: usize = 4096;
 
+/// Given-back requests kept for the next heads (each a few hundred
+/// bytes; all go when the connection idles, `shrink_idle`).
+const SPARE_REQUESTS: usize = 16;
+
 #[derive(Debug)]
 struct Stream {
     id: u32,
@@ -228,9 +232,11 @@ pub struct Conn {
     empty_data: u32,
     local_resets: usize,
     pending_accept_resets: usize,
-    /// A request the caller gave back ([`Conn::recycle`]), whose box and
-    /// buffers the next request head is decoded into.
-    spare_request: Option<Box<Request>>,
+    /// Requests the caller gave back ([`Conn::recycle`]), whose boxes and
+    /// buffers the next request heads are decoded into. Boxed: the box
+    /// itself is what `Event::Request` hands out again.
+    #[allow(clippy::vec_box)]
+    spare_requests: Vec<Box<Request>>,
 }
 
 impl Conn {
@@ -305,7 +311,7 @@ impl Conn {
             empty_data: 0,
             local_resets: 0,
             pending_accept_resets: 0,
-            spare_request: None,
+            spare_requests: Vec::new(),
             cfg,
         }
     }
@@ -804,7 +810,7 @@ impl Conn {
             return Ok(());
         }
         let limit = self.cfg.max_header_list_size as usize;
-        let spare = self.spare_request.take();
+        let spare = self.spare_requests.pop();
         let mut b = Builder::reusing(spare, self.cfg.enable_connect_protocol, limit, block.len());
         let r = self.decoder.decode(block, limit, &mut |n, v| b.field(n, v));
         let too_large = match r {
@@ -1284,15 +1290,16 @@ impl Conn {
         if self.block.is_none() {
             self.decoder.shrink_idle();
         }
-        self.spare_request = None;
+        self.spare_requests = Vec::new();
     }
 
-    /// Gives a request back once its head was read (copied out): the next
+    /// Gives a request back once its head was read (copied out): a later
     /// request head is decoded into its box and buffers instead of three
-    /// new allocations. One is kept, and not a large one.
+    /// new allocations. Up to [`SPARE_REQUESTS`] are kept (as many as
+    /// one read brings at `h2load -m 10`), and no large one.
     pub fn recycle(&mut self, req: Box<Request>) {
-        if self.spare_request.is_none() && req.held() <= RECYCLE_MAX {
-            self.spare_request = Some(req);
+        if self.spare_requests.len() < SPARE_REQUESTS && req.held() <= RECYCLE_MAX {
+            self.spare_requests.push(req);
         }
     }
 
