@@ -1295,8 +1295,8 @@ impl Conn {
 
     /// Gives a request back once its head was read (copied out): a later
     /// request head is decoded into its box and buffers instead of three
-    /// new allocations. Up to [`SPARE_REQUESTS`] are kept (as many as
-    /// one read brings at `h2load -m 10`), and no large one.
+    /// new allocations. Up to 16 are kept (more than one read brings at
+    /// `h2load -m 10`), and no large one.
     pub fn recycle(&mut self, req: Box<Request>) {
         if self.spare_requests.len() < SPARE_REQUESTS && req.held() <= RECYCLE_MAX {
             self.spare_requests.push(req);

@@ -189,6 +189,10 @@ struct Driver<F> {
     /// client sending a request every 100 ms must not park between
     /// them: each park and resume costs three `epoll_ctl`s and a task).
     stirred: bool,
+    /// A stream started on this connection (since it was resumed).
+    started_one: bool,
+    /// More than one did.
+    repeat: bool,
 }
 
 /// Serves an HTTP/2 connection until the client or the server ends it,
@@ -301,6 +305,8 @@ fn driver(
         shrink_at: None,
         shrunk: false,
         stirred: false,
+        started_one: false,
+        repeat: false,
         shared: Rc::new(RefCell::new(shared)),
         input_held: false,
         live: Rc::new(Cell::new(0)),
@@ -456,10 +462,16 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             }
             if !progress {
                 if self.rbuf.is_empty() && self.live.get() == 0 {
-                    // Nothing in progress: the read buffer goes back to
-                    // the allocator, so that an idle connection costs
-                    // little memory (the next read takes a fresh one).
-                    self.rbuf = BytesMut::new();
+                    // Nothing in progress: the read buffer of a
+                    // connection that served one stream goes back to the
+                    // allocator, so that many new connections cost little
+                    // memory (the next read takes a fresh one). One that
+                    // came back for more keeps it until it idles for the
+                    // park delay (`shrink_if_idle`, or it parks): a 16 KiB
+                    // malloc and free per request saved.
+                    if !self.repeat {
+                        self.rbuf = BytesMut::new();
+                    }
                     if !self.shrunk && self.shrink_at.is_none() {
                         // Armed once per idle spell, not per request: a
                         // timer reset per request would cost more than
@@ -664,6 +676,8 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             }
         }
         self.busy = true;
+        self.repeat = self.started_one;
+        self.started_one = true;
         self.shrunk = false;
         self.stirred = true;
         let is_tls = self.tls.is_some();
@@ -874,6 +888,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         }
         sh.codec.shrink_idle();
         drop(sh);
+        self.rbuf = BytesMut::new();
         self.spare = None;
         self.starts = Vec::new();
         self.shrunk = true;
