@@ -148,6 +148,15 @@ const KEEP_CAPACITY: usize = OUTPUT_HIGH;
 /// ignore what was in flight when we reset a stream (RFC 9113 §5.1).
 const RECENT: usize = 32;
 
+/// A given-back request whose buffer grew past this is let go rather
+/// than kept for the next (a large head is rare; it is not held for the
+/// connection's life).
+const RECYCLE_MAX: usize = 4096;
+
+/// Given-back requests kept for the next heads (each a few hundred
+/// bytes; all go when the connection idles, `shrink_idle`).
+const SPARE_REQUESTS: usize = 16;
+
 #[derive(Debug)]
 struct Stream {
     id: u32,
@@ -223,6 +232,11 @@ pub struct Conn {
     empty_data: u32,
     local_resets: usize,
     pending_accept_resets: usize,
+    /// Requests the caller gave back ([`Conn::recycle`]), whose boxes and
+    /// buffers the next request heads are decoded into. Boxed: the box
+    /// itself is what `Event::Request` hands out again.
+    #[allow(clippy::vec_box)]
+    spare_requests: Vec<Box<Request>>,
 }
 
 impl Conn {
@@ -297,6 +311,7 @@ impl Conn {
             empty_data: 0,
             local_resets: 0,
             pending_accept_resets: 0,
+            spare_requests: Vec::new(),
             cfg,
         }
     }
@@ -795,7 +810,8 @@ impl Conn {
             return Ok(());
         }
         let limit = self.cfg.max_header_list_size as usize;
-        let mut b = Builder::new(self.cfg.enable_connect_protocol, limit, block.len());
+        let spare = self.spare_requests.pop();
+        let mut b = Builder::reusing(spare, self.cfg.enable_connect_protocol, limit, block.len());
         let r = self.decoder.decode(block, limit, &mut |n, v| b.field(n, v));
         let too_large = match r {
             Ok(()) => false,
@@ -813,7 +829,7 @@ impl Conn {
                 Err(_) => return self.stream_error(id, Reason::PROTOCOL_ERROR),
             }
         };
-        let content_length = head.as_ref().and_then(Request::content_length);
+        let content_length = head.as_deref().and_then(Request::content_length);
         if end_stream && content_length.is_some_and(|n| n != 0) {
             return self.stream_error(id, Reason::PROTOCOL_ERROR);
         }
@@ -834,7 +850,7 @@ impl Conn {
         match head {
             Some(h) => self.push(Event::Request {
                 id,
-                head: Box::new(h),
+                head: h,
                 end_stream,
             }),
             None => self.push(Event::HeadersTooLarge { id }),
@@ -1271,6 +1287,34 @@ impl Conn {
         if self.streams.is_empty() {
             self.streams = Vec::new();
         }
+        if self.block.is_none() {
+            self.decoder.shrink_idle();
+        }
+        self.spare_requests = Vec::new();
+    }
+
+    /// Gives a request back once its head was read (copied out): a later
+    /// request head is decoded into its box and buffers instead of three
+    /// new allocations. Up to 16 are kept (more than one read brings at
+    /// `h2load -m 10`), and no large one.
+    pub fn recycle(&mut self, req: Box<Request>) {
+        if self.spare_requests.len() < SPARE_REQUESTS && req.held() <= RECYCLE_MAX {
+            self.spare_requests.push(req);
+        }
+    }
+
+    /// Nothing in progress: no stream open, no header block half read, no
+    /// event or output waiting, no GOAWAY either way and no error. Such a
+    /// connection can be set aside (its state kept, its buffers given
+    /// back with [`Conn::shrink_idle`]) until the client sends again.
+    pub fn at_rest(&self) -> bool {
+        self.streams.is_empty()
+            && self.block.is_none()
+            && self.events.is_empty()
+            && self.out.len() == self.out_pos
+            && !self.goaway_sent
+            && !self.goaway_recv
+            && self.error.is_none()
     }
 
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more

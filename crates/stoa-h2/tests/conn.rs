@@ -1026,3 +1026,62 @@ fn a_run_of_window_updates_is_one_event() {
     assert!(matches!(c.events()[..], [Event::WindowUpdate { id: 0 }]));
     assert_eq!(c.conn.send_window(1), 65_535 + 1000);
 }
+
+/// A request given back (`Conn::recycle`) is the memory the next request
+/// head is decoded into: the next request must carry its own fields and
+/// pseudo-headers only (RFC 9113 §8.3.1), none of the previous one's,
+/// and a body length only if it sent one (§8.1.1).
+#[test]
+fn a_request_decoded_into_a_recycled_one_carries_nothing_of_it() {
+    let mut c = Client::default();
+    c.send(&post(
+        1,
+        &[("content-length", "3"), ("x-first", "only here")],
+    ))
+    .unwrap();
+    let mut ev = c.events();
+    let Some(Event::Request { id: 1, head, .. }) = ev.pop() else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(head.content_length(), Some(3));
+    c.conn.recycle(head);
+    c.send(&get(3)).unwrap();
+    let ev = c.events();
+    let Some(Event::Request { id: 3, head, .. }) = ev.first() else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(head.method(), b"GET");
+    assert_eq!(head.path(), Some(&b"/"[..]));
+    assert_eq!(head.authority(), Some(&b"t"[..]));
+    assert_eq!(head.content_length(), None);
+    assert_eq!(
+        head.fields().count(),
+        0,
+        "{:?}",
+        head.fields().collect::<Vec<_>>()
+    );
+}
+
+/// An idle connection's state is what it keeps between requests: a
+/// stream in progress means it is not at rest; once its response ended,
+/// it is (and its buffers can go, the HPACK table staying: RFC 7541
+/// §2.3.2).
+#[test]
+fn a_connection_is_at_rest_only_with_no_stream_event_or_output_waiting() {
+    let mut c = Client::default();
+    assert!(c.conn.at_rest());
+    c.send(&get(1)).unwrap();
+    assert!(!c.conn.at_rest(), "an event and a stream are waiting");
+    let _ = c.events();
+    assert!(!c.conn.at_rest(), "stream 1 is open");
+    c.conn.send_headers(1, &[0x88], true);
+    assert!(!c.conn.at_rest(), "its response is not written");
+    let _ = c.frames();
+    assert!(c.conn.at_rest());
+    c.conn.shrink_idle();
+    c.send(&get(3)).unwrap();
+    assert!(matches!(
+        c.events().first(),
+        Some(Event::Request { id: 3, .. })
+    ));
+}

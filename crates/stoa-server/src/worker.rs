@@ -265,13 +265,29 @@ fn serve(
 }
 
 /// A parked keep-alive connection (`conn::park`) with its next request
-/// coming: served by a task again, its count kept.
+/// coming (or, for HTTP/2, its deadline or the stop): served by a task
+/// again, its count kept.
 fn resume(
-    stream: tokio::net::TcpStream,
+    back: conn::park::Back,
     peer: std::net::SocketAddr,
     rt: Arc<Runtime>,
     worker: &Rc<Worker>,
 ) {
+    let stream = match back {
+        conn::park::Back::Http1(s) => s,
+        conn::park::Back::H2(state) => {
+            let mut guard = ConnGuard(Some(worker.clone()));
+            let w = worker.clone();
+            tokio::task::spawn_local(async move {
+                if conn::h2::resume(state, peer, w, rt).await {
+                    // Parked again: the lot counts it.
+                    guard.0 = None;
+                }
+                drop(guard);
+            });
+            return;
+        }
+    };
     let via = Via {
         tls: None,
         proxy_protocol: false,
@@ -316,7 +332,9 @@ fn spawn(
                     Some((s, false)) => s,
                     Some((s, true)) => {
                         let conn = Rewind::new(Vec::new(), s);
-                        cold(conn::h2::serve(conn, peer, w, rt)).await;
+                        if cold(conn::h2::serve(conn, peer, w, rt)).await {
+                            guard.0 = None;
+                        }
                         drop(guard);
                         return;
                     }

@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -33,6 +34,21 @@ fn curl_h2c(addr: SocketAddr, path: &str, extra: &[&str]) -> (u16, String, Vec<u
         version.to_owned(),
         s[..cut].to_vec(),
     )
+}
+
+/// The server logs each HTTP/2 connection that parks (`conn::h2`, debug
+/// level): tests wait for that line instead of guessing a delay.
+const PARK_LOG: [(&str, &str); 1] = [("STOA_LOG", "stoa_server::conn::h2=debug")];
+
+/// What a parked connection's line ends with.
+const PARKED: &str = ": idle, parked";
+
+/// `stoa serve --config FILE` with PARK_LOG's logging.
+fn serve_logging_parks(cfg: &std::path::Path) -> Server {
+    let env: Vec<(&str, &OsStr)> = PARK_LOG.iter().map(|(k, v)| (*k, OsStr::new(*v))).collect();
+    let args = [OsStr::new("serve"), OsStr::new("--config"), cfg.as_os_str()];
+    Server::try_spawn_program(OsStr::new(stoa_bin()), args, &env)
+        .unwrap_or_else(|e| panic!("stoa did not start: {e}"))
 }
 
 /// A site with static files, a CGI echo script, a FastCGI pool and the
@@ -67,7 +83,7 @@ fn site(tag: &str) -> (TempDir, Server) {
              [[site.route]]\nprefix = \"/stoa-status\"\nstatus = {{ allow = [\"127.0.0.1\"] }}\n"
         ),
     );
-    let server = Server::with_config(&cfg);
+    let server = serve_logging_parks(&cfg);
     (dir, server)
 }
 
@@ -310,6 +326,96 @@ fn rfc7541_2_3_2_a_connection_idle_past_the_shrink_delay_keeps_its_hpack_table_a
     assert_eq!(got, vec![(200, 9); 3]);
 }
 
+/// A parked HTTP/2 connection is still a connection with its idle
+/// limit: at the keep-alive deadline the server says GOAWAY (RFC 9113
+/// §6.8, NO_ERROR) and closes, as it does for one waiting in its task
+/// (and as nginx's `keepalive_timeout` does for HTTP/2), instead of
+/// keeping it forever or dropping it without a word.
+#[test]
+fn rfc9113_6_8_a_parked_h2c_connection_gets_goaway_at_its_keepalive_deadline() {
+    let dir = TempDir::new("h2c-parked-deadline");
+    dir.write("www/index.html", "hello h2\n");
+    let cfg = dir.config(
+        "stoa.toml",
+        "[limits]\nheader_timeout = \"1s\"\nkeepalive_timeout = \"1s\"\n\n[[site]]\nroot = \"www\"\n",
+    );
+    let server = serve_logging_parks(&cfg);
+    let addr = server.addr;
+    let (end, took) = block_on(Duration::from_secs(30), async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+        let start = Instant::now();
+        let driver = tokio::spawn(conn);
+        let mut c = client.ready().await.expect("ready");
+        let (resp, _) = c
+            .send_request(get(addr, "/index.html"), true)
+            .expect("send");
+        let resp = resp.await.expect("response");
+        assert_eq!(resp.status(), 200);
+        // The client keeps its handle (the connection is not given up on
+        // its side) and waits for the server to end it.
+        let end = driver.await.expect("driver task");
+        drop(c);
+        (end, start.elapsed())
+    });
+    assert!(end.is_ok(), "not a clean GOAWAY and close: {end:?}");
+    // Not before the idle limit (the first stream's spell counts from
+    // the header timeout, then a keep-alive period), nor long after.
+    assert!(took >= Duration::from_millis(900), "{took:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert!(server.stderr().contains(PARKED), "{}", server.stderr());
+    // And the server serves on.
+    assert_eq!(server.get("/index.html").status, 200);
+}
+
+/// The client's FIN wakes a parked HTTP/2 connection as its next frame
+/// would: the server reads the end and closes its side too (no half-open
+/// socket left), as for a parked HTTP/1 connection (keepalive.rs).
+#[test]
+fn rfc9113_a_parked_h2c_connection_the_client_closes_is_let_go() {
+    let (_dir, server) = site("h2c-parked-fin");
+    let mut c = server.connect();
+    // Preface, empty SETTINGS, then GET / on stream 1 (HEADERS with
+    // END_STREAM | END_HEADERS): :method GET, :scheme http, :path / from
+    // the static table (RFC 7541 Appendix A), :authority as a literal
+    // without indexing (§6.2.2).
+    let host = b"localhost";
+    let mut block = vec![0x82, 0x86, 0x84, 0x01, host.len() as u8];
+    block.extend_from_slice(host);
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    bytes.extend_from_slice(&[0, 0, block.len() as u8, 1, 0x5, 0, 0, 0, 1]);
+    bytes.extend_from_slice(&block);
+    c.send(&bytes);
+    assert!(
+        server.wait_stderr(0, PARKED, Duration::from_secs(10)),
+        "never parked: {}",
+        server.stderr()
+    );
+    c.stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    let (_, got) = c
+        .wait_closed(Duration::from_secs(5))
+        .expect("the server must close a parked connection the client ended");
+    // The response came before: a HEADERS frame (type 1) on stream 1
+    // among the frames (RFC 9113 §4.1: 9-byte headers).
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at + 9 <= got.len() {
+        let len =
+            usize::from(got[at]) << 16 | usize::from(got[at + 1]) << 8 | usize::from(got[at + 2]);
+        let id = u32::from_be_bytes([got[at + 5], got[at + 6], got[at + 7], got[at + 8]]);
+        frames.push((got[at + 3], id));
+        at += 9 + len;
+    }
+    assert!(
+        frames.contains(&(1, 1)),
+        "frames (type, stream): {frames:?}"
+    );
+    assert_eq!(server.get("/index.html").status, 200);
+}
+
 #[test]
 fn cve_2023_44487_a_rapid_reset_burst_does_not_stall_the_server() {
     let (_dir, server) = site("h2c-rapid-reset");
@@ -356,7 +462,23 @@ fn cve_2023_44487_a_rapid_reset_burst_does_not_stall_the_server() {
 
 #[test]
 fn rfc9113_6_8_a_graceful_stop_sends_goaway_and_closes_an_idle_h2_connection() {
-    let (_dir, mut server) = site("h2c-goaway");
+    graceful_stop_after_idle("h2c-goaway", false);
+}
+
+/// An HTTP/2 connection idle past the park delay (250 ms) waits in the
+/// worker's lot, out of its task: the stop must still reach it, with
+/// GOAWAY and a clean close (nginx sends GOAWAY to idle HTTP/2
+/// connections at a graceful stop too), not a silent drop or a reset.
+#[test]
+fn rfc9113_6_8_a_graceful_stop_sends_goaway_to_a_parked_h2c_connection() {
+    graceful_stop_after_idle("h2c-goaway-parked", true);
+}
+
+/// One GET on an h2c connection, then (`parked`) until it parked,
+/// SIGQUIT: the connection must end cleanly (GOAWAY, then the server's
+/// close).
+fn graceful_stop_after_idle(tag: &str, parked: bool) {
+    let (_dir, mut server) = site(tag);
     let addr = server.addr;
     server.wait_for_handler(libc::SIGQUIT);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -376,6 +498,13 @@ fn rfc9113_6_8_a_graceful_stop_sends_goaway_and_closes_an_idle_h2_connection() {
             .expect("in time")
             .expect("response");
         assert_eq!(resp.status(), 200);
+        // The client's connection stays open, its driver task reading.
+        // (Blocking this thread holds the client's driver meanwhile: an
+        // idle connection has nothing to say.)
+        if parked {
+            let seen = server.wait_stderr(0, PARKED, Duration::from_secs(10));
+            assert!(seen, "never parked: {}", server.stderr());
+        }
         server.signal(libc::SIGQUIT);
         // GOAWAY, then the server closes: the client's connection ends
         // cleanly, not with a reset or an I/O error.

@@ -12,9 +12,10 @@
 mod common;
 
 use common::*;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const HELLO_FCGI: &str = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
 
@@ -707,4 +708,131 @@ fn the_status_page_counts_connections_and_streams_by_protocol_and_tls_handshakes
         text.contains("tls handshakes: 4 full, 1 resumed, 1 failed"),
         "{text}"
     );
+}
+
+/// An HTTP/2 connection over TLS idle for the park delay (250 ms)
+/// leaves its task for the worker's lot with its TLS session and codec
+/// state: its next request must be served on the same connection, and
+/// the HPACK table must have survived (RFC 7541 §2.3.2: the client's
+/// encoder refers to it): the second request's `:authority` is only an
+/// index into the table the first request filled. openssl s_client
+/// carries raw HTTP/2 frames (RFC 9113 §3.4, §4.1).
+#[test]
+fn rfc7541_2_3_2_a_parked_tls_h2_connection_keeps_its_session_and_hpack_table() {
+    require("openssl", "openssl");
+    let dir = TempDir::new("tls-h2-parked");
+    dir.write("www/index.html", "hello over tls\n");
+    let (cert, key) = make_cert(&dir.join("certs"), &["localhost", "127.0.0.1"]);
+    // As `Server::serve_dir_tls`, logging each HTTP/2 connection that
+    // parks (debug level): the test waits for that line.
+    let www = dir.join("www");
+    let args = [
+        OsStr::new("serve"),
+        www.as_os_str(),
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--workers"),
+        OsStr::new("1"),
+        OsStr::new("--access-log"),
+        OsStr::new("off"),
+        OsStr::new("--tls-cert"),
+        cert.as_os_str(),
+        OsStr::new("--tls-key"),
+        key.as_os_str(),
+    ];
+    let env = [("STOA_LOG", OsStr::new("stoa_server::conn::h2=debug"))];
+    let server = Server::try_spawn_program(OsStr::new(stoa_bin()), args, &env)
+        .unwrap_or_else(|e| panic!("stoa did not start: {e}"));
+    let connect = format!("127.0.0.1:{}", server.addr.port());
+    let mut child = Command::new("timeout")
+        .args([
+            "20",
+            "openssl",
+            "s_client",
+            "-quiet",
+            "-no_ign_eof",
+            "-alpn",
+            "h2",
+        ])
+        .args(["-servername", "localhost", "-connect", &connect])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl s_client");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let got = got.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut stdout, &mut buf) {
+                got.lock().expect("lock").extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    // (type, stream, first payload byte) of each whole frame so far.
+    let frames = || {
+        let b = got.lock().expect("lock").clone();
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at + 9 <= b.len() {
+            let len =
+                usize::from(b[at]) << 16 | usize::from(b[at + 1]) << 8 | usize::from(b[at + 2]);
+            if at + 9 + len > b.len() {
+                break;
+            }
+            let id = u32::from_be_bytes([b[at + 5], b[at + 6], b[at + 7], b[at + 8]]);
+            out.push((b[at + 3], id, b.get(at + 9).copied().filter(|_| len > 0)));
+            at += 9 + len;
+        }
+        out
+    };
+    // A response's HEADERS frame (type 1) on `id`, waited for.
+    let response = |id: u32| {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(f) = frames().into_iter().find(|f| f.0 == 1 && f.1 == id) {
+                return Some(f);
+            }
+            if Instant::now() > until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let headers = |id: u32, block: &[u8]| {
+        let mut f = vec![0, 0, block.len() as u8, 1, 0x5];
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(block);
+        f
+    };
+    // :method GET, :scheme https, :path / (static table), :authority
+    // "localhost" as a literal with incremental indexing (RFC 7541
+    // §6.2.1): it becomes dynamic entry 62.
+    let mut first = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    first.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    first.extend_from_slice(&headers(1, b"\x82\x87\x84\x41\x09localhost"));
+    std::io::Write::write_all(&mut stdin, &first).expect("write");
+    let one = response(1);
+    // Once it parked, the same request with :authority as index 62 only
+    // (§6.1).
+    assert!(
+        server.wait_stderr(0, ": idle, parked", Duration::from_secs(10)),
+        "never parked: {}",
+        server.stderr()
+    );
+    std::io::Write::write_all(&mut stdin, &headers(3, b"\x82\x87\x84\xbe")).expect("write");
+    let three = response(3);
+    let all = frames();
+    // End of input: s_client closes the connection and exits.
+    drop(stdin);
+    let _ = child.wait();
+    let _ = reader.join();
+    // :status 200 is static entry 8, sent indexed (0x88).
+    assert_eq!(one, Some((1, 1, Some(0x88))), "frames: {all:?}");
+    assert_eq!(three, Some((1, 3, Some(0x88))), "frames: {all:?}");
+    // No GOAWAY (type 7) meanwhile: the table was understood.
+    assert!(!all.iter().any(|f| f.0 == 7), "frames: {all:?}");
 }

@@ -199,6 +199,12 @@ impl Decoder {
         }
     }
 
+    /// Gives back the scratch buffer (Huffman-decoded strings of the last
+    /// block): an idle connection needs only its table.
+    pub fn shrink_idle(&mut self) {
+        self.scratch = Vec::new();
+    }
+
     /// The number of entries in the dynamic table.
     pub fn table_len(&self) -> usize {
         self.table.len()

@@ -284,8 +284,8 @@ pub async fn serve(
         let conn = h2c_stream(io);
         // Boxed: its state would otherwise sit in every HTTP/1
         // connection's future.
-        crate::proto::stream::cold(super::h2::serve(conn, peer, worker, rt)).await;
-        return false;
+        // True when it parked.
+        return crate::proto::stream::cold(super::h2::serve(conn, peer, worker, rt)).await;
     }
     if body_left || io.start < io.rbuf.len() {
         linger(&mut io.stream).await;

@@ -13,7 +13,7 @@ use crate::exchange::{Edge, Exchange};
 use crate::local::Proto;
 use crate::local::Worker;
 use crate::proto::h2::{H2Stream, Shared, Slot};
-use crate::proto::stream::Rewind;
+use crate::proto::stream::{Rewind, Stream};
 use crate::route;
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
@@ -54,16 +54,65 @@ impl Drop for Live {
     }
 }
 
-/// Counts the connection as open for its protocol until it ends.
+/// Counts the connection as open for its protocol until it ends (not
+/// when it parks: it is still open).
 struct Open {
     worker: Rc<Worker>,
     proto: Proto,
+    parked: bool,
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
+        if self.parked {
+            return;
+        }
         if let Some(s) = self.worker.stats() {
             s.closed(self.proto);
+        }
+    }
+}
+
+/// An idle connection's state while it waits in the worker's lot
+/// (`conn::park`) instead of in a task: its socket or TLS stream, the
+/// codec (HPACK table, windows, settings, stream counts; its buffers
+/// given back) and what the loop needs to start again. About a kilobyte
+/// (plus the TLS session) where a waiting task held its future (~5.6
+/// KB), task cell and buffers.
+pub(crate) struct Parked {
+    io: ParkedIo,
+    codec: Conn,
+    max_output: usize,
+    max_live: usize,
+    local: Option<SocketAddr>,
+    idle_until: Instant,
+}
+
+/// A parked connection's transport.
+enum ParkedIo {
+    /// Out of tokio (its registration freed); the lot's set only.
+    Plain(std::net::TcpStream),
+    /// Still registered with tokio: `tokio_rustls` cannot rebuild a
+    /// stream from its socket and session, so the socket stays in its
+    /// stream (and the lot watches the same descriptor too).
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl Parked {
+    /// The descriptor the lot watches.
+    pub(crate) fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match &self.io {
+            ParkedIo::Plain(s) => s.as_raw_fd(),
+            ParkedIo::Tls(t) => t.get_ref().0.as_raw_fd(),
+        }
+    }
+
+    /// What the status page counts it as.
+    pub(crate) fn proto(&self) -> Proto {
+        match self.io {
+            ParkedIo::Plain(_) => Proto::H2c,
+            ParkedIo::Tls(_) => Proto::H2,
         }
     }
 }
@@ -73,6 +122,9 @@ impl Drop for Open {
 enum End {
     /// Everything said and written (after GOAWAY, or the client's own).
     Done,
+    /// Idle for `park::PARK_AFTER` with nothing in progress: the
+    /// connection leaves its task for the lot.
+    Park,
     /// The client closed its side.
     Closed,
     /// The socket failed.
@@ -132,10 +184,20 @@ struct Driver<F> {
     shrink_at: Option<Instant>,
     /// The buffers were given back and no stream started since.
     shrunk: bool,
+    /// A stream started since `shrink_at` was set: the connection was not
+    /// idle for the whole delay, so it neither parks nor shrinks then (a
+    /// client sending a request every 100 ms must not park between
+    /// them: each park and resume costs three `epoll_ctl`s and a task).
+    stirred: bool,
+    /// A stream started on this connection (since it was resumed).
+    started_one: bool,
+    /// More than one did.
+    repeat: bool,
 }
 
-/// Serves an HTTP/2 connection until the client or the server ends it.
-pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) {
+/// Serves an HTTP/2 connection until the client or the server ends it,
+/// or it parks (true: the lot holds it, and its count, now).
+pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Runtime>) -> bool {
     let local = io.inner.local_addr().ok();
     let raw = std::os::fd::AsRawFd::as_raw_fd(io.inner.tcp());
     let tls = io.inner.tls_info();
@@ -158,9 +220,10 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
     if let Some(s) = worker.stats() {
         s.opened(proto);
     }
-    let _open = Open {
+    let open = Open {
         worker: worker.clone(),
         proto,
+        parked: false,
     };
     let mut codec = Conn::new(&cfg);
     if is_tls {
@@ -168,36 +231,115 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         // of plaintext) instead of straddling two.
         codec.set_max_data_frame(16_384 - 9);
     }
-    let shared = Rc::new(RefCell::new(Shared::new(codec, l.max_send_buffer)));
-    shared.borrow_mut().client_cert = io.inner.client_cert().map(Arc::new);
-    let now = Instant::now();
-    let mut d = Driver {
+    let shared = Shared::new(codec, l.max_send_buffer);
+    let max_live = 2 * l.max_concurrent_streams as usize;
+    // The preface and the first frames are due within the header
+    // timeout, as a request head is.
+    let idle_until = Instant::now() + rt.limits.header_timeout;
+    let d = driver(
+        io, shared, worker, rt, peer, local, tls, max_live, idle_until,
+    );
+    run(d, open, raw).await
+}
+
+/// A parked connection (`conn::park`) comes back: the client sent
+/// something, its keep-alive deadline passed (it says GOAWAY) or the
+/// worker stops (the same). Served as before it parked; true when it
+/// parks again.
+pub(crate) async fn resume(
+    state: Box<Parked>,
+    peer: SocketAddr,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+) -> bool {
+    let raw = state.fd();
+    let open = Open {
+        worker: worker.clone(),
+        proto: state.proto(),
+        parked: false,
+    };
+    let Parked {
+        io,
+        codec,
+        max_output,
+        max_live,
+        local,
+        idle_until,
+    } = *state;
+    let stream = match io {
+        // Back into tokio: a new registration.
+        ParkedIo::Plain(s) => match tokio::net::TcpStream::from_std(s) {
+            Ok(tcp) => Stream::Plain(tcp),
+            Err(e) => {
+                tracing::debug!("h2 {peer}: back from the lot: {e}");
+                return false;
+            }
+        },
+        ParkedIo::Tls(t) => Stream::Tls(t),
+    };
+    let tls = stream.tls_info();
+    let io = Rewind::new(Vec::new(), stream);
+    let shared = Shared::new(codec, max_output);
+    let d = driver(
+        io, shared, worker, rt, peer, local, tls, max_live, idle_until,
+    );
+    run(d, open, raw).await
+}
+
+/// The loop's state for a connection starting or coming back.
+#[allow(clippy::too_many_arguments)]
+fn driver(
+    io: Rewind,
+    shared: Shared,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    tls: Option<(&'static str, &'static str)>,
+    max_live: usize,
+    idle_until: Instant,
+) -> Driver<impl Future<Output = ()> + 'static> {
+    let mut shared = shared;
+    // Read from the TLS session again when a parked connection comes
+    // back: the parked state keeps the session, not this copy.
+    shared.client_cert = io.inner.client_cert().map(Arc::new);
+    Driver {
         io,
         rbuf: BytesMut::new(),
         shrink_at: None,
         shrunk: false,
-        shared,
+        stirred: false,
+        started_one: false,
+        repeat: false,
+        shared: Rc::new(RefCell::new(shared)),
         input_held: false,
         live: Rc::new(Cell::new(0)),
         busy: false,
-        worker: worker.clone(),
-        max_live: 2 * l.max_concurrent_streams as usize,
-        rt: rt.clone(),
+        worker,
+        max_live,
+        rt,
         peer,
         local,
         tls,
         read_closed: false,
         closing: false,
-        // The preface and the first frames are due within the header
-        // timeout, as a request head is.
         gone_by: None,
         stalled_since: None,
-        idle_until: now + rt.limits.header_timeout,
+        idle_until,
         starts: Vec::new(),
         unflushed: false,
         make: stream,
         spare: None,
-    };
+    }
+}
+
+/// Runs the connection: until it ends (then it closes) or parks (true).
+async fn run<F: Future<Output = ()> + 'static>(
+    mut d: Driver<F>,
+    mut open: Open,
+    raw: std::os::fd::RawFd,
+) -> bool {
+    let (worker, peer) = (d.worker.clone(), d.peer);
     let mut shutdown = worker.shutdown.clone();
     let stop = async move {
         while !*shutdown.borrow_and_update() {
@@ -235,6 +377,22 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         }
     })
     .await;
+    if end == End::Park {
+        drop(timer);
+        let rt = d.rt.clone();
+        match d.into_parked() {
+            Some(state) => {
+                tracing::debug!("h2 {peer}: idle, parked");
+                let deadline = state.idle_until;
+                open.parked = true;
+                super::park::park_h2(state, peer, rt, deadline, &worker);
+                return true;
+            }
+            // `may_park` said it could: not reached. The connection
+            // closes (as a client gone).
+            None => return false,
+        }
+    }
     tracing::debug!("h2 {peer}: connection ends: {end:?}");
     d.finish(end).await;
     if worker.is_stopping() {
@@ -243,11 +401,12 @@ pub async fn serve(io: Rewind, peer: SocketAddr, worker: Rc<Worker>, rt: Arc<Run
         // Dropping the connection closes its descriptor; a second one
         // keeps the socket until then.
         if let Some(fd) = crate::proto::settle::hold(raw) {
+            let send_timeout = d.rt.limits.send_timeout;
             drop(d);
-            crate::proto::settle::settle(std::os::fd::AsFd::as_fd(&fd), rt.limits.send_timeout)
-                .await;
+            crate::proto::settle::settle(std::os::fd::AsFd::as_fd(&fd), send_timeout).await;
         }
     }
+    false
 }
 
 impl<F: Future<Output = ()> + 'static> Driver<F> {
@@ -307,15 +466,22 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             }
             if !progress {
                 if self.rbuf.is_empty() && self.live.get() == 0 {
-                    // Nothing in progress: the read buffer goes back to
-                    // the allocator, so that an idle connection costs
-                    // little memory (the next read takes a fresh one).
-                    self.rbuf = BytesMut::new();
+                    // Nothing in progress: the read buffer of a
+                    // connection that served one stream goes back to the
+                    // allocator, so that many new connections cost little
+                    // memory (the next read takes a fresh one). One that
+                    // came back for more keeps it until it idles for the
+                    // park delay (`shrink_if_idle`, or it parks): a 16 KiB
+                    // malloc and free per request saved.
+                    if !self.repeat {
+                        self.rbuf = BytesMut::new();
+                    }
                     if !self.shrunk && self.shrink_at.is_none() {
                         // Armed once per idle spell, not per request: a
                         // timer reset per request would cost more than
                         // the buffers save.
                         self.shrink_at = Some(Instant::now() + super::park::PARK_AFTER);
+                        self.stirred = false;
                     }
                 }
                 return Poll::Pending;
@@ -476,6 +642,9 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         };
         for (id, head, end) in starts.drain(..) {
             self.start(id, &head, end);
+            // Copied out into the stream's head: its memory serves the
+            // next request's.
+            self.shared.borrow_mut().codec.recycle(head);
         }
         self.starts = starts;
         if failed {
@@ -511,7 +680,10 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             }
         }
         self.busy = true;
+        self.repeat = self.started_one;
+        self.started_one = true;
         self.shrunk = false;
+        self.stirred = true;
         let is_tls = self.tls.is_some();
         self.live.set(self.live.get() + 1);
         if let Some(s) = self.worker.stats() {
@@ -610,6 +782,13 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         }
         if self.shrink_at.is_some_and(|s| s <= now) {
             self.shrink_at = None;
+            if std::mem::take(&mut self.stirred) {
+                // Busy meanwhile: idle for the whole delay from now on
+                // first.
+                self.shrink_at = Some(now + super::park::PARK_AFTER);
+            } else if self.may_park() {
+                return Some(End::Park);
+            }
             self.shrink_if_idle();
         }
         if self.idle_until <= now {
@@ -628,6 +807,77 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         None
     }
 
+    /// Whether the connection can wait in the lot instead of its task:
+    /// nothing in progress anywhere (no stream, handler, input, output
+    /// (the TLS session's included), GOAWAY or deadline but the
+    /// keep-alive one), and a lot on this thread.
+    fn may_park(&self) -> bool {
+        !self.io.rewinding()
+            && match &self.io.inner {
+                Stream::Plain(_) => true,
+                Stream::Tls(t) => !t.get_ref().1.wants_write(),
+            }
+            && super::park::enabled()
+            && !self.worker.is_stopping()
+            && self.live.get() == 0
+            && self.rbuf.is_empty()
+            && !self.input_held
+            && !self.read_closed
+            && !self.closing
+            && !self.unflushed
+            && self.gone_by.is_none()
+            && self.stalled_since.is_none()
+            && Rc::strong_count(&self.shared) == 1
+            && {
+                let sh = self.shared.borrow();
+                sh.slots.is_empty() && sh.room.is_empty() && sh.codec.at_rest()
+            }
+            && quiet(std::os::fd::AsRawFd::as_raw_fd(self.io.inner.tcp()))
+    }
+
+    /// The connection leaves its task (see [`Driver::may_park`]): its
+    /// socket, and its state with the buffers given back.
+    fn into_parked(self) -> Option<Box<Parked>> {
+        let Driver {
+            io,
+            shared,
+            spare,
+            busy,
+            rt,
+            max_live,
+            local,
+            mut idle_until,
+            ..
+        } = self;
+        // The last handler's box holds nothing of the connection, but is
+        // let go first so that `shared` is the codec's only owner.
+        drop(spare);
+        let sh = Rc::try_unwrap(shared).ok()?.into_inner();
+        let max_output = sh.max_output;
+        let mut codec = sh.into_codec();
+        codec.shrink_idle();
+        let io = match io.into_inner().ok()? {
+            // Leaving tokio: its registration is freed (an `epoll_ctl`
+            // DEL).
+            Stream::Plain(tcp) => ParkedIo::Plain(tcp.into_std().ok()?),
+            Stream::Tls(t) => ParkedIo::Tls(t),
+        };
+        if busy {
+            // A stream started since the idle timer last fired: that timer
+            // would have given it another keep-alive period.
+            idle_until += rt.limits.keepalive_timeout;
+        }
+        let state = Box::new(Parked {
+            io,
+            codec,
+            max_output,
+            max_live,
+            local,
+            idle_until,
+        });
+        Some(state)
+    }
+
     /// No stream open or running and nothing read: what is kept for the
     /// next request (the codec's buffers, the reused handler box) goes
     /// back to the allocator, so an idle connection holds little more
@@ -642,6 +892,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         }
         sh.codec.shrink_idle();
         drop(sh);
+        self.rbuf = BytesMut::new();
         self.spare = None;
         self.starts = Vec::new();
         self.shrunk = true;
@@ -679,6 +930,26 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         })
         .await;
     }
+}
+
+/// Whether the socket has nothing to read: no byte and no end. The
+/// loop's last read may have been answered from tokio's readiness (not
+/// yet told of new bytes) rather than the socket: a connection whose
+/// next request already waits (a worker behind by the park delay) would
+/// otherwise park and be woken at once.
+fn quiet(fd: std::os::fd::RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the byte in the
+    // socket; the descriptor is the connection's, open for the call.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }
 
 /// Request body bytes for stream `id`: to its handler, or dropped (their
@@ -812,4 +1083,18 @@ fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
     };
     head.expect_continue = false;
     (head, expect_continue)
+}
+
+#[cfg(test)]
+mod tests {
+    /// What a parked connection keeps beyond its socket (and, over TLS,
+    /// its session): this box (544 bytes when written), a lot slot and
+    /// the HPACK table's entries. It must stay well under what a waiting
+    /// task held (~7 KB with its future and task cell, docs/BENCHMARKS.md)
+    /// and under nginx's ~1.5 KB per idle HTTP/2 connection.
+    #[test]
+    fn a_parked_connections_state_stays_under_768_bytes() {
+        let size = std::mem::size_of::<super::Parked>();
+        assert!(size <= 768, "{size} bytes");
+    }
 }

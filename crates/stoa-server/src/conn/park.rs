@@ -20,7 +20,21 @@
 //! Only connections that waited [`PARK_AFTER`] park: a client sending its
 //! next request sooner (load generators, pages loading their assets) never
 //! pays for a park and a resume (three `epoll_ctl`s and a task spawned).
+//!
+//! HTTP/2 connections with no stream open park the same way
+//! (`conn::h2`), with what the connection must remember in a box (the
+//! slot's [`Held::H2`]): the codec's state (its HPACK table, windows,
+//! settings and stream counts, its buffers given back) and a few
+//! settings, as nginx keeps an idle HTTP/2 connection as its small state
+//! and an event. Over TLS the box also holds the TLS stream, whose
+//! socket stays registered with tokio (a rustls session cannot be taken
+//! apart and put together again): the lot watches the same descriptor
+//! in its own set, and the task is what is saved. An HTTP/2 connection
+//! does not simply close at its deadline nor when the worker stops: it
+//! is resumed then, and its task says GOAWAY (RFC 9113 §6.8) as an
+//! unparked one does.
 
+use super::h2::Parked;
 use crate::config::Runtime;
 use crate::local::{Proto, Worker};
 use std::cell::{Cell, RefCell};
@@ -44,12 +58,45 @@ pub(crate) const PARK_AFTER: Duration = Duration::from_millis(250);
 
 /// Starts the task of a connection coming back from the lot (its
 /// connection count is still taken): `worker.rs`.
-pub(crate) type Resume = fn(TcpStream, SocketAddr, Arc<Runtime>, &Rc<Worker>);
+pub(crate) type Resume = fn(Back, SocketAddr, Arc<Runtime>, &Rc<Worker>);
+
+/// What waits in a slot.
+enum Held {
+    /// An HTTP/1 connection: its socket, out of tokio.
+    Http1(std::net::TcpStream),
+    /// An HTTP/2 connection: its state, with its socket or TLS stream.
+    H2(Box<Parked>),
+}
+
+/// A connection leaving the lot.
+pub(crate) enum Back {
+    /// An HTTP/1 connection, registered with tokio again.
+    Http1(TcpStream),
+    /// An HTTP/2 connection (`conn::h2::resume`).
+    H2(Box<Parked>),
+}
+
+impl Held {
+    fn fd(&self) -> RawFd {
+        match self {
+            Held::Http1(s) => s.as_raw_fd(),
+            Held::H2(p) => p.fd(),
+        }
+    }
+
+    fn proto(&self) -> Proto {
+        match self {
+            Held::Http1(_) => Proto::Http1,
+            Held::H2(p) => p.proto(),
+        }
+    }
+}
 
 /// A parked connection.
 struct Slot {
-    /// Out of tokio, in the lot's epoll set.
-    socket: std::net::TcpStream,
+    /// In the lot's epoll set (and, HTTP/1 and cleartext HTTP/2, out of
+    /// tokio's).
+    conn: Held,
     /// Told apart from an earlier connection in the same slot.
     gen: u32,
     peer: SocketAddr,
@@ -129,15 +176,37 @@ pub(crate) fn park(
     deadline: Instant,
     worker: &Rc<Worker>,
 ) {
-    let ep = EPOLL.with(|e| e.get());
     // Leaving tokio: its registration is freed (an `epoll_ctl` DEL).
-    let socket = match stream.into_std() {
-        Ok(s) if ep >= 0 && enabled() && !worker.is_stopping() => s,
+    match stream.into_std() {
+        Ok(s) => lodge(Held::Http1(s), peer, rt, deadline, worker),
+        Err(_) => closed(worker, Proto::Http1),
+    }
+}
+
+/// Parks an idle HTTP/2 connection (its state from `conn::h2`) until
+/// the client sends again or `deadline`. Its connection count moves to
+/// the lot.
+pub(crate) fn park_h2(
+    state: Box<Parked>,
+    peer: SocketAddr,
+    rt: Arc<Runtime>,
+    deadline: Instant,
+    worker: &Rc<Worker>,
+) {
+    lodge(Held::H2(state), peer, rt, deadline, worker);
+}
+
+/// Puts a connection in a slot and its descriptor in the lot's set.
+fn lodge(conn: Held, peer: SocketAddr, rt: Arc<Runtime>, deadline: Instant, worker: &Rc<Worker>) {
+    let ep = EPOLL.with(|e| e.get());
+    let proto = conn.proto();
+    if ep < 0 || !enabled() || worker.is_stopping() {
         // No lot here, or it closed what it held as the worker stops: this
-        // one closes now.
-        _ => return closed(worker),
-    };
-    let fd = socket.as_raw_fd();
+        // one closes now (callers park only when neither is so).
+        drop(conn);
+        return closed(worker, proto);
+    }
+    let fd = conn.fd();
     let added = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
         let gen = lot.next_gen;
@@ -157,10 +226,10 @@ pub(crate) fn park(
             r = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) };
         }
         if r < 0 {
-            return Err(socket);
+            return Err(conn);
         }
         lot.slots.insert(Slot {
-            socket,
+            conn,
             gen,
             peer,
             rt,
@@ -183,17 +252,29 @@ pub(crate) fn park(
         }
         Ok(())
     });
-    if let Err(socket) = added {
-        drop(socket);
-        closed(worker);
+    if let Err(conn) = added {
+        drop(conn);
+        closed(worker, proto);
     }
 }
 
 /// A parked connection closes: its count and the status page's.
-fn closed(worker: &Worker) {
+fn closed(worker: &Worker, proto: Proto) {
     worker.connection_closed();
     if let Some(s) = worker.stats() {
-        s.closed(Proto::Http1);
+        s.closed(proto);
+    }
+}
+
+/// A slot leaves the lot for a task: back into tokio (a new
+/// registration), then its task starts.
+fn wake(s: Slot, resume: Resume, worker: &Rc<Worker>) {
+    match s.conn {
+        Held::Http1(socket) => match TcpStream::from_std(socket) {
+            Ok(stream) => resume(Back::Http1(stream), s.peer, s.rt, worker),
+            Err(_) => closed(worker, Proto::Http1),
+        },
+        Held::H2(state) => resume(Back::H2(state), s.peer, s.rt, worker),
     }
 }
 
@@ -233,20 +314,17 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
                             }
                         });
                         let Some(s) = slot else { continue };
-                        // Back into tokio (a new registration), then its task.
-                        match TcpStream::from_std(s.socket) {
-                            Ok(stream) => resume(stream, s.peer, s.rt, &worker),
-                            Err(_) => closed(&worker),
-                        }
+                        wake(s, resume, &worker);
                     }
                 }
             }
             _ = rearmed() => {}
-            _ = tokio::time::sleep_until(at) => expire(&worker),
+            _ = tokio::time::sleep_until(at) => expire(&worker, resume),
         }
     }
-    // Stopping: every parked connection closes now (idle ones need no
-    // answer), as the worker's idle tasks do.
+    // Stopping: every parked HTTP/1 connection closes now (idle ones need
+    // no answer), as the worker's idle tasks do; an HTTP/2 one goes back
+    // to a task, which sees the stop and says GOAWAY.
     RESUME.with(|r| r.set(None));
     let all: Vec<Slot> = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
@@ -255,8 +333,12 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
         lot.slots.drain().collect()
     });
     for s in all {
-        drop(s);
-        closed(&worker);
+        if matches!(s.conn, Held::H2(_)) {
+            wake(s, resume, &worker);
+        } else {
+            drop(s);
+            closed(&worker, Proto::Http1);
+        }
     }
 }
 
@@ -273,8 +355,9 @@ fn wait_events(ep: RawFd, events: &mut [libc::epoll_event]) -> std::io::Result<u
     }
 }
 
-/// Closes the parked connections whose keep-alive deadline has passed.
-fn expire(worker: &Worker) {
+/// Closes the parked connections whose keep-alive deadline has passed;
+/// an HTTP/2 one goes back to a task, which says GOAWAY.
+fn expire(worker: &Rc<Worker>, resume: Resume) {
     let now = Instant::now();
     loop {
         let gone = LOT.with(|lot| {
@@ -291,9 +374,10 @@ fn expire(worker: &Worker) {
         });
         match gone {
             None => break,
+            Some(Some(s)) if matches!(s.conn, Held::H2(_)) => wake(s, resume, worker),
             Some(Some(s)) => {
                 drop(s);
-                closed(worker);
+                closed(worker, Proto::Http1);
             }
             Some(None) => {}
         }

@@ -133,6 +133,12 @@ impl Shared {
         }
     }
 
+    /// The codec, when the connection parks (everything else here is
+    /// made again when it comes back).
+    pub(crate) fn into_codec(self) -> Conn {
+        self.codec
+    }
+
     /// Where stream `id`'s slot is (the newest streams are looked for
     /// first: they are the likeliest).
     #[inline]

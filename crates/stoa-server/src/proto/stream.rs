@@ -342,6 +342,20 @@ impl Rewind {
     pub fn new(pre: Vec<u8>, inner: Stream) -> Rewind {
         Rewind { pre, at: 0, inner }
     }
+
+    /// Bytes put back are still to be read.
+    pub fn rewinding(&self) -> bool {
+        self.at < self.pre.len()
+    }
+
+    /// The stream itself, once every byte put back was read again (else
+    /// the Rewind, unchanged).
+    pub fn into_inner(self) -> Result<Stream, Rewind> {
+        if self.rewinding() {
+            return Err(self);
+        }
+        Ok(self.inner)
+    }
 }
 
 impl AsyncRead for Rewind {

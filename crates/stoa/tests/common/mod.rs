@@ -209,9 +209,10 @@ impl Server {
     {
         let mut child = Command::new(program)
             .args(args)
+            // The caller's STOA_LOG, if it gives one, not the test run's.
+            .env_remove("STOA_LOG")
             .envs(env.iter().copied())
             .env("NO_COLOR", "1")
-            .env_remove("STOA_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
