@@ -379,6 +379,16 @@ fn a_revoked_a_foreign_and_a_missing_certificate_are_refused_in_the_handshake() 
         let g = curl(&s, &pki, "localhost", Some("alice"), "/", &[proto]);
         assert_eq!(g.status, 200, "{proto}: {g:?}");
     }
+    // Each refusal is logged with its reason, at info (nginx: "client SSL
+    // certificate verify error" at info).
+    for reason in ["Revoked", "UnknownIssuer", "no certificates"] {
+        assert!(
+            s.wait_stderr(0, reason, std::time::Duration::from_secs(10))
+                && s.stderr().contains("client certificate refused"),
+            "{reason}: {}",
+            s.stderr()
+        );
+    }
     // Without the CRL the same revoked certificate passes: the refusal
     // above was the CRL's.
     let dir2 = TempDir::new("clientauth-nocrl");

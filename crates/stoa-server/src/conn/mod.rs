@@ -104,9 +104,25 @@ pub async fn tls(
     }
     match r {
         Ok((stream, h2)) => Some((Stream::Tls(Box::new(stream)), h2)),
+        Err(e) if refused_client_certificate(&e) => {
+            // What an operator of `client_auth` needs to see (nginx logs
+            // "client SSL certificate verify error" at info); other
+            // failed handshakes are scanners' and broken clients' noise.
+            tracing::info!("TLS handshake with {peer}: client certificate refused: {e}");
+            None
+        }
         Err(e) => {
             tracing::debug!("TLS handshake with {peer}: {e}");
             None
         }
     }
+}
+
+/// Whether a handshake failed on the client's certificate (a server
+/// verifies no other): a bad one, or none where one is required.
+fn refused_client_certificate(e: &std::io::Error) -> bool {
+    matches!(
+        e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
+        Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+    )
 }
