@@ -38,6 +38,26 @@ struct Pki {
     dir: PathBuf,
 }
 
+/// A P-256 key and a request for `subject` signed with it, in `dir`.
+fn key_and_csr(dir: &Path, key: &str, csr: &str, subject: &str) {
+    openssl(
+        dir,
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            key,
+        ],
+    );
+    openssl(
+        dir,
+        &["req", "-new", "-key", key, "-subj", subject, "-out", csr],
+    );
+}
+
 impl Pki {
     /// A CA (`ca.pem`), clients `alice` and `mallory` it signs, `mallory`
     /// revoked in `crl.pem`, and `eve` signed by another CA (`other.pem`);
@@ -65,22 +85,7 @@ impl Pki {
             let key = format!("{ca}.key");
             let csr = format!("{ca}.csr");
             let pem = format!("{ca}.pem");
-            openssl(
-                &d,
-                &[
-                    "genpkey",
-                    "-algorithm",
-                    "EC",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:P-256",
-                    "-out",
-                    &key,
-                ],
-            );
-            openssl(
-                &d,
-                &["req", "-new", "-key", &key, "-subj", subject, "-out", &csr],
-            );
+            key_and_csr(&d, &key, &csr, subject);
             openssl(
                 &d,
                 &[
@@ -102,22 +107,7 @@ impl Pki {
             let key = format!("{name}.key");
             let csr = format!("{name}.csr");
             let pem = format!("{name}.pem");
-            openssl(
-                &d,
-                &[
-                    "genpkey",
-                    "-algorithm",
-                    "EC",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:P-256",
-                    "-out",
-                    &key,
-                ],
-            );
-            openssl(
-                &d,
-                &["req", "-new", "-key", &key, "-subj", subject, "-out", &csr],
-            );
+            key_and_csr(&d, &key, &csr, subject);
             openssl(
                 &d,
                 &[

@@ -513,6 +513,11 @@ fn page_with(server: &Server, ca: &Path, extra: &[&str]) -> (bool, String) {
 
 /// What `openssl s_client -status` says of the stapled answer.
 fn status(server: &Server) -> String {
+    status_with(server, &[])
+}
+
+/// [`status`] with more `s_client` arguments (a TLS version).
+fn status_with(server: &Server, extra: &[&str]) -> String {
     let (_, out) = run(Command::new("timeout")
         .args([
             "10",
@@ -521,8 +526,9 @@ fn status(server: &Server) -> String {
             "-status",
             "-servername",
             "localhost",
-            "-connect",
         ])
+        .args(extra)
+        .arg("-connect")
         .arg(format!("127.0.0.1:{}", server.addr.port())));
     out
 }
@@ -546,18 +552,7 @@ fn a_good_answer_from_openssl_ocsp_is_stapled_and_seen_by_s_client_status_rfc696
         server.stderr()
     );
     for args in [&["-tls1_3"][..], &["-tls1_2"][..]] {
-        let (_, out) = run(Command::new("timeout")
-            .args([
-                "10",
-                "openssl",
-                "s_client",
-                "-status",
-                "-servername",
-                "localhost",
-            ])
-            .args(args)
-            .arg("-connect")
-            .arg(format!("127.0.0.1:{}", server.addr.port())));
+        let out = status_with(&server, args);
         assert!(
             out.contains("OCSP Response Status: successful"),
             "{args:?}: {out}"
