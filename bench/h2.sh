@@ -28,6 +28,12 @@
 #   (wait up to QUIET_MAX s before each run for the box to be < QUIET_PCT % busy), WAIT_OTHERS=300 (wait up to this many s at start for other load generators
 #   to finish; 0: do not wait, the figures are then provisional), RUN=/tmp/stoa-bench-h2,
 #   OUT=$RUN/results.md, STOA=target/release/stoa (built when missing).
+# Many cores (servers and generator on separate CPUs): WORKERS=1 (Stoa `workers`, h2o `num-threads`,
+#   nginx `worker_processes`), THREADS=1 (h2load -t), SERVER_CPUS / CLIENT_CPUS (taskset CPU lists,
+#   e.g. 0-7 and 8-15; empty: no pinning), MIME_TYPES=/etc/nginx/mime.types. With WORKERS > 1 nginx
+#   listens with `reuseport` (a socket per worker, as Stoa); h2o 2.2.5 has no such option, and its
+#   threads share one socket. For example, on 16
+#   cores: WORKERS=8 THREADS=8 CONC=256 SERVER_CPUS=0-7 CLIENT_CPUS=8-15 N=2000000 HOLD=0 bench/h2.sh
 # Ports 18600-18619: stoa 18600 (HTTP/1.1 + h2c) and 18601 (TLS), h2o 18602 and 18603 (TLS), nginx
 # 18604 (HTTP/1.1), 18605 (h2c), 18606 (TLS), stoa-TAG 18610/18611, 18612/18613, ...
 #
@@ -51,11 +57,16 @@ if [ "${QUICK:-0}" = 1 ]; then
 fi
 REPS=${REPS:-3} N=${N:-100000} CONC=${CONC:-50} HOLD=${HOLD:-5000} HOLD_MODES=${HOLD_MODES:-h2c tls}
 HOLD_SERVERS=${HOLD_SERVERS:-$SERVERS}
+WORKERS=${WORKERS:-1} THREADS=${THREADS:-1} SERVER_CPUS=${SERVER_CPUS:-} CLIENT_CPUS=${CLIENT_CPUS:-}
+MIME_TYPES=${MIME_TYPES:-/etc/nginx/mime.types}
+SRV_PIN=() GEN_PIN=()
+[ -z "$SERVER_CPUS" ] || SRV_PIN=(taskset -c "$SERVER_CPUS")
+[ -z "$CLIENT_CPUS" ] || GEN_PIN=(taskset -c "$CLIENT_CPUS")
 WARM_N=${WARM_N:-5000} QUIET_MAX=${QUIET_MAX:-3} QUIET_PCT=${QUIET_PCT:-15} WAIT_OTHERS=${WAIT_OTHERS:-300}
 CASES=${CASES:-tls-m10 h2c-m10 h1-m1 tls-m1 h2c-m1 h1tls-m1}
 STOA=${STOA:-$DEFAULT_STOA}
 [[ $STOA = /* ]] || STOA=$PWD/$STOA
-COMMAND="$(for v in SERVERS CASES REPS N CONC HOLD HOLD_MODES HOLD_SERVERS WARM_N QUIET_MAX WAIT_OTHERS; do
+COMMAND="$(for v in SERVERS CASES REPS N CONC WORKERS THREADS SERVER_CPUS CLIENT_CPUS HOLD HOLD_MODES HOLD_SERVERS WARM_N QUIET_MAX WAIT_OTHERS; do
     d=$(eval "echo \${$v}"); printf '%s=%q ' "$v" "$d"; done)bench/h2.sh"
 read -r -a SRVS <<< "$SERVERS"
 read -r -a CASE_LIST <<< "$CASES"
@@ -118,20 +129,21 @@ h2_start() {  # h2_start NAME: start, wait until it answers over HTTP/1.1, h2c a
     case $name in
         stoa|stoa-*)
             render_conf "$BENCH_DIR/conf/stoa-h2.toml" "$RUN/$name.toml" PORT="${P_H1[$name]}" TLS_PORT="${P_TLS[$name]}" \
-                ROOT="$W" CERT="$CERT" KEY="$KEY"
-            "$(stoa_bin "$name")" serve --config "$RUN/$name.toml" > "$RUN/logs/$name.out" 2>&1 &
+                ROOT="$W" CERT="$CERT" KEY="$KEY" WORKERS="$WORKERS"
+            "${SRV_PIN[@]}" "$(stoa_bin "$name")" serve --config "$RUN/$name.toml" > "$RUN/logs/$name.out" 2>&1 &
             pid=$! ;;
         h2o)
             render_conf "$BENCH_DIR/conf/h2o-h2.conf" "$RUN/h2o.conf" RUN="$RUN" PORT="${P_H1[$name]}" \
-                TLS_PORT="${P_TLS[$name]}" ROOT="$W" CERT="$CERT" KEY="$KEY"
+                TLS_PORT="${P_TLS[$name]}" ROOT="$W" CERT="$CERT" KEY="$KEY" WORKERS="$WORKERS"
             # h2o's own ulimit: it takes the soft limit it is started with
-            h2o -c "$RUN/h2o.conf" > "$RUN/logs/$name.out" 2>&1 &
+            "${SRV_PIN[@]}" h2o -c "$RUN/h2o.conf" > "$RUN/logs/$name.out" 2>&1 &
             pid=$! ;;
         nginx)
             render_conf "$BENCH_DIR/conf/nginx-h2.conf" "$RUN/nginx-h2.conf" RUN="$RUN" PORT="${P_H1[$name]}" \
                 H2C_PORT="${P_H2C[$name]}" TLS_PORT="${P_TLS[$name]}" ROOT="$W" NOFILE="$NOFILE" \
-                WORKER_CONNS=$(( NOFILE < 16384 ? NOFILE - 64 : 16384 )) CERT="$CERT" KEY="$KEY"
-            nginx -p "$RUN" -e "$RUN/logs/nginx-error.log" -c "$RUN/nginx-h2.conf" > "$RUN/logs/$name.out" 2>&1 &
+                WORKER_CONNS=$(( NOFILE < 16384 ? NOFILE - 64 : 16384 )) CERT="$CERT" KEY="$KEY" WORKERS="$WORKERS" MIME_TYPES="$MIME_TYPES" \
+                REUSEPORT="$( [ "$WORKERS" -gt 1 ] && echo reuseport || true)"
+            "${SRV_PIN[@]}" nginx -p "$RUN" -e "$RUN/logs/nginx-error.log" -c "$RUN/nginx-h2.conf" > "$RUN/logs/$name.out" 2>&1 &
             pid=$! ;;
     esac
     SRV_PID[$name]=$pid
@@ -191,7 +203,7 @@ one_case() {
     read -r proto url args <<< "$(case_args "$srv" "$c")"
     R_STATUS=ok R_RATE=- R_DONE=0 R_USREQ=- R_TLS=-
     # shellcheck disable=SC2086 # args: h2load options, split on purpose
-    measure "$srv" "$f" timeout 300 h2load -n "$N" -c "$CONC" -t 1 $args "$url"
+    measure "$srv" "$f" timeout 300 "${GEN_PIN[@]}" h2load -n "$N" -c "$CONC" -t "$THREADS" $args "$url"
     grep -q "^Application protocol: $proto\$" "$f" ||
         R_STATUS="not $proto: $(grep -m1 '^Application protocol' "$f" || echo 'no protocol line')"
     # "requests: N total, N started, N done, N succeeded, F failed, E errored, T timeout"
@@ -238,7 +250,7 @@ for s in "${UP[@]}"; do  # warm-up, not recorded: every protocol once
     for c in tls-m10 h2c-m10 h1-m1; do
         read -r _ url args <<< "$(case_args "$s" "$c")"
         # shellcheck disable=SC2086 # args: h2load options, split on purpose
-        timeout 60 h2load -n "$WARM_N" -c "$CONC" -t 1 $args "$url" > "$RAW_WARM" 2>&1 ||
+        timeout 60 "${GEN_PIN[@]}" h2load -n "$WARM_N" -c "$CONC" -t "$THREADS" $args "$url" > "$RAW_WARM" 2>&1 ||
             warn "$s: warm-up $c failed: $(tail -n1 "$RAW_WARM")"
     done
 done
@@ -280,7 +292,7 @@ if [ "$HOLD" -gt 0 ]; then
             port=${P_H2C[$s]} tls=()
             [ "$mode" = tls ] && { port=${P_TLS[$s]}; tls=(--tls); }
             read -r _ url _ <<< "$(case_args "$s" "$mode-m10")"
-            timeout 60 h2load -n "$WARM_N" -c "$CONC" -t 1 -m 10 "$url" > "$RAW_WARM" 2>&1 ||
+            timeout 60 "${GEN_PIN[@]}" h2load -n "$WARM_N" -c "$CONC" -t "$THREADS" -m 10 "$url" > "$RAW_WARM" 2>&1 ||
                 warn "$s: warm-up before the memory test failed: $(tail -n1 "$RAW_WARM")"
             sleep 0.5
             before=$(srv_rss_kb "$s")
@@ -338,7 +350,7 @@ def med(vals):
     return statistics.median(v) if v else None
 f = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"
 cells = {}
-print("index.html (1358 B), h2load -n $N -c $CONC -t 1; medians of the runs that completed")
+print("index.html (1358 B), h2load -n $N -c $CONC -t $THREADS; servers: $WORKERS worker(s)${SERVER_CPUS:+ on CPUs $SERVER_CPUS}${CLIENT_CPUS:+, h2load on CPUs $CLIENT_CPUS}; medians of the runs that completed")
 print()
 print("| case | " + " | ".join(f"{s} µs/req | {s} req/s" for s in servers) + " | other % (median) | runs ok |")
 print("|---|" + "---:|---:|" * len(servers) + "---:|---:|")
