@@ -358,9 +358,15 @@ impl Default for Group {
 impl Group {
     #[inline]
     pub fn add(&mut self, us: u64, bytes: u64) {
-        // Clamped: an auto-resizing histogram would otherwise grow to any
-        // value it is given.
-        self.lat.hist.saturating_record(us.clamp(1, HIST_MAX_US));
+        // `record`, not `saturating_record`: the latter never resizes, so
+        // an auto-resizing histogram (which starts at 255 us) put every
+        // slower response at its top and p50 = p90 = p99 = the minimum.
+        // Clamped first: the histogram grows to any value it is given.
+        let v = us.clamp(1, HIST_MAX_US);
+        if self.lat.hist.record(v).is_err() {
+            // Growing failed (a counts array past usize): keep the count.
+            self.lat.hist.saturating_record(v);
+        }
         self.lat.m.add(us);
         self.bytes += bytes;
     }
@@ -478,6 +484,39 @@ mod tests {
         assert_eq!(a, all);
         assert!((a.mean() - 510.0).abs() < 20.0);
         assert!((a.stddev() - all.stddev()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_group_of_slow_responses_has_the_percentiles_of_its_values_not_its_minimum() {
+        // 1.013 ms to 4.6 ms: all above the 255 us a fresh auto-resizing
+        // histogram covers. Exact rank ceil(q * n) of the sorted values,
+        // within the 2-digit histogram's 1 %.
+        let xs: Vec<u64> = (0..1000).map(|i| 1013 + (i * 7919) % 3600).collect();
+        let mut g = Group::default();
+        for &x in &xs {
+            g.add(x, 10);
+        }
+        let mut sorted = xs.clone();
+        sorted.sort_unstable();
+        for q in [50.0, 90.0, 95.0, 99.0, 99.9] {
+            let exact = sorted[((q / 100.0 * 1000.0_f64).ceil() as usize).max(1) - 1];
+            let got = g.lat.at(q);
+            assert!(
+                got >= exact && got <= exact + exact / 100 + 1,
+                "p{q}: {got} us, exact {exact} us"
+            );
+        }
+        assert_ne!(g.lat.at(50.0), g.lat.at(99.0));
+        // The same after merging two threads' groups.
+        let (mut a, mut b) = (Group::default(), Group::default());
+        xs[..300].iter().for_each(|&x| a.add(x, 10));
+        xs[300..].iter().for_each(|&x| b.add(x, 10));
+        let mut gs = Groups::default();
+        gs.merge(&Groups(vec![a]));
+        gs.merge(&Groups(vec![b]));
+        for q in [50.0, 90.0, 99.0] {
+            assert_eq!(gs.0[0].lat.at(q), g.lat.at(q), "p{q}");
+        }
     }
 
     #[test]

@@ -109,6 +109,13 @@ fn rows() -> Vec<Row> {
             false,
         ),
         (
+            "latency p95 ms",
+            "latency_p95_ms",
+            // Files written before p95 was recorded have none (0).
+            Box::new(|s: &Summary| s.latency_ms.map(|l| l.p95).filter(|&v| v > 0.0)),
+            false,
+        ),
+        (
             "latency p99 ms",
             "latency_p99_ms",
             Box::new(|s: &Summary| s.latency_ms.map(|l| l.p99)),

@@ -304,7 +304,7 @@ fn label(s: &Summary, i: usize, n: usize) -> String {
 }
 
 /// The figures that matter first: requests, successful rate, error
-/// share, p50/p99 and bytes per second; tiles for one run, a table for
+/// share, p50/p90/p95/p99/p99.9 and bytes per second; tiles for one run, a table for
 /// several.
 fn headline(o: &mut String, runs: &[Summary]) {
     let figs = |s: &Summary| -> Vec<(&'static str, String)> {
@@ -319,7 +319,13 @@ fn headline(o: &mut String, runs: &[Summary]) {
             ("successful / s", format!("{:.1}", s.success_rate())),
             ("errors", format!("{pct:.2} %")),
             ("p50 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p50))),
+            ("p90 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p90))),
+            ("p95 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p95))),
             ("p99 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p99))),
+            (
+                "p99.9 ms",
+                l.map_or("-".into(), |l| format!("{:.3}", l.p999)),
+            ),
             (
                 "received / s",
                 human_bytes(s.bytes.received as f64 / s.duration_s.max(1e-9)),
@@ -459,9 +465,12 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         s.latency_ms
             .map_or("-".into(), |l| format!("{:.3} ± {:.3}", l.mean, l.stddev))
     });
-    row(&mut o, "latency p50 / p99 / p99.9 (ms)", &|s| {
+    row(&mut o, "latency p50 / p90 / p95 / p99 / p99.9 (ms)", &|s| {
         s.latency_ms.map_or("-".into(), |l| {
-            format!("{:.3} / {:.3} / {:.3}", l.p50, l.p99, l.p999)
+            format!(
+                "{:.3} / {:.3} / {:.3} / {:.3} / {:.3}",
+                l.p50, l.p90, l.p95, l.p99, l.p999
+            )
         })
     });
     row(&mut o, "latency min / max (ms)", &|s| {
@@ -962,8 +971,8 @@ fn urls_tables(o: &mut String, runs: &[Summary]) {
             o,
             "",
             &[
-                "requests", "failed", "mean ms", "sd ms", "p50 ms", "p90 ms", "p99 ms", "max ms",
-                "bytes",
+                "requests", "failed", "mean ms", "sd ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
+                "p99.9 ms", "max ms", "bytes",
             ]
             .map(String::from),
         );
@@ -979,7 +988,9 @@ fn urls_tables(o: &mut String, runs: &[Summary]) {
                     f(u.stddev_ms),
                     f(u.p50_ms),
                     f(u.p90_ms),
+                    f(u.p95_ms),
                     f(u.p99_ms),
+                    f(u.p999_ms),
                     f(u.max_ms),
                     u.bytes.to_string(),
                 ],

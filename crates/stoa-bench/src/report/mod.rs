@@ -55,6 +55,9 @@ pub struct LatencyMs {
     pub stddev: f64,
     pub p50: f64,
     pub p90: f64,
+    /// Absent from files written before it was added (read as 0).
+    #[serde(default)]
+    pub p95: f64,
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
@@ -118,7 +121,11 @@ pub struct UrlStats {
     pub stddev_ms: Option<f64>,
     pub p50_ms: Option<f64>,
     pub p90_ms: Option<f64>,
+    #[serde(default)]
+    pub p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    #[serde(default)]
+    pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
 }
 
@@ -348,6 +355,7 @@ fn latency_of(l: &Phases) -> LatencyMs {
         stddev: ms(m.stddev()),
         p50: ms(l.at(50.0) as f64),
         p90: ms(l.at(90.0) as f64),
+        p95: ms(l.at(95.0) as f64),
         p99: ms(l.at(99.0) as f64),
         p999: ms(l.at(99.9) as f64),
         max: ms(m.max as f64),
@@ -417,7 +425,9 @@ pub fn urls_of(r: &Record, names: &[String]) -> Vec<UrlStats> {
                 stddev_ms: some(ms(m.stddev())),
                 p50_ms: some(ms(g.lat.at(50.0) as f64)),
                 p90_ms: some(ms(g.lat.at(90.0) as f64)),
+                p95_ms: some(ms(g.lat.at(95.0) as f64)),
                 p99_ms: some(ms(g.lat.at(99.0) as f64)),
+                p999_ms: some(ms(g.lat.at(99.9) as f64)),
                 max_ms: some(ms(m.max as f64)),
             }
         })

@@ -144,6 +144,13 @@ pub fn ab(s: &Summary) -> String {
             );
         }
     }
+    if let Some(l) = &s.latency_ms {
+        let _ = writeln!(
+            o,
+            "Latency percentiles:    {} [ms]",
+            headline_percentiles(l, "", fmt_ms3)
+        );
+    }
     if let (Some(c), Some(l)) = (&s.connection_times_ms, &s.latency_ms) {
         let _ = writeln!(o);
         let _ = writeln!(o, "Connection Times (ms)");
@@ -187,6 +194,27 @@ pub fn ab(s: &Summary) -> String {
     }
     tail(&mut o, s);
     o
+}
+
+fn fmt_ms3(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+/// The headline percentiles, `p50 X  p90 X  p95 X  p99 X  p99.9 X`: the
+/// figures a service-level objective is written in (k6's and h2load's
+/// summaries print p90 and p95; p99.9 shows the tail a mean hides).
+pub fn headline_percentiles(l: &super::LatencyMs, sep: &str, f: fn(f64) -> String) -> String {
+    [
+        ("p50", l.p50),
+        ("p90", l.p90),
+        ("p95", l.p95),
+        ("p99", l.p99),
+        ("p99.9", l.p999),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}{sep} {}", f(*v)))
+    .collect::<Vec<_>>()
+    .join("  ")
 }
 
 /// The value at percentile `p` of a spectrum, `max` past its end.
@@ -265,21 +293,24 @@ fn urls(o: &mut String, s: &Summary) {
     let _ = writeln!(o, "\nPer URL (ms)");
     let _ = writeln!(
         o,
-        "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
-        "URL", "requests", "failed", "mean", "sd", "median", "p99", "max"
+        "{:<w$} {:>9} {:>7} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "URL", "requests", "failed", "mean", "sd", "median", "p90", "p95", "p99", "p99.9", "max"
     );
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     for u in &s.urls {
         let _ = writeln!(
             o,
-            "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
+            "{:<w$} {:>9} {:>7} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
             u.name,
             u.requests,
             u.errors,
             f(u.mean_ms),
             f(u.stddev_ms),
             f(u.p50_ms),
+            f(u.p90_ms),
+            f(u.p95_ms),
             f(u.p99_ms),
+            f(u.p999_ms),
             f(u.max_ms)
         );
     }
@@ -417,6 +448,13 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         fmt_metric(r.max),
         r.within_stddev_pct
     );
+    if let Some(l) = l {
+        let _ = writeln!(
+            o,
+            "  Latency Percentiles  {}",
+            headline_percentiles(l, "", fmt_time_ms)
+        );
+    }
     if latency {
         let _ = writeln!(o, "  Latency Distribution");
         for (p, v) in [
