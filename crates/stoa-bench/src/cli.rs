@@ -59,6 +59,10 @@ pub struct Options {
     pub help: bool,
     pub version: bool,
     pub url: Option<String>,
+    /// `--threshold`: pass/fail checks of the run's figures.
+    pub thresholds: Vec<crate::threshold::Threshold>,
+    /// `--name`: the run's name (compare groups runs by it).
+    pub name: Option<String>,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
@@ -131,6 +135,9 @@ impl Options {
                         | "log"
                         | "request-log"
                         | "running-every"
+                        | "threshold"
+                        | "name"
+                        | "label"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -161,6 +168,18 @@ impl Options {
                     "hdr-log" => o.hdr_log = Some(value()?.into()),
                     "log" | "request-log" => o.request_log = Some(value()?.into()),
                     "running-every" => o.running_every = Some(num("--running-every", &value()?)?),
+                    "threshold" => o
+                        .thresholds
+                        .push(crate::threshold::parse(&value()?).map_err(CliError::Usage)?),
+                    "name" | "label" => {
+                        let v = value()?;
+                        if v.trim().is_empty() {
+                            return Err(CliError::Usage(format!(
+                                "--{name} needs a non-empty name"
+                            )));
+                        }
+                        o.name = Some(v);
+                    }
                     "scenario" => o.scenario = Some(value()?.into()),
                     "seed" => o.seed = Some(num("--seed", &value()?)?),
                     "header" => o.headers.push(value()?),

@@ -8,6 +8,7 @@
 //! - [`report`]: text (ab, wrk), JSON, HTML with SVG plots, `compare`.
 //! - [`tree`]: `stoa bench tree`, a WebBench-like workload tree.
 //! - [`merge`]: `stoa bench merge`, one result from runs that ran together.
+//! - [`threshold`]: `--threshold 'p99<20ms'`, pass/fail checks for CI.
 
 pub mod cli;
 pub mod engine;
@@ -17,6 +18,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod threshold;
 pub mod tree;
 pub mod util;
 
@@ -65,6 +67,12 @@ wrk options:
                    slow response, at its observed rate, are back-filled)
 
 Output:
+  --threshold EXPR pass/fail check, repeatable (k6's thresholds): METRIC[{URL}] OP
+                   VALUE, METRIC one of p50 p90 p95 p99 p99.9 mean max (us, ms, s;
+                   default ms), errors, non_2xx (a count, or a share with %), rps;
+                   {URL} one entry of the per-URL breakdown ('p99{/cgi-bin/x}<20ms');
+                   OP < <= > >=. A failed one makes the exit status 3
+  --name NAME      the run's name in the JSON; compare groups runs by it
   --json FILE      machine-readable summary with the per-second timeline
   --html FILE      an HTML report with SVG plots
   --hdr-log FILE   HdrHistogram interval log (one histogram per second, us)
@@ -84,7 +92,7 @@ Every request ends in exactly one outcome, counted by kind: a complete response
 (by status), connect refused, connect error, reset, closed before responding,
 timeout, short body, malformed; requests still in flight when a timed run ends
 are reported apart. Exit status: 0 done, 1 run-time error (or no response at
-all), 2 usage error.
+all), 2 usage error, 3 a --threshold failed.
 ";
 
 /// Entry point for `stoa bench ARGS...`; `args[0]` is "stoa bench".
@@ -168,6 +176,17 @@ fn bench(
         return Ok(0);
     }
     let plan = opts.plan()?;
+    let first_path = plan.requests.first().map_or("/", |r| r.path.as_str());
+    if let Some(u) = threshold::unknown_url(&opts.thresholds, &plan.groups, first_path) {
+        let names = if plan.groups.len() > 1 {
+            plan.groups.join(", ")
+        } else {
+            first_path.to_string()
+        };
+        return Err(CliError::Usage(format!(
+            "--threshold: no URL {u:?} in the run (its URLs: {names})"
+        )));
+    }
     // Open the output files first: a typo should not cost a whole run.
     let mut hdr_file = match &opts.hdr_log {
         Some(p) => Some(std::io::BufWriter::new(
@@ -209,6 +228,8 @@ fn bench(
         },
     );
     let mut summary = summary;
+    summary.name = opts.name.clone();
+    summary.thresholds = threshold::check_all(&opts.thresholds, &summary);
     summary.command_line = Some(
         std::iter::once("stoa bench".to_string())
             .chain(args.iter().map(|a| util::shell_quote(a)))
@@ -272,6 +293,10 @@ fn bench(
             "no response from {}:{}: {why}",
             summary.host, summary.port
         )));
+    }
+    // k6 exits 99 when a threshold fails; 3 here, after 1 and 2.
+    if summary.thresholds.iter().any(|t| !t.pass) {
+        return Ok(3);
     }
     Ok(0)
 }

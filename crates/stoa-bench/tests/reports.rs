@@ -3,7 +3,7 @@
 //! `compare`'s grouping of repeated runs, and the request phases.
 
 mod common;
-use common::{bench_json, tmpdir, TestServer};
+use common::{bench, bench_json, tmpdir, TestServer};
 use std::collections::BTreeMap;
 
 /// The latencies of the per-request log by request target, from the
@@ -120,4 +120,123 @@ fn per_url_percentiles_of_a_mixed_open_loop_run_match_its_own_request_log() {
         .find(|u| u["name"] == "GET /slow?ms=6")
         .expect("slow url");
     assert!(slow["p50_ms"].as_f64() >= Some(6.0), "{slow}");
+}
+
+#[test]
+fn the_headline_gives_p50_to_p99_9_in_the_text_and_the_json() {
+    let s = TestServer::start();
+    let (code, v, out) = bench_json("headline", &["-n", "200", "-c", "4", "-k", &s.url("/ok")]);
+    assert_eq!(code, 0, "{out}");
+    let l = &v["latency_ms"];
+    let p = |k: &str| {
+        l[k].as_f64()
+            .unwrap_or_else(|| panic!("latency_ms.{k}: {v}"))
+    };
+    assert!(p("p50") <= p("p90") && p("p90") <= p("p95") && p("p95") <= p("p99"));
+    assert!(p("p99") <= p("p999") && p("p999") <= p("max"));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Latency percentiles:"))
+        .unwrap_or_else(|| panic!("no headline percentiles: {out}"));
+    for k in ["p50 ", "p90 ", "p95 ", "p99 ", "p99.9 "] {
+        assert!(line.contains(k), "{line}");
+    }
+    // wrk's layout has it too.
+    let (_, out, _) = bench(&["-d", "0.3", "-c", "2", &s.url("/ok")]);
+    assert!(out.contains("Latency Percentiles  p50 "), "{out}");
+}
+
+#[test]
+fn a_failed_threshold_is_reported_and_makes_the_exit_status_3() {
+    // k6: a threshold that fails marks the test failed (k6 exits 99).
+    let s = TestServer::start();
+    let url = s.url("/ok");
+    let (code, v, out) = bench_json(
+        "thr-pass",
+        &[
+            "-n",
+            "100",
+            "-k",
+            "--threshold",
+            "p99<10s",
+            "--threshold",
+            "errors<0.1%",
+            "--threshold",
+            "rps>1",
+            &url,
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Thresholds"), "{out}");
+    assert!(out.contains("3 of 3 passed"), "{out}");
+    let t = v["thresholds"].as_array().expect("thresholds");
+    assert_eq!(t.len(), 3, "{v}");
+    assert!(t.iter().all(|t| t["pass"] == true), "{v}");
+    assert_eq!(t[1]["unit"], "%");
+    assert_eq!(t[1]["value"].as_f64(), Some(0.0));
+
+    let (code, v, out) = bench_json(
+        "thr-fail",
+        &[
+            "-n",
+            "50",
+            "-k",
+            "--threshold",
+            "p50<1us",
+            "--threshold",
+            "errors<=0",
+            &url,
+        ],
+    );
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("FAIL"), "{out}");
+    assert!(out.contains("1 of 2 passed"), "{out}");
+    let t = &v["thresholds"][0];
+    assert_eq!(t["pass"], false, "{v}");
+    assert!(t["value"].as_f64() > Some(0.001), "{v}");
+}
+
+#[test]
+fn per_url_thresholds_check_one_entry_of_the_mix_and_an_unknown_url_is_a_usage_error() {
+    let s = TestServer::start();
+    let d = tmpdir("thr-url");
+    let sc = d.join("mix.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            "[run]\nurl = \"{}\"\nrequests = 60\nconnections = 2\nkeep_alive = true\n\
+             [[mix]]\npath = \"/ok?n=10\"\n[[mix]]\npath = \"/slow?ms=5\"\n",
+            s.url("/")
+        ),
+    )
+    .expect("write scenario");
+    let sc = sc.to_str().expect("utf-8 path");
+    let (code, v, out) = bench_json(
+        "thr-url-run",
+        &[
+            "--scenario",
+            sc,
+            "-l",
+            "--threshold",
+            "p50{/slow?ms=5}>=5ms",
+            "--threshold",
+            "p50{GET /slow?ms=5}<5ms",
+            "--threshold",
+            "errors{/ok?n=10}<1%",
+        ],
+    );
+    assert_eq!(code, 3, "{out}");
+    let t = v["thresholds"].as_array().expect("thresholds");
+    assert_eq!(t[0]["url"], "GET /slow?ms=5", "{v}");
+    assert_eq!(
+        [&t[0]["pass"], &t[1]["pass"], &t[2]["pass"]],
+        [true, false, true],
+        "{v}"
+    );
+    let (code, _, err) = bench(&["--scenario", sc, "--threshold", "p99{/nope}<1s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no URL \"/nope\""), "{err}");
+    let (code, _, err) = bench(&["--threshold", "p98<1s", &s.url("/ok")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("p50, p90, p95, p99 and p99.9"), "{err}");
 }

@@ -392,6 +392,7 @@ h1{{font-size:20px}} h2{{font-size:16px;margin-top:28px}}\
 table{{border-collapse:collapse;margin:8px 0;background:#fff}} th,td{{border:1px solid #ccc;padding:4px 10px;text-align:right;font-size:13px}}\
 th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;gap:12px}} .charts svg{{border:1px solid #ddd}}\
 .note{{color:#555;font-size:13px}} .abort{{color:#b00;font-weight:bold}}\
+.fail{{color:#b00;font-weight:bold}} .pass{{color:#070}}\
 .head{{display:flex;flex-wrap:wrap;gap:10px;margin:6px 0 4px}} .head div{{background:#fff;border:1px solid #ddd;padding:8px 14px;min-width:110px}}\
 .head b{{display:block;font-size:22px}} .head span{{font-size:12px;color:#555}} code{{font-size:12px}}\
 </style></head><body>\n<h1>{}</h1>\n",
@@ -399,6 +400,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         esc(&title)
     );
     headline(&mut o, runs);
+    thresholds_tables(&mut o, runs);
     // Summary table.
     o.push_str("<h2>Summary</h2><table>\n");
     let cols: Vec<String> = (0..n)
@@ -956,6 +958,45 @@ pub fn clients_of(s: &Summary) -> f64 {
         s.active_mean
     } else {
         s.settings.concurrency as f64
+    }
+}
+
+/// The `--threshold` checks, a table per run that has them; a failed
+/// one in red.
+fn thresholds_tables(o: &mut String, runs: &[Summary]) {
+    let n = runs.len();
+    for (i, s) in runs.iter().enumerate() {
+        if s.thresholds.is_empty() {
+            continue;
+        }
+        let passed = s.thresholds.iter().filter(|t| t.pass).count();
+        let _ = writeln!(
+            o,
+            "<h2>{}Thresholds: {passed} of {} passed</h2><table>",
+            esc(&label(s, i, n)),
+            s.thresholds.len()
+        );
+        table_row(o, "", &["value", "result"].map(String::from));
+        for t in &s.thresholds {
+            let v = match (t.value, t.unit.as_str()) {
+                (None, _) => t.why.clone().unwrap_or_else(|| "-".into()),
+                (Some(v), "count") => format!("{v:.0}"),
+                (Some(v), "req/s") => format!("{v:.1} /s"),
+                (Some(v), u) => format!("{v:.3} {u}"),
+            };
+            let (cls, res) = if t.pass {
+                ("pass", "pass")
+            } else {
+                ("fail", "FAIL")
+            };
+            let _ = writeln!(
+                o,
+                "<tr><th>{}</th><td>{}</td><td class=\"{cls}\">{res}</td></tr>",
+                esc(&t.threshold),
+                esc(&v)
+            );
+        }
+        o.push_str("</table>\n");
     }
 }
 

@@ -184,6 +184,10 @@ pub struct Spread {
 pub struct Summary {
     pub tool: String,
     pub version: String,
+    /// `--name`: the run's name, by which `compare` groups repeated runs;
+    /// null without one.
+    #[serde(default)]
+    pub name: Option<String>,
     pub url: String,
     pub host: String,
     pub port: u16,
@@ -285,6 +289,9 @@ pub struct Summary {
     /// then.
     #[serde(default)]
     pub interrupted: bool,
+    /// `--threshold`s, each checked against the run; `[]` without any.
+    #[serde(default)]
+    pub thresholds: Vec<crate::threshold::Checked>,
     /// The per-request log (`--log`), if written.
     #[serde(default)]
     pub request_log: Option<String>,

@@ -319,6 +319,7 @@ fn urls(o: &mut String, s: &Summary) {
 fn tail(o: &mut String, s: &Summary) {
     levels(o, s);
     urls(o, s);
+    o.push_str(&crate::threshold::table(&s.thresholds));
     if !s.settings.open_loop && s.responses > 0 {
         let _ = writeln!(
             o,
