@@ -33,7 +33,7 @@ stoa bench: an HTTP/1.x load generator (ApacheBench and wrk compatible)
 Usage:
   stoa bench [options] URL
   stoa bench --scenario FILE [options] [URL]
-  stoa bench compare A.json B.json ... [--html FILE] [--json FILE]
+  stoa bench compare A.json B.json ... [--html FILE] [--json FILE] [--each]
   stoa bench tree DIR [--size 61MB] [--seed S]
   stoa bench merge [--hdr-log OUT] [--json OUT] A.hdr B.hdr ... [A.json B.json ...]
 

@@ -240,3 +240,94 @@ fn per_url_thresholds_check_one_entry_of_the_mix_and_an_unknown_url_is_a_usage_e
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("p50, p90, p95, p99 and p99.9"), "{err}");
 }
+
+#[test]
+fn compare_groups_repeated_runs_per_target_with_median_and_spread_in_a_narrow_table() {
+    // Three rounds against each of two targets, interleaved as a lab
+    // script runs them: two columns, not six.
+    let s = TestServer::start();
+    let d = tmpdir("cmp-groups");
+    let mut files = Vec::new();
+    for round in 1..=3 {
+        for (name, path) in [("fast", "/ok"), ("slow", "/slow?ms=3")] {
+            let j = d.join(format!("{name}-{round}.json"));
+            let (code, out, err) = bench(&[
+                "-n",
+                "30",
+                "-c",
+                "2",
+                "-k",
+                "--name",
+                name,
+                "--json",
+                &j.to_string_lossy(),
+                &s.url(path),
+            ]);
+            assert_eq!(code, 0, "{out}{err}");
+            files.push(j.to_string_lossy().into_owned());
+        }
+    }
+    let json = d.join("cmp.json");
+    let mut args = vec!["compare".to_string()];
+    args.extend(files.iter().cloned());
+    args.extend(["--json".into(), json.to_string_lossy().into_owned()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = bench(&a);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let head = lines[1];
+    assert!(
+        head.contains("fast [3]") && head.contains("slow [3]"),
+        "{out}"
+    );
+    // Readable without scrolling: no line past 120 columns.
+    assert!(
+        lines.iter().all(|l| l.chars().count() <= 120),
+        "a line is too wide:\n{out}"
+    );
+    // Median (min–max) of three rounds.
+    let p50 = lines
+        .iter()
+        .find(|l| l.starts_with("latency p50 ms"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(p50.contains('–'), "{out}");
+    // Every run still has its line, under its group.
+    for f in ["fast-1", "slow-3"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(f)),
+            "{f} missing:\n{out}"
+        );
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    let g = v["groups"].as_array().expect("groups");
+    assert_eq!(g.len(), 2, "{v}");
+    assert_eq!(g[0]["name"], "fast");
+    assert_eq!(g[1]["runs"].as_array().map(Vec::len), Some(3));
+    // The median is the middle run's value, between min and max.
+    let vals: Vec<f64> = (0..3)
+        .map(|k| {
+            v["runs"][2 * k + 1]["values"]["latency_p50_ms"]
+                .as_f64()
+                .expect("p50")
+        })
+        .collect();
+    let mut sorted = vals.clone();
+    sorted.sort_by(f64::total_cmp);
+    let m = &g[1]["values"]["latency_p50_ms"];
+    assert_eq!(m["median"].as_f64(), Some(sorted[1]), "{v}");
+    assert_eq!(m["min"].as_f64(), Some(sorted[0]), "{v}");
+    assert_eq!(m["max"].as_f64(), Some(sorted[2]), "{v}");
+    assert!(m["ratio_to_first"].as_f64() > Some(1.0), "{v}");
+    // --each: every run in its own column, as before.
+    let mut each = a.clone();
+    each.push("--each");
+    let (code, out, _) = bench(&each);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .next()
+            .is_some_and(|l| l.contains("fast-1") && l.contains("slow-3")),
+        "{out}"
+    );
+}
