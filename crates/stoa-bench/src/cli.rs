@@ -7,6 +7,7 @@ use crate::plan::{
     build_request, AbortRules, Load, Plan, RequestOpts, RequestSpec, Target, Think, Url,
 };
 use crate::scenario::Scenario;
+use crate::transport::{TlsSetup, Trust};
 use crate::util::{base64, parse_duration};
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
@@ -63,6 +64,14 @@ pub struct Options {
     pub thresholds: Vec<crate::threshold::Threshold>,
     /// `--name`: the run's name (compare groups runs by it).
     pub name: Option<String>,
+    /// `--insecure`: the server's certificate is not checked (curl's `-k`;
+    /// here `-k` is ab's keep-alive).
+    pub insecure: bool,
+    /// `--cacert FILE`: the CA certificates (PEM) the server's must chain
+    /// to, instead of the system's.
+    pub cacert: Option<PathBuf>,
+    /// `--tls-resume`: resume TLS sessions on new connections.
+    pub tls_resume: bool,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
@@ -138,6 +147,7 @@ impl Options {
                         | "threshold"
                         | "name"
                         | "label"
+                        | "cacert"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -206,6 +216,9 @@ impl Options {
                         }
                         o.first_delay = Some((a, b));
                     }
+                    "cacert" => o.cacert = Some(value()?.into()),
+                    "insecure" => o.insecure = true,
+                    "tls-resume" => o.tls_resume = true,
                     "keepalive" | "keep-alive" => o.keep_alive = true,
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
@@ -335,11 +348,35 @@ impl Options {
             )));
         }
         let authority = url.authority();
+        if !url.tls && (self.insecure || self.cacert.is_some() || self.tls_resume) {
+            return Err(CliError::Usage(
+                "--insecure, --cacert and --tls-resume are for https:// URLs".into(),
+            ));
+        }
+        if self.insecure && self.cacert.is_some() {
+            return Err(CliError::Usage(
+                "use either --insecure or --cacert, not both".into(),
+            ));
+        }
+        let tls = if url.tls {
+            let trust = match (&self.cacert, self.insecure) {
+                (Some(p), _) => Trust::CaFile(p),
+                (None, true) => Trust::Insecure,
+                (None, false) => Trust::System,
+            };
+            Some(
+                TlsSetup::new(&url.host, trust, self.tls_resume, &[b"http/1.1"])
+                    .map_err(CliError::Fatal)?,
+            )
+        } else {
+            None
+        };
         let target = Target {
             addrs,
             host: url.host.clone(),
             port: url.port,
             authority: authority.clone(),
+            tls,
         };
 
         let keep_alive = self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);

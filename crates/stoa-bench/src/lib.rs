@@ -19,6 +19,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod threshold;
+pub mod transport;
 pub mod tree;
 pub mod util;
 
@@ -76,7 +77,8 @@ Output:
   --json FILE      machine-readable summary with the per-second timeline
   --html FILE      an HTML report with SVG plots
   --hdr-log FILE   HdrHistogram interval log (one histogram per second, us)
-  --log FILE       per-request log, CSV: start_s,latency_ms,status,bytes,client,url
+  --log FILE       per-request log, CSV: start_s,latency_ms,status,bytes,client,
+                   connect_ms,tls_ms,first_byte_ms,transfer_ms,url
                    (buffered per thread); with --html, a scatter of every request
   -q, --quiet      no live progress (it is shown only on a terminal anyway)
 
@@ -202,7 +204,7 @@ fn bench(
         Some(p) => {
             let mut f = std::fs::File::create(p)
                 .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
-            f.write_all(b"start_s,latency_ms,status,bytes,client,url\n")
+            f.write_all(b"start_s,latency_ms,status,bytes,client,connect_ms,tls_ms,first_byte_ms,transfer_ms,url\n")
                 .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
             Some(f)
         }
@@ -284,6 +286,22 @@ fn bench(
             "connection refused"
         } else if e.connect > 0 {
             "could not connect"
+        } else if e.tls > 0 {
+            return Err(CliError::Fatal(format!(
+                "no response from {}:{}: {}{}",
+                summary.host,
+                summary.port,
+                summary
+                    .tls
+                    .as_ref()
+                    .and_then(|t| t.error.as_deref())
+                    .unwrap_or("TLS failed"),
+                if summary.tls.as_ref().is_some_and(|t| !t.insecure) {
+                    " (give the server's CA with --cacert FILE, or skip the check with --insecure)"
+                } else {
+                    ""
+                }
+            )));
         } else if e.timeout > 0 {
             "every request timed out"
         } else {

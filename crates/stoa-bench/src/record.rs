@@ -112,6 +112,10 @@ pub struct Errors {
     pub short_body: u64,
     /// Not an HTTP/1.x response, bad framing or bad chunk syntax.
     pub malformed: u64,
+    /// The TLS handshake failed (a refused certificate, no common
+    /// protocol) or a TLS record was bad.
+    #[serde(default)]
+    pub tls: u64,
     /// A complete response whose body length differs from the first
     /// response's (ApacheBench's "Length" failure; off with `-l`).
     pub length_mismatch: u64,
@@ -126,6 +130,7 @@ impl Errors {
             + self.timeout
             + self.short_body
             + self.malformed
+            + self.tls
             + self.length_mismatch
     }
 
@@ -142,6 +147,7 @@ impl Errors {
         self.timeout += o.timeout;
         self.short_body += o.short_body;
         self.malformed += o.malformed;
+        self.tls += o.tls;
         self.length_mismatch += o.length_mismatch;
     }
 }
@@ -156,6 +162,7 @@ pub enum Failure {
     Timeout,
     ShortBody,
     Malformed,
+    Tls,
 }
 
 impl Failure {
@@ -170,6 +177,7 @@ impl Failure {
             Failure::Timeout => "timeout",
             Failure::ShortBody => "short_body",
             Failure::Malformed => "malformed",
+            Failure::Tls => "tls",
         }
     }
 }
@@ -203,6 +211,9 @@ pub struct Counters {
     /// Open loop: requests due by the schedule that never went out because
     /// every connection was busy when the run ended.
     pub not_sent: u64,
+    /// TLS handshakes completed, and how many of them resumed a session.
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
     /// Time integral of the clients running (closed loop) or requests in
     /// flight (open loop), in client-seconds: divided by the run time, the
     /// mean number active.
@@ -224,6 +235,8 @@ impl Default for Counters {
             retries: 0,
             in_flight_at_end: 0,
             not_sent: 0,
+            tls_handshakes: 0,
+            tls_resumed: 0,
             active_area: 0.0,
         }
     }
@@ -250,6 +263,7 @@ impl Counters {
             Failure::Timeout => e.timeout += 1,
             Failure::ShortBody => e.short_body += 1,
             Failure::Malformed => e.malformed += 1,
+            Failure::Tls => e.tls += 1,
         }
     }
 
@@ -278,6 +292,8 @@ impl Counters {
         self.retries += o.retries;
         self.in_flight_at_end += o.in_flight_at_end;
         self.not_sent += o.not_sent;
+        self.tls_handshakes += o.tls_handshakes;
+        self.tls_resumed += o.tls_resumed;
         self.active_area += o.active_area;
     }
 }
@@ -422,6 +438,13 @@ pub struct Record {
     /// ab's "Total": request start to the last byte. In the closed loop it
     /// equals `latency` and is not recorded twice.
     pub total: Option<Phases>,
+    /// The phases of a request (`phases_ms`): the TCP connect and the TLS
+    /// handshake of the requests that opened a connection (a reused one
+    /// has neither), and for complete responses the transfer, first byte
+    /// to last (the first byte is `waiting`).
+    pub tcp_connect: Phases,
+    pub tls: Phases,
+    pub transfer: Phases,
     /// `--corrected` (closed loop): every latency, plus the latencies of
     /// the requests each client would have sent during a slow response at
     /// its observed rate (HdrHistogram's "expected interval" correction).
@@ -443,6 +466,9 @@ impl Record {
         self.connect.merge(&o.connect);
         self.processing.merge(&o.processing);
         self.waiting.merge(&o.waiting);
+        self.tcp_connect.merge(&o.tcp_connect);
+        self.tls.merge(&o.tls);
+        self.transfer.merge(&o.transfer);
         match (&mut self.total, &o.total) {
             (Some(a), Some(b)) => a.merge(b),
             (None, Some(b)) => self.total = Some(b.clone()),

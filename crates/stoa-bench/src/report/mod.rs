@@ -81,6 +81,73 @@ pub struct ConnectionTimes {
     pub total: PhaseMs,
 }
 
+/// Percentiles of one phase of the requests, milliseconds, over the `n`
+/// requests that had it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct PhaseStats {
+    pub n: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Where a request's time went (`phases_ms`): `connect` and `tls` over
+/// the requests that opened their own connection (a reused one has
+/// neither: h2load's "time for connect" is per connection too);
+/// `first_byte` (request written to the first byte of the response) and
+/// `transfer` (first byte to last) over the complete responses.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct RequestPhases {
+    pub connect: Option<PhaseStats>,
+    pub tls: Option<PhaseStats>,
+    pub first_byte: Option<PhaseStats>,
+    pub transfer: Option<PhaseStats>,
+}
+
+/// The TLS side of an `https://` run.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct TlsStats {
+    /// Version, cipher suite and ALPN protocol of the first handshake.
+    pub version: Option<String>,
+    pub cipher: Option<String>,
+    pub alpn: Option<String>,
+    /// Handshakes completed, those that resumed a session, and
+    /// handshakes per second of the run.
+    pub handshakes: u64,
+    pub resumed: u64,
+    pub handshakes_per_second: f64,
+    /// `--insecure`: the certificate was not checked.
+    pub insecure: bool,
+    /// `--tls-resume`: sessions were offered for resumption.
+    pub resumption: bool,
+    /// The first handshake failure, if any.
+    pub error: Option<String>,
+}
+
+fn phase_stats(p: &Phases) -> Option<PhaseStats> {
+    (p.m.n > 0).then(|| PhaseStats {
+        n: p.m.n,
+        mean: ms(p.m.mean()),
+        p50: ms(p.at(50.0) as f64),
+        p90: ms(p.at(90.0) as f64),
+        p99: ms(p.at(99.0) as f64),
+        max: ms(p.m.max as f64),
+    })
+}
+
+/// The request phases of a merged record.
+pub fn phases_of(r: &Record) -> Option<RequestPhases> {
+    let p = RequestPhases {
+        connect: phase_stats(&r.tcp_connect),
+        tls: phase_stats(&r.tls),
+        first_byte: phase_stats(&r.waiting),
+        transfer: phase_stats(&r.transfer),
+    };
+    (p != RequestPhases::default()).then_some(p)
+}
+
 /// One second of the run (all threads).
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 pub struct Second {
@@ -298,6 +365,14 @@ pub struct Summary {
     /// Why writing the log failed (the run went on without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_log_error: Option<String>,
+    /// The phases of the requests (connect, TLS, first byte, transfer);
+    /// null when no request had any.
+    #[serde(default)]
+    pub phases_ms: Option<RequestPhases>,
+    /// `https://`: the handshakes and what they negotiated; null over
+    /// plain TCP.
+    #[serde(default)]
+    pub tls: Option<TlsStats>,
     /// For the HTML report: (start s, latency ms, failed) of every request
     /// of the log, or a sample of them; not in the JSON.
     #[serde(skip)]

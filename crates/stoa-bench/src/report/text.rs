@@ -56,12 +56,12 @@ pub fn ab(s: &Summary) -> String {
             e.connect_refused + e.connect,
             e.reset + e.closed + e.timeout,
             e.length_mismatch + e.short_body,
-            e.malformed
+            e.malformed + e.tls
         );
         let _ = writeln!(
             o,
-            "   (refused: {}, connect: {}, reset: {}, closed: {}, timeout: {}, short body: {}, malformed: {}, length differs: {})",
-            e.connect_refused, e.connect, e.reset, e.closed, e.timeout, e.short_body, e.malformed, e.length_mismatch
+            "   (refused: {}, connect: {}, reset: {}, closed: {}, timeout: {}, short body: {}, malformed: {}, tls: {}, length differs: {})",
+            e.connect_refused, e.connect, e.reset, e.closed, e.timeout, e.short_body, e.malformed, e.tls, e.length_mismatch
         );
         if e.length_mismatch == s.failed {
             // ab's check, kept for parity, reads as an outage on a page
@@ -490,7 +490,7 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         let _ = writeln!(
             o,
             "  Socket errors: connect {}, read {}, write 0, timeout {}",
-            e.connect_refused + e.connect,
+            e.connect_refused + e.connect + e.tls,
             e.reset + e.closed + e.short_body + e.malformed,
             e.timeout
         );
