@@ -331,3 +331,58 @@ fn compare_groups_repeated_runs_per_target_with_median_and_spread_in_a_narrow_ta
         "{out}"
     );
 }
+
+#[test]
+fn the_request_phases_of_the_json_are_rendered_in_the_text_and_html_reports() {
+    // Without keep-alive every request connects: connect, first byte and
+    // transfer for each (curl's -w timings); no TLS row over plain TCP.
+    let s = TestServer::start();
+    let d = tmpdir("phases");
+    let html = d.join("r.html");
+    let (code, v, out) = bench_json(
+        "phases-run",
+        &[
+            "-n",
+            "40",
+            "-c",
+            "2",
+            "--html",
+            &html.to_string_lossy(),
+            &s.url("/slow?ms=2"),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let p = &v["phases_ms"];
+    assert_eq!(p["connect"]["n"].as_u64(), Some(40), "{v}");
+    assert!(p["tls"].is_null(), "{v}");
+    let text: Vec<&str> = out.lines().collect();
+    let at = text
+        .iter()
+        .position(|l| *l == "Request phases (ms)")
+        .unwrap_or_else(|| panic!("no phases: {out}"));
+    let row = |name: &str| {
+        text[at..at + 6]
+            .iter()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    // The first byte waits for the 2 ms sleep; its p50 is the JSON's.
+    let fb = row("first byte");
+    assert_eq!(fb[2], "40", "{out}");
+    let p50: f64 = fb[4].parse().expect("p50");
+    assert!(p50 >= 2.0, "{out}");
+    assert!((p50 - p["first_byte"]["p50"].as_f64().expect("p50")).abs() < 0.0005);
+    assert_eq!(row("connect")[1], "40", "{out}");
+    assert!(
+        !text[at..at + 6].iter().any(|l| l.starts_with("tls")),
+        "{out}"
+    );
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("<h2>Request phases</h2>"), "no phases table");
+    assert!(
+        page.contains("<tr><th>first byte</th><td>40</td>"),
+        "{page}"
+    );
+}

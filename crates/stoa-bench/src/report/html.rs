@@ -855,6 +855,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
     });
     row(&mut o, "connections opened", &|s| s.connections.to_string());
     o.push_str("</table>\n");
+    phases_tables(&mut o, runs);
     urls_tables(&mut o, runs);
     let _ = writeln!(
         o,
@@ -997,6 +998,94 @@ fn thresholds_tables(o: &mut String, runs: &[Summary]) {
             );
         }
         o.push_str("</table>\n");
+    }
+}
+
+/// Where the requests' time went (`phases_ms`: connect, TLS, first
+/// byte, transfer), a table per run that has it, with a bar of the mean
+/// phases so that a TLS handshake's share shows at a glance.
+fn phases_tables(o: &mut String, runs: &[Summary]) {
+    let n = runs.len();
+    for (i, s) in runs.iter().enumerate() {
+        let Some(p) = &s.phases_ms else { continue };
+        let rows = [
+            ("connect", &p.connect, "#1f77b4"),
+            ("TLS handshake", &p.tls, "#ff7f0e"),
+            ("first byte", &p.first_byte, "#2ca02c"),
+            ("transfer", &p.transfer, "#9467bd"),
+        ];
+        if rows.iter().all(|r| r.1.is_none()) {
+            continue;
+        }
+        let _ = writeln!(o, "<h2>{}Request phases</h2><table>", esc(&label(s, i, n)));
+        table_row(
+            o,
+            "",
+            &[
+                "requests", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms",
+            ]
+            .map(String::from),
+        );
+        for (name, r, _) in &rows {
+            if let Some(r) = r {
+                table_row(
+                    o,
+                    name,
+                    &[
+                        r.n.to_string(),
+                        format!("{:.3}", r.mean),
+                        format!("{:.3}", r.p50),
+                        format!("{:.3}", r.p90),
+                        format!("{:.3}", r.p99),
+                        format!("{:.3}", r.max),
+                    ],
+                );
+            }
+        }
+        o.push_str("</table>\n");
+        // The mean of each phase, weighted by how many requests had it,
+        // as one stacked bar: the time of an average request.
+        let parts: Vec<(&str, f64, &str)> = rows
+            .iter()
+            .filter_map(|(name, r, c)| {
+                let r = (*r).as_ref()?;
+                let total = s.responses.max(r.n) as f64;
+                Some((*name, r.mean * r.n as f64 / total.max(1.0), *c))
+            })
+            .filter(|p| p.1 > 0.0)
+            .collect();
+        let sum: f64 = parts.iter().map(|p| p.1).sum();
+        if sum > 0.0 {
+            let (w, h) = (640.0, 22.0);
+            let _ = write!(
+                o,
+                "<svg width=\"{w}\" height=\"{}\" role=\"img\"><title>mean time per request by phase</title>",
+                h + 20.0
+            );
+            let mut x = 0.0;
+            for (name, v, c) in &parts {
+                let bw = w * v / sum;
+                let _ = write!(
+                    o,
+                    "<rect x=\"{x:.1}\" y=\"0\" width=\"{bw:.1}\" height=\"{h}\" fill=\"{c}\"><title>{}: {v:.3} ms</title></rect>",
+                    esc(name)
+                );
+                x += bw;
+            }
+            let mut lx = 0.0;
+            for (name, v, c) in &parts {
+                let _ = write!(
+                    o,
+                    "<rect x=\"{lx:.0}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{c}\"/><text x=\"{:.0}\" y=\"{}\" font-size=\"11\">{} {v:.3} ms</text>",
+                    h + 6.0,
+                    lx + 13.0,
+                    h + 15.0,
+                    esc(name)
+                );
+                lx += 160.0;
+            }
+            o.push_str("</svg>\n<p class=\"note\">Mean time per complete response by phase (connect and TLS only on requests that opened a connection, spread over all).</p>\n");
+        }
     }
 }
 

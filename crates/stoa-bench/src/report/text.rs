@@ -90,6 +90,7 @@ pub fn ab(s: &Summary) -> String {
         let _ = writeln!(o, "Total body sent:        {}", s.bytes.body_sent);
     }
     let _ = writeln!(o, "HTML transferred:       {} bytes", s.bytes.body);
+    tls_line(&mut o, s, "TLS:                    ");
     let t = s.duration_s;
     if t > 0.0 && s.requests > 0 {
         let n = s.requests as f64;
@@ -162,6 +163,11 @@ pub fn ab(s: &Summary) -> String {
         phase_row(&mut o, "Processing:", &c.processing);
         phase_row(&mut o, "Waiting:", &c.waiting);
         phase_row(&mut o, "Total:", &c.total);
+        if s.phases_ms.is_some() {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "Request phases (ms)");
+            phases(&mut o, s, fmt_ms3, "", "");
+        }
         let _ = writeln!(o);
         if s.settings.open_loop {
             let _ = writeln!(
@@ -215,6 +221,77 @@ pub fn headline_percentiles(l: &super::LatencyMs, sep: &str, f: fn(f64) -> Strin
     .map(|(k, v)| format!("{k}{sep} {}", f(*v)))
     .collect::<Vec<_>>()
     .join("  ")
+}
+
+/// Where the requests' time went (`phases_ms`), one row per phase the
+/// run has (no `tls` over plain TCP): `connect` and `tls` over the
+/// requests that opened a connection, `first byte` and `transfer` over the
+/// complete responses. The layout of curl's `-w` timings, as percentiles.
+fn phases(o: &mut String, s: &Summary, f: fn(f64) -> String, indent: &str, head: &str) {
+    let Some(p) = &s.phases_ms else {
+        return;
+    };
+    let rows = [
+        ("connect", &p.connect),
+        ("tls", &p.tls),
+        ("first byte", &p.first_byte),
+        ("transfer", &p.transfer),
+    ];
+    if rows.iter().all(|(_, r)| r.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{indent}{:<12}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        head, "n", "mean", "p50", "p90", "p99", "max"
+    );
+    for (name, r) in rows {
+        if let Some(r) = r {
+            let _ = writeln!(
+                o,
+                "{indent}{name:<12}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                r.n,
+                f(r.mean),
+                f(r.p50),
+                f(r.p90),
+                f(r.p99),
+                f(r.max)
+            );
+        }
+    }
+}
+
+/// The TLS line of an `https://` run: what the first handshake
+/// negotiated, and how many handshakes (resumed ones apart) at what rate.
+fn tls_line(o: &mut String, s: &Summary, label: &str) {
+    let Some(t) = &s.tls else {
+        return;
+    };
+    let neg: Vec<&str> = [&t.version, &t.cipher, &t.alpn]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let _ = writeln!(
+        o,
+        "{label}{}{}, {} handshakes ({} resumed), {:.1}/s",
+        if neg.is_empty() {
+            "-".into()
+        } else {
+            neg.join(" ")
+        },
+        if t.insecure {
+            " (certificate not checked)"
+        } else {
+            ""
+        },
+        t.handshakes,
+        t.resumed,
+        t.handshakes_per_second
+    );
+    if let Some(e) = &t.error {
+        let _ = writeln!(o, "{label}first failure: {e}");
+    }
 }
 
 /// The value at percentile `p` of a spectrum, `max` past its end.
@@ -478,6 +555,8 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
             }
         }
     }
+    phases(&mut o, s, fmt_time_ms, "  ", "Phases");
+    tls_line(&mut o, s, "  TLS: ");
     let _ = writeln!(
         o,
         "  {} requests in {:.2}s, {} read",
@@ -527,6 +606,53 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_https_runs_phases_and_handshakes_are_in_both_layouts() {
+        use crate::report::{PhaseStats, RequestPhases, TlsStats};
+        let ph = |n, p50| {
+            Some(PhaseStats {
+                n,
+                mean: p50,
+                p50,
+                p90: p50,
+                p99: p50,
+                max: p50,
+            })
+        };
+        let s = Summary {
+            phases_ms: Some(RequestPhases {
+                connect: ph(10, 0.1),
+                tls: ph(10, 1.25),
+                first_byte: ph(100, 0.5),
+                transfer: ph(100, 0.01),
+            }),
+            tls: Some(TlsStats {
+                version: Some("TLSv1.3".into()),
+                cipher: Some("TLS13_AES_128_GCM_SHA256".into()),
+                alpn: None,
+                handshakes: 10,
+                resumed: 4,
+                handshakes_per_second: 5.0,
+                ..TlsStats::default()
+            }),
+            ..Summary::default()
+        };
+        let mut o = String::new();
+        phases(&mut o, &s, fmt_ms3, "", "");
+        let tls = o.lines().find(|l| l.starts_with("tls")).expect("tls row");
+        assert_eq!(
+            tls.split_whitespace().collect::<Vec<_>>(),
+            ["tls", "10", "1.250", "1.250", "1.250", "1.250", "1.250"]
+        );
+        assert_eq!(o.lines().count(), 5, "{o}");
+        let w = wrk(&s, false);
+        assert!(w.contains("  tls                10     1.25ms"), "{w}");
+        assert!(
+            w.contains("TLS: TLSv1.3 TLS13_AES_128_GCM_SHA256, 10 handshakes (4 resumed), 5.0/s"),
+            "{w}"
+        );
+    }
 
     #[test]
     fn wrk_units_match_wrk() {
