@@ -267,10 +267,11 @@ fn compare_groups_repeated_runs_per_target_with_median_and_spread_in_a_narrow_ta
             files.push(j.to_string_lossy().into_owned());
         }
     }
-    let json = d.join("cmp.json");
+    let (json, html) = (d.join("cmp.json"), d.join("cmp.html"));
     let mut args = vec!["compare".to_string()];
     args.extend(files.iter().cloned());
     args.extend(["--json".into(), json.to_string_lossy().into_owned()]);
+    args.extend(["--html".into(), html.to_string_lossy().into_owned()]);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, out, err) = bench(&a);
     assert_eq!(code, 0, "{err}");
@@ -319,6 +320,13 @@ fn compare_groups_repeated_runs_per_target_with_median_and_spread_in_a_narrow_ta
     assert_eq!(m["min"].as_f64(), Some(sorted[0]), "{v}");
     assert_eq!(m["max"].as_f64(), Some(sorted[2]), "{v}");
     assert!(m["ratio_to_first"].as_f64() > Some(1.0), "{v}");
+    // The HTML report opens with the same groups.
+    let page = std::fs::read_to_string(&html).expect("html");
+    assert!(page.contains("Groups of repeated runs"), "no groups table");
+    assert!(
+        page.contains("<tr><th>slow</th><td>slow-1, slow-2, slow-3</td>"),
+        "slow group row missing"
+    );
     // --each: every run in its own column, as before.
     let mut each = a.clone();
     each.push("--each");

@@ -400,6 +400,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         esc(&title)
     );
     headline(&mut o, runs);
+    groups_table(&mut o, runs);
     thresholds_tables(&mut o, runs);
     // Summary table.
     o.push_str("<h2>Summary</h2><table>\n");
@@ -960,6 +961,49 @@ pub fn clients_of(s: &Summary) -> f64 {
     } else {
         s.settings.concurrency as f64
     }
+}
+
+/// Repeated runs of a target (`compare`'s groups), when some target has
+/// more than one: a row per group, each figure the median of its runs
+/// with their min–max.
+fn groups_table(o: &mut String, runs: &[Summary]) {
+    use super::compare::{fmt_short, groups, median_spread};
+    let gs = groups(runs);
+    if runs.len() < 2 || gs.len() == runs.len() {
+        return;
+    }
+    let figs: [(&str, &dyn Fn(&Summary) -> Option<f64>); 6] = [
+        ("successful / s", &|s| Some(s.success_rate())),
+        ("failed", &|s| Some(s.failed as f64)),
+        ("p50 ms", &|s| s.latency_ms.map(|l| l.p50)),
+        ("p90 ms", &|s| s.latency_ms.map(|l| l.p90)),
+        ("p99 ms", &|s| s.latency_ms.map(|l| l.p99)),
+        ("p99.9 ms", &|s| s.latency_ms.map(|l| l.p999)),
+    ];
+    o.push_str("<h2>Groups of repeated runs: median (min–max)</h2><table>\n");
+    let mut head = vec!["runs".to_string()];
+    head.extend(figs.iter().map(|f| f.0.to_string()));
+    table_row(o, "", &head);
+    for (key, idx) in &gs {
+        let name = runs[idx[0]].name.clone().unwrap_or_else(|| key.clone());
+        let mut cells = vec![idx
+            .iter()
+            .map(|&i| runs[i].label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")];
+        for (_, f) in &figs {
+            let vals: Vec<Option<f64>> = idx.iter().map(|&i| f(&runs[i])).collect();
+            cells.push(match median_spread(&vals) {
+                None => "-".into(),
+                Some((m, lo, hi)) if lo == hi => fmt_short(m),
+                Some((m, lo, hi)) => {
+                    format!("{} ({}–{})", fmt_short(m), fmt_short(lo), fmt_short(hi))
+                }
+            });
+        }
+        table_row(o, &name, &cells);
+    }
+    o.push_str("</table>\n");
 }
 
 /// The `--threshold` checks, a table per run that has them; a failed
