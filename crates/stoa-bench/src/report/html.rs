@@ -972,7 +972,8 @@ fn groups_table(o: &mut String, runs: &[Summary]) {
     if runs.len() < 2 || gs.len() == runs.len() {
         return;
     }
-    let figs: [(&str, &dyn Fn(&Summary) -> Option<f64>); 6] = [
+    type Figure<'a> = (&'a str, &'a dyn Fn(&Summary) -> Option<f64>);
+    let figs: [Figure; 6] = [
         ("successful / s", &|s| Some(s.success_rate())),
         ("failed", &|s| Some(s.failed as f64)),
         ("p50 ms", &|s| s.latency_ms.map(|l| l.p50)),
