@@ -178,9 +178,10 @@ impl Options {
                     "hdr-log" => o.hdr_log = Some(value()?.into()),
                     "log" | "request-log" => o.request_log = Some(value()?.into()),
                     "running-every" => o.running_every = Some(num("--running-every", &value()?)?),
-                    "threshold" => o
-                        .thresholds
-                        .push(crate::threshold::parse(&value()?).map_err(CliError::Usage)?),
+                    "threshold" => o.thresholds.push(
+                        crate::threshold::parse(&value()?)
+                            .map_err(|e| CliError::Usage(format!("--threshold {e}")))?,
+                    ),
                     "name" | "label" => {
                         let v = value()?;
                         if v.trim().is_empty() {
@@ -561,6 +562,12 @@ impl Options {
                 || sc_ref.and_then(|s| s.variable_length).unwrap_or(false),
             scenario_name: sc_ref.map(|s| s.name.clone()),
             corrected: self.corrected,
+            thresholds: sc_ref
+                .map(|s| s.thresholds.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(self.thresholds.iter().cloned())
+                .collect(),
         })
     }
 }

@@ -179,7 +179,8 @@ fn bench(
     }
     let plan = opts.plan()?;
     let first_path = plan.requests.first().map_or("/", |r| r.path.as_str());
-    if let Some(u) = threshold::unknown_url(&opts.thresholds, &plan.groups, first_path) {
+    let thresholds = plan.thresholds.clone();
+    if let Some(u) = threshold::unknown_url(&thresholds, &plan.groups, first_path) {
         let names = if plan.groups.len() > 1 {
             plan.groups.join(", ")
         } else {
@@ -231,7 +232,7 @@ fn bench(
     );
     let mut summary = summary;
     summary.name = opts.name.clone();
-    summary.thresholds = threshold::check_all(&opts.thresholds, &summary);
+    summary.thresholds = threshold::check_all(&thresholds, &summary);
     summary.command_line = Some(
         std::iter::once("stoa bench".to_string())
             .chain(args.iter().map(|a| util::shell_quote(a)))

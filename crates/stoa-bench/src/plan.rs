@@ -470,6 +470,9 @@ pub struct Plan {
     /// Closed loop: also record latencies corrected for coordinated
     /// omission (`--corrected`).
     pub corrected: bool,
+    /// Pass/fail checks of the finished run: the scenario's `thresholds`,
+    /// then the command line's `--threshold`s.
+    pub thresholds: Vec<crate::threshold::Threshold>,
 }
 
 impl Plan {

@@ -38,6 +38,7 @@ struct RunT {
     headers: Option<Vec<String>>,
     variable_length: Option<bool>,
     running_every: Option<u64>,
+    thresholds: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -158,6 +159,8 @@ pub struct Scenario {
     pub think: Think,
     pub mix: Vec<MixEntry>,
     pub abort: AbortRules,
+    /// `[run] thresholds`: pass/fail checks (as `--threshold`).
+    pub thresholds: Vec<crate::threshold::Threshold>,
 }
 
 /// A scenario error with its place: `file:line: message`.
@@ -270,6 +273,17 @@ impl Scenario {
         };
         if let Some(d) = &r.duration {
             s.duration = Some(dur(path, src, "duration", d)?);
+        }
+        for t in r.thresholds.iter().flatten() {
+            let t = crate::threshold::parse(t).map_err(|e| {
+                at(
+                    path,
+                    src,
+                    find_key(src, "thresholds"),
+                    &format!("thresholds: {e}"),
+                )
+            })?;
+            s.thresholds.push(t);
         }
         if let Some(d) = &r.timeout {
             s.timeout = Some(dur(path, src, "timeout", d)?);

@@ -114,9 +114,9 @@ pub struct Checked {
     pub why: Option<String>,
 }
 
-/// Parses one threshold; the error says what is wrong with it.
+/// Parses one threshold; the error quotes it and says what is wrong.
 pub fn parse(expr: &str) -> Result<Threshold, String> {
-    let bad = |why: &str| format!("--threshold {expr:?}: {why}");
+    let bad = |why: &str| format!("{expr:?}: {why}");
     let s = expr.trim();
     let op_at = s
         .find(['<', '>'])
@@ -454,7 +454,7 @@ mod tests {
         ] {
             let e = parse(s).expect_err(s);
             assert!(e.contains(why), "{s}: {e}");
-            assert!(e.starts_with("--threshold"), "{e}");
+            assert!(e.starts_with(&format!("{s:?}: ")), "{e}");
         }
     }
 

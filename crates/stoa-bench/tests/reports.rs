@@ -394,3 +394,45 @@ fn the_request_phases_of_the_json_are_rendered_in_the_text_and_html_reports() {
         "{page}"
     );
 }
+
+#[test]
+fn a_scenarios_thresholds_are_checked_with_the_command_lines_and_a_bad_one_names_its_line() {
+    let s = TestServer::start();
+    let d = tmpdir("thr-sc");
+    let sc = d.join("s.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            "[run]\nurl = \"{}\"\nrequests = 20\nthresholds = [\"errors<1%\", \"p99<10s\"]\n",
+            s.url("/ok")
+        ),
+    )
+    .expect("write");
+    let sc_s = sc.to_str().expect("utf-8");
+    let (code, v, out) = bench_json(
+        "thr-sc-run",
+        &["--scenario", sc_s, "--threshold", "max<1us"],
+    );
+    assert_eq!(code, 3, "{out}");
+    let t: Vec<&str> = v["thresholds"]
+        .as_array()
+        .expect("thresholds")
+        .iter()
+        .map(|t| t["threshold"].as_str().expect("threshold"))
+        .collect();
+    assert_eq!(t, ["errors<1%", "p99<10s", "max<1us"], "{v}");
+    std::fs::write(
+        &sc,
+        format!(
+            "[run]\nurl = \"{}\"\n\nthresholds = [\"p98<1s\"]\n",
+            s.url("/ok")
+        ),
+    )
+    .expect("write");
+    let (code, _, err) = bench(&["--scenario", sc_s]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("s.toml:4: thresholds: \"p98<1s\": percentiles are"),
+        "{err}"
+    );
+}
