@@ -436,3 +436,38 @@ fn a_scenarios_thresholds_are_checked_with_the_command_lines_and_a_bad_one_names
         "{err}"
     );
 }
+
+#[test]
+fn compare_puts_many_runs_that_do_not_repeat_in_rows_so_the_table_stays_narrow() {
+    // A sweep over -c: six runs, no two alike.
+    let s = TestServer::start();
+    let d = tmpdir("cmp-sweep");
+    let mut args = vec!["compare".to_string()];
+    for c in ["1", "2", "3", "4", "5", "6"] {
+        let j = d.join(format!("sweep-c{c}.json"));
+        let (code, out, err) = bench(&[
+            "-n",
+            "24",
+            "-c",
+            c,
+            "-k",
+            "--json",
+            &j.to_string_lossy(),
+            &s.url("/ok"),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        args.push(j.to_string_lossy().into_owned());
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = bench(&a);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().all(|l| l.chars().count() <= 120), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("run ") && lines[0].contains("p99.9 ms"),
+        "{out}"
+    );
+    let c6: Vec<&str> = lines[6].split_whitespace().collect();
+    assert_eq!(&c6[..2], ["sweep-c6", "6"], "{out}");
+    assert_eq!(lines[1].split_whitespace().nth(3), Some("1.00x"), "{out}");
+}

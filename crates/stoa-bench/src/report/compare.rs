@@ -440,6 +440,63 @@ pub fn grouped_table(runs: &[Summary]) -> String {
     o
 }
 
+/// Widest line the per-run table may have before the runs go in rows.
+const MAX_WIDTH: usize = 120;
+
+/// The per-run table's width: the label column, then each run's column
+/// and (after the first) its ratio.
+fn table_width(names: &[String]) -> usize {
+    let w = names.iter().map(|n| n.len()).max().unwrap_or(0).max(12);
+    18 + names.len() * (w + 1) + names.len().saturating_sub(1) * 9
+}
+
+/// Many runs that do not repeat (a sweep over `-c`): one line per run
+/// with the main figures and its rate's ratio to the first run, so that
+/// the table grows down, not across.
+pub fn runs_table(names: &[String], runs: &[Summary]) -> String {
+    let nw = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(3);
+    let f = |v: Option<f64>| v.map_or("-".into(), fmt_short);
+    let mut o = format!(
+        "{:<nw$} {:>9} {:>11} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "run",
+        "clients",
+        "requests/s",
+        "ratio",
+        "failed",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms"
+    );
+    let base = runs[0].success_rate();
+    for (n, r) in names.iter().zip(runs) {
+        let l = r.latency_ms;
+        let ratio = if base != 0.0 {
+            fmt_ratio(r.success_rate() / base)
+        } else {
+            "-".into()
+        };
+        o.push_str(&format!(
+            "{n:<nw$} {:>9} {:>11} {ratio:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            clients_cell(r),
+            fmt_short(r.success_rate()),
+            r.failed,
+            f(l.map(|l| l.p50)),
+            f(l.map(|l| l.p90)),
+            f(l.map(|l| l.p99)),
+            f(l.map(|l| l.p999)),
+            f(l.map(|l| l.max)),
+        ));
+    }
+    o
+}
+
 /// A row's cells with each group's ratio after it (none after the first).
 fn interleave(cells: Vec<String>, ratios: Option<Vec<String>>) -> Vec<String> {
     let mut out = Vec::new();
@@ -603,6 +660,8 @@ pub fn main(args: &[String], out: &mut dyn Write) -> Result<u8, CliError> {
     let grouped = !each && groups(&runs).len() < runs.len();
     if grouped {
         let _ = out.write_all(grouped_table(&runs).as_bytes());
+    } else if !each && table_width(&names) > MAX_WIDTH {
+        let _ = out.write_all(runs_table(&names, &runs).as_bytes());
     } else {
         let _ = out.write_all(table(&names, &runs).as_bytes());
     }
