@@ -68,6 +68,9 @@ pub struct Options {
     pub cacert: Option<PathBuf>,
     /// `--tls-resume`: resume TLS sessions on new connections.
     pub tls_resume: bool,
+    /// `--http2`: HTTP/2 (ALPN `h2` for https://, prior knowledge for
+    /// http://, as h2load does).
+    pub http2: bool,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
@@ -200,6 +203,7 @@ impl Options {
                     "cacert" => o.cacert = Some(value()?.into()),
                     "insecure" => o.insecure = true,
                     "tls-resume" => o.tls_resume = true,
+                    "http2" | "h2" => o.http2 = true,
                     "keepalive" | "keep-alive" => o.keep_alive = true,
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
@@ -346,8 +350,13 @@ impl Options {
                 (None, false) => Trust::System,
             };
             Some(
-                TlsSetup::new(&url.host, trust, self.tls_resume, &[b"http/1.1"])
-                    .map_err(CliError::Fatal)?,
+                TlsSetup::new(
+                    &url.host,
+                    trust,
+                    self.tls_resume,
+                    if self.http2 { &[b"h2"] } else { &[b"http/1.1"] },
+                )
+                .map_err(CliError::Fatal)?,
             )
         } else {
             None
@@ -360,8 +369,13 @@ impl Options {
             tls,
         };
 
-        let keep_alive = self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
+        // HTTP/2 connections are persistent: -k is implied (h2load).
+        let keep_alive =
+            self.http2 || self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
         let http10 = self.http10 || sc_ref.and_then(|s| s.http10).unwrap_or(false);
+        if self.http2 && http10 {
+            return Err(CliError::Usage("use either --http2 or --http1.0".into()));
+        }
         let mut headers: Vec<String> = sc_ref.map(|s| s.headers.clone()).unwrap_or_default();
         headers.extend(self.headers.iter().cloned());
         if !self.cookies.is_empty() {
@@ -450,6 +464,27 @@ impl Options {
                 requests.push(spec);
             }
         }
+        if self.http2 {
+            let scheme = if url.tls { "https" } else { "http" };
+            for r in &mut requests {
+                if r.template.is_some() {
+                    return Err(CliError::Usage(
+                        "{client}/{seq} placeholders are not supported over --http2 yet".into(),
+                    ));
+                }
+                // The server's initial stream window (RFC 9113 §6.9.2):
+                // larger bodies would wait for WINDOW_UPDATE, which the
+                // engine does not.
+                if r.body_len > 65_535 {
+                    return Err(CliError::Usage(
+                        "--http2 request bodies are limited to 65,535 bytes".into(),
+                    ));
+                }
+                let h2 = crate::h2::H2Request::from_h1(&r.bytes, r.body_len, scheme)
+                    .map_err(CliError::Usage)?;
+                r.h2 = Some(Box::new(h2));
+            }
+        }
         let mut acc = 0;
         let cumulative = requests
             .iter()
@@ -524,6 +559,7 @@ impl Options {
             threads,
             keep_alive,
             http10,
+            http2: self.http2,
             limit,
             duration,
             rate,

@@ -11,6 +11,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod h2;
 pub mod merge;
 pub mod plan;
 pub mod record;
@@ -275,7 +276,12 @@ fn bench(
                     .as_ref()
                     .and_then(|t| t.error.as_deref())
                     .unwrap_or("TLS failed"),
-                if summary.tls.as_ref().is_some_and(|t| !t.insecure) {
+                if summary.tls.as_ref().is_some_and(|t| {
+                    !t.insecure
+                        && t.error
+                            .as_deref()
+                            .is_some_and(|e| e.contains("invalid peer certificate"))
+                }) {
                     " (give the server's CA with --cacert FILE, or skip the check with --insecure)"
                 } else {
                     ""

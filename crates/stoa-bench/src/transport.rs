@@ -151,9 +151,9 @@ impl ServerCertVerifier for NoVerify {
 #[derive(Debug, Clone)]
 pub struct TlsFailure {
     pub message: String,
-    /// The server's certificate was refused: every other connection would
-    /// be refused the same way.
-    pub certificate: bool,
+    /// The server's certificate was refused, or no ALPN protocol was
+    /// common: every other connection would fail the same way.
+    pub fatal: bool,
 }
 
 /// Where a handshake stands.
@@ -226,7 +226,7 @@ impl Conn {
                 if e.kind() != io::ErrorKind::WouldBlock {
                     return Handshake::Failed(TlsFailure {
                         message: format!("TLS handshake: {e}"),
-                        certificate: false,
+                        fatal: false,
                     });
                 }
             }
@@ -237,22 +237,35 @@ impl Conn {
                 Ok(0) => {
                     return Handshake::Failed(TlsFailure {
                         message: "TLS handshake: the server closed the connection".into(),
-                        certificate: false,
+                        fatal: false,
                     })
                 }
                 Ok(_) => {
                     if let Err(e) = t.tls.process_new_packets() {
                         // The alert rustls queued tells the server why.
                         let _ = t.flush();
-                        let certificate = matches!(
+                        let no_alpn = matches!(
                             e,
-                            rustls::Error::InvalidCertificate(_)
-                                | rustls::Error::NoCertificatesPresented
+                            rustls::Error::AlertReceived(
+                                rustls::AlertDescription::NoApplicationProtocol
+                            ) | rustls::Error::NoApplicationProtocol
                         );
-                        return Handshake::Failed(TlsFailure {
-                            message: format!("TLS handshake: {e}"),
-                            certificate,
-                        });
+                        let fatal = no_alpn
+                            || matches!(
+                                e,
+                                rustls::Error::InvalidCertificate(_)
+                                    | rustls::Error::NoCertificatesPresented
+                            );
+                        let message = if no_alpn {
+                            // RFC 7301 §3.2: the server supports none of
+                            // the protocols offered.
+                            "TLS handshake: the server chose none of the offered ALPN protocols \
+                             (no_application_protocol alert)"
+                                .to_string()
+                        } else {
+                            format!("TLS handshake: {e}")
+                        };
+                        return Handshake::Failed(TlsFailure { message, fatal });
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -264,7 +277,7 @@ impl Conn {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Handshake::Pending,
                         Err(e) => Handshake::Failed(TlsFailure {
                             message: format!("TLS handshake: {e}"),
-                            certificate: false,
+                            fatal: false,
                         }),
                     };
                 }
@@ -272,7 +285,7 @@ impl Conn {
                 Err(e) => {
                     return Handshake::Failed(TlsFailure {
                         message: format!("TLS handshake: {e}"),
-                        certificate: false,
+                        fatal: false,
                     })
                 }
             }
@@ -284,6 +297,14 @@ impl Conn {
         match self {
             Conn::Plain(_) => false,
             Conn::Tls(t) => t.tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        }
+    }
+
+    /// ALPN chose `proto` (RFC 7301).
+    pub fn alpn_is(&self, proto: &[u8]) -> bool {
+        match self {
+            Conn::Plain(_) => false,
+            Conn::Tls(t) => t.tls.alpn_protocol() == Some(proto),
         }
     }
 
