@@ -333,18 +333,26 @@ impl Options {
             )));
         }
         let authority = url.authority();
-        if !url.tls && (self.insecure || self.cacert.is_some() || self.tls_resume) {
+        // The flags win over the scenario's `[run]` keys.
+        let http2 = self.http2 || sc_ref.and_then(|s| s.http2).unwrap_or(false);
+        let insecure = self.insecure || sc_ref.and_then(|s| s.insecure).unwrap_or(false);
+        let tls_resume = self.tls_resume || sc_ref.and_then(|s| s.tls_resume).unwrap_or(false);
+        let cacert = self
+            .cacert
+            .clone()
+            .or_else(|| sc_ref.and_then(|s| s.cacert.clone()));
+        if !url.tls && (insecure || cacert.is_some() || tls_resume) {
             return Err(CliError::Usage(
                 "--insecure, --cacert and --tls-resume are for https:// URLs".into(),
             ));
         }
-        if self.insecure && self.cacert.is_some() {
+        if insecure && cacert.is_some() {
             return Err(CliError::Usage(
                 "use either --insecure or --cacert, not both".into(),
             ));
         }
         let tls = if url.tls {
-            let trust = match (&self.cacert, self.insecure) {
+            let trust = match (&cacert, insecure) {
                 (Some(p), _) => Trust::CaFile(p),
                 (None, true) => Trust::Insecure,
                 (None, false) => Trust::System,
@@ -353,8 +361,8 @@ impl Options {
                 TlsSetup::new(
                     &url.host,
                     trust,
-                    self.tls_resume,
-                    if self.http2 { &[b"h2"] } else { &[b"http/1.1"] },
+                    tls_resume,
+                    if http2 { &[b"h2"] } else { &[b"http/1.1"] },
                 )
                 .map_err(CliError::Fatal)?,
             )
@@ -371,9 +379,9 @@ impl Options {
 
         // HTTP/2 connections are persistent: -k is implied (h2load).
         let keep_alive =
-            self.http2 || self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
+            http2 || self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
         let http10 = self.http10 || sc_ref.and_then(|s| s.http10).unwrap_or(false);
-        if self.http2 && http10 {
+        if http2 && http10 {
             return Err(CliError::Usage("use either --http2 or --http1.0".into()));
         }
         let mut headers: Vec<String> = sc_ref.map(|s| s.headers.clone()).unwrap_or_default();
@@ -464,7 +472,7 @@ impl Options {
                 requests.push(spec);
             }
         }
-        if self.http2 {
+        if http2 {
             let scheme = if url.tls { "https" } else { "http" };
             for r in &mut requests {
                 if r.template.is_some() {
@@ -559,7 +567,7 @@ impl Options {
             threads,
             keep_alive,
             http10,
-            http2: self.http2,
+            http2,
             limit,
             duration,
             rate,
@@ -641,6 +649,44 @@ mod tests {
             Err(CliError::Usage(m)) => assert!(m.contains("smaller than -c"), "{m}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn tls_flags_need_an_https_url_and_http2_offers_h2_by_alpn_with_keep_alive_implied() {
+        // curl refuses nothing here, but a TLS flag on http:// is a typo
+        // worth a usage error.
+        match parse(&["--insecure", "http://127.0.0.1:1/"])
+            .unwrap()
+            .plan()
+        {
+            Err(CliError::Usage(m)) => assert!(m.contains("https://"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let p = parse(&["--http2", "--insecure", "https://127.0.0.1:1/x"])
+            .unwrap()
+            .plan()
+            .unwrap();
+        let tls = p.target.tls.as_ref().expect("TLS for https://");
+        // RFC 9113 §3.2: "h2" by ALPN; h2load sends no http/1.1 fallback.
+        assert_eq!(tls.config.alpn_protocols, vec![b"h2".to_vec()]);
+        assert!(tls.insecure && !tls.resume);
+        assert!(p.http2 && p.keep_alive);
+        assert!(p.requests[0].h2.is_some());
+        let p = parse(&["https://127.0.0.1:1/"]).unwrap().plan().unwrap();
+        let tls = p.target.tls.as_ref().expect("TLS");
+        assert_eq!(tls.config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        assert!(matches!(
+            parse(&["--http2", "--http1.0", "http://127.0.0.1:1/"])
+                .unwrap()
+                .plan(),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(
+            parse(&["--cacert", "/nonexistent.pem", "https://127.0.0.1:1/"])
+                .unwrap()
+                .plan(),
+            Err(CliError::Fatal(_))
+        ));
     }
 
     #[test]
