@@ -1158,6 +1158,9 @@ impl<'a> Worker<'a> {
     fn read(&mut self, s: usize, now: Instant, to_eof: bool) {
         let mut buf = std::mem::take(&mut self.rbuf);
         let gen = self.slots[s].conn_gen;
+        if let Some(c) = self.slots[s].stream.as_mut() {
+            c.readable();
+        }
         loop {
             let slot = &mut self.slots[s];
             // A completed response may have moved the slot to a new

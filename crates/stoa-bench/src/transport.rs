@@ -168,6 +168,25 @@ pub enum Handshake {
 pub struct TlsConn {
     sock: TcpStream,
     tls: ClientConnection,
+    /// The last read from the socket was shorter than asked: it was
+    /// drained then (epoll(7), edge-triggered), and the next read that
+    /// finds no plaintext buffered can say WouldBlock without a system
+    /// call, as a plain read shorter than the buffer does.
+    drained: bool,
+}
+
+/// The socket as rustls reads it, noting a short read.
+struct Probe<'a> {
+    sock: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for Probe<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.short = n < buf.len();
+        Ok(n)
+    }
 }
 
 /// One connection of a client.
@@ -185,7 +204,11 @@ impl Conn {
             Some(t) => {
                 let tls = ClientConnection::new(t.config.clone(), t.server_name.clone())
                     .map_err(io::Error::other)?;
-                Ok(Conn::Tls(Box::new(TlsConn { sock, tls })))
+                Ok(Conn::Tls(Box::new(TlsConn {
+                    sock,
+                    tls,
+                    drained: false,
+                })))
             }
         }
     }
@@ -329,6 +352,14 @@ impl Conn {
         Some((version, suite, alpn))
     }
 
+    /// A readiness event arrived: the socket may hold bytes again, whatever
+    /// the last read found.
+    pub fn readable(&mut self) {
+        if let Conn::Tls(t) = self {
+            t.drained = false;
+        }
+    }
+
     /// Reads response bytes: `Ok(0)` at the end of the stream (a TLS peer
     /// that closes without close_notify ends it too: HTTP framing, not
     /// the TLS close, says whether the response was whole).
@@ -396,8 +427,20 @@ impl TlsConn {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
                 Err(e) => return Err(e),
             }
-            // No plaintext buffered: decrypt more records.
-            match self.tls.read_tls(&mut self.sock) {
+            // No plaintext buffered: decrypt more records, unless the
+            // socket was found empty by the last read (the next event
+            // brings more).
+            if self.drained {
+                self.drained = false;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut probe = Probe {
+                sock: &mut self.sock,
+                short: false,
+            };
+            let r = self.tls.read_tls(&mut probe);
+            self.drained = probe.short;
+            match r {
                 Ok(0) => {
                     // End of the TCP stream: what is buffered has been read.
                     return Ok(0);
