@@ -14,6 +14,7 @@
 //! for that second) to the collector, which builds the timeline, the HDR
 //! interval log and the live progress; at the end it sends its [`Record`].
 
+use crate::h2::{H2Conn, H2Error};
 use crate::plan::Plan;
 use crate::record::{new_hist, Failure, Moments, Phases, Record};
 use crate::transport::{Conn, Handshake};
@@ -302,6 +303,9 @@ struct Slot {
     reused: bool,
     retried: bool,
     head_buf: Vec<u8>,
+    /// HTTP/2: the state of this client's connection (`None` over
+    /// HTTP/1; replaced when the connection is).
+    h2: Option<Box<H2Conn>>,
     head: ResponseHead,
     got_head: bool,
     decoder: BodyDecoder,
@@ -342,6 +346,7 @@ impl Slot {
             reused: false,
             retried: false,
             head_buf: Vec::new(),
+            h2: None,
             head: ResponseHead::default(),
             got_head: false,
             decoder: BodyDecoder::new(Framing::None),
@@ -373,6 +378,9 @@ enum Feed {
     More,
     Done,
     Failed(Failure),
+    /// The server will not process the request (HTTP/2 GOAWAY): send it
+    /// again on a new connection, once.
+    Retry,
 }
 
 #[inline]
@@ -1000,6 +1008,18 @@ impl<'a> Worker<'a> {
                 if conn.resumed() {
                     self.rec.counters.tls_resumed += 1;
                 }
+                if self.sh.plan.http2 && !conn.alpn_is(b"h2") {
+                    // h2load: "No protocol negotiated"; no fallback, the
+                    // run is about HTTP/2.
+                    if let Ok(mut e) = self.sh.tls_error.lock() {
+                        e.get_or_insert_with(|| {
+                            "the server did not choose h2 by ALPN (RFC 9113 §3.2)".into()
+                        });
+                    }
+                    self.sh.stop.store(true, Relaxed);
+                    self.fail(s, Failure::Tls, now);
+                    return;
+                }
                 if self.rec.counters.tls_handshakes == 1 {
                     if let Ok(mut p) = self.sh.tls_params.lock() {
                         if p.is_none() {
@@ -1013,7 +1033,7 @@ impl<'a> Worker<'a> {
                 if let Ok(mut e) = self.sh.tls_error.lock() {
                     e.get_or_insert_with(|| f.message.clone());
                 }
-                if f.certificate {
+                if f.fatal {
                     // Every connection would be refused the same way.
                     self.sh.stop.store(true, Relaxed);
                 }
@@ -1027,8 +1047,20 @@ impl<'a> Worker<'a> {
     /// batch together, as wrk does, lets the server find several at once
     /// instead of being woken for each: fewer wake-ups on both sides.
     fn send(&mut self, s: usize, _now: Instant) {
+        let sh: &'a Shared = self.sh;
         let slot = &mut self.slots[s];
         Self::reset_response(slot);
+        if let Some(req) = sh.plan.requests[slot.req].h2.as_deref() {
+            // The frames of this request on this connection's next stream
+            // (the preface first on a new connection).
+            let gen = slot.conn_gen;
+            let h2 = match &mut slot.h2 {
+                Some(h) if h.gen == gen => h,
+                h => h.insert(Box::new(H2Conn::new(gen))),
+            };
+            h2.start(req, &mut slot.wbuf);
+            slot.req_len = slot.wbuf.len();
+        }
         slot.phase = Phase::Writing;
         self.pending.push(s);
     }
@@ -1062,7 +1094,7 @@ impl<'a> Worker<'a> {
         let Some(stream) = slot.stream.as_mut() else {
             return;
         };
-        let bytes: &[u8] = if spec.template.is_some() {
+        let bytes: &[u8] = if spec.template.is_some() || spec.h2.is_some() {
             &slot.wbuf
         } else {
             &spec.bytes
@@ -1126,6 +1158,9 @@ impl<'a> Worker<'a> {
     fn read(&mut self, s: usize, now: Instant, to_eof: bool) {
         let mut buf = std::mem::take(&mut self.rbuf);
         let gen = self.slots[s].conn_gen;
+        if let Some(c) = self.slots[s].stream.as_mut() {
+            c.readable();
+        }
         loop {
             let slot = &mut self.slots[s];
             // A completed response may have moved the slot to a new
@@ -1160,6 +1195,15 @@ impl<'a> Worker<'a> {
                             self.fail(s, f, now);
                             break;
                         }
+                        Feed::Retry => {
+                            let slot = &self.slots[s];
+                            if slot.reused && !slot.retried {
+                                self.retry(s, now);
+                            } else {
+                                self.fail(s, Failure::Closed, now);
+                            }
+                            break;
+                        }
                     }
                     if drains && n < buf.len() && !to_eof {
                         break;
@@ -1191,10 +1235,28 @@ impl<'a> Worker<'a> {
             }
         }
         self.rbuf = buf;
+        // HTTP/2 frames owed to the server (SETTINGS and PING ACKs, window
+        // updates), if no request took them along.
+        let slot = &mut self.slots[s];
+        if let (Some(h2), Some(conn)) = (slot.h2.as_mut(), slot.stream.as_mut()) {
+            if h2.gen == gen && slot.conn_gen == gen && !h2.out.is_empty() {
+                let mut n = 0;
+                while n < h2.out.len() {
+                    match conn.write(&h2.out[n..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k,
+                    }
+                }
+                h2.out.drain(..n);
+            }
+        }
     }
 
     /// Takes response bytes; decides whether the response is complete.
     fn feed(slot: &mut Slot, data: &[u8], now: Instant, is_head: bool) -> Feed {
+        if slot.h2.is_some() {
+            return Self::feed_h2(slot, data, now);
+        }
         if slot.t_first.is_none() {
             slot.t_first = Some(now);
         }
@@ -1261,6 +1323,35 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// HTTP/2: takes frames; the response is the current stream's.
+    fn feed_h2(slot: &mut Slot, data: &[u8], now: Instant) -> Feed {
+        let Some(h2) = slot.h2.as_mut() else {
+            return Feed::Failed(Failure::Malformed);
+        };
+        slot.resp_bytes += data.len() as u64;
+        match h2.feed(data) {
+            Ok(()) => {}
+            Err(H2Error::Reset) => return Feed::Failed(Failure::Reset),
+            Err(H2Error::Refused) => return Feed::Retry,
+            Err(H2Error::Protocol) => return Feed::Failed(Failure::Malformed),
+        }
+        let r = h2.resp;
+        if r.status != 0 && !slot.got_head {
+            // The first byte is the response's HEADERS (the server's
+            // SETTINGS on a new connection are not part of it).
+            slot.got_head = true;
+            slot.head.status = r.status;
+            slot.t_first.get_or_insert(now);
+        }
+        slot.body_bytes = r.body;
+        if r.done {
+            slot.keep = !h2.goaway;
+            Feed::Done
+        } else {
+            Feed::More
+        }
+    }
+
     fn on_eof(&mut self, s: usize, now: Instant) {
         let slot = &mut self.slots[s];
         if !slot.active() {
@@ -1273,7 +1364,8 @@ impl<'a> Worker<'a> {
             } else {
                 self.fail(s, Failure::Closed, now);
             }
-        } else if !slot.got_head {
+        } else if !slot.got_head || slot.h2.is_some() {
+            // Over HTTP/2 only END_STREAM ends a response.
             self.fail(s, Failure::ShortBody, now);
         } else if slot.decoder.eof() {
             slot.keep = false;
@@ -1377,10 +1469,12 @@ impl<'a> Worker<'a> {
                 .is_ok();
         if first {
             if let Ok(mut sv) = self.sh.server.lock() {
+                let v = match &slot.h2 {
+                    Some(h) => h.server.as_deref(),
+                    None => slot.head.header("server"),
+                };
                 *sv = Some(
-                    slot.head
-                        .header("server")
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                    v.map(|v| String::from_utf8_lossy(v).into_owned())
                         .unwrap_or_default(),
                 );
             }

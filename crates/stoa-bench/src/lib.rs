@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod h2;
 pub mod merge;
 pub mod plan;
 pub mod record;
@@ -29,7 +30,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 pub const HELP: &str = "\
-stoa bench: an HTTP/1.x load generator (ApacheBench and wrk compatible)
+stoa bench: an HTTP/1.x and HTTP/2 load generator, over TCP or TLS
+(ApacheBench, wrk and h2load compatible)
 
 Usage:
   stoa bench [options] URL
@@ -56,6 +58,15 @@ ApacheBench options (short flags may be bundled: -kc10):
   -l               responses of different lengths are not failures
   -r               accepted for ab compatibility (receive errors never stop a run)
   --http1.0        send HTTP/1.0 requests (ab's protocol)
+
+TLS and HTTP/2 (https:// URLs; curl's and h2load's meanings):
+  --cacert FILE    check the certificate against these CA certificates (PEM)
+                   instead of the system's
+  --insecure       do not check the certificate (curl -k; -k is keep-alive here)
+  --tls-resume     resume TLS sessions on new connections (default: every new
+                   connection is a full handshake; without -k: handshakes/s)
+  --http2, --h2    HTTP/2: ALPN h2 over https://, prior knowledge over http://;
+                   one request in flight per connection (h2load -m 1)
 
 wrk options:
   -d DURATION      run for this long (10s, 2m); prints a wrk-style report
@@ -92,7 +103,7 @@ Scenarios:
 
 Every request ends in exactly one outcome, counted by kind: a complete response
 (by status), connect refused, connect error, reset, closed before responding,
-timeout, short body, malformed; requests still in flight when a timed run ends
+timeout, short body, malformed, tls; requests still in flight when a timed run ends
 are reported apart. Exit status: 0 done, 1 run-time error (or no response at
 all), 2 usage error, 3 a --threshold failed.
 ";
@@ -297,7 +308,12 @@ fn bench(
                     .as_ref()
                     .and_then(|t| t.error.as_deref())
                     .unwrap_or("TLS failed"),
-                if summary.tls.as_ref().is_some_and(|t| !t.insecure) {
+                if summary.tls.as_ref().is_some_and(|t| {
+                    !t.insecure
+                        && t.error
+                            .as_deref()
+                            .is_some_and(|e| e.contains("invalid peer certificate"))
+                }) {
                     " (give the server's CA with --cacert FILE, or skip the check with --insecure)"
                 } else {
                     ""

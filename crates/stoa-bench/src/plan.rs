@@ -116,6 +116,8 @@ pub struct RequestSpec {
     /// The request has `{client}` or `{seq}` placeholders: it is rendered
     /// per request from this template instead of sent as `bytes`.
     pub template: Option<Box<Template>>,
+    /// Over HTTP/2: the request's header block and body.
+    pub h2: Option<Box<crate::h2::H2Request>>,
 }
 
 impl RequestSpec {
@@ -139,6 +141,7 @@ impl RequestSpec {
             weight,
             template,
             group: 0,
+            h2: None,
         }
     }
 }
@@ -443,6 +446,8 @@ pub struct Plan {
     pub threads: usize,
     pub keep_alive: bool,
     pub http10: bool,
+    /// `--http2`: HTTP/2 by ALPN over TLS, by prior knowledge over TCP.
+    pub http2: bool,
     /// Total requests to finish (`-n`).
     pub limit: Option<u64>,
     /// Time limit (`-t`, `-d`, or the end of the stages).

@@ -386,7 +386,14 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             concurrency: plan.concurrency,
             threads,
             keep_alive: plan.keep_alive,
-            http_version: if plan.http10 { "1.0" } else { "1.1" }.into(),
+            http_version: if plan.http2 {
+                "2"
+            } else if plan.http10 {
+                "1.0"
+            } else {
+                "1.1"
+            }
+            .into(),
             open_loop: plan.open_loop(),
             rate: plan.rate,
             duration_s: plan.duration.map(|d| d.as_secs_f64()),

@@ -39,6 +39,9 @@ struct RunT {
     variable_length: Option<bool>,
     running_every: Option<u64>,
     thresholds: Option<Vec<String>>,
+    insecure: Option<bool>,
+    cacert: Option<String>,
+    tls_resume: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +150,13 @@ pub struct Scenario {
     pub threads: Option<usize>,
     pub keep_alive: Option<bool>,
     pub http10: Option<bool>,
+    /// `http = "2"`.
+    pub http2: Option<bool>,
+    /// TLS: like `--insecure`, `--cacert` (relative to the scenario's
+    /// directory), `--tls-resume`.
+    pub insecure: Option<bool>,
+    pub cacert: Option<std::path::PathBuf>,
+    pub tls_resume: Option<bool>,
     pub timeout: Option<Duration>,
     pub rate: Option<f64>,
     pub connections: Option<u64>,
@@ -269,6 +279,9 @@ impl Scenario {
             headers: r.headers.clone().unwrap_or_default(),
             variable_length: r.variable_length,
             running_every: r.running_every,
+            insecure: r.insecure,
+            cacert: r.cacert.as_ref().map(|c| base.join(c)),
+            tls_resume: r.tls_resume,
             ..Scenario::default()
         };
         if let Some(d) = &r.duration {
@@ -291,16 +304,17 @@ impl Scenario {
         if let Some(h) = &r.http {
             s.http10 = Some(match h.as_str() {
                 "1.0" => true,
-                "1.1" => false,
+                "1.1" | "2" => false,
                 _ => {
                     return Err(at(
                         path,
                         src,
                         find_key(src, "http"),
-                        "http must be \"1.0\" or \"1.1\"",
+                        "http must be \"1.0\", \"1.1\" or \"2\"",
                     ))
                 }
             });
+            s.http2 = Some(h == "2");
         }
         if r.threads == Some(0) {
             return Err(at(

@@ -151,9 +151,9 @@ impl ServerCertVerifier for NoVerify {
 #[derive(Debug, Clone)]
 pub struct TlsFailure {
     pub message: String,
-    /// The server's certificate was refused: every other connection would
-    /// be refused the same way.
-    pub certificate: bool,
+    /// The server's certificate was refused, or no ALPN protocol was
+    /// common: every other connection would fail the same way.
+    pub fatal: bool,
 }
 
 /// Where a handshake stands.
@@ -168,6 +168,25 @@ pub enum Handshake {
 pub struct TlsConn {
     sock: TcpStream,
     tls: ClientConnection,
+    /// The last read from the socket was shorter than asked: it was
+    /// drained then (epoll(7), edge-triggered), and the next read that
+    /// finds no plaintext buffered can say WouldBlock without a system
+    /// call, as a plain read shorter than the buffer does.
+    drained: bool,
+}
+
+/// The socket as rustls reads it, noting a short read.
+struct Probe<'a> {
+    sock: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for Probe<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.short = n < buf.len();
+        Ok(n)
+    }
 }
 
 /// One connection of a client.
@@ -185,7 +204,11 @@ impl Conn {
             Some(t) => {
                 let tls = ClientConnection::new(t.config.clone(), t.server_name.clone())
                     .map_err(io::Error::other)?;
-                Ok(Conn::Tls(Box::new(TlsConn { sock, tls })))
+                Ok(Conn::Tls(Box::new(TlsConn {
+                    sock,
+                    tls,
+                    drained: false,
+                })))
             }
         }
     }
@@ -226,7 +249,7 @@ impl Conn {
                 if e.kind() != io::ErrorKind::WouldBlock {
                     return Handshake::Failed(TlsFailure {
                         message: format!("TLS handshake: {e}"),
-                        certificate: false,
+                        fatal: false,
                     });
                 }
             }
@@ -237,22 +260,35 @@ impl Conn {
                 Ok(0) => {
                     return Handshake::Failed(TlsFailure {
                         message: "TLS handshake: the server closed the connection".into(),
-                        certificate: false,
+                        fatal: false,
                     })
                 }
                 Ok(_) => {
                     if let Err(e) = t.tls.process_new_packets() {
                         // The alert rustls queued tells the server why.
                         let _ = t.flush();
-                        let certificate = matches!(
+                        let no_alpn = matches!(
                             e,
-                            rustls::Error::InvalidCertificate(_)
-                                | rustls::Error::NoCertificatesPresented
+                            rustls::Error::AlertReceived(
+                                rustls::AlertDescription::NoApplicationProtocol
+                            ) | rustls::Error::NoApplicationProtocol
                         );
-                        return Handshake::Failed(TlsFailure {
-                            message: format!("TLS handshake: {e}"),
-                            certificate,
-                        });
+                        let fatal = no_alpn
+                            || matches!(
+                                e,
+                                rustls::Error::InvalidCertificate(_)
+                                    | rustls::Error::NoCertificatesPresented
+                            );
+                        let message = if no_alpn {
+                            // RFC 7301 §3.2: the server supports none of
+                            // the protocols offered.
+                            "TLS handshake: the server chose none of the offered ALPN protocols \
+                             (no_application_protocol alert)"
+                                .to_string()
+                        } else {
+                            format!("TLS handshake: {e}")
+                        };
+                        return Handshake::Failed(TlsFailure { message, fatal });
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -264,7 +300,7 @@ impl Conn {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Handshake::Pending,
                         Err(e) => Handshake::Failed(TlsFailure {
                             message: format!("TLS handshake: {e}"),
-                            certificate: false,
+                            fatal: false,
                         }),
                     };
                 }
@@ -272,7 +308,7 @@ impl Conn {
                 Err(e) => {
                     return Handshake::Failed(TlsFailure {
                         message: format!("TLS handshake: {e}"),
-                        certificate: false,
+                        fatal: false,
                     })
                 }
             }
@@ -284,6 +320,14 @@ impl Conn {
         match self {
             Conn::Plain(_) => false,
             Conn::Tls(t) => t.tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        }
+    }
+
+    /// ALPN chose `proto` (RFC 7301).
+    pub fn alpn_is(&self, proto: &[u8]) -> bool {
+        match self {
+            Conn::Plain(_) => false,
+            Conn::Tls(t) => t.tls.alpn_protocol() == Some(proto),
         }
     }
 
@@ -306,6 +350,14 @@ impl Conn {
             .alpn_protocol()
             .map(|p| String::from_utf8_lossy(p).into_owned());
         Some((version, suite, alpn))
+    }
+
+    /// A readiness event arrived: the socket may hold bytes again, whatever
+    /// the last read found.
+    pub fn readable(&mut self) {
+        if let Conn::Tls(t) = self {
+            t.drained = false;
+        }
     }
 
     /// Reads response bytes: `Ok(0)` at the end of the stream (a TLS peer
@@ -375,8 +427,20 @@ impl TlsConn {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
                 Err(e) => return Err(e),
             }
-            // No plaintext buffered: decrypt more records.
-            match self.tls.read_tls(&mut self.sock) {
+            // No plaintext buffered: decrypt more records, unless the
+            // socket was found empty by the last read (the next event
+            // brings more).
+            if self.drained {
+                self.drained = false;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut probe = Probe {
+                sock: &mut self.sock,
+                short: false,
+            };
+            let r = self.tls.read_tls(&mut probe);
+            self.drained = probe.short;
+            match r {
                 Ok(0) => {
                     // End of the TCP stream: what is buffered has been read.
                     return Ok(0);
