@@ -40,6 +40,10 @@ Usage:
   stoa bench tree DIR [--size 61MB] [--seed S]
   stoa bench merge [--hdr-log OUT] [--json OUT] A.hdr B.hdr ... [A.json B.json ...]
 
+compare groups repeated runs of a target (the same --name, or the same URL,
+clients and keep-alive): a column per group, median (min-max) of its runs;
+--each gives every run its own column.
+
 ApacheBench options (short flags may be bundled: -kc10):
   -n N             requests to perform (default 1 unless a time limit is given)
   -c N             concurrent clients (connections) (default 1)
