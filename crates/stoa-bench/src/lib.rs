@@ -83,11 +83,12 @@ wrk options:
                    slow response, at its observed rate, are back-filled)
 
 Output:
-  --threshold EXPR pass/fail check, repeatable (k6's thresholds): METRIC[{URL}] OP
-                   VALUE, METRIC one of p50 p90 p95 p99 p99.9 mean max (us, ms, s;
-                   default ms), errors, non_2xx (a count, or a share with %), rps;
-                   {URL} one entry of the per-URL breakdown ('p99{/cgi-bin/x}<20ms');
-                   OP < <= > >=. A failed one makes the exit status 3
+  --threshold EXPR pass/fail check, repeatable (k6's thresholds):
+                   METRIC[{URL}] OP VALUE; METRIC: p50 p90 p95 p99 p99.9 mean
+                   max (us, ms, s; default ms), errors, non_2xx (a count, or a
+                   share with %), rps; {URL}: one entry of the per-URL
+                   breakdown ('p99{/cgi-bin/x}<20ms'); OP: < <= > >=.
+                   A failed one makes the exit status 3
   --name NAME      the run's name in the JSON; compare groups runs by it
   --json FILE      machine-readable summary with the per-second timeline
   --html FILE      an HTML report with SVG plots
