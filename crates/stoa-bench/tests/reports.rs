@@ -471,3 +471,65 @@ fn compare_puts_many_runs_that_do_not_repeat_in_rows_so_the_table_stays_narrow()
     assert_eq!(&c6[..2], ["sweep-c6", "6"], "{out}");
     assert_eq!(lines[1].split_whitespace().nth(3), Some("1.00x"), "{out}");
 }
+
+#[test]
+fn the_throughput_against_clients_chart_draws_one_line_per_server_with_whole_client_ticks() {
+    // WebBench's figure: each server's runs at 1, 2 and 3 clients, two
+    // servers interleaved; a line for each, not one line through all six.
+    let s = TestServer::start();
+    let d = tmpdir("cmp-lines");
+    let mut args = vec!["compare".to_string()];
+    for c in ["1", "2", "3"] {
+        for (name, path) in [("fast", "/ok"), ("slow", "/slow?ms=2")] {
+            let j = d.join(format!("{name}-c{c}.json"));
+            let (code, out, err) = bench(&[
+                "-n",
+                "12",
+                "-c",
+                c,
+                "-k",
+                "--name",
+                name,
+                "--json",
+                &j.to_string_lossy(),
+                &s.url(path),
+            ]);
+            assert_eq!(code, 0, "{out}{err}");
+            args.push(j.to_string_lossy().into_owned());
+        }
+    }
+    let html = d.join("c.html");
+    args.extend(["--html".into(), html.to_string_lossy().into_owned()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = bench(&a);
+    assert_eq!(code, 0, "{err}");
+    let page = std::fs::read_to_string(&html).expect("html");
+    let start = page
+        .find("Throughput against active clients")
+        .expect("clients chart");
+    let svg = &page[start..start + page[start..].find("</svg>").expect("svg end")];
+    // Two legend entries, one polyline of three points each.
+    assert!(
+        svg.contains(">fast</text>") && svg.contains(">slow</text>"),
+        "{svg}"
+    );
+    let lines: Vec<&str> = svg.split("<polyline").skip(1).collect();
+    assert_eq!(lines.len(), 2, "{svg}");
+    for l in &lines {
+        let pts = l
+            .split("points=\"")
+            .nth(1)
+            .and_then(|p| p.split('"').next());
+        assert_eq!(pts.map(|p| p.split_whitespace().count()), Some(3), "{l}");
+    }
+    // Client ticks are whole numbers.
+    for t in svg
+        .split("text-anchor=\"middle\" font-size=\"11\">")
+        .skip(1)
+    {
+        let label = &t[..t.find('<').unwrap_or(0)];
+        if let Ok(x) = label.parse::<f64>() {
+            assert_eq!(x.fract(), 0.0, "tick {label}");
+        }
+    }
+}

@@ -4,8 +4,11 @@
 use super::Summary;
 use std::fmt::Write as _;
 
+/// Sixteen colours told apart side by side (Tableau's ten, then darker
+/// ones), so that a comparison of up to 16 runs or servers repeats none.
 const COLORS: &[&str] = &[
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    "#7f7f7f", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#000000",
 ];
 
 pub fn esc(s: &str) -> String {
@@ -27,6 +30,8 @@ struct Series {
 #[derive(Clone, Copy, PartialEq)]
 enum XAxis {
     Linear,
+    /// Linear, for counts (clients): ticks on whole numbers only.
+    Count,
     /// Percentiles on the 1/(1-p) log scale of HdrHistogram plots.
     Percentile,
     /// A log10 scale (the latency histogram's milliseconds).
@@ -36,7 +41,7 @@ enum XAxis {
 /// Where `x` goes on the axis (before scaling to pixels).
 fn axis_x(xaxis: XAxis, x: f64) -> f64 {
     match xaxis {
-        XAxis::Linear => x,
+        XAxis::Linear | XAxis::Count => x,
         XAxis::Percentile => pct_x(x),
         XAxis::Log if x > 0.0 => x.log10(),
         XAxis::Log => f64::NAN,
@@ -157,8 +162,12 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
     }
     // X ticks.
     match xaxis {
-        XAxis::Linear => {
-            let step = nice_step(x1 - x0, 6.0);
+        XAxis::Linear | XAxis::Count => {
+            let mut step = nice_step(x1 - x0, 6.0);
+            if xaxis == XAxis::Count {
+                // 1.5 clients means nothing.
+                step = step.max(1.0).round();
+            }
             let mut x = (x0 / step).ceil() * step;
             while x <= x1 + step * 1e-9 {
                 let px = sx(x);
@@ -913,20 +922,19 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
         }
     }
     if n > 1 {
-        // One point per run at its clients: the configured count, or the
-        // mean of a varying one.
-        let mut pts: Vec<(f64, f64)> = runs
-            .iter()
-            .map(|s| (clients_of(s), s.success_rate()))
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        tp.push(Series {
-            name: "runs".into(),
-            color: "#333",
-            dashed: true,
-            dots: false,
-            points: pts,
-        });
+        // One line per server, through its runs at their clients (the
+        // configured count, or the mean of a varying one); repeated runs
+        // at the same clients give their median. Not one line through
+        // every run, which zig-zags between servers.
+        for (k, (name, pts)) in server_lines(runs).into_iter().enumerate() {
+            tp.push(Series {
+                name,
+                color: COLORS[(tp.len() + k) % COLORS.len()],
+                dashed: false,
+                dots: pts.len() == 1,
+                points: pts,
+            });
+        }
     }
     if rt.is_empty() && tp.is_empty() {
         return;
@@ -938,7 +946,7 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
             "clients",
             "ms",
             &rt,
-            XAxis::Linear,
+            XAxis::Count,
         ));
     }
     if !tp.is_empty() {
@@ -947,10 +955,46 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
             "clients",
             "successful responses per second",
             &tp,
-            XAxis::Linear,
+            XAxis::Count,
         ));
     }
     o.push_str("</div>\n");
+}
+
+/// The runs of each server (the same `--name`, or the same URL) as one
+/// line: (name, (clients, median successful responses per second) sorted
+/// by clients), in the order each server's first run came.
+fn server_lines(runs: &[Summary]) -> Vec<(String, Vec<(f64, f64)>)> {
+    // (server, [(clients, the rates of its runs at that count)]).
+    type Line = (String, Vec<(f64, Vec<Option<f64>>)>);
+    let mut lines: Vec<Line> = Vec::new();
+    for s in runs {
+        let key = s.name.clone().unwrap_or_else(|| s.url.clone());
+        let i = match lines.iter().position(|l| l.0 == key) {
+            Some(i) => i,
+            None => {
+                lines.push((key, Vec::new()));
+                lines.len() - 1
+            }
+        };
+        let c = clients_of(s);
+        let at = &mut lines[i].1;
+        match at.iter_mut().find(|(x, _)| *x == c) {
+            Some((_, v)) => v.push(Some(s.success_rate())),
+            None => at.push((c, vec![Some(s.success_rate())])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(name, at)| {
+            let mut pts: Vec<(f64, f64)> = at
+                .into_iter()
+                .filter_map(|(c, v)| super::compare::median_spread(&v).map(|m| (c, m.0)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (name, pts)
+        })
+        .collect()
 }
 
 /// A run's clients for a comparison: the configured count, or the mean
