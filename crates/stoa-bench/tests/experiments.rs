@@ -323,7 +323,12 @@ fn the_request_log_has_a_line_per_request_with_its_start_latency_status_bytes_cl
         assert_eq!(l[1].split('.').nth(1).map(str::len), Some(3), "{l:?}");
         let start: f64 = l[0].parse().expect("start");
         let lat: f64 = l[1].parse().expect("latency");
-        assert!((20.0..40.0).contains(&lat), "{l:?}");
+        // At least the server's 20 ms sleep; at most the run's slowest
+        // response (a loaded box stretches a sleep past any fixed bound).
+        assert!(
+            lat >= 20.0 && lat <= f(&v["latency_ms"]["max"]) + 0.001,
+            "{l:?}"
+        );
         assert!(
             start >= 0.0 && start + lat / 1000.0 <= dur + 0.002,
             "{l:?} {dur}"
