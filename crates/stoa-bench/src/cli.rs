@@ -7,6 +7,7 @@ use crate::plan::{
     build_request, AbortRules, Load, Plan, RequestOpts, RequestSpec, Target, Think, Url,
 };
 use crate::scenario::Scenario;
+use crate::transport::{TlsSetup, Trust};
 use crate::util::{base64, parse_duration};
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
@@ -59,6 +60,21 @@ pub struct Options {
     pub help: bool,
     pub version: bool,
     pub url: Option<String>,
+    /// `--threshold`: pass/fail checks of the run's figures.
+    pub thresholds: Vec<crate::threshold::Threshold>,
+    /// `--name`: the run's name (compare groups runs by it).
+    pub name: Option<String>,
+    /// `--insecure`: the server's certificate is not checked (curl's `-k`;
+    /// here `-k` is ab's keep-alive).
+    pub insecure: bool,
+    /// `--cacert FILE`: the CA certificates (PEM) the server's must chain
+    /// to, instead of the system's.
+    pub cacert: Option<PathBuf>,
+    /// `--tls-resume`: resume TLS sessions on new connections.
+    pub tls_resume: bool,
+    /// `--http2`: HTTP/2 (ALPN `h2` for https://, prior knowledge for
+    /// http://, as h2load does).
+    pub http2: bool,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
@@ -131,6 +147,10 @@ impl Options {
                         | "log"
                         | "request-log"
                         | "running-every"
+                        | "threshold"
+                        | "name"
+                        | "label"
+                        | "cacert"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -161,6 +181,19 @@ impl Options {
                     "hdr-log" => o.hdr_log = Some(value()?.into()),
                     "log" | "request-log" => o.request_log = Some(value()?.into()),
                     "running-every" => o.running_every = Some(num("--running-every", &value()?)?),
+                    "threshold" => o.thresholds.push(
+                        crate::threshold::parse(&value()?)
+                            .map_err(|e| CliError::Usage(format!("--threshold {e}")))?,
+                    ),
+                    "name" | "label" => {
+                        let v = value()?;
+                        if v.trim().is_empty() {
+                            return Err(CliError::Usage(format!(
+                                "--{name} needs a non-empty name"
+                            )));
+                        }
+                        o.name = Some(v);
+                    }
                     "scenario" => o.scenario = Some(value()?.into()),
                     "seed" => o.seed = Some(num("--seed", &value()?)?),
                     "header" => o.headers.push(value()?),
@@ -187,6 +220,10 @@ impl Options {
                         }
                         o.first_delay = Some((a, b));
                     }
+                    "cacert" => o.cacert = Some(value()?.into()),
+                    "insecure" => o.insecure = true,
+                    "tls-resume" => o.tls_resume = true,
+                    "http2" | "h2" => o.http2 = true,
                     "keepalive" | "keep-alive" => o.keep_alive = true,
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
@@ -316,15 +353,57 @@ impl Options {
             )));
         }
         let authority = url.authority();
+        // The flags win over the scenario's `[run]` keys.
+        let http2 = self.http2 || sc_ref.and_then(|s| s.http2).unwrap_or(false);
+        let insecure = self.insecure || sc_ref.and_then(|s| s.insecure).unwrap_or(false);
+        let tls_resume = self.tls_resume || sc_ref.and_then(|s| s.tls_resume).unwrap_or(false);
+        let cacert = self
+            .cacert
+            .clone()
+            .or_else(|| sc_ref.and_then(|s| s.cacert.clone()));
+        if !url.tls && (insecure || cacert.is_some() || tls_resume) {
+            return Err(CliError::Usage(
+                "--insecure, --cacert and --tls-resume are for https:// URLs".into(),
+            ));
+        }
+        if insecure && cacert.is_some() {
+            return Err(CliError::Usage(
+                "use either --insecure or --cacert, not both".into(),
+            ));
+        }
+        let tls = if url.tls {
+            let trust = match (&cacert, insecure) {
+                (Some(p), _) => Trust::CaFile(p),
+                (None, true) => Trust::Insecure,
+                (None, false) => Trust::System,
+            };
+            Some(
+                TlsSetup::new(
+                    &url.host,
+                    trust,
+                    tls_resume,
+                    if http2 { &[b"h2"] } else { &[b"http/1.1"] },
+                )
+                .map_err(CliError::Fatal)?,
+            )
+        } else {
+            None
+        };
         let target = Target {
             addrs,
             host: url.host.clone(),
             port: url.port,
             authority: authority.clone(),
+            tls,
         };
 
-        let keep_alive = self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
+        // HTTP/2 connections are persistent: -k is implied (h2load).
+        let keep_alive =
+            http2 || self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
         let http10 = self.http10 || sc_ref.and_then(|s| s.http10).unwrap_or(false);
+        if http2 && http10 {
+            return Err(CliError::Usage("use either --http2 or --http1.0".into()));
+        }
         let mut headers: Vec<String> = sc_ref.map(|s| s.headers.clone()).unwrap_or_default();
         headers.extend(self.headers.iter().cloned());
         if !self.cookies.is_empty() {
@@ -413,6 +492,27 @@ impl Options {
                 requests.push(spec);
             }
         }
+        if http2 {
+            let scheme = if url.tls { "https" } else { "http" };
+            for r in &mut requests {
+                if r.template.is_some() {
+                    return Err(CliError::Usage(
+                        "{client}/{seq} placeholders are not supported over --http2 yet".into(),
+                    ));
+                }
+                // The server's initial stream window (RFC 9113 §6.9.2):
+                // larger bodies would wait for WINDOW_UPDATE, which the
+                // engine does not.
+                if r.body_len > 65_535 {
+                    return Err(CliError::Usage(
+                        "--http2 request bodies are limited to 65,535 bytes".into(),
+                    ));
+                }
+                let h2 = crate::h2::H2Request::from_h1(&r.bytes, r.body_len, scheme)
+                    .map_err(CliError::Usage)?;
+                r.h2 = Some(Box::new(h2));
+            }
+        }
         let mut acc = 0;
         let cumulative = requests
             .iter()
@@ -487,6 +587,7 @@ impl Options {
             threads,
             keep_alive,
             http10,
+            http2,
             limit,
             duration,
             rate,
@@ -505,6 +606,12 @@ impl Options {
                 || sc_ref.and_then(|s| s.variable_length).unwrap_or(false),
             scenario_name: sc_ref.map(|s| s.name.clone()),
             corrected: self.corrected,
+            thresholds: sc_ref
+                .map(|s| s.thresholds.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .chain(self.thresholds.iter().cloned())
+                .collect(),
         })
     }
 }
@@ -568,6 +675,44 @@ mod tests {
             Err(CliError::Usage(m)) => assert!(m.contains("smaller than -c"), "{m}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn tls_flags_need_an_https_url_and_http2_offers_h2_by_alpn_with_keep_alive_implied() {
+        // curl refuses nothing here, but a TLS flag on http:// is a typo
+        // worth a usage error.
+        match parse(&["--insecure", "http://127.0.0.1:1/"])
+            .unwrap()
+            .plan()
+        {
+            Err(CliError::Usage(m)) => assert!(m.contains("https://"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let p = parse(&["--http2", "--insecure", "https://127.0.0.1:1/x"])
+            .unwrap()
+            .plan()
+            .unwrap();
+        let tls = p.target.tls.as_ref().expect("TLS for https://");
+        // RFC 9113 §3.2: "h2" by ALPN; h2load sends no http/1.1 fallback.
+        assert_eq!(tls.config.alpn_protocols, vec![b"h2".to_vec()]);
+        assert!(tls.insecure && !tls.resume);
+        assert!(p.http2 && p.keep_alive);
+        assert!(p.requests[0].h2.is_some());
+        let p = parse(&["https://127.0.0.1:1/"]).unwrap().plan().unwrap();
+        let tls = p.target.tls.as_ref().expect("TLS");
+        assert_eq!(tls.config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        assert!(matches!(
+            parse(&["--http2", "--http1.0", "http://127.0.0.1:1/"])
+                .unwrap()
+                .plan(),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(
+            parse(&["--cacert", "/nonexistent.pem", "https://127.0.0.1:1/"])
+                .unwrap()
+                .plan(),
+            Err(CliError::Fatal(_))
+        ));
     }
 
     #[test]

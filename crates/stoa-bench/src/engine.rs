@@ -14,15 +14,17 @@
 //! for that second) to the collector, which builds the timeline, the HDR
 //! interval log and the live progress; at the end it sends its [`Record`].
 
+use crate::h2::{H2Conn, H2Error};
 use crate::plan::Plan;
 use crate::record::{new_hist, Failure, Moments, Phases, Record};
+use crate::transport::{Conn, Handshake};
 use crate::util::Rng;
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
 use std::sync::Mutex;
@@ -79,6 +81,11 @@ pub struct Shared {
     pub log: Option<Mutex<std::fs::File>>,
     /// The first error writing the log (logging stops there).
     pub log_error: Mutex<Option<String>>,
+    /// The first TLS failure (a refused certificate stops the run: every
+    /// connection would fail the same way).
+    pub tls_error: Mutex<Option<String>>,
+    /// Version, cipher suite and ALPN protocol of the first handshake.
+    pub tls_params: Mutex<Option<(String, String, Option<String>)>>,
     /// `running_every`: the running moments over the responses in the
     /// order they completed (all threads), a point every N responses.
     pub running: Option<Mutex<Running>>,
@@ -162,6 +169,8 @@ impl Shared {
             }),
             log: None,
             log_error: Mutex::new(None),
+            tls_error: Mutex::new(None),
+            tls_params: Mutex::new(None),
             running,
         }
     }
@@ -249,6 +258,8 @@ enum Phase {
     /// Waiting after a failed connect (timer set).
     Backoff,
     Connecting,
+    /// Connected; the TLS handshake is under way.
+    Handshaking,
     Writing,
     Reading,
     /// The client left (quota reached, or no more tickets).
@@ -257,7 +268,7 @@ enum Phase {
 
 struct Slot {
     phase: Phase,
-    stream: Option<TcpStream>,
+    stream: Option<Conn>,
     /// Bumped for every new socket: events of an older one are ignored.
     conn_gen: u32,
     /// Bumped whenever a timer of this slot is set.
@@ -281,6 +292,10 @@ struct Slot {
     written: usize,
     t_start: Instant,
     t_conn: Instant,
+    /// When this request's own connection was established (TCP) and its
+    /// TLS handshake done; `None` on a reused connection.
+    t_tcp: Option<Instant>,
+    t_tls: Option<Instant>,
     t_written: Option<Instant>,
     t_first: Option<Instant>,
     intended: Option<Instant>,
@@ -288,6 +303,9 @@ struct Slot {
     reused: bool,
     retried: bool,
     head_buf: Vec<u8>,
+    /// HTTP/2: the state of this client's connection (`None` over
+    /// HTTP/1; replaced when the connection is).
+    h2: Option<Box<H2Conn>>,
     head: ResponseHead,
     got_head: bool,
     decoder: BodyDecoder,
@@ -320,12 +338,15 @@ impl Slot {
             written: 0,
             t_start: now,
             t_conn: now,
+            t_tcp: None,
+            t_tls: None,
             t_written: None,
             t_first: None,
             intended: None,
             reused: false,
             retried: false,
             head_buf: Vec::new(),
+            h2: None,
             head: ResponseHead::default(),
             got_head: false,
             decoder: BodyDecoder::new(Framing::None),
@@ -341,7 +362,7 @@ impl Slot {
     fn active(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Connecting | Phase::Writing | Phase::Reading
+            Phase::Connecting | Phase::Handshaking | Phase::Writing | Phase::Reading
         )
     }
 }
@@ -357,6 +378,9 @@ enum Feed {
     More,
     Done,
     Failed(Failure),
+    /// The server will not process the request (HTTP/2 GOAWAY): send it
+    /// again on a new connection, once.
+    Retry,
 }
 
 #[inline]
@@ -618,6 +642,7 @@ impl<'a> Worker<'a> {
                 }
                 match self.slots[s].phase {
                     Phase::Connecting => self.on_connecting(s, now),
+                    Phase::Handshaking => self.on_handshake(s, now),
                     Phase::Writing => {
                         if ev.is_writable() {
                             self.write(s, now);
@@ -631,6 +656,15 @@ impl<'a> Worker<'a> {
                     _ => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                             self.read(s, now, ev.is_read_closed() || ev.is_error());
+                        }
+                        if ev.is_writable() {
+                            // TLS records (an alert, a key update answer)
+                            // that waited for room in the socket.
+                            if let Some(c) = self.slots[s].stream.as_mut() {
+                                if c.is_tls() {
+                                    let _ = c.flushed();
+                                }
+                            }
                         }
                     }
                 }
@@ -866,6 +900,8 @@ impl<'a> Worker<'a> {
             }
         }
         slot.t_start = now;
+        slot.t_tcp = None;
+        slot.t_tls = None;
         slot.intended = intended;
         slot.retried = false;
         if slot.stream.is_some() {
@@ -890,9 +926,12 @@ impl<'a> Worker<'a> {
 
     fn connect(&mut self, s: usize, now: Instant) {
         self.rec.counters.connections += 1;
-        let addr = self.sh.plan.target.addrs[0];
+        let target = &self.sh.plan.target;
+        let addr = target.addrs[0];
         let slot = &mut self.slots[s];
         slot.t_conn = now;
+        slot.t_tcp = None;
+        slot.t_tls = None;
         match TcpStream::connect(addr) {
             Ok(mut stream) => {
                 slot.conn_gen = slot.conn_gen.wrapping_add(1);
@@ -905,7 +944,13 @@ impl<'a> Worker<'a> {
                     self.fail(s, classify_connect(&e), now);
                     return;
                 }
-                slot.stream = Some(stream);
+                match Conn::new(stream, target.tls.as_ref()) {
+                    Ok(c) => slot.stream = Some(c),
+                    Err(_) => {
+                        self.fail(s, Failure::Tls, now);
+                        return;
+                    }
+                }
                 slot.phase = Phase::Connecting;
             }
             Err(e) => self.fail(s, classify_connect(&e), now),
@@ -914,9 +959,10 @@ impl<'a> Worker<'a> {
 
     fn on_connecting(&mut self, s: usize, now: Instant) {
         let slot = &mut self.slots[s];
-        let Some(stream) = slot.stream.as_ref() else {
+        let Some(conn) = slot.stream.as_ref() else {
             return;
         };
+        let stream = conn.socket();
         match stream.take_error() {
             Ok(Some(e)) | Err(e) => {
                 self.fail(s, classify_connect(&e), now);
@@ -928,10 +974,71 @@ impl<'a> Worker<'a> {
             Ok(_) => {
                 let _ = stream.set_nodelay(true);
                 slot.t_conn = now;
-                self.send(s, now);
+                slot.t_tcp = Some(now);
+                if conn.is_tls() {
+                    slot.phase = Phase::Handshaking;
+                    self.on_handshake(s, now);
+                } else {
+                    self.send(s, now);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
             Err(e) => self.fail(s, classify_connect(&e), now),
+        }
+    }
+
+    /// Moves slot `s`'s TLS handshake on; once done, the request goes.
+    fn on_handshake(&mut self, s: usize, now: Instant) {
+        let slot = &mut self.slots[s];
+        let Some(conn) = slot.stream.as_mut() else {
+            return;
+        };
+        match conn.handshake() {
+            Handshake::Pending => {}
+            Handshake::Done => {
+                // The client's half of the handshake (key exchange,
+                // signature check) took time since this batch's clock
+                // was read: read it again.
+                let now = Instant::now();
+                slot.t_tls = Some(now);
+                // ab's Connect includes the handshake: the connection is
+                // usable from here.
+                slot.t_conn = now;
+                self.rec.counters.tls_handshakes += 1;
+                if conn.resumed() {
+                    self.rec.counters.tls_resumed += 1;
+                }
+                if self.sh.plan.http2 && !conn.alpn_is(b"h2") {
+                    // h2load: "No protocol negotiated"; no fallback, the
+                    // run is about HTTP/2.
+                    if let Ok(mut e) = self.sh.tls_error.lock() {
+                        e.get_or_insert_with(|| {
+                            "the server did not choose h2 by ALPN (RFC 9113 §3.2)".into()
+                        });
+                    }
+                    self.sh.stop.store(true, Relaxed);
+                    self.fail(s, Failure::Tls, now);
+                    return;
+                }
+                if self.rec.counters.tls_handshakes == 1 {
+                    if let Ok(mut p) = self.sh.tls_params.lock() {
+                        if p.is_none() {
+                            *p = conn.tls_params();
+                        }
+                    }
+                }
+                self.send(s, now);
+            }
+            Handshake::Failed(f) => {
+                if let Ok(mut e) = self.sh.tls_error.lock() {
+                    e.get_or_insert_with(|| f.message.clone());
+                }
+                if f.fatal {
+                    // Every connection would be refused the same way.
+                    self.sh.stop.store(true, Relaxed);
+                }
+                self.fail(s, Failure::Tls, now);
+            }
         }
     }
 
@@ -940,8 +1047,20 @@ impl<'a> Worker<'a> {
     /// batch together, as wrk does, lets the server find several at once
     /// instead of being woken for each: fewer wake-ups on both sides.
     fn send(&mut self, s: usize, _now: Instant) {
+        let sh: &'a Shared = self.sh;
         let slot = &mut self.slots[s];
         Self::reset_response(slot);
+        if let Some(req) = sh.plan.requests[slot.req].h2.as_deref() {
+            // The frames of this request on this connection's next stream
+            // (the preface first on a new connection).
+            let gen = slot.conn_gen;
+            let h2 = match &mut slot.h2 {
+                Some(h) if h.gen == gen => h,
+                h => h.insert(Box::new(H2Conn::new(gen))),
+            };
+            h2.start(req, &mut slot.wbuf);
+            slot.req_len = slot.wbuf.len();
+        }
         slot.phase = Phase::Writing;
         self.pending.push(s);
     }
@@ -975,7 +1094,7 @@ impl<'a> Worker<'a> {
         let Some(stream) = slot.stream.as_mut() else {
             return;
         };
-        let bytes: &[u8] = if spec.template.is_some() {
+        let bytes: &[u8] = if spec.template.is_some() || spec.h2.is_some() {
             &slot.wbuf
         } else {
             &spec.bytes
@@ -996,6 +1115,16 @@ impl<'a> Worker<'a> {
                     self.write_failed(s, now);
                     return;
                 }
+            }
+        }
+        match stream.flushed() {
+            Ok(true) => {}
+            // TLS records wait for room in the socket: a writable event
+            // brings the slot back here.
+            Ok(false) => return,
+            Err(_) => {
+                self.write_failed(s, now);
+                return;
             }
         }
         self.rec.counters.body_sent += slot.body_len as u64;
@@ -1029,6 +1158,9 @@ impl<'a> Worker<'a> {
     fn read(&mut self, s: usize, now: Instant, to_eof: bool) {
         let mut buf = std::mem::take(&mut self.rbuf);
         let gen = self.slots[s].conn_gen;
+        if let Some(c) = self.slots[s].stream.as_mut() {
+            c.readable();
+        }
         loop {
             let slot = &mut self.slots[s];
             // A completed response may have moved the slot to a new
@@ -1039,6 +1171,7 @@ impl<'a> Worker<'a> {
             let Some(stream) = slot.stream.as_mut() else {
                 break;
             };
+            let drains = stream.short_read_drains();
             match stream.read(&mut buf) {
                 Ok(0) => {
                     self.on_eof(s, now);
@@ -1062,13 +1195,31 @@ impl<'a> Worker<'a> {
                             self.fail(s, f, now);
                             break;
                         }
+                        Feed::Retry => {
+                            let slot = &self.slots[s];
+                            if slot.reused && !slot.retried {
+                                self.retry(s, now);
+                            } else {
+                                self.fail(s, Failure::Closed, now);
+                            }
+                            break;
+                        }
                     }
-                    if n < buf.len() && !to_eof {
+                    if drains && n < buf.len() && !to_eof {
                         break;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // A bad TLS record.
+                    if slot.active() {
+                        self.fail(s, Failure::Tls, now);
+                    } else {
+                        slot.stream = None;
+                    }
+                    break;
+                }
                 Err(_) => {
                     if slot.active() {
                         if slot.reused && !slot.retried && slot.resp_bytes == 0 {
@@ -1084,10 +1235,28 @@ impl<'a> Worker<'a> {
             }
         }
         self.rbuf = buf;
+        // HTTP/2 frames owed to the server (SETTINGS and PING ACKs, window
+        // updates), if no request took them along.
+        let slot = &mut self.slots[s];
+        if let (Some(h2), Some(conn)) = (slot.h2.as_mut(), slot.stream.as_mut()) {
+            if h2.gen == gen && slot.conn_gen == gen && !h2.out.is_empty() {
+                let mut n = 0;
+                while n < h2.out.len() {
+                    match conn.write(&h2.out[n..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k,
+                    }
+                }
+                h2.out.drain(..n);
+            }
+        }
     }
 
     /// Takes response bytes; decides whether the response is complete.
     fn feed(slot: &mut Slot, data: &[u8], now: Instant, is_head: bool) -> Feed {
+        if slot.h2.is_some() {
+            return Self::feed_h2(slot, data, now);
+        }
         if slot.t_first.is_none() {
             slot.t_first = Some(now);
         }
@@ -1154,6 +1323,35 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// HTTP/2: takes frames; the response is the current stream's.
+    fn feed_h2(slot: &mut Slot, data: &[u8], now: Instant) -> Feed {
+        let Some(h2) = slot.h2.as_mut() else {
+            return Feed::Failed(Failure::Malformed);
+        };
+        slot.resp_bytes += data.len() as u64;
+        match h2.feed(data) {
+            Ok(()) => {}
+            Err(H2Error::Reset) => return Feed::Failed(Failure::Reset),
+            Err(H2Error::Refused) => return Feed::Retry,
+            Err(H2Error::Protocol) => return Feed::Failed(Failure::Malformed),
+        }
+        let r = h2.resp;
+        if r.status != 0 && !slot.got_head {
+            // The first byte is the response's HEADERS (the server's
+            // SETTINGS on a new connection are not part of it).
+            slot.got_head = true;
+            slot.head.status = r.status;
+            slot.t_first.get_or_insert(now);
+        }
+        slot.body_bytes = r.body;
+        if r.done {
+            slot.keep = !h2.goaway;
+            Feed::Done
+        } else {
+            Feed::More
+        }
+    }
+
     fn on_eof(&mut self, s: usize, now: Instant) {
         let slot = &mut self.slots[s];
         if !slot.active() {
@@ -1166,7 +1364,8 @@ impl<'a> Worker<'a> {
             } else {
                 self.fail(s, Failure::Closed, now);
             }
-        } else if !slot.got_head {
+        } else if !slot.got_head || slot.h2.is_some() {
+            // Over HTTP/2 only END_STREAM ends a response.
             self.fail(s, Failure::ShortBody, now);
         } else if slot.decoder.eof() {
             slot.keep = false;
@@ -1223,6 +1422,17 @@ impl<'a> Worker<'a> {
         self.rec
             .waiting
             .add(us(first.saturating_duration_since(written)));
+        self.rec
+            .transfer
+            .add(us(now.saturating_duration_since(first)));
+        if let Some(t) = slot.t_tcp {
+            self.rec
+                .tcp_connect
+                .add(us(t.saturating_duration_since(slot.t_start)));
+            if let Some(h) = slot.t_tls {
+                self.rec.tls.add(us(h.saturating_duration_since(t)));
+            }
+        }
         if let Some(t) = self.rec.total.as_mut() {
             t.add(us(now.saturating_duration_since(slot.t_start)));
         }
@@ -1259,10 +1469,12 @@ impl<'a> Worker<'a> {
                 .is_ok();
         if first {
             if let Ok(mut sv) = self.sh.server.lock() {
+                let v = match &slot.h2 {
+                    Some(h) => h.server.as_deref(),
+                    None => slot.head.header("server"),
+                };
                 *sv = Some(
-                    slot.head
-                        .header("server")
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                    v.map(|v| String::from_utf8_lossy(v).into_owned())
                         .unwrap_or_default(),
                 );
             }
@@ -1338,14 +1550,15 @@ impl<'a> Worker<'a> {
         if self.sh.plan.open_loop() {
             self.sh.in_flight.fetch_sub(1, Relaxed);
         }
-        let backoff = matches!(f, Failure::ConnectRefused | Failure::Connect);
+        let backoff = matches!(f, Failure::ConnectRefused | Failure::Connect | Failure::Tls);
         self.after(s, now, backoff);
     }
 
     /// Appends the log line of slot `s`'s request, which ended at `now`:
-    /// `start_s,latency_ms,status,bytes,client,url`, times from the run's
-    /// start in microseconds (formatted as integers: no float formatting
-    /// per request).
+    /// `start_s,latency_ms,status,bytes,client,connect_ms,tls_ms,
+    /// first_byte_ms,transfer_ms,url`, times from the run's start in
+    /// microseconds (formatted as integers: no float formatting per
+    /// request); a phase the request did not have is empty.
     fn log_line(&mut self, s: usize, now: Instant, status: LogStatus) {
         use crate::plan::push_u64;
         let Some(buf) = self.log.as_mut() else {
@@ -1376,6 +1589,23 @@ impl<'a> Worker<'a> {
         buf.push(b',');
         push_u64(buf, slot.client);
         buf.push(b',');
+        let span = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(us(b.saturating_duration_since(a))),
+            _ => None,
+        };
+        let done = matches!(status, LogStatus::Code(_));
+        let phases = [
+            span(Some(slot.t_start), slot.t_tcp),
+            span(slot.t_tcp, slot.t_tls),
+            span(slot.t_written, slot.t_first),
+            span(slot.t_first, done.then_some(now)),
+        ];
+        for p in phases {
+            match p {
+                Some(x) => frac(buf, x, 1000, 3),
+                None => buf.push(b','),
+            }
+        }
         // The request target as sent (a template's, rendered): between the
         // request line's two spaces.
         let spec = &self.sh.plan.requests[slot.req];

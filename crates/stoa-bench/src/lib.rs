@@ -8,15 +8,19 @@
 //! - [`report`]: text (ab, wrk), JSON, HTML with SVG plots, `compare`.
 //! - [`tree`]: `stoa bench tree`, a WebBench-like workload tree.
 //! - [`merge`]: `stoa bench merge`, one result from runs that ran together.
+//! - [`threshold`]: `--threshold 'p99<20ms'`, pass/fail checks for CI.
 
 pub mod cli;
 pub mod engine;
+pub mod h2;
 pub mod merge;
 pub mod plan;
 pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod threshold;
+pub mod transport;
 pub mod tree;
 pub mod util;
 
@@ -26,14 +30,19 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 pub const HELP: &str = "\
-stoa bench: an HTTP/1.x load generator (ApacheBench and wrk compatible)
+stoa bench: an HTTP/1.x and HTTP/2 load generator, over TCP or TLS
+(ApacheBench, wrk and h2load compatible)
 
 Usage:
   stoa bench [options] URL
   stoa bench --scenario FILE [options] [URL]
-  stoa bench compare A.json B.json ... [--html FILE] [--json FILE]
+  stoa bench compare A.json B.json ... [--html FILE] [--json FILE] [--each]
   stoa bench tree DIR [--size 61MB] [--seed S]
   stoa bench merge [--hdr-log OUT] [--json OUT] A.hdr B.hdr ... [A.json B.json ...]
+
+compare groups repeated runs of a target (the same --name, or the same URL,
+clients and keep-alive): a column per group, median (min-max) of its runs;
+--each gives every run its own column.
 
 ApacheBench options (short flags may be bundled: -kc10):
   -n N             requests to perform (default 1 unless a time limit is given)
@@ -54,6 +63,15 @@ ApacheBench options (short flags may be bundled: -kc10):
   -r               accepted for ab compatibility (receive errors never stop a run)
   --http1.0        send HTTP/1.0 requests (ab's protocol)
 
+TLS and HTTP/2 (https:// URLs; curl's and h2load's meanings):
+  --cacert FILE    check the certificate against these CA certificates (PEM)
+                   instead of the system's
+  --insecure       do not check the certificate (curl -k; -k is keep-alive here)
+  --tls-resume     resume TLS sessions on new connections (default: every new
+                   connection is a full handshake; without -k: handshakes/s)
+  --http2, --h2    HTTP/2: ALPN h2 over https://, prior knowledge over http://;
+                   one request in flight per connection (h2load -m 1)
+
 wrk options:
   -d DURATION      run for this long (10s, 2m); prints a wrk-style report
   --threads N      event-loop threads (default 1); clients are dealt round-robin
@@ -65,10 +83,18 @@ wrk options:
                    slow response, at its observed rate, are back-filled)
 
 Output:
+  --threshold EXPR pass/fail check, repeatable (k6's thresholds):
+                   METRIC[{URL}] OP VALUE; METRIC: p50 p90 p95 p99 p99.9 mean
+                   max (us, ms, s; default ms), errors, non_2xx (a count, or a
+                   share with %), rps; {URL}: one entry of the per-URL
+                   breakdown ('p99{/cgi-bin/x}<20ms'); OP: < <= > >=.
+                   A failed one makes the exit status 3
+  --name NAME      the run's name in the JSON; compare groups runs by it
   --json FILE      machine-readable summary with the per-second timeline
   --html FILE      an HTML report with SVG plots
   --hdr-log FILE   HdrHistogram interval log (one histogram per second, us)
-  --log FILE       per-request log, CSV: start_s,latency_ms,status,bytes,client,url
+  --log FILE       per-request log, CSV: start_s,latency_ms,status,bytes,client,
+                   connect_ms,tls_ms,first_byte_ms,transfer_ms,url
                    (buffered per thread); with --html, a scatter of every request
   -q, --quiet      no live progress (it is shown only on a terminal anyway)
 
@@ -82,9 +108,9 @@ Scenarios:
 
 Every request ends in exactly one outcome, counted by kind: a complete response
 (by status), connect refused, connect error, reset, closed before responding,
-timeout, short body, malformed; requests still in flight when a timed run ends
+timeout, short body, malformed, tls; requests still in flight when a timed run ends
 are reported apart. Exit status: 0 done, 1 run-time error (or no response at
-all), 2 usage error.
+all), 2 usage error, 3 a --threshold failed.
 ";
 
 /// Entry point for `stoa bench ARGS...`; `args[0]` is "stoa bench".
@@ -168,6 +194,18 @@ fn bench(
         return Ok(0);
     }
     let plan = opts.plan()?;
+    let first_path = plan.requests.first().map_or("/", |r| r.path.as_str());
+    let thresholds = plan.thresholds.clone();
+    if let Some(u) = threshold::unknown_url(&thresholds, &plan.groups, first_path) {
+        let names = if plan.groups.len() > 1 {
+            plan.groups.join(", ")
+        } else {
+            first_path.to_string()
+        };
+        return Err(CliError::Usage(format!(
+            "--threshold: no URL {u:?} in the run (its URLs: {names})"
+        )));
+    }
     // Open the output files first: a typo should not cost a whole run.
     let mut hdr_file = match &opts.hdr_log {
         Some(p) => Some(std::io::BufWriter::new(
@@ -183,7 +221,7 @@ fn bench(
         Some(p) => {
             let mut f = std::fs::File::create(p)
                 .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
-            f.write_all(b"start_s,latency_ms,status,bytes,client,url\n")
+            f.write_all(b"start_s,latency_ms,status,bytes,client,connect_ms,tls_ms,first_byte_ms,transfer_ms,url\n")
                 .map_err(|e| CliError::Fatal(format!("{}: {e}", p.display())))?;
             Some(f)
         }
@@ -209,6 +247,8 @@ fn bench(
         },
     );
     let mut summary = summary;
+    summary.name = opts.name.clone();
+    summary.thresholds = threshold::check_all(&thresholds, &summary);
     summary.command_line = Some(
         std::iter::once("stoa bench".to_string())
             .chain(args.iter().map(|a| util::shell_quote(a)))
@@ -263,6 +303,27 @@ fn bench(
             "connection refused"
         } else if e.connect > 0 {
             "could not connect"
+        } else if e.tls > 0 {
+            return Err(CliError::Fatal(format!(
+                "no response from {}:{}: {}{}",
+                summary.host,
+                summary.port,
+                summary
+                    .tls
+                    .as_ref()
+                    .and_then(|t| t.error.as_deref())
+                    .unwrap_or("TLS failed"),
+                if summary.tls.as_ref().is_some_and(|t| {
+                    !t.insecure
+                        && t.error
+                            .as_deref()
+                            .is_some_and(|e| e.contains("invalid peer certificate"))
+                }) {
+                    " (give the server's CA with --cacert FILE, or skip the check with --insecure)"
+                } else {
+                    ""
+                }
+            )));
         } else if e.timeout > 0 {
             "every request timed out"
         } else {
@@ -272,6 +333,10 @@ fn bench(
             "no response from {}:{}: {why}",
             summary.host, summary.port
         )));
+    }
+    // k6 exits 99 when a threshold fails; 3 here, after 1 and 2.
+    if summary.thresholds.iter().any(|t| !t.pass) {
+        return Ok(3);
     }
     Ok(0)
 }

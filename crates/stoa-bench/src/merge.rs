@@ -119,7 +119,7 @@ fn figures(h: &Histogram<u64>) -> Value {
         "min": ms(h.min() as f64),
         "mean": ms(h.mean()),
         "stddev": ms(h.stdev()),
-        "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p999": q(0.999),
+        "p50": q(0.5), "p90": q(0.9), "p95": q(0.95), "p99": q(0.99), "p999": q(0.999),
         "max": ms(h.max() as f64),
     })
 }

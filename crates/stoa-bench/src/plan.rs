@@ -15,11 +15,15 @@ pub struct Target {
     pub port: u16,
     /// Value of the `Host` header.
     pub authority: String,
+    /// `https://`: the TLS client settings.
+    pub tls: Option<crate::transport::TlsSetup>,
 }
 
-/// A parsed `http://host[:port]/path` URL.
+/// A parsed `http[s]://host[:port]/path` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Url {
+    /// `https://`.
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     /// Path and query, starting with `/`.
@@ -28,15 +32,16 @@ pub struct Url {
 
 impl Url {
     pub fn parse(s: &str) -> Result<Url, String> {
-        let rest = if let Some(r) = s.strip_prefix("http://") {
-            r
-        } else if s.starts_with("https://") {
-            return Err(format!("{s}: https is not supported (plain HTTP/1.x only)"));
+        let (rest, tls) = if let Some(r) = s.strip_prefix("http://") {
+            (r, false)
+        } else if let Some(r) = s.strip_prefix("https://") {
+            (r, true)
         } else if s.contains("://") {
-            return Err(format!("{s}: only http:// URLs are supported"));
+            return Err(format!("{s}: only http:// and https:// URLs are supported"));
         } else {
-            s
+            (s, false)
         };
+        let default_port = if tls { 443 } else { 80 };
         let (auth, path) = match rest.find(['/', '?']) {
             Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
             Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
@@ -52,7 +57,7 @@ impl Url {
                 .find(']')
                 .ok_or_else(|| format!("{s}: unclosed '[' in the host"))?;
             let port = match &r[end + 1..] {
-                "" => 80,
+                "" => default_port,
                 p => p
                     .strip_prefix(':')
                     .and_then(|p| p.parse().ok())
@@ -65,7 +70,7 @@ impl Url {
                     h.to_string(),
                     p.parse().map_err(|_| format!("{s}: bad port {p:?}"))?,
                 ),
-                None => (auth.to_string(), 80),
+                None => (auth.to_string(), default_port),
             }
         };
         if host.is_empty() {
@@ -74,17 +79,23 @@ impl Url {
         if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(format!("{s}: spaces or control characters in the path"));
         }
-        Ok(Url { host, port, path })
+        Ok(Url {
+            tls,
+            host,
+            port,
+            path,
+        })
     }
 
-    /// The `Host` header value (RFC 9110 §7.2): port omitted when 80.
+    /// The `Host` header value (RFC 9110 §7.2): port omitted when it is
+    /// the scheme's default.
     pub fn authority(&self) -> String {
         let h = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == if self.tls { 443 } else { 80 } {
             h
         } else {
             format!("{h}:{}", self.port)
@@ -105,6 +116,8 @@ pub struct RequestSpec {
     /// The request has `{client}` or `{seq}` placeholders: it is rendered
     /// per request from this template instead of sent as `bytes`.
     pub template: Option<Box<Template>>,
+    /// Over HTTP/2: the request's header block and body.
+    pub h2: Option<Box<crate::h2::H2Request>>,
 }
 
 impl RequestSpec {
@@ -128,6 +141,7 @@ impl RequestSpec {
             weight,
             template,
             group: 0,
+            h2: None,
         }
     }
 }
@@ -432,6 +446,8 @@ pub struct Plan {
     pub threads: usize,
     pub keep_alive: bool,
     pub http10: bool,
+    /// `--http2`: HTTP/2 by ALPN over TLS, by prior knowledge over TCP.
+    pub http2: bool,
     /// Total requests to finish (`-n`).
     pub limit: Option<u64>,
     /// Time limit (`-t`, `-d`, or the end of the stages).
@@ -459,6 +475,9 @@ pub struct Plan {
     /// Closed loop: also record latencies corrected for coordinated
     /// omission (`--corrected`).
     pub corrected: bool,
+    /// Pass/fail checks of the finished run: the scenario's `thresholds`,
+    /// then the command line's `--threshold`s.
+    pub thresholds: Vec<crate::threshold::Threshold>,
 }
 
 impl Plan {
@@ -573,7 +592,11 @@ mod tests {
         assert_eq!(u.authority(), "[::1]:81");
         let u = Url::parse("localhost?q").unwrap();
         assert_eq!((u.port, u.path.as_str()), (80, "/?q"));
-        assert!(Url::parse("https://x/").is_err());
+        let u = Url::parse("https://x/a").unwrap();
+        assert!(u.tls);
+        assert_eq!((u.port, u.authority().as_str()), (443, "x"));
+        assert_eq!(Url::parse("https://x:8443/").unwrap().authority(), "x:8443");
+        assert!(Url::parse("ftp://x/").is_err());
         assert!(Url::parse("http://:80/").is_err());
         assert!(Url::parse("http://x:99999/").is_err());
         assert!(Url::parse("http://x/a b").is_err());

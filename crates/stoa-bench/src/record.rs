@@ -112,6 +112,10 @@ pub struct Errors {
     pub short_body: u64,
     /// Not an HTTP/1.x response, bad framing or bad chunk syntax.
     pub malformed: u64,
+    /// The TLS handshake failed (a refused certificate, no common
+    /// protocol) or a TLS record was bad.
+    #[serde(default)]
+    pub tls: u64,
     /// A complete response whose body length differs from the first
     /// response's (ApacheBench's "Length" failure; off with `-l`).
     pub length_mismatch: u64,
@@ -126,6 +130,7 @@ impl Errors {
             + self.timeout
             + self.short_body
             + self.malformed
+            + self.tls
             + self.length_mismatch
     }
 
@@ -142,6 +147,7 @@ impl Errors {
         self.timeout += o.timeout;
         self.short_body += o.short_body;
         self.malformed += o.malformed;
+        self.tls += o.tls;
         self.length_mismatch += o.length_mismatch;
     }
 }
@@ -156,6 +162,7 @@ pub enum Failure {
     Timeout,
     ShortBody,
     Malformed,
+    Tls,
 }
 
 impl Failure {
@@ -170,6 +177,7 @@ impl Failure {
             Failure::Timeout => "timeout",
             Failure::ShortBody => "short_body",
             Failure::Malformed => "malformed",
+            Failure::Tls => "tls",
         }
     }
 }
@@ -203,6 +211,9 @@ pub struct Counters {
     /// Open loop: requests due by the schedule that never went out because
     /// every connection was busy when the run ended.
     pub not_sent: u64,
+    /// TLS handshakes completed, and how many of them resumed a session.
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
     /// Time integral of the clients running (closed loop) or requests in
     /// flight (open loop), in client-seconds: divided by the run time, the
     /// mean number active.
@@ -224,6 +235,8 @@ impl Default for Counters {
             retries: 0,
             in_flight_at_end: 0,
             not_sent: 0,
+            tls_handshakes: 0,
+            tls_resumed: 0,
             active_area: 0.0,
         }
     }
@@ -250,6 +263,7 @@ impl Counters {
             Failure::Timeout => e.timeout += 1,
             Failure::ShortBody => e.short_body += 1,
             Failure::Malformed => e.malformed += 1,
+            Failure::Tls => e.tls += 1,
         }
     }
 
@@ -278,6 +292,8 @@ impl Counters {
         self.retries += o.retries;
         self.in_flight_at_end += o.in_flight_at_end;
         self.not_sent += o.not_sent;
+        self.tls_handshakes += o.tls_handshakes;
+        self.tls_resumed += o.tls_resumed;
         self.active_area += o.active_area;
     }
 }
@@ -358,9 +374,15 @@ impl Default for Group {
 impl Group {
     #[inline]
     pub fn add(&mut self, us: u64, bytes: u64) {
-        // Clamped: an auto-resizing histogram would otherwise grow to any
-        // value it is given.
-        self.lat.hist.saturating_record(us.clamp(1, HIST_MAX_US));
+        // `record`, not `saturating_record`: the latter never resizes, so
+        // an auto-resizing histogram (which starts at 255 us) put every
+        // slower response at its top and p50 = p90 = p99 = the minimum.
+        // Clamped first: the histogram grows to any value it is given.
+        let v = us.clamp(1, HIST_MAX_US);
+        if self.lat.hist.record(v).is_err() {
+            // Growing failed (a counts array past usize): keep the count.
+            self.lat.hist.saturating_record(v);
+        }
         self.lat.m.add(us);
         self.bytes += bytes;
     }
@@ -416,6 +438,13 @@ pub struct Record {
     /// ab's "Total": request start to the last byte. In the closed loop it
     /// equals `latency` and is not recorded twice.
     pub total: Option<Phases>,
+    /// The phases of a request (`phases_ms`): the TCP connect and the TLS
+    /// handshake of the requests that opened a connection (a reused one
+    /// has neither), and for complete responses the transfer, first byte
+    /// to last (the first byte is `waiting`).
+    pub tcp_connect: Phases,
+    pub tls: Phases,
+    pub transfer: Phases,
     /// `--corrected` (closed loop): every latency, plus the latencies of
     /// the requests each client would have sent during a slow response at
     /// its observed rate (HdrHistogram's "expected interval" correction).
@@ -437,6 +466,9 @@ impl Record {
         self.connect.merge(&o.connect);
         self.processing.merge(&o.processing);
         self.waiting.merge(&o.waiting);
+        self.tcp_connect.merge(&o.tcp_connect);
+        self.tls.merge(&o.tls);
+        self.transfer.merge(&o.transfer);
         match (&mut self.total, &o.total) {
             (Some(a), Some(b)) => a.merge(b),
             (None, Some(b)) => self.total = Some(b.clone()),
@@ -478,6 +510,39 @@ mod tests {
         assert_eq!(a, all);
         assert!((a.mean() - 510.0).abs() < 20.0);
         assert!((a.stddev() - all.stddev()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_group_of_slow_responses_has_the_percentiles_of_its_values_not_its_minimum() {
+        // 1.013 ms to 4.6 ms: all above the 255 us a fresh auto-resizing
+        // histogram covers. Exact rank ceil(q * n) of the sorted values,
+        // within the 2-digit histogram's 1 %.
+        let xs: Vec<u64> = (0..1000).map(|i| 1013 + (i * 7919) % 3600).collect();
+        let mut g = Group::default();
+        for &x in &xs {
+            g.add(x, 10);
+        }
+        let mut sorted = xs.clone();
+        sorted.sort_unstable();
+        for q in [50.0, 90.0, 95.0, 99.0, 99.9] {
+            let exact = sorted[((q / 100.0 * 1000.0_f64).ceil() as usize).max(1) - 1];
+            let got = g.lat.at(q);
+            assert!(
+                got >= exact && got <= exact + exact / 100 + 1,
+                "p{q}: {got} us, exact {exact} us"
+            );
+        }
+        assert_ne!(g.lat.at(50.0), g.lat.at(99.0));
+        // The same after merging two threads' groups.
+        let (mut a, mut b) = (Group::default(), Group::default());
+        xs[..300].iter().for_each(|&x| a.add(x, 10));
+        xs[300..].iter().for_each(|&x| b.add(x, 10));
+        let mut gs = Groups::default();
+        gs.merge(&Groups(vec![a]));
+        gs.merge(&Groups(vec![b]));
+        for q in [50.0, 90.0, 99.0] {
+            assert_eq!(gs.0[0].lat.at(q), g.lat.at(q), "p{q}");
+        }
     }
 
     #[test]

@@ -364,7 +364,12 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         tool: "stoa bench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         url: format!(
-            "http://{}{}",
+            "{}://{}{}",
+            if plan.target.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            },
             plan.target.authority,
             plan.requests.first().map_or("/", |r| r.path.as_str())
         ),
@@ -381,7 +386,14 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             concurrency: plan.concurrency,
             threads,
             keep_alive: plan.keep_alive,
-            http_version: if plan.http10 { "1.0" } else { "1.1" }.into(),
+            http_version: if plan.http2 {
+                "2"
+            } else if plan.http10 {
+                "1.0"
+            } else {
+                "1.1"
+            }
+            .into(),
             open_loop: plan.open_loop(),
             rate: plan.rate,
             duration_s: plan.duration.map(|d| d.as_secs_f64()),
@@ -461,6 +473,25 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
         }
     }
     s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
+    s.phases_ms = crate::report::phases_of(&record);
+    if let Some(t) = &plan.target.tls {
+        let params = sh.tls_params.lock().ok().and_then(|p| p.clone());
+        let (version, cipher, alpn) = match params {
+            Some((v, c, a)) => (Some(v), Some(c), a),
+            None => (None, None, None),
+        };
+        s.tls = Some(crate::report::TlsStats {
+            version,
+            cipher,
+            alpn,
+            handshakes: c.tls_handshakes,
+            resumed: c.tls_resumed,
+            handshakes_per_second: c.tls_handshakes as f64 / elapsed.as_secs_f64().max(1e-9),
+            insecure: t.insecure,
+            resumption: t.resume,
+            error: sh.tls_error.lock().ok().and_then(|e| e.clone()),
+        });
+    }
     s
 }
 

@@ -38,6 +38,10 @@ struct RunT {
     headers: Option<Vec<String>>,
     variable_length: Option<bool>,
     running_every: Option<u64>,
+    thresholds: Option<Vec<String>>,
+    insecure: Option<bool>,
+    cacert: Option<String>,
+    tls_resume: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +150,13 @@ pub struct Scenario {
     pub threads: Option<usize>,
     pub keep_alive: Option<bool>,
     pub http10: Option<bool>,
+    /// `http = "2"`.
+    pub http2: Option<bool>,
+    /// TLS: like `--insecure`, `--cacert` (relative to the scenario's
+    /// directory), `--tls-resume`.
+    pub insecure: Option<bool>,
+    pub cacert: Option<std::path::PathBuf>,
+    pub tls_resume: Option<bool>,
     pub timeout: Option<Duration>,
     pub rate: Option<f64>,
     pub connections: Option<u64>,
@@ -158,6 +169,8 @@ pub struct Scenario {
     pub think: Think,
     pub mix: Vec<MixEntry>,
     pub abort: AbortRules,
+    /// `[run] thresholds`: pass/fail checks (as `--threshold`).
+    pub thresholds: Vec<crate::threshold::Threshold>,
 }
 
 /// A scenario error with its place: `file:line: message`.
@@ -266,10 +279,24 @@ impl Scenario {
             headers: r.headers.clone().unwrap_or_default(),
             variable_length: r.variable_length,
             running_every: r.running_every,
+            insecure: r.insecure,
+            cacert: r.cacert.as_ref().map(|c| base.join(c)),
+            tls_resume: r.tls_resume,
             ..Scenario::default()
         };
         if let Some(d) = &r.duration {
             s.duration = Some(dur(path, src, "duration", d)?);
+        }
+        for t in r.thresholds.iter().flatten() {
+            let t = crate::threshold::parse(t).map_err(|e| {
+                at(
+                    path,
+                    src,
+                    find_key(src, "thresholds"),
+                    &format!("thresholds: {e}"),
+                )
+            })?;
+            s.thresholds.push(t);
         }
         if let Some(d) = &r.timeout {
             s.timeout = Some(dur(path, src, "timeout", d)?);
@@ -277,16 +304,17 @@ impl Scenario {
         if let Some(h) = &r.http {
             s.http10 = Some(match h.as_str() {
                 "1.0" => true,
-                "1.1" => false,
+                "1.1" | "2" => false,
                 _ => {
                     return Err(at(
                         path,
                         src,
                         find_key(src, "http"),
-                        "http must be \"1.0\" or \"1.1\"",
+                        "http must be \"1.0\", \"1.1\" or \"2\"",
                     ))
                 }
             });
+            s.http2 = Some(h == "2");
         }
         if r.threads == Some(0) {
             return Err(at(

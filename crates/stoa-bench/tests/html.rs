@@ -62,14 +62,18 @@ fn the_html_report_renders_in_headless_chromium() {
     assert_eq!(code, 0, "{out}{err}");
     let page = std::fs::read_to_string(&html).unwrap();
     // Throughput, status codes, bytes, latency per second, active
-    // clients, resilience, percentiles, histogram.
-    assert_eq!(page.matches("<svg").count(), 8, "eight plots");
+    // clients, resilience, percentiles, histogram; and the bar of the
+    // request phases.
+    assert_eq!(page.matches("<svg").count(), 9, "eight plots and a bar");
     for h in [
         "requests",
         "successful / s",
         "errors",
         "p50 ms",
+        "p90 ms",
+        "p95 ms",
         "p99 ms",
+        "p99.9 ms",
         "received / s",
     ] {
         assert!(page.contains(&format!("<span>{h}</span>")), "headline {h}");
@@ -115,7 +119,7 @@ fn the_html_report_renders_in_headless_chromium() {
     // The rendered DOM still holds the plots and their polylines.
     let dom = run_chromium(&bin, &common_args(&["--dump-dom".into()]));
     assert!(
-        dom.matches("<svg").count() == 8,
+        dom.matches("<svg").count() == 9,
         "{}",
         &dom[..dom.len().min(500)]
     );

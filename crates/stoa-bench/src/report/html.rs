@@ -4,8 +4,11 @@
 use super::Summary;
 use std::fmt::Write as _;
 
+/// Sixteen colours told apart side by side (Tableau's ten, then darker
+/// ones), so that a comparison of up to 16 runs or servers repeats none.
 const COLORS: &[&str] = &[
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    "#7f7f7f", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#000000",
 ];
 
 pub fn esc(s: &str) -> String {
@@ -27,6 +30,8 @@ struct Series {
 #[derive(Clone, Copy, PartialEq)]
 enum XAxis {
     Linear,
+    /// Linear, for counts (clients): ticks on whole numbers only.
+    Count,
     /// Percentiles on the 1/(1-p) log scale of HdrHistogram plots.
     Percentile,
     /// A log10 scale (the latency histogram's milliseconds).
@@ -36,7 +41,7 @@ enum XAxis {
 /// Where `x` goes on the axis (before scaling to pixels).
 fn axis_x(xaxis: XAxis, x: f64) -> f64 {
     match xaxis {
-        XAxis::Linear => x,
+        XAxis::Linear | XAxis::Count => x,
         XAxis::Percentile => pct_x(x),
         XAxis::Log if x > 0.0 => x.log10(),
         XAxis::Log => f64::NAN,
@@ -157,8 +162,12 @@ fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series], xaxis: XAxi
     }
     // X ticks.
     match xaxis {
-        XAxis::Linear => {
-            let step = nice_step(x1 - x0, 6.0);
+        XAxis::Linear | XAxis::Count => {
+            let mut step = nice_step(x1 - x0, 6.0);
+            if xaxis == XAxis::Count {
+                // 1.5 clients means nothing.
+                step = step.max(1.0).round();
+            }
             let mut x = (x0 / step).ceil() * step;
             while x <= x1 + step * 1e-9 {
                 let px = sx(x);
@@ -304,7 +313,7 @@ fn label(s: &Summary, i: usize, n: usize) -> String {
 }
 
 /// The figures that matter first: requests, successful rate, error
-/// share, p50/p99 and bytes per second; tiles for one run, a table for
+/// share, p50/p90/p95/p99/p99.9 and bytes per second; tiles for one run, a table for
 /// several.
 fn headline(o: &mut String, runs: &[Summary]) {
     let figs = |s: &Summary| -> Vec<(&'static str, String)> {
@@ -319,7 +328,13 @@ fn headline(o: &mut String, runs: &[Summary]) {
             ("successful / s", format!("{:.1}", s.success_rate())),
             ("errors", format!("{pct:.2} %")),
             ("p50 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p50))),
+            ("p90 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p90))),
+            ("p95 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p95))),
             ("p99 ms", l.map_or("-".into(), |l| format!("{:.3}", l.p99))),
+            (
+                "p99.9 ms",
+                l.map_or("-".into(), |l| format!("{:.3}", l.p999)),
+            ),
             (
                 "received / s",
                 human_bytes(s.bytes.received as f64 / s.duration_s.max(1e-9)),
@@ -386,6 +401,7 @@ h1{{font-size:20px}} h2{{font-size:16px;margin-top:28px}}\
 table{{border-collapse:collapse;margin:8px 0;background:#fff}} th,td{{border:1px solid #ccc;padding:4px 10px;text-align:right;font-size:13px}}\
 th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;gap:12px}} .charts svg{{border:1px solid #ddd}}\
 .note{{color:#555;font-size:13px}} .abort{{color:#b00;font-weight:bold}}\
+.fail{{color:#b00;font-weight:bold}} .pass{{color:#070}}\
 .head{{display:flex;flex-wrap:wrap;gap:10px;margin:6px 0 4px}} .head div{{background:#fff;border:1px solid #ddd;padding:8px 14px;min-width:110px}}\
 .head b{{display:block;font-size:22px}} .head span{{font-size:12px;color:#555}} code{{font-size:12px}}\
 </style></head><body>\n<h1>{}</h1>\n",
@@ -393,6 +409,8 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         esc(&title)
     );
     headline(&mut o, runs);
+    groups_table(&mut o, runs);
+    thresholds_tables(&mut o, runs);
     // Summary table.
     o.push_str("<h2>Summary</h2><table>\n");
     let cols: Vec<String> = (0..n)
@@ -459,9 +477,12 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
         s.latency_ms
             .map_or("-".into(), |l| format!("{:.3} ± {:.3}", l.mean, l.stddev))
     });
-    row(&mut o, "latency p50 / p99 / p99.9 (ms)", &|s| {
+    row(&mut o, "latency p50 / p90 / p95 / p99 / p99.9 (ms)", &|s| {
         s.latency_ms.map_or("-".into(), |l| {
-            format!("{:.3} / {:.3} / {:.3}", l.p50, l.p99, l.p999)
+            format!(
+                "{:.3} / {:.3} / {:.3} / {:.3} / {:.3}",
+                l.p50, l.p90, l.p95, l.p99, l.p999
+            )
         })
     });
     row(&mut o, "latency min / max (ms)", &|s| {
@@ -844,6 +865,7 @@ th{{text-align:left;background:#f0f0f0}} .charts{{display:flex;flex-wrap:wrap;ga
     });
     row(&mut o, "connections opened", &|s| s.connections.to_string());
     o.push_str("</table>\n");
+    phases_tables(&mut o, runs);
     urls_tables(&mut o, runs);
     let _ = writeln!(
         o,
@@ -900,20 +922,19 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
         }
     }
     if n > 1 {
-        // One point per run at its clients: the configured count, or the
-        // mean of a varying one.
-        let mut pts: Vec<(f64, f64)> = runs
-            .iter()
-            .map(|s| (clients_of(s), s.success_rate()))
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        tp.push(Series {
-            name: "runs".into(),
-            color: "#333",
-            dashed: true,
-            dots: false,
-            points: pts,
-        });
+        // One line per server, through its runs at their clients (the
+        // configured count, or the mean of a varying one); repeated runs
+        // at the same clients give their median. Not one line through
+        // every run, which zig-zags between servers.
+        for (k, (name, pts)) in server_lines(runs).into_iter().enumerate() {
+            tp.push(Series {
+                name,
+                color: COLORS[(tp.len() + k) % COLORS.len()],
+                dashed: false,
+                dots: pts.len() == 1,
+                points: pts,
+            });
+        }
     }
     if rt.is_empty() && tp.is_empty() {
         return;
@@ -925,7 +946,7 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
             "clients",
             "ms",
             &rt,
-            XAxis::Linear,
+            XAxis::Count,
         ));
     }
     if !tp.is_empty() {
@@ -934,10 +955,46 @@ fn clients_charts(o: &mut String, runs: &[Summary]) {
             "clients",
             "successful responses per second",
             &tp,
-            XAxis::Linear,
+            XAxis::Count,
         ));
     }
     o.push_str("</div>\n");
+}
+
+/// The runs of each server (the same `--name`, or the same URL) as one
+/// line: (name, (clients, median successful responses per second) sorted
+/// by clients), in the order each server's first run came.
+fn server_lines(runs: &[Summary]) -> Vec<(String, Vec<(f64, f64)>)> {
+    // (server, [(clients, the rates of its runs at that count)]).
+    type Line = (String, Vec<(f64, Vec<Option<f64>>)>);
+    let mut lines: Vec<Line> = Vec::new();
+    for s in runs {
+        let key = s.name.clone().unwrap_or_else(|| s.url.clone());
+        let i = match lines.iter().position(|l| l.0 == key) {
+            Some(i) => i,
+            None => {
+                lines.push((key, Vec::new()));
+                lines.len() - 1
+            }
+        };
+        let c = clients_of(s);
+        let at = &mut lines[i].1;
+        match at.iter_mut().find(|(x, _)| *x == c) {
+            Some((_, v)) => v.push(Some(s.success_rate())),
+            None => at.push((c, vec![Some(s.success_rate())])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(name, at)| {
+            let mut pts: Vec<(f64, f64)> = at
+                .into_iter()
+                .filter_map(|(c, v)| super::compare::median_spread(&v).map(|m| (c, m.0)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (name, pts)
+        })
+        .collect()
 }
 
 /// A run's clients for a comparison: the configured count, or the mean
@@ -947,6 +1004,177 @@ pub fn clients_of(s: &Summary) -> f64 {
         s.active_mean
     } else {
         s.settings.concurrency as f64
+    }
+}
+
+/// Repeated runs of a target (`compare`'s groups), when some target has
+/// more than one: a row per group, each figure the median of its runs
+/// with their min–max.
+fn groups_table(o: &mut String, runs: &[Summary]) {
+    use super::compare::{fmt_short, groups, median_spread};
+    let gs = groups(runs);
+    if runs.len() < 2 || gs.len() == runs.len() {
+        return;
+    }
+    type Figure<'a> = (&'a str, &'a dyn Fn(&Summary) -> Option<f64>);
+    let figs: [Figure; 6] = [
+        ("successful / s", &|s| Some(s.success_rate())),
+        ("failed", &|s| Some(s.failed as f64)),
+        ("p50 ms", &|s| s.latency_ms.map(|l| l.p50)),
+        ("p90 ms", &|s| s.latency_ms.map(|l| l.p90)),
+        ("p99 ms", &|s| s.latency_ms.map(|l| l.p99)),
+        ("p99.9 ms", &|s| s.latency_ms.map(|l| l.p999)),
+    ];
+    o.push_str("<h2>Groups of repeated runs: median (min–max)</h2><table>\n");
+    let mut head = vec!["runs".to_string()];
+    head.extend(figs.iter().map(|f| f.0.to_string()));
+    table_row(o, "", &head);
+    for (key, idx) in &gs {
+        let name = runs[idx[0]].name.clone().unwrap_or_else(|| key.clone());
+        let mut cells = vec![idx
+            .iter()
+            .map(|&i| runs[i].label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")];
+        for (_, f) in &figs {
+            let vals: Vec<Option<f64>> = idx.iter().map(|&i| f(&runs[i])).collect();
+            cells.push(match median_spread(&vals) {
+                None => "-".into(),
+                Some((m, lo, hi)) if lo == hi => fmt_short(m),
+                Some((m, lo, hi)) => {
+                    format!("{} ({}–{})", fmt_short(m), fmt_short(lo), fmt_short(hi))
+                }
+            });
+        }
+        table_row(o, &name, &cells);
+    }
+    o.push_str("</table>\n");
+}
+
+/// The `--threshold` checks, a table per run that has them; a failed
+/// one in red.
+fn thresholds_tables(o: &mut String, runs: &[Summary]) {
+    let n = runs.len();
+    for (i, s) in runs.iter().enumerate() {
+        if s.thresholds.is_empty() {
+            continue;
+        }
+        let passed = s.thresholds.iter().filter(|t| t.pass).count();
+        let _ = writeln!(
+            o,
+            "<h2>{}Thresholds: {passed} of {} passed</h2><table>",
+            esc(&label(s, i, n)),
+            s.thresholds.len()
+        );
+        table_row(o, "", &["value", "result"].map(String::from));
+        for t in &s.thresholds {
+            let v = match (t.value, t.unit.as_str()) {
+                (None, _) => t.why.clone().unwrap_or_else(|| "-".into()),
+                (Some(v), "count") => format!("{v:.0}"),
+                (Some(v), "req/s") => format!("{v:.1} /s"),
+                (Some(v), u) => format!("{v:.3} {u}"),
+            };
+            let (cls, res) = if t.pass {
+                ("pass", "pass")
+            } else {
+                ("fail", "FAIL")
+            };
+            let _ = writeln!(
+                o,
+                "<tr><th>{}</th><td>{}</td><td class=\"{cls}\">{res}</td></tr>",
+                esc(&t.threshold),
+                esc(&v)
+            );
+        }
+        o.push_str("</table>\n");
+    }
+}
+
+/// Where the requests' time went (`phases_ms`: connect, TLS, first
+/// byte, transfer), a table per run that has it, with a bar of the mean
+/// phases so that a TLS handshake's share shows at a glance.
+fn phases_tables(o: &mut String, runs: &[Summary]) {
+    let n = runs.len();
+    for (i, s) in runs.iter().enumerate() {
+        let Some(p) = &s.phases_ms else { continue };
+        let rows = [
+            ("connect", &p.connect, "#1f77b4"),
+            ("TLS handshake", &p.tls, "#ff7f0e"),
+            ("first byte", &p.first_byte, "#2ca02c"),
+            ("transfer", &p.transfer, "#9467bd"),
+        ];
+        if rows.iter().all(|r| r.1.is_none()) {
+            continue;
+        }
+        let _ = writeln!(o, "<h2>{}Request phases</h2><table>", esc(&label(s, i, n)));
+        table_row(
+            o,
+            "",
+            &[
+                "requests", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms",
+            ]
+            .map(String::from),
+        );
+        for (name, r, _) in &rows {
+            if let Some(r) = r {
+                table_row(
+                    o,
+                    name,
+                    &[
+                        r.n.to_string(),
+                        format!("{:.3}", r.mean),
+                        format!("{:.3}", r.p50),
+                        format!("{:.3}", r.p90),
+                        format!("{:.3}", r.p99),
+                        format!("{:.3}", r.max),
+                    ],
+                );
+            }
+        }
+        o.push_str("</table>\n");
+        // The mean of each phase, weighted by how many requests had it,
+        // as one stacked bar: the time of an average request.
+        let parts: Vec<(&str, f64, &str)> = rows
+            .iter()
+            .filter_map(|(name, r, c)| {
+                let r = (*r).as_ref()?;
+                let total = s.responses.max(r.n) as f64;
+                Some((*name, r.mean * r.n as f64 / total.max(1.0), *c))
+            })
+            .filter(|p| p.1 > 0.0)
+            .collect();
+        let sum: f64 = parts.iter().map(|p| p.1).sum();
+        if sum > 0.0 {
+            let (w, h) = (640.0, 22.0);
+            let _ = write!(
+                o,
+                "<svg width=\"{w}\" height=\"{}\" role=\"img\"><title>mean time per request by phase</title>",
+                h + 20.0
+            );
+            let mut x = 0.0;
+            for (name, v, c) in &parts {
+                let bw = w * v / sum;
+                let _ = write!(
+                    o,
+                    "<rect x=\"{x:.1}\" y=\"0\" width=\"{bw:.1}\" height=\"{h}\" fill=\"{c}\"><title>{}: {v:.3} ms</title></rect>",
+                    esc(name)
+                );
+                x += bw;
+            }
+            let mut lx = 0.0;
+            for (name, v, c) in &parts {
+                let _ = write!(
+                    o,
+                    "<rect x=\"{lx:.0}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{c}\"/><text x=\"{:.0}\" y=\"{}\" font-size=\"11\">{} {v:.3} ms</text>",
+                    h + 6.0,
+                    lx + 13.0,
+                    h + 15.0,
+                    esc(name)
+                );
+                lx += 160.0;
+            }
+            o.push_str("</svg>\n<p class=\"note\">Mean time per complete response by phase (connect and TLS only on requests that opened a connection, spread over all).</p>\n");
+        }
     }
 }
 
@@ -962,8 +1190,8 @@ fn urls_tables(o: &mut String, runs: &[Summary]) {
             o,
             "",
             &[
-                "requests", "failed", "mean ms", "sd ms", "p50 ms", "p90 ms", "p99 ms", "max ms",
-                "bytes",
+                "requests", "failed", "mean ms", "sd ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
+                "p99.9 ms", "max ms", "bytes",
             ]
             .map(String::from),
         );
@@ -979,7 +1207,9 @@ fn urls_tables(o: &mut String, runs: &[Summary]) {
                     f(u.stddev_ms),
                     f(u.p50_ms),
                     f(u.p90_ms),
+                    f(u.p95_ms),
                     f(u.p99_ms),
+                    f(u.p999_ms),
                     f(u.max_ms),
                     u.bytes.to_string(),
                 ],

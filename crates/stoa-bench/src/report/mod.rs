@@ -55,6 +55,9 @@ pub struct LatencyMs {
     pub stddev: f64,
     pub p50: f64,
     pub p90: f64,
+    /// Absent from files written before it was added (read as 0).
+    #[serde(default)]
+    pub p95: f64,
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
@@ -76,6 +79,73 @@ pub struct ConnectionTimes {
     pub processing: PhaseMs,
     pub waiting: PhaseMs,
     pub total: PhaseMs,
+}
+
+/// Percentiles of one phase of the requests, milliseconds, over the `n`
+/// requests that had it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct PhaseStats {
+    pub n: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Where a request's time went (`phases_ms`): `connect` and `tls` over
+/// the requests that opened their own connection (a reused one has
+/// neither: h2load's "time for connect" is per connection too);
+/// `first_byte` (request written to the first byte of the response) and
+/// `transfer` (first byte to last) over the complete responses.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct RequestPhases {
+    pub connect: Option<PhaseStats>,
+    pub tls: Option<PhaseStats>,
+    pub first_byte: Option<PhaseStats>,
+    pub transfer: Option<PhaseStats>,
+}
+
+/// The TLS side of an `https://` run.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct TlsStats {
+    /// Version, cipher suite and ALPN protocol of the first handshake.
+    pub version: Option<String>,
+    pub cipher: Option<String>,
+    pub alpn: Option<String>,
+    /// Handshakes completed, those that resumed a session, and
+    /// handshakes per second of the run.
+    pub handshakes: u64,
+    pub resumed: u64,
+    pub handshakes_per_second: f64,
+    /// `--insecure`: the certificate was not checked.
+    pub insecure: bool,
+    /// `--tls-resume`: sessions were offered for resumption.
+    pub resumption: bool,
+    /// The first handshake failure, if any.
+    pub error: Option<String>,
+}
+
+fn phase_stats(p: &Phases) -> Option<PhaseStats> {
+    (p.m.n > 0).then(|| PhaseStats {
+        n: p.m.n,
+        mean: ms(p.m.mean()),
+        p50: ms(p.at(50.0) as f64),
+        p90: ms(p.at(90.0) as f64),
+        p99: ms(p.at(99.0) as f64),
+        max: ms(p.m.max as f64),
+    })
+}
+
+/// The request phases of a merged record.
+pub fn phases_of(r: &Record) -> Option<RequestPhases> {
+    let p = RequestPhases {
+        connect: phase_stats(&r.tcp_connect),
+        tls: phase_stats(&r.tls),
+        first_byte: phase_stats(&r.waiting),
+        transfer: phase_stats(&r.transfer),
+    };
+    (p != RequestPhases::default()).then_some(p)
 }
 
 /// One second of the run (all threads).
@@ -118,7 +188,11 @@ pub struct UrlStats {
     pub stddev_ms: Option<f64>,
     pub p50_ms: Option<f64>,
     pub p90_ms: Option<f64>,
+    #[serde(default)]
+    pub p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    #[serde(default)]
+    pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
 }
 
@@ -177,6 +251,10 @@ pub struct Spread {
 pub struct Summary {
     pub tool: String,
     pub version: String,
+    /// `--name`: the run's name, by which `compare` groups repeated runs;
+    /// null without one.
+    #[serde(default)]
+    pub name: Option<String>,
     pub url: String,
     pub host: String,
     pub port: u16,
@@ -278,12 +356,23 @@ pub struct Summary {
     /// then.
     #[serde(default)]
     pub interrupted: bool,
+    /// `--threshold`s, each checked against the run; `[]` without any.
+    #[serde(default)]
+    pub thresholds: Vec<crate::threshold::Checked>,
     /// The per-request log (`--log`), if written.
     #[serde(default)]
     pub request_log: Option<String>,
     /// Why writing the log failed (the run went on without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_log_error: Option<String>,
+    /// The phases of the requests (connect, TLS, first byte, transfer);
+    /// null when no request had any.
+    #[serde(default)]
+    pub phases_ms: Option<RequestPhases>,
+    /// `https://`: the handshakes and what they negotiated; null over
+    /// plain TCP.
+    #[serde(default)]
+    pub tls: Option<TlsStats>,
     /// For the HTML report: (start s, latency ms, failed) of every request
     /// of the log, or a sample of them; not in the JSON.
     #[serde(skip)]
@@ -348,6 +437,7 @@ fn latency_of(l: &Phases) -> LatencyMs {
         stddev: ms(m.stddev()),
         p50: ms(l.at(50.0) as f64),
         p90: ms(l.at(90.0) as f64),
+        p95: ms(l.at(95.0) as f64),
         p99: ms(l.at(99.0) as f64),
         p999: ms(l.at(99.9) as f64),
         max: ms(m.max as f64),
@@ -417,7 +507,9 @@ pub fn urls_of(r: &Record, names: &[String]) -> Vec<UrlStats> {
                 stddev_ms: some(ms(m.stddev())),
                 p50_ms: some(ms(g.lat.at(50.0) as f64)),
                 p90_ms: some(ms(g.lat.at(90.0) as f64)),
+                p95_ms: some(ms(g.lat.at(95.0) as f64)),
                 p99_ms: some(ms(g.lat.at(99.0) as f64)),
+                p999_ms: some(ms(g.lat.at(99.9) as f64)),
                 max_ms: some(ms(m.max as f64)),
             }
         })

@@ -56,12 +56,12 @@ pub fn ab(s: &Summary) -> String {
             e.connect_refused + e.connect,
             e.reset + e.closed + e.timeout,
             e.length_mismatch + e.short_body,
-            e.malformed
+            e.malformed + e.tls
         );
         let _ = writeln!(
             o,
-            "   (refused: {}, connect: {}, reset: {}, closed: {}, timeout: {}, short body: {}, malformed: {}, length differs: {})",
-            e.connect_refused, e.connect, e.reset, e.closed, e.timeout, e.short_body, e.malformed, e.length_mismatch
+            "   (refused: {}, connect: {}, reset: {}, closed: {}, timeout: {}, short body: {}, malformed: {}, tls: {}, length differs: {})",
+            e.connect_refused, e.connect, e.reset, e.closed, e.timeout, e.short_body, e.malformed, e.tls, e.length_mismatch
         );
         if e.length_mismatch == s.failed {
             // ab's check, kept for parity, reads as an outage on a page
@@ -90,6 +90,7 @@ pub fn ab(s: &Summary) -> String {
         let _ = writeln!(o, "Total body sent:        {}", s.bytes.body_sent);
     }
     let _ = writeln!(o, "HTML transferred:       {} bytes", s.bytes.body);
+    tls_line(&mut o, s, "TLS:                    ");
     let t = s.duration_s;
     if t > 0.0 && s.requests > 0 {
         let n = s.requests as f64;
@@ -144,6 +145,13 @@ pub fn ab(s: &Summary) -> String {
             );
         }
     }
+    if let Some(l) = &s.latency_ms {
+        let _ = writeln!(
+            o,
+            "Latency percentiles:    {} [ms]",
+            headline_percentiles(l, "", fmt_ms3)
+        );
+    }
     if let (Some(c), Some(l)) = (&s.connection_times_ms, &s.latency_ms) {
         let _ = writeln!(o);
         let _ = writeln!(o, "Connection Times (ms)");
@@ -155,6 +163,11 @@ pub fn ab(s: &Summary) -> String {
         phase_row(&mut o, "Processing:", &c.processing);
         phase_row(&mut o, "Waiting:", &c.waiting);
         phase_row(&mut o, "Total:", &c.total);
+        if s.phases_ms.is_some() {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "Request phases (ms)");
+            phases(&mut o, s, fmt_ms3, "", "");
+        }
         let _ = writeln!(o);
         if s.settings.open_loop {
             let _ = writeln!(
@@ -187,6 +200,98 @@ pub fn ab(s: &Summary) -> String {
     }
     tail(&mut o, s);
     o
+}
+
+fn fmt_ms3(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+/// The headline percentiles, `p50 X  p90 X  p95 X  p99 X  p99.9 X`: the
+/// figures a service-level objective is written in (k6's and h2load's
+/// summaries print p90 and p95; p99.9 shows the tail a mean hides).
+pub fn headline_percentiles(l: &super::LatencyMs, sep: &str, f: fn(f64) -> String) -> String {
+    [
+        ("p50", l.p50),
+        ("p90", l.p90),
+        ("p95", l.p95),
+        ("p99", l.p99),
+        ("p99.9", l.p999),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}{sep} {}", f(*v)))
+    .collect::<Vec<_>>()
+    .join("  ")
+}
+
+/// Where the requests' time went (`phases_ms`), one row per phase the
+/// run has (no `tls` over plain TCP): `connect` and `tls` over the
+/// requests that opened a connection, `first byte` and `transfer` over the
+/// complete responses. The layout of curl's `-w` timings, as percentiles.
+fn phases(o: &mut String, s: &Summary, f: fn(f64) -> String, indent: &str, head: &str) {
+    let Some(p) = &s.phases_ms else {
+        return;
+    };
+    let rows = [
+        ("connect", &p.connect),
+        ("tls", &p.tls),
+        ("first byte", &p.first_byte),
+        ("transfer", &p.transfer),
+    ];
+    if rows.iter().all(|(_, r)| r.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{indent}{:<12}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        head, "n", "mean", "p50", "p90", "p99", "max"
+    );
+    for (name, r) in rows {
+        if let Some(r) = r {
+            let _ = writeln!(
+                o,
+                "{indent}{name:<12}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                r.n,
+                f(r.mean),
+                f(r.p50),
+                f(r.p90),
+                f(r.p99),
+                f(r.max)
+            );
+        }
+    }
+}
+
+/// The TLS line of an `https://` run: what the first handshake
+/// negotiated, and how many handshakes (resumed ones apart) at what rate.
+fn tls_line(o: &mut String, s: &Summary, label: &str) {
+    let Some(t) = &s.tls else {
+        return;
+    };
+    let neg: Vec<&str> = [&t.version, &t.cipher, &t.alpn]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let _ = writeln!(
+        o,
+        "{label}{}{}, {} handshakes ({} resumed), {:.1}/s",
+        if neg.is_empty() {
+            "-".into()
+        } else {
+            neg.join(" ")
+        },
+        if t.insecure {
+            " (certificate not checked)"
+        } else {
+            ""
+        },
+        t.handshakes,
+        t.resumed,
+        t.handshakes_per_second
+    );
+    if let Some(e) = &t.error {
+        let _ = writeln!(o, "{label}first failure: {e}");
+    }
 }
 
 /// The value at percentile `p` of a spectrum, `max` past its end.
@@ -265,21 +370,24 @@ fn urls(o: &mut String, s: &Summary) {
     let _ = writeln!(o, "\nPer URL (ms)");
     let _ = writeln!(
         o,
-        "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
-        "URL", "requests", "failed", "mean", "sd", "median", "p99", "max"
+        "{:<w$} {:>9} {:>7} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "URL", "requests", "failed", "mean", "sd", "median", "p90", "p95", "p99", "p99.9", "max"
     );
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     for u in &s.urls {
         let _ = writeln!(
             o,
-            "{:<w$} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>10}",
+            "{:<w$} {:>9} {:>7} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
             u.name,
             u.requests,
             u.errors,
             f(u.mean_ms),
             f(u.stddev_ms),
             f(u.p50_ms),
+            f(u.p90_ms),
+            f(u.p95_ms),
             f(u.p99_ms),
+            f(u.p999_ms),
             f(u.max_ms)
         );
     }
@@ -288,6 +396,7 @@ fn urls(o: &mut String, s: &Summary) {
 fn tail(o: &mut String, s: &Summary) {
     levels(o, s);
     urls(o, s);
+    o.push_str(&crate::threshold::table(&s.thresholds));
     if !s.settings.open_loop && s.responses > 0 {
         let _ = writeln!(
             o,
@@ -417,6 +526,13 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         fmt_metric(r.max),
         r.within_stddev_pct
     );
+    if let Some(l) = l {
+        let _ = writeln!(
+            o,
+            "  Latency Percentiles  {}",
+            headline_percentiles(l, "", fmt_time_ms)
+        );
+    }
     if latency {
         let _ = writeln!(o, "  Latency Distribution");
         for (p, v) in [
@@ -439,6 +555,8 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
             }
         }
     }
+    phases(&mut o, s, fmt_time_ms, "  ", "Phases");
+    tls_line(&mut o, s, "  TLS: ");
     let _ = writeln!(
         o,
         "  {} requests in {:.2}s, {} read",
@@ -451,7 +569,7 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
         let _ = writeln!(
             o,
             "  Socket errors: connect {}, read {}, write 0, timeout {}",
-            e.connect_refused + e.connect,
+            e.connect_refused + e.connect + e.tls,
             e.reset + e.closed + e.short_body + e.malformed,
             e.timeout
         );
@@ -488,6 +606,53 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_https_runs_phases_and_handshakes_are_in_both_layouts() {
+        use crate::report::{PhaseStats, RequestPhases, TlsStats};
+        let ph = |n, p50| {
+            Some(PhaseStats {
+                n,
+                mean: p50,
+                p50,
+                p90: p50,
+                p99: p50,
+                max: p50,
+            })
+        };
+        let s = Summary {
+            phases_ms: Some(RequestPhases {
+                connect: ph(10, 0.1),
+                tls: ph(10, 1.25),
+                first_byte: ph(100, 0.5),
+                transfer: ph(100, 0.01),
+            }),
+            tls: Some(TlsStats {
+                version: Some("TLSv1.3".into()),
+                cipher: Some("TLS13_AES_128_GCM_SHA256".into()),
+                alpn: None,
+                handshakes: 10,
+                resumed: 4,
+                handshakes_per_second: 5.0,
+                ..TlsStats::default()
+            }),
+            ..Summary::default()
+        };
+        let mut o = String::new();
+        phases(&mut o, &s, fmt_ms3, "", "");
+        let tls = o.lines().find(|l| l.starts_with("tls")).expect("tls row");
+        assert_eq!(
+            tls.split_whitespace().collect::<Vec<_>>(),
+            ["tls", "10", "1.250", "1.250", "1.250", "1.250", "1.250"]
+        );
+        assert_eq!(o.lines().count(), 5, "{o}");
+        let w = wrk(&s, false);
+        assert!(w.contains("  tls                10     1.25ms"), "{w}");
+        assert!(
+            w.contains("TLS: TLSv1.3 TLS13_AES_128_GCM_SHA256, 10 handshakes (4 resumed), 5.0/s"),
+            "{w}"
+        );
+    }
 
     #[test]
     fn wrk_units_match_wrk() {

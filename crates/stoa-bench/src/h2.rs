@@ -1,0 +1,528 @@
+//! HTTP/2 for the load generator (RFC 9113): a sans-IO client side of one
+//! connection, on the workspace's own frame helpers and HPACK (stoa-h2).
+//!
+//! Why not the `h2` crate: it runs on tokio's I/O traits and spawns no
+//! work of its own only inside a runtime; the engine is one mio loop per
+//! thread that owns its sockets, and a request must cost a few hundred
+//! nanoseconds of client time. stoa-h2's decoder and stateless encoder fit:
+//! a request's header block is encoded once before the run and sent as it
+//! is on every stream of every connection (no dynamic table insertions,
+//! RFC 7541 §6.2.2), so the per-request work is a frame header and a copy.
+//!
+//! A connection carries one request at a time (h2load's `-m 1`): the
+//! engine's client is a connection. The codec keeps what would let it
+//! carry more (stream ids, connection-level flow control apart from the
+//! stream's), so that more streams per client is an engine change.
+
+use stoa_h2::frame::{self, Head, HEAD_LEN};
+use stoa_h2::hpack::Decoder;
+
+/// The window we give the server, per stream and for the connection
+/// (h2load's `-w 30 -W 30`): 2^30 - 1 bytes, topped up at half.
+const WINDOW: u32 = (1 << 30) - 1;
+/// Largest response header list accepted (RFC 9113 §6.5.2).
+const MAX_HEADER_LIST: usize = 64 * 1024;
+/// Our SETTINGS_HEADER_TABLE_SIZE: the default (RFC 7541 §4.2).
+const TABLE_SIZE: usize = 4096;
+
+/// A request as HTTP/2 sends it: the header block (encoded once) and the
+/// body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct H2Request {
+    pub block: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+/// Fields of HTTP/1 that HTTP/2 forbids (RFC 9113 §8.2.2) or carries as a
+/// pseudo-header (`Host` becomes `:authority`, §8.3.1).
+fn dropped(name: &str) -> bool {
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+impl H2Request {
+    /// The HTTP/2 form of a serialized HTTP/1 request (`bytes`, its last
+    /// `body_len` bytes the body): the request line and headers become
+    /// `:method`, `:scheme`, `:authority`, `:path` and lowercase fields, so
+    /// every way the CLI and scenarios build requests (-H, -C, -A, mixes,
+    /// form bodies) gives the same request over both versions.
+    pub fn from_h1(bytes: &[u8], body_len: usize, scheme: &str) -> Result<H2Request, String> {
+        let split = bytes.len().saturating_sub(body_len);
+        let (head, body) = bytes.split_at(split);
+        let text = std::str::from_utf8(head).map_err(|_| "a request head is not UTF-8")?;
+        let mut lines = text.split("\r\n");
+        let line = lines.next().unwrap_or_default();
+        let mut parts = line.split(' ');
+        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+            return Err(format!("bad request line {line:?}"));
+        };
+        let mut authority = None;
+        let mut fields = Vec::new();
+        for l in lines {
+            let Some((name, value)) = l.split_once(':') else {
+                continue;
+            };
+            let (name, value) = (name.trim(), value.trim());
+            if name.eq_ignore_ascii_case("host") {
+                authority = Some(value.to_string());
+            } else if !dropped(name) {
+                fields.push((name.to_ascii_lowercase(), value.to_string()));
+            }
+        }
+        let mut block = Vec::new();
+        use stoa_h2::hpack::Encoder;
+        Encoder::field(&mut block, b":method", method.as_bytes());
+        Encoder::field(&mut block, b":scheme", scheme.as_bytes());
+        if let Some(a) = &authority {
+            Encoder::field(&mut block, b":authority", a.as_bytes());
+        }
+        Encoder::field(&mut block, b":path", path.as_bytes());
+        for (n, v) in &fields {
+            Encoder::field(&mut block, n.as_bytes(), v.as_bytes());
+        }
+        Ok(H2Request {
+            block,
+            body: body.to_vec(),
+        })
+    }
+}
+
+/// Why a response failed on HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H2Error {
+    /// RST_STREAM on the request's stream (RFC 9113 §6.4).
+    Reset,
+    /// GOAWAY that leaves the request out (its stream id above the last
+    /// one the server will process, §6.8): it was not processed and may be
+    /// sent again on a new connection.
+    Refused,
+    /// A connection error: bad frame, header block or sequence.
+    Protocol,
+}
+
+/// The response on the current stream.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Response {
+    /// The final status (0 until its HEADERS).
+    pub status: u16,
+    pub body: u64,
+    pub done: bool,
+}
+
+/// The client side of one HTTP/2 connection.
+pub struct H2Conn {
+    /// The engine's connection generation this state belongs to.
+    pub gen: u32,
+    started: bool,
+    next_id: u32,
+    /// The stream of the request in progress (0: none).
+    cur: u32,
+    pub resp: Response,
+    dec: Decoder,
+    /// Bytes of a frame not complete yet.
+    partial: Vec<u8>,
+    /// A header block being assembled (HEADERS + CONTINUATION) and its
+    /// stream and END_STREAM flag.
+    block: Vec<u8>,
+    block_of: Option<(u32, bool)>,
+    /// Frames for the server (SETTINGS ACK, PING ACK, WINDOW_UPDATE).
+    pub out: Vec<u8>,
+    /// Bytes received on the connection and on the current stream since
+    /// the last WINDOW_UPDATE.
+    conn_unacked: u32,
+    stream_unacked: u32,
+    /// The server sent GOAWAY: no new request on this connection.
+    pub goaway: bool,
+    /// The `server` field of the first response.
+    pub server: Option<Vec<u8>>,
+    /// The server's SETTINGS_MAX_FRAME_SIZE (what our frames may carry).
+    max_frame: usize,
+}
+
+impl H2Conn {
+    pub fn new(gen: u32) -> H2Conn {
+        H2Conn {
+            gen,
+            started: false,
+            next_id: 1,
+            cur: 0,
+            resp: Response::default(),
+            dec: Decoder::new(TABLE_SIZE),
+            partial: Vec::new(),
+            block: Vec::new(),
+            block_of: None,
+            out: Vec::new(),
+            conn_unacked: 0,
+            stream_unacked: 0,
+            goaway: false,
+            server: None,
+            max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
+        }
+    }
+
+    /// Writes into `out` (cleared first) what opens `req` on a new stream:
+    /// on a new connection the preface, our SETTINGS and the connection's
+    /// window first; any control frames owed; HEADERS (CONTINUATION past
+    /// the frame size) and the body's DATA.
+    pub fn start(&mut self, req: &H2Request, out: &mut Vec<u8>) {
+        out.clear();
+        if !self.started {
+            self.started = true;
+            out.extend_from_slice(frame::PREFACE);
+            let mut s = Vec::with_capacity(18);
+            for (id, v) in [
+                (frame::SETTINGS_ENABLE_PUSH, 0),
+                (frame::SETTINGS_INITIAL_WINDOW_SIZE, WINDOW),
+                (frame::SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST as u32),
+            ] {
+                s.extend_from_slice(&id.to_be_bytes());
+                s.extend_from_slice(&v.to_be_bytes());
+            }
+            frame::put_frame(out, frame::SETTINGS, 0, 0, &s);
+            frame::put_window_update(out, 0, WINDOW - frame::DEFAULT_WINDOW);
+        }
+        out.append(&mut self.out);
+        let id = self.next_id;
+        self.next_id += 2;
+        self.cur = id;
+        self.resp = Response::default();
+        self.stream_unacked = 0;
+        let end = if req.body.is_empty() {
+            frame::END_STREAM
+        } else {
+            0
+        };
+        let mut chunks = req.block.chunks(self.max_frame);
+        let first = chunks.next().unwrap_or_default();
+        let rest = req.block.len() > first.len();
+        let flags = end | if rest { 0 } else { frame::END_HEADERS };
+        frame::put_frame(out, frame::HEADERS, flags, id, first);
+        let mut chunks = chunks.peekable();
+        while let Some(c) = chunks.next() {
+            let last = chunks.peek().is_none();
+            let f = if last { frame::END_HEADERS } else { 0 };
+            frame::put_frame(out, frame::CONTINUATION, f, id, c);
+        }
+        // The server's initial windows are at least 65,535 bytes; the CLI
+        // refuses larger bodies over HTTP/2 (no waiting for WINDOW_UPDATE).
+        let mut chunks = req.body.chunks(self.max_frame).peekable();
+        while let Some(c) = chunks.next() {
+            let f = if chunks.peek().is_none() {
+                frame::END_STREAM
+            } else {
+                0
+            };
+            frame::put_frame(out, frame::DATA, f, id, c);
+        }
+    }
+
+    /// Takes bytes from the server; updates [`H2Conn::resp`] (and queues
+    /// control frames in [`H2Conn::out`]).
+    pub fn feed(&mut self, data: &[u8]) -> Result<(), H2Error> {
+        if self.partial.is_empty() {
+            let n = self.frames(data)?;
+            self.partial.extend_from_slice(&data[n..]);
+        } else {
+            let mut buf = std::mem::take(&mut self.partial);
+            buf.extend_from_slice(data);
+            let n = self.frames(&buf);
+            buf.drain(..*n.as_ref().unwrap_or(&0));
+            self.partial = buf;
+            n?;
+        }
+        Ok(())
+    }
+
+    /// Handles the whole frames at the start of `b`; returns the bytes used.
+    fn frames(&mut self, b: &[u8]) -> Result<usize, H2Error> {
+        let mut pos = 0;
+        while b.len() - pos >= HEAD_LEN {
+            let mut hb = [0u8; HEAD_LEN];
+            hb.copy_from_slice(&b[pos..pos + HEAD_LEN]);
+            let h = Head::parse(&hb);
+            // We advertise no larger SETTINGS_MAX_FRAME_SIZE (§4.2).
+            if h.len > frame::MIN_MAX_FRAME_SIZE as usize {
+                return Err(H2Error::Protocol);
+            }
+            if b.len() - pos - HEAD_LEN < h.len {
+                break;
+            }
+            let p = &b[pos + HEAD_LEN..pos + HEAD_LEN + h.len];
+            pos += HEAD_LEN + h.len;
+            self.frame(h, p)?;
+        }
+        Ok(pos)
+    }
+
+    fn frame(&mut self, h: Head, p: &[u8]) -> Result<(), H2Error> {
+        // §6.10: nothing but CONTINUATION inside a header block.
+        if self.block_of.is_some() && h.kind != frame::CONTINUATION {
+            return Err(H2Error::Protocol);
+        }
+        match h.kind {
+            frame::DATA => {
+                let len = h.len as u32;
+                self.conn_unacked += len;
+                if self.conn_unacked >= WINDOW / 2 {
+                    frame::put_window_update(&mut self.out, 0, self.conn_unacked);
+                    self.conn_unacked = 0;
+                }
+                if h.stream == self.cur && self.cur != 0 {
+                    self.stream_unacked += len;
+                    if self.stream_unacked >= WINDOW / 2 {
+                        frame::put_window_update(&mut self.out, self.cur, self.stream_unacked);
+                        self.stream_unacked = 0;
+                    }
+                    let data = unpad(h.flags, p)?;
+                    self.resp.body += data.len() as u64;
+                    if h.flags & frame::END_STREAM != 0 {
+                        self.resp.done = true;
+                    }
+                }
+            }
+            frame::HEADERS => {
+                let mut data = unpad(h.flags, p)?;
+                if h.flags & frame::PRIORITY_FLAG != 0 {
+                    data = data.get(5..).ok_or(H2Error::Protocol)?;
+                }
+                self.block.clear();
+                self.block.extend_from_slice(data);
+                let end_stream = h.flags & frame::END_STREAM != 0;
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.head(h.stream, end_stream)?;
+                } else {
+                    self.block_of = Some((h.stream, end_stream));
+                }
+            }
+            frame::CONTINUATION => {
+                let Some((stream, end_stream)) = self.block_of else {
+                    return Err(H2Error::Protocol);
+                };
+                if stream != h.stream || self.block.len() + p.len() > MAX_HEADER_LIST {
+                    return Err(H2Error::Protocol);
+                }
+                self.block.extend_from_slice(p);
+                if h.flags & frame::END_HEADERS != 0 {
+                    self.block_of = None;
+                    self.head(stream, end_stream)?;
+                }
+            }
+            frame::RST_STREAM if h.stream == self.cur && self.cur != 0 && !self.resp.done => {
+                return Err(H2Error::Reset);
+            }
+            frame::SETTINGS if h.flags & frame::ACK == 0 => {
+                if !p.len().is_multiple_of(6) {
+                    return Err(H2Error::Protocol);
+                }
+                for s in p.chunks(6) {
+                    let id = u16::from_be_bytes([s[0], s[1]]);
+                    let v = frame::be32(&s[2..]);
+                    if id == frame::SETTINGS_MAX_FRAME_SIZE {
+                        self.max_frame =
+                            v.clamp(frame::MIN_MAX_FRAME_SIZE, frame::MAX_MAX_FRAME_SIZE) as usize;
+                    }
+                }
+                frame::put_frame(&mut self.out, frame::SETTINGS, frame::ACK, 0, &[]);
+            }
+            frame::PING if h.flags & frame::ACK == 0 => {
+                frame::put_frame(&mut self.out, frame::PING, frame::ACK, 0, p);
+            }
+            frame::GOAWAY => {
+                self.goaway = true;
+                let last = p.get(..4).map_or(0, frame::be32) & 0x7fff_ffff;
+                if self.cur > last && !self.resp.done {
+                    return Err(H2Error::Refused);
+                }
+            }
+            // WINDOW_UPDATE: bodies are within the initial window;
+            // PRIORITY and unknown types are ignored (§5.5); PUSH_PROMISE
+            // is off by our SETTINGS.
+            frame::PUSH_PROMISE => return Err(H2Error::Protocol),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A complete header block on `stream`.
+    fn head(&mut self, stream: u32, end_stream: bool) -> Result<(), H2Error> {
+        let mut status = 0u16;
+        let mut server = None;
+        let want_server = self.server.is_none();
+        let block = std::mem::take(&mut self.block);
+        let r = self.dec.decode(&block, MAX_HEADER_LIST, &mut |n, v| {
+            if n == b":status" {
+                status = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+            } else if want_server && n == b"server" {
+                server = Some(v.to_vec());
+            }
+        });
+        self.block = block;
+        // The table must stay in step even for a stream we gave up on: a
+        // failed decode is a connection error (RFC 9113 §4.3).
+        r.map_err(|_| H2Error::Protocol)?;
+        if stream != self.cur || self.cur == 0 {
+            return Ok(());
+        }
+        if self.server.is_none() {
+            self.server = server;
+        }
+        if self.resp.status == 0 {
+            // Interim responses (1xx) are followed by the final one.
+            if (100..200).contains(&status) {
+                return Ok(());
+            }
+            if status == 0 {
+                return Err(H2Error::Protocol);
+            }
+            self.resp.status = status;
+        }
+        // A second block is trailers, which end the stream.
+        if end_stream {
+            self.resp.done = true;
+        }
+        Ok(())
+    }
+}
+
+/// The data of a frame that may be padded (§6.1, §6.2).
+fn unpad(flags: u8, p: &[u8]) -> Result<&[u8], H2Error> {
+    if flags & frame::PADDED == 0 {
+        return Ok(p);
+    }
+    let (&pad, rest) = p.split_first().ok_or(H2Error::Protocol)?;
+    rest.len()
+        .checked_sub(usize::from(pad))
+        .map(|n| &rest[..n])
+        .ok_or(H2Error::Protocol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoa_h2::hpack::Encoder;
+
+    fn h1_get() -> Vec<u8> {
+        b"GET /a?b=1 HTTP/1.1\r\nHost: h:8443\r\nUser-Agent: x\r\nConnection: close\r\nX-Y: z\r\n\r\n"
+            .to_vec()
+    }
+
+    #[test]
+    fn an_http1_request_becomes_pseudo_headers_and_lowercase_fields_without_connection_ones() {
+        // RFC 9113 §8.3.1 (pseudo-headers, :authority from Host) and §8.2.2
+        // (no connection-specific fields).
+        let r = H2Request::from_h1(&h1_get(), 0, "https").expect("converts");
+        let mut fields = Vec::new();
+        Decoder::new(4096)
+            .decode(&r.block, 1 << 20, &mut |n, v| {
+                fields.push((
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ))
+            })
+            .expect("decodes");
+        let want: Vec<(String, String)> = [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "h:8443"),
+            (":path", "/a?b=1"),
+            ("user-agent", "x"),
+            ("x-y", "z"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(fields, want);
+        assert!(r.body.is_empty());
+    }
+
+    #[test]
+    fn the_first_request_sends_the_preface_settings_and_a_headers_frame_on_stream_1() {
+        // RFC 9113 §3.4: the preface, then SETTINGS; client streams are
+        // odd and increase (§5.1.1).
+        let req = H2Request::from_h1(&h1_get(), 0, "http").expect("converts");
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        c.start(&req, &mut out);
+        assert!(out.starts_with(frame::PREFACE));
+        let mut kinds = Vec::new();
+        let mut pos = frame::PREFACE.len();
+        while pos < out.len() {
+            let h = Head::parse(out[pos..pos + 9].try_into().expect("9 bytes"));
+            kinds.push((h.kind, h.flags, h.stream));
+            pos += 9 + h.len;
+        }
+        assert_eq!(
+            kinds,
+            [
+                (frame::SETTINGS, 0, 0),
+                (frame::WINDOW_UPDATE, 0, 0),
+                (frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 1)
+            ]
+        );
+        c.start(&req, &mut out);
+        let h = Head::parse(out[..9].try_into().expect("9 bytes"));
+        assert_eq!((h.kind, h.stream), (frame::HEADERS, 3));
+    }
+
+    #[test]
+    fn a_response_split_anywhere_is_read_with_its_status_body_and_end_and_settings_are_acked() {
+        let req = H2Request::from_h1(&h1_get(), 0, "http").expect("converts");
+        let mut wire = Vec::new();
+        frame::put_frame(&mut wire, frame::SETTINGS, 0, 0, &[0, 5, 0, 0, 0x40, 0]);
+        let mut block = Vec::new();
+        Encoder::status(&mut block, 200);
+        Encoder::field(&mut block, b"server", b"stoa");
+        frame::put_frame(&mut wire, frame::HEADERS, frame::END_HEADERS, 1, &block);
+        // A padded DATA frame (§6.1): 2 bytes of padding.
+        frame::put_frame(
+            &mut wire,
+            frame::DATA,
+            frame::PADDED,
+            1,
+            &[2, b'a', b'b', 0, 0],
+        );
+        frame::put_frame(&mut wire, frame::DATA, frame::END_STREAM, 1, b"cde");
+        for cut in 0..wire.len() {
+            let mut c = H2Conn::new(0);
+            let mut out = Vec::new();
+            c.start(&req, &mut out);
+            c.feed(&wire[..cut]).expect("first part");
+            c.feed(&wire[cut..]).expect("second part");
+            assert_eq!(c.resp.status, 200, "cut {cut}");
+            assert_eq!(c.resp.body, 5, "cut {cut}");
+            assert!(c.resp.done, "cut {cut}");
+            assert_eq!(c.server.as_deref(), Some(&b"stoa"[..]));
+            // The SETTINGS ACK (§6.5.3) is owed.
+            let h = Head::parse(c.out[..9].try_into().expect("9 bytes"));
+            assert_eq!((h.kind, h.flags), (frame::SETTINGS, frame::ACK));
+        }
+    }
+
+    #[test]
+    fn a_reset_stream_and_a_goaway_that_leaves_the_request_out_are_errors() {
+        let req = H2Request::from_h1(&h1_get(), 0, "http").expect("converts");
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        c.start(&req, &mut out);
+        let mut wire = Vec::new();
+        frame::put_rst(&mut wire, 1, frame::Reason(2));
+        assert_eq!(c.feed(&wire), Err(H2Error::Reset));
+        let mut c = H2Conn::new(0);
+        c.start(&req, &mut out);
+        let mut wire = Vec::new();
+        frame::put_goaway(&mut wire, 0, frame::Reason(0));
+        assert_eq!(c.feed(&wire), Err(H2Error::Refused));
+        assert!(c.goaway);
+    }
+}

@@ -1,0 +1,333 @@
+//! `stoa bench` over TLS and HTTP/2 against real servers: the `stoa`
+//! binary (certificates made by `stoa cert`) and nginx.
+//!
+//! TLS: a keep-alive run over HTTPS with the server's CA (curl's
+//! `--cacert`), a certificate the client does not trust refused with a
+//! clear error unless `--insecure` (curl's `-k`), and the handshakes/s
+//! scenario: without keep-alive every request is a new connection and a
+//! full handshake (as ab, wrk and h2load do), and with `--tls-resume` the
+//! later ones resume a session (RFC 8446 §2.2).
+//!
+//! HTTP/2 (`--http2`, as h2load): ALPN `h2` over TLS (RFC 9113 §3.2),
+//! prior knowledge over TCP (§3.3), against Stoa and nginx.
+//!
+//! Needs the Debian package nginx for the nginx tests.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `stoa cert DIR NAMES...`: returns (cert, key).
+fn make_cert(dir: &Path, names: &[&str]) -> (PathBuf, PathBuf) {
+    let out = Command::new(stoa_bin())
+        .arg("cert")
+        .arg(dir)
+        .args(names)
+        .output()
+        .expect("run stoa cert");
+    assert!(out.status.success(), "stoa cert: {out:?}");
+    (dir.join("cert.pem"), dir.join("key.pem"))
+}
+
+/// `stoa bench ARGS... --json FILE`: (exit status, JSON if written, stderr).
+fn bench(dir: &TempDir, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let json = dir.join("run.json");
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(stoa_bin())
+        .arg("bench")
+        .args(["-q", "-s", "10"])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run stoa bench");
+    let v = std::fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), v, err)
+}
+
+fn site() -> (TempDir, Server, PathBuf) {
+    let dir = TempDir::new("bench-tls");
+    dir.write("www/page.html", pattern(5000, 3));
+    let (cert, key) = make_cert(&dir.join("tls"), &["localhost"]);
+    let server = Server::serve_dir_tls(&dir.join("www"), &cert, &key);
+    (dir, server, cert)
+}
+
+#[test]
+fn a_keep_alive_https_run_checks_the_certificate_against_cacert_and_reports_its_phases() {
+    let (dir, server, cert) = site();
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    let ca = cert.to_string_lossy();
+    let (code, v, err) = bench(&dir, &["-n", "60", "-c", "3", "-k", "--cacert", &ca, &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(60), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(5000), "{v}");
+    assert_eq!(v["url"].as_str(), Some(url.as_str()));
+    let tls = &v["tls"];
+    // Stoa speaks TLS 1.3 and offers http/1.1 by ALPN (RFC 7301).
+    assert_eq!(tls["version"].as_str(), Some("TLSv1.3"), "{tls}");
+    assert_eq!(tls["alpn"].as_str(), Some("http/1.1"), "{tls}");
+    // One connection per client, kept alive: three handshakes.
+    assert_eq!(tls["handshakes"].as_u64(), Some(3), "{tls}");
+    assert_eq!(v["connections"].as_u64(), Some(3), "{v}");
+    let ph = &v["phases_ms"];
+    assert_eq!(ph["connect"]["n"].as_u64(), Some(3), "{ph}");
+    assert_eq!(ph["tls"]["n"].as_u64(), Some(3), "{ph}");
+    assert!(ph["tls"]["p50"].as_f64().is_some_and(|x| x > 0.0), "{ph}");
+    assert_eq!(ph["first_byte"]["n"].as_u64(), Some(60), "{ph}");
+    assert_eq!(ph["transfer"]["n"].as_u64(), Some(60), "{ph}");
+}
+
+#[test]
+fn a_certificate_the_client_does_not_trust_fails_with_a_clear_error_unless_insecure() {
+    let (dir, server, _cert) = site();
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    // `stoa cert` makes a self-signed certificate: no system root vouches
+    // for it (curl: "SSL certificate problem: self-signed certificate").
+    let (code, v, err) = bench(&dir, &["-n", "20", "-c", "2", &url]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid peer certificate"), "{err}");
+    assert!(err.contains("--insecure"), "{err}");
+    // The first refusal stops the run: every handshake would fail alike.
+    assert!(v["errors"]["tls"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    assert!(v["requests"].as_u64().is_some_and(|n| n < 20), "{v}");
+    let (code, v, err) = bench(&dir, &["-n", "20", "-c", "2", "--insecure", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(20), "{v}");
+    assert_eq!(v["tls"]["insecure"].as_bool(), Some(true), "{v}");
+    // A certificate for another name is refused as well (RFC 6125).
+    let other = format!("https://127.0.0.1:{}/page.html", server.addr.port());
+    let ca = dir.join("tls/cert.pem");
+    let (code, _, err) = bench(
+        &dir,
+        &["-n", "1", "--cacert", &ca.to_string_lossy(), &other],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid peer certificate"), "{err}");
+}
+
+#[test]
+fn without_keep_alive_every_request_is_a_full_handshake_and_tls_resume_resumes_them() {
+    let (dir, server, cert) = site();
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    let ca = cert.to_string_lossy();
+    let (code, v, err) = bench(&dir, &["-n", "30", "-c", "2", "--cacert", &ca, &url]);
+    assert_eq!(code, 0, "{err}");
+    let tls = &v["tls"];
+    assert_eq!(tls["handshakes"].as_u64(), Some(30), "{tls}");
+    assert_eq!(tls["resumed"].as_u64(), Some(0), "{tls}");
+    assert!(tls["handshakes_per_second"]
+        .as_f64()
+        .is_some_and(|x| x > 0.0));
+    assert_eq!(v["phases_ms"]["tls"]["n"].as_u64(), Some(30), "{v}");
+    // With resumption, each client's first handshake is full and gives a
+    // ticket; later ones use it (Stoa sends tickets after a full one).
+    let (code, v, err) = bench(
+        &dir,
+        &["-n", "30", "-c", "2", "--cacert", &ca, "--tls-resume", &url],
+    );
+    assert_eq!(code, 0, "{err}");
+    let tls = &v["tls"];
+    assert_eq!(tls["handshakes"].as_u64(), Some(30), "{tls}");
+    let resumed = tls["resumed"].as_u64().unwrap_or(0);
+    assert!((20..=28).contains(&resumed), "{tls}");
+}
+
+#[test]
+fn http2_over_tls_negotiates_h2_by_alpn_and_keeps_one_connection_per_client() {
+    let (dir, server, cert) = site();
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    let ca = cert.to_string_lossy();
+    // No -k: HTTP/2 connections are persistent (h2load has no other kind).
+    let (code, v, err) = bench(
+        &dir,
+        &["-n", "60", "-c", "3", "--http2", "--cacert", &ca, &url],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(60), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(5000), "{v}");
+    assert_eq!(v["settings"]["http_version"].as_str(), Some("2"), "{v}");
+    assert_eq!(v["tls"]["alpn"].as_str(), Some("h2"), "{v}");
+    assert_eq!(v["connections"].as_u64(), Some(3), "{v}");
+    assert_eq!(v["server_software"].as_str(), Some("stoa"), "{v}");
+    assert_eq!(v["status"]["200"].as_u64(), Some(60), "{v}");
+}
+
+#[test]
+fn http2_with_prior_knowledge_reaches_stoa_over_plain_tcp() {
+    let dir = TempDir::new("bench-h2c");
+    dir.write("www/page.html", pattern(70_000, 5));
+    let server = Server::serve_dir(&dir.join("www"));
+    let url = format!("http://127.0.0.1:{}/page.html", server.addr.port());
+    // 70,000 bytes: more than the 65,535 of a default window and several
+    // DATA frames of 16 KB (RFC 9113 §6.9.2: the window we announce).
+    let (code, v, err) = bench(&dir, &["-n", "40", "-c", "2", "--http2", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(40), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(70_000), "{v}");
+    assert_eq!(v["connections"].as_u64(), Some(2), "{v}");
+    assert!(v["tls"].is_null(), "{v}");
+}
+
+/// nginx on a free port of 127.0.0.1 with this `server` block body
+/// (`{PORT}` replaced); stopped (by its PID) when dropped.
+struct Nginx {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx(dir: &TempDir, server_block: &str) -> Nginx {
+    require("nginx", "nginx");
+    let prefix = dir.join("nginx");
+    std::fs::create_dir_all(prefix.join("logs")).expect("nginx prefix");
+    // The port comes from the kernel; another process may take it between
+    // our close and nginx's bind: a few tries.
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let conf = format!(
+            "worker_processes 1;\nerror_log {p}/logs/error.log;\npid {p}/nginx.pid;\n\
+             events {{ worker_connections 256; }}\n\
+             http {{\n access_log off;\n client_body_temp_path {p}/body;\n\
+             proxy_temp_path {p}/proxy;\n fastcgi_temp_path {p}/fcgi;\n\
+             uwsgi_temp_path {p}/uwsgi;\n scgi_temp_path {p}/scgi;\n\
+             server {{\n{b}\n }}\n}}\n",
+            p = prefix.display(),
+            b = server_block.replace("{PORT}", &port.to_string())
+        );
+        let conf_path = prefix.join("nginx.conf");
+        std::fs::write(&conf_path, conf).expect("write nginx.conf");
+        let mut child = Command::new("nginx")
+            .arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf_path)
+            .args(["-g", "daemon off;"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nginx");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Nginx { child, port };
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // the port was taken: try another
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    panic!(
+        "nginx did not start: {}",
+        std::fs::read_to_string(prefix.join("logs/error.log")).unwrap_or_default()
+    );
+}
+
+#[test]
+fn http2_runs_against_nginx_over_tls_and_with_prior_knowledge() {
+    let dir = TempDir::new("bench-nginx");
+    dir.write("www/page.html", pattern(20_000, 9));
+    let (cert, key) = make_cert(&dir.join("tls"), &["localhost"]);
+    let www = dir.join("www");
+    let tls = nginx(
+        &dir,
+        &format!(
+            "listen 127.0.0.1:{{PORT}} ssl http2;\nssl_certificate {};\nssl_certificate_key {};\nroot {};",
+            cert.display(),
+            key.display(),
+            www.display()
+        ),
+    );
+    let url = format!("https://localhost:{}/page.html", tls.port);
+    let ca = cert.to_string_lossy();
+    let (code, v, err) = bench(
+        &dir,
+        &["-n", "50", "-c", "2", "--http2", "--cacert", &ca, &url],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(50), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(20_000), "{v}");
+    assert_eq!(v["tls"]["alpn"].as_str(), Some("h2"), "{v}");
+    assert!(
+        v["server_software"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("nginx")),
+        "{v}"
+    );
+    drop(tls);
+    // nginx's `listen ... http2` without ssl takes prior knowledge only.
+    let plain = nginx(
+        &dir,
+        &format!("listen 127.0.0.1:{{PORT}} http2;\nroot {};", www.display()),
+    );
+    let url = format!("http://127.0.0.1:{}/page.html", plain.port);
+    let (code, v, err) = bench(&dir, &["-n", "50", "-c", "2", "--http2", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(50), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(20_000), "{v}");
+    // The same server refuses HTTP/1.1 (it expects the preface): without
+    // --http2 nothing comes back.
+    let (code, _, _) = bench(&dir, &["-n", "1", &url]);
+    assert_ne!(code, 0);
+}
+
+#[test]
+fn a_server_that_does_not_choose_h2_by_alpn_stops_an_http2_run_with_a_clear_error() {
+    let dir = TempDir::new("bench-noh2");
+    dir.write("www/page.html", "x");
+    let (cert, key) = make_cert(&dir.join("tls"), &["localhost"]);
+    // nginx without http2 on the listener offers only http/1.1 by ALPN.
+    let srv = nginx(
+        &dir,
+        &format!(
+            "listen 127.0.0.1:{{PORT}} ssl;\nssl_certificate {};\nssl_certificate_key {};\nroot {};",
+            cert.display(),
+            key.display(),
+            dir.join("www").display()
+        ),
+    );
+    let url = format!("https://localhost:{}/page.html", srv.port);
+    let (code, _, err) = bench(
+        &dir,
+        &[
+            "-n",
+            "5",
+            "--http2",
+            "--cacert",
+            &cert.to_string_lossy(),
+            &url,
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    // nginx (OpenSSL) answers no_application_protocol (RFC 7301 §3.2); a
+    // server that picks http/1.1 anyway gets "did not choose h2".
+    assert!(err.contains("ALPN"), "{err}");
+    assert!(!err.contains("--cacert"), "{err}");
+}
