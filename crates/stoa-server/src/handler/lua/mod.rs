@@ -673,15 +673,18 @@ fn start(ex: &mut Exchange<'_>, vm: &Vm, status: u16, n: Option<Value>) -> mlua:
         strings.push(vm.scratch.raw_get::<mlua::String>(i)?);
     }
     let bytes: Vec<_> = strings.iter().map(|s| s.as_bytes()).collect();
-    let fields: Vec<(&[u8], &[u8])> = bytes.chunks_exact(2).map(|p| (&*p[0], &*p[1])).collect();
-    write_head(ex, status, &fields)
+    write_head(ex, status, bytes.chunks_exact(2).map(|p| (&*p[0], &*p[1])))
 }
 
 /// The head of a script's answer. Every field is checked before the head
 /// starts, so that a bad one is still a clean 500; none is copied.
-fn write_head(ex: &mut Exchange<'_>, status: u16, fields: &[(&[u8], &[u8])]) -> mlua::Result<()> {
+fn write_head<'f>(
+    ex: &mut Exchange<'_>,
+    status: u16,
+    fields: impl Iterator<Item = (&'f [u8], &'f [u8])> + Clone,
+) -> mlua::Result<()> {
     let mut typed = false;
-    for &(n, v) in fields {
+    for (n, v) in fields.clone() {
         if !header_name_ok(n) {
             return Err(mlua::Error::runtime(format!(
                 "bad header name {:?}",
@@ -694,7 +697,7 @@ fn write_head(ex: &mut Exchange<'_>, status: u16, fields: &[(&[u8], &[u8])]) -> 
         typed |= n.eq_ignore_ascii_case(b"content-type");
     }
     ex.start(status);
-    for &(n, v) in fields {
+    for (n, v) in fields {
         // Framing is the exchange's business.
         if [&b"content-length"[..], b"transfer-encoding", b"connection"]
             .iter()
@@ -1209,7 +1212,7 @@ fn respond_collected(ex: &mut Exchange<'_>, vm: &Vm) -> mlua::Result<()> {
     // SAFETY: the caller holds the coroutine that recorded the answer
     // (`Ended::Collected`) and parks it only after this returns.
     let a = unsafe { vm.answer.take() };
-    write_head(ex, a.status, &a.fields)?;
+    write_head(ex, a.status, a.fields())?;
     match a.body {
         Some(body) => {
             ex.end_head(Some(body.len() as u64));
