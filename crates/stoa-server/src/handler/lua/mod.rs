@@ -1307,3 +1307,47 @@ impl super::configure::Configure for LuaRouteConfig {
         Ok(super::Handler::Lua(Arc::new(cfg)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The vendored Lua writes integers as text itself (vendor/lua-src,
+    /// `integer2str`): the text must be `snprintf("%lld")`'s, which is
+    /// Rust's `{}` of an `i64`, through `..`, `tostring` and a string
+    /// that becomes a number and back.
+    #[test]
+    fn integers_made_text_by_the_patched_lua_read_as_printf_writes_them() {
+        let lua = mlua::Lua::new();
+        let cases = [
+            0,
+            1,
+            -1,
+            7,
+            9,
+            10,
+            -10,
+            99,
+            100,
+            12_345,
+            -987_654_321,
+            1 << 53,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        for n in cases {
+            let (cat, plain, fmt): (String, String, String) = lua
+                .load("local n = ... return 'x' .. n, tostring(n), string.format('%d', n)")
+                .call(n)
+                .unwrap();
+            assert_eq!(cat, format!("x{n}"));
+            assert_eq!(plain, n.to_string());
+            assert_eq!(fmt, n.to_string());
+        }
+        // Floats keep Lua's own format ("%.14g", ".0" on integral values).
+        let (a, b): (String, String) = lua
+            .load("return tostring(3.0), tostring(-0.5)")
+            .call(())
+            .unwrap();
+        assert_eq!((a.as_str(), b.as_str()), ("3.0", "-0.5"));
+    }
+}
