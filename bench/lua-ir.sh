@@ -6,9 +6,13 @@
 # Ir per request = (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up and stop cancel out.
 #
 # Usage: bench/lua-ir.sh BINARY...   (each binary in turn; ~30 s each)
+#        `nginx` as a BINARY: nginx + lua-nginx-module (Debian's libnginx-mod-http-lua) under
+#        callgrind instead, `master_process off`, running bench/dynamic.sh's `nginx-luareq` block
+#        (or, with SCRIPT=hello, `ngx.print` of the same constant page), the same load
+#        (LOADGEN must then be a Stoa binary when `nginx` comes first)
 # Knobs (environment):
 #   N1=2000 N2=6000    requests of the two runs
-#   PORT=18565         Stoa's port
+#   PORT=18565         Stoa's port (nginx's too)
 #   SCRIPT=req         which handler: req (bench/dynamic.sh's luareq) or hello (a constant page)
 #   RUN=/tmp/stoa-bench-lua-ir   work folder: callgrind files (callgrind_annotate RUN/NAME-N.out)
 #   LOADGEN=first BINARY   the `stoa bench` used as load generator
@@ -20,6 +24,7 @@ case ${1:-} in -h|--help|'') sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\
 N1=${N1:-2000} N2=${N2:-6000} PORT=${PORT:-18565} SCRIPT=${SCRIPT:-req}
 RUN=${RUN:-/tmp/stoa-bench-lua-ir}
 LOADGEN=${LOADGEN:-$1}
+[ "$LOADGEN" != nginx ] || die "LOADGEN=STOA_BINARY: nginx cannot be the load generator"
 ensure_tools valgrind:valgrind curl:curl
 bench_init
 mkdir -p "$RUN/site"
@@ -55,6 +60,36 @@ root = "$RUN/site"
 prefix = "/"
 lua = { script = "$RUN/handler.lua" }
 EOF
+# nginx's equivalent (bench/dynamic.sh's nginx-luareq and lua blocks).
+case $SCRIPT in
+    req) NGX_LUA='hits = hits + 1
+        local h = ngx.req.get_headers()
+        ngx.print("hello " .. (ngx.req.get_uri_args().name or "") .. " " .. ngx.req.get_method() .. " " .. (h["user-agent"] or "") .. " " .. hits)' ;;
+    hello) NGX_LUA='ngx.print(page)' ;;
+esac
+mkdir -p "$RUN/nginx"
+cat > "$RUN/nginx/nginx.conf" <<EOF
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+worker_processes 1;
+pid $RUN/nginx/nginx.pid;
+error_log $RUN/nginx/error.log;
+daemon off;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  init_by_lua_block { page = string.rep("hello ", 100); hits = 0 }
+  server {
+    listen 127.0.0.1:$PORT;
+    location / {
+      default_type text/plain;
+      content_by_lua_block {
+        $NGX_LUA
+      }
+    }
+  }
+}
+EOF
 # bench/dynamic.sh's REQ_HEADERS.
 HDRS=(-H "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
     -H "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
@@ -66,8 +101,13 @@ URL="http://127.0.0.1:$PORT/hello?name=stoa"
 one() {
     local bin=$1 n=$2 tag=$3 i done=0
     port_free "$PORT" || die "port $PORT is in use (PORT=...)"
-    valgrind --tool=callgrind --vgdb=no "--callgrind-out-file=$RUN/$tag.out" "--log-file=$RUN/$tag.vg.log" \
-        "$bin" serve --config "$RUN/stoa.toml" > "$RUN/$tag.serve.log" 2>&1 &
+    if [ "$bin" = nginx ]; then
+        valgrind --tool=callgrind --vgdb=no "--callgrind-out-file=$RUN/$tag.out" "--log-file=$RUN/$tag.vg.log" \
+            nginx -c "$RUN/nginx/nginx.conf" -p "$RUN/nginx" -g 'master_process off;' > "$RUN/$tag.serve.log" 2>&1 &
+    else
+        valgrind --tool=callgrind --vgdb=no "--callgrind-out-file=$RUN/$tag.out" "--log-file=$RUN/$tag.vg.log" \
+            "$bin" serve --config "$RUN/stoa.toml" > "$RUN/$tag.serve.log" 2>&1 &
+    fi
     SRV_PID[stoa]=$!
     for i in $(seq 300); do
         curl -s -o /dev/null --max-time 5 "$URL" && break
@@ -82,7 +122,7 @@ one() {
 
 FAILED=0
 for bin in "$@"; do
-    [[ $bin = /* ]] || bin=$PWD/$bin
+    [[ $bin = /* || $bin = nginx ]] || bin=$PWD/$bin
     name=$(basename "$bin")
     a=$(one "$bin" "$N1" "$name-$N1") b=$(one "$bin" "$N2" "$name-$N2")
     if [ "$a" -gt 0 ] && [ "$b" -gt 0 ]; then

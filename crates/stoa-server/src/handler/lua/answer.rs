@@ -15,7 +15,7 @@
 //! `longjmp` crosses the `RefMut` it holds.
 
 use mlua::ffi;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::ffi::c_int;
 
 /// A string of Lua's: alive while the coroutine that returned it stays
@@ -44,8 +44,21 @@ pub(super) struct Answer {
 /// The recorded answer: status, header fields (name, value), body.
 pub(super) struct Collected<'a> {
     pub status: u16,
-    pub fields: Vec<(&'a [u8], &'a [u8])>,
+    /// Read in place, not copied into a new `Vec` (a `malloc` and a
+    /// `free` per request).
+    fields: Ref<'a, Vec<(LuaStr, LuaStr)>>,
     pub body: Option<&'a [u8]>,
+}
+
+impl<'a> Collected<'a> {
+    /// The header fields (name, value), in the order `collect` met them.
+    pub(super) fn fields(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone + '_ {
+        // SAFETY: alive as long as the answer is (`Answer::take`'s
+        // contract, which made `self`).
+        self.fields
+            .iter()
+            .map(|&(n, v)| unsafe { (n.bytes(), v.bytes()) })
+    }
 }
 
 impl Answer {
@@ -60,15 +73,13 @@ impl Answer {
     /// # Safety
     /// The coroutine that recorded the answer has not been resumed since
     /// and is still referenced (parked or held).
-    pub(super) unsafe fn take<'a>(&self) -> Collected<'a> {
+    /// The answer is read while no Lua runs in this interpreter (`collect`
+    /// would find its fields borrowed).
+    pub(super) unsafe fn take(&self) -> Collected<'_> {
         self.ready.set(false);
-        let fields = self.fields.borrow();
         Collected {
             status: self.status.get(),
-            fields: fields
-                .iter()
-                .map(|&(n, v)| (n.bytes(), v.bytes()))
-                .collect(),
+            fields: self.fields.borrow(),
             body: self.body.get().map(|b| b.bytes()),
         }
     }
