@@ -4,7 +4,10 @@
 #
 # Usage: bench/loadgen-tls.sh
 # Knobs (environment):
-#   STOA=target/release/stoa   the stoa bench under test      SERVER=$STOA   the server binary
+#   STOA=target/release/stoa   the server, and `$STOA bench` the generator under test
+#   BENCH="$STOA bench"        another generator command, e.g. target/release/examples/bench (the
+#                              same generator without the server: `cargo build --release -p
+#                              stoa-bench --example bench`); SERVER=$STOA another server binary
 #   DUR=5      seconds per timed run          CONC=50   connections (one thread per generator)
 #   HS_N=3000  requests of the handshake runs (no keep-alive: one full TLS handshake each)
 #   REPS=3     rounds; the generators alternate inside each round, medians reported
@@ -23,6 +26,7 @@ case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//
 REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
 STOA=${STOA:-$REPO_DIR/target/release/stoa}
 SERVER=${SERVER:-$STOA}
+read -r -a BENCH_CMD <<< "${BENCH:-$STOA bench}"
 DUR=${DUR:-5} CONC=${CONC:-50} HS_N=${HS_N:-3000} REPS=${REPS:-3}
 CASES=${CASES:-h1 h1tls h2tls h2c hs}
 PORT=${PORT:-18810}
@@ -58,7 +62,7 @@ TLS=https://127.0.0.1:$((PORT + 1))/index.html
 run() {
     local case=$1 tool=$2 f=$3 rps n
     local TIMEFORMAT='TIME %3U %3S %3R'
-    local sb=("$STOA" bench -q --threads 1 -c "$CONC" --json "$f.json")
+    local sb=("${BENCH_CMD[@]}" -q --threads 1 -c "$CONC" --json "$f.json")
     {
         time case $case,$tool in
             h1,peer) wrk -t1 -c"$CONC" -d"${DUR}s" "$PLAIN" ;;
