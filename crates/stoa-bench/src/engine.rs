@@ -1499,9 +1499,10 @@ impl<'a> Worker<'a> {
                 .is_ok();
         if first {
             if let Ok(mut sv) = self.sh.server.lock() {
-                let v = match &slot.h2 {
-                    Some(h) => h.server.as_deref(),
-                    None => slot.head.header("server"),
+                let v = match (&slot.h2, slot.group) {
+                    (Some(h), _) => h.server.as_deref(),
+                    (None, Some(g)) => self.groups[g].h2.server.as_deref(),
+                    (None, None) => slot.head.header("server"),
                 };
                 *sv = Some(
                     v.map(|v| String::from_utf8_lossy(v).into_owned())

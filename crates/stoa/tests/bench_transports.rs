@@ -361,6 +361,8 @@ fn several_streams_per_connection_share_one_handshake_and_end_independently() {
     assert_eq!(v["connections"].as_u64(), Some(2), "{v}");
     assert_eq!(v["tls"]["handshakes"].as_u64(), Some(2), "{v}");
     assert_eq!(v["settings"]["concurrency"].as_u64(), Some(20), "{v}");
+    assert_eq!(v["settings"]["streams"].as_u64(), Some(10), "{v}");
+    assert_eq!(v["server_software"].as_str(), Some("stoa"), "{v}");
     // The connect and TLS phases belong to the request that opened each
     // connection.
     assert_eq!(v["phases_ms"]["tls"]["n"].as_u64(), Some(2), "{v}");
