@@ -4,11 +4,16 @@
 #
 # Usage: bench/loadgen-tls.sh
 # Knobs (environment):
-#   STOA=target/release/stoa   the stoa bench under test      SERVER=$STOA   the server binary
+#   STOA=target/release/stoa   the server, and `$STOA bench` the generator under test
+#   BENCH="$STOA bench"        another generator command, e.g. target/release/examples/bench (the
+#                              same generator without the server: `cargo build --release -p
+#                              stoa-bench --example bench`); SERVER=$STOA another server binary
 #   DUR=5      seconds per timed run          CONC=50   connections (one thread per generator)
 #   HS_N=3000  requests of the handshake runs (no keep-alive: one full TLS handshake each)
 #   REPS=3     rounds; the generators alternate inside each round, medians reported
-#   CASES="h1 h1tls h2tls h2c hs"             PORT=18810 (and PORT+1 for TLS)
+#   CASES="h1 h1tls h2tls h2c hs h2m h2cm"    PORT=18810 (and PORT+1 for TLS)
+#   STREAMS=10 streams per connection of the h2m (TLS) and h2cm (h2c) cases: h2load -m against
+#              --max-concurrent-streams, CONC/STREAMS connections (at least 1)
 #   RUN=/tmp/stoa-bench-tls    work folder; OUT=$RUN/results.md
 #
 # For every run: the requests/s the generator reports (its own run time) and the generator's own
@@ -23,8 +28,11 @@ case ${1:-} in -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//
 REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
 STOA=${STOA:-$REPO_DIR/target/release/stoa}
 SERVER=${SERVER:-$STOA}
+read -r -a BENCH_CMD <<< "${BENCH:-$STOA bench}"
 DUR=${DUR:-5} CONC=${CONC:-50} HS_N=${HS_N:-3000} REPS=${REPS:-3}
-CASES=${CASES:-h1 h1tls h2tls h2c hs}
+CASES=${CASES:-h1 h1tls h2tls h2c hs h2m h2cm}
+STREAMS=${STREAMS:-10}
+MCONC=$(( CONC / STREAMS > 0 ? CONC / STREAMS : 1 ))
 PORT=${PORT:-18810}
 RUN=${RUN:-/tmp/stoa-bench-tls}
 OUT=${OUT:-$RUN/results.md}
@@ -58,7 +66,7 @@ TLS=https://127.0.0.1:$((PORT + 1))/index.html
 run() {
     local case=$1 tool=$2 f=$3 rps n
     local TIMEFORMAT='TIME %3U %3S %3R'
-    local sb=("$STOA" bench -q --threads 1 -c "$CONC" --json "$f.json")
+    local sb=("${BENCH_CMD[@]}" -q --threads 1 -c "$CONC" --json "$f.json")
     {
         time case $case,$tool in
             h1,peer) wrk -t1 -c"$CONC" -d"${DUR}s" "$PLAIN" ;;
@@ -69,6 +77,12 @@ run() {
             h2tls,stoa) "${sb[@]}" --http2 -d "$DUR" --insecure "$TLS" ;;
             h2c,peer) h2load -t1 -c"$CONC" -m1 -D "$DUR" "$PLAIN" ;;
             h2c,stoa) "${sb[@]}" --http2 -d "$DUR" "$PLAIN" ;;
+            h2m,peer) h2load -t1 -c"$MCONC" -m"$STREAMS" -D "$DUR" "$TLS" ;;
+            h2m,stoa) "${BENCH_CMD[@]}" -q --threads 1 -c "$MCONC" --json "$f.json" --http2 \
+                          --max-concurrent-streams "$STREAMS" -d "$DUR" --insecure "$TLS" ;;
+            h2cm,peer) h2load -t1 -c"$MCONC" -m"$STREAMS" -D "$DUR" "$PLAIN" ;;
+            h2cm,stoa) "${BENCH_CMD[@]}" -q --threads 1 -c "$MCONC" --json "$f.json" --http2 \
+                           --max-concurrent-streams "$STREAMS" -d "$DUR" "$PLAIN" ;;
             hs,peer) ab -n "$HS_N" -c "$CONC" "$TLS" ;;
             hs,stoa) "${sb[@]}" -n "$HS_N" --insecure "$TLS" ;;
         esac > "$f" 2>&1
@@ -77,7 +91,7 @@ run() {
         stoa) read -r rps n < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["requests_per_second"], j["successful"])' "$f.json") ;;
         *) case $case in
                h1|h1tls) rps=$(awk '/^Requests\/sec:/ {print $2}' "$f"); n=$(awk '/requests in/ {print $1; exit}' "$f") ;;
-               h2tls|h2c) rps=$(awk '/^finished in/ {print $4}' "$f"); n=$(awk '/^requests:/ {print $8; exit}' "$f") ;;
+               h2tls|h2c|h2m|h2cm) rps=$(awk '/^finished in/ {print $4}' "$f"); n=$(awk '/^requests:/ {print $8; exit}' "$f") ;;
                hs) rps=$(awk '/^Requests per second:/ {print $4}' "$f")
                    n=$(awk '/^Complete requests:/ {c = $3} /^Failed requests:/ {x = $3} END {print c - x}' "$f") ;;
            esac ;;
@@ -103,7 +117,10 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {if (NR 
     echo "| case | peer | peer req/s | stoa bench req/s | ratio | peer CPU us/req | stoa bench CPU us/req | ratio |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|"
     for c in $CASES; do
-        case $c in h1|h1tls) p="wrk -t1" ;; h2tls|h2c) p="h2load -t1 -m1" ;; hs) p="ab (no -k)" ;; esac
+        case $c in
+            h1|h1tls) p="wrk -t1" ;; h2tls|h2c) p="h2load -t1 -m1" ;; hs) p="ab (no -k)" ;;
+            h2m|h2cm) p="h2load -t1 -c$MCONC -m$STREAMS" ;;
+        esac
         pr=$(echo "${RPS[$c,peer]}" | median); sr=$(echo "${RPS[$c,stoa]}" | median)
         pc=$(echo "${CPU[$c,peer]}" | median); sc=$(echo "${CPU[$c,stoa]}" | median)
         echo "| $c | $p | $pr | $sr | $(awk -v a="$sr" -v b="$pr" 'BEGIN {printf "%.2f", a / b}') | $pc | $sc | $(awk -v a="$sc" -v b="$pc" 'BEGIN {printf "%.2f", a / b}') |"

@@ -75,6 +75,9 @@ pub struct Options {
     /// `--http2`: HTTP/2 (ALPN `h2` for https://, prior knowledge for
     /// http://, as h2load does).
     pub http2: bool,
+    /// `--max-concurrent-streams N`: HTTP/2 requests in flight per
+    /// connection (h2load's `-m`).
+    pub streams: Option<u32>,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
@@ -151,6 +154,8 @@ impl Options {
                         | "name"
                         | "label"
                         | "cacert"
+                        | "max-concurrent-streams"
+                        | "streams"
                 );
                 let mut value = || -> Result<String, CliError> {
                     if let Some(v) = inline.clone() {
@@ -224,6 +229,9 @@ impl Options {
                     "insecure" => o.insecure = true,
                     "tls-resume" => o.tls_resume = true,
                     "http2" | "h2" => o.http2 = true,
+                    "max-concurrent-streams" | "streams" => {
+                        o.streams = Some(num("--max-concurrent-streams", &value()?)?)
+                    }
                     "keepalive" | "keep-alive" => o.keep_alive = true,
                     "head" => o.head = true,
                     "http1.0" => o.http10 = true,
@@ -524,13 +532,43 @@ impl Options {
 
         let rate = self.rate.or(sc_ref.and_then(|s| s.rate));
         let sc_load = sc_ref.and_then(|s| s.load.clone());
+        let streams = self.streams.unwrap_or(1);
+        if streams == 0 {
+            return Err(CliError::Usage(
+                "--max-concurrent-streams must be at least 1".into(),
+            ));
+        }
+        if streams > 1 {
+            if !http2 {
+                return Err(CliError::Usage(
+                    "--max-concurrent-streams is for --http2".into(),
+                ));
+            }
+            if sc_load.is_some() && rate.is_none() {
+                return Err(CliError::Usage(
+                    "--max-concurrent-streams needs a fixed -c (no ramp or stages)".into(),
+                ));
+            }
+            // The bodies of the streams in flight share the connection's
+            // initial window (RFC 9113 §6.9.2).
+            if requests
+                .iter()
+                .any(|r| r.body_len.saturating_mul(streams as usize) > 65_535)
+            {
+                return Err(CliError::Usage(
+                    "--max-concurrent-streams N: N request bodies must fit in 65,535 bytes".into(),
+                ));
+            }
+        }
         let concurrency = self
             .concurrency
             .or(sc_ref.and_then(|s| s.connections))
             .unwrap_or(match &sc_load {
                 Some(l) if rate.is_none() => l.peak().min(1 << 20),
                 _ => 1,
-            });
+            })
+            // h2load: -c connections, each with -m streams.
+            .saturating_mul(u64::from(streams));
         let load = match (&sc_load, self.concurrency) {
             (Some(l), None) if rate.is_none() => l.clone(),
             _ => Load::Fixed(concurrency),
@@ -588,6 +626,7 @@ impl Options {
             keep_alive,
             http10,
             http2,
+            streams,
             limit,
             duration,
             rate,

@@ -14,7 +14,7 @@
 //! for that second) to the collector, which builds the timeline, the HDR
 //! interval log and the live progress; at the end it sends its [`Record`].
 
-use crate::h2::{H2Conn, H2Error};
+use crate::h2::{H2Conn, H2Error, Stream};
 use crate::plan::Plan;
 use crate::record::{new_hist, Failure, Moments, Phases, Record};
 use crate::transport::{Conn, Handshake};
@@ -306,6 +306,9 @@ struct Slot {
     /// HTTP/2: the state of this client's connection (`None` over
     /// HTTP/1; replaced when the connection is).
     h2: Option<Box<H2Conn>>,
+    /// `--max-concurrent-streams` > 1: the shared connection this client
+    /// is a stream of.
+    group: Option<usize>,
     head: ResponseHead,
     got_head: bool,
     decoder: BodyDecoder,
@@ -347,6 +350,7 @@ impl Slot {
             retried: false,
             head_buf: Vec::new(),
             h2: None,
+            group: None,
             head: ResponseHead::default(),
             got_head: false,
             decoder: BodyDecoder::new(Framing::None),
@@ -411,6 +415,11 @@ pub struct Worker<'a> {
     rbuf: Vec<u8>,
     /// Slots whose request is to be written after this batch of events.
     pending: Vec<usize>,
+    /// HTTP/2 connections shared by several clients (one per stream), and
+    /// those with frames to write after this batch of events.
+    groups: Vec<Group>,
+    pending_groups: Vec<usize>,
+    ended: Vec<Stream>,
     /// Requests in progress.
     busy: u64,
     last_done: Option<Instant>,
@@ -486,6 +495,9 @@ impl<'a> Worker<'a> {
             next_sec: sh.start + Duration::from_secs(1),
             rbuf: vec![0; 64 * 1024],
             pending: Vec::new(),
+            groups: Vec::new(),
+            pending_groups: Vec::new(),
+            ended: Vec::new(),
             busy: 0,
             last_done: None,
             area: 0.0,
@@ -559,6 +571,7 @@ impl<'a> Worker<'a> {
             let t = plan.threads as u64;
             for i in 0..conns {
                 let s = self.new_slot(Rng::new(plan.seed, i), self.id as u64 + i * t + 1, now);
+                self.join_group(s, i);
                 self.idle.push(s);
             }
         }
@@ -636,6 +649,13 @@ impl<'a> Worker<'a> {
             let now = Instant::now();
             for ev in events.iter() {
                 let t = ev.token().0;
+                if t & GROUP_BIT != 0 {
+                    let (g, gen) = (t & 0x7fff_ffff, (t >> 32) as u32);
+                    if g < self.groups.len() && self.groups[g].gen == gen {
+                        self.on_group(g, ev, now);
+                    }
+                    continue;
+                }
                 let (s, g) = (t & 0xffff_ffff, (t >> 32) as u32);
                 if s >= self.slots.len() || self.slots[s].conn_gen != g {
                     continue;
@@ -733,6 +753,7 @@ impl<'a> Worker<'a> {
             self.sh.peak_active.fetch_max(n, Relaxed);
             self.sh.clients_changed(now);
             let s = self.new_slot(Rng::new(plan.seed, client), client + 1, now);
+            self.join_group(s, self.spawned - 1);
             let delay = match plan.first_delay {
                 // Drawn from a stream of its own, so that adding a delay
                 // does not change the client's requests and think times.
@@ -904,7 +925,9 @@ impl<'a> Worker<'a> {
         slot.t_tls = None;
         slot.intended = intended;
         slot.retried = false;
-        if slot.stream.is_some() {
+        if let Some(g) = slot.group {
+            self.group_begin(s, g, now);
+        } else if slot.stream.is_some() {
             slot.reused = true;
             self.send(s, now);
         } else {
@@ -1068,7 +1091,7 @@ impl<'a> Worker<'a> {
     /// Writes the queued requests. A request's clock starts when it is
     /// written (on a reused connection; on a new one, at connect).
     fn flush(&mut self) {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.pending_groups.is_empty() {
             return;
         }
         let now = Instant::now();
@@ -1086,6 +1109,13 @@ impl<'a> Worker<'a> {
         }
         pending.clear();
         self.pending = pending;
+        let mut groups = std::mem::take(&mut self.pending_groups);
+        for &g in &groups {
+            self.groups[g].queued = false;
+            self.group_write(g, now);
+        }
+        groups.clear();
+        self.pending_groups = groups;
     }
 
     fn write(&mut self, s: usize, now: Instant) {
@@ -1469,9 +1499,10 @@ impl<'a> Worker<'a> {
                 .is_ok();
         if first {
             if let Ok(mut sv) = self.sh.server.lock() {
-                let v = match &slot.h2 {
-                    Some(h) => h.server.as_deref(),
-                    None => slot.head.header("server"),
+                let v = match (&slot.h2, slot.group) {
+                    (Some(h), _) => h.server.as_deref(),
+                    (None, Some(g)) => self.groups[g].h2.server.as_deref(),
+                    (None, None) => slot.head.header("server"),
                 };
                 *sv = Some(
                     v.map(|v| String::from_utf8_lossy(v).into_owned())
@@ -1523,6 +1554,11 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, s: usize, f: Failure, now: Instant) {
+        if let Some(g) = self.slots[s].group {
+            let grp = &mut self.groups[g];
+            grp.h2.forget(s);
+            grp.waiting.retain(|&w| w != s);
+        }
         if self.log.is_some() {
             self.log_line(s, now, LogStatus::Failed(f));
         }
@@ -1763,6 +1799,9 @@ impl<'a> Worker<'a> {
 
     /// The run ends: count what is still in flight, close everything.
     fn stop(&mut self, end: Instant) {
+        for g in &mut self.groups {
+            g.conn = None;
+        }
         for slot in &mut self.slots {
             if slot.active() {
                 self.rec.counters.in_flight_at_end += 1;
@@ -1836,6 +1875,358 @@ impl<'a> Worker<'a> {
         self.account(end);
         iv.active = self.sec_area.pop_front().unwrap_or(0.0) / length.as_secs_f64().max(1e-9);
         let _ = self.tx.send(Msg::Interval(Box::new(iv)));
+    }
+}
+
+/// Marks a group's token (the low 32 bits of a slot's are its index,
+/// below 2^31).
+const GROUP_BIT: usize = 1 << 31;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupState {
+    Closed,
+    Connecting,
+    Handshaking,
+    Ready,
+}
+
+/// An HTTP/2 connection carrying the requests of several clients at once
+/// (`--max-concurrent-streams N`, h2load's `-m N`): each client is one
+/// stream at a time, and N clients share the connection.
+struct Group {
+    conn: Option<Conn>,
+    h2: H2Conn,
+    gen: u32,
+    state: GroupState,
+    /// Clients whose request waits for the connection.
+    waiting: Vec<usize>,
+    /// The client whose request opened the connection (its request has
+    /// the connect and TLS phases).
+    opener: Option<usize>,
+    out: Vec<u8>,
+    out_pos: usize,
+    queued: bool,
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            conn: None,
+            h2: H2Conn::new(0),
+            gen: 0,
+            state: GroupState::Closed,
+            waiting: Vec::new(),
+            opener: None,
+            out: Vec::new(),
+            out_pos: 0,
+            queued: false,
+        }
+    }
+}
+
+impl Worker<'_> {
+    /// With several streams per connection, this thread's `i`-th client
+    /// is a stream of connection `i / N`.
+    fn join_group(&mut self, s: usize, i: u64) {
+        let m = u64::from(self.sh.plan.streams);
+        if m < 2 {
+            return;
+        }
+        let g = (i / m) as usize;
+        while self.groups.len() <= g {
+            self.groups.push(Group::new());
+        }
+        self.slots[s].group = Some(g);
+    }
+
+    fn group_begin(&mut self, s: usize, g: usize, now: Instant) {
+        let slot = &mut self.slots[s];
+        Self::reset_response(slot);
+        slot.reused = self.groups[g].state == GroupState::Ready;
+        match self.groups[g].state {
+            GroupState::Ready => self.group_open_stream(s, g, now),
+            GroupState::Closed => {
+                slot.phase = Phase::Connecting;
+                slot.t_conn = now;
+                self.groups[g].waiting.push(s);
+                self.group_connect(g, s, now);
+            }
+            GroupState::Connecting | GroupState::Handshaking => {
+                slot.phase = Phase::Connecting;
+                self.groups[g].waiting.push(s);
+            }
+        }
+    }
+
+    fn group_connect(&mut self, g: usize, opener: usize, now: Instant) {
+        self.rec.counters.connections += 1;
+        let target = &self.sh.plan.target;
+        let grp = &mut self.groups[g];
+        grp.gen = grp.gen.wrapping_add(1);
+        grp.h2 = H2Conn::new(grp.gen);
+        grp.out.clear();
+        grp.out_pos = 0;
+        grp.opener = Some(opener);
+        let token = Token((grp.gen as usize) << 32 | GROUP_BIT | g);
+        let r = TcpStream::connect(target.addrs[0]).and_then(|mut stream| {
+            self.poll.registry().register(
+                &mut stream,
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
+            Conn::new(stream, target.tls.as_ref())
+        });
+        match r {
+            Ok(c) => {
+                grp.conn = Some(c);
+                grp.state = GroupState::Connecting;
+            }
+            Err(e) => self.group_fail(g, classify_connect(&e), now),
+        }
+    }
+
+    /// The connection failed or closed: every request on it or waiting
+    /// for it fails; the next request opens a new one.
+    fn group_fail(&mut self, g: usize, f: Failure, now: Instant) {
+        let grp = &mut self.groups[g];
+        grp.conn = None;
+        grp.state = GroupState::Closed;
+        grp.gen = grp.gen.wrapping_add(1);
+        grp.out.clear();
+        grp.out_pos = 0;
+        let mut victims: Vec<usize> = grp.h2.streams.iter().map(|st| st.tag).collect();
+        victims.append(&mut grp.waiting);
+        grp.h2 = H2Conn::new(grp.gen);
+        for s in victims {
+            if self.slots[s].active() && self.slots[s].group == Some(g) {
+                self.fail(s, f, now);
+            }
+        }
+    }
+
+    fn group_open_stream(&mut self, s: usize, g: usize, now: Instant) {
+        let sh: &Shared = self.sh;
+        let Some(req) = sh.plan.requests[self.slots[s].req].h2.as_deref() else {
+            return;
+        };
+        let grp = &mut self.groups[g];
+        let before = grp.out.len();
+        grp.h2.open(req, &mut grp.out, s);
+        let sent = (grp.out.len() - before) as u64;
+        if !grp.queued {
+            grp.queued = true;
+            self.pending_groups.push(g);
+        }
+        let slot = &mut self.slots[s];
+        slot.phase = Phase::Reading;
+        slot.req_len = 1;
+        slot.written = 1;
+        if slot.reused {
+            slot.t_start = now;
+            slot.t_conn = now;
+        }
+        slot.t_written = Some(now);
+        self.rec.counters.bytes_sent += sent;
+        self.rec.counters.body_sent += slot.body_len as u64;
+    }
+
+    fn group_write(&mut self, g: usize, now: Instant) {
+        let grp = &mut self.groups[g];
+        if grp.state != GroupState::Ready {
+            return;
+        }
+        let Some(conn) = grp.conn.as_mut() else {
+            return;
+        };
+        grp.out.append(&mut grp.h2.out);
+        while grp.out_pos < grp.out.len() {
+            match conn.write(&grp.out[grp.out_pos..]) {
+                Ok(0) => return self.group_fail(g, Failure::Reset, now),
+                Ok(n) => grp.out_pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.group_fail(g, Failure::Reset, now),
+            }
+        }
+        match conn.flushed() {
+            Ok(_) => {}
+            Err(_) => return self.group_fail(g, Failure::Reset, now),
+        }
+        grp.out.clear();
+        grp.out_pos = 0;
+    }
+
+    fn on_group(&mut self, g: usize, ev: &mio::event::Event, now: Instant) {
+        match self.groups[g].state {
+            GroupState::Closed => {}
+            GroupState::Connecting => {
+                let Some(conn) = self.groups[g].conn.as_ref() else {
+                    return;
+                };
+                let sock = conn.socket();
+                match sock.take_error() {
+                    Ok(Some(e)) | Err(e) => return self.group_fail(g, classify_connect(&e), now),
+                    Ok(None) => {}
+                }
+                match sock.peer_addr() {
+                    Ok(_) => {
+                        let _ = sock.set_nodelay(true);
+                        if let Some(o) = self.groups[g].opener {
+                            self.slots[o].t_tcp = Some(now);
+                        }
+                        if conn.is_tls() {
+                            self.groups[g].state = GroupState::Handshaking;
+                            self.group_handshake(g, now);
+                        } else {
+                            self.group_ready(g, now);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+                    Err(e) => self.group_fail(g, classify_connect(&e), now),
+                }
+            }
+            GroupState::Handshaking => self.group_handshake(g, now),
+            GroupState::Ready => {
+                if ev.is_writable() {
+                    self.group_write(g, now);
+                }
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.group_read(g, now);
+                }
+            }
+        }
+    }
+
+    fn group_handshake(&mut self, g: usize, now: Instant) {
+        let Some(conn) = self.groups[g].conn.as_mut() else {
+            return;
+        };
+        match conn.handshake() {
+            Handshake::Pending => {}
+            Handshake::Done => {
+                let now = Instant::now();
+                self.rec.counters.tls_handshakes += 1;
+                if conn.resumed() {
+                    self.rec.counters.tls_resumed += 1;
+                }
+                if !conn.alpn_is(b"h2") {
+                    if let Ok(mut e) = self.sh.tls_error.lock() {
+                        e.get_or_insert_with(|| {
+                            "the server did not choose h2 by ALPN (RFC 9113 §3.2)".into()
+                        });
+                    }
+                    self.sh.stop.store(true, Relaxed);
+                    return self.group_fail(g, Failure::Tls, now);
+                }
+                if let Ok(mut p) = self.sh.tls_params.lock() {
+                    if p.is_none() {
+                        *p = conn.tls_params();
+                    }
+                }
+                if let Some(o) = self.groups[g].opener {
+                    self.slots[o].t_tls = Some(now);
+                    self.slots[o].t_conn = now;
+                }
+                self.group_ready(g, now);
+            }
+            Handshake::Failed(f) => {
+                if let Ok(mut e) = self.sh.tls_error.lock() {
+                    e.get_or_insert_with(|| f.message.clone());
+                }
+                if f.fatal {
+                    self.sh.stop.store(true, Relaxed);
+                }
+                self.group_fail(g, Failure::Tls, now);
+            }
+        }
+    }
+
+    fn group_ready(&mut self, g: usize, now: Instant) {
+        self.groups[g].state = GroupState::Ready;
+        let waiting = std::mem::take(&mut self.groups[g].waiting);
+        for s in waiting {
+            if self.slots[s].phase == Phase::Connecting && self.slots[s].group == Some(g) {
+                self.group_open_stream(s, g, now);
+            }
+        }
+        self.group_write(g, now);
+    }
+
+    fn group_read(&mut self, g: usize, now: Instant) {
+        let mut buf = std::mem::take(&mut self.rbuf);
+        let gen = self.groups[g].gen;
+        if let Some(c) = self.groups[g].conn.as_mut() {
+            c.readable();
+        }
+        loop {
+            let grp = &mut self.groups[g];
+            if grp.gen != gen {
+                break;
+            }
+            let Some(conn) = grp.conn.as_mut() else {
+                break;
+            };
+            match conn.read(&mut buf) {
+                Ok(0) => {
+                    self.group_fail(g, Failure::Closed, now);
+                    break;
+                }
+                Ok(n) => {
+                    self.rec.counters.bytes_read += n as u64;
+                    self.iv.bytes += n as u64;
+                    if let Err(e) = grp.h2.feed(&buf[..n]) {
+                        let f = match e {
+                            H2Error::Reset => Failure::Reset,
+                            H2Error::Refused => Failure::Closed,
+                            H2Error::Protocol => Failure::Malformed,
+                        };
+                        self.group_fail(g, f, now);
+                        break;
+                    }
+                    // The first byte of each response: its HEADERS.
+                    for st in &grp.h2.streams {
+                        let slot = &mut self.slots[st.tag];
+                        if st.resp.status != 0 && slot.t_first.is_none() {
+                            slot.t_first = Some(now);
+                        }
+                    }
+                    let mut ended = std::mem::take(&mut self.ended);
+                    grp.h2.take_ended(&mut ended);
+                    for st in ended.drain(..) {
+                        let s = st.tag;
+                        if self.slots[s].group != Some(g) || !self.slots[s].active() {
+                            continue;
+                        }
+                        match st.err {
+                            Some(H2Error::Reset) => self.fail(s, Failure::Reset, now),
+                            Some(_) => self.fail(s, Failure::Closed, now),
+                            None => {
+                                let slot = &mut self.slots[s];
+                                slot.got_head = true;
+                                slot.head.status = st.resp.status;
+                                slot.body_bytes = st.resp.body;
+                                slot.resp_bytes = st.resp.body;
+                                slot.t_first.get_or_insert(now);
+                                slot.keep = true;
+                                self.complete(s, now);
+                            }
+                        }
+                    }
+                    self.ended = ended;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.group_fail(g, Failure::Reset, now);
+                    break;
+                }
+            }
+        }
+        self.rbuf = buf;
+        // Control frames owed (SETTINGS and PING ACKs, window updates).
+        if self.groups[g].gen == gen && !self.groups[g].h2.out.is_empty() {
+            self.group_write(g, now);
+        }
     }
 }
 

@@ -117,6 +117,18 @@ pub struct Response {
     pub done: bool,
 }
 
+/// A stream of a connection that carries several at once
+/// (`--max-concurrent-streams`), and what it is for the engine.
+#[derive(Debug, Clone, Copy)]
+pub struct Stream {
+    pub id: u32,
+    /// The engine's request (its client's slot).
+    pub tag: usize,
+    pub resp: Response,
+    /// RST_STREAM, or a GOAWAY that leaves it out.
+    pub err: Option<H2Error>,
+}
+
 /// The client side of one HTTP/2 connection.
 pub struct H2Conn {
     /// The engine's connection generation this state belongs to.
@@ -145,6 +157,16 @@ pub struct H2Conn {
     pub server: Option<Vec<u8>>,
     /// The server's SETTINGS_MAX_FRAME_SIZE (what our frames may carry).
     max_frame: usize,
+    /// The last header block decoded with the dynamic table empty before
+    /// and after, and its `:status`: the same bytes decode to the same
+    /// fields then (RFC 7541 §2.3: only the dynamic table is state), so a
+    /// server that sends the same head again (all but `date` is, and the
+    /// date changes once a second) is not decoded again. Huffman decoding
+    /// was half of the client's instructions per h2c request (callgrind).
+    last_block: Vec<u8>,
+    last_status: u16,
+    /// Several requests at once ([`H2Conn::open`]): the open streams.
+    pub streams: Vec<Stream>,
 }
 
 impl H2Conn {
@@ -165,6 +187,9 @@ impl H2Conn {
             goaway: false,
             server: None,
             max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
+            last_block: Vec::new(),
+            last_status: 0,
+            streams: Vec::new(),
         }
     }
 
@@ -174,6 +199,65 @@ impl H2Conn {
     /// the frame size) and the body's DATA.
     pub fn start(&mut self, req: &H2Request, out: &mut Vec<u8>) {
         out.clear();
+        self.preface(out);
+        let id = self.next_id;
+        self.next_id += 2;
+        self.cur = id;
+        self.resp = Response::default();
+        self.stream_unacked = 0;
+        self.put_request(req, out, id);
+    }
+
+    /// Appends to `out` what opens `req` on a new stream of a connection
+    /// that carries several at once; `tag` names it in
+    /// [`H2Conn::streams`] and [`H2Conn::forget`].
+    pub fn open(&mut self, req: &H2Request, out: &mut Vec<u8>, tag: usize) {
+        self.preface(out);
+        let id = self.next_id;
+        self.next_id += 2;
+        self.streams.push(Stream {
+            id,
+            tag,
+            resp: Response::default(),
+            err: None,
+        });
+        self.put_request(req, out, id);
+    }
+
+    /// The request `tag` was given up (a timeout): frames of its stream
+    /// are ignored from now on.
+    pub fn forget(&mut self, tag: usize) {
+        self.streams.retain(|s| s.tag != tag);
+    }
+
+    /// Moves the streams that ended (complete or failed) to `done`.
+    pub fn take_ended(&mut self, done: &mut Vec<Stream>) {
+        self.streams.retain(|s| {
+            let ended = s.resp.done || s.err.is_some();
+            if ended {
+                done.push(*s);
+            }
+            !ended
+        });
+    }
+
+    /// The response of stream `id`, if it is one of ours still open.
+    fn resp_of(&mut self, id: u32) -> Option<&mut Response> {
+        if id == 0 {
+            return None;
+        }
+        if id == self.cur {
+            return Some(&mut self.resp);
+        }
+        self.streams
+            .iter_mut()
+            .find(|s| s.id == id && s.err.is_none())
+            .map(|s| &mut s.resp)
+    }
+
+    /// On a new connection: the preface, our SETTINGS and the connection's
+    /// window; then the control frames owed.
+    fn preface(&mut self, out: &mut Vec<u8>) {
         if !self.started {
             self.started = true;
             out.extend_from_slice(frame::PREFACE);
@@ -190,11 +274,9 @@ impl H2Conn {
             frame::put_window_update(out, 0, WINDOW - frame::DEFAULT_WINDOW);
         }
         out.append(&mut self.out);
-        let id = self.next_id;
-        self.next_id += 2;
-        self.cur = id;
-        self.resp = Response::default();
-        self.stream_unacked = 0;
+    }
+
+    fn put_request(&mut self, req: &H2Request, out: &mut Vec<u8>, id: u32) {
         let end = if req.body.is_empty() {
             frame::END_STREAM
         } else {
@@ -276,15 +358,20 @@ impl H2Conn {
                     self.conn_unacked = 0;
                 }
                 if h.stream == self.cur && self.cur != 0 {
+                    // One stream at a time: its window is topped up too
+                    // (several at once: each gets 2^30 - 1 bytes, the
+                    // largest response they may carry).
                     self.stream_unacked += len;
                     if self.stream_unacked >= WINDOW / 2 {
                         frame::put_window_update(&mut self.out, self.cur, self.stream_unacked);
                         self.stream_unacked = 0;
                     }
-                    let data = unpad(h.flags, p)?;
-                    self.resp.body += data.len() as u64;
+                }
+                let data = unpad(h.flags, p)?;
+                if let Some(r) = self.resp_of(h.stream) {
+                    r.body += data.len() as u64;
                     if h.flags & frame::END_STREAM != 0 {
-                        self.resp.done = true;
+                        r.done = true;
                     }
                 }
             }
@@ -318,6 +405,13 @@ impl H2Conn {
             frame::RST_STREAM if h.stream == self.cur && self.cur != 0 && !self.resp.done => {
                 return Err(H2Error::Reset);
             }
+            frame::RST_STREAM => {
+                if let Some(s) = self.streams.iter_mut().find(|s| s.id == h.stream) {
+                    if !s.resp.done {
+                        s.err = Some(H2Error::Reset);
+                    }
+                }
+            }
             frame::SETTINGS if h.flags & frame::ACK == 0 => {
                 if !p.len().is_multiple_of(6) {
                     return Err(H2Error::Protocol);
@@ -338,6 +432,11 @@ impl H2Conn {
             frame::GOAWAY => {
                 self.goaway = true;
                 let last = p.get(..4).map_or(0, frame::be32) & 0x7fff_ffff;
+                for s in &mut self.streams {
+                    if s.id > last && !s.resp.done {
+                        s.err = Some(H2Error::Refused);
+                    }
+                }
                 if self.cur > last && !self.resp.done {
                     return Err(H2Error::Refused);
                 }
@@ -355,29 +454,41 @@ impl H2Conn {
     fn head(&mut self, stream: u32, end_stream: bool) -> Result<(), H2Error> {
         let mut status = 0u16;
         let mut server = None;
-        let want_server = self.server.is_none();
-        let block = std::mem::take(&mut self.block);
-        let r = self.dec.decode(&block, MAX_HEADER_LIST, &mut |n, v| {
-            if n == b":status" {
-                status = std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-            } else if want_server && n == b"server" {
-                server = Some(v.to_vec());
+        let empty_before = self.dec.table_len() == 0;
+        if empty_before && !self.last_block.is_empty() && self.block == self.last_block {
+            status = self.last_status;
+        } else {
+            let want_server = self.server.is_none();
+            let block = std::mem::take(&mut self.block);
+            let r = self.dec.decode(&block, MAX_HEADER_LIST, &mut |n, v| {
+                if n == b":status" {
+                    status = std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                } else if want_server && n == b"server" {
+                    server = Some(v.to_vec());
+                }
+            });
+            // The table must stay in step even for a stream we gave up
+            // on: a failed decode is a connection error (RFC 9113 §4.3).
+            r.map_err(|_| H2Error::Protocol)?;
+            if empty_before && self.dec.table_len() == 0 {
+                self.last_block.clear();
+                self.last_block.extend_from_slice(&block);
+                self.last_status = status;
+            } else {
+                self.last_block.clear();
             }
-        });
-        self.block = block;
-        // The table must stay in step even for a stream we gave up on: a
-        // failed decode is a connection error (RFC 9113 §4.3).
-        r.map_err(|_| H2Error::Protocol)?;
-        if stream != self.cur || self.cur == 0 {
-            return Ok(());
+            self.block = block;
         }
         if self.server.is_none() {
             self.server = server;
         }
-        if self.resp.status == 0 {
+        let Some(r) = self.resp_of(stream) else {
+            return Ok(());
+        };
+        if r.status == 0 {
             // Interim responses (1xx) are followed by the final one.
             if (100..200).contains(&status) {
                 return Ok(());
@@ -385,11 +496,11 @@ impl H2Conn {
             if status == 0 {
                 return Err(H2Error::Protocol);
             }
-            self.resp.status = status;
+            r.status = status;
         }
         // A second block is trailers, which end the stream.
         if end_stream {
-            self.resp.done = true;
+            r.done = true;
         }
         Ok(())
     }
@@ -507,6 +618,84 @@ mod tests {
             let h = Head::parse(c.out[..9].try_into().expect("9 bytes"));
             assert_eq!((h.kind, h.flags), (frame::SETTINGS, frame::ACK));
         }
+    }
+
+    #[test]
+    fn a_repeated_header_block_gives_the_same_status_and_one_that_indexes_is_decoded_again() {
+        // RFC 7541 §2.3: the dynamic table is the decoder's only state;
+        // with it empty, equal bytes are equal fields.
+        let req = H2Request::from_h1(&h1_get(), 0, "http").expect("converts");
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        let mut plain = Vec::new();
+        Encoder::status(&mut plain, 404);
+        // `:status: 200` with incremental indexing (0x48 = literal with
+        // indexing, name index 8), then the same block again: the second
+        // time the table holds an entry and the block is decoded.
+        let indexed = [0x48, 0x03, b'2', b'0', b'0'];
+        for (block, want) in [(&plain[..], 404), (&plain[..], 404), (&indexed[..], 200)] {
+            c.start(&req, &mut out);
+            let id = c.cur;
+            let mut wire = Vec::new();
+            frame::put_frame(
+                &mut wire,
+                frame::HEADERS,
+                frame::END_HEADERS | frame::END_STREAM,
+                id,
+                block,
+            );
+            c.feed(&wire).expect("a response");
+            assert_eq!((c.resp.status, c.resp.done), (want, true));
+        }
+        assert_eq!(c.dec.table_len(), 1);
+        c.start(&req, &mut out);
+        let mut wire = Vec::new();
+        // Index 62: the entry the last block inserted.
+        frame::put_frame(
+            &mut wire,
+            frame::HEADERS,
+            frame::END_HEADERS | frame::END_STREAM,
+            c.cur,
+            &[0x80 | 62],
+        );
+        c.feed(&wire).expect("a response");
+        assert_eq!(c.resp.status, 200);
+    }
+
+    #[test]
+    fn several_streams_end_in_any_order_and_a_reset_fails_only_its_own() {
+        // RFC 9113 §5: streams are independent; frames of different
+        // streams interleave; RST_STREAM ends one (§6.4).
+        let req = H2Request::from_h1(&h1_get(), 0, "http").expect("converts");
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        for tag in [10, 11, 12] {
+            c.open(&req, &mut out, tag);
+        }
+        let ids: Vec<u32> = c.streams.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [1, 3, 5]);
+        let mut block = Vec::new();
+        Encoder::status(&mut block, 200);
+        let mut wire = Vec::new();
+        frame::put_frame(&mut wire, frame::HEADERS, frame::END_HEADERS, 5, &block);
+        frame::put_frame(&mut wire, frame::HEADERS, frame::END_HEADERS, 1, &block);
+        frame::put_frame(&mut wire, frame::DATA, frame::END_STREAM, 5, b"abc");
+        frame::put_rst(&mut wire, 3, frame::Reason(8));
+        c.feed(&wire).expect("no connection error");
+        let mut done = Vec::new();
+        c.take_ended(&mut done);
+        let got: Vec<(usize, u16, u64, Option<H2Error>)> = done
+            .iter()
+            .map(|s| (s.tag, s.resp.status, s.resp.body, s.err))
+            .collect();
+        assert_eq!(got, [(11, 0, 0, Some(H2Error::Reset)), (12, 200, 3, None)]);
+        // Stream 1 is still open; a forgotten one's frames are ignored.
+        c.forget(10);
+        let mut wire = Vec::new();
+        frame::put_frame(&mut wire, frame::DATA, frame::END_STREAM, 1, b"x");
+        c.feed(&wire).expect("no connection error");
+        c.take_ended(&mut done);
+        assert_eq!(done.len(), 2);
     }
 
     #[test]

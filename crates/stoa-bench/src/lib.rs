@@ -71,6 +71,9 @@ TLS and HTTP/2 (https:// URLs; curl's and h2load's meanings):
                    connection is a full handshake; without -k: handshakes/s)
   --http2, --h2    HTTP/2: ALPN h2 over https://, prior knowledge over http://;
                    one request in flight per connection (h2load -m 1)
+  --max-concurrent-streams N, --streams N
+                   HTTP/2: N requests in flight per connection (h2load -m N):
+                   -c connections carry -c x N clients
 
 wrk options:
   -d DURATION      run for this long (10s, 2m); prints a wrk-style report

@@ -448,6 +448,9 @@ pub struct Plan {
     pub http10: bool,
     /// `--http2`: HTTP/2 by ALPN over TLS, by prior knowledge over TCP.
     pub http2: bool,
+    /// HTTP/2: requests in flight per connection (h2load's `-m`); the
+    /// clients (`concurrency`) are connections x streams.
+    pub streams: u32,
     /// Total requests to finish (`-n`).
     pub limit: Option<u64>,
     /// Time limit (`-t`, `-d`, or the end of the stages).

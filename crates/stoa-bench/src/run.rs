@@ -405,6 +405,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             first_delay_s: plan
                 .first_delay
                 .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64())),
+            streams: plan.streams,
         },
         requests: c.finished(),
         responses: c.responses,

@@ -331,3 +331,63 @@ fn a_server_that_does_not_choose_h2_by_alpn_stops_an_http2_run_with_a_clear_erro
     assert!(err.contains("ALPN"), "{err}");
     assert!(!err.contains("--cacert"), "{err}");
 }
+
+#[test]
+fn several_streams_per_connection_share_one_handshake_and_end_independently() {
+    // h2load's -m: -c connections, each with -m requests in flight
+    // (RFC 9113 §5.1.2: concurrent streams on one connection).
+    let (dir, server, cert) = site();
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    let ca = cert.to_string_lossy();
+    let (code, v, err) = bench(
+        &dir,
+        &[
+            "-n",
+            "400",
+            "-c",
+            "2",
+            "--max-concurrent-streams",
+            "10",
+            "--http2",
+            "--cacert",
+            &ca,
+            &url,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(400), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(5000), "{v}");
+    assert_eq!(v["connections"].as_u64(), Some(2), "{v}");
+    assert_eq!(v["tls"]["handshakes"].as_u64(), Some(2), "{v}");
+    assert_eq!(v["settings"]["concurrency"].as_u64(), Some(20), "{v}");
+    assert_eq!(v["settings"]["streams"].as_u64(), Some(10), "{v}");
+    assert_eq!(v["server_software"].as_str(), Some("stoa"), "{v}");
+    // The connect and TLS phases belong to the request that opened each
+    // connection.
+    assert_eq!(v["phases_ms"]["tls"]["n"].as_u64(), Some(2), "{v}");
+    assert_eq!(v["phases_ms"]["first_byte"]["n"].as_u64(), Some(400), "{v}");
+}
+
+#[test]
+fn several_streams_of_large_responses_reach_nginx_with_prior_knowledge() {
+    let dir = TempDir::new("bench-nginx-m");
+    // Larger than a default window (65,535): our window of 2^30 - 1 per
+    // stream and connection lets 8 of them come at once.
+    dir.write("www/page.html", pattern(200_000, 4));
+    let www = dir.join("www");
+    let srv = nginx(
+        &dir,
+        &format!("listen 127.0.0.1:{{PORT}} http2;\nroot {};", www.display()),
+    );
+    let url = format!("http://127.0.0.1:{}/page.html", srv.port);
+    let (code, v, err) = bench(
+        &dir,
+        &["-n", "80", "-c", "1", "--streams", "8", "--http2", &url],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["responses"].as_u64(), Some(80), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["document_length"].as_u64(), Some(200_000), "{v}");
+    assert_eq!(v["connections"].as_u64(), Some(1), "{v}");
+}

@@ -33,6 +33,10 @@ pub struct Settings {
     /// max]` seconds (equal for a fixed delay); null without one.
     #[serde(default)]
     pub first_delay_s: Option<(f64, f64)>,
+    /// HTTP/2: requests in flight per connection (`concurrency` is
+    /// connections x streams); 1 otherwise.
+    #[serde(default)]
+    pub streams: u32,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]

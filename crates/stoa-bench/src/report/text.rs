@@ -23,6 +23,27 @@ pub fn ab(s: &Summary) -> String {
     );
     let _ = writeln!(o, "Server Hostname:        {}", s.host);
     let _ = writeln!(o, "Server Port:            {}", s.port);
+    if let Some(t) = &s.tls {
+        // ab's line ("SSL/TLS Protocol: TLSv1.2,ECDHE-RSA-AES256-GCM-SHA384,
+        // 2048,256"), with what ab does not say: ALPN and resumption.
+        let _ = writeln!(
+            o,
+            "SSL/TLS Protocol:       {},{}",
+            t.version.as_deref().unwrap_or("(no handshake)"),
+            t.cipher.as_deref().unwrap_or("-")
+        );
+        let _ = writeln!(
+            o,
+            "TLS handshakes:         {} ({} resumed; {:.2} per second){}",
+            t.handshakes,
+            t.resumed,
+            t.handshakes_per_second,
+            t.alpn
+                .as_deref()
+                .map(|a| format!(", ALPN {a}"))
+                .unwrap_or_default()
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "Document Path:          {}", s.path);
     match s.document_length {
