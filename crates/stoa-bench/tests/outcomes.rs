@@ -165,12 +165,27 @@ fn a_kept_alive_connection_closed_by_the_server_is_retried_once_not_failed() {
     assert_eq!(n(&v, "keep_alive_requests"), 40);
 }
 
+/// The percentiles of the JSON are those of the run's own per-request log
+/// (HdrHistogram keeps three significant digits), and no response is
+/// reported faster than the server really took. The client's latency also
+/// holds the loopback and the scheduler, which a loaded machine stretches
+/// without bound, so the truth is a floor here, not a target.
 #[test]
-fn slow_responses_give_percentiles_within_5_percent_of_the_true_delay() {
+fn slow_responses_give_the_percentiles_of_the_request_log_and_never_less_than_the_true_delay() {
     let s = TestServer::start();
+    let log = common::tmpdir("slow-log").join("requests.csv");
     let (code, v, out) = bench_json(
         "slow",
-        &["-n", "20", "-c", "4", "-k", &s.url("/slow?ms=200")],
+        &[
+            "-n",
+            "20",
+            "-c",
+            "4",
+            "-k",
+            "--log",
+            &log.to_string_lossy(),
+            &s.url("/slow?ms=200"),
+        ],
     );
     assert_eq!(code, 0, "{out}");
     // The truth: what the server really took (its sleep overshoots on a
@@ -184,20 +199,41 @@ fn slow_responses_give_percentiles_within_5_percent_of_the_true_delay() {
         .collect();
     truth.sort_by(f64::total_cmp);
     assert_eq!(truth.len(), 20);
-    let at = |p: f64| {
-        truth[((p / 100.0 * truth.len() as f64).ceil() as usize).clamp(1, truth.len()) - 1]
+    // The client's latencies from its log (column 2, ms), sorted.
+    let text = std::fs::read_to_string(&log).expect("request log");
+    let mut seen: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).and_then(|x| x.parse().ok()).expect(l))
+        .collect();
+    seen.sort_by(f64::total_cmp);
+    assert_eq!(seen.len(), 20, "{text}");
+    // Each response took at least its server time, so the i-th fastest
+    // seen is at least the i-th fastest true delay (less 0.1 ms of clock
+    // granularity between the two processes' stamps).
+    for (c, t) in seen.iter().zip(&truth) {
+        assert!(*c >= t - 0.1, "seen {seen:?}, truth {truth:?}");
+    }
+    let rank = |xs: &[f64], p: f64| {
+        xs[((p / 100.0 * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1]
     };
-    for (k, want) in [
-        ("latency_ms.min", truth[0]),
-        ("latency_ms.p50", at(50.0)),
-        ("latency_ms.p90", at(90.0)),
-        ("latency_ms.p99", at(99.0)),
-        ("latency_ms.max", truth[truth.len() - 1]),
+    for (k, p) in [
+        ("latency_ms.min", 0.0),
+        ("latency_ms.p50", 50.0),
+        ("latency_ms.p90", 90.0),
+        ("latency_ms.p99", 99.0),
+        ("latency_ms.max", 100.0),
     ] {
         let x = f(&v, k);
+        let want = rank(&seen, p);
         assert!(
-            (x - want).abs() <= 0.05 * want,
-            "{k} = {x} ms, truth {want} ms (5%): {out}"
+            (x - want).abs() <= 0.01 * want,
+            "{k} = {x} ms, the log's {want} ms (1%): {out}"
+        );
+        assert!(
+            x >= 0.99 * rank(&truth, p),
+            "{k} = {x} ms under the true delay {} ms: {out}",
+            rank(&truth, p)
         );
     }
     let ct = &v["connection_times_ms"];
