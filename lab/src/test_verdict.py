@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Unit tests of verdict.py: python3 lab/src/test_verdict.py"""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import verdict as v  # noqa: E402
+
+
+class Verdict(unittest.TestCase):
+    def test_stat_gives_median_and_spread_of_the_repeats(self):
+        m = v.stat([3.0, 1.0, 2.0, 10.0, 4.0], "req/s")
+        self.assertEqual((m["median"], m["min"], m["max"], m["n"], m["unit"]), (3.0, 1.0, 10.0, 5, "req/s"))
+
+    def test_stat_of_nothing_is_none(self):
+        self.assertIsNone(v.stat([]))
+
+    def test_ratio_pairs_values_of_the_same_repeat(self):
+        m = v.ratio({1: 400.0, 2: 200.0, 3: 90.0}, {1: 200.0, 2: 100.0})
+        self.assertEqual((m["median"], m["n"]), (2.0, 2))
+
+    def test_judge_says_when_the_spread_crosses_the_bound(self):
+        verdict, why = v.judge({"median": 1.9, "min": 0.9, "max": 2.5, "n": 5}, 1.0)
+        self.assertEqual(verdict, "reproduced")
+        self.assertIn("crosses", why)
+
+    def test_judge_contradicts_a_median_outside_the_claim(self):
+        verdict, why = v.judge({"median": 0.8, "min": 0.7, "max": 0.9, "n": 5}, 1.0)
+        self.assertEqual(verdict, "contradicted")
+        self.assertIn("no repeat", why)
+
+    def test_check_refuses_a_verdict_outside_the_three(self):
+        errs = v.check([{"claim": "c", "where": "p. 1", "paper": "2x", "measured": None,
+                         "verdict": "partly", "why": "w"}])
+        self.assertTrue(any("not one of" in e for e in errs))
+
+    def test_check_refuses_a_verdict_without_a_measurement(self):
+        errs = v.check([{"claim": "c", "where": "p. 1", "paper": "2x", "measured": None,
+                         "verdict": "reproduced", "why": "w"}])
+        self.assertTrue(errs)
+
+    def test_render_opens_with_the_table_and_ends_with_the_provenance(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "raw"))
+            v.write(d, [{"claim": "Apache | Tomcat", "where": "p. 2", "paper": "1.9x",
+                         "measured": v.stat([2.0, 1.8, 2.1], "x"), "verdict": "reproduced", "why": "w"}])
+            with open(os.path.join(d, "raw", "meta.json"), "w") as f:
+                json.dump({"quick": True, "repeats": 2, "loadavg_before": "3.1 2 1", "commit": "abc"}, f)
+            text = v.render(d)
+        self.assertTrue(text.startswith("## Verdicts"))
+        self.assertIn("| Apache \\| Tomcat | p. 2 | 1.9x | 2.00x (1.80-2.10, n=3) | **reproduced** | w |", text)
+        self.assertIn("on a loaded box", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
