@@ -53,29 +53,40 @@ machine() {
         "$(awk '/MemTotal/ {printf "%d", $2/1048576}' /proc/meminfo)" "$(uname -r)"
 }
 
-# apache_start PORT ROOT: Apache (event MPM, Debian's sizing) in the
-# foreground of a background job; SRV_PID[apache2].
+# apache_start PORT ROOT [NAME]: Apache in the foreground of a background
+# job; SRV_PID[NAME] (default apache2). APACHE_MPM: event (default) or
+# prefork, each with Debian's stock sizing (mpm_event.conf,
+# mpm_prefork.conf); APACHE_SIZING: other sizing lines instead
+# ("StartServers 3\nMinSpareThreads 75"), printf-expanded.
 apache_start() {
-    local port=$1 root=$2 i
+    local port=$1 root=$2 name=${3:-apache2} i dir
+    dir=$RUN/$name
     ensure_tools apache2:apache2
-    mkdir -p "$RUN/apache2"
-    render_conf "$LAB_DIR/conf/apache2.conf" "$RUN/apache2/apache2.conf" RUN="$RUN/apache2" PORT="$port" ROOT="$root"
-    port_free "$port" || die "apache2: port $port is in use"
-    APACHE_RUN_DIR="$RUN/apache2" /usr/sbin/apache2 -f "$RUN/apache2/apache2.conf" -DFOREGROUND \
-        > "$RUN/logs/apache2.out" 2>&1 &
-    SRV_PID[apache2]=$!
-    echo "${SRV_PID[apache2]}" > "$RUN/pids/apache2.pid"
+    mkdir -p "$dir"
+    render_conf "$LAB_DIR/conf/apache2.conf" "$dir/apache2.conf" RUN="$dir" PORT="$port" ROOT="$root"
+    case ${APACHE_MPM:-event} in
+        event) printf 'LoadModule mpm_event_module modules/mod_mpm_event.so\n' > "$dir/mpm.conf"
+               printf '%b\n' "${APACHE_SIZING:-StartServers 2\nMinSpareThreads 25\nMaxSpareThreads 75\nThreadLimit 64\nThreadsPerChild 25\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0}" >> "$dir/mpm.conf" ;;
+        prefork) printf 'LoadModule mpm_prefork_module modules/mod_mpm_prefork.so\n' > "$dir/mpm.conf"
+                 printf '%b\n' "${APACHE_SIZING:-StartServers 5\nMinSpareServers 5\nMaxSpareServers 10\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0}" >> "$dir/mpm.conf" ;;
+        *) die "APACHE_MPM=${APACHE_MPM}: event or prefork" ;;
+    esac
+    port_free "$port" || die "$name: port $port is in use"
+    APACHE_RUN_DIR="$dir" /usr/sbin/apache2 -f "$dir/apache2.conf" -DFOREGROUND \
+        > "$RUN/logs/$name.out" 2>&1 &
+    SRV_PID[$name]=$!
+    echo "${SRV_PID[$name]}" > "$RUN/pids/$name.pid"
     for i in $(seq 100); do
-        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && { srv_pin apache2; return 0; }
-        alive "${SRV_PID[apache2]}" || break
+        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && { srv_pin "$name"; return 0; }
+        alive "${SRV_PID[$name]}" || break
         sleep 0.1
     done
-    tail -n 20 "$RUN/logs/apache2.out" "$RUN/apache2/error.log" 2>/dev/null >&2 || true
-    die "apache2 did not answer on port $port"
+    tail -n 20 "$RUN/logs/$name.out" "$dir/error.log" 2>/dev/null >&2 || true
+    die "$name did not answer on port $port"
 }
 
 # tomcat_start PORT ROOT_FILE...: a private Tomcat 10 (tests/proxy-peers/
-# tomcat/tomcat.sh) serving the given files from its ROOT webapp;
+# tomcat/tomcat.sh) serving the given files (or folders) from its ROOT webapp;
 # SRV_PID[tomcat].
 tomcat_start() {
     local port=$1 base="$RUN/tomcat" f i
@@ -85,7 +96,7 @@ tomcat_start() {
     [ -x /usr/share/tomcat10/bin/catalina.sh ] || die "tomcat10 is not installed (apt-get install tomcat10)"
     rm -rf "$base"
     sh "$REPO_DIR/tests/proxy-peers/tomcat/tomcat.sh" setup "$base" "$port" tomcat >&2
-    for f; do cp "$f" "$base/webapps/ROOT/"; done
+    for f; do cp -r "$f" "$base/webapps/ROOT/"; done
     # Static files through Tomcat's own DefaultServlet (the app's web.xml
     # is metadata-complete and maps only its servlets).
     sed -i 's|</web-app>|  <servlet><servlet-name>default</servlet-name><servlet-class>org.apache.catalina.servlets.DefaultServlet</servlet-class><load-on-startup>1</load-on-startup></servlet>\n  <servlet-mapping><servlet-name>default</servlet-name><url-pattern>/</url-pattern></servlet-mapping>\n</web-app>|' \
@@ -192,8 +203,14 @@ srv_cpu_total() {
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# JSON string of $1 (for the few free-text fields: paths, machine names)
-json_str() { "$PYTHON" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
+# json_str TEXT: TEXT as a JSON string (backslash, quote, newline, tab
+# and carriage return escaped; labels, paths and versions hold no other
+# control characters). Pure bash: it runs for every recorded value.
+json_str() {
+    local s=${1//\\/\\\\}
+    s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; s=${s//$'\r'/\\r}
+    printf '"%s"' "$s"
+}
 
 # lab_meta_begin: what is known before the first server starts.
 lab_meta_begin() {
@@ -216,7 +233,8 @@ lab_note() {
     printf '{"kind":"note","key":%s,"value":%s}\n' "$(json_str "$1")" "$(json_str "$2")" >> "$META"
 }
 
-# lab_meta_end: raw/meta.json from the lines gathered in $RUN/meta.jsonl.
+# lab_meta_end: raw/meta.json from the lines gathered in $RUN/meta.jsonl
+# (again at exit: a later call adds what happened since, its end wins).
 lab_meta_end() {
     [ -n "${META:-}" ] && [ -f "$META" ] || return 0
     printf '{"kind":"end","ended":"%s","loadavg_after":"%s"}\n' "$(date -u +%FT%TZ)" "$(loadavg)" >> "$META"
@@ -312,14 +330,16 @@ lab_repeat() {
     unset REP
 }
 
-# lab_stat LABEL: sets STAT_MEDIAN STAT_MIN STAT_MAX STAT_N and STAT_TEXT
-# ("median UNIT (min-max, n=N)") from LABEL's recorded values (STAT_N=0
-# and STAT_TEXT="-" when there are none). Call it in the script's shell.
+# lab_stat LABEL: sets STAT_MEDIAN STAT_MIN STAT_MAX STAT_N, STAT_TEXT
+# ("median UNIT (min-max, n=N)") and STAT_SHORT ("median (min-max)") from
+# LABEL's recorded values (STAT_N=0 and the texts "-" when there are
+# none). Call it in the script's shell.
 lab_stat() {
-    local line
-    STAT_MEDIAN= STAT_MIN= STAT_MAX= STAT_N=0 STAT_TEXT=-
+    local line texts
+    STAT_MEDIAN= STAT_MIN= STAT_MAX= STAT_N=0 STAT_TEXT=- STAT_SHORT=-
     line=$("$PYTHON" "$LAB_DIR/src/verdict.py" --stat "$OUT" "$1" 2>/dev/null) || return 0
-    read -r STAT_MEDIAN STAT_MIN STAT_MAX STAT_N STAT_TEXT <<< "$line"
+    read -r STAT_MEDIAN STAT_MIN STAT_MAX STAT_N texts <<< "$line"
+    STAT_SHORT=${texts%%|*} STAT_TEXT=${texts#*|}
 }
 
 # ab_run LABEL FILE URL CONC [AB_ARGS...]: ab for LAB_SECS seconds (-t; the
@@ -349,4 +369,4 @@ ab_parse() {
 # lab_summary_head: the verdict table and the provenance line that open
 # summary.md (lab/src/verdict.py renders both from verdicts.json and
 # raw/meta.json).
-lab_summary_head() { "$PYTHON" "$LAB_DIR/src/verdict.py" "$OUT"; }
+lab_summary_head() { lab_meta_end; "$PYTHON" "$LAB_DIR/src/verdict.py" "$OUT"; }

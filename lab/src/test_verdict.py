@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of verdict.py: python3 lab/src/test_verdict.py"""
+"""Unit tests of verdict.py, chart.py and reqstats.py: python3 lab/src/test_verdict.py"""
 
 import json
 import os
@@ -8,6 +8,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chart  # noqa: E402
+import reqstats  # noqa: E402
 import verdict as v  # noqa: E402
 
 
@@ -54,6 +56,30 @@ class Verdict(unittest.TestCase):
         self.assertTrue(text.startswith("## Verdicts"))
         self.assertIn("| Apache \\| Tomcat | p. 2 | 1.9x | 2.00x (1.80-2.10, n=3) | **reproduced** | w |", text)
         self.assertIn("on a loaded box", text)
+
+
+class Chart(unittest.TestCase):
+    def test_each_series_is_one_line_with_its_own_colour(self):
+        series = {"s%d" % i: [(1, 10.0 + i), (2, 20.0), (64, 30.0)] for i in range(16)}
+        svg = chart.lines("t", "clients", "req/s", series, log2_x=True)
+        self.assertEqual(svg.count("<polyline"), 16)
+        colours = {line.split('stroke="')[1].split('"')[0] for line in svg.splitlines() if line.startswith("<polyline")}
+        self.assertEqual(len(colours), 16)
+
+    def test_client_ticks_are_the_whole_numbers_measured(self):
+        svg = chart.lines("t", "clients", "req/s", {"a": [(1, 1.0), (4, 2.0), (16, 3.0)]}, log2_x=True)
+        ticks = [line.split(">")[1].split("<")[0] for line in svg.splitlines()
+                 if 'text-anchor="middle">' in line and "<text x=" in line and "rotate" not in line]
+        self.assertIn("4", ticks)
+        self.assertFalse(any("." in t for t in ticks if t[:1].isdigit()))
+
+
+class Modes(unittest.TestCase):
+    def test_one_queue_is_one_peak(self):
+        self.assertEqual(reqstats.modes([5.0 + 0.01 * i for i in range(200)]), 1)
+
+    def test_two_bands_are_two_peaks(self):
+        self.assertEqual(reqstats.modes([1.0] * 100 + [30.0] * 100), 2)
 
 
 if __name__ == "__main__":

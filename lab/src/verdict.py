@@ -4,8 +4,8 @@
     python3 lab/src/verdict.py RESULTS_DIR          the table + provenance (markdown)
     python3 lab/src/verdict.py --check RESULTS_DIR  validate verdicts.json (exit 1 if bad)
     python3 lab/src/verdict.py --stat RESULTS_DIR LABEL
-                                                    "median min max n text" of LABEL's
-                                                    values in raw/measures.jsonl
+                                                    "median min max n short|full" of
+                                                    LABEL's values in raw/measures.jsonl
 
 RESULTS_DIR/verdicts.json is a list of claims:
 
@@ -185,6 +185,13 @@ def measured_text(m):
     return "%s%s (%s-%s, n=%d)" % (fmt(m["median"]), u, fmt(m["min"]), fmt(m["max"]), m["n"])
 
 
+def short_text(m):
+    """median (min-max) without unit or n: for tables whose header says both."""
+    if m["n"] == 1 or m["min"] == m["max"]:
+        return fmt(m["median"])
+    return "%s (%s-%s)" % (fmt(m["median"]), fmt(m["min"]), fmt(m["max"]))
+
+
 def cell(s):
     return str(s).replace("|", "\\|").replace("\n", " ")
 
@@ -256,7 +263,7 @@ def main(argv):
         if not m:
             print("no values for %s" % argv[2], file=sys.stderr)
             return 1
-        print("%r %r %r %d %s" % (m["median"], m["min"], m["max"], m["n"], measured_text(m)))
+        print("%r %r %r %d %s|%s" % (m["median"], m["min"], m["max"], m["n"], short_text(m), measured_text(m)))
         return 0
     if len(argv) == 2 and argv[0] == "--check":
         with open(os.path.join(argv[1], "verdicts.json")) as f:
