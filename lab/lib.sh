@@ -72,7 +72,9 @@ apache_start() {
         *) die "APACHE_MPM=${APACHE_MPM}: event or prefork" ;;
     esac
     port_free "$port" || die "$name: port $port is in use"
-    APACHE_RUN_DIR="$dir" /usr/sbin/apache2 -f "$dir/apache2.conf" -DFOREGROUND \
+    # setsid: prefork's parent, stopping, signals its whole process group,
+    # which would otherwise be this script's
+    APACHE_RUN_DIR="$dir" setsid /usr/sbin/apache2 -f "$dir/apache2.conf" -DFOREGROUND \
         > "$RUN/logs/$name.out" 2>&1 &
     SRV_PID[$name]=$!
     echo "${SRV_PID[$name]}" > "$RUN/pids/$name.pid"

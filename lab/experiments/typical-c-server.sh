@@ -51,7 +51,7 @@ round() {
             tag=$s-$(stat -c %s "$RUN/www/$f")
             lab_measure "$tag" "$STOA" bench -q -k -c "$USERS" -t "$LAB_SECS" --json "$OUT/raw/$tag-$REP.json" \
                 --log "$RUN/req/$tag-$REP.csv" \
-                $([ "$REP" = 1 ] && [ "$f" = index.html ] && echo --html "$OUT/$s.html") \
+                $([ "$REP" = 1 ] && [ "$f" = index.html ] && [ "$LAB_SECS" -ge 5 ] && echo --html "$OUT/$s.html") \
                 "$url" > "$OUT/raw/$tag-$REP.txt" 2>&1 || warn "stoa bench $tag run $REP exited $?"
             "$PYTHON" "$LAB_DIR/src/reqstats.py" "$RUN/req/$tag-$REP.csv" > "$OUT/raw/stats-$tag-$REP.json" ||
                 warn "no statistics for $tag run $REP"
@@ -130,7 +130,7 @@ PY
     echo
     echo "# typical-c-server: $USERS keep-alive users for $LAB_SECS s per run, $REPEATS rounds, three file sizes"
     echo
-    echo "Command: \`lab/run typical-c-server$([ "$QUICK" = 1 ] && echo ' --quick')\`. Apache 2.4 (event MPM, Debian's sizing), YTTCS (\`lab/src/naive.c\`: one thread, blocking, one connection at a time, closes every connection) and Stoa (one worker), each restarted before every round, pinned to CPU $SERVER_CPUS; stoa bench (one thread) on CPU $LOAD_CPUS with $USERS users sending requests back to back for $LAB_SECS s, every request logged (statistics in \`raw/stats-*.json\`, the scatter of round 1 in \`SERVER.html\`)."
+    echo "Command: \`lab/run typical-c-server$([ "$QUICK" = 1 ] && echo ' --quick')\`. Apache 2.4 (event MPM, Debian's sizing), YTTCS (\`lab/src/naive.c\`: one thread, blocking, one connection at a time, closes every connection) and Stoa (one worker), each restarted before every round, pinned to CPU $SERVER_CPUS; stoa bench (one thread) on CPU $LOAD_CPUS with $USERS users sending requests back to back for $LAB_SECS s, every request logged (statistics in \`raw/stats-*.json\`; the scatter of round 1 in \`SERVER.html\`, drawn for runs of 5 s or more)."
     echo
     echo "The paper's runs were 1,000 requests (50 users x 20) from JMeter on another machine, 'a couple seconds' each; here 1,000 requests take a few milliseconds, so each run lasts $LAB_SECS s instead. *distinct* is the share of requests whose (start, latency) pair no other request has: a check that the client's timestamps resolve single requests (a single-threaded client that stamps requests in batches gives low figures)."
     echo

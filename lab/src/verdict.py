@@ -169,7 +169,7 @@ def fmt(x):
         return "%.0f" % x
     if a >= 10:
         return "%.1f" % x
-    if a >= 1:
+    if a >= 0.995:
         return "%.2f" % x
     return "%.3g" % x
 
