@@ -338,7 +338,7 @@ lab_repeat() {
 # none). Call it in the script's shell.
 lab_stat() {
     local line texts
-    STAT_MEDIAN= STAT_MIN= STAT_MAX= STAT_N=0 STAT_TEXT=- STAT_SHORT=-
+    STAT_MEDIAN='' STAT_MIN='' STAT_MAX='' STAT_N=0 STAT_TEXT=- STAT_SHORT=-
     line=$("$PYTHON" "$LAB_DIR/src/verdict.py" --stat "$OUT" "$1" 2>/dev/null) || return 0
     read -r STAT_MEDIAN STAT_MIN STAT_MAX STAT_N texts <<< "$line"
     STAT_SHORT=${texts%%|*} STAT_TEXT=${texts#*|}

@@ -248,11 +248,17 @@ def render(out):
     head = "## Verdicts\n\n%d claims: %d reproduced, %d contradicted, %d cannot be tested here.\n\n" % (
         len(claims), counts["reproduced"], counts["contradicted"], counts["cannot be tested here"])
     note = ""
+    peak = max([float(r["loadavg_before"].split()[0]) for r in (meta or {}).get("runs", []) if r.get("loadavg_before")] or
+               [float(meta["loadavg_before"].split()[0]) if meta and meta.get("loadavg_before") else 0.0])
+    cores = (meta or {}).get("nproc") or 1
     if meta and meta.get("quick"):
         note = ("\n\n*These figures come from a `--quick` run (%s repeats, short runs)%s: "
                 "they show the experiment works, not what holds.*" % (
-                    meta.get("repeats", "?"),
-                    " on a loaded box" if meta.get("loadavg_before") and float(meta["loadavg_before"].split()[0]) >= 1 else ""))
+                    meta.get("repeats", "?"), " on a loaded box" if peak >= 1 else ""))
+    elif peak > cores:
+        note = ("\n\n*Measured on a loaded box: the 1-minute load average reached %s on %s cores before "
+                "some runs (other work shared the machine), so the spreads are wide and a verdict near its "
+                "bound may turn on a quiet box.*" % (fmt(peak), cores))
     return head + table(claims) + "\n\n" + provenance(meta) + note + "\n"
 
 
