@@ -38,8 +38,9 @@ start() {
     esac
 }
 
-# the per-request logs are large (one line a request): they stay in $RUN,
-# the summary keeps what is computed from them (raw/stats-*.json)
+# the per-request logs are large (one line a request): they stay in $RUN
+# until their statistics are computed (raw/stats-*.json; KEEP_LOGS=1 keeps
+# them)
 mkdir -p "$RUN/req"
 round() {
     local s f url tag
@@ -55,6 +56,8 @@ round() {
                 "$url" > "$OUT/raw/$tag-$REP.txt" 2>&1 || warn "stoa bench $tag run $REP exited $?"
             "$PYTHON" "$LAB_DIR/src/reqstats.py" "$RUN/req/$tag-$REP.csv" > "$OUT/raw/stats-$tag-$REP.json" ||
                 warn "no statistics for $tag run $REP"
+            # tens of MB a run: kept only when asked (KEEP_LOGS=1)
+            [ "${KEEP_LOGS:-0}" = 1 ] || rm -f "$RUN/req/$tag-$REP.csv"
             python3 - "$OUT" "$tag" "$REP" "${M_SRV_CPU_S[$s]:-}" <<'PY' >> "$OUT/raw/measures.jsonl"
 import json, sys
 out, tag, rep, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
