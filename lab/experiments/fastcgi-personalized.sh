@@ -178,7 +178,7 @@ one_round() {
         tag=$cell-r$REP
         start_stoa
         scenario "$cell" "$WARM_SECS" "$RUN/warm.toml"
-        on_load_cpus "$STOA" bench -q --scenario "$RUN/warm.toml" > "$OUT/raw/$tag-warmup.txt" 2>&1 ||
+        on_load_cpus "$STOA" bench -q --scenario "$RUN/warm.toml" > "$RUN/warmup.txt" 2>&1 ||
             warn "warm-up $tag exited $?"
         scenario "$cell" "$LAB_SECS" "$RUN/$cell.toml"
         lab_measure "$cell" "$STOA" bench -q --scenario "$RUN/$cell.toml" --json "$OUT/raw/$tag.json" \
