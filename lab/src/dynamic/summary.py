@@ -142,8 +142,8 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
     if thinks and knees:
         P("### Figure 5 (BENCH1): clients served before a response took over 3 s (knee search)\n")
         P("For each think time T, probes of N clients (all started, each first request after a uniform 0..T s, "
-          "then uniform 1..T s between requests, seed 1, a new connection per request), %s each, the front end "
-          "restarted before each; a probe fails at the paper's rule, a response (or a wait) over 3 s. N = %s is "
+          "then uniform 1..T s between requests, seed 1, a new connection per request), %s each (at least T + 3 s), the front end "
+          "restarted before each when RESTART=every; a probe fails at the paper's rule, a response (or a wait) over 3 s. N = %s is "
           "probed first, then bisected on a log scale to within %sx. Cell: the largest N served (\"≥N\": the cap "
           "was served) and the first N that failed. Traffic (table 1): KB/s received in the largest served probe, "
           "so at (or, when capped, below) saturation, not the load of a ramp.\n" % (
@@ -240,7 +240,9 @@ FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
               "(front end, back end, PostgreSQL on PostgreSQL rows; reaped children included) per response, "
               "their largest resident memory (sampled every 0.5 s; PostgreSQL's not included), and the most "
               "database connections open at once (PostgreSQL: backends on the database; SQLite: open "
-              "descriptors of its file).\n")
+              "descriptors of its file). On Stoa rows the processes are the one Stoa that serves every route, with all "
+              "its pools (8 Perl FastCGI processes among them), so their memory is not the route's alone; on Apache rows "
+              "each technology has its own instance.\n")
             P("| row | processes | CPU ms per request | memory (MB, max) | database connections (max) |")
             P("|---|---|---|---|---|")
             for r, x in res:
