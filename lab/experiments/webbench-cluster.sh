@@ -30,9 +30,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 lab_init
 ensure_tools python3:python3 curl:curl apache2:apache2 ip:iproute2
 if [ "$QUICK" = 1 ]; then
-    DUR=${DUR:-1} CLIENTS=${CLIENTS:-1 4 16 64} CLUSTER_CLIENTS=${CLUSTER_CLIENTS:-16} CLUSTER_RATE=${CLUSTER_RATE:-1000}
+    DUR=${DUR:-1} CLIENTS=${CLIENTS:-1 16 64} CLUSTER_CLIENTS=${CLUSTER_CLIENTS:-16} CLUSTER_RATE=${CLUSTER_RATE:-1000}
 else
-    DUR=${DUR:-10} CLIENTS=${CLIENTS:-1 2 4 8 16 32 64} CLUSTER_CLIENTS=${CLUSTER_CLIENTS:-32} CLUSTER_RATE=${CLUSTER_RATE:-2000}
+    DUR=${DUR:-$LAB_SECS} CLIENTS=${CLIENTS:-1 2 4 8 16 32 64} CLUSTER_CLIENTS=${CLUSTER_CLIENTS:-32} CLUSTER_RATE=${CLUSTER_RATE:-2000}
 fi
 TREE_SIZE=${TREE_SIZE:-61MB}
 P_NODE=19610 P_APACHE=19611 P_FRONT=19612
@@ -78,27 +78,56 @@ TOML
 }
 
 # ---------------------------------------------------------------- 1. clients
+# One CPU for every server: Stoa (one worker), Apache 2.4 with the event
+# MPM and with prefork (the modern forms of the paper's Apache 2.0a8 and
+# 1.3.14) and Tomcat 10 (the paper's Tomcat 3.1), each alone, pinned to
+# SERVER_CPUS, restarted before every round; stoa bench on LOAD_CPUS;
+# REPEATS rounds, the servers alternating within each.
 node_conf "$RUN/single.toml" 127.0.0.1 "$P_NODE" off
-"$STOA" serve --config "$RUN/single.toml" > "$RUN/logs/single.out" 2>&1 &
-SRV_PID[single]=$!; echo "${SRV_PID[single]}" > "$RUN/pids/single.pid"
-for i in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$P_NODE/wbtree/" && break; sleep 0.1; done
 first=$(cd "$RUN/www" && find wbtree -type f | sort | sed -n 1p)
-check_url "http://127.0.0.1:$P_NODE/$first" "$RUN/www/$first" || die "the node does not serve the tree: $CHECK_MSG"
-apache_start "$P_APACHE" "$RUN/www"
-check_url "http://127.0.0.1:$P_APACHE/$first" "$RUN/www/$first" || die "Apache does not serve the tree: $CHECK_MSG"
-for srv in stoa apache2; do
-    port=$P_NODE; [ $srv = apache2 ] && port=$P_APACHE
-    for c in $CLIENTS; do
-        scenario "$RUN/sc.toml" "$srv-c$c" "http://127.0.0.1:$port/" "$c"
-        "$STOA" bench -q --scenario "$RUN/sc.toml" --json "$OUT/raw/$srv-c$c.json" > "$OUT/raw/$srv-c$c.txt" 2>&1 ||
-            warn "stoa bench $srv-c$c exited $?"
-        log "$srv, $c clients: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.0f requests/s, %.1f MB/s' % (d['requests_per_second'], d['bytes']['received'] / d['duration_s'] / 1e6))" "$OUT/raw/$srv-c$c.json" 2>/dev/null || echo '-')"
+SERVERS1=(stoa apache2-event apache2-prefork tomcat)
+declare -A PORT1=([stoa]=$P_NODE [apache2-event]=$P_APACHE [apache2-prefork]=$P_APACHE [tomcat]=$P_FRONT)
+start() {
+    case $1 in
+        stoa)
+            "$STOA" serve --config "$RUN/single.toml" > "$RUN/logs/stoa.out" 2>&1 &
+            SRV_PID[stoa]=$!; echo "${SRV_PID[stoa]}" > "$RUN/pids/stoa.pid"
+            srv_ready stoa "http://127.0.0.1:$P_NODE/$first" || die "stoa did not start"
+            srv_pin stoa ;;
+        apache2-event) APACHE_MPM=event apache_start "$P_APACHE" "$RUN/www" apache2-event ;;
+        apache2-prefork) APACHE_MPM=prefork apache_start "$P_APACHE" "$RUN/www" apache2-prefork ;;
+        tomcat) tomcat_start "$P_FRONT" "$RUN/www/wbtree" ;;
+    esac
+    check_url "http://127.0.0.1:${PORT1[$1]}/$first" "$RUN/www/$first" || die "$1 does not serve the tree: $CHECK_MSG"
+}
+clients_round() {
+    local srv c port tag
+    for srv in "${SERVERS1[@]}"; do
+        # --quick: Tomcat (20-40 s to start on a busy box) starts once
+        srv_alive "$srv" || start "$srv"
+        port=${PORT1[$srv]}
+        for c in $CLIENTS; do
+            tag=$srv-c$c
+            scenario "$RUN/sc.toml" "$tag" "http://127.0.0.1:$port/" "$c"
+            lab_measure "$tag" "$STOA" bench -q --scenario "$RUN/sc.toml" --json "$OUT/raw/$tag-$REP.json" \
+                > "$OUT/raw/$tag-$REP.txt" 2>&1 || warn "stoa bench $tag exited $?"
+            python3 - "$OUT/raw/$tag-$REP.json" "$tag" "$REP" "${M_SRV_CPU_S[$srv]:-}" >> "$OUT/raw/measures.jsonl" <<'PY' || true
+import json, sys
+d = json.load(open(sys.argv[1]))
+tag, rep, cpu = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+rec = lambda k, v, u: print(json.dumps({"label": "%s-%s" % (k, tag), "rep": rep, "value": v, "unit": u}))
+rec("rps", d["requests_per_second"], "req/s")
+rec("mbps", d["bytes"]["received"] / d["duration_s"] / 1e6, "MB/s")
+rec("errors", sum((d.get("errors") or {}).values()) + (d.get("non_2xx") or 0), "requests")
+if cpu and d.get("responses"):
+    rec("cpu-us", 1e6 * float(cpu) / d["responses"], "us/req")
+PY
+            log "round $REP, $srv, $c clients: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.0f requests/s, %.1f MB/s' % (d['requests_per_second'], d['bytes']['received'] / d['duration_s'] / 1e6))" "$OUT/raw/$tag-$REP.json" 2>/dev/null || echo '-')"
+        done
+        [ "$QUICK" = 1 ] && [ "$srv" = tomcat ] && [ "$REP" != "$REPEATS" ] || srv_stop "$srv"
     done
-done
-srv_stop single
-srv_stop apache2
-"$STOA" bench compare $(for c in $CLIENTS; do echo "$OUT/raw/stoa-c$c.json"; done) $(for c in $CLIENTS; do echo "$OUT/raw/apache2-c$c.json"; done) \
-    --html "$OUT/clients.html" --json "$OUT/raw/clients-compare.json" > "$OUT/raw/clients-compare.txt" 2>&1 || warn "compare failed"
+}
+lab_repeat clients_round
 
 # ---------------------------------------------------------------- 2. the cluster
 # Network namespaces, cleaned up on any exit (the EXIT trap runs after the
@@ -113,7 +142,7 @@ ns_cleanup() {
     done
     NS_MADE=()
 }
-trap 'srv_stop_all; ns_cleanup' EXIT
+trap 'srv_stop_all; ns_cleanup; lab_meta_end' EXIT
 ns_make() {  # ns_make K -> NODE_ADDR[K]
     local k=$1 n=${NS_PREFIX}n$1
     ip netns add "$n" 2>/dev/null || return 1
@@ -252,17 +281,22 @@ TOML
 
 : > "$RUN/cluster.txt"
 split nodes1 100
-split nodes2 50 50
-split nodes4 25 25 25 25
-split nodes4-uneven 40 30 20 10
+if [ "$QUICK" = 0 ]; then
+    split nodes2 50 50
+    split nodes4 25 25 25 25
+    split nodes4-uneven 40 30 20 10
+fi
 RATE=$CLUSTER_RATE split nodes4-uneven-rate 40 30 20 10
 front front2 2
-front front4 4
+[ "$QUICK" = 1 ] || front front4 4
 srv_stop_all
 ns_cleanup
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
+# the body first: it writes verdicts.json and clients.svg, which the head reads
 python3 "$LAB_DIR/src/webbench-summary.py" "$OUT" "$RUN/cluster.txt" "$QUICK" "$(machine)" "$LOAD_START" "$LOAD_END" \
-    "$NETNS" "$TREE_FILES" "$TREE_BYTES" "$DUR" "$CLIENTS" "$CLUSTER_CLIENTS" "$CLUSTER_RATE" > "$OUT/summary.md"
+    "$NETNS" "$TREE_FILES" "$TREE_BYTES" "$DUR" "$CLIENTS" "$CLUSTER_CLIENTS" "$CLUSTER_RATE" > "$RUN/summary-body.md" ||
+    die "webbench-summary.py failed"
+{ lab_summary_head; echo; cat "$RUN/summary-body.md"; } > "$OUT/summary.md"
 log "wrote $OUT/summary.md"
 cat "$OUT/summary.md"
