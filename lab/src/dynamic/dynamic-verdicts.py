@@ -102,13 +102,15 @@ for t, k in fk.items():
         continue
     vals.append(k["knee"] / best["knee"])
 untest = None
+if not fk and glob.glob(os.path.join(out, "raw", tag("fcgi-perl") + "-b1-think*.json")):
+    untest = "BENCH1 ran as a ramp (B1_MODE=ramp) whose cap every route but CGI reached: no knee to compare"
 if fk and not vals:
     untest = "every route served the cap of %d clients at every think time: raise B1_CAP" % max(k["knee"] for k in fk.values()) \
         if capped_ties else None
 claims.append(claim(
     "FastCGI is the fastest protocol we tested. It managed to handle more concurrent clients than every other protocol, even when the think time was minimum",
     "§4.1, fig. 5", "FastCGI first at T = 2, 5, 8 s", verdict.stat(vals, "x (FastCGI's knee over the best other's, per think time)"),
-    1.0001, None, "Apache rows on %s; knee search" % dbname, untest))
+    1.0001, None, "Apache rows on %s; knee search" % dbname, untest if not vals else None))
 
 tr = []
 for t, k in fk.items():
