@@ -33,8 +33,10 @@ if [ "$MERGE" = 1 ]; then
     [ -n "${ROWS:-}" ] || { echo "MERGE=1 needs ROWS=regex (the rows to run again)" >&2; exit 2; }
     KEEP_OUT=1
 fi
+# One run of each benchmark per row (the full run takes hours): raw/meta.json
+# says so, and the verdicts count think times, levels or rows, not repeats.
+REPEATS=${REPEATS:-1}
 lab_init
-declare -F lab_measure > /dev/null || source "$LAB_DIR/src/dynamic/labbase-compat.sh"
 ensure_tools python3:python3 curl:curl perl:perl apache2:apache2 php-fpm8.2:php8.2-fpm \
     java:default-jre-headless javac:default-jdk-headless
 ensure_pkgs libdbi-perl libdbd-sqlite3-perl libdbd-pg-perl libcgi-fast-perl libfcgi-perl \
@@ -176,7 +178,7 @@ pg_stop() {  # a fast shutdown (SIGINT): SIGTERM would wait for the kept connect
     for i in $(seq 100); do alive "$p" || break; sleep 0.1; done
     srv_stop postgres
 }
-trap 'pg_stop; srv_stop_all' EXIT
+trap 'pg_stop; lab_meta_end; srv_stop_all' EXIT
 [ "$PG" = 1 ] && pg_start
 
 # php-fpm for Stoa (Apache runs mod_php): 8 static children.

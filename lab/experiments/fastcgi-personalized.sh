@@ -33,7 +33,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 lab_init
-declare -F lab_measure > /dev/null || source "$LAB_DIR/src/dynamic/labbase-compat.sh"
 ensure_tools python3:python3 curl:curl taskset:util-linux
 SRC=$LAB_DIR/src/dynamic
 PORT=18501
@@ -42,7 +41,7 @@ CELLS=(fcgi-affinity fcgi-random fcgi-nocache fcgi-api lua-api lua-kept lua-cach
 # Users of fcgi-nocache: each client's n-th request names user cK-nN, so
 # the table needs more than any client sends in a run.
 STREAM=$(( LAB_SECS * 4000 ))
-WARM_SECS=1
+WARM_SECS=1; [ "$QUICK" = 1 ] && WARM_SECS=0.5
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_T0=$(date +%s)
 mkdir -p "$RUN/www" "$RUN/content"

@@ -13,11 +13,7 @@ own terms."""
 import glob, json, os, re, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:
-    import verdict
-except ImportError:  # lab/src/verdict.py not merged yet
-    import verdict_fallback as verdict
+import verdict  # noqa: E402 (lab/src/verdict.py)
 
 out, rows_tsv, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 ran = {l.split("\t")[0] for l in open(rows_tsv) if l.strip() and l.split("\t")[4] == "ok"}
@@ -138,7 +134,7 @@ claims.append(claim(
     "§4.1, fig. 5", "2x (T = 5 s to 8 s)",
     verdict.stat([mp[8]["knee"] / mp[5]["knee"]], "x (one knee pair)") if 5 in mp and 8 in mp and mp[5]["knee"] and not mp[8]["capped"] else None,
     1.5, 2.7, "mod_perl's knee at T = 8 s over T = 5 s, Apache on %s" % dbname,
-    None if (5 in mp and 8 in mp) else "this run has no T = 5 s and 8 s knees (--quick probes T = 1 s only)"))
+    None if (5 in mp and 8 in mp) else "this run has no T = 5 s and 8 s knees (B1_THINKS lacks 5 or 8; --quick probes T = 1 s only)"))
 
 # ---------------------------------------------------------------- BENCH2
 claims.append(claim(

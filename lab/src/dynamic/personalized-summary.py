@@ -10,11 +10,7 @@ same round, minutes apart)."""
 import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:
-    import verdict
-except ImportError:  # lab/src/verdict.py not merged yet
-    import verdict_fallback as verdict
+import verdict  # noqa: E402 (lab/src/verdict.py)
 
 (out, quick, machine, when, load0, load1, command, nset, secs, repeats,
  scpus, lcpus) = sys.argv[1:13]
@@ -111,7 +107,7 @@ p("Each request checks a user's password, reads the user's attributes (SQLite, a
   "its users at random from its own set of %s (users cK-u1..cK-u%s: the paper's disjoint sets), except "
   "fcgi-nocache, whose client k names a new user cK-nN on its N-th request, so the cache never hits while the "
   "kept connection reads each one (the binary has no switch to turn its cache off; filling a cache that never "
-  "hits is in that figure). Stoa restarts before each measured run (cold caches; a 1 s warm-up, not counted); "
+  "hits is in that figure). Stoa restarts before each measured run (cold caches; a 1 s warm-up, 0.5 s with --quick, not counted); "
   "the rounds run the designs in turn. Every design answers the same bytes (checked: the Rust app's page is the "
   "reference) and refuses a wrong password." % (nset, nset))
 p()
