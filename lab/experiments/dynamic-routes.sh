@@ -441,7 +441,7 @@ sample_row() {
             rss=$(( rss + $(srv_rss_kb "$n") ))
             if [[ $row != *:pg ]]; then
                 for p in $(srv_pids "$n"); do
-                    conns=$(( conns + $(ls -l "/proc/$p/fd" 2>/dev/null | grep -c "$SQLITE\$" || true) ))
+                    conns=$(( conns + $(find "/proc/$p/fd" -lname "$SQLITE" 2>/dev/null | wc -l) ))
                 done
             fi
         done
