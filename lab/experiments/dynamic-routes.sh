@@ -75,17 +75,19 @@ if [ "$QUICK" = 1 ]; then
     B1_EVERY=${B1_EVERY:-50ms} B1_MAX=${B1_MAX:-10} B1_THINKS=${B1_THINKS:-1} B1_TAIL=${B1_TAIL:-0.8} B1_FIRST_MIN=${B1_FIRST_MIN:-0s}
     B2_STEP=${B2_STEP:-250ms} B2_MAX=${B2_MAX:-3} B2_WARMUPS=${B2_WARMUPS:-0}
     B3_RATES=${B3_RATES:-14} B3_DUR=${B3_DUR:-1}
-    B4_N=${B4_N:-8} B4_EVERY=${B4_EVERY:-50ms} WARM=${WARM:-10}
+    B4_N=${B4_N:-8} B4_EVERY=${B4_EVERY:-50ms} B4_REPEATS=${B4_REPEATS:-1} WARM=${WARM:-10}
     APACHE_START=${APACHE_START:-5} RESTART=${RESTART:-b2}
-    # BENCH1-3 on the rows the verdicts read and one Stoa row; BENCH4 on all.
-    FULL_ROWS=${FULL_ROWS:-^(apache:.*:sqlite|stoa:fcgi-rust:sqlite)$}
+    # BENCH1-3 on the rows the verdicts read; BENCH4 on all (FULL_ROWS=.
+    # for every benchmark on every row: about 4 minutes).
+    FULL_ROWS=${FULL_ROWS:-^apache:(cgi|fcgi-perl|php|mod_perl|servlet):sqlite$}
+    B1_ROWS=${B1_ROWS:-^apache:(cgi|fcgi-perl):sqlite$}
 else
     B1_MODE=${B1_MODE:-knee} B1_CAP=${B1_CAP:-1024} B1_PROBE=${B1_PROBE:-20s} B1_PRECISION=${B1_PRECISION:-1.25}
     B1_EVERY=${B1_EVERY:-2s} B1_MAX=${B1_MAX:-400} B1_THINKS=${B1_THINKS:-2 5 8} B1_TAIL=${B1_TAIL:-3} B1_FIRST_MIN=${B1_FIRST_MIN:-1s}
     B2_STEP=${B2_STEP:-10s} B2_MAX=${B2_MAX:-20} B2_WARMUPS=${B2_WARMUPS:-1}
     B3_RATES=${B3_RATES:-14 16 17 20 22 30 100} B3_DUR=${B3_DUR:-10}
-    B4_N=${B4_N:-100} B4_EVERY=${B4_EVERY:-100ms} WARM=${WARM:-200}
-    APACHE_START=${APACHE_START:-30} RESTART=${RESTART:-every} FULL_ROWS=${FULL_ROWS:-.}
+    B4_N=${B4_N:-100} B4_EVERY=${B4_EVERY:-100ms} B4_REPEATS=${B4_REPEATS:-5} WARM=${WARM:-200}
+    APACHE_START=${APACHE_START:-30} RESTART=${RESTART:-every} FULL_ROWS=${FULL_ROWS:-.} B1_ROWS=${B1_ROWS:-.}
 fi
 # RESTART=every: the front end restarts before every benchmark and every
 # knee probe; b2 (--quick, to stay under two minutes): before BENCH2 only,
@@ -536,6 +538,7 @@ run_row() {
         warn "warm-up of $row exited $?"
     if [ "$full" = 1 ]; then
         for think in $B1_THINKS; do
+            [[ $row =~ $B1_ROWS ]] || break
             [ "$RESTART" = every ] && restart_front "$row"
             if [ "$B1_MODE" = knee ]; then b1_knee "$row" "$tag" "$think"; continue; fi
             # The ramp: a client every B1_EVERY (paper: 2 s) up to B1_MAX,
@@ -636,10 +639,15 @@ TOML
     fi
     # BENCH4: B4_N clients, one every B4_EVERY (paper: 100 over 10 s),
     # each waiting 200 ms and making one request; running mean and
-    # deviation after every response.
-    cat > "$RUN/sc.toml" <<TOML
+    # deviation after every response. B4_REPEATS runs (ROW-b4, then
+    # ROW-b4-rN), the front end restarted between them with RESTART=every.
+    local b4tag
+    for i in $(seq "$B4_REPEATS"); do
+        b4tag=$tag-b4; [ "$i" = 1 ] || b4tag=$tag-b4-r$i
+        [ "$i" = 1 ] || [ "$RESTART" != every ] || restart_front "$row"
+        cat > "$RUN/sc.toml" <<TOML
 [run]
-name = "$tag-b4"
+name = "$b4tag"
 url = "$(url_of "$row" t=b3)"
 keep_alive = false
 timeout = "30s"
@@ -652,7 +660,8 @@ max = $B4_N
 requests = 1
 first_delay = "200ms"
 TOML
-    bench "$tag-b4" "$RUN/sc.toml"
+        bench "$b4tag" "$RUN/sc.toml"
+    done
     ROW_WHEN[$row]+=" to $(cut -d' ' -f1 /proc/loadavg)"
 }
 dur_ms() { case $1 in *ms) echo "${1%ms}" ;; *s) awk -v s="${1%s}" 'BEGIN {print s * 1000}' ;; *) awk -v s="$1" 'BEGIN {print s * 1000}' ;; esac; }
@@ -735,7 +744,7 @@ for b in b2 b4; do
     [ -e "${files[0]}" ] && "$STOA" bench compare "${files[@]}" --html "$OUT/compare-pg-$b.html" > "$OUT/raw/compare-pg-$b.txt" 2>&1 || true
 done
 "$PYTHON" "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$runs_file" \
-    "B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
+    "B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY B4_REPEATS=$B4_REPEATS WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' B1_ROWS='$B1_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
     > "$RUN/summary.body" || die "summary.py failed"
 "$PYTHON" "$SRC/dynamic-verdicts.py" "$OUT" "$rows_file" "$QUICK" || die "dynamic-verdicts.py failed"
 { lab_summary_head; echo; cat "$RUN/summary.body"; } > "$OUT/summary.md"

@@ -176,29 +176,35 @@ claims.append(claim(
     None, 0, "FastCGI, mod_perl, PHP, servlet behind Apache on %s, rates up to 30/s" % dbname))
 
 # ---------------------------------------------------------------- BENCH4
-def b4(route, db=DB):
-    d = load(tag(route, db) + "-b4")
+def b4(route, db, i):
+    """The last running mean/deviation of the route's i-th BENCH4 run."""
+    d = load(tag(route, db) + ("-b4" if i == 1 else "-b4-r%d" % i))
     run = (d or {}).get("running") or []
     return run[-1] if run else None
 
 
-b4db = DB if b4("fcgi-perl") else "sqlite"
-f4 = b4("fcgi-perl", b4db)
+b4db = DB if b4("fcgi-perl", DB, 1) else "sqlite"
 m, s = [], []
-for r in OTHERS:
-    o = b4(r, b4db)
-    if f4 and o and f4["mean_ms"]:
-        m.append(o["mean_ms"] / f4["mean_ms"])
-        if f4.get("stddev_ms"):
-            s.append(o["stddev_ms"] / f4["stddev_ms"])
+for i in range(1, 100):
+    f4 = b4("fcgi-perl", b4db, i)
+    if not f4:
+        break
+    others = [o for o in (b4(r, b4db, i) for r in OTHERS) if o]
+    if others and f4["mean_ms"]:
+        m.append(min(o["mean_ms"] for o in others) / f4["mean_ms"])
+    if others and f4.get("stddev_ms"):
+        s.append(min(o["stddev_ms"] for o in others) / f4["stddev_ms"])
+b4name = "PostgreSQL" if b4db == "pg" else "SQLite"
 claims.append(claim(
     "once again FastCGI is the fastest ... protocol we tested",
-    "§4.4, fig. 7", "FastCGI's mean the lowest", verdict.stat([min(m)] if m else [], "x (the fastest other route's final running mean over FastCGI's)"),
-    1.0001, None, "> 1: FastCGI fastest; Apache on %s" % ("PostgreSQL" if b4db == "pg" else "SQLite")))
+    "§4.4, fig. 7", "FastCGI's mean the lowest",
+    verdict.stat(m, "x (the fastest other route's final running mean over FastCGI's, per run)"),
+    1.0001, None, "> 1: FastCGI fastest; Apache on %s" % b4name))
 claims.append(claim(
     "and the more predictable protocol we tested",
-    "§4.4, fig. 8", "FastCGI's deviation the lowest", verdict.stat([min(s)] if s else [], "x (the steadiest other route's final deviation over FastCGI's)"),
-    1.0001, None, "> 1: FastCGI steadiest; Apache on %s" % ("PostgreSQL" if b4db == "pg" else "SQLite")))
+    "§4.4, fig. 8", "FastCGI's deviation the lowest",
+    verdict.stat(s, "x (the steadiest other route's final deviation over FastCGI's, per run)"),
+    1.0001, None, "> 1: FastCGI steadiest; Apache on %s" % b4name))
 
 claims.append(claim(
     "Serving dynamic applications is a memory-intensive task. The fastest memory a server has the better",

@@ -103,6 +103,15 @@ class DynamicRoutes(unittest.TestCase):
         self.assertEqual(c["verdict"], "contradicted")
         self.assertEqual(c["measured"]["max"], 2)
 
+    def test_bench4_verdicts_take_one_ratio_per_run(self):
+        for i, suffix in ((1, ""), (2, "-r2"), (3, "-r3")):
+            for r, mean in (("fcgi-perl", 10.0), ("mod_perl", 10.0 + i), ("php", 30.0), ("servlet", 20.0)):
+                write(os.path.join(self.out, "raw", "apache-%s-sqlite-b4%s.json" % (r, suffix)),
+                      {"running": [{"n": 1, "mean_ms": mean, "stddev_ms": mean / 2}]})
+        c = self.verdicts()["once again FastCGI is the fastest"]
+        self.assertEqual(c["verdict"], "reproduced")
+        self.assertEqual((c["measured"]["n"], c["measured"]["min"], c["measured"]["max"]), (3, 1.1, 1.3))
+
 
 class Personalized(unittest.TestCase):
     def test_verdicts_compare_cpu_per_request_not_the_requests_per_second_of_a_shared_cpu(self):
