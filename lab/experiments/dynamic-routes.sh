@@ -33,6 +33,9 @@ if [ "$MERGE" = 1 ]; then
     [ -n "${ROWS:-}" ] || { echo "MERGE=1 needs ROWS=regex (the rows to run again)" >&2; exit 2; }
     KEEP_OUT=1
 fi
+# One run of each benchmark per row (the full run takes hours): raw/meta.json
+# says so, and the verdicts count think times, levels or rows, not repeats.
+REPEATS=${REPEATS:-1}
 lab_init
 ensure_tools python3:python3 curl:curl perl:perl apache2:apache2 php-fpm8.2:php8.2-fpm \
     java:default-jre-headless javac:default-jdk-headless
@@ -48,8 +51,10 @@ if [ "$PG" = 1 ] && { [ -z "$PGBIN" ] || [ ! -x "$PGBIN/initdb" ]; }; then
 fi
 [ "$PG" = 1 ] && [ "$(id -u)" != 0 ] && { warn "PostgreSQL rows need root (the cluster runs as the postgres user): skipped"; PG=0; }
 ROWS=${ROWS:-.}
-STOA_WORKERS=${STOA_WORKERS:-0}
-STOA_W=$STOA_WORKERS; [ "$STOA_W" = 0 ] && STOA_W=$(nproc)
+# Servers (front ends, back ends, databases) on SERVER_CPUS, stoa bench on
+# LOAD_CPUS (taskset); Stoa gets a worker per server CPU.
+STOA_WORKERS=${STOA_WORKERS:-$(taskset -c "$SERVER_CPUS" nproc)}
+STOA_W=$STOA_WORKERS; [ "$STOA_W" = 0 ] && STOA_W=$(taskset -c "$SERVER_CPUS" nproc)
 
 # Ports (19600-19699 are the lab's dynamic-routes and webbench-cluster).
 P_STOA=19601 P_APACHE=19602 P_TOMCAT=19603 P_PG=19604
@@ -57,19 +62,36 @@ for p in $P_STOA $P_APACHE $P_TOMCAT $P_PG; do port_free "$p" || die "port $p is
 
 # The load. Full: the paper's shapes, compressed in time to fit the
 # machine (see the summary); quick: the same machinery in seconds.
+# BENCH1 is a search for each route's knee (B1_MODE=knee, the default): at
+# the paper's 2 s pacing a route that serves thousands of clients would
+# take hours to reach them, so each probe starts N clients at once (their
+# first requests spread over one think time), runs B1_PROBE, and fails at
+# the paper's rule, a response over 3 s. The cap B1_CAP is probed first;
+# below it, N is bisected on a log scale until the bracket is within
+# B1_PRECISION (a ratio). B1_MODE=ramp keeps the ramp (a client more every
+# B1_EVERY up to B1_MAX, the paper's own shape with B1_EVERY=2s).
 if [ "$QUICK" = 1 ]; then
-    B1_EVERY=${B1_EVERY:-50ms} B1_MAX=${B1_MAX:-10} B1_THINKS=${B1_THINKS:-2} B1_TAIL=${B1_TAIL:-0.8} B1_FIRST_MIN=${B1_FIRST_MIN:-0s}
-    B2_STEP=${B2_STEP:-250ms} B2_MAX=${B2_MAX:-3}
+    B1_MODE=${B1_MODE:-knee} B1_CAP=${B1_CAP:-8} B1_PROBE=${B1_PROBE:-1s} B1_PRECISION=${B1_PRECISION:-2}
+    B1_EVERY=${B1_EVERY:-50ms} B1_MAX=${B1_MAX:-10} B1_THINKS=${B1_THINKS:-1} B1_TAIL=${B1_TAIL:-0.8} B1_FIRST_MIN=${B1_FIRST_MIN:-0s}
+    B2_STEP=${B2_STEP:-250ms} B2_MAX=${B2_MAX:-3} B2_WARMUPS=${B2_WARMUPS:-0}
     B3_RATES=${B3_RATES:-14} B3_DUR=${B3_DUR:-1}
-    B4_N=${B4_N:-8} B4_EVERY=${B4_EVERY:-50ms} WARM=${WARM:-10}
-    APACHE_START=${APACHE_START:-5}
+    B4_N=${B4_N:-8} B4_EVERY=${B4_EVERY:-50ms} B4_REPEATS=${B4_REPEATS:-1} WARM=${WARM:-10}
+    APACHE_START=${APACHE_START:-5} RESTART=${RESTART:-b2}
+    # BENCH1-3 on the rows the verdicts read; BENCH4 on all (FULL_ROWS=.
+    # for every benchmark on every row: about 4 minutes).
+    FULL_ROWS=${FULL_ROWS:-^apache:(cgi|fcgi-perl|php|mod_perl|servlet):sqlite$}
+    B1_ROWS=${B1_ROWS:-^apache:(cgi|fcgi-perl):sqlite$}
 else
-    B1_EVERY=${B1_EVERY:-50ms} B1_MAX=${B1_MAX:-400} B1_THINKS=${B1_THINKS:-2 5 8} B1_TAIL=${B1_TAIL:-3} B1_FIRST_MIN=${B1_FIRST_MIN:-1s}
-    B2_STEP=${B2_STEP:-2s} B2_MAX=${B2_MAX:-20}
-    B3_RATES=${B3_RATES:-14 16 17 20 22 30 100} B3_DUR=${B3_DUR:-2}
-    B4_N=${B4_N:-100} B4_EVERY=${B4_EVERY:-100ms} WARM=${WARM:-200}
-    APACHE_START=${APACHE_START:-30}
+    B1_MODE=${B1_MODE:-knee} B1_CAP=${B1_CAP:-1024} B1_PROBE=${B1_PROBE:-20s} B1_PRECISION=${B1_PRECISION:-1.25}
+    B1_EVERY=${B1_EVERY:-2s} B1_MAX=${B1_MAX:-400} B1_THINKS=${B1_THINKS:-2 5 8} B1_TAIL=${B1_TAIL:-3} B1_FIRST_MIN=${B1_FIRST_MIN:-1s}
+    B2_STEP=${B2_STEP:-10s} B2_MAX=${B2_MAX:-20} B2_WARMUPS=${B2_WARMUPS:-1}
+    B3_RATES=${B3_RATES:-14 16 17 20 22 30 100} B3_DUR=${B3_DUR:-10}
+    B4_N=${B4_N:-100} B4_EVERY=${B4_EVERY:-100ms} B4_REPEATS=${B4_REPEATS:-5} WARM=${WARM:-200}
+    APACHE_START=${APACHE_START:-30} RESTART=${RESTART:-every} FULL_ROWS=${FULL_ROWS:-.} B1_ROWS=${B1_ROWS:-.}
 fi
+# RESTART=every: the front end restarts before every benchmark and every
+# knee probe; b2 (--quick, to stay under two minutes): before BENCH2 only,
+# where BENCH1's backlog (CGI above all) would otherwise land.
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_T0=$(date +%s)
 env_prefix() {  # the knobs given, for the summary's command line
@@ -92,9 +114,9 @@ sed -e "s|@SQLITE@|$SQLITE|" -e "s|@PGHOST@|$PGHOST|" -e "s|@PGPORT@|$P_PG|" "$S
 chmod 755 "$RUN" "$RUN/www" "$RUN/www/php"
 
 # ---------------------------------------------------------------- servers
-bg_start() {  # bg_start NAME COMMAND...: a background server tracked by PID
+bg_start() {  # bg_start NAME COMMAND...: a background server tracked by PID, on the server CPUs
     local name=$1; shift
-    "$@" > "$RUN/logs/$name.out" 2>&1 &
+    taskset -c "$SERVER_CPUS" "$@" > "$RUN/logs/$name.out" 2>&1 &
     SRV_PID[$name]=$!
     echo "${SRV_PID[$name]}" > "$RUN/pids/$name.pid"
 }
@@ -158,7 +180,7 @@ pg_stop() {  # a fast shutdown (SIGINT): SIGTERM would wait for the kept connect
     for i in $(seq 100); do alive "$p" || break; sleep 0.1; done
     srv_stop postgres
 }
-trap 'pg_stop; srv_stop_all' EXIT
+trap 'pg_stop; lab_meta_end; srv_stop_all' EXIT
 [ "$PG" = 1 ] && pg_start
 
 # php-fpm for Stoa (Apache runs mod_php): 8 static children.
@@ -235,8 +257,11 @@ prefix = "/lua/"
 lua = { script = "$RUN/comments.lua" }
 TOML
 "$STOA" check "$RUN/stoa.toml" >&2 || die "bad Stoa config"
-bg_start stoa "$STOA" serve --config "$RUN/stoa.toml"
-wait_http stoa "http://127.0.0.1:$P_STOA/lua/" 20
+stoa_up() {
+    bg_start stoa "$STOA" serve --config "$RUN/stoa.toml"
+    wait_http stoa "http://127.0.0.1:$P_STOA/lua/" 20
+}
+stoa_up
 
 # Apache, prefork as the paper's 1.3 (30 children at start, at least 10
 # spare, at most 50 spare, 1000 connections per child, keep-alive 5 s, no
@@ -326,6 +351,7 @@ CONF
     esac
 }
 apache_up() {
+    CUR_FLAVOUR=$1
     apache_conf "$1"
     # its own session: prefork signals its whole process group when it stops
     bg_start apache2 setsid env APACHE_RUN_DIR="$RUN/apache2" /usr/sbin/apache2 -f "$RUN/apache2/apache2.conf" -DFOREGROUND
@@ -373,27 +399,151 @@ check_row() {  # a POST stored and read back; the b1 page byte for byte
 
 bench() {  # bench TAG SCENARIO-FILE [ARGS...]
     local tag=$1 sc=$2; shift 2
-    "$STOA" bench -q --scenario "$sc" --json "$OUT/raw/$tag.json" "$@" > "$OUT/raw/$tag.txt" 2>&1 ||
+    on_load_cpus "$STOA" bench -q --scenario "$sc" --json "$OUT/raw/$tag.json" "$@" > "$OUT/raw/$tag.txt" 2>&1 ||
         warn "stoa bench $tag exited $? ($(tail -n1 "$OUT/raw/$tag.txt"))"
 }
 
+# restart_front ROW: the row's front end stopped and started again before
+# each benchmark, so that no backlog (CGI processes still running, a
+# FastCGI queue, prefork children) carries from one benchmark into the
+# next; a few requests then warm it (mod_perl compiles per child, pools
+# start their processes).
+restart_front() {
+    local row=$1 front=${1%%:*}
+    if [ "$front" = stoa ]; then srv_stop stoa; stoa_up
+    else srv_stop apache2; apache_up "$CUR_FLAVOUR"; fi
+    on_load_cpus "$STOA" bench -q -n 20 -c 4 "$(url_of "$row" t=b3)" > /dev/null 2>&1 || true
+}
+
+# row_servers ROW: the servers whose processes do the row's work (front
+# end, back end, database), for its CPU time, memory and connections.
+row_servers() {
+    local front=${1%%:*} rest=${1#*:}
+    local route=${rest%%:*} db=${rest#*:}
+    local s=(); [ "$front" = stoa ] && s+=(stoa) || s+=(apache2)
+    case $route in
+        servlet) s+=(tomcat) ;;
+        php) [ "$front" = stoa ] && s+=(php-fpm) ;;
+        fcgi-perl) [ "$front" = apache ] && s+=(fcgi-perl) ;;
+        fcgi-rust) [ "$front" = apache ] && s+=(fcgi-rust) ;;
+    esac
+    [ "$db" = pg ] && s+=(postgres)
+    echo "${s[@]}"
+}
+cpu_ticks_of() { local n t=0; for n; do t=$(( t + $(srv_cpu_total "$n") )); done; echo "$t"; }
+# sample_row ROW FILE: until killed, every 0.5 s the row's servers' RSS
+# (kB, summed) and its database connections (PostgreSQL: backends on the
+# database; SQLite: open descriptors of the file), one line each.
+sample_row() {
+    local row=$1 f=$2 n p rss conns
+    while :; do
+        rss=0; conns=0
+        for n in $(row_servers "$row"); do
+            [ "$n" = postgres ] && continue
+            rss=$(( rss + $(srv_rss_kb "$n") ))
+            if [[ $row != *:pg ]]; then
+                for p in $(srv_pids "$n"); do
+                    conns=$(( conns + $(find "/proc/$p/fd" -lname "$SQLITE" 2>/dev/null | wc -l) ))
+                done
+            fi
+        done
+        if [[ $row == *:pg ]]; then
+            conns=$(psql -At -h "$PGHOST" -p "$P_PG" -U postgres -d comments \
+                -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'comments' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0)
+        fi
+        echo "$rss $conns" >> "$f"
+        sleep 0.5
+    done
+}
+
+# b1_probe ROW THINK N TAG: N clients for B1_PROBE (at least THINK + 3 s,
+# so that every client has sent and a request slower than 3 s shows),
+# thinking 1..THINK s; 0 when no response took over 3 s.
+b1_probe() {
+    local row=$1 think=$2 n=$3 tag=$4 secs
+    secs=$(awk -v p="$(dur_ms "$B1_PROBE")" -v t="$think" 'BEGIN {s = p / 1000; if (s < t + 3) s = t + 3; printf "%.1fs", s}')
+    cat > "$RUN/sc.toml" <<TOML
+[run]
+name = "$tag"
+url = "$(url_of "$row" t=b1)"
+seed = 1
+keep_alive = false
+timeout = "10s"
+duration = "$secs"
+[clients]
+start = $n
+first_delay = ["0s", "${think}s"]
+[think]
+distribution = "uniform"
+min = "1s"
+max = "${think}s"
+[abort]
+latency_over = "3s"
+TOML
+    bench "$tag" "$RUN/sc.toml"
+    "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(1 if d.get("abort") or not d.get("successful") else 0)' \
+        "$OUT/raw/$tag.json" 2>/dev/null
+}
+# b1_knee ROW TAG THINK: the largest N of clients served without a response
+# over 3 s, searched from B1_CAP down (log-scale bisection), the front end
+# restarted before each probe; TAG-b1-thinkT-knee.json lists the probes.
+b1_knee() {
+    local row=$1 tag=$2 think=$3 lo=0 hi n probes="" ok
+    if b1_probe "$row" "$think" "$B1_CAP" "$tag-b1-think$think-n$B1_CAP"; then
+        lo=$B1_CAP; probes="$B1_CAP:1"
+    else
+        hi=$B1_CAP; probes="$B1_CAP:0"
+        while :; do
+            if [ "$lo" = 0 ]; then n=$(( hi / 4 )); [ "$n" -ge 1 ] || n=1
+            else n=$(awk -v a="$lo" -v b="$hi" 'BEGIN {printf "%d", sqrt(a * b) + 0.5}'); fi
+            { [ "$n" -le "$lo" ] || [ "$n" -ge "$hi" ]; } && break
+            [ "$RESTART" = every ] && restart_front "$row"
+            if b1_probe "$row" "$think" "$n" "$tag-b1-think$think-n$n"; then lo=$n ok=1; else hi=$n ok=0; fi
+            probes+=" $n:$ok"
+            [ "$lo" -gt 0 ] && awk -v a="$lo" -v b="$hi" -v p="$B1_PRECISION" 'BEGIN {exit !(b / a <= p)}' && break
+            [ "$lo" = 0 ] && [ "$hi" = 1 ] && break
+        done
+    fi
+    "$PYTHON" - "$OUT/raw" "$tag-b1-think$think" "$lo" "${hi:-}" "$B1_CAP" $probes <<'PY'
+import json, os, sys
+raw, base, lo, hi, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+probes = []
+for p in sys.argv[6:]:
+    n, ok = p.split(":")
+    try:
+        d = json.load(open(os.path.join(raw, "%s-n%s.json" % (base, n))))
+    except (OSError, ValueError):
+        d = {}
+    probes.append({"clients": int(n), "served": ok == "1", "requests_per_second": d.get("requests_per_second"),
+                   "kb_per_s": d["bytes"]["received"] / max(d["duration_s"], 1e-9) / 1024 if d.get("bytes") else None,
+                   "p99_ms": (d.get("latency_ms") or {}).get("p99"), "abort": d.get("abort")})
+served = [p for p in probes if p["served"]]
+best = max(served, key=lambda p: p["clients"]) if served else None
+json.dump({"knee": lo, "capped": lo >= cap, "failed_at": int(hi) if hi else None,
+           "kb_per_s_at_knee": best["kb_per_s"] if best else None,
+           "requests_per_second_at_knee": best["requests_per_second"] if best else None,
+           "probes": probes}, open(os.path.join(raw, base + "-knee.json"), "w"), indent=1)
+PY
+}
+
 run_row() {
-    local row=$1 tag=${1//:/-} t think r load0
+    local row=$1 tag=${1//:/-} t think r load0 i
     load0=$(cut -d' ' -f1 /proc/loadavg)
     ROW_WHEN[$row]="$(date -u +%H:%M) UTC, load $load0"
     rm -f "$OUT/raw/$tag"-*
-    local full=1; [[ $row == *:pg ]] && [ "$QUICK" = 1 ] && full=0
+    local full=1; [[ $row =~ $FULL_ROWS ]] || full=0
     # Warm-up (the paper ran BENCH2 three times before the measured run):
     # Tomcat's JIT, Apache's prefork children compiling mod_perl's script.
-    "$STOA" bench -q -n "$WARM" -c 10 "$(url_of "$row" t=b3)" > "$OUT/raw/$tag-warmup.txt" 2>&1 ||
+    on_load_cpus "$STOA" bench -q -n "$WARM" -c 10 "$(url_of "$row" t=b3)" > "$OUT/raw/$tag-warmup.txt" 2>&1 ||
         warn "warm-up of $row exited $?"
     if [ "$full" = 1 ]; then
-        # BENCH1: a client every B1_EVERY (paper: 2 s) up to B1_MAX, think
-        # uniform 1..T s, abort when a response takes over 3 s. Each client
-        # also thinks before its first request: with clients arriving 40
-        # times faster than the paper's, their first requests would
-        # otherwise be a load of their own (20 per second whatever T).
         for think in $B1_THINKS; do
+            [[ $row =~ $B1_ROWS ]] || break
+            [ "$RESTART" = every ] && restart_front "$row"
+            if [ "$B1_MODE" = knee ]; then b1_knee "$row" "$tag" "$think"; continue; fi
+            # The ramp: a client every B1_EVERY (paper: 2 s) up to B1_MAX,
+            # think uniform 1..T s, abort when a response takes over 3 s;
+            # each client also thinks before its first request.
             cat > "$RUN/sc.toml" <<TOML
 [run]
 name = "$tag-b1-think$think"
@@ -418,26 +568,61 @@ TOML
             bench "$tag-b1-think$think" "$RUN/sc.toml"
         done
         # BENCH2: a client more every B2_STEP (paper: 10 s) up to 20, back
-        # to back: the levels table.
-        cat > "$RUN/sc.toml" <<TOML
+        # to back: the levels table. The paper's 3 warm-up runs: B2_WARMUPS
+        # runs of the same ramp at a fifth of the step, not counted. The
+        # row's servers' CPU time over the measured run, and their memory
+        # and database connections sampled every 0.5 s.
+        restart_front "$row"
+        local b2dur
+        b2dur=$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 1000}')
+        b2sc() {  # b2sc NAME STEP DURATION
+            cat > "$RUN/sc.toml" <<TOML
 [run]
-name = "$tag-b2"
+name = "$1"
 url = "$(url_of "$row" t=b2)"
 keep_alive = false
 timeout = "30s"
-duration = "$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 1000}')"
+duration = "$3"
 [clients]
 start = 1
 add = 1
-every = "$B2_STEP"
+every = "$2"
 max = $B2_MAX
 TOML
+        }
+        for i in $(seq "$B2_WARMUPS"); do
+            b2sc "$tag-b2-warmup$i" "$(awk -v e="$(dur_ms "$B2_STEP")" 'BEGIN {printf "%dms", e / 5}')" \
+                "$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 5000}')"
+            bench "$tag-b2-warmup$i" "$RUN/sc.toml"
+        done
+        b2sc "$tag-b2" "$B2_STEP" "$b2dur"
+        local srvs c0 c1 sp
+        srvs=$(row_servers "$row")
+        : > "$RUN/sample.txt"
+        sample_row "$row" "$RUN/sample.txt" &
+        sp=$!
+        c0=$(cpu_ticks_of $srvs)
         bench "$tag-b2" "$RUN/sc.toml"
+        c1=$(cpu_ticks_of $srvs)
+        kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null || true
+        "$PYTHON" - "$OUT/raw/$tag-b2.json" "$RUN/sample.txt" "$(( c1 - c0 ))" "$CLK_TCK" "$srvs" \
+            > "$OUT/raw/$tag-b2-resources.json" <<'PY' || warn "no resources for $row"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ticks, hz, srvs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
+s = [tuple(int(x) for x in l.split()) for l in open(sys.argv[2]) if len(l.split()) == 2]
+n = d.get("responses") or 0
+json.dump({"servers": srvs, "cpu_s": ticks / hz, "responses": n,
+           "cpu_ms_per_request": ticks / hz * 1000 / n if n else None,
+           "rss_kb_max": max((a for a, _ in s), default=None),
+           "db_connections_max": max((b for _, b in s), default=None), "samples": len(s)}, sys.stdout)
+PY
         # BENCH3: R single requests per second, each on its own connection,
         # R x B3_DUR of them: the run lasts until the last one ended (the
         # paper: "we only managed to increase the test time"), so a slow
         # route shows as a longer test, and a request over 30 s as an error.
         for r in $B3_RATES; do
+            [ "$RESTART" = every ] && restart_front "$row"
             cat > "$RUN/sc.toml" <<TOML
 [run]
 name = "$tag-b3-rate$r"
@@ -450,13 +635,19 @@ requests = $(( r * B3_DUR ))
 TOML
             bench "$tag-b3-rate$r" "$RUN/sc.toml"
         done
+        [ "$RESTART" = every ] && restart_front "$row"
     fi
     # BENCH4: B4_N clients, one every B4_EVERY (paper: 100 over 10 s),
     # each waiting 200 ms and making one request; running mean and
-    # deviation after every response.
-    cat > "$RUN/sc.toml" <<TOML
+    # deviation after every response. B4_REPEATS runs (ROW-b4, then
+    # ROW-b4-rN), the front end restarted between them with RESTART=every.
+    local b4tag
+    for i in $(seq "$B4_REPEATS"); do
+        b4tag=$tag-b4; [ "$i" = 1 ] || b4tag=$tag-b4-r$i
+        [ "$i" = 1 ] || [ "$RESTART" != every ] || restart_front "$row"
+        cat > "$RUN/sc.toml" <<TOML
 [run]
-name = "$tag-b4"
+name = "$b4tag"
 url = "$(url_of "$row" t=b3)"
 keep_alive = false
 timeout = "30s"
@@ -469,7 +660,8 @@ max = $B4_N
 requests = 1
 first_delay = "200ms"
 TOML
-    bench "$tag-b4" "$RUN/sc.toml"
+        bench "$b4tag" "$RUN/sc.toml"
+    done
     ROW_WHEN[$row]+=" to $(cut -d' ' -f1 /proc/loadavg)"
 }
 dur_ms() { case $1 in *ms) echo "${1%ms}" ;; *s) awk -v s="${1%s}" 'BEGIN {print s * 1000}' ;; *) awk -v s="$1" 'BEGIN {print s * 1000}' ;; esac; }
@@ -551,9 +743,11 @@ for b in b2 b4; do
     files=("$OUT"/raw/*-pg-$b.json)
     [ -e "${files[0]}" ] && "$STOA" bench compare "${files[@]}" --html "$OUT/compare-pg-$b.html" > "$OUT/raw/compare-pg-$b.txt" 2>&1 || true
 done
-python3 "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$runs_file" \
-    "B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY WARM=$WARM" \
-    > "$OUT/summary.md"
+"$PYTHON" "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$runs_file" \
+    "B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY B4_REPEATS=$B4_REPEATS WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' B1_ROWS='$B1_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
+    > "$RUN/summary.body" || die "summary.py failed"
+"$PYTHON" "$SRC/dynamic-verdicts.py" "$OUT" "$rows_file" "$QUICK" || die "dynamic-verdicts.py failed"
+{ lab_summary_head; echo; cat "$RUN/summary.body"; } > "$OUT/summary.md"
 log "wrote $OUT/summary.md"
 cat "$OUT/summary.md"
 bad=$(awk -F'\t' '$5 != "ok" && $5 !~ /^(pending|not built|skipped)/' "$rows_file")

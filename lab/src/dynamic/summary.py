@@ -8,7 +8,7 @@ fig7-*.svg, fig8-*.svg) in OUT. ROWS.tsv: row, tag, route, front end,
 status, when (UTC time and 1-min load average at its start and end);
 RUNS.tsv: the runs that made the rows (time, command, load averages at the
 start and the end, which rows). OUT/notes.md, if present, is appended."""
-import glob, json, os, sys
+import glob, json, os, re, sys
 
 out, rows_tsv, quick, machine, runs_tsv, params = sys.argv[1:7]
 rows = [(l.rstrip("\n").split("\t") + [""])[:6] for l in open(rows_tsv) if l.strip()]
@@ -36,7 +36,7 @@ COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
            "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"]
 
 
-def chart(path, title, xlabel, ylabel, series):
+def chart(path, title, xlabel, ylabel, series, log_ok=True):
     """series: [(label, [(x, y)...], dashed)] -> an SVG line chart."""
     import math
     pts = [p for _, s, _ in series for p in s if p[1] is not None]
@@ -49,7 +49,7 @@ def chart(path, title, xlabel, ylabel, series):
     sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)
     pos = [p[1] for p in pts if p[1] > 0]
     # A log axis when the routes are orders of magnitude apart (CGI).
-    logy = bool(pos) and max(pos) / min(pos) > 30
+    logy = log_ok and bool(pos) and max(pos) / min(pos) > 30
     if logy:
         lo = 10 ** math.floor(math.log10(min(pos)))
         hi = 10 ** math.ceil(math.log10(max(pos)))
@@ -101,9 +101,12 @@ P("On %s; quick=%s. %s:\n" % (machine, quick, "The run" if len(runs) == 1 else
     "The rows come from %d runs (each row's own time and load average are in the rows table)" % len(runs)))
 for when, cmd, l0, l1, which in runs:
     P("- %s: `%s` (%s); load average (1, 5, 15 min) at the start %s, at the end %s" % (when, cmd, which, l0, l1))
-P("\nThe machine was shared with other sessions' builds and tests, and the load generator ran on the "
-  "same 2 cores as the servers and databases, so absolute figures are noisy (provisional); compare "
-  "the shapes and the order of the routes.\n")
+P("\nThe machine was shared with other sessions' builds and tests%s, so absolute figures are noisy "
+  "(provisional); compare the shapes and the order of the routes. The servers and databases ran on CPU %s, "
+  "`stoa bench` on CPU %s (taskset). Rows outside FULL_ROWS (see the parameters) ran BENCH4 only.\n" % (
+      " (a **quick run**: seconds per benchmark, indicative only)" if quick == "1" else "",
+      params.split("SERVER_CPUS=")[1].split()[0] if "SERVER_CPUS=" in params else "any",
+      params.split("LOAD_CPUS=")[1].split()[0] if "LOAD_CPUS=" in params else "any"))
 P("Parameters: %s.\n" % params)
 P("""The application (lab/src/dynamic/, the paper's Figures 1-4): a form POST
 (name, email, comments) inserted into a table, and a page that runs `SELECT *`
@@ -133,9 +136,42 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
         continue
     P("\n## %s\n" % dbname)
     # ------------------------------------------------ figure 5, table 1
-    thinks = sorted({int(os.path.basename(f).split("think")[1].split(".")[0])
-                     for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b1-think*.json"))})
-    if thinks:
+    thinks = sorted({int(m.group(1)) for r in mine for f in glob.glob(os.path.join(out, "raw", r[1] + "-b1-think*.json"))
+                     for m in [re.search(r"-b1-think(\d+)(-knee)?\.json$", f)] if m})
+    knees = any(load("%s-b1-think%d-knee" % (r[1], t)) for r in mine for t in thinks)
+    if thinks and knees:
+        P("### Figure 5 (BENCH1): clients served before a response took over 3 s (knee search)\n")
+        P("For each think time T, probes of N clients (all started, each first request after a uniform 0..T s, "
+          "then uniform 1..T s between requests, seed 1, a new connection per request), %s each (at least T + 3 s), the front end "
+          "restarted before each when RESTART=every; a probe fails at the paper's rule, a response (or a wait) over 3 s. N = %s is "
+          "probed first, then bisected on a log scale to within %sx. Cell: the largest N served (\"≥N\": the cap "
+          "was served) and the first N that failed. Traffic (table 1): KB/s received in the largest served probe, "
+          "so at (or, when capped, below) saturation, not the load of a ramp.\n" % (
+              params.split("B1_PROBE=")[1].split()[0], params.split("B1_CAP=")[1].split()[0],
+              params.split("B1_PRECISION=")[1].split()[0]))
+        P("| row | " + " | ".join("T = %d s: clients" % t for t in thinks) + " | " +
+          " | ".join("T = %d s: KB/s" % t for t in thinks) + " | mean KB/s |")
+        P("|---|" + "---|" * (2 * len(thinks) + 1))
+        for r in mine:
+            cl, tr = [], []
+            for t in thinks:
+                k = load("%s-b1-think%d-knee" % (r[1], t))
+                if not k:
+                    cl.append("-"); tr.append(None); continue
+                cl.append(("≥%d" % k["knee"]) if k["capped"] else "%d (failed at %s)" % (k["knee"], k["failed_at"]))
+                tr.append(k.get("kb_per_s_at_knee"))
+            ok = [x for x in tr if x is not None]
+            P("| %s | %s | %s | %s |" % (name(r[0]), " | ".join(cl), " | ".join(fmt(x, 0) for x in tr),
+                                         fmt(sum(ok) / len(ok), 0) if ok else "-"))
+        P("""
+The paper (PIII 733 MHz, Apache 1.3, PostgreSQL 7.1, a client every 2 s):
+FastCGI served the most clients at every think time (up to the 97-98 its
+client machine could fork); mod_perl doubled its clients from T = 5 to 8;
+PHP grew non-linearly; servlets served 75% fewer clients than FastCGI. CGI
+was left out: "orders of magnitude" behind. Table 1, average traffic in KB/s:
+FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
+""")
+    elif thinks:
         P("### Figure 5 (BENCH1): clients served before a response took over 3 s\n")
         P("A client more every %s (up to the cap), each thinking a uniform %s..T s before its first request "
           "and 1..T s between requests (seed 1, so every row gets the same clients and pauses), the run stopped at the first response over 3 s. \"≥N\": "
@@ -195,8 +231,24 @@ FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
                 slope = sum((x - mx) * (lv[x] - my) for x in xs) / den if den else None
             P("| %s | %s | %s | %d |" % (name(r[0]), " | ".join(fmt(lv.get(c)) for c in cols), fmt(slope, 2), failed))
         if chart("fig6-%s.svg" % db, "Figure 6 (BENCH2, %s): mean time vs clients" % dbname,
-                 "concurrent clients", "mean response time (ms)", series):
+                 "concurrent clients", "mean response time (ms)", series, log_ok=False):
             P("\n![figure 6](fig6-%s.svg)  (Apache dashed; all runs in `compare-%s-b2.html`)" % (db, db))
+        res = [(r, load(r[1] + "-b2-resources")) for r, _, _ in table]
+        res = [(r, x) for r, x in res if x]
+        if res:
+            P("\nWhat each row cost during BENCH2 (the measured run): CPU time of the processes doing its work "
+              "(front end, back end, PostgreSQL on PostgreSQL rows; reaped children included) per response, "
+              "their largest resident memory (sampled every 0.5 s; PostgreSQL's not included), and the most "
+              "database connections open at once (PostgreSQL: backends on the database; SQLite: open "
+              "descriptors of its file). On Stoa rows the processes are the one Stoa that serves every route, with all "
+              "its pools (8 Perl FastCGI processes among them), so their memory is not the route's alone; on Apache rows "
+              "each technology has its own instance.\n")
+            P("| row | processes | CPU ms per request | memory (MB, max) | database connections (max) |")
+            P("|---|---|---|---|---|")
+            for r, x in res:
+                P("| %s | %s | %s | %s | %s |" % (name(r[0]), ", ".join(x["servers"]), fmt(x.get("cpu_ms_per_request"), 2),
+                                                 fmt((x.get("rss_kb_max") or 0) / 1024, 0) if x.get("rss_kb_max") else "-",
+                                                 x.get("db_connections_max", "-")))
         P("""
 The paper: FastCGI first, mod_perl close behind, both rising linearly with
 the clients; PHP two times and servlets four times slower than FastCGI (PHP
@@ -271,14 +323,17 @@ climbing; servlets in the middle, degrading linearly.
 P("""## Reading it
 
 The paper's server was a 733 MHz Pentium III with 384 MB serving over
-100 Mbit/s from a second machine; here the servers, the databases and the
-load generator share 2 cores over loopback, so every route is one to two
-orders of magnitude faster and the abort of BENCH1 is reached, if at all,
-only with many more clients: the time scales are compressed accordingly
-(the parameters above against the paper's 2 s and 10 s steps). What carries
-over is the order of the routes and the shape of their curves; the paper's
-own CGI finding (a process and a database connection per request, far
-behind everything else) is measured here rather than left out.
+100 Mbit/s from a second machine; here the servers and the databases share
+the server CPU(s) and the load generator runs on the others (taskset, see
+the parameters), over loopback, so every route is one to two orders of
+magnitude faster and BENCH1's 3 s limit is reached only with many more
+clients: hence the knee search instead of a 2 s ramp that would take hours
+per route. What carries over is the order of the routes and the shape of
+their curves; the paper's own CGI finding (a process and a database
+connection per request, far behind everything else) is measured here
+rather than left out. The front end restarts between benchmarks (see
+RESTART in the parameters), so no backlog of one benchmark (CGI processes
+above all) lands in the next.
 Raw files: `raw/ROW-b1-thinkT.json`, `-b2`, `-b3-rateR`, `-b4` (stoa bench
 JSON, text report beside each), and `compare-*.html` (the bench report's
 charts, every row of a benchmark on the same plots).""")

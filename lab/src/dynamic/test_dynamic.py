@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Tests of the dynamic experiments' verdicts: python3 lab/src/dynamic/test_dynamic.py
+
+dynamic-verdicts.py (dynamic-routes) and personalized-summary.py
+(fastcgi-personalized) run as the experiments run them, on results folders
+made here, and their verdicts.json is read back."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+class Claims(dict):
+    """Claims by the start of their quoted text."""
+
+    def __init__(self, claims):
+        super().__init__()
+        self.claims = claims
+
+    def __getitem__(self, start):
+        found = [c for c in self.claims if c["claim"].startswith(start)]
+        assert len(found) == 1, (start, len(found))
+        return found[0]
+
+
+class DynamicRoutes(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = self.tmp.name
+        os.mkdir(os.path.join(self.out, "raw"))
+        self.rows = os.path.join(self.out, "rows.tsv")
+        with open(self.rows, "w") as f:
+            for r in ("cgi", "fcgi-perl", "mod_perl", "php", "servlet"):
+                f.write("apache:%s:sqlite\tapache-%s-sqlite\t%s\tx\tok\t-\n" % (r, r, r))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def knee(self, route, think, knee, capped=False, kbps=1000.0):
+        write(os.path.join(self.out, "raw", "apache-%s-sqlite-b1-think%d-knee.json" % (route, think)),
+              {"knee": knee, "capped": capped, "failed_at": None if capped else knee + 1,
+               "kb_per_s_at_knee": kbps, "probes": []})
+
+    def b2(self, route, per_client_ms):
+        write(os.path.join(self.out, "raw", "apache-%s-sqlite-b2.json" % route),
+              {"levels": [{"active": n, "mean_ms": per_client_ms * n} for n in range(1, 11)]})
+
+    def verdicts(self):
+        subprocess.run([sys.executable, os.path.join(HERE, "dynamic-verdicts.py"), self.out, self.rows, "0"], check=True)
+        with open(os.path.join(self.out, "verdicts.json")) as f:
+            return Claims(json.load(f))
+
+    def test_fastcgi_serving_the_most_clients_at_every_think_time_reproduces_figure_5(self):
+        for t in (2, 5, 8):
+            self.knee("fcgi-perl", t, 100 * t)
+            self.knee("mod_perl", t, 50 * t)
+            self.knee("php", t, 40 * t)
+            self.knee("servlet", t, 20 * t)
+        v = self.verdicts()
+        first = v["FastCGI is the fastest protocol"]
+        self.assertEqual(first["verdict"], "reproduced")
+        self.assertEqual((first["measured"]["median"], first["measured"]["n"]), (2.0, 3))
+        # 75% fewer clients than FastCGI: servlets at 0.2x lie within a factor of 2 of 0.25x
+        self.assertEqual(v["Servlets on the other hand per"]["verdict"], "reproduced")
+
+    def test_routes_that_all_served_the_cap_cannot_be_ranked(self):
+        for r in ("fcgi-perl", "mod_perl", "php", "servlet"):
+            self.knee(r, 2, 64, capped=True)
+        v = self.verdicts()
+        for claim in ("FastCGI is the fastest protocol", "It also managed to produce mor"):
+            self.assertEqual(v[claim]["verdict"], "cannot be tested here")
+            self.assertIn("raise B1_CAP", v[claim]["why"])
+
+    def test_a_straight_bench2_curve_is_linear_and_the_slower_routes_ratios_are_per_level(self):
+        self.b2("fcgi-perl", 10.0)
+        self.b2("mod_perl", 12.0)
+        self.b2("servlet", 40.0)
+        self.b2("php", 20.0)
+        self.b2("cgi", 100.0)
+        v = self.verdicts()
+        self.assertEqual(v["Both protocols provide a linea"]["verdict"], "reproduced")
+        self.assertAlmostEqual(v["Both protocols provide a linea"]["measured"]["median"], 1.0)
+        self.assertAlmostEqual(v["Servlets were four time slower"]["measured"]["median"], 4.0)
+        self.assertEqual(v["Servlets were four time slower"]["measured"]["n"], 10)
+        self.assertEqual(v["The FastCGI is clearly first, "]["verdict"], "reproduced")
+        self.assertEqual(v["the results were orders of mag"]["verdict"], "reproduced")
+
+    def test_a_5xx_in_bench3_contradicts_the_no_error_claim(self):
+        for r, st in (("fcgi-perl", {"200": 14}), ("servlet", {"200": 12, "503": 2})):
+            write(os.path.join(self.out, "raw", "apache-%s-sqlite-b3-rate14.json" % r),
+                  {"failed": 0, "not_sent": 0, "status": st, "requests": 14})
+        c = self.verdicts()["no protocol produced any error"]
+        self.assertEqual(c["verdict"], "contradicted")
+        self.assertEqual(c["measured"]["max"], 2)
+
+    def test_bench4_verdicts_take_one_ratio_per_run(self):
+        for i, suffix in ((1, ""), (2, "-r2"), (3, "-r3")):
+            for r, mean in (("fcgi-perl", 10.0), ("mod_perl", 10.0 + i), ("php", 30.0), ("servlet", 20.0)):
+                write(os.path.join(self.out, "raw", "apache-%s-sqlite-b4%s.json" % (r, suffix)),
+                      {"running": [{"n": 1, "mean_ms": mean, "stddev_ms": mean / 2}]})
+        c = self.verdicts()["once again FastCGI is the fastest"]
+        self.assertEqual(c["verdict"], "reproduced")
+        self.assertEqual((c["measured"]["n"], c["measured"]["min"], c["measured"]["max"]), (3, 1.1, 1.3))
+
+
+class Personalized(unittest.TestCase):
+    def test_verdicts_compare_cpu_per_request_not_the_requests_per_second_of_a_shared_cpu(self):
+        with tempfile.TemporaryDirectory() as out:
+            os.mkdir(os.path.join(out, "raw"))
+            # FastCGI's three processes got more of the shared CPU (more
+            # requests/s) while Lua, in-process with a cache, spent less CPU
+            # per request: the section 6 claim reads the CPU.
+            lines = []
+            for rep in (1, 2, 3):
+                for cell, rps, cpu in (("fcgi-affinity", 5000, 0.10), ("lua-cached", 4000, 0.07),
+                                       ("lua-api", 2000, 0.25), ("lua-kept", 3000, 0.12),
+                                       ("fcgi-nocache", 4000, 0.13), ("fcgi-random", 5000, 0.10)):
+                    lines.append({"label": "rps:" + cell, "rep": rep, "value": rps, "unit": "requests/s"})
+                    lines.append({"label": "cpu_ms:" + cell, "rep": rep, "value": cpu, "unit": "ms/request"})
+            with open(os.path.join(out, "raw", "measures.jsonl"), "w") as f:
+                f.write("".join(json.dumps(l) + "\n" for l in lines))
+            subprocess.run([sys.executable, os.path.join(HERE, "personalized-summary.py"), out, "0", "m", "w",
+                            "0 0 0", "0 0 0", "cmd", "100", "10", "3", "0", "1"],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(out, "verdicts.json")) as f:
+                v = {c["where"] + c["paper"][:4]: c for c in json.load(f)}
+            sec6 = v["§6> 1x"]
+            self.assertEqual(sec6["verdict"], "reproduced")
+            self.assertAlmostEqual(sec6["measured"]["median"], 0.10 / 0.07)
+            self.assertEqual(sec6["measured"]["n"], 3)
+            self.assertAlmostEqual(v["§5.43.1x"]["measured"]["median"], 2.5)
+
+
+if __name__ == "__main__":
+    unittest.main()
