@@ -85,6 +85,20 @@ pub async fn run(
     ssi::set_template_revalidate(rt.cache.revalidate);
     conn::park::start(worker.clone(), resume);
     let mut tokio_listeners = Vec::new();
+    // The UDP side of TLS listeners that speak HTTP/3: same address, same
+    // port number (what Alt-Svc tells clients).
+    let mut quic = Vec::new();
+    for l in &listeners {
+        let (Some(configured), Ok(local)) = (l.tls, l.socket.local_addr()) else {
+            continue;
+        };
+        if let Some(e) = conn::h3::Endpoint::open(configured, local, &rt) {
+            if let Some(udp) = e.port() {
+                worker.advertise_h3(local.port(), udp);
+            }
+            quic.push(Rc::new(e));
+        }
+    }
     for l in listeners {
         match TcpListener::from_std(l.socket) {
             Ok(s) => tokio_listeners.push((
@@ -112,6 +126,11 @@ pub async fn run(
         })
     };
     let mut accepts = Vec::new();
+    for e in &quic {
+        accepts.push(tokio::task::spawn_local(
+            e.clone().accept_loop(runtime.clone(), worker.clone()),
+        ));
+    }
     for (l, via) in &tokio_listeners {
         accepts.push(tokio::task::spawn_local(accept_loop(
             l.clone(),
@@ -150,6 +169,9 @@ pub async fn run(
                 worker.set_access_log(&rt.access_log);
                 static_files::set_cache_limits(rt.cache.max_bytes, rt.cache.max_file_bytes, rt.cache.revalidate);
                 ssi::set_template_revalidate(rt.cache.revalidate);
+                for e in &quic {
+                    e.reload(&rt);
+                }
             }
             r = sd.changed() => {
                 if r.is_err() || *sd.borrow() { break; }
@@ -161,6 +183,9 @@ pub async fn run(
     worker.stop_idle();
     for a in &accepts {
         a.abort();
+    }
+    for e in &quic {
+        e.stop();
     }
     drop(tokio_listeners);
     // Let in-flight requests finish; idle connections close themselves. A
@@ -176,6 +201,11 @@ pub async fn run(
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // What the last HTTP/3 connections sent is acknowledged (or they
+    // are given up) before the sockets close.
+    for e in &quic {
+        e.close(Duration::from_secs(1)).await;
     }
     flusher.abort();
     worker.flush_log();

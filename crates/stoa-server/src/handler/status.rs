@@ -86,9 +86,10 @@ struct Snapshot {
     connections: usize,
     responses: [u64; 5],
     /// By protocol, in [`Proto::ALL`] order: connections counted, open.
-    by_proto: [(u64, u64); 4],
-    /// HTTP/2 streams over TLS and cleartext: accepted, open.
-    streams: [(u64, u64); 2],
+    by_proto: [(u64, u64); 5],
+    /// Streams of HTTP/2 over TLS and cleartext, and of HTTP/3:
+    /// accepted, open.
+    streams: [(u64, u64); 3],
     /// TLS handshakes: full, resumed, failed.
     handshakes: [u64; 3],
     pools: Vec<PoolSnap>,
@@ -342,11 +343,12 @@ impl Snapshot {
         s
     }
 
-    /// The stream counts of an HTTP/2 protocol.
+    /// The stream counts of a protocol that has streams (HTTP/2, HTTP/3).
     fn h2_streams(&self, p: Proto) -> Option<(u64, u64)> {
         match p {
             Proto::H2 => Some(self.streams[0]),
             Proto::H2c => Some(self.streams[1]),
+            Proto::H3 => Some(self.streams[2]),
             _ => None,
         }
     }
@@ -767,8 +769,8 @@ mod tests {
             workers: 1,
             connections: 0,
             responses: [0; 5],
-            by_proto: [(0, 0); 4],
-            streams: [(0, 0); 2],
+            by_proto: [(0, 0); 5],
+            streams: [(0, 0); 3],
             handshakes: [0; 3],
             certificates: Vec::new(),
             pools: Vec::new(),
