@@ -309,6 +309,15 @@ async fn serve(
         // Let the client acknowledge the last responses and close.
         let _ = tokio::time::timeout(GOAWAY_GRACE, conn.closed()).await;
     }
+    let st = conn.stats();
+    tracing::debug!(
+        "h3: {peer}: closed; rtt {:?}, cwnd {}, sent {} datagrams, lost {} packets, {} congestion events",
+        st.path.rtt,
+        st.path.cwnd,
+        st.udp_tx.datagrams,
+        st.path.lost_packets,
+        st.path.congestion_events
+    );
 }
 
 /// Resolves once no request stream is live (checked every few ms: only
