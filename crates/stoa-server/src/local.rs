@@ -525,9 +525,9 @@ pub struct WorkerStats {
     /// TLS handshakes (QUIC's included): full, resumed, failed.
     pub handshakes: [std::sync::atomic::AtomicU64; 3],
     /// QUIC connection attempts answered with a Retry (address
-    /// validation, RFC 9000 §8.1.2) or refused (too many handshakes).
-    pub h3_retries: std::sync::atomic::AtomicU64,
-    pub h3_refused: std::sync::atomic::AtomicU64,
+    /// validation, RFC 9000 §8.1.2), and refused (too many handshakes or
+    /// connections).
+    pub h3_attempts: [std::sync::atomic::AtomicU64; 2],
 }
 
 /// The protocol a client connection speaks, for the status page.

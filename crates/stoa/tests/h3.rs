@@ -181,7 +181,16 @@ fn var<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 fn curl_head(port: u16, proto: &str, path: &str) -> String {
     require("curl", "curl");
     let out = Command::new("curl")
-        .args(["-sSk", "--max-time", "10", "-o", "/dev/null", "-D", "-", proto])
+        .args([
+            "-sSk",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "-D",
+            "-",
+            proto,
+        ])
         .arg(format!("https://127.0.0.1:{port}{path}"))
         .output()
         .expect("run curl");
@@ -198,7 +207,12 @@ fn rfc9114_a_static_file_a_cgi_a_fastcgi_and_a_proxied_response_arrive_over_http
     let got = h3get(
         port,
         &[],
-        &["/index.html", "/cgi-bin/env.sh?a=1", "/app/x?params=1", "/echo/y?z=2"],
+        &[
+            "/index.html",
+            "/cgi-bin/env.sh?a=1",
+            "/app/x?params=1",
+            "/echo/y?z=2",
+        ],
     );
     assert_eq!(got.len(), 4, "{got:?}");
     let (st, cgi, fcgi, proxied) = (&got[0], &got[1], &got[2], &got[3]);
@@ -210,7 +224,12 @@ fn rfc9114_a_static_file_a_cgi_a_fastcgi_and_a_proxied_response_arrive_over_http
 
     assert_eq!(cgi.status, 200, "{cgi:?}");
     // RFC 3875 §4.1.16: the protocol the client spoke.
-    assert_eq!(var(&cgi.text, "SERVER_PROTOCOL"), Some("HTTP/3.0"), "{}", cgi.text);
+    assert_eq!(
+        var(&cgi.text, "SERVER_PROTOCOL"),
+        Some("HTTP/3.0"),
+        "{}",
+        cgi.text
+    );
     assert_eq!(var(&cgi.text, "HTTPS"), Some("on"));
     assert_eq!(var(&cgi.text, "QUERY_STRING"), Some("a=1"));
     assert_eq!(var(&cgi.text, "SERVER_PORT"), Some(&*port.to_string()));
@@ -250,11 +269,21 @@ fn rfc9114_4_1_a_post_body_reaches_cgi_fastcgi_and_the_proxy_byte_exact() {
     let cgi = h3get(port, &args, &["/cgi-bin/echo.sh"]);
     assert_eq!(cgi[0].status, 200, "{:?}", cgi[0]);
     let echoed = std::fs::read(&out).expect("the echoed body");
-    assert!(echoed == body, "CGI echoed {} bytes of {}", echoed.len(), body.len());
+    assert!(
+        echoed == body,
+        "CGI echoed {} bytes of {}",
+        echoed.len(),
+        body.len()
+    );
 
     let fcgi = h3get(port, &args[..4], &["/app/post"]);
     assert_eq!(fcgi[0].status, 200, "{:?}", fcgi[0]);
-    assert_eq!(var(&fcgi[0].text, "body_len"), Some("300000"), "{}", fcgi[0].text);
+    assert_eq!(
+        var(&fcgi[0].text, "body_len"),
+        Some("300000"),
+        "{}",
+        fcgi[0].text
+    );
     assert_eq!(var(&fcgi[0].text, "content_length"), Some("300000"));
 
     let proxied = h3get(port, &args[..4], &["/echo/post"]);
@@ -276,7 +305,10 @@ fn a_large_download_arrives_byte_exact_from_a_file_and_from_fastcgi() {
     let got = h3get(port, &["--out", &outs, "--timeout", "120"], &["/big.bin"]);
     assert_eq!(got[0].status, 200, "{:?}", got[0]);
     assert_eq!(got[0].length, big.len());
-    assert!(std::fs::read(&out).expect("the download") == big, "the file's bytes differ");
+    assert!(
+        std::fs::read(&out).expect("the download") == big,
+        "the file's bytes differ"
+    );
 
     let n = 2_000_000;
     let got = h3get(
@@ -300,7 +332,8 @@ fn rfc9114_3_1_1_alt_svc_advertises_h3_on_the_listeners_http1_and_http2_response
         let head = curl_head(port, proto, "/index.html");
         let want = format!("alt-svc: h3=\":{port}\"; ma=86400");
         assert!(
-            head.to_ascii_lowercase().contains(&want.to_ascii_lowercase()),
+            head.to_ascii_lowercase()
+                .contains(&want.to_ascii_lowercase()),
             "{proto}: {head}"
         );
     }
@@ -358,10 +391,17 @@ fn the_status_page_counts_h3_connections_and_streams_and_the_log_says_http3() {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let l = std::fs::read_to_string(&log).unwrap_or_default();
-        if l.lines().filter(|l| l.contains("\"GET /index.html HTTP/3.0\" 200 14")).count() == 3 {
+        if l.lines()
+            .filter(|l| l.contains("\"GET /index.html HTTP/3.0\" 200 14"))
+            .count()
+            == 3
+        {
             break;
         }
-        assert!(Instant::now() < until, "the log has no three HTTP/3.0 lines: {l}");
+        assert!(
+            Instant::now() < until,
+            "the log has no three HTTP/3.0 lines: {l}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -378,15 +418,26 @@ fn rfc9114_5_2_a_graceful_stop_lets_a_request_in_flight_finish() {
     loop {
         let st = h3get(port, &[], &["/status"]);
         // Two streams open: the slow one and the status page's own.
-        if st[0].text.lines().any(|l| l.starts_with("h3: ") && l.ends_with("streams, 2 open")) {
+        if st[0]
+            .text
+            .lines()
+            .any(|l| l.starts_with("h3: ") && l.ends_with("streams, 2 open"))
+        {
             break;
         }
-        assert!(Instant::now() < until, "the slow request never started: {}", st[0].text);
+        assert!(
+            Instant::now() < until,
+            "the slow request never started: {}",
+            st[0].text
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     s.signal(libc::SIGQUIT);
     let got = slow.join().expect("the slow client");
     assert_eq!(got[0].status, 200, "{:?}", got[0]);
     assert_eq!(got[0].reset, None);
-    assert!(s.wait_exit(Duration::from_secs(10)).is_some(), "stoa did not stop");
+    assert!(
+        s.wait_exit(Duration::from_secs(10)).is_some(),
+        "stoa did not stop"
+    );
 }

@@ -2398,6 +2398,62 @@ autoindex = false
     }
 
     #[test]
+    fn the_http3_table_defaults_and_h3_in_protocols_opens_quic_only_beside_a_tcp_protocol() {
+        let d = dir();
+        let root = d.display();
+        let tls = |protocols: &str| {
+            format!(
+                "[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"c.pem\"\nkey = \"k.pem\"\n\
+                 self_signed = true\nprotocols = {protocols}\n[[site]]\nroot = \"{root}\"\n"
+            )
+        };
+        let rt = from_str(
+            &tls(r#"["h3", "h2", "http/1.1"]"#),
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(rt.http3, Http3Limits::default());
+        assert_eq!(rt.http3.retry, H3Retry::UnderLoad);
+        assert_eq!(rt.h3.len(), 1);
+        // The TCP handshake does not offer "h3": it is QUIC's.
+        let (_, acceptor) = &rt.tls[0];
+        assert!(acceptor.h3);
+        assert_eq!(
+            acceptor.sites[0].config.alpn_protocols,
+            [b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()]
+        );
+        let rt = from_str(&tls(r#"["h2"]"#), "t.toml", &d, &Overrides::default()).unwrap();
+        assert!(rt.h3.is_empty());
+        // Alone, nothing would ever advertise it (RFC 9114 §3.1.1).
+        let e = from_str(&tls(r#"["h3"]"#), "t.toml", &d, &Overrides::default()).unwrap_err();
+        assert_eq!(e.key, "tls.protocols", "{e}");
+        for (body, key) in [
+            ("early_data = true", "http3.early_data"),
+            ("max_concurrent_streams = 0", "http3.max_concurrent_streams"),
+            (
+                "max_field_section_size = 10",
+                "http3.max_field_section_size",
+            ),
+            ("retry = \"sometimes\"", "http3.retry"),
+            ("max_handshakes = 0", "http3.max_handshakes"),
+        ] {
+            let text = format!("[http3]\n{body}\n[[site]]\nroot = \"{root}\"\n");
+            let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);
+            assert_eq!(e.key, key, "{e}");
+        }
+        let text = format!(
+            "[http3]\nmax_concurrent_streams = 7\nretry = \"always\"\nidle_timeout = \"5s\"\n\
+             [[site]]\nroot = \"{root}\"\n"
+        );
+        let rt = from_str(&text, "t.toml", &d, &Overrides::default()).unwrap();
+        assert_eq!(rt.http3.max_concurrent_streams, 7);
+        assert_eq!(rt.http3.retry, H3Retry::Always);
+        assert_eq!(rt.http3.idle_timeout, std::time::Duration::from_secs(5));
+    }
+
+    #[test]
     fn https_redirect_goes_to_the_first_tls_port_unless_one_is_443() {
         let d = dir();
         let (cert, key) = crate::cert::self_signed(&d.join("certs"), &[]).unwrap();

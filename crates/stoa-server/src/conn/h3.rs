@@ -134,7 +134,7 @@ impl Endpoint {
             };
             if retry && !validated && incoming.may_retry() {
                 if let Some(s) = stats {
-                    s.h3_retries.fetch_add(1, Ordering::Relaxed);
+                    s.h3_attempts[0].fetch_add(1, Ordering::Relaxed);
                 }
                 // An error only says the client's address was validated
                 // already: it may not be asked twice.
@@ -143,7 +143,7 @@ impl Endpoint {
             }
             if busy >= limits.max_handshakes {
                 if let Some(s) = stats {
-                    s.h3_refused.fetch_add(1, Ordering::Relaxed);
+                    s.h3_attempts[1].fetch_add(1, Ordering::Relaxed);
                 }
                 incoming.refuse();
                 continue;
@@ -152,7 +152,7 @@ impl Endpoint {
             if n >= rt.limits.max_connections {
                 worker.shared.connections.fetch_sub(1, Ordering::Relaxed);
                 if let Some(s) = stats {
-                    s.h3_refused.fetch_add(1, Ordering::Relaxed);
+                    s.h3_attempts[1].fetch_add(1, Ordering::Relaxed);
                 }
                 incoming.refuse();
                 continue;

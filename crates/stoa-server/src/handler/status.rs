@@ -92,6 +92,8 @@ struct Snapshot {
     streams: [(u64, u64); 3],
     /// TLS handshakes: full, resumed, failed.
     handshakes: [u64; 3],
+    /// QUIC connection attempts answered with a Retry, and refused.
+    h3_attempts: [u64; 2],
     pools: Vec<PoolSnap>,
     /// The response cache's zones: name and counters, by name.
     zones: Vec<(String, Stats)>,
@@ -252,6 +254,7 @@ impl Snapshot {
                 std::array::from_fn(|i| (total[i], open[i]))
             },
             handshakes: shared.sum(|w| &w.handshakes),
+            h3_attempts: shared.sum(|w| &w.h3_attempts),
             pools: pools.iter().map(|p| pool_snap(p)).collect(),
             zones: {
                 let mut z: Vec<_> = store::zones()
@@ -294,6 +297,11 @@ impl Snapshot {
             s,
             "tls handshakes: {} full, {} resumed, {} failed",
             h[0], h[1], h[2]
+        );
+        let _ = writeln!(
+            s,
+            "h3 retries: {}, h3 refused: {}",
+            self.h3_attempts[0], self.h3_attempts[1]
         );
         for p in &self.pools {
             let _ = writeln!(
@@ -379,6 +387,7 @@ impl Snapshot {
             },
             "protocols": protocols,
             "tls_handshakes": { "full": h[0], "resumed": h[1], "failed": h[2] },
+            "h3_attempts": { "retried": self.h3_attempts[0], "refused": self.h3_attempts[1] },
             "pools": self.pools.iter().map(|p| serde_json::json!({
                 "name": p.name,
                 "kind": if p.spawned { "spawned" } else { "address" },
@@ -772,6 +781,7 @@ mod tests {
             by_proto: [(0, 0); 5],
             streams: [(0, 0); 3],
             handshakes: [0; 3],
+            h3_attempts: [0; 2],
             certificates: Vec::new(),
             pools: Vec::new(),
             zones: vec![
