@@ -7,11 +7,13 @@
 //! responses advertise it with `Alt-Svc` (RFC 9114 §3.1.1, as Caddy and
 //! nginx do); the status page counts its connections and streams; the
 //! access log says `HTTP/3.0`; a graceful stop lets a request in flight
-//! finish (GOAWAY, §5.2).
+//! finish (GOAWAY, §5.2). Attacks with raw QUIC (h3raw.py): an Initial
+//! flood is answered with Retry packets, a client that stops reading is
+//! dropped.
 //!
 //! Needs python3 with venv (Debian `python3-venv`), network access to
-//! PyPI the first time, curl (for the TCP side) and openssl-free
-//! self-signed certificates (Stoa's `self_signed`).
+//! PyPI the first time, and curl (for the TCP side). Certificates are
+//! Stoa's own `self_signed` ones.
 
 mod common;
 mod proxy_peer;
@@ -440,4 +442,102 @@ fn rfc9114_5_2_a_graceful_stop_lets_a_request_in_flight_finish() {
         s.wait_exit(Duration::from_secs(10)).is_some(),
         "stoa did not stop"
     );
+}
+
+/// h3raw.py (misbehaving clients) with `args`: its one JSON line.
+fn h3raw(port: u16, args: &[&str]) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/h3raw.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args(args)
+        .args(["--port", &port.to_string()])
+        .output()
+        .expect("run h3raw.py");
+    assert!(
+        out.status.success(),
+        "h3raw.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().next().unwrap_or("")).expect("a JSON line")
+}
+
+/// The status page's line that starts with `prefix`, read over HTTP/2.
+fn status_line(port: u16, prefix: &str) -> String {
+    require("curl", "curl");
+    let out = Command::new("curl")
+        .args(["-sSk", "--max-time", "10", "--http2"])
+        .arg(format!("https://127.0.0.1:{port}/status"))
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// RFC 9000 §8.1.2 and §21.1.1: a flood of Initial packets (real
+/// ClientHellos, never followed up) gets Retry packets once half of
+/// `max_handshakes` are in progress, so the server keeps no state for
+/// the rest, and a client that answers the Retry is still served.
+#[test]
+fn rfc9000_8_1_2_an_initial_flood_is_answered_with_retries_and_a_real_client_still_gets_in() {
+    let dir = TempDir::new("h3-flood");
+    let s = server(&dir, None, "[http3]\nmax_handshakes = 32\n");
+    let port = s.addr.port();
+    let flood = h3raw(port, &["initial-flood", "--count", "300"]);
+    let retries = flood["retries"].as_u64().unwrap_or(0);
+    // At most max_handshakes / 2 attempts begin a handshake; the rest are
+    // asked to prove their address.
+    assert!(retries >= 300 - 32, "{flood}");
+    let line = status_line(port, "h3 retries: ");
+    let counted: u64 = line
+        .strip_prefix("h3 retries: ")
+        .and_then(|l| l.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert_eq!(counted, retries, "{line}");
+    let got = h3get(port, &[], &["/index.html"]);
+    assert_eq!(got[0].status, 200, "{:?}", got[0]);
+}
+
+/// A client that takes part of a large response and then neither reads
+/// nor acknowledges any more is dropped once `[http3] idle_timeout`
+/// passes without a packet from it (RFC 9000 §10.1), its stream with it:
+/// it holds no connection, stream or buffer past that.
+#[test]
+fn rfc9000_10_1_a_client_that_stops_reading_is_dropped_after_the_idle_timeout() {
+    let dir = TempDir::new("h3-stall");
+    dir.write("www/big.bin", pattern(16 << 20, 5));
+    let s = server(&dir, None, "[http3]\nidle_timeout = \"2s\"\n");
+    let port = s.addr.port();
+    let stalled = std::thread::spawn(move || {
+        h3raw(
+            port,
+            &[
+                "stall", "--path", "/big.bin", "--take", "65536", "--hold", "20",
+            ],
+        )
+    });
+    // The stalled client got part of the body, then went quiet.
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let line = status_line(port, "h3: ");
+        if line.starts_with("h3: 1 connections, 0 open; 1 streams, 0 open") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the stalled client is still held: {line}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The connection ended while the client still holds its socket (it
+    // sleeps 20 s after going quiet): the server dropped it, not the
+    // client. A new client is served meanwhile.
+    let fresh = h3get(port, &[], &["/index.html"]);
+    assert_eq!(fresh[0].status, 200);
+    let got = stalled.join().expect("the stalled client");
+    assert!(got["received"].as_u64().unwrap_or(0) > 0, "{got}");
 }
