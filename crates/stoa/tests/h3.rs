@@ -541,3 +541,74 @@ fn rfc9000_10_1_a_client_that_stops_reading_is_dropped_after_the_idle_timeout() 
     let got = stalled.join().expect("the stalled client");
     assert!(got["received"].as_u64().unwrap_or(0) > 0, "{got}");
 }
+
+/// The base64 SHA-256 of the certificate's public key (what Chromium's
+/// `--ignore-certificate-errors-spki-list` takes), from openssl.
+fn spki_hash(cert: &Path) -> String {
+    require("openssl", "openssl");
+    let sh = format!(
+        "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64",
+        cert.display()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &sh])
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "openssl: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Headless Chromium, forced to QUIC for the test origin
+/// (`--origin-to-force-quic-on`) and trusting the self-signed key by its
+/// hash, loads a page over HTTP/3: the DOM it dumps is the page, and the
+/// access log's lines for its requests say `HTTP/3.0` with its
+/// user agent.
+#[test]
+fn chromium_forced_to_quic_loads_a_page_over_http3() {
+    require("chromium", "chromium");
+    let dir = TempDir::new("h3-chromium");
+    let log = dir.join("access.log");
+    let s = server(
+        &dir,
+        None,
+        &format!("[log]\naccess = \"{}\"\n", log.display()),
+    );
+    let port = s.addr.port();
+    let origin = format!("127.0.0.1:{port}");
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "chromium",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--origin-to-force-quic-on={origin}"))
+        .arg(format!(
+            "--ignore-certificate-errors-spki-list={}",
+            spki_hash(&dir.join("cert.pem"))
+        ))
+        .arg("--dump-dom")
+        .arg(format!("https://{origin}/index.html"))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains("hello over h3"), "chromium: {dom} {out:?}");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        let over_h3 = l.lines().any(|l| {
+            l.contains("\"GET /index.html HTTP/3.0\" 200 14") && l.contains("HeadlessChrome")
+        });
+        if over_h3 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "no HTTP/3.0 line from Chromium: {l}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
