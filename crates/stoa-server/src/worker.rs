@@ -30,12 +30,22 @@ pub struct UnixListener {
     pub proxy_protocol: bool,
 }
 
+/// The UDP side of a TLS listener that speaks HTTP/3: bound where the
+/// TCP sockets are (by root before privileges drop, so port 443 works),
+/// one per worker with SO_REUSEPORT, on the TCP socket's port.
+pub struct UdpListener {
+    pub socket: std::net::UdpSocket,
+    /// The TLS address it belongs to, as configured.
+    pub tls: std::net::SocketAddr,
+}
+
 /// One worker's listening sockets, whichever way they came (bound here,
 /// from systemd, from the privileged parent, from a previous binary).
 #[derive(Default)]
 pub(crate) struct Sockets {
     pub tcp: Vec<Listener>,
     pub unix: Vec<UnixListener>,
+    pub udp: Vec<UdpListener>,
 }
 
 /// What a connection's task is told about its listener.
@@ -65,6 +75,7 @@ impl Drop for ConnGuard {
 pub async fn run(
     listeners: Vec<Listener>,
     unix: Vec<UnixListener>,
+    udp: Vec<UdpListener>,
     mut runtime: watch::Receiver<Arc<Runtime>>,
     shutdown: watch::Receiver<bool>,
     shared: Arc<Shared>,
@@ -88,13 +99,11 @@ pub async fn run(
     // The UDP side of TLS listeners that speak HTTP/3: same address, same
     // port number (what Alt-Svc tells clients).
     let mut quic = Vec::new();
-    for l in &listeners {
-        let (Some(configured), Ok(local)) = (l.tls, l.socket.local_addr()) else {
-            continue;
-        };
-        if let Some(e) = conn::h3::Endpoint::open(configured, local, &rt) {
-            if let Some(udp) = e.port() {
-                worker.advertise_h3(local.port(), udp);
+    for u in udp {
+        if let Some(e) = conn::h3::Endpoint::open(u.tls, u.socket, &rt) {
+            if let Some(port) = e.port() {
+                // The UDP socket took the TCP listener's port number.
+                worker.advertise_h3(port, port);
             }
             quic.push(Rc::new(e));
         }

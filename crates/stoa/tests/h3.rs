@@ -612,3 +612,25 @@ fn chromium_forced_to_quic_loads_a_page_over_http3() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Started as root with `user = "nobody"`, the privileged parent binds
+/// the UDP sockets with the TCP ones and hands them to the server
+/// process, which runs as nobody: HTTP/3 works there, as it must on port
+/// 443, which nobody could not bind itself.
+#[test]
+fn the_udp_sockets_are_bound_before_privileges_drop_and_served_by_the_unprivileged_process() {
+    require_root();
+    let dir = TempDir::new("h3-privileges");
+    let cfg = dir.write(
+        "stoa.toml",
+        "workers = 2\nuser = \"nobody\"\n[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"cert.pem\"\n\
+         key = \"key.pem\"\nself_signed = true\nprotocols = [\"h3\", \"h2\", \"http/1.1\"]\n\n\
+         [[site]]\n\n[[site.route]]\nprefix = \"/status\"\nstatus = {}\n",
+    );
+    let s = Server::with_config(&cfg);
+    let got = h3get(s.addr.port(), &[], &["/status"]);
+    assert_eq!(got[0].status, 200, "{:?}", got[0]);
+    assert!(got[0].text.contains("h3: 1 connections"), "{}", got[0].text);
+    let stderr = s.stderr();
+    assert!(stderr.contains("as nobody"), "{stderr}");
+}

@@ -1,9 +1,10 @@
 //! HTTP/3 (RFC 9114) over QUIC (RFC 9000/9001): the UDP side of the TLS
-//! addresses whose `[[tls]]` blocks name "h3". Each worker binds its own
-//! UDP socket on the address with SO_REUSEPORT (the kernel keeps a
-//! client's 4-tuple on one socket, so a connection stays with the worker
-//! that accepted it) and runs a quinn endpoint on its current-thread
-//! runtime; quinn-udp batches datagrams (recvmmsg, GSO and GRO where the
+//! addresses whose `[[tls]]` blocks name "h3". Each worker has its own
+//! UDP socket on the address, bound with SO_REUSEPORT where the TCP ones
+//! are (`listen::acquire`: by root, before privileges drop; the kernel
+//! keeps a client's 4-tuple on one socket, so a connection stays with the
+//! worker that accepted it), and runs a quinn endpoint on its
+//! current-thread runtime; quinn-udp batches datagrams (recvmmsg, GSO and GRO where the
 //! kernel has them). Each connection is a local task that accepts request
 //! streams with the `h3` crate; each request is routed and run through
 //! an [`Exchange`] over [`H3Stream`], as an HTTP/1 or HTTP/2 request is.
@@ -37,21 +38,6 @@ use tokio::sync::watch;
 /// not yet acknowledged when the server closes first.
 const GOAWAY_GRACE: Duration = Duration::from_secs(2);
 
-/// A UDP socket on `addr` for one worker: SO_REUSEPORT so that every
-/// worker binds the same port, and the kernel spreads clients among them.
-fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    Ok(socket.into())
-}
-
 /// A worker's QUIC endpoint on one address.
 pub(crate) struct Endpoint {
     endpoint: quinn::Endpoint,
@@ -61,21 +47,16 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// Binds the UDP side of the TLS listener configured as `configured`
-    /// and bound at `local` (the same port number: what Alt-Svc says).
+    /// A quinn endpoint on `socket`, the UDP side of the TLS listener
+    /// configured as `configured` (bound with the TCP sockets:
+    /// `listen::acquire`).
     pub(crate) fn open(
         configured: SocketAddr,
-        local: SocketAddr,
+        socket: std::net::UdpSocket,
         rt: &Runtime,
     ) -> Option<Endpoint> {
         let (_, config) = rt.h3.iter().find(|(a, _)| *a == configured)?;
-        let socket = match bind(local) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!("h3: cannot bind UDP {local}: {e}");
-                return None;
-            }
-        };
+        let local = socket.local_addr().ok();
         let endpoint = quinn::Endpoint::new(
             quinn::EndpointConfig::default(),
             Some((**config).clone()),
@@ -88,7 +69,7 @@ impl Endpoint {
                 configured,
             }),
             Err(e) => {
-                tracing::error!("h3: UDP {local}: {e}");
+                tracing::error!("h3: UDP {local:?}: {e}");
                 None
             }
         }
