@@ -634,3 +634,64 @@ fn the_udp_sockets_are_bound_before_privileges_drop_and_served_by_the_unprivileg
     let stderr = s.stderr();
     assert!(stderr.contains("as nobody"), "{stderr}");
 }
+
+/// A stream flood: a client that opens streams past the server's
+/// MAX_STREAMS is closed by QUIC with STREAM_LIMIT_ERROR (RFC 9000 §4.6,
+/// 0x04); one that opens and resets streams as fast as the limit lets it
+/// (HTTP/2's Rapid Reset, CVE-2023-44487, on QUIC) gets no more than
+/// `max_concurrent_streams` handlers at once, since a stream's credit
+/// comes back only once the server is done with it, and the connection
+/// goes on.
+#[test]
+fn rfc9000_4_6_a_stream_flood_is_bounded_by_max_concurrent_streams() {
+    let dir = TempDir::new("h3-streams");
+    let s = server(&dir, None, "[http3]\nmax_concurrent_streams = 10\n");
+    let port = s.addr.port();
+    let path = "/app/x?sleep=200";
+    let over = h3raw(
+        port,
+        &[
+            "stream-flood",
+            "--path",
+            path,
+            "--count",
+            "40",
+            "--hold",
+            "3",
+        ],
+    );
+    assert_eq!(over["closed"], true, "{over}");
+    assert_eq!(over["error"], 4, "STREAM_LIMIT_ERROR: {over}");
+    let flood = std::thread::spawn(move || {
+        h3raw(
+            port,
+            &[
+                "stream-flood",
+                "--obey",
+                "--path",
+                path,
+                "--count",
+                "300",
+                "--hold",
+                "5",
+            ],
+        )
+    });
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let line = status_line(port, "h3: ");
+        let open: u64 = line
+            .rsplit("streams, ")
+            .next()
+            .and_then(|l| l.strip_suffix(" open"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(open <= 10, "{line}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let got = flood.join().expect("the flood");
+    assert_eq!(got["opened"], 300, "{got}");
+    assert_eq!(got["closed"], false, "{got}");
+    let fresh = h3get(port, &[], &["/index.html"]);
+    assert_eq!(fresh[0].status, 200);
+}

