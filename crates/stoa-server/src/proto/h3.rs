@@ -240,7 +240,6 @@ impl H3Stream {
             }
         }
         if end {
-            self.ended = true;
             if let Some(t) = self.trailers.take() {
                 if !matches!(
                     timeout(idle, self.stream.send_trailers(t)).await,
@@ -252,6 +251,7 @@ impl H3Stream {
             if !matches!(timeout(idle, self.stream.finish()).await, Ok(Ok(()))) {
                 return self.fail(Code::H3_REQUEST_CANCELLED);
             }
+            self.ended = true;
         }
         true
     }
@@ -259,9 +259,7 @@ impl H3Stream {
     /// The stream cannot go on: it is reset, so that the client does not
     /// take a cut body for a whole one (a FIN would say it is whole).
     fn fail(&mut self, code: Code) -> bool {
-        if !self.ended || !self.queue.is_empty() {
-            self.stream.stop_stream(code);
-        }
+        self.stream.stop_stream(code);
         self.ended = true;
         self.queue.clear();
         false
