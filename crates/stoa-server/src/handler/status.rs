@@ -517,6 +517,30 @@ impl Snapshot {
                 }
             }
         }
+        let (h3_total, h3_open) = self.streams[2];
+        metric(
+            &mut s,
+            "h3_streams_total",
+            "counter",
+            "HTTP/3 request streams accepted.",
+        );
+        let _ = writeln!(s, "stoa_h3_streams_total {h3_total}");
+        metric(
+            &mut s,
+            "h3_streams_open",
+            "gauge",
+            "HTTP/3 request streams being served.",
+        );
+        let _ = writeln!(s, "stoa_h3_streams_open {h3_open}");
+        metric(
+            &mut s,
+            "h3_attempts_total",
+            "counter",
+            "QUIC connection attempts answered with a Retry, or refused.",
+        );
+        for (kind, n) in ["retry", "refused"].iter().zip(self.h3_attempts) {
+            let _ = writeln!(s, "stoa_h3_attempts_total{{result=\"{kind}\"}} {n}");
+        }
         metric(
             &mut s,
             "tls_handshakes_total",
