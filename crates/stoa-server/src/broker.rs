@@ -477,9 +477,11 @@ pub(crate) fn server_child_from_env() -> io::Result<Option<Inherited>> {
             "-" => None,
             a => Some(a.parse().map_err(|_| bad())?),
         };
-        let proxy_protocol = match f.next().ok_or_else(bad)? {
-            "-" => false,
-            "proxy" => true,
+        let (proxy_protocol, udp) = match f.next().ok_or_else(bad)? {
+            "-" => (false, false),
+            "proxy" => (true, false),
+            // HTTP/3's UDP side of the TLS address named before.
+            "udp" => (false, true),
             _ => return Err(bad()),
         };
         set_cloexec(fd, true)?;
@@ -489,7 +491,13 @@ pub(crate) fn server_child_from_env() -> io::Result<Option<Inherited>> {
         if out.len() <= worker {
             out.resize_with(worker + 1, Default::default);
         }
-        if socket.domain()? == socket2::Domain::UNIX {
+        if udp {
+            let tls = tls.ok_or_else(bad)?;
+            out[worker].udp.push(crate::worker::UdpListener {
+                socket: socket.into(),
+                tls,
+            });
+        } else if socket.domain()? == socket2::Domain::UNIX {
             out[worker].unix.push(crate::worker::UnixListener {
                 socket: OwnedFd::from(socket).into(),
                 proxy_protocol,
@@ -816,6 +824,12 @@ pub(crate) fn run_parent(
                 l.tls.map_or("-".to_owned(), |a| a.to_string()),
                 flag(l.proxy_protocol)
             ));
+            keep.push(fd);
+            passed.push(l.socket.into());
+        }
+        for l in ls.udp {
+            let fd = l.socket.as_raw_fd();
+            spec.push(format!("{fd},{w},{},udp", l.tls));
             keep.push(fd);
             passed.push(l.socket.into());
         }

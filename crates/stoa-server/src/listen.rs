@@ -242,6 +242,8 @@ fn adopt(fd: RawFd, label: &str) -> Result<(Adopted, String), String> {
 /// owner a Unix socket made here gets.
 pub(crate) struct Wanted {
     pub tcp: Vec<(SocketAddr, bool, bool)>,
+    /// TLS addresses that speak HTTP/3 too: a UDP socket per worker.
+    pub h3: Vec<SocketAddr>,
     pub unix: Vec<(PathBuf, bool)>,
     pub unix_cfg: UnixListen,
 }
@@ -303,6 +305,9 @@ pub(crate) fn acquire(
                 .try_clone()
                 .map_err(|e| StartError::Bind(addr, e))?;
             shared.push(s);
+        }
+        if is_tls && wanted.h3.contains(&addr) {
+            bind_udp(addr, &socks, &mut out.per_worker);
         }
         for (j, socket) in socks.into_iter().chain(shared).enumerate() {
             out.per_worker[j % workers].tcp.push(worker::Listener {
@@ -420,6 +425,41 @@ fn defer_accept(s: &TcpListener) {
 
 /// Opens one SO_REUSEPORT listener per worker on `addr`. With port 0 the
 /// first socket picks the port and the others join it.
+/// HTTP/3's UDP sockets for the TLS address `addr`, whose TCP sockets
+/// are `tcp`: one per worker, SO_REUSEPORT (the kernel keeps a client's
+/// datagrams on one of them), on the port the TCP ones have (what
+/// Alt-Svc advertises). A failure is logged and leaves the address on
+/// TCP only: HTTP/3 is an addition, not a reason to refuse to start.
+fn bind_udp(addr: SocketAddr, tcp: &[TcpListener], per_worker: &mut [worker::Sockets]) {
+    let Some(local) = tcp.first().and_then(|s| s.local_addr().ok()) else {
+        return;
+    };
+    for w in per_worker.iter_mut() {
+        match udp_socket(local) {
+            Ok(socket) => w.udp.push(worker::UdpListener { socket, tls: addr }),
+            Err(e) => {
+                tracing::error!("h3: cannot bind UDP {local}: {e} (serving TCP only)");
+                for w in per_worker.iter_mut() {
+                    w.udp.clear();
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
 fn bind_all(addr: SocketAddr, n: usize) -> Result<Vec<TcpListener>, StartError> {
     let mut out = Vec::with_capacity(n);
     let mut addr = addr;
@@ -462,6 +502,7 @@ mod tests {
     fn tcp(addrs: &[(SocketAddr, bool, bool)]) -> Wanted {
         Wanted {
             tcp: addrs.to_vec(),
+            h3: Vec::new(),
             unix: Vec::new(),
             unix_cfg: UnixListen {
                 paths: Vec::new(),

@@ -139,6 +139,10 @@ pub struct Worker {
     bufs: RefCell<Vec<Vec<u8>>>,
     pub shared: Arc<Shared>,
     index: usize,
+    /// `Alt-Svc` values by the TCP port of a TLS listener that also
+    /// speaks HTTP/3 (RFC 9114 §3.1.1): empty without one, the usual
+    /// case, which costs a response one test.
+    alt_svc: RefCell<Vec<(u16, std::rc::Rc<[u8]>)>>,
 }
 
 impl Worker {
@@ -158,6 +162,7 @@ impl Worker {
             stopping: Cell::new(false),
             idle: RefCell::new(slab::Slab::new()),
             active: Cell::new(0),
+            alt_svc: RefCell::new(Vec::new()),
             bufs: RefCell::new(Vec::new()),
         }
     }
@@ -169,6 +174,31 @@ impl Worker {
             worker: self,
             key: None,
         }
+    }
+
+    /// Responses of the TLS listener on TCP port `tcp` advertise HTTP/3
+    /// on UDP port `udp`, for a day (`ma=86400`, as Caddy and nginx
+    /// examples do).
+    pub(crate) fn advertise_h3(&self, tcp: u16, udp: u16) {
+        let value: std::rc::Rc<[u8]> = format!("h3=\":{udp}\"; ma=86400").into_bytes().into();
+        let mut a = self.alt_svc.borrow_mut();
+        a.retain(|(p, _)| *p != tcp);
+        a.push((tcp, value));
+    }
+
+    /// Whether any listener of this worker advertises HTTP/3.
+    #[inline]
+    pub(crate) fn advertises_h3(&self) -> bool {
+        !self.alt_svc.borrow().is_empty()
+    }
+
+    /// The `Alt-Svc` value for responses on TCP port `tcp`.
+    pub(crate) fn alt_svc(&self, tcp: u16) -> Option<std::rc::Rc<[u8]>> {
+        self.alt_svc
+            .borrow()
+            .iter()
+            .find(|(p, _)| *p == tcp)
+            .map(|(_, v)| v.clone())
     }
 
     /// Whether the worker is stopping (set by [`Worker::stop_idle`]).
@@ -484,15 +514,20 @@ pub struct WorkerStats {
     pub responses: [std::sync::atomic::AtomicU64; 5],
     /// Connections by protocol ([`Proto`] order), counted once the
     /// protocol is known (HTTP/1: at the first request; HTTP/2: after
-    /// its handshake).
-    pub connections: [std::sync::atomic::AtomicU64; 4],
+    /// its handshake; HTTP/3: after QUIC's).
+    pub connections: [std::sync::atomic::AtomicU64; 5],
     /// Of those, the ones open now.
-    pub connections_open: [AtomicUsize; 4],
-    /// HTTP/2 streams accepted, over TLS (`h2`) and cleartext (`h2c`).
-    pub streams: [std::sync::atomic::AtomicU64; 2],
-    pub streams_open: [AtomicUsize; 2],
-    /// TLS handshakes: full, resumed, failed.
+    pub connections_open: [AtomicUsize; 5],
+    /// Streams accepted: HTTP/2 over TLS (`h2`) and cleartext (`h2c`),
+    /// HTTP/3 (`h3`).
+    pub streams: [std::sync::atomic::AtomicU64; 3],
+    pub streams_open: [AtomicUsize; 3],
+    /// TLS handshakes (QUIC's included): full, resumed, failed.
     pub handshakes: [std::sync::atomic::AtomicU64; 3],
+    /// QUIC connection attempts answered with a Retry (address
+    /// validation, RFC 9000 §8.1.2), and refused (too many handshakes or
+    /// connections).
+    pub h3_attempts: [std::sync::atomic::AtomicU64; 2],
 }
 
 /// The protocol a client connection speaks, for the status page.
@@ -506,10 +541,18 @@ pub enum Proto {
     H2 = 2,
     /// HTTP/2 over cleartext with prior knowledge.
     H2c = 3,
+    /// HTTP/3 over QUIC.
+    H3 = 4,
 }
 
 impl Proto {
-    pub const ALL: [Proto; 4] = [Proto::Http1, Proto::Http1Tls, Proto::H2, Proto::H2c];
+    pub const ALL: [Proto; 5] = [
+        Proto::Http1,
+        Proto::Http1Tls,
+        Proto::H2,
+        Proto::H2c,
+        Proto::H3,
+    ];
 
     /// The name the status page uses.
     pub fn name(self) -> &'static str {
@@ -518,6 +561,7 @@ impl Proto {
             Proto::Http1Tls => "http/1.1+tls",
             Proto::H2 => "h2",
             Proto::H2c => "h2c",
+            Proto::H3 => "h3",
         }
     }
 }
@@ -551,6 +595,16 @@ impl WorkerStats {
 
     pub fn stream_closed(&self, tls: bool) {
         self.streams_open[usize::from(!tls)].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// An HTTP/3 request stream was accepted.
+    pub fn h3_stream_opened(&self) {
+        self.streams[2].fetch_add(1, Ordering::Relaxed);
+        self.streams_open[2].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn h3_stream_closed(&self) {
+        self.streams_open[2].fetch_sub(1, Ordering::Relaxed);
     }
 
     pub fn handshake(&self, h: Handshake) {

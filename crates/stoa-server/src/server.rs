@@ -188,6 +188,7 @@ pub(crate) fn wanted(rt: &Runtime) -> listen::Wanted {
     let plain = rt.listen.iter().map(|a| (*a, false));
     let tls = rt.tls.iter().map(|(a, _)| (*a, true));
     listen::Wanted {
+        h3: rt.h3.iter().map(|(a, _)| *a).collect(),
         tcp: plain
             .chain(tls)
             .map(|(a, is_tls)| (a, is_tls, rt.proxy_protocol.on_tcp(a)))
@@ -304,8 +305,8 @@ fn serve(
                 let local = tokio::task::LocalSet::new();
                 let _ = up_tx.send(());
                 drop(up_tx);
-                let worker::Sockets { tcp, unix } = listeners;
-                local.block_on(&rt, worker::run(tcp, unix, rt_rx, sd_rx, shared));
+                let worker::Sockets { tcp, unix, udp } = listeners;
+                local.block_on(&rt, worker::run(tcp, unix, udp, rt_rx, sd_rx, shared));
             })
             .map_err(StartError::Io)?;
         threads.push(t);

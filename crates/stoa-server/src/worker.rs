@@ -30,12 +30,22 @@ pub struct UnixListener {
     pub proxy_protocol: bool,
 }
 
+/// The UDP side of a TLS listener that speaks HTTP/3: bound where the
+/// TCP sockets are (by root before privileges drop, so port 443 works),
+/// one per worker with SO_REUSEPORT, on the TCP socket's port.
+pub struct UdpListener {
+    pub socket: std::net::UdpSocket,
+    /// The TLS address it belongs to, as configured.
+    pub tls: std::net::SocketAddr,
+}
+
 /// One worker's listening sockets, whichever way they came (bound here,
 /// from systemd, from the privileged parent, from a previous binary).
 #[derive(Default)]
 pub(crate) struct Sockets {
     pub tcp: Vec<Listener>,
     pub unix: Vec<UnixListener>,
+    pub udp: Vec<UdpListener>,
 }
 
 /// What a connection's task is told about its listener.
@@ -65,6 +75,7 @@ impl Drop for ConnGuard {
 pub async fn run(
     listeners: Vec<Listener>,
     unix: Vec<UnixListener>,
+    udp: Vec<UdpListener>,
     mut runtime: watch::Receiver<Arc<Runtime>>,
     shutdown: watch::Receiver<bool>,
     shared: Arc<Shared>,
@@ -85,6 +96,18 @@ pub async fn run(
     ssi::set_template_revalidate(rt.cache.revalidate);
     conn::park::start(worker.clone(), resume);
     let mut tokio_listeners = Vec::new();
+    // The UDP side of TLS listeners that speak HTTP/3: same address, same
+    // port number (what Alt-Svc tells clients).
+    let mut quic = Vec::new();
+    for u in udp {
+        if let Some(e) = conn::h3::Endpoint::open(u.tls, u.socket, &rt) {
+            if let Some(port) = e.port() {
+                // The UDP socket took the TCP listener's port number.
+                worker.advertise_h3(port, port);
+            }
+            quic.push(Rc::new(e));
+        }
+    }
     for l in listeners {
         match TcpListener::from_std(l.socket) {
             Ok(s) => tokio_listeners.push((
@@ -112,6 +135,11 @@ pub async fn run(
         })
     };
     let mut accepts = Vec::new();
+    for e in &quic {
+        accepts.push(tokio::task::spawn_local(
+            e.clone().accept_loop(runtime.clone(), worker.clone()),
+        ));
+    }
     for (l, via) in &tokio_listeners {
         accepts.push(tokio::task::spawn_local(accept_loop(
             l.clone(),
@@ -150,6 +178,9 @@ pub async fn run(
                 worker.set_access_log(&rt.access_log);
                 static_files::set_cache_limits(rt.cache.max_bytes, rt.cache.max_file_bytes, rt.cache.revalidate);
                 ssi::set_template_revalidate(rt.cache.revalidate);
+                for e in &quic {
+                    e.reload(&rt);
+                }
             }
             r = sd.changed() => {
                 if r.is_err() || *sd.borrow() { break; }
@@ -161,6 +192,9 @@ pub async fn run(
     worker.stop_idle();
     for a in &accepts {
         a.abort();
+    }
+    for e in &quic {
+        e.stop();
     }
     drop(tokio_listeners);
     // Let in-flight requests finish; idle connections close themselves. A
@@ -176,6 +210,11 @@ pub async fn run(
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // What the last HTTP/3 connections sent is acknowledged (or they
+    // are given up) before the sockets close.
+    for e in &quic {
+        e.close(Duration::from_secs(1)).await;
     }
     flusher.abort();
     worker.flush_log();

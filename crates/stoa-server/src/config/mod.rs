@@ -80,6 +80,10 @@ pub struct FileConfig {
     /// `[http2]`: limits of HTTP/2 connections.
     #[serde(default)]
     pub http2: Http2Config,
+    /// `[http3]`: limits of HTTP/3 (QUIC) connections, on the `[[tls]]`
+    /// blocks whose `protocols` name "h3".
+    #[serde(default)]
+    pub http3: Http3Config,
     #[serde(default)]
     pub cgi: CgiGlobalConfig,
     #[serde(default)]
@@ -127,7 +131,8 @@ pub struct TlsConfig {
     /// SNI names this certificate serves (`*.example.com` allowed).
     #[serde(default)]
     pub hosts: Vec<String>,
-    /// ALPN protocols in order of preference: "h2", "http/1.1".
+    /// ALPN protocols in order of preference: "h2", "http/1.1"; "h3"
+    /// also serves HTTP/3 over QUIC on the same addresses (UDP).
     pub protocols: Option<Vec<String>>,
     /// When `cert` or `key` is missing, write a self-signed certificate
     /// there (for `hosts`, else localhost) at start-up, as `stoa cert`.
@@ -222,6 +227,18 @@ pub struct Http2Config {
     pub max_pending_accept_reset_streams: Option<usize>,
     pub max_local_error_reset_streams: Option<usize>,
     pub max_control_frames: Option<u32>,
+}
+
+/// `[http3]`: every key defaults to [`Http3Limits::default`].
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Http3Config {
+    pub max_concurrent_streams: Option<u32>,
+    pub max_field_section_size: Option<Size>,
+    pub idle_timeout: Option<Dur>,
+    pub max_handshakes: Option<usize>,
+    pub retry: Option<String>,
+    pub early_data: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -585,6 +602,10 @@ pub struct Runtime {
     pub cache: Cache,
     /// `[http2]`.
     pub http2: Http2Limits,
+    /// `[http3]`.
+    pub http3: Http3Limits,
+    /// The QUIC config of each TLS address whose blocks name "h3".
+    pub(crate) h3: Vec<(SocketAddr, Arc<quinn::ServerConfig>)>,
     pub sites: Vec<Site>,
     /// Some site has `https_redirect` or `hsts`: requests look their
     /// site up before routing (otherwise they need not).
@@ -896,6 +917,20 @@ fn build(
         ));
     }
     let http2 = build_http2(&fc.http2, &err)?;
+    let http3 = build_http3(&fc.http3, &err)?;
+    let mut h3 = Vec::new();
+    for (addr, acceptor) in tls.iter().filter(|(_, a)| a.h3) {
+        let limits = crate::proto::h3::QuicLimits {
+            max_concurrent_streams: http3.max_concurrent_streams,
+            idle_timeout: http3.idle_timeout,
+            max_handshakes: http3.max_handshakes,
+        };
+        let config = acceptor
+            .quic_config()
+            .and_then(|tls| crate::proto::h3::server_config(tls, &limits))
+            .map_err(|m| err(None, "tls.protocols", format!("{addr}: h3: {m}")))?;
+        h3.push((*addr, Arc::new(config)));
+    }
     let dc = Cache::default();
     let cache = Cache {
         max_file_bytes: fc.cache.max_file_bytes.map_or(dc.max_file_bytes, |v| v.0),
@@ -1480,6 +1515,8 @@ fn build(
         max_body_ceiling,
         cache,
         http2,
+        http3,
+        h3,
         sites,
         transport_rules,
         https_port,
@@ -1510,9 +1547,21 @@ fn build_tls(
     use crate::proto::tls::{self, Acceptor, TlsSite};
     let default_protocols: Vec<String> = tls::PROTOCOLS.iter().map(|p| p.to_string()).collect();
     let mut out: Vec<(SocketAddr, Acceptor)> = Vec::new();
-    let mut add = |addr: SocketAddr, site: TlsSite| match out.iter_mut().find(|(a, _)| *a == addr) {
-        Some((_, acc)) => acc.sites.push(site),
-        None => out.push((addr, Acceptor { sites: vec![site] })),
+    let mut add = |addr: SocketAddr, site: TlsSite, h3: bool| match out
+        .iter_mut()
+        .find(|(a, _)| *a == addr)
+    {
+        Some((_, acc)) => {
+            acc.h3 |= h3;
+            acc.sites.push(site)
+        }
+        None => out.push((
+            addr,
+            Acceptor {
+                sites: vec![site],
+                h3,
+            },
+        )),
     };
     match (&ov.tls_cert, &ov.tls_key) {
         (Some(cert), Some(key)) => {
@@ -1532,25 +1581,45 @@ fn build_tls(
                     slot: slot.clone(),
                     clients: None,
                 };
-                add(a, site);
+                add(a, site, false);
             }
         }
         (None, None) => {
             for b in &fc.tls {
                 let span = Some(b.span());
                 let t = b.get_ref();
-                let protocols = t.protocols.clone().unwrap_or(default_protocols.clone());
+                let mut protocols = t.protocols.clone().unwrap_or(default_protocols.clone());
                 if protocols.is_empty() {
                     return Err(err(span, "tls.protocols", "is empty".into()));
                 }
                 if let Some(p) = protocols
                     .iter()
-                    .find(|p| !tls::PROTOCOLS.contains(&p.as_str()))
+                    .find(|p| !tls::PROTOCOLS.contains(&p.as_str()) && *p != tls::H3)
                 {
                     return Err(err(
                         span,
                         "tls.protocols",
-                        format!("`{p}`: Stoa speaks \"h2\" and \"http/1.1\""),
+                        format!("`{p}`: Stoa speaks \"h3\", \"h2\" and \"http/1.1\""),
+                    ));
+                }
+                // "h3" is QUIC's ALPN name, on the UDP side: the TCP
+                // handshake offers the others.
+                let h3 = protocols.iter().any(|p| p == tls::H3);
+                protocols.retain(|p| p != tls::H3);
+                if protocols.is_empty() {
+                    // Clients find HTTP/3 through Alt-Svc on a TCP
+                    // response (RFC 9114 §3.1.1): without one, none would.
+                    return Err(err(
+                        span,
+                        "tls.protocols",
+                        "\"h3\" needs \"h2\" or \"http/1.1\" beside it: clients learn of HTTP/3 from Alt-Svc on those".into(),
+                    ));
+                }
+                if h3 && t.client_auth.is_some() {
+                    return Err(err(
+                        span,
+                        "tls.protocols",
+                        "\"h3\" with `client_auth` is not supported yet".into(),
                     ));
                 }
                 if t.listen.is_empty() {
@@ -1648,6 +1717,7 @@ fn build_tls(
                             slot: slot.clone(),
                             clients: clients.clone(),
                         },
+                        h3,
                     );
                 }
             }
@@ -1825,6 +1895,116 @@ fn build_http2(h: &Http2Config, err: &ErrAt<'_>) -> Result<Http2Limits, ConfigEr
         ));
     }
     Ok(limits)
+}
+
+/// `[http3]`, validated: limits as `[http2]`'s, a retry policy, and
+/// 0-RTT refused (it is replayable, RFC 9001 §9.2, and Stoa has no
+/// RFC 8470 `Early-Data` handling yet).
+fn build_http3(h: &Http3Config, err: &ErrAt<'_>) -> Result<Http3Limits, ConfigError> {
+    let d = Http3Limits::default();
+    let streams = h.max_concurrent_streams.unwrap_or(d.max_concurrent_streams);
+    if streams == 0 {
+        return Err(err(
+            None,
+            "http3.max_concurrent_streams",
+            "must be at least 1".into(),
+        ));
+    }
+    let field = h
+        .max_field_section_size
+        .map_or(d.max_field_section_size, |s| s.0);
+    if !(1024..=16 << 20).contains(&field) {
+        return Err(err(
+            None,
+            "http3.max_field_section_size",
+            format!("{field} is outside 1024..={}", 16 << 20),
+        ));
+    }
+    let idle = h.idle_timeout.map_or(d.idle_timeout, |v| v.0);
+    // QUIC's idle timeout is a varint of milliseconds (RFC 9000 §18.2).
+    if idle.is_zero() || idle > std::time::Duration::from_secs(3600) {
+        return Err(err(
+            None,
+            "http3.idle_timeout",
+            "must be between 1 ms and 1 h".into(),
+        ));
+    }
+    let max_handshakes = h.max_handshakes.unwrap_or(d.max_handshakes);
+    if max_handshakes == 0 {
+        return Err(err(
+            None,
+            "http3.max_handshakes",
+            "must be at least 1".into(),
+        ));
+    }
+    let retry = match h.retry.as_deref() {
+        None => d.retry,
+        Some("always") => H3Retry::Always,
+        Some("under_load") => H3Retry::UnderLoad,
+        Some("never") => H3Retry::Never,
+        Some(other) => {
+            return Err(err(
+                None,
+                "http3.retry",
+                format!("`{other}`: \"always\", \"under_load\" or \"never\""),
+            ))
+        }
+    };
+    if h.early_data == Some(true) {
+        return Err(err(
+            None,
+            "http3.early_data",
+            "0-RTT is not supported: its requests can be replayed (RFC 9001 §9.2)".into(),
+        ));
+    }
+    Ok(Http3Limits {
+        max_concurrent_streams: streams,
+        max_field_section_size: field,
+        idle_timeout: idle,
+        max_handshakes,
+        retry,
+    })
+}
+
+/// When a QUIC listener makes a client prove its address with a Retry
+/// (RFC 9000 §8.1.2) before it spends a handshake on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H3Retry {
+    Always,
+    /// Once more than half of `max_handshakes` are in progress on a
+    /// worker (an Initial flood from spoofed addresses).
+    UnderLoad,
+    Never,
+}
+
+/// `[http3]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http3Limits {
+    /// Request streams a client may have open at once (QUIC's
+    /// `initial_max_streams_bidi`).
+    pub max_concurrent_streams: u32,
+    /// The largest request head (SETTINGS_MAX_FIELD_SECTION_SIZE, RFC
+    /// 9114 §7.2.4.1): as `[http2] max_header_list_size`.
+    pub max_field_section_size: u64,
+    /// A connection with nothing received for this long is closed
+    /// (QUIC's `max_idle_timeout`).
+    pub idle_timeout: std::time::Duration,
+    /// Handshakes in progress per worker; Initial packets past it are
+    /// refused (bounded memory under an Initial flood).
+    pub max_handshakes: usize,
+    pub retry: H3Retry,
+}
+
+impl Default for Http3Limits {
+    fn default() -> Self {
+        Http3Limits {
+            max_concurrent_streams: 100,
+            max_field_section_size: 16 << 10,
+            idle_timeout: std::time::Duration::from_secs(30),
+            max_handshakes: 1024,
+            retry: H3Retry::UnderLoad,
+        }
+    }
 }
 
 /// A `self_signed` block whose files are missing: a certificate for
@@ -2215,6 +2395,62 @@ autoindex = false
         )
         .unwrap_err();
         assert!(e.message.contains("max_streams"), "{e}");
+    }
+
+    #[test]
+    fn the_http3_table_defaults_and_h3_in_protocols_opens_quic_only_beside_a_tcp_protocol() {
+        let d = dir();
+        let root = d.display();
+        let tls = |protocols: &str| {
+            format!(
+                "[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"c.pem\"\nkey = \"k.pem\"\n\
+                 self_signed = true\nprotocols = {protocols}\n[[site]]\nroot = \"{root}\"\n"
+            )
+        };
+        let rt = from_str(
+            &tls(r#"["h3", "h2", "http/1.1"]"#),
+            "t.toml",
+            &d,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(rt.http3, Http3Limits::default());
+        assert_eq!(rt.http3.retry, H3Retry::UnderLoad);
+        assert_eq!(rt.h3.len(), 1);
+        // The TCP handshake does not offer "h3": it is QUIC's.
+        let (_, acceptor) = &rt.tls[0];
+        assert!(acceptor.h3);
+        assert_eq!(
+            acceptor.sites[0].config.alpn_protocols,
+            [b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()]
+        );
+        let rt = from_str(&tls(r#"["h2"]"#), "t.toml", &d, &Overrides::default()).unwrap();
+        assert!(rt.h3.is_empty());
+        // Alone, nothing would ever advertise it (RFC 9114 §3.1.1).
+        let e = from_str(&tls(r#"["h3"]"#), "t.toml", &d, &Overrides::default()).unwrap_err();
+        assert_eq!(e.key, "tls.protocols", "{e}");
+        for (body, key) in [
+            ("early_data = true", "http3.early_data"),
+            ("max_concurrent_streams = 0", "http3.max_concurrent_streams"),
+            (
+                "max_field_section_size = 10",
+                "http3.max_field_section_size",
+            ),
+            ("retry = \"sometimes\"", "http3.retry"),
+            ("max_handshakes = 0", "http3.max_handshakes"),
+        ] {
+            let text = format!("[http3]\n{body}\n[[site]]\nroot = \"{root}\"\n");
+            let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);
+            assert_eq!(e.key, key, "{e}");
+        }
+        let text = format!(
+            "[http3]\nmax_concurrent_streams = 7\nretry = \"always\"\nidle_timeout = \"5s\"\n\
+             [[site]]\nroot = \"{root}\"\n"
+        );
+        let rt = from_str(&text, "t.toml", &d, &Overrides::default()).unwrap();
+        assert_eq!(rt.http3.max_concurrent_streams, 7);
+        assert_eq!(rt.http3.retry, H3Retry::Always);
+        assert_eq!(rt.http3.idle_timeout, std::time::Duration::from_secs(5));
     }
 
     #[test]

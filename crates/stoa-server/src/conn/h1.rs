@@ -407,7 +407,7 @@ fn refuse(e: ParseError, worker: &Worker, out: &mut Output, peer: SocketAddr, ra
         || Combined {
             peer,
             request_line: line,
-            h2: false,
+            spoken: None,
             status,
             body_bytes: bytes,
             head: None,

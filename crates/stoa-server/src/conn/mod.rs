@@ -4,6 +4,7 @@
 
 pub mod h1;
 pub mod h2;
+pub(crate) mod h3;
 pub(crate) mod park;
 pub mod proxy_protocol;
 

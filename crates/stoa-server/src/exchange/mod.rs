@@ -26,6 +26,7 @@ use crate::local::{AccessLog, Worker};
 use crate::log::access::{CacheStatus, Combined, Entry};
 use crate::proto::h1::Io;
 use crate::proto::h2::H2Stream;
+use crate::proto::h3::H3Stream;
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::fs::File;
@@ -42,6 +43,7 @@ pub enum Side<'a> {
     H1(&'a mut Io),
     Sub(&'a mut Sub),
     H2(&'a mut H2Stream),
+    H3(&'a mut H3Stream),
     /// A response caught for an error page (`error_pages`): nothing of it
     /// reaches the carrier, which waits inside until routing writes the
     /// page ([`Exchange::take_caught`]).
@@ -74,6 +76,7 @@ impl Side<'_> {
             Side::H1(io) => Side::H1(io),
             Side::Sub(s) => Side::Sub(s),
             Side::H2(s) => Side::H2(s),
+            Side::H3(s) => Side::H3(s),
             Side::Caught(c) => Side::Caught(Box::new(Caught {
                 carrier: c.carrier.as_mut().map(Side::reborrow),
                 status: c.status,
@@ -300,6 +303,16 @@ impl<'a> Exchange<'a> {
         Exchange::on(Side::H2(stream), req, worker, limits, true)
     }
 
+    /// An exchange on an HTTP/3 request stream.
+    pub fn h3(
+        stream: &'a mut H3Stream,
+        req: &'a RequestHead,
+        worker: &'a Worker,
+        limits: &'a Limits,
+    ) -> Exchange<'a> {
+        Exchange::on(Side::H3(stream), req, worker, limits, true)
+    }
+
     /// A subrequest: the response is collected in `sub`.
     pub fn sub(
         sub: &'a mut Sub,
@@ -365,6 +378,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => (io.out.buf(), self.fields_at),
             Side::Sub(s) => (&mut s.head, self.fields_at),
             Side::H2(s) => (&mut s.head, 0),
+            Side::H3(s) => (&mut s.head, 0),
             Side::Caught(c) => (&mut c.head, 0),
         };
         let fields = Fields::new(buf, at);
@@ -448,6 +462,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.peer,
             Side::Sub(s) => s.peer,
             Side::H2(s) => s.peer,
+            Side::H3(s) => s.peer,
             Side::Caught(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
         }
     }
@@ -457,6 +472,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.local_addr(),
             Side::Sub(s) => s.local,
             Side::H2(s) => s.local,
+            Side::H3(s) => s.local,
             Side::Caught(_) => None,
         }
     }
@@ -467,6 +483,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.is_tls(),
             Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(s) => s.tls.is_some(),
+            Side::H3(s) => s.tls.is_some(),
         };
         if tls {
             "https"
@@ -482,6 +499,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.stream.tls_info(),
             Side::Sub(_) | Side::Caught(_) => None,
             Side::H2(s) => s.tls,
+            Side::H3(s) => s.tls,
         }
     }
 
@@ -491,6 +509,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.stream.client_cert().map(std::sync::Arc::new),
             Side::Sub(_) | Side::Caught(_) => None,
             Side::H2(s) => s.client_cert(),
+            Side::H3(s) => s.client_cert(),
         }
     }
 
@@ -498,6 +517,7 @@ impl<'a> Exchange<'a> {
     pub fn protocol(&self) -> &'static str {
         match self.carrier() {
             Side::H2(_) => "HTTP/2.0",
+            Side::H3(_) => "HTTP/3.0",
             _ => self.req.version.as_str(),
         }
     }
@@ -524,6 +544,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.reader.is_none() && self.req.expect_continue && self.req.has_body(),
             Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(s) => s.continue_pending(),
+            Side::H3(s) => s.continue_pending(),
         }
     }
 
@@ -542,6 +563,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.read_body(req, limits, max, dst).await,
             Side::Sub(_) | Side::Caught(_) => Ok(false),
             Side::H2(s) => s.read_body(limits, max, dst).await,
+            Side::H3(s) => s.read_body(limits, max, dst).await,
         };
         self.received += dst.len().saturating_sub(before) as u64;
         r
@@ -553,6 +575,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.body_done(self.req),
             Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.body_done(),
+            Side::H3(s) => s.body_done(),
         }
     }
 
@@ -563,6 +586,9 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.rbuf.len() < 64 * 1024,
             Side::Sub(_) | Side::Caught(_) => false,
             Side::H2(_) => true,
+            // Nothing tells an HTTP/3 client's leaving without reading
+            // its stream (quinn reports a reset to the reader only).
+            Side::H3(_) => false,
         }
     }
 
@@ -572,6 +598,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.client_gone().await,
             Side::Sub(_) | Side::Caught(_) => std::future::pending().await,
             Side::H2(s) => s.client_gone().await,
+            Side::H3(s) => s.client_gone().await,
         }
     }
 
@@ -582,6 +609,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => io.out.buf(),
             Side::Sub(s) => &mut s.head,
             Side::H2(s) => &mut s.head,
+            Side::H3(s) => &mut s.head,
             Side::Caught(c) => &mut c.head,
         }
     }
@@ -697,13 +725,37 @@ impl<'a> Exchange<'a> {
                 self.fields_at = 0;
                 self.worker.push_date(&mut s.head);
             }
+            Side::H3(s) => {
+                s.start(status);
+                self.head_bytes = 0;
+                self.fields_at = 0;
+                self.worker.push_date(&mut s.head);
+            }
             Side::Caught(_) => return,
         }
         if let Some(v) = self.hsts {
             self.header("Strict-Transport-Security", v);
         }
+        if self.worker.advertises_h3() {
+            self.alt_svc();
+        }
         if let Some(v) = self.cache_field {
             self.header("Cache-Status", v);
+        }
+    }
+
+    /// `Alt-Svc` on a response over TLS (HTTP/1.1 or HTTP/2) of a
+    /// listener that speaks HTTP/3 too: how clients learn of it (RFC 9114
+    /// §3.1.1).
+    #[inline(never)]
+    fn alt_svc(&mut self) {
+        let local = match &self.side {
+            Side::H1(io) if io.is_tls() => io.local_addr(),
+            Side::H2(s) if s.tls.is_some() => s.local,
+            _ => None,
+        };
+        if let Some(v) = local.and_then(|a| self.worker.alt_svc(a.port())) {
+            self.header("Alt-Svc", &v);
         }
     }
 
@@ -763,6 +815,7 @@ impl<'a> Exchange<'a> {
             Side::H1(io) => (io.out.buf(), self.fields_at),
             Side::Sub(s) => (&mut s.head, self.fields_at),
             Side::H2(s) => s.head_for_filters(),
+            Side::H3(s) => s.head_for_filters(),
             Side::Caught(c) => (&mut c.head, 0),
         };
         let mut head = Head {
@@ -787,6 +840,13 @@ impl<'a> Exchange<'a> {
         }
         self.remaining = Some(if self.head_only { 0 } else { len.unwrap_or(0) });
         if let Side::H2(s) = &mut self.side {
+            if let Some(len) = len {
+                s.content_length(len);
+            }
+            self.head_bytes = (s.head.len() as u64).saturating_sub(self.head_bytes);
+            return;
+        }
+        if let Side::H3(s) = &mut self.side {
             if let Some(len) = len {
                 s.content_length(len);
             }
@@ -845,7 +905,7 @@ impl<'a> Exchange<'a> {
                 self.remaining = None;
                 return s.head_ended(None);
             }
-            Side::H2(_) | Side::Caught(_) => {}
+            Side::H2(_) | Side::H3(_) | Side::Caught(_) => {}
         }
         self.head_length(None);
         self.remaining = None;
@@ -873,6 +933,15 @@ impl<'a> Exchange<'a> {
                 }
             }
             Side::H2(s) => {
+                let n = body.len() as u64;
+                let n = self.remaining.map_or(n, |r| r.min(n));
+                self.sent += n;
+                if let Some(r) = self.remaining.as_mut() {
+                    *r -= n;
+                }
+                s.push_mem(body.slice(..n as usize));
+            }
+            Side::H3(s) => {
                 let n = body.len() as u64;
                 let n = self.remaining.map_or(n, |r| r.min(n));
                 self.sent += n;
@@ -926,6 +995,7 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(s) => s.push_body(data),
             Side::H2(s) => s.push(data),
+            Side::H3(s) => s.push(data),
             // Caught: the error page replaces it.
             Side::Caught(c) => c.dropped += data.len() as u64,
         }
@@ -967,6 +1037,10 @@ impl<'a> Exchange<'a> {
                 self.sent += len;
                 s.push_file(file, offset, len);
             }
+            Side::H3(s) => {
+                self.sent += len;
+                s.push_file(file, offset, len);
+            }
             Side::Caught(c) => c.dropped += len,
         }
     }
@@ -994,6 +1068,8 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.interim(status, lines),
+            // Not sent: `h3` has no call for an informational head.
+            Side::H3(_) => true,
         }
     }
 
@@ -1006,7 +1082,7 @@ impl<'a> Exchange<'a> {
         match &mut self.side {
             Side::H1(io) => io.out.buf().extend_from_slice(data),
             Side::Sub(s) => s.push_body(data),
-            Side::H2(_) => return self.relay_nph(data),
+            Side::H2(_) | Side::H3(_) => return self.relay_nph(data),
             Side::Caught(_) => {}
         }
         self.status = status;
@@ -1097,6 +1173,7 @@ impl<'a> Exchange<'a> {
             Side::Sub(_) => true,
             Side::Caught(c) => c.dropped <= MAX_DRAIN,
             Side::H2(s) => s.flush(false, self.limits.send_timeout).await,
+            Side::H3(s) => s.flush(false, self.limits.send_timeout).await,
         }
     }
 
@@ -1165,6 +1242,7 @@ impl<'a> Exchange<'a> {
         });
         match &mut self.side {
             Side::H2(s) => s.trailers = Some(fields),
+            Side::H3(s) => s.trailers = Some(fields),
             // A body filter still holds output that goes before the last
             // chunk: the trailers cannot follow it there.
             Side::H1(io) if self.chunked && te && self.active.is_none() => {
@@ -1189,6 +1267,7 @@ impl<'a> Exchange<'a> {
         let within = self.limits.body_timeout;
         match &mut self.side {
             Side::H2(s) => s.request_trailers(within).await,
+            Side::H3(s) => s.request_trailers(within).await,
             Side::H1(_) | Side::Sub(_) | Side::Caught(_) => None,
         }
     }
@@ -1214,10 +1293,13 @@ impl<'a> Exchange<'a> {
             // Its error page ends it (`take_caught`).
             return;
         }
-        if let Side::H2(s) = &self.side {
-            if s.nph.is_some() {
-                self.relay_end();
-            }
+        let nph = match &self.side {
+            Side::H2(s) => s.nph.is_some(),
+            Side::H3(s) => s.nph.is_some(),
+            _ => false,
+        };
+        if nph {
+            self.relay_end();
         }
         if self.active.is_some() {
             self.filter_end(whole);
@@ -1348,6 +1430,7 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(s) => s.push_body(&made),
             Side::H2(s) => s.push_mem(made),
+            Side::H3(s) => s.push_mem(made),
             Side::Caught(c) => c.dropped += made.len() as u64,
         }
     }
@@ -1426,9 +1509,10 @@ impl<'a> Exchange<'a> {
         if !self.worker.logs_to(self.log) {
             return;
         }
-        let (peer, h2) = match self.carrier() {
-            Side::H1(io) => (io.peer, false),
-            Side::H2(s) => (s.peer, true),
+        let (peer, spoken) = match self.carrier() {
+            Side::H1(io) => (io.peer, None),
+            Side::H2(s) => (s.peer, Some("HTTP/2.0")),
+            Side::H3(s) => (s.peer, Some("HTTP/3.0")),
             Side::Sub(_) | Side::Caught(_) => return,
         };
         let req = self.req;
@@ -1440,7 +1524,7 @@ impl<'a> Exchange<'a> {
             || Combined {
                 peer,
                 request_line: req.request_line(),
-                h2,
+                spoken,
                 status,
                 body_bytes: this.sent,
                 head: Some(req),
@@ -1450,21 +1534,22 @@ impl<'a> Exchange<'a> {
                 let up = this.upstream.as_deref();
                 Entry {
                     peer,
-                    request_line: if h2 {
+                    request_line: if let Some(v) = spoken {
                         // The head was built as HTTP/1.1; the log says
                         // what the client spoke.
                         let line = req.request_line();
                         let mut l = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
-                        l.extend_from_slice(b"HTTP/2.0");
+                        l.extend_from_slice(v.as_bytes());
                         Cow::Owned(l)
                     } else {
                         Cow::Borrowed(req.request_line())
                     },
                     head: Some(req),
-                    protocol: if h2 { "HTTP/2.0" } else { req.version.as_str() },
+                    protocol: spoken.unwrap_or(req.version.as_str()),
                     tls: match this.carrier() {
                         Side::H1(io) => io.is_tls(),
                         Side::H2(s) => s.tls.is_some(),
+                        Side::H3(s) => s.tls.is_some(),
                         Side::Sub(_) | Side::Caught(_) => false,
                     },
                     status,

@@ -1,5 +1,5 @@
 //! An NPH script's output — a whole HTTP/1 response — on a carrier that
-//! cannot pass HTTP/1 bytes through (an HTTP/2 stream): its status line
+//! cannot pass HTTP/1 bytes through (an HTTP/2 or HTTP/3 stream): its status line
 //! and header fields are parsed and written as this exchange's head
 //! (hop-by-hop fields, Date and Server dropped: the carrier and the
 //! server write their own), and its body is taken out of its HTTP/1
@@ -20,11 +20,20 @@ impl Exchange<'_> {
     /// The next piece of an NPH script's output, re-emitted through this
     /// exchange.
     pub(super) fn relay_nph(&mut self, data: &[u8]) {
-        let Side::H2(s) = &mut self.side else { return };
-        let mut relay = s.nph.take().unwrap_or_default();
+        let Some(slot) = self.nph_slot() else { return };
+        let mut relay = slot.take().unwrap_or_default();
         self.relay_piece(&mut relay, data);
-        if let Side::H2(s) = &mut self.side {
-            s.nph = Some(relay);
+        if let Some(slot) = self.nph_slot() {
+            *slot = Some(relay);
+        }
+    }
+
+    /// Where the carrier keeps the relay's state (streams only).
+    fn nph_slot(&mut self) -> Option<&mut Option<Box<Relay>>> {
+        match &mut self.side {
+            Side::H2(s) => Some(&mut s.nph),
+            Side::H3(s) => Some(&mut s.nph),
+            _ => None,
         }
     }
 
@@ -116,8 +125,9 @@ impl Exchange<'_> {
 
     /// At the end of the output: a head that never completed is a 502.
     pub(super) fn relay_end(&mut self) {
-        let Side::H2(s) = &mut self.side else { return };
-        let Some(relay) = s.nph.as_mut() else { return };
+        let Some(Some(relay)) = self.nph_slot() else {
+            return;
+        };
         if relay.body.is_none() && !relay.failed {
             tracing::error!("nph script: output ended before a complete head");
             relay.failed = true;

@@ -86,11 +86,14 @@ struct Snapshot {
     connections: usize,
     responses: [u64; 5],
     /// By protocol, in [`Proto::ALL`] order: connections counted, open.
-    by_proto: [(u64, u64); 4],
-    /// HTTP/2 streams over TLS and cleartext: accepted, open.
-    streams: [(u64, u64); 2],
+    by_proto: [(u64, u64); 5],
+    /// Streams of HTTP/2 over TLS and cleartext, and of HTTP/3:
+    /// accepted, open.
+    streams: [(u64, u64); 3],
     /// TLS handshakes: full, resumed, failed.
     handshakes: [u64; 3],
+    /// QUIC connection attempts answered with a Retry, and refused.
+    h3_attempts: [u64; 2],
     pools: Vec<PoolSnap>,
     /// The response cache's zones: name and counters, by name.
     zones: Vec<(String, Stats)>,
@@ -251,6 +254,7 @@ impl Snapshot {
                 std::array::from_fn(|i| (total[i], open[i]))
             },
             handshakes: shared.sum(|w| &w.handshakes),
+            h3_attempts: shared.sum(|w| &w.h3_attempts),
             pools: pools.iter().map(|p| pool_snap(p)).collect(),
             zones: {
                 let mut z: Vec<_> = store::zones()
@@ -293,6 +297,11 @@ impl Snapshot {
             s,
             "tls handshakes: {} full, {} resumed, {} failed",
             h[0], h[1], h[2]
+        );
+        let _ = writeln!(
+            s,
+            "h3 retries: {}, h3 refused: {}",
+            self.h3_attempts[0], self.h3_attempts[1]
         );
         for p in &self.pools {
             let _ = writeln!(
@@ -342,11 +351,12 @@ impl Snapshot {
         s
     }
 
-    /// The stream counts of an HTTP/2 protocol.
+    /// The stream counts of a protocol that has streams (HTTP/2, HTTP/3).
     fn h2_streams(&self, p: Proto) -> Option<(u64, u64)> {
         match p {
             Proto::H2 => Some(self.streams[0]),
             Proto::H2c => Some(self.streams[1]),
+            Proto::H3 => Some(self.streams[2]),
             _ => None,
         }
     }
@@ -377,6 +387,7 @@ impl Snapshot {
             },
             "protocols": protocols,
             "tls_handshakes": { "full": h[0], "resumed": h[1], "failed": h[2] },
+            "h3_attempts": { "retried": self.h3_attempts[0], "refused": self.h3_attempts[1] },
             "pools": self.pools.iter().map(|p| serde_json::json!({
                 "name": p.name,
                 "kind": if p.spawned { "spawned" } else { "address" },
@@ -505,6 +516,30 @@ impl Snapshot {
                     let _ = writeln!(s, "stoa_{name}{{protocol=\"{}\"}} {n}", p.name());
                 }
             }
+        }
+        let (h3_total, h3_open) = self.streams[2];
+        metric(
+            &mut s,
+            "h3_streams_total",
+            "counter",
+            "HTTP/3 request streams accepted.",
+        );
+        let _ = writeln!(s, "stoa_h3_streams_total {h3_total}");
+        metric(
+            &mut s,
+            "h3_streams_open",
+            "gauge",
+            "HTTP/3 request streams being served.",
+        );
+        let _ = writeln!(s, "stoa_h3_streams_open {h3_open}");
+        metric(
+            &mut s,
+            "h3_attempts_total",
+            "counter",
+            "QUIC connection attempts answered with a Retry, or refused.",
+        );
+        for (kind, n) in ["retry", "refused"].iter().zip(self.h3_attempts) {
+            let _ = writeln!(s, "stoa_h3_attempts_total{{result=\"{kind}\"}} {n}");
         }
         metric(
             &mut s,
@@ -767,9 +802,10 @@ mod tests {
             workers: 1,
             connections: 0,
             responses: [0; 5],
-            by_proto: [(0, 0); 4],
-            streams: [(0, 0); 2],
+            by_proto: [(0, 0); 5],
+            streams: [(0, 0); 3],
             handshakes: [0; 3],
+            h3_attempts: [0; 2],
             certificates: Vec::new(),
             pools: Vec::new(),
             zones: vec![

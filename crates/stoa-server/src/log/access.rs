@@ -352,7 +352,7 @@ fn combined(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
         &Combined {
             peer: e.peer,
             request_line: &e.request_line,
-            h2: false,
+            spoken: None,
             status: e.status,
             body_bytes: e.body_bytes,
             head: e.head,
@@ -369,12 +369,13 @@ fn combined(out: &mut Vec<u8>, e: &Entry<'_>, t: &Times<'_>) {
 pub struct Combined<'r> {
     pub peer: SocketAddr,
     /// The request line as the client sent it, or as much of it as could
-    /// be read; with `h2`, the HTTP/1.1 line the head was built as.
+    /// be read; with `spoken`, the HTTP/1.1 line the head was built as.
     pub request_line: &'r [u8],
-    /// The client spoke HTTP/2: the line ends `HTTP/2.0` instead of
-    /// `HTTP/1.1` (escaping is byte by byte, so the two parts are written
-    /// one after the other, with no copy of the line).
-    pub h2: bool,
+    /// The client spoke HTTP/2 or HTTP/3: the line ends with this
+    /// (`HTTP/2.0`, `HTTP/3.0`) instead of `HTTP/1.1` (escaping is byte by
+    /// byte, so the two parts are written one after the other, with no
+    /// copy of the line).
+    pub spoken: Option<&'static str>,
     pub status: u16,
     /// Body bytes sent.
     pub body_bytes: u64,
@@ -408,10 +409,10 @@ fn write_combined(out: &mut Vec<u8>, c: &Combined<'_>, clf: &str) {
     }
     out.extend_from_slice(clf.as_bytes());
     out.extend_from_slice(b"] \"");
-    if c.h2 {
+    if let Some(v) = c.spoken {
         let line = c.request_line;
         escape_into(out, line.strip_suffix(b"HTTP/1.1").unwrap_or(line));
-        out.extend_from_slice(b"HTTP/2.0");
+        out.extend_from_slice(v.as_bytes());
     } else {
         escape_into(out, c.request_line);
     }
@@ -786,20 +787,24 @@ mod tests {
     fn combined_fast_path_matches_the_entry_path() {
         let e = entry();
         let mut fast = Vec::new();
-        let c = |h2, line, head| Combined {
+        let c = |spoken, line, head| Combined {
             peer: e.peer,
             request_line: line,
-            h2,
+            spoken,
             status: e.status,
             body_bytes: e.body_bytes,
             head,
             user: None,
         };
-        write_combined_line(&mut fast, &c(false, &e.request_line, e.head), T.clf);
+        write_combined_line(&mut fast, &c(None, &e.request_line, e.head), T.clf);
         assert_eq!(fast, line(&Format::Combined, &e).into_bytes());
 
         fast.clear();
-        write_combined_line(&mut fast, &c(true, &e.request_line, e.head), T.clf);
+        write_combined_line(
+            &mut fast,
+            &c(Some("HTTP/2.0"), &e.request_line, e.head),
+            T.clf,
+        );
         let mut h2 = entry();
         h2.request_line = Cow::Borrowed(b"GET /a?b=1 HTTP/2.0");
         assert_eq!(fast, line(&Format::Combined, &h2).into_bytes());
@@ -813,10 +818,10 @@ mod tests {
         };
         assert!(matches!(h.parse(raw, &limits), Ok(Some(_))));
         fast.clear();
-        write_combined_line(&mut fast, &c(false, h.request_line(), Some(&h)), T.clf);
+        write_combined_line(&mut fast, &c(None, h.request_line(), Some(&h)), T.clf);
         assert!(fast.ends_with(b"\"GET / HTTP/1.1\" 200 1234 \"-\" \"a\"\n"));
         fast.clear();
-        write_combined_line(&mut fast, &c(false, b"GARBAGE", None), T.clf);
+        write_combined_line(&mut fast, &c(None, b"GARBAGE", None), T.clf);
         assert!(fast.ends_with(b"\"GARBAGE\" 200 1234 \"-\" \"-\"\n"));
     }
 

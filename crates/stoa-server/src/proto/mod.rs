@@ -5,6 +5,7 @@
 
 pub mod h1;
 pub mod h2;
+pub mod h3;
 pub mod output;
 pub mod settle;
 pub mod stream;

