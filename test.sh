@@ -96,5 +96,8 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== the lab's verdict, chart and summary scripts (Python unit tests)"
+python3 lab/src/test_verdict.py
+python3 lab/src/dynamic/test_dynamic.py
 echo "== the Debian package (packaging/test-deb.sh)"
 packaging/test-deb.sh
