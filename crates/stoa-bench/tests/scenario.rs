@@ -325,3 +325,37 @@ fn the_timelines_active_clients_are_those_of_that_second_not_the_next_levels() {
         );
     }
 }
+
+#[test]
+fn a_head_response_after_an_identical_get_head_on_one_connection_ends_at_its_head() {
+    // The server answers GET and HEAD of /ok with byte-identical heads
+    // (Content-Length: 1358 on both); only the GET's has a body (RFC 9110
+    // §9.3.2, RFC 9112 §6.3 item 1). A head equal to the last one is not
+    // parsed again, so its framing must still follow the request's method:
+    // else the HEAD would wait for 1358 bytes that never come.
+    let s = TestServer::start();
+    let sc = write(
+        "headget",
+        &format!(
+            "[run]\nurl = \"{}\"\nrequests = 60\nkeep_alive = true\nseed = 9\ntimeout = \"5s\"\n\
+             variable_length = true\n\
+             [clients]\nstart = 1\n\
+             [[mix]]\npath = \"/ok\"\n[[mix]]\npath = \"/ok\"\nmethod = \"HEAD\"\n",
+            s.url("/")
+        ),
+    );
+    let (code, v, out) = bench_json("headget-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["responses"].as_u64(), Some(60), "{out}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{out}");
+    assert_eq!(v["errors"]["timeout"].as_u64(), Some(0), "{out}");
+    let reqs = s.requests.lock().unwrap();
+    let heads = reqs.iter().filter(|(_, r)| r.starts_with("HEAD ")).count();
+    assert!(
+        (5..=55).contains(&heads),
+        "both methods in the mix: {reqs:?}"
+    );
+    // One connection throughout: every response, HEAD or GET, ended where
+    // its framing says, so the connection was kept.
+    assert!(reqs.iter().all(|(c, _)| *c == reqs[0].0), "{reqs:?}");
+}

@@ -142,6 +142,11 @@ impl ResponseHead {
         Ok(Some(n))
     }
 
+    /// The head's bytes as parsed, status line to the blank line.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// Bytes this head holds allocated, for a caller that keeps one to
     /// parse into again.
     pub fn allocated(&self) -> usize {

@@ -37,7 +37,7 @@ pub struct TestServer {
     /// (connection number, request line) of every request.
     pub requests: Arc<Mutex<Vec<(u64, String)>>>,
     /// The time each `/slow` response really took in the server, from the
-    /// request's last byte to the response's last byte written.
+    /// request's last byte to the start of the response's write.
     pub delays: Arc<Mutex<Vec<Duration>>>,
     /// Every request: (path, header lines, body).
     pub full: Arc<Mutex<Vec<FullRequest>>>,
@@ -212,8 +212,12 @@ fn serve(
             "/slow" => {
                 let t0 = std::time::Instant::now();
                 thread::sleep(Duration::from_millis(query(&path, "ms").unwrap_or(50)));
+                // Stamped before the write: a stamp after it can come after
+                // the client's own (this thread preempted between the two on
+                // a loaded machine), and the delay is a floor for the client.
+                let took = t0.elapsed();
                 let ok = respond(&mut out, "200 OK", &body(query(&path, "n").unwrap_or(100)));
-                delays.lock().expect("delays lock").push(t0.elapsed());
+                delays.lock().expect("delays lock").push(took);
                 ok
             }
             "/chunked" => {
