@@ -121,8 +121,18 @@ latency_over = "150ms"
     let at = a["at_s"]
         .as_f64()
         .unwrap_or_else(|| panic!("no abort: {out}"));
-    assert!((0.15..0.3).contains(&at), "{out}");
-    assert_eq!(a["active_clients"].as_u64(), Some(2), "{out}");
+    // No request can have waited 150 ms before 0.15 s; on an idle machine
+    // the rule fires at about 0.2 s with 2 clients, but a loaded one can
+    // run the sweep late, so the clients reported are checked against
+    // the ramp at the moment it fired (one at start, one more per 100 ms;
+    // give or take the one being added at that instant).
+    assert!((0.15..5.0).contains(&at), "{out}");
+    let active = a["active_clients"].as_u64().expect("active_clients") as f64;
+    let ramp = 1.0 + (at / 0.1).floor();
+    assert!(
+        active >= 2.0 && (active - ramp).abs() <= 1.0,
+        "{active} clients at {at} s, the ramp had {ramp}: {out}"
+    );
     assert!(out.contains("clients were being served"), "{out}");
     assert!(v["in_flight_at_end"].as_u64().unwrap() >= 1, "{out}");
 }
