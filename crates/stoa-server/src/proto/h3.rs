@@ -363,25 +363,17 @@ impl Drop for H3Stream {
 
 /// Header lines as the exchange writes them (`Name: value\r\n`) into a
 /// header map, without the fields HTTP/3 forbids and without invalid
-/// ones (names lowercased by `http`). The lines are copied once and each
-/// value is a slice of that copy, and the map is sized for them up
-/// front: one allocation for the values instead of one each, and no
-/// regrowth (per request, on the profile: bench/h3-cost.sh).
+/// ones (names lowercased by `http`).
 pub(crate) fn fields_into(lines: &[u8], map: &mut http::HeaderMap) {
-    let all = Bytes::copy_from_slice(lines);
-    map.reserve(lines.iter().filter(|&&b| b == b'\n').count() + 1);
     for line in lines.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             continue;
         };
         let value = stoa_h1::trim(&line[colon + 1..]);
-        // The value is a sub-slice of `lines`: its offset there.
-        let from = value.as_ptr() as usize - lines.as_ptr() as usize;
-        let value = all.slice(from..from + value.len());
         let (Ok(name), Ok(value)) = (
             http::HeaderName::from_bytes(&line[..colon]),
-            http::HeaderValue::from_maybe_shared(value),
+            http::HeaderValue::from_bytes(value),
         ) else {
             tracing::debug!("h3: dropped an invalid header field");
             continue;
