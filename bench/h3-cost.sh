@@ -10,6 +10,7 @@
 # Usage: bench/h3-cost.sh STOA_BINARY
 # Knobs (environment):
 #   N1=50 N2=250   requests in the two runs
+#   SIZE=1358      the file's size in bytes (its name stays f1358.bin)
 #   PORT=18850     Stoa's port (TCP and UDP)
 #   RUN=/tmp/stoa-h3-cost   work folder
 #   VENV=RUN/venv  the aioquic venv (made when missing: pip install aioquic==1.7.2)
@@ -18,7 +19,7 @@
 set -euo pipefail
 case ${1:-} in -h|--help|'') sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 STOA=$(realpath "$1")
-N1=${N1:-50} N2=${N2:-250} PORT=${PORT:-18850}
+N1=${N1:-50} N2=${N2:-250} PORT=${PORT:-18850} SIZE=${SIZE:-1358}
 RUN=${RUN:-/tmp/stoa-h3-cost}
 VENV=${VENV:-$RUN/venv}
 TOOLS=${TOOLS:-callgrind}
@@ -30,7 +31,7 @@ done
 mkdir -p "$RUN/www"
 [ -x "$VENV/bin/python" ] || { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q aioquic==1.7.2; }
 PY=$VENV/bin/python
-head -c 1358 /dev/urandom > "$RUN/www/f1358.bin"
+head -c "$SIZE" /dev/urandom > "$RUN/www/f1358.bin"
 [ -f "$RUN/cert.pem" ] || openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
     -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
     -keyout "$RUN/key.pem" -out "$RUN/cert.pem" 2>/dev/null
@@ -58,7 +59,7 @@ run() {
         sleep 0.1
     done
     ok=$("$PY" "$H3GET" --port "$PORT" --timeout 300 --count "$n" /f1358.bin |
-        grep -c '"status": 200, .*"length": 1358,') || true
+        grep -c "\"status\": 200, .*\"length\": $SIZE,") || true
     stop
     [ "$ok" = "$n" ] || { echo "bench/h3-cost.sh: $tool: $ok answers of $n" >&2; exit 1; }
 }
