@@ -11,6 +11,7 @@
 # Knobs (environment):
 #   N1=50 N2=250   requests in the two runs
 #   SIZE=1358      the file's size in bytes (its name stays f1358.bin)
+#   HTTP3=         lines for Stoa's [http3] table, e.g. HTTP3='max_datagram_size = 9000'
 #   PORT=18850     Stoa's port (TCP and UDP)
 #   RUN=/tmp/stoa-h3-cost   work folder
 #   VENV=RUN/venv  the aioquic venv (made when missing: pip install aioquic==1.7.2)
@@ -38,6 +39,7 @@ head -c "$SIZE" /dev/urandom > "$RUN/www/f1358.bin"
 printf '%s\n' 'workers = 1' 'user = "root"' '[log]' 'access = "off"' '[[tls]]' \
     "listen = [\"127.0.0.1:$PORT\"]" "cert = \"$RUN/cert.pem\"" "key = \"$RUN/key.pem\"" \
     'protocols = ["h3", "h2", "http/1.1"]' '[[site]]' "root = \"$RUN/www\"" > "$RUN/stoa.toml"
+[ -z "${HTTP3:-}" ] || printf '%s\n' '[http3]' "$HTTP3" >> "$RUN/stoa.toml"
 SRV=
 stop() {
     if [ -n "$SRV" ]; then kill "$SRV" 2>/dev/null || true; wait "$SRV" 2>/dev/null || true; fi
