@@ -237,6 +237,7 @@ pub struct Http3Config {
     pub max_field_section_size: Option<Size>,
     pub idle_timeout: Option<Dur>,
     pub max_handshakes: Option<usize>,
+    pub max_datagram_size: Option<u16>,
     pub retry: Option<String>,
     pub early_data: Option<bool>,
 }
@@ -924,6 +925,7 @@ fn build(
             max_concurrent_streams: http3.max_concurrent_streams,
             idle_timeout: http3.idle_timeout,
             max_handshakes: http3.max_handshakes,
+            max_datagram_size: http3.max_datagram_size,
         };
         let config = acceptor
             .quic_config()
@@ -1937,6 +1939,16 @@ fn build_http3(h: &Http3Config, err: &ErrAt<'_>) -> Result<Http3Limits, ConfigEr
             "must be at least 1".into(),
         ));
     }
+    let datagram = h.max_datagram_size.unwrap_or(d.max_datagram_size);
+    // QUIC's smallest datagram (RFC 9000 §14) to the largest UDP payload
+    // (RFC 9000 §18.2, max_udp_payload_size).
+    if !(1200..=65527).contains(&datagram) {
+        return Err(err(
+            None,
+            "http3.max_datagram_size",
+            format!("{datagram} is outside 1200..=65527"),
+        ));
+    }
     let retry = match h.retry.as_deref() {
         None => d.retry,
         Some("always") => H3Retry::Always,
@@ -1962,6 +1974,7 @@ fn build_http3(h: &Http3Config, err: &ErrAt<'_>) -> Result<Http3Limits, ConfigEr
         max_field_section_size: field,
         idle_timeout: idle,
         max_handshakes,
+        max_datagram_size: datagram,
         retry,
     })
 }
@@ -1992,6 +2005,11 @@ pub struct Http3Limits {
     /// Handshakes in progress per worker; Initial packets past it are
     /// refused (bounded memory under an Initial flood).
     pub max_handshakes: usize,
+    /// The largest UDP payload MTU discovery may try (quinn's
+    /// `MtuDiscoveryConfig::upper_bound`): 1452 fits a 1500-byte
+    /// Ethernet path; loopback and jumbo frames carry more, and a
+    /// response that fits one datagram costs one packet instead of two.
+    pub max_datagram_size: u16,
     pub retry: H3Retry,
 }
 
@@ -2002,6 +2020,7 @@ impl Default for Http3Limits {
             max_field_section_size: 16 << 10,
             idle_timeout: std::time::Duration::from_secs(30),
             max_handshakes: 1024,
+            max_datagram_size: 1452,
             retry: H3Retry::UnderLoad,
         }
     }
@@ -2438,6 +2457,8 @@ autoindex = false
             ),
             ("retry = \"sometimes\"", "http3.retry"),
             ("max_handshakes = 0", "http3.max_handshakes"),
+            ("max_datagram_size = 1199", "http3.max_datagram_size"),
+            ("max_datagram_size = 65528", "http3.max_datagram_size"),
         ] {
             let text = format!("[http3]\n{body}\n[[site]]\nroot = \"{root}\"\n");
             let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);

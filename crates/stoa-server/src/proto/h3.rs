@@ -395,6 +395,7 @@ pub(crate) struct QuicLimits {
     pub(crate) max_concurrent_streams: u32,
     pub(crate) idle_timeout: Duration,
     pub(crate) max_handshakes: usize,
+    pub(crate) max_datagram_size: u16,
 }
 
 /// The quinn config of a TLS address with "h3", over its QUIC rustls
@@ -412,6 +413,11 @@ pub(crate) fn server_config(
     let idle = quinn::IdleTimeout::try_from(limits.idle_timeout)
         .map_err(|_| "idle_timeout: too long for QUIC".to_owned())?;
     t.max_idle_timeout(Some(idle));
+    // Datagrams start at 1200 bytes; MTU discovery (RFC 8899: only sizes
+    // the peer acknowledged are used) raises them up to this bound.
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(limits.max_datagram_size);
+    t.mtu_discovery_config(Some(mtu));
     config.transport_config(Arc::new(t));
     config.max_incoming(limits.max_handshakes);
     // Datagrams held for connections not yet accepted: a few Initials
