@@ -435,6 +435,10 @@ cpu_ticks_of() { local n t=0; for n; do t=$(( t + $(srv_cpu_total "$n") )); done
 # (kB, summed) and its database connections (PostgreSQL: backends on the
 # database; SQLite: open descriptors of the file), one line each.
 sample_row() {
+    # Runs in the background while processes come and go (CGI programs,
+    # prefork children): a process gone between listing and reading is no
+    # error here (set -e would end the sampler, and the caller's kill).
+    set +e +o pipefail
     local row=$1 f=$2 n p rss conns
     while :; do
         rss=0; conns=0
@@ -443,7 +447,7 @@ sample_row() {
             rss=$(( rss + $(srv_rss_kb "$n") ))
             if [[ $row != *:pg ]]; then
                 for p in $(srv_pids "$n"); do
-                    conns=$(( conns + $(find "/proc/$p/fd" -lname "$SQLITE" 2>/dev/null | wc -l) ))
+                    conns=$(( conns + $( (find "/proc/$p/fd" -lname "$SQLITE" 2>/dev/null || true) | wc -l) ))
                 done
             fi
         done
@@ -604,7 +608,7 @@ TOML
         c0=$(cpu_ticks_of $srvs)
         bench "$tag-b2" "$RUN/sc.toml"
         c1=$(cpu_ticks_of $srvs)
-        kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null || true
+        kill "$sp" 2>/dev/null || true; wait "$sp" 2>/dev/null || true
         "$PYTHON" - "$OUT/raw/$tag-b2.json" "$RUN/sample.txt" "$(( c1 - c0 ))" "$CLK_TCK" "$srvs" \
             > "$OUT/raw/$tag-b2-resources.json" <<'PY' || warn "no resources for $row"
 import json, sys
