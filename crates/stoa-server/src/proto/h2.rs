@@ -14,6 +14,7 @@
 //! frames whose window is given back only as the handler reads, so a
 //! slow application slows the client down instead of filling memory.
 
+use super::body::{Piece, Pieces};
 use super::{BodyFail, Limits, MAX_DISCARD};
 use bytes::{Buf, Bytes};
 use std::cell::RefCell;
@@ -307,58 +308,6 @@ pub(crate) fn encode_fields(block: &mut Vec<u8>, lines: &[u8]) {
     }
 }
 
-/// The response body's pieces waiting for window: most responses have
-/// one, which needs no allocation.
-#[derive(Default)]
-struct Pieces {
-    first: Option<Piece>,
-    rest: VecDeque<Piece>,
-}
-
-impl Pieces {
-    fn push_back(&mut self, p: Piece) {
-        if self.first.is_none() {
-            self.first = Some(p);
-        } else {
-            self.rest.push_back(p);
-        }
-    }
-
-    fn front(&self) -> Option<&Piece> {
-        self.first.as_ref()
-    }
-
-    fn front_mut(&mut self) -> Option<&mut Piece> {
-        self.first.as_mut()
-    }
-
-    fn pop_front(&mut self) {
-        self.first = self.rest.pop_front();
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    fn clear(&mut self) {
-        self.first = None;
-        self.rest.clear();
-    }
-}
-
-enum Piece {
-    Mem(Bytes),
-    File {
-        file: Rc<File>,
-        offset: u64,
-        len: u64,
-    },
-}
-
 /// One HTTP/2 stream, lent to the exchange of its request.
 pub struct H2Stream {
     shared: Rc<RefCell<Shared>>,
@@ -376,8 +325,7 @@ pub struct H2Stream {
     /// Where the `content-length` line starts in `head`, and its value:
     /// the last line, encoded without being parsed again.
     length: Option<(usize, u64)>,
-    /// Small writes, gathered until the next flush.
-    acc: Vec<u8>,
+    /// The body: small writes gathered, then pieces waiting for window.
     queue: Pieces,
     /// The response's HEADERS went.
     head_sent: bool,
@@ -437,7 +385,6 @@ impl H2Stream {
             head,
             pre: None,
             length: None,
-            acc: Vec::new(),
             queue: Pieces::default(),
             head_sent: false,
             recv_done: ended,
@@ -482,28 +429,15 @@ impl H2Stream {
     }
 
     pub(crate) fn push(&mut self, data: &[u8]) {
-        self.acc.extend_from_slice(data);
-    }
-
-    fn seal(&mut self) {
-        if !self.acc.is_empty() {
-            let b = Bytes::from(std::mem::take(&mut self.acc));
-            self.queue.push_back(Piece::Mem(b));
-        }
+        self.queue.push(data);
     }
 
     pub(crate) fn push_mem(&mut self, body: Bytes) {
-        self.seal();
-        if !body.is_empty() {
-            self.queue.push_back(Piece::Mem(body));
-        }
+        self.queue.push_mem(body);
     }
 
     pub(crate) fn push_file(&mut self, file: Rc<File>, offset: u64, len: u64) {
-        self.seal();
-        if len > 0 {
-            self.queue.push_back(Piece::File { file, offset, len });
-        }
+        self.queue.push_file(file, offset, len);
     }
 
     /// The client waits for `100 Continue` before sending its body.
@@ -543,7 +477,7 @@ impl H2Stream {
             // Nothing started yet: there is no head to send.
             return true;
         }
-        self.seal();
+        self.queue.seal();
         // With trailers to send, the last DATA frame does not end the
         // stream: their HEADERS frame does.
         let trailers = if end { self.trailers.take() } else { None };

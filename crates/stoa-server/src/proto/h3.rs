@@ -13,11 +13,11 @@
 //! of holding memory. The request body comes in as quinn's flow control
 //! lets it: a slow handler slows the client down.
 
+use super::body::{Piece, Pieces};
 use super::{BodyFail, Limits};
 use bytes::{Buf, Bytes};
 use h3::error::Code;
 use h3::server::RequestStream;
-use std::collections::VecDeque;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
@@ -42,15 +42,6 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
 /// The stream type quinn gives `h3`.
 pub(crate) type Quic = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
-enum Piece {
-    Mem(Bytes),
-    File {
-        file: Rc<File>,
-        offset: u64,
-        len: u64,
-    },
-}
-
 /// One HTTP/3 request stream, lent to the exchange of its request.
 pub struct H3Stream {
     stream: Quic,
@@ -61,9 +52,8 @@ pub struct H3Stream {
     pub(crate) status: u16,
     /// Header lines as `Name: value\r\n`, as the exchange writes them.
     pub(crate) head: Vec<u8>,
-    /// Small writes, gathered until the next flush.
-    acc: Vec<u8>,
-    queue: VecDeque<Piece>,
+    /// The body: small writes gathered, then pieces to send.
+    queue: Pieces,
     head_sent: bool,
     recv_done: bool,
     /// The request's `content-length`: the body must be exactly this long
@@ -95,8 +85,7 @@ impl H3Stream {
             tls,
             status: 0,
             head: Vec::new(),
-            acc: Vec::new(),
-            queue: VecDeque::new(),
+            queue: Pieces::default(),
             head_sent: false,
             recv_done: false,
             expected,
@@ -132,28 +121,15 @@ impl H3Stream {
     }
 
     pub(crate) fn push(&mut self, data: &[u8]) {
-        self.acc.extend_from_slice(data);
-    }
-
-    fn seal(&mut self) {
-        if !self.acc.is_empty() {
-            let b = Bytes::from(std::mem::take(&mut self.acc));
-            self.queue.push_back(Piece::Mem(b));
-        }
+        self.queue.push(data);
     }
 
     pub(crate) fn push_mem(&mut self, body: Bytes) {
-        self.seal();
-        if !body.is_empty() {
-            self.queue.push_back(Piece::Mem(body));
-        }
+        self.queue.push_mem(body);
     }
 
     pub(crate) fn push_file(&mut self, file: Rc<File>, offset: u64, len: u64) {
-        self.seal();
-        if len > 0 {
-            self.queue.push_back(Piece::File { file, offset, len });
-        }
+        self.queue.push_file(file, offset, len);
     }
 
     /// HTTP/3 clients do not wait for `100 Continue` here: Stoa reads the
@@ -194,7 +170,7 @@ impl H3Stream {
         if self.status == 0 && !end {
             return true;
         }
-        self.seal();
+        self.queue.seal();
         if !self.head_sent {
             self.head_sent = true;
             let resp = self.response();

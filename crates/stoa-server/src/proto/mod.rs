@@ -3,6 +3,7 @@
 //! queue. Handlers never see this module; they speak to
 //! [`crate::exchange::Exchange`].
 
+pub(crate) mod body;
 pub mod h1;
 pub mod h2;
 pub mod h3;
