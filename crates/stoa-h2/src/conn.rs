@@ -147,6 +147,8 @@ const KEEP_CAPACITY: usize = OUTPUT_HIGH;
 /// Closed streams remembered, to tell "closed" from "never opened" and to
 /// ignore what was in flight when we reset a stream (RFC 9113 §5.1).
 const RECENT: usize = 32;
+/// In `Conn::recent`: the stream was reset by us.
+const BY_US: u32 = 1 << 31;
 
 /// A given-back request whose buffer grew past this is let go rather
 /// than kept for the next (a large head is rare; it is not held for the
@@ -214,7 +216,14 @@ pub struct Conn {
     block_buf: Vec<u8>,
     streams: Vec<Stream>,
     last_peer_id: u32,
-    recent: VecDeque<(u32, Closed)>,
+    /// Closed streams, oldest first from `recent_next` (a ring): the id,
+    /// with the top bit set when we reset it; 0 is an empty place (stream
+    /// ids are 31 bits and never 0). Inline, not a heap list: a parked
+    /// connection's state is then one block the lot holds, with nothing
+    /// of it left among the buffers it gave back (docs/BENCHMARKS.md,
+    /// "Idle HTTP/2 connections").
+    recent: [u32; RECENT],
+    recent_next: u8,
     peer_max_frame: usize,
     /// Our own cap on DATA payloads (`set_max_data_frame`).
     data_frame_cap: usize,
@@ -294,7 +303,8 @@ impl Conn {
             block_buf: Vec::new(),
             streams: Vec::new(),
             last_peer_id: 0,
-            recent: VecDeque::new(),
+            recent: [0; RECENT],
+            recent_next: 0,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
             data_frame_cap: usize::MAX,
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
@@ -431,14 +441,26 @@ impl Conn {
     }
 
     fn closed_how(&self, id: u32) -> Option<Closed> {
-        self.recent.iter().find(|r| r.0 == id).map(|r| r.1)
+        if id == 0 {
+            return None;
+        }
+        self.recent.iter().find(|&&r| r & !BY_US == id).map(|&r| {
+            if r & BY_US != 0 {
+                Closed::ByUs
+            } else {
+                Closed::Other
+            }
+        })
     }
 
     fn remember(&mut self, id: u32, how: Closed) {
-        if self.recent.len() == RECENT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back((id, how));
+        let tag = match how {
+            Closed::ByUs => BY_US,
+            Closed::Other => 0,
+        };
+        let i = usize::from(self.recent_next);
+        self.recent[i] = (id & !BY_US) | tag;
+        self.recent_next = ((i + 1) % RECENT) as u8;
     }
 
     /// Removes stream `i`, giving back to the connection window what its

@@ -64,7 +64,14 @@ pub(crate) type Resume = fn(Back, SocketAddr, Arc<Runtime>, &Rc<Worker>);
 enum Held {
     /// An HTTP/1 connection: its socket, out of tokio.
     Http1(std::net::TcpStream),
-    /// An HTTP/2 connection: its state, with its socket or TLS stream.
+    /// An HTTP/2 connection: the key of its state (with its socket or TLS
+    /// stream) in [`Lot::h2`].
+    H2(usize),
+}
+
+/// A connection on its way into or out of the lot.
+enum Loose {
+    Http1(std::net::TcpStream),
     H2(Box<Parked>),
 }
 
@@ -76,20 +83,27 @@ pub(crate) enum Back {
     H2(Box<Parked>),
 }
 
-impl Held {
+impl Loose {
     fn fd(&self) -> RawFd {
         match self {
-            Held::Http1(s) => s.as_raw_fd(),
-            Held::H2(p) => p.fd(),
+            Loose::Http1(s) => s.as_raw_fd(),
+            Loose::H2(p) => p.fd(),
         }
     }
 
     fn proto(&self) -> Proto {
         match self {
-            Held::Http1(_) => Proto::Http1,
-            Held::H2(p) => p.proto(),
+            Loose::Http1(_) => Proto::Http1,
+            Loose::H2(p) => p.proto(),
         }
     }
+}
+
+/// A slot's connection leaving the lot.
+struct Leaving {
+    conn: Loose,
+    peer: SocketAddr,
+    rt: Arc<Runtime>,
 }
 
 /// A parked connection.
@@ -110,6 +124,11 @@ struct Slot {
 #[derive(Default)]
 struct Lot {
     slots: slab::Slab<Slot>,
+    /// Parked HTTP/2 connections' state, in one block: boxed one by one,
+    /// each landed among the buffers its connection had just given back
+    /// and kept that page resident (docs/BENCHMARKS.md, "Idle HTTP/2
+    /// connections").
+    h2: slab::Slab<Parked>,
     /// (deadline, slot, generation), earliest first. A slot resumed leaves
     /// its entry behind (skipped by generation); the heap is rebuilt from
     /// the slots when such entries outnumber them.
@@ -193,7 +212,7 @@ pub(crate) fn park(
 ) {
     // Leaving tokio: its registration is freed (an `epoll_ctl` DEL).
     match stream.into_std() {
-        Ok(s) => lodge(Held::Http1(s), peer, rt, deadline, worker),
+        Ok(s) => lodge(Loose::Http1(s), peer, rt, deadline, worker),
         Err(_) => closed(worker, Proto::Http1),
     }
 }
@@ -208,11 +227,11 @@ pub(crate) fn park_h2(
     deadline: Instant,
     worker: &Rc<Worker>,
 ) {
-    lodge(Held::H2(state), peer, rt, deadline, worker);
+    lodge(Loose::H2(state), peer, rt, deadline, worker);
 }
 
 /// Puts a connection in a slot and its descriptor in the lot's set.
-fn lodge(conn: Held, peer: SocketAddr, rt: Arc<Runtime>, deadline: Instant, worker: &Rc<Worker>) {
+fn lodge(conn: Loose, peer: SocketAddr, rt: Arc<Runtime>, deadline: Instant, worker: &Rc<Worker>) {
     let ep = EPOLL.with(|e| e.get());
     let proto = conn.proto();
     if ep < 0 || !enabled() || worker.is_stopping() {
@@ -243,6 +262,10 @@ fn lodge(conn: Held, peer: SocketAddr, rt: Arc<Runtime>, deadline: Instant, work
         if r < 0 {
             return Err(conn);
         }
+        let conn = match conn {
+            Loose::Http1(s) => Held::Http1(s),
+            Loose::H2(state) => Held::H2(lot.h2.insert(*state)),
+        };
         lot.slots.insert(Slot {
             conn,
             gen,
@@ -288,15 +311,31 @@ fn closed(worker: &Worker, proto: Proto) {
     }
 }
 
-/// A slot leaves the lot for a task: back into tokio (a new
+impl Lot {
+    /// Takes slot `key` out of the lot (it must be there).
+    fn take(&mut self, key: usize) -> Leaving {
+        let s = self.slots.remove(key);
+        let conn = match s.conn {
+            Held::Http1(socket) => Loose::Http1(socket),
+            Held::H2(k) => Loose::H2(Box::new(self.h2.remove(k))),
+        };
+        Leaving {
+            conn,
+            peer: s.peer,
+            rt: s.rt,
+        }
+    }
+}
+
+/// A connection leaves the lot for a task: back into tokio (a new
 /// registration), then its task starts.
-fn wake(s: Slot, resume: Resume, worker: &Rc<Worker>) {
+fn wake(s: Leaving, resume: Resume, worker: &Rc<Worker>) {
     match s.conn {
-        Held::Http1(socket) => match TcpStream::from_std(socket) {
+        Loose::Http1(socket) => match TcpStream::from_std(socket) {
             Ok(stream) => resume(Back::Http1(stream), s.peer, s.rt, worker),
             Err(_) => closed(worker, Proto::Http1),
         },
-        Held::H2(state) => resume(Back::H2(state), s.peer, s.rt, worker),
+        Loose::H2(state) => resume(Back::H2(state), s.peer, s.rt, worker),
     }
 }
 
@@ -335,7 +374,7 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
                         let slot = LOT.with(|lot| {
                             let mut lot = lot.borrow_mut();
                             match lot.slots.get(key) {
-                                Some(s) if s.gen == gen => Some(lot.slots.remove(key)),
+                                Some(s) if s.gen == gen => Some(lot.take(key)),
                                 _ => None,
                             }
                         });
@@ -355,14 +394,15 @@ async fn run(worker: Rc<Worker>, resume: Resume, epoll: AsyncFd<OwnedFd>) {
     // no answer), as the worker's idle tasks do; an HTTP/2 one goes back
     // to a task, which sees the stop and says GOAWAY.
     RESUME.with(|r| r.set(None));
-    let all: Vec<Slot> = LOT.with(|lot| {
+    let all: Vec<Leaving> = LOT.with(|lot| {
         let mut lot = lot.borrow_mut();
         lot.deadlines.clear();
         lot.armed = None;
-        lot.slots.drain().collect()
+        let keys: Vec<usize> = lot.slots.iter().map(|(k, _)| k).collect();
+        keys.into_iter().map(|k| lot.take(k)).collect()
     });
     for s in all {
-        if matches!(s.conn, Held::H2(_)) {
+        if matches!(s.conn, Loose::H2(_)) {
             wake(s, resume, &worker);
         } else {
             drop(s);
@@ -397,13 +437,13 @@ fn expire(worker: &Rc<Worker>, resume: Resume) {
             }
             let Reverse((_, key, gen)) = lot.deadlines.pop()?;
             match lot.slots.get(key as usize) {
-                Some(s) if s.gen == gen => Some(Some(lot.slots.remove(key as usize))),
+                Some(s) if s.gen == gen => Some(Some(lot.take(key as usize))),
                 _ => Some(None),
             }
         });
         match gone {
             None => break,
-            Some(Some(s)) if matches!(s.conn, Held::H2(_)) => wake(s, resume, worker),
+            Some(Some(s)) if matches!(s.conn, Loose::H2(_)) => wake(s, resume, worker),
             Some(Some(s)) => {
                 drop(s);
                 closed(worker, Proto::Http1);
