@@ -1088,7 +1088,7 @@ fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
 #[cfg(test)]
 mod tests {
     /// What a parked connection keeps beyond its socket (and, over TLS,
-    /// its session): this box (544 bytes when written), a lot slot and
+    /// its session): this state (about 680 bytes, kept in the lot's slab), a lot slot and
     /// the HPACK table's entries. It must stay well under what a waiting
     /// task held (~7 KB with its future and task cell, docs/BENCHMARKS.md)
     /// and under nginx's ~1.5 KB per idle HTTP/2 connection.
