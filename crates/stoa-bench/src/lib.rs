@@ -13,8 +13,10 @@
 pub mod cli;
 pub mod engine;
 pub mod h2;
+pub mod h3;
 pub mod merge;
 pub mod plan;
+pub mod quic;
 pub mod record;
 pub mod report;
 pub mod run;
