@@ -16,7 +16,7 @@
 //! of a batch of responses leave together, as the TCP paths write theirs.
 
 use super::{Phase, Worker};
-use crate::h3::{self as proto, Control, Response};
+use crate::h3::{self as proto, Control, Qpack, Response};
 use crate::record::Failure;
 use bytes::BytesMut;
 use mio::{Interest, Token};
@@ -29,7 +29,6 @@ use std::io::{self, IoSliceMut};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
-use stoa_h2::hpack::Decoder;
 
 /// Marks an HTTP/3 connection's token and its entries in the timer heap
 /// (slot indices stay below it; HTTP/2 groups use bit 31).
@@ -116,8 +115,9 @@ pub(super) struct Side {
     dirty: Vec<usize>,
     bufs: Box<[[u8; RECV_BUF]; RECV_BATCH]>,
     tbuf: Vec<u8>,
-    /// Huffman strings of response sections (HPACK's decoder; no table).
-    hpack: Decoder,
+    /// QPACK decoding of response sections (no dynamic table: one for
+    /// all connections).
+    qpack: Qpack,
     control: Vec<u8>,
     readable: Vec<StreamId>,
     writable: Vec<StreamId>,
@@ -133,7 +133,7 @@ impl Side {
             dirty: Vec::new(),
             bufs: Box::new([[0; RECV_BUF]; RECV_BATCH]),
             tbuf: Vec::with_capacity(RECV_BUF),
-            hpack: Decoder::new(0),
+            qpack: Qpack::default(),
             control: proto::control_stream(),
             readable: Vec::new(),
             writable: Vec::new(),
@@ -624,9 +624,12 @@ impl Worker<'_> {
                         self.rec.counters.bytes_read += n;
                         self.iv.bytes += n;
                         let had = r.resp.status != 0;
-                        if let Err(proto::H3Error::Protocol(code)) =
-                            r.resp.feed(&ch.bytes, want_server, &mut side.hpack)
-                        {
+                        if let Err(proto::H3Error::Protocol(code)) = r.resp.feed(
+                            &ch.bytes,
+                            VarInt::from(id).into_inner(),
+                            want_server,
+                            &mut side.qpack,
+                        ) {
                             conn_error = Some(code);
                             break;
                         }
