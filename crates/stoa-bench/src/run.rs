@@ -458,6 +458,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     };
     s.levels = crate::report::levels_of(&record, secs.as_deref());
     s.request_log_error = sh.log_error.lock().ok().and_then(|e| e.clone());
+    s.protocol_error = sh.h3_error.lock().ok().and_then(|e| e.clone());
     if let Some(r) = &sh.running {
         if let Ok(mut r) = r.lock() {
             // The last responses, when they are not a multiple of N.
