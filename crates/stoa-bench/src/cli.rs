@@ -378,6 +378,11 @@ impl Options {
                 "--http3 needs an https:// URL (QUIC is always TLS)".into(),
             ));
         }
+        if http3 && tls_resume {
+            return Err(CliError::Usage(
+                "--tls-resume is not supported with --http3 yet".into(),
+            ));
+        }
         if http3 && http2 {
             return Err(CliError::Usage("use either --http2 or --http3".into()));
         }
@@ -816,5 +821,42 @@ mod tests {
         assert!(r.contains("Authorization: Basic dXNlcjpwYXNz\r\n"), "{r}");
         assert!(r.starts_with("GET /x HTTP/1.1\r\n"));
         assert_eq!(p.limit, Some(1));
+    }
+
+    #[test]
+    fn http3_needs_an_https_url_offers_h3_by_alpn_and_takes_streams_per_connection() {
+        // RFC 9114 §3.1: HTTP/3 is ALPN "h3" over QUIC, always TLS.
+        match parse(&["--http3", "http://127.0.0.1:1/"]).unwrap().plan() {
+            Err(CliError::Usage(m)) => assert!(m.contains("https://"), "{m}"),
+            _ => panic!("--http3 with http:// accepted"),
+        }
+        match parse(&["--http3", "--http2", "https://127.0.0.1:1/"])
+            .unwrap()
+            .plan()
+        {
+            Err(CliError::Usage(m)) => assert!(m.contains("--http3"), "{m}"),
+            _ => panic!("--http3 with --http2 accepted"),
+        }
+        let p = parse(&[
+            "--h3",
+            "--insecure",
+            "-c",
+            "2",
+            "--streams",
+            "10",
+            "-n",
+            "20",
+            "https://127.0.0.1:1/x",
+        ])
+        .unwrap()
+        .plan()
+        .unwrap();
+        let tls = p.target.tls.as_ref().expect("TLS for https://");
+        assert_eq!(tls.config.alpn_protocols, vec![b"h3".to_vec()]);
+        assert!(p.target.quic.is_some());
+        assert!(p.http3 && p.keep_alive && !p.http2);
+        assert_eq!((p.concurrency, p.streams), (20, 10));
+        assert!(p.requests[0].h3.is_some());
+        assert!(p.requests[0].h2.is_none());
     }
 }
