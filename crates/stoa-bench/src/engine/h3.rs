@@ -37,6 +37,8 @@ pub(super) const H3_BIT: usize = 1 << 30;
 /// one GRO batch.
 const RECV_BATCH: usize = 8;
 const RECV_BUF: usize = 64 * 1024;
+/// The receive buffer asked of each connection's socket.
+const RECV_SOCKET_BUF: usize = 4 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -227,6 +229,10 @@ impl Worker<'_> {
             std_sock.connect(remote)?;
             std_sock.set_nonblocking(true)?;
             let state = UdpSocketState::new((&std_sock).into())?;
+            // Room for a burst of a large response while the loop is busy
+            // elsewhere (the default, 208 KiB, is 150 packets); capped by
+            // net.core.rmem_max.
+            let _ = state.set_recv_buffer_size((&std_sock).into(), RECV_SOCKET_BUF);
             let mut sock = mio::net::UdpSocket::from_std(std_sock);
             registry.register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)?;
             Ok((sock, state))
