@@ -2,7 +2,8 @@
 # bench/h3.sh - HTTP/3 under load: Stoa (one worker) against Caddy 2.6 (Debian `caddy`, GOMAXPROCS=1:
 # one server process on one core each), measured with `stoa bench --http3`, and Stoa's own HTTP/2 over
 # TLS (`stoa bench --http2`) at the same settings. For each run: requests/s (or MB/s for the download)
-# from the generator, and the SERVER's CPU time (utime+stime from /proc) per request (or per MB).
+# from the generator, the SERVER's CPU time (utime+stime from /proc) per request (or per MB), and the
+# generator's own (user+system of the child, bash's `time`): whether the client or the server limits.
 # Servers alternate inside each round; medians over ROUNDS are printed.
 #
 # Cases (CASES):
@@ -87,12 +88,16 @@ measure() {
     # Warm-up: the file cache, the code paths.
     "${GENCMD[@]}" -q $flag --insecure -c 2 -n 200 "https://localhost:$P/f1358.bin" >/dev/null
     before=$(ticks "$SRV")
-    $GEN_TASKSET "${GENCMD[@]}" -q $flag --insecure -s 60 --json "$RUN/run.json" "${args[@]}" >/dev/null
+    # The generator's own CPU (user + system, bash's `time` of the child).
+    local TIMEFORMAT='%U %S'
+    { time $GEN_TASKSET "${GENCMD[@]}" -q $flag --insecure -s 60 --json "$RUN/run.json" "${args[@]}" \
+        >/dev/null 2>"$RUN/gen.err"; } 2>"$RUN/gen.time"
     after=$(ticks "$SRV")
     stop
-    python3 - "$RUN/run.json" "$case" "$name" "$proto" $((after - before)) "$HZ" <<'EOF'
+    python3 - "$RUN/run.json" "$case" "$name" "$proto" $((after - before)) "$HZ" "$RUN/gen.time" <<'EOF'
 import json, sys
 v = json.load(open(sys.argv[1]))
+gen_us = sum(float(x) for x in open(sys.argv[7]).read().split()) * 1e6
 case, name, proto, ticks, hz = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 ok = v["successful"]
 if v["failed"] or ok == 0:
@@ -100,7 +105,7 @@ if v["failed"] or ok == 0:
 cpu_us = ticks * 1e6 / hz
 mb = v["bytes"]["body"] / 2**20
 print(f"{case} {name} {proto} {v['requests_per_second']:.0f} {mb / v['duration_s']:.1f} "
-      f"{cpu_us / ok:.1f} {cpu_us / 1000 / mb:.2f}")
+      f"{cpu_us / ok:.1f} {cpu_us / 1000 / mb:.2f} {gen_us / ok:.1f} {gen_us / 1000 / mb:.2f}")
 EOF
 }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -116,7 +121,7 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "medians over $ROUNDS rounds (case server protocol: req/s, MB/s, server CPU us/request, server CPU ms/MB):"
+echo "medians over $ROUNDS rounds (case server protocol: req/s, MB/s, server CPU per request and per MB, generator CPU per request and per MB):"
 python3 - "$RUN/results" <<'EOF'
 import sys, statistics
 rows = {}
@@ -126,6 +131,7 @@ for line in open(sys.argv[1]):
 for (c, n, p), xs in rows.items():
     med = [statistics.median(col) for col in zip(*xs)]
     runs = " / ".join(f"{x[2]:g}" for x in xs)
-    print(f"{c:7} {n:6} {p}: {med[0]:9.0f} req/s {med[1]:8.1f} MB/s {med[2]:8.1f} us/req "
-          f"{med[3]:8.2f} ms/MB   (us/req runs: {runs})")
+    print(f"{c:7} {n:6} {p}: {med[0]:9.0f} req/s {med[1]:7.1f} MB/s | server {med[2]:8.1f} us/req "
+          f"{med[3]:7.2f} ms/MB | generator {med[4]:8.1f} us/req {med[5]:7.2f} ms/MB   "
+          f"(server us/req runs: {runs})")
 EOF
