@@ -842,6 +842,11 @@ impl<'a> Worker<'a> {
         slot.phase = Phase::Finished;
         slot.stream = None;
         slot.timer_gen = slot.timer_gen.wrapping_add(1);
+        if let (Some(g), true) = (slot.group, self.h3.is_some() && self.sh.plan.streams < 2) {
+            // A client that leaves closes its own QUIC connection (a TCP
+            // one closes with its socket).
+            self.h3_drop(g, now);
+        }
         self.active -= 1;
         self.sh.active_clients.fetch_sub(1, Relaxed);
         self.sh.clients_changed(now);

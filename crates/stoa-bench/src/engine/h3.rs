@@ -270,7 +270,7 @@ impl Worker<'_> {
 
     /// Closes connection `g` (CONNECTION_CLOSE with H3_NO_ERROR) without
     /// failing the requests of its clients.
-    fn h3_drop(&mut self, g: usize, now: Instant) {
+    pub(super) fn h3_drop(&mut self, g: usize, now: Instant) {
         let Some(side) = self.h3.as_deref_mut() else {
             return;
         };
