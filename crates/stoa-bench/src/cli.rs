@@ -372,7 +372,7 @@ impl Options {
             .cacert
             .clone()
             .or_else(|| sc_ref.and_then(|s| s.cacert.clone()));
-        let http3 = self.http3;
+        let http3 = self.http3 || sc_ref.and_then(|s| s.http3).unwrap_or(false);
         if http3 && !url.tls {
             return Err(CliError::Usage(
                 "--http3 needs an https:// URL (QUIC is always TLS)".into(),
