@@ -396,14 +396,22 @@ impl Options {
                 "use either --insecure or --cacert, not both".into(),
             ));
         }
+        let mut suites = Vec::new();
         let tls = if url.tls {
             let trust = match (&cacert, insecure) {
                 (Some(p), _) => Trust::CaFile(p),
                 (None, true) => Trust::Insecure,
                 (None, false) => Trust::System,
             };
+            let provider = if http3 {
+                let (p, notes) = crate::quic::noted_provider();
+                suites = notes;
+                p
+            } else {
+                std::sync::Arc::new(rustls::crypto::ring::default_provider())
+            };
             Some(
-                TlsSetup::new(
+                TlsSetup::with_provider(
                     &url.host,
                     trust,
                     tls_resume,
@@ -414,6 +422,7 @@ impl Options {
                     } else {
                         &[b"http/1.1"]
                     },
+                    provider,
                 )
                 .map_err(CliError::Fatal)?,
             )
@@ -422,7 +431,7 @@ impl Options {
         };
         let quic = match (&tls, http3) {
             (Some(t), true) => {
-                Some(crate::quic::QuicSetup::new(t, &url.host).map_err(CliError::Fatal)?)
+                Some(crate::quic::QuicSetup::new(t, &url.host, suites).map_err(CliError::Fatal)?)
             }
             _ => None,
         };

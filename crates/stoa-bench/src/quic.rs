@@ -7,6 +7,7 @@
 use crate::record::Failure;
 use crate::transport::TlsSetup;
 use quinn_proto::{ClientConfig, ConnectionError, EndpointConfig, TransportConfig, VarInt};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The stream receive window we give the server (per response): large
@@ -21,6 +22,98 @@ pub struct QuicSetup {
     pub endpoint: Arc<EndpointConfig>,
     /// The name sent in SNI and checked against the certificate.
     pub server_name: String,
+    /// The cipher suites of the provider and how many packet keys each
+    /// has made (see [`noted_provider`]).
+    pub suites: Arc<Vec<(String, &'static AtomicU64)>>,
+}
+
+/// A suite's QUIC packet protection, counting the packet keys it makes.
+struct Noted {
+    inner: &'static dyn rustls::quic::Algorithm,
+    keys: &'static AtomicU64,
+}
+
+impl rustls::quic::Algorithm for Noted {
+    fn packet_key(
+        &self,
+        key: rustls::crypto::cipher::AeadKey,
+        iv: rustls::crypto::cipher::Iv,
+    ) -> Box<dyn rustls::quic::PacketKey> {
+        self.keys.fetch_add(1, Relaxed);
+        self.inner.packet_key(key, iv)
+    }
+
+    fn header_protection_key(
+        &self,
+        key: rustls::crypto::cipher::AeadKey,
+    ) -> Box<dyn rustls::quic::HeaderProtectionKey> {
+        self.inner.header_protection_key(key)
+    }
+
+    fn aead_key_len(&self) -> usize {
+        self.inner.aead_key_len()
+    }
+
+    fn fips(&self) -> bool {
+        self.inner.fips()
+    }
+}
+
+/// The ring provider with each TLS 1.3 suite's QUIC protection wrapped to
+/// count the packet keys it makes: quinn-proto does not say which suite a
+/// handshake chose, but the keys do (the Initial keys are always
+/// TLS_AES_128_GCM_SHA256's, RFC 9001 §5.2; the Handshake and 1-RTT keys
+/// are the chosen suite's). A few bytes per run are leaked for the
+/// `'static` references rustls wants.
+pub fn noted_provider() -> (
+    Arc<rustls::crypto::CryptoProvider>,
+    Vec<(String, &'static AtomicU64)>,
+) {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let mut notes = Vec::new();
+    for s in &mut provider.cipher_suites {
+        let rustls::SupportedCipherSuite::Tls13(t) = *s else {
+            continue;
+        };
+        let Some(quic) = t.quic else {
+            continue;
+        };
+        let keys: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+        let noted: &'static Noted = Box::leak(Box::new(Noted { inner: quic, keys }));
+        let suite: &'static rustls::Tls13CipherSuite =
+            Box::leak(Box::new(rustls::Tls13CipherSuite {
+                common: rustls::crypto::CipherSuiteCommon {
+                    suite: t.common.suite,
+                    hash_provider: t.common.hash_provider,
+                    confidentiality_limit: t.common.confidentiality_limit,
+                },
+                hkdf_provider: t.hkdf_provider,
+                aead_alg: t.aead_alg,
+                quic: Some(noted),
+            }));
+        *s = rustls::SupportedCipherSuite::Tls13(suite);
+        let name = t
+            .common
+            .suite
+            .as_str()
+            .map_or_else(|| format!("{:?}", t.common.suite), str::to_string);
+        notes.push((name, keys));
+    }
+    (Arc::new(provider), notes)
+}
+
+impl QuicSetup {
+    /// The suite the handshakes so far chose: one whose keys were made
+    /// other than TLS_AES_128_GCM_SHA256, the Initial suite, or that one.
+    pub fn negotiated_suite(&self) -> Option<String> {
+        const INITIAL: &str = "TLS13_AES_128_GCM_SHA256";
+        let used = |n: &(String, &AtomicU64)| n.1.load(Relaxed) > 0;
+        self.suites
+            .iter()
+            .find(|n| n.0 != INITIAL && used(n))
+            .or_else(|| self.suites.iter().find(|n| n.0 == INITIAL && used(n)))
+            .map(|n| n.0.clone())
+    }
 }
 
 impl std::fmt::Debug for QuicSetup {
@@ -34,7 +127,11 @@ impl std::fmt::Debug for QuicSetup {
 impl QuicSetup {
     /// QUIC over the TLS settings `tls` (which must offer ALPN `h3`; QUIC
     /// is TLS 1.3 only, RFC 9001 §4.2).
-    pub fn new(tls: &TlsSetup, host: &str) -> Result<QuicSetup, String> {
+    pub fn new(
+        tls: &TlsSetup,
+        host: &str,
+        suites: Vec<(String, &'static AtomicU64)>,
+    ) -> Result<QuicSetup, String> {
         let crypto = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls.config.clone())
             .map_err(|e| format!("QUIC: {e}"))?;
         let mut client = ClientConfig::new(Arc::new(crypto));
@@ -49,6 +146,7 @@ impl QuicSetup {
             client,
             endpoint: Arc::new(EndpointConfig::default()),
             server_name: host.to_string(),
+            suites: Arc::new(suites),
         })
     }
 }

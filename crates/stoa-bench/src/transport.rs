@@ -43,6 +43,18 @@ impl TlsSetup {
     /// or off, and the ALPN protocols to offer.
     pub fn new(host: &str, trust: Trust, resume: bool, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        TlsSetup::with_provider(host, trust, resume, alpn, provider)
+    }
+
+    /// As [`TlsSetup::new`], with this crypto provider (`--http3` notes
+    /// through its own which cipher suite the handshakes chose).
+    pub fn with_provider(
+        host: &str,
+        trust: Trust,
+        resume: bool,
+        alpn: &[&[u8]],
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<TlsSetup, String> {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;

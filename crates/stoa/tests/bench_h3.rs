@@ -106,6 +106,12 @@ fn rfc9114_a_get_over_http3_counts_the_files_bytes_and_reports_tls_and_phases() 
     let tls = &v["tls"];
     assert_eq!(tls["version"].as_str(), Some("TLSv1.3"), "{tls}");
     assert_eq!(tls["alpn"].as_str(), Some("h3"), "{tls}");
+    // The suite the server chose over QUIC is the one it chooses over TCP
+    // (the same rustls configuration).
+    let (code, tcp, _, err) = bench(&dir, &["-n", "1", "--cacert", &ca, &url]);
+    assert_eq!(code, 0, "{err}");
+    let suite = tcp["tls"]["cipher"].as_str().expect("a suite over TCP");
+    assert_eq!(tls["cipher"].as_str(), Some(suite), "{tls}");
     // Two clients, one connection each (--streams 1), kept for the run.
     assert_eq!(tls["handshakes"].as_u64(), Some(2), "{tls}");
     assert_eq!(v["connections"].as_u64(), Some(2), "{v}");
@@ -339,5 +345,11 @@ fn an_http3_run_against_caddy_negotiates_h3_and_reads_its_responses() {
     assert_eq!(v["document_length"].as_u64(), Some(1358), "{v}");
     assert_eq!(v["server_software"].as_str(), Some("Caddy"), "{v}");
     assert_eq!(v["tls"]["alpn"].as_str(), Some("h3"), "{v}");
+    assert!(
+        v["tls"]["cipher"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("TLS13_")),
+        "{v}"
+    );
     assert_eq!(v["connections"].as_u64(), Some(2), "{v}");
 }

@@ -795,9 +795,16 @@ impl Worker<'_> {
         }
         if let Ok(mut p) = sh.tls_params.lock() {
             if p.is_none() {
-                // QUIC is TLS 1.3 (RFC 9001 §4.2); quinn-proto does not
-                // expose the cipher suite it negotiated.
-                *p = Some(("TLSv1.3".into(), String::new(), Some("h3".into())));
+                // QUIC is TLS 1.3 (RFC 9001 §4.2); the suite from the keys
+                // the handshake made (quinn-proto does not say it).
+                let suite = sh
+                    .plan
+                    .target
+                    .quic
+                    .as_ref()
+                    .and_then(|q| q.negotiated_suite())
+                    .unwrap_or_default();
+                *p = Some(("TLSv1.3".into(), suite, Some("h3".into())));
             }
         }
         // Our control stream (RFC 9114 §6.2.1): SETTINGS, kept open.
