@@ -734,6 +734,9 @@ impl<'a> Worker<'a> {
             }
         }
         self.flush();
+        // QUIC connections still open say goodbye (CONNECTION_CLOSE), so
+        // the server does not keep them until its idle timeout.
+        self.h3_stop();
         self.flush_log();
         let end = Instant::now();
         self.rec.counters.active_area += self.area;

@@ -4,9 +4,10 @@
 //! a handshake that may still be under way, and whether a short read means
 //! the socket is drained. A plain TCP stream and a TLS session (rustls,
 //! driven by hand on the non-blocking mio socket) are its two kinds today.
-//! A QUIC connection (quinn-proto, sans-IO) would be a third: its datagrams
-//! go through one UDP socket, its streams are what `read`/`write` reach,
-//! and its handshake is reported the same way.
+//! QUIC (`--http3`) does not go through this seam: a QUIC connection
+//! carries several requests' streams and has timers of its own, so the
+//! engine drives it beside its HTTP/2 groups (`engine/h3.rs`, settings in
+//! `quic.rs`); the TLS settings here (trust, `--insecure`) are its too.
 
 use mio::net::TcpStream;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
