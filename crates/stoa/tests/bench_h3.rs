@@ -188,6 +188,30 @@ fn rfc9114_4_1_a_post_body_goes_in_data_frames_and_comes_back_whole() {
     assert_eq!(v["bytes"]["body_sent"].as_u64(), Some(600_000), "{v}");
     // The CGI echoes what it read: every body arrived whole.
     assert_eq!(v["bytes"]["body"].as_u64(), Some(600_000), "{v}");
+    // A body larger than the server's stream window, to a static file: the
+    // server answers (405) before it has read the body, and the client
+    // takes the response and abandons the rest of its request (RFC 9114
+    // §4.1), without waiting for flow control that will not come.
+    let big = dir.write("big-post.bin", pattern(4 << 20, 10));
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    let (code, v, _, err) = bench(
+        &dir,
+        &[
+            "--http3",
+            "-n",
+            "4",
+            "-c",
+            "2",
+            "-p",
+            &big.to_string_lossy(),
+            "--cacert",
+            &ca,
+            &url,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["status"]["405"].as_u64(), Some(4), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
 }
 
 #[test]

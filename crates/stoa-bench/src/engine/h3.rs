@@ -54,6 +54,8 @@ struct Req {
     resp: Response,
     /// Bytes of the request written into the stream so far.
     sent: usize,
+    /// The request's length.
+    len: usize,
 }
 
 /// A unidirectional stream the server opened (RFC 9114 §6.2).
@@ -349,6 +351,7 @@ impl Worker<'_> {
             slot: s,
             resp: Response::default(),
             sent,
+            len: req.wire.len(),
         });
         side.mark(g);
         slot.phase = Phase::Reading;
@@ -359,7 +362,7 @@ impl Worker<'_> {
             slot.t_conn = now;
         }
         slot.t_written = Some(now);
-        self.rec.counters.bytes_sent += req.wire.len() as u64;
+        self.rec.counters.bytes_sent += sent as u64;
         self.rec.counters.body_sent += slot.body_len as u64;
     }
 
@@ -563,7 +566,9 @@ impl Worker<'_> {
                 };
                 if r.sent < wire.len() {
                     let mut st = q.send_stream(id);
-                    r.sent += st.write(&wire[r.sent..]).unwrap_or(0);
+                    let n = st.write(&wire[r.sent..]).unwrap_or(0);
+                    r.sent += n;
+                    self.rec.counters.bytes_sent += n as u64;
                     if r.sent == wire.len() {
                         let _ = st.finish();
                     }
@@ -676,6 +681,13 @@ impl Worker<'_> {
             }
             if let Some(e) = end {
                 let r = c.reqs.swap_remove(i);
+                if r.sent < r.len {
+                    // The response came before the whole request went (a
+                    // server may answer early, RFC 9114 §4.1): the rest of
+                    // the request is abandoned.
+                    let code = VarInt::from_u32(proto::H3_NO_ERROR as u32);
+                    let _ = q.send_stream(r.id).reset(code);
+                }
                 if want_server && c.server.is_none() {
                     c.server = r.resp.server;
                 }
