@@ -15,7 +15,7 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 # systemd-analyze, and the shells its completions are for; systemd also for
 # systemd-socket-activate, for systemd.rs; haproxy, the PROXY protocol's
 # sender in wire.rs; python3-venv, for the aioquic venv of h3.rs).
-apt_pkgs=(curl nginx python3-grpcio python3-h2 php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium
+apt_pkgs=(curl nginx python3-grpcio python3-h2 php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium caddy
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
   dpkg-dev man-db systemd zsh fish haproxy logrotate

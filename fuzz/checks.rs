@@ -24,7 +24,10 @@
 //! - `h2_conn`: 1 byte of options, 2 bytes choose the split point, the
 //!   rest is what an HTTP/2 client sends (`stoa_h2::fuzzing`);
 //! - `hpack`: 1 byte picks the table and list limits, 1 byte where the
-//!   rest splits into two header blocks of one connection.
+//!   rest splits into two header blocks of one connection;
+//! - `qpack`: 1 byte picks the table capacity, blocked streams and
+//!   section limit, 1 byte where the rest splits into encoder-stream
+//!   input and a field section (`stoa_h3::qpack::fuzzing`).
 
 #![allow(dead_code)]
 
@@ -46,6 +49,7 @@ pub const TARGETS: &[&str] = &[
     "cgi_head",
     "h2_conn",
     "hpack",
+    "qpack",
 ];
 
 /// Runs the check of `target` on one input.
@@ -67,6 +71,9 @@ pub fn run(target: &str, data: &[u8]) {
         // The HPACK decoder of stoa-h2, against a plain reference decoder
         // in the same crate (`stoa_h2::hpack::fuzzing`).
         "hpack" => stoa_h2::hpack::fuzzing::fuzz_check(data),
+        // The QPACK decoder of stoa-h3: split encoder-stream input, table
+        // bounds, re-encoding (`stoa_h3::qpack::fuzzing`).
+        "qpack" => stoa_h3::qpack::fuzzing::fuzz_check(data),
         other => panic!("unknown fuzz target {other:?}"),
     }
 }

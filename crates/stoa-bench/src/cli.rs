@@ -78,6 +78,8 @@ pub struct Options {
     /// `--max-concurrent-streams N`: HTTP/2 requests in flight per
     /// connection (h2load's `-m`).
     pub streams: Option<u32>,
+    /// `--http3`: HTTP/3 over QUIC (ALPN `h3`, https:// URLs).
+    pub http3: bool,
 }
 
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, CliError> {
@@ -229,6 +231,7 @@ impl Options {
                     "insecure" => o.insecure = true,
                     "tls-resume" => o.tls_resume = true,
                     "http2" | "h2" => o.http2 = true,
+                    "http3" | "h3" => o.http3 = true,
                     "max-concurrent-streams" | "streams" => {
                         o.streams = Some(num("--max-concurrent-streams", &value()?)?)
                     }
@@ -369,6 +372,20 @@ impl Options {
             .cacert
             .clone()
             .or_else(|| sc_ref.and_then(|s| s.cacert.clone()));
+        let http3 = self.http3 || sc_ref.and_then(|s| s.http3).unwrap_or(false);
+        if http3 && !url.tls {
+            return Err(CliError::Usage(
+                "--http3 needs an https:// URL (QUIC is always TLS)".into(),
+            ));
+        }
+        if http3 && tls_resume {
+            return Err(CliError::Usage(
+                "--tls-resume is not supported with --http3 yet".into(),
+            ));
+        }
+        if http3 && http2 {
+            return Err(CliError::Usage("use either --http2 or --http3".into()));
+        }
         if !url.tls && (insecure || cacert.is_some() || tls_resume) {
             return Err(CliError::Usage(
                 "--insecure, --cacert and --tls-resume are for https:// URLs".into(),
@@ -379,25 +396,47 @@ impl Options {
                 "use either --insecure or --cacert, not both".into(),
             ));
         }
+        let mut suites = Vec::new();
         let tls = if url.tls {
             let trust = match (&cacert, insecure) {
                 (Some(p), _) => Trust::CaFile(p),
                 (None, true) => Trust::Insecure,
                 (None, false) => Trust::System,
             };
+            let provider = if http3 {
+                let (p, notes) = crate::quic::noted_provider();
+                suites = notes;
+                p
+            } else {
+                std::sync::Arc::new(rustls::crypto::ring::default_provider())
+            };
             Some(
-                TlsSetup::new(
+                TlsSetup::with_provider(
                     &url.host,
                     trust,
                     tls_resume,
-                    if http2 { &[b"h2"] } else { &[b"http/1.1"] },
+                    if http3 {
+                        &[b"h3"]
+                    } else if http2 {
+                        &[b"h2"]
+                    } else {
+                        &[b"http/1.1"]
+                    },
+                    provider,
                 )
                 .map_err(CliError::Fatal)?,
             )
         } else {
             None
         };
+        let quic = match (&tls, http3) {
+            (Some(t), true) => {
+                Some(crate::quic::QuicSetup::new(t, &url.host, suites).map_err(CliError::Fatal)?)
+            }
+            _ => None,
+        };
         let target = Target {
+            quic,
             addrs,
             host: url.host.clone(),
             port: url.port,
@@ -407,9 +446,9 @@ impl Options {
 
         // HTTP/2 connections are persistent: -k is implied (h2load).
         let keep_alive =
-            http2 || self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
+            http2 || http3 || self.keep_alive || sc_ref.and_then(|s| s.keep_alive).unwrap_or(false);
         let http10 = self.http10 || sc_ref.and_then(|s| s.http10).unwrap_or(false);
-        if http2 && http10 {
+        if (http2 || http3) && http10 {
             return Err(CliError::Usage("use either --http2 or --http1.0".into()));
         }
         let mut headers: Vec<String> = sc_ref.map(|s| s.headers.clone()).unwrap_or_default();
@@ -521,6 +560,18 @@ impl Options {
                 r.h2 = Some(Box::new(h2));
             }
         }
+        if http3 {
+            for r in &mut requests {
+                if r.template.is_some() {
+                    return Err(CliError::Usage(
+                        "{client}/{seq} placeholders are not supported over --http3 yet".into(),
+                    ));
+                }
+                let h3 = crate::h3::H3Request::from_h1(&r.bytes, r.body_len, "https")
+                    .map_err(CliError::Usage)?;
+                r.h3 = Some(Box::new(h3));
+            }
+        }
         let mut acc = 0;
         let cumulative = requests
             .iter()
@@ -538,10 +589,16 @@ impl Options {
                 "--max-concurrent-streams must be at least 1".into(),
             ));
         }
-        if streams > 1 {
+        if streams > 1 && http3 {
+            if sc_load.is_some() && rate.is_none() {
+                return Err(CliError::Usage(
+                    "--max-concurrent-streams needs a fixed -c (no ramp or stages)".into(),
+                ));
+            }
+        } else if streams > 1 {
             if !http2 {
                 return Err(CliError::Usage(
-                    "--max-concurrent-streams is for --http2".into(),
+                    "--max-concurrent-streams is for --http2 and --http3".into(),
                 ));
             }
             if sc_load.is_some() && rate.is_none() {
@@ -627,6 +684,7 @@ impl Options {
             http10,
             http2,
             streams,
+            http3,
             limit,
             duration,
             rate,
@@ -772,5 +830,42 @@ mod tests {
         assert!(r.contains("Authorization: Basic dXNlcjpwYXNz\r\n"), "{r}");
         assert!(r.starts_with("GET /x HTTP/1.1\r\n"));
         assert_eq!(p.limit, Some(1));
+    }
+
+    #[test]
+    fn http3_needs_an_https_url_offers_h3_by_alpn_and_takes_streams_per_connection() {
+        // RFC 9114 §3.1: HTTP/3 is ALPN "h3" over QUIC, always TLS.
+        match parse(&["--http3", "http://127.0.0.1:1/"]).unwrap().plan() {
+            Err(CliError::Usage(m)) => assert!(m.contains("https://"), "{m}"),
+            _ => panic!("--http3 with http:// accepted"),
+        }
+        match parse(&["--http3", "--http2", "https://127.0.0.1:1/"])
+            .unwrap()
+            .plan()
+        {
+            Err(CliError::Usage(m)) => assert!(m.contains("--http3"), "{m}"),
+            _ => panic!("--http3 with --http2 accepted"),
+        }
+        let p = parse(&[
+            "--h3",
+            "--insecure",
+            "-c",
+            "2",
+            "--streams",
+            "10",
+            "-n",
+            "20",
+            "https://127.0.0.1:1/x",
+        ])
+        .unwrap()
+        .plan()
+        .unwrap();
+        let tls = p.target.tls.as_ref().expect("TLS for https://");
+        assert_eq!(tls.config.alpn_protocols, vec![b"h3".to_vec()]);
+        assert!(p.target.quic.is_some());
+        assert!(p.http3 && p.keep_alive && !p.http2);
+        assert_eq!((p.concurrency, p.streams), (20, 10));
+        assert!(p.requests[0].h3.is_some());
+        assert!(p.requests[0].h2.is_none());
     }
 }

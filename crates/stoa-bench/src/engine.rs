@@ -14,6 +14,8 @@
 //! for that second) to the collector, which builds the timeline, the HDR
 //! interval log and the live progress; at the end it sends its [`Record`].
 
+mod h3;
+
 use crate::h2::{H2Conn, H2Error, Stream};
 use crate::plan::Plan;
 use crate::record::{new_hist, Failure, Moments, Phases, Record};
@@ -86,6 +88,9 @@ pub struct Shared {
     pub tls_error: Mutex<Option<String>>,
     /// Version, cipher suite and ALPN protocol of the first handshake.
     pub tls_params: Mutex<Option<(String, String, Option<String>)>>,
+    /// HTTP/3: the first stream reset or connection error after the
+    /// handshake, with its code.
+    pub h3_error: Mutex<Option<String>>,
     /// `running_every`: the running moments over the responses in the
     /// order they completed (all threads), a point every N responses.
     pub running: Option<Mutex<Running>>,
@@ -171,6 +176,7 @@ impl Shared {
             log_error: Mutex::new(None),
             tls_error: Mutex::new(None),
             tls_params: Mutex::new(None),
+            h3_error: Mutex::new(None),
             running,
         }
     }
@@ -434,6 +440,8 @@ pub struct Worker<'a> {
     groups: Vec<Group>,
     pending_groups: Vec<usize>,
     ended: Vec<Stream>,
+    /// `--http3`: the QUIC connections and their endpoint.
+    h3: Option<Box<h3::Side>>,
     /// Requests in progress.
     busy: u64,
     last_done: Option<Instant>,
@@ -512,6 +520,12 @@ impl<'a> Worker<'a> {
             groups: Vec::new(),
             pending_groups: Vec::new(),
             ended: Vec::new(),
+            h3: plan
+                .target
+                .quic
+                .as_ref()
+                .filter(|_| plan.http3)
+                .map(|q| Box::new(h3::Side::new(q))),
             busy: 0,
             last_done: None,
             area: 0.0,
@@ -621,7 +635,9 @@ impl<'a> Worker<'a> {
                     break;
                 }
                 self.timers.pop();
-                if self.slots[s].timer_gen == g {
+                if s & h3::H3_BIT != 0 {
+                    self.h3_timer(s & !h3::H3_BIT, g, t, now);
+                } else if self.slots[s].timer_gen == g {
                     self.on_timer(s, now);
                 }
             }
@@ -647,7 +663,9 @@ impl<'a> Worker<'a> {
             // new ones, and the loop blocks only with nothing to write: the
             // server gets a steady stream instead of bursts it sleeps
             // between (each sleep costs a wake-up there and here).
-            let timeout = if self.pending.is_empty() {
+            let queued =
+                !self.pending.is_empty() || self.h3.as_ref().is_some_and(|h| h.has_dirty());
+            let timeout = if !queued {
                 wake.saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(100))
             } else {
@@ -669,6 +687,11 @@ impl<'a> Worker<'a> {
                 // vDSO read costs ~20 ns; measured in docs/BENCHMARKS.md.
                 let now = Instant::now();
                 let t = ev.token().0;
+                if t & h3::H3_BIT != 0 {
+                    let (g, gen) = (t & (h3::H3_BIT - 1), (t >> 32) as u32);
+                    self.h3_event(g, gen, ev, now);
+                    continue;
+                }
                 if t & GROUP_BIT != 0 {
                     let (g, gen) = (t & 0x7fff_ffff, (t >> 32) as u32);
                     if g < self.groups.len() && self.groups[g].gen == gen {
@@ -711,6 +734,9 @@ impl<'a> Worker<'a> {
             }
         }
         self.flush();
+        // QUIC connections still open say goodbye (CONNECTION_CLOSE), so
+        // the server does not keep them until its idle timeout.
+        self.h3_stop();
         self.flush_log();
         let end = Instant::now();
         self.rec.counters.active_area += self.area;
@@ -819,6 +845,11 @@ impl<'a> Worker<'a> {
         slot.phase = Phase::Finished;
         slot.stream = None;
         slot.timer_gen = slot.timer_gen.wrapping_add(1);
+        if let (Some(g), true) = (slot.group, self.h3.is_some() && self.sh.plan.streams < 2) {
+            // A client that leaves closes its own QUIC connection (a TCP
+            // one closes with its socket).
+            self.h3_drop(g, now);
+        }
         self.active -= 1;
         self.sh.active_clients.fetch_sub(1, Relaxed);
         self.sh.clients_changed(now);
@@ -946,7 +977,11 @@ impl<'a> Worker<'a> {
         slot.intended = intended;
         slot.retried = false;
         if let Some(g) = slot.group {
-            self.group_begin(s, g, now);
+            if self.h3.is_some() {
+                self.h3_begin(s, g, now);
+            } else {
+                self.group_begin(s, g, now);
+            }
         } else if slot.stream.is_some() {
             slot.reused = true;
             self.send(s, now);
@@ -1111,6 +1146,7 @@ impl<'a> Worker<'a> {
     /// Writes the queued requests. A request's clock starts when it is
     /// written (on a reused connection; on a new one, at connect).
     fn flush(&mut self) {
+        self.h3_flush();
         if self.pending.is_empty() && self.pending_groups.is_empty() {
             return;
         }
@@ -1549,6 +1585,11 @@ impl<'a> Worker<'a> {
             if let Ok(mut sv) = self.sh.server.lock() {
                 let v = match (&slot.h2, slot.group) {
                     (Some(h), _) => h.server.as_deref(),
+                    (None, Some(g)) if self.h3.is_some() => self
+                        .h3
+                        .as_ref()
+                        .and_then(|h| h.conns.get(g))
+                        .and_then(|c| c.server.as_deref()),
                     (None, Some(g)) => self.groups[g].h2.server.as_deref(),
                     (None, None) => slot.head.header("server"),
                 };
@@ -1602,7 +1643,9 @@ impl<'a> Worker<'a> {
     }
 
     fn fail(&mut self, s: usize, f: Failure, now: Instant) {
-        if let Some(g) = self.slots[s].group {
+        if let (Some(g), true) = (self.slots[s].group, self.h3.is_some()) {
+            self.h3_forget(s, g);
+        } else if let Some(g) = self.slots[s].group {
             let grp = &mut self.groups[g];
             grp.h2.forget(s);
             grp.waiting.retain(|&w| w != s);
@@ -1850,6 +1893,7 @@ impl<'a> Worker<'a> {
         for g in &mut self.groups {
             g.conn = None;
         }
+        self.h3_stop();
         for slot in &mut self.slots {
             if slot.active() {
                 self.rec.counters.in_flight_at_end += 1;
@@ -1977,12 +2021,15 @@ impl Worker<'_> {
     /// is a stream of connection `i / N`.
     fn join_group(&mut self, s: usize, i: u64) {
         let m = u64::from(self.sh.plan.streams);
-        if m < 2 {
+        if m < 2 && self.h3.is_none() {
             return;
         }
         let g = (i / m) as usize;
         while self.groups.len() <= g {
             self.groups.push(Group::new());
+        }
+        if let Some(h) = self.h3.as_mut() {
+            h.ensure(g);
         }
         self.slots[s].group = Some(g);
     }

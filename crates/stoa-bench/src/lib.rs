@@ -13,8 +13,10 @@
 pub mod cli;
 pub mod engine;
 pub mod h2;
+pub mod h3;
 pub mod merge;
 pub mod plan;
+pub mod quic;
 pub mod record;
 pub mod report;
 pub mod run;
@@ -63,7 +65,7 @@ ApacheBench options (short flags may be bundled: -kc10):
   -r               accepted for ab compatibility (receive errors never stop a run)
   --http1.0        send HTTP/1.0 requests (ab's protocol)
 
-TLS and HTTP/2 (https:// URLs; curl's and h2load's meanings):
+TLS, HTTP/2 and HTTP/3 (https:// URLs; curl's and h2load's meanings):
   --cacert FILE    check the certificate against these CA certificates (PEM)
                    instead of the system's
   --insecure       do not check the certificate (curl -k; -k is keep-alive here)
@@ -72,8 +74,10 @@ TLS and HTTP/2 (https:// URLs; curl's and h2load's meanings):
   --http2, --h2    HTTP/2: ALPN h2 over https://, prior knowledge over http://;
                    one request in flight per connection (h2load -m 1)
   --max-concurrent-streams N, --streams N
-                   HTTP/2: N requests in flight per connection (h2load -m N):
-                   -c connections carry -c x N clients
+                   HTTP/2 and HTTP/3: N requests in flight per connection
+                   (h2load -m N): -c connections carry -c x N clients
+  --http3, --h3    HTTP/3 over QUIC (ALPN h3, https:// only; UDP to the URL's
+                   port); --cacert/--insecure as for TLS
 
 wrk options:
   -d DURATION      run for this long (10s, 2m); prints a wrk-style report
@@ -286,6 +290,9 @@ fn bench(
             p,
             report::html::page(std::slice::from_ref(&summary)).as_bytes(),
         )?;
+    }
+    if let (Some(e), true) = (&summary.protocol_error, summary.failed > 0) {
+        eprintln!("stoa bench: {e} (the first such failure)");
     }
     if let Some(e) = &summary.request_log_error {
         return Err(CliError::Fatal(format!(

@@ -17,6 +17,8 @@ pub struct Target {
     pub authority: String,
     /// `https://`: the TLS client settings.
     pub tls: Option<crate::transport::TlsSetup>,
+    /// `--http3`: the QUIC settings (over `tls`'s, with ALPN `h3`).
+    pub quic: Option<crate::quic::QuicSetup>,
 }
 
 /// A parsed `http[s]://host[:port]/path` URL.
@@ -118,6 +120,8 @@ pub struct RequestSpec {
     pub template: Option<Box<Template>>,
     /// Over HTTP/2: the request's header block and body.
     pub h2: Option<Box<crate::h2::H2Request>>,
+    /// Over HTTP/3: the request stream's frames.
+    pub h3: Option<Box<crate::h3::H3Request>>,
 }
 
 impl RequestSpec {
@@ -142,6 +146,7 @@ impl RequestSpec {
             template,
             group: 0,
             h2: None,
+            h3: None,
         }
     }
 }
@@ -451,6 +456,8 @@ pub struct Plan {
     /// HTTP/2: requests in flight per connection (h2load's `-m`); the
     /// clients (`concurrency`) are connections x streams.
     pub streams: u32,
+    /// `--http3`: HTTP/3 over QUIC (https:// URLs).
+    pub http3: bool,
     /// Total requests to finish (`-n`).
     pub limit: Option<u64>,
     /// Time limit (`-t`, `-d`, or the end of the stages).

@@ -386,7 +386,9 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
             concurrency: plan.concurrency,
             threads,
             keep_alive: plan.keep_alive,
-            http_version: if plan.http2 {
+            http_version: if plan.http3 {
+                "3"
+            } else if plan.http2 {
                 "2"
             } else if plan.http10 {
                 "1.0"
@@ -456,6 +458,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     };
     s.levels = crate::report::levels_of(&record, secs.as_deref());
     s.request_log_error = sh.log_error.lock().ok().and_then(|e| e.clone());
+    s.protocol_error = sh.h3_error.lock().ok().and_then(|e| e.clone());
     if let Some(r) = &sh.running {
         if let Ok(mut r) = r.lock() {
             // The last responses, when they are not a multiple of N.
@@ -478,7 +481,8 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     if let Some(t) = &plan.target.tls {
         let params = sh.tls_params.lock().ok().and_then(|p| p.clone());
         let (version, cipher, alpn) = match params {
-            Some((v, c, a)) => (Some(v), Some(c), a),
+            // An empty cipher: not known (QUIC: quinn-proto does not say).
+            Some((v, c, a)) => (Some(v), (!c.is_empty()).then_some(c), a),
             None => (None, None, None),
         };
         s.tls = Some(crate::report::TlsStats {

@@ -152,6 +152,8 @@ pub struct Scenario {
     pub http10: Option<bool>,
     /// `http = "2"`.
     pub http2: Option<bool>,
+    /// `http = "3"`: like `--http3`.
+    pub http3: Option<bool>,
     /// TLS: like `--insecure`, `--cacert` (relative to the scenario's
     /// directory), `--tls-resume`.
     pub insecure: Option<bool>,
@@ -304,17 +306,18 @@ impl Scenario {
         if let Some(h) = &r.http {
             s.http10 = Some(match h.as_str() {
                 "1.0" => true,
-                "1.1" | "2" => false,
+                "1.1" | "2" | "3" => false,
                 _ => {
                     return Err(at(
                         path,
                         src,
                         find_key(src, "http"),
-                        "http must be \"1.0\", \"1.1\" or \"2\"",
+                        "http must be \"1.0\", \"1.1\", \"2\" or \"3\"",
                     ))
                 }
             });
             s.http2 = Some(h == "2");
+            s.http3 = Some(h == "3");
         }
         if r.threads == Some(0) {
             return Err(at(
@@ -655,6 +658,17 @@ mod tests {
 
     fn parse(src: &str) -> Result<Scenario, String> {
         Scenario::parse(Path::new("s.toml"), src)
+    }
+
+    #[test]
+    fn http_3_asks_for_http3_and_an_unknown_version_is_refused() {
+        let s = parse("[run]\nurl = \"https://h/\"\nhttp = \"3\"\n").expect("parses");
+        assert_eq!(
+            (s.http3, s.http2, s.http10),
+            (Some(true), Some(false), Some(false))
+        );
+        let e = parse("[run]\nurl = \"https://h/\"\nhttp = \"4\"\n").expect_err("refused");
+        assert!(e.contains("\"3\""), "{e}");
     }
 
     #[test]

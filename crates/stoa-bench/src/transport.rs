@@ -4,9 +4,10 @@
 //! a handshake that may still be under way, and whether a short read means
 //! the socket is drained. A plain TCP stream and a TLS session (rustls,
 //! driven by hand on the non-blocking mio socket) are its two kinds today.
-//! A QUIC connection (quinn-proto, sans-IO) would be a third: its datagrams
-//! go through one UDP socket, its streams are what `read`/`write` reach,
-//! and its handshake is reported the same way.
+//! QUIC (`--http3`) does not go through this seam: a QUIC connection
+//! carries several requests' streams and has timers of its own, so the
+//! engine drives it beside its HTTP/2 groups (`engine/h3.rs`, settings in
+//! `quic.rs`); the TLS settings here (trust, `--insecure`) are its too.
 
 use mio::net::TcpStream;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -43,6 +44,18 @@ impl TlsSetup {
     /// or off, and the ALPN protocols to offer.
     pub fn new(host: &str, trust: Trust, resume: bool, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        TlsSetup::with_provider(host, trust, resume, alpn, provider)
+    }
+
+    /// As [`TlsSetup::new`], with this crypto provider (`--http3` notes
+    /// through its own which cipher suite the handshakes chose).
+    pub fn with_provider(
+        host: &str,
+        trust: Trust,
+        resume: bool,
+        alpn: &[&[u8]],
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<TlsSetup, String> {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;

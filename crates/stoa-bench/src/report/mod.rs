@@ -369,6 +369,11 @@ pub struct Summary {
     /// Why writing the log failed (the run went on without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_log_error: Option<String>,
+    /// HTTP/3: the first stream reset or connection error after the
+    /// handshake, with its HTTP/3 or QUIC code (the counts are in
+    /// `errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_error: Option<String>,
     /// The phases of the requests (connect, TLS, first byte, transfer);
     /// null when no request had any.
     #[serde(default)]

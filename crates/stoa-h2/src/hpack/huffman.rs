@@ -381,7 +381,7 @@ const fn build_canonical() -> Canonical {
 ///
 /// Errors (RFC 7541 §5.2): the EOS symbol, padding of 8 bits or more, or
 /// padding that is not the most significant bits of EOS (all ones).
-pub(super) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
     // The shortest code has 5 bits: at most 8 symbols per 5 bytes, and a
     // lookup may write one byte past the last symbol.
     // Written through the spare capacity: zeroing it first (`resize`)
@@ -489,13 +489,13 @@ fn decode_long(acc: u64, nbits: u32) -> Option<(u16, u32)> {
 }
 
 /// The length in bytes of the Huffman encoding of `src`.
-pub(super) fn encoded_len(src: &[u8]) -> usize {
+pub fn encoded_len(src: &[u8]) -> usize {
     let bits: usize = src.iter().map(|&b| usize::from(CODES[b as usize].1)).sum();
     bits.div_ceil(8)
 }
 
 /// Appends the Huffman encoding of `src` to `out`, padded with ones.
-pub(super) fn encode(src: &[u8], out: &mut Vec<u8>) {
+pub fn encode(src: &[u8], out: &mut Vec<u8>) {
     // Chosen only when shorter than the input.
     out.reserve(src.len());
     // The pending bits are the low `nbits` of `acc`: fewer than 32 + 30.

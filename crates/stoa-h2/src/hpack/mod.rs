@@ -10,7 +10,8 @@
 
 #[doc(hidden)]
 pub mod fuzzing;
-mod huffman;
+/// Also QPACK's (RFC 9204 §4.1.2 uses the same code): `stoa-h3` calls it.
+pub mod huffman;
 mod table;
 #[cfg(test)]
 mod tests;
