@@ -18,6 +18,7 @@ use crate::route;
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -36,6 +37,10 @@ const GOAWAY_GRACE: Duration = Duration::from_secs(2);
 
 /// Bytes asked of the socket per read.
 const READ_SIZE: usize = 16 * 1024;
+
+/// Pieces of output given to one vectored write (frames, and the shared
+/// bodies between them: ten cached files' responses are 21).
+const WRITE_SLICES: usize = 64;
 
 /// Keeps the connection's count of live stream handlers, and the
 /// worker's.
@@ -495,7 +500,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
     fn may_read(&self) -> bool {
         !self.read_closed && !self.input_held && {
             let sh = self.shared.borrow();
-            sh.codec.output().len() < sh.max_output
+            sh.codec.output_len() < sh.max_output
                 && !sh.codec.backlogged()
                 && !sh.codec.is_closed()
         }
@@ -505,7 +510,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
     /// went and every stream ended; and the output is written.
     fn over(&self) -> bool {
         let sh = self.shared.borrow();
-        sh.codec.output().is_empty()
+        sh.codec.output_len() == 0
             && !self.unflushed
             && (sh.codec.is_closed()
                 || (self.closing && sh.codec.open_streams() == 0 && self.live.get() == 0))
@@ -517,14 +522,18 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         let mut wrote = false;
         loop {
             let mut sh = self.shared.borrow_mut();
-            let out = sh.codec.output();
-            if out.is_empty() {
+            let pending = sh.codec.output_len();
+            if pending == 0 {
                 break;
             }
-            match Pin::new(&mut self.io).poll_write(cx, out) {
+            // The frames and the shared bodies between them (a cached
+            // file's, not copied into the output) in one write.
+            let mut slices = [IoSlice::new(&[]); WRITE_SLICES];
+            let k = sh.codec.output_vectored(&mut slices);
+            match Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..k]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(())),
                 Poll::Ready(Ok(n)) => {
-                    let was_full = out.len() >= sh.max_output;
+                    let was_full = pending >= sh.max_output;
                     sh.codec.consume_output(n);
                     wrote = true;
                     self.unflushed = self.io.inner.is_tls();

@@ -16,7 +16,7 @@
 
 use super::body::{Piece, Pieces};
 use super::{BodyFail, Limits, MAX_DISCARD};
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -177,7 +177,7 @@ impl Shared {
     /// Bytes the output may still grow by.
     #[inline]
     fn room(&self) -> usize {
-        self.max_output.saturating_sub(self.codec.output().len())
+        self.max_output.saturating_sub(self.codec.output_len())
     }
 
     /// Whether stream `id` can no longer be written to.
@@ -555,15 +555,30 @@ impl H2Stream {
         let sh = &mut *sh;
         let done = match self.queue.front_mut() {
             Some(Piece::Mem(b)) => {
-                let whole = n == b.len();
-                let took = sh.codec.send_data(id, &b[..n], eos && last && whole);
-                b.advance(took);
+                // Sent from its own buffer (a cached file's body is not
+                // copied): the part the windows take now is cut off it.
+                if n == b.len() {
+                    // What the windows do not take stays in `b`.
+                    sh.codec.send_data_shared(id, b, eos && last);
+                } else {
+                    // The output's room bounds it too.
+                    let mut part = b.split_to(n);
+                    sh.codec.send_data_shared(id, &mut part, false);
+                    if !part.is_empty() {
+                        // Not taken whole (the windows were read just
+                        // before, on this thread: not expected): what is
+                        // left goes back in front.
+                        let mut back = bytes::BytesMut::from(&part[..]);
+                        back.extend_from_slice(b);
+                        *b = back.freeze();
+                    }
+                }
                 b.is_empty()
             }
             Some(Piece::File { file, offset, len }) => {
                 // A buffer per piece (at most 64 KiB, as costly to read
-                // and copy as to allocate), not kept: an idle connection
-                // holds none.
+                // as to allocate), not kept: an idle connection holds
+                // none; it goes out as it is, not copied again.
                 let mut buf = vec![0; n];
                 let got = match file.read_at(&mut buf, *offset) {
                     Ok(0) | Err(_) => {
@@ -574,8 +589,10 @@ impl H2Stream {
                     }
                     Ok(got) => got,
                 };
+                buf.truncate(got);
                 let whole = got as u64 == *len;
-                let took = sh.codec.send_data(id, &buf[..got], eos && last && whole);
+                let mut data = Bytes::from(buf);
+                let took = sh.codec.send_data_shared(id, &mut data, eos && last && whole);
                 *offset += took as u64;
                 *len -= took as u64;
                 *len == 0
