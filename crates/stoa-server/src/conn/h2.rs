@@ -707,7 +707,8 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         // configuration (the connection's own settings, agreed at its
         // start, stay).
         super::refresh(&mut self.rt);
-        let (req, expect_continue) = request_head(head, end);
+        let spare = self.shared.borrow_mut().spare_requests.pop();
+        let (req, expect_continue) = request_head(head, end, spare);
         let side = H2Stream::new(
             self.shared.clone(),
             id,
@@ -900,6 +901,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             return;
         }
         sh.codec.shrink_idle();
+        sh.spare_requests = Vec::new();
         drop(sh);
         self.rbuf = BytesMut::new();
         self.spare = None;
@@ -1011,9 +1013,9 @@ async fn stream(
     let (mut hsts, mut edge) = (None, Edge::none());
     let tls = side.tls.is_some();
     let (p, rewritten) = route::pick_request(&head, &rt, tls, &mut hsts, &mut edge);
-    let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
-        let mut ex = Exchange::h2(&mut side, head, &worker, &rt.limits)
+        let req = rewritten.as_ref().unwrap_or(&head);
+        let mut ex = Exchange::h2(&mut side, req, &worker, &rt.limits)
             .with_hsts(hsts)
             .with_edge(edge);
         route::run(p, &mut ex, &rt, 0).await;
@@ -1024,6 +1026,7 @@ async fn stream(
     } else {
         side.flush(true, rt.limits.send_timeout).await;
     }
+    side.give_back_request(head);
     drop(side);
     drop(guard);
 }
@@ -1032,7 +1035,13 @@ async fn stream(
 /// read: `:authority` becomes Host (RFC 9113 §8.3.1), split `cookie`
 /// fields are joined with "; " (§8.2.3), the body's framing is its
 /// content-length or unknown. Also whether it expects `100 Continue`.
-fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
+/// `spare`: an ended stream's head, whose buffers are reused.
+#[inline(never)]
+fn request_head(
+    req: &stoa_h2::Request,
+    ended: bool,
+    spare: Option<RequestHead>,
+) -> (RequestHead, bool) {
     let method = match req.method() {
         b"GET" => Method::Get,
         b"HEAD" => Method::Head,
@@ -1082,7 +1091,13 @@ fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
             !replaced && !joined
         }))
         .chain(cookie.as_deref().map(|c| (&b"cookie"[..], c)));
-    let mut head = RequestHead::from_parts(method, target, Version::Http11, fields);
+    let mut head = match spare {
+        Some(mut h) => {
+            h.refill(method, target, Version::Http11, fields);
+            h
+        }
+        None => RequestHead::from_parts(method, target, Version::Http11, fields),
+    };
     head.framing = match (ended, length) {
         (true, _) => Framing::None,
         (false, Some(n)) => Framing::Length(n),

@@ -71,6 +71,9 @@ pub(crate) struct Shared {
     block: Vec<u8>,
     /// Head buffers of streams that ended, for the next ones.
     spare_heads: Vec<Vec<u8>>,
+    /// Request heads of streams that ended, refilled for the next ones
+    /// (their buffers reused: two allocations fewer per request).
+    pub(crate) spare_requests: Vec<stoa_h1::RequestHead>,
     /// The client's verified certificate (TLS), read once for every
     /// stream of the connection.
     pub(crate) client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
@@ -130,6 +133,7 @@ impl Shared {
             date: (Vec::new(), Vec::new()),
             block: Vec::new(),
             spare_heads: Vec::new(),
+            spare_requests: Vec::new(),
             client_cert: None,
         }
     }
@@ -737,6 +741,17 @@ impl H2Stream {
         dst.extend_from_slice(&data);
         self.recv_done = last;
         Ok(n > 0 || !self.recv_done)
+    }
+
+    /// The stream's request head, read to the end: kept for the next
+    /// stream's (up to 16, none large).
+    pub(crate) fn give_back_request(&self, head: stoa_h1::RequestHead) {
+        let Ok(mut sh) = self.shared.try_borrow_mut() else {
+            return;
+        };
+        if head.held() <= 4096 && sh.spare_requests.len() < 16 {
+            sh.spare_requests.push(head);
+        }
     }
 
     /// Resolves when the client resets the stream or the connection ends
