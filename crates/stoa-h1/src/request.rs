@@ -868,7 +868,12 @@ mod tests {
             Version::Http11,
             [(&b"Accept"[..], &b"*/*"[..])],
         );
-        h.refill(Method::Head, b"/n", Version::Http11, [(&b"Accept"[..], &b"*/*"[..])]);
+        h.refill(
+            Method::Head,
+            b"/n",
+            Version::Http11,
+            [(&b"Accept"[..], &b"*/*"[..])],
+        );
         assert_eq!(h.method, Method::Head);
         assert_eq!(h.request_line(), fresh.request_line());
         assert_eq!(h.host(), None);

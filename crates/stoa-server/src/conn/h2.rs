@@ -500,9 +500,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
     fn may_read(&self) -> bool {
         !self.read_closed && !self.input_held && {
             let sh = self.shared.borrow();
-            sh.codec.output_len() < sh.max_output
-                && !sh.codec.backlogged()
-                && !sh.codec.is_closed()
+            sh.codec.output_len() < sh.max_output && !sh.codec.backlogged() && !sh.codec.is_closed()
         }
     }
 

@@ -618,7 +618,9 @@ impl H2Stream {
                 buf.truncate(got);
                 let whole = got as u64 == *len;
                 let mut data = Bytes::from(buf);
-                let took = sh.codec.send_data_shared(id, &mut data, eos && last && whole);
+                let took = sh
+                    .codec
+                    .send_data_shared(id, &mut data, eos && last && whole);
                 *offset += took as u64;
                 *len -= took as u64;
                 *len == 0
