@@ -30,7 +30,7 @@ rm -rf "$RUN/www"
 gen_docroot "$RUN/www"
 "$1" cert "$RUN/certs" localhost 127.0.0.1 > /dev/null || die "stoa cert failed"
 chmod 644 "$RUN/certs/key.pem"
-render_conf "$BENCH_DIR/conf/stoa-h2.toml" "$RUN/stoa.toml" PORT="$PORT" TLS_PORT="$TLS_PORT" ROOT="$RUN/www" \
+render_conf "$BENCH_DIR/conf/stoa-h2.toml" "$RUN/stoa.toml" PORT="$PORT" TLS_PORT="$TLS_PORT" ROOT="$RUN/www" WORKERS=1 \
     CERT="$RUN/certs/cert.pem" KEY="$RUN/certs/key.pem"
 # as root: stay root (no switch to nobody under valgrind/strace)
 echo 'user = "root"' | cat - "$RUN/stoa.toml" > "$RUN/stoa-root.toml"

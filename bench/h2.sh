@@ -34,8 +34,8 @@
 #   listens with `reuseport` (a socket per worker, as Stoa); h2o 2.2.5 has no such option, and its
 #   threads share one socket. For example, on 16
 #   cores: WORKERS=8 THREADS=8 CONC=256 SERVER_CPUS=0-7 CLIENT_CPUS=8-15 N=2000000 HOLD=0 bench/h2.sh
-# Ports 18600-18619: stoa 18600 (HTTP/1.1 + h2c) and 18601 (TLS), h2o 18602 and 18603 (TLS), nginx
-# 18604 (HTTP/1.1), 18605 (h2c), 18606 (TLS), stoa-TAG 18610/18611, 18612/18613, ...
+# Ports PORT_BASE (default 18600) to PORT_BASE+19: stoa +0 (HTTP/1.1 + h2c) and +1 (TLS), h2o +2 and
+# +3 (TLS), nginx +4 (HTTP/1.1), +5 (h2c), +6 (TLS), stoa-TAG +10/+11, +12/+13, ...
 #
 # Rounds alternate: in each round every case runs on every server, the starting server rotating from
 # case to case, one server process each for the whole script (started once). For every run:
@@ -64,6 +64,7 @@ SRV_PIN=() GEN_PIN=()
 [ -z "$CLIENT_CPUS" ] || GEN_PIN=(taskset -c "$CLIENT_CPUS")
 WARM_N=${WARM_N:-5000} QUIET_MAX=${QUIET_MAX:-3} QUIET_PCT=${QUIET_PCT:-15} WAIT_OTHERS=${WAIT_OTHERS:-300}
 CASES=${CASES:-tls-m10 h2c-m10 h1-m1 tls-m1 h2c-m1 h1tls-m1}
+PORT_BASE=${PORT_BASE:-18600}
 STOA=${STOA:-$DEFAULT_STOA}
 [[ $STOA = /* ]] || STOA=$PWD/$STOA
 COMMAND="$(for v in SERVERS CASES REPS N CONC WORKERS THREADS SERVER_CPUS CLIENT_CPUS HOLD HOLD_MODES HOLD_SERVERS WARM_N QUIET_MAX WAIT_OTHERS; do
@@ -102,12 +103,12 @@ declare -A P_H1=() P_H2C=() P_TLS=()
 seq_port=0
 for s in "${SRVS[@]}"; do
     case $s in
-        stoa) P_H1[$s]=18600 P_H2C[$s]=18600 P_TLS[$s]=18601 ;;
-        h2o) P_H1[$s]=18602 P_H2C[$s]=18602 P_TLS[$s]=18603 ;;
-        nginx) P_H1[$s]=18604 P_H2C[$s]=18605 P_TLS[$s]=18606 ;;
-        stoa-*) P_H1[$s]=$(( 18610 + 2 * seq_port )); P_H2C[$s]=${P_H1[$s]}; P_TLS[$s]=$(( P_H1[$s] + 1 ))
+        stoa) P_H1[$s]=$PORT_BASE P_H2C[$s]=$PORT_BASE P_TLS[$s]=$(( PORT_BASE + 1 )) ;;
+        h2o) P_H1[$s]=$(( PORT_BASE + 2 )) P_H2C[$s]=$(( PORT_BASE + 2 )) P_TLS[$s]=$(( PORT_BASE + 3 )) ;;
+        nginx) P_H1[$s]=$(( PORT_BASE + 4 )) P_H2C[$s]=$(( PORT_BASE + 5 )) P_TLS[$s]=$(( PORT_BASE + 6 )) ;;
+        stoa-*) P_H1[$s]=$(( PORT_BASE + 10 + 2 * seq_port )); P_H2C[$s]=${P_H1[$s]}; P_TLS[$s]=$(( P_H1[$s] + 1 ))
                 seq_port=$(( seq_port + 1 ))
-                [ "${P_TLS[$s]}" -le 18619 ] || die "too many Stoa builds for the port range 18600-18619" ;;
+                [ "${P_TLS[$s]}" -le $(( PORT_BASE + 19 )) ] || die "too many Stoa builds for the port range $PORT_BASE-$(( PORT_BASE + 19 ))" ;;
         *) die "unknown server name: $s (stoa, stoa-TAG, h2o, nginx)" ;;
     esac
     SRV_PORT[$s]=${P_H1[$s]}

@@ -159,6 +159,12 @@ const RECYCLE_MAX: usize = 4096;
 /// bytes; all go when the connection idles, `shrink_idle`).
 const SPARE_REQUESTS: usize = 16;
 
+/// DATA payloads of a shared body ([`Conn::send_data_shared`]) at least
+/// this long go out from the caller's buffer (one more piece of the
+/// vectored write); shorter ones are copied into the output, which costs
+/// less than the extra piece.
+const SPLICE_MIN: usize = 1024;
+
 #[derive(Debug)]
 struct Stream {
     id: u32,
@@ -207,6 +213,12 @@ pub struct Conn {
     /// Bytes of `out` already written (moved out lazily: a large output
     /// written in small pieces is not moved down after each).
     out_pos: usize,
+    /// DATA payloads sent from the caller's buffers, not copied: each
+    /// goes out right after the first `at` bytes of `out` (positions in
+    /// `out`, in order; the front one is cut as it is written).
+    spliced: VecDeque<(usize, Bytes)>,
+    /// Bytes in `spliced`.
+    spliced_len: usize,
     events: VecDeque<Event>,
     /// Bytes of the client preface still to check.
     preface_left: usize,
@@ -295,6 +307,8 @@ impl Conn {
             decoder: hpack::Decoder::new(cfg.header_table_size as usize),
             out,
             out_pos: 0,
+            spliced: VecDeque::new(),
+            spliced_len: 0,
             events: VecDeque::new(),
             preface_left: frame::PREFACE.len(),
             got_settings: false,
@@ -1173,21 +1187,69 @@ impl Conn {
     /// END_STREAM goes on the last frame if all of `data` was taken
     /// (`data` may be empty to end the stream).
     pub fn send_data(&mut self, id: u32, data: &[u8], end_stream: bool) -> usize {
+        self.data_frames(id, data.len(), end_stream, |out, from, k| {
+            out.extend_from_slice(&data[from..from + k]);
+        })
+    }
+
+    /// [`Conn::send_data`] for a body in a shared buffer (a cached file):
+    /// what it takes is cut from the front of `data`, and each frame's
+    /// payload goes out from that buffer, after its frame header, without
+    /// being copied into the output ([`Conn::output_vectored`]). Flow
+    /// control, frame sizes and the order of frames are as with
+    /// `send_data`.
+    pub fn send_data_shared(&mut self, id: u32, data: &mut Bytes, end_stream: bool) -> usize {
+        let mut spliced = std::mem::take(&mut self.spliced);
+        let mut spliced_len = 0;
+        let mut taken = 0;
+        let n = self.data_frames(id, data.len(), end_stream, |out, from, k| {
+            debug_assert_eq!(from, taken);
+            taken += k;
+            let piece = if k == data.len() {
+                std::mem::take(data)
+            } else {
+                data.split_to(k)
+            };
+            if k < SPLICE_MIN {
+                out.extend_from_slice(&piece);
+            } else {
+                spliced.push_back((out.len(), piece));
+                spliced_len += k;
+            }
+        });
+        self.spliced = spliced;
+        self.spliced_len += spliced_len;
+        n
+    }
+
+    /// DATA frames for `len` bytes of a body (as much as the windows
+    /// allow); `payload(out, from, k)` appends bytes `from..from + k` of
+    /// it after each frame header (or has them go out there).
+    fn data_frames(
+        &mut self,
+        id: u32,
+        len: usize,
+        end_stream: bool,
+        mut payload: impl FnMut(&mut Vec<u8>, usize, usize),
+    ) -> usize {
         let window = self.send_window(id);
         let Some(i) = self.find(id) else { return 0 };
         if !self.streams[i].send_open {
             return 0;
         }
-        let n = data.len().min(window);
-        let ends = end_stream && n == data.len();
-        let mut rest = &data[..n];
+        let n = len.min(window);
+        let ends = end_stream && n == len;
         let max = self.peer_max_frame.min(self.data_frame_cap).max(1);
-        while !rest.is_empty() || (ends && n == 0) {
-            let k = rest.len().min(max);
-            let last = k == rest.len();
+        let mut from = 0;
+        while from < n || (ends && n == 0) {
+            let k = (n - from).min(max);
+            let last = from + k == n;
             let flags = if last && ends { frame::END_STREAM } else { 0 };
-            frame::put_frame(&mut self.out, frame::DATA, flags, id, &rest[..k]);
-            rest = &rest[k..];
+            frame::put_head(&mut self.out, k, frame::DATA, flags, id);
+            if k > 0 {
+                payload(&mut self.out, from, k);
+            }
+            from += k;
             if last {
                 break;
             }
@@ -1269,17 +1331,78 @@ impl Conn {
         }
     }
 
-    /// The bytes to write, in order.
+    /// The next bytes to write: the output up to the first body piece
+    /// sent from a shared buffer, or that piece (empty only when nothing
+    /// is left to write). Write it, [`Conn::consume_output`] what went,
+    /// and ask again; or write [`Conn::output_vectored`] at once.
     pub fn output(&self) -> &[u8] {
-        &self.out[self.out_pos..]
+        match self.spliced.front() {
+            Some((at, b)) if *at == self.out_pos => b,
+            Some((at, _)) => &self.out[self.out_pos..*at],
+            None => &self.out[self.out_pos..],
+        }
     }
 
-    /// `n` bytes of [`Conn::output`] were written.
-    pub fn consume_output(&mut self, n: usize) {
-        self.out_pos = (self.out_pos + n).min(self.out.len());
+    /// Bytes left to write, in all.
+    pub fn output_len(&self) -> usize {
+        self.out.len() - self.out_pos + self.spliced_len
+    }
+
+    /// The bytes to write, in order, as up to `dst.len()` slices (for a
+    /// vectored write); returns how many it filled.
+    pub fn output_vectored<'a>(&'a self, dst: &mut [std::io::IoSlice<'a>]) -> usize {
+        let cap = dst.len();
+        let mut n = 0;
+        let mut pos = self.out_pos;
+        let mut put = |s: &'a [u8], n: &mut usize| {
+            if !s.is_empty() && *n < cap {
+                dst[*n] = std::io::IoSlice::new(s);
+                *n += 1;
+            }
+        };
+        for (at, b) in &self.spliced {
+            put(&self.out[pos..*at], &mut n);
+            put(b, &mut n);
+            pos = *at;
+            if n >= cap {
+                return n;
+            }
+        }
+        put(&self.out[pos..], &mut n);
+        n
+    }
+
+    /// `n` bytes of the output were written.
+    pub fn consume_output(&mut self, mut n: usize) {
+        while n > 0 {
+            match self.spliced.front_mut() {
+                Some((at, b)) if *at == self.out_pos => {
+                    let k = n.min(b.len());
+                    b.advance(k);
+                    self.spliced_len -= k;
+                    n -= k;
+                    if b.is_empty() {
+                        self.spliced.pop_front();
+                    }
+                }
+                Some((at, _)) => {
+                    let k = n.min(*at - self.out_pos);
+                    self.out_pos += k;
+                    n -= k;
+                }
+                None => {
+                    self.out_pos = (self.out_pos + n).min(self.out.len());
+                    n = 0;
+                }
+            }
+        }
         if self.out_pos == self.out.len() {
+            let written = self.out_pos;
             self.out.clear();
             self.out_pos = 0;
+            for (at, _) in &mut self.spliced {
+                *at -= written;
+            }
             if self.out.capacity() > KEEP_CAPACITY {
                 // An idle connection keeps no large buffer (a body written
                 // through it grew this one).
@@ -1287,8 +1410,12 @@ impl Conn {
             }
         } else if self.out_pos >= KEEP_CAPACITY && self.out_pos * 2 >= self.out.len() {
             // Most of it is written: what is left moves down, once.
-            self.out.drain(..self.out_pos);
+            let written = self.out_pos;
+            self.out.drain(..written);
             self.out_pos = 0;
+            for (at, _) in &mut self.spliced {
+                *at -= written;
+            }
         }
     }
 
@@ -1299,6 +1426,9 @@ impl Conn {
     pub fn shrink_idle(&mut self) {
         if self.out.is_empty() && self.out_pos == 0 {
             self.out = Vec::new();
+        }
+        if self.spliced.is_empty() {
+            self.spliced = VecDeque::new();
         }
         if self.block.is_none() {
             self.block_buf = Vec::new();
@@ -1334,6 +1464,7 @@ impl Conn {
             && self.block.is_none()
             && self.events.is_empty()
             && self.out.len() == self.out_pos
+            && self.spliced.is_empty()
             && !self.goaway_sent
             && !self.goaway_recv
             && self.error.is_none()
@@ -1342,7 +1473,7 @@ impl Conn {
     /// Output waits past [`OUTPUT_HIGH`]: write before reading more
     /// (`recv` takes no frames meanwhile).
     pub fn backlogged(&self) -> bool {
-        self.out.len() - self.out_pos >= OUTPUT_HIGH
+        self.output_len() >= OUTPUT_HIGH
     }
 
     /// Streams open or half-closed.

@@ -87,9 +87,22 @@ impl Client {
 
     /// The frames written, consumed.
     fn frames(&mut self) -> Vec<(Head, Vec<u8>)> {
-        let out = self.conn.output().to_vec();
-        self.conn.consume_output(out.len());
-        parse(&out)
+        parse(&written(&mut self.conn))
+    }
+}
+
+/// All the output, piece by piece (a shared body's pieces come apart
+/// from the bytes around them), consumed.
+fn written(conn: &mut Conn) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let piece = conn.output();
+        if piece.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(piece);
+        let n = piece.len();
+        conn.consume_output(n);
     }
 }
 
@@ -1084,4 +1097,87 @@ fn a_connection_is_at_rest_only_with_no_stream_event_or_output_waiting() {
         c.events().first(),
         Some(Event::Request { id: 3, .. })
     ));
+}
+
+/// Two connections in the same state with a GET open on stream 1 and 3.
+fn two_gets() -> Client {
+    let mut c = Client::default();
+    let mut both = get(1);
+    both.extend(get(3));
+    c.send(&both).unwrap();
+    assert_eq!(c.events().len(), 2);
+    c
+}
+
+#[test]
+fn rfc9113_6_1_a_shared_body_goes_out_as_the_same_frames_as_a_copied_one() {
+    // Frames cut at the client's max frame size (16,384, §4.2), the
+    // stream's window (65,535, §6.9.2) bounding what is taken, and frames
+    // of other streams in between kept in their order.
+    let body: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let mut copied = two_gets();
+    let mut shared = two_gets();
+    let took = copied.conn.send_data(1, &body[..700], false);
+    assert_eq!(took, 700);
+    let mut small = bytes::Bytes::copy_from_slice(&body[..700]);
+    assert_eq!(shared.conn.send_data_shared(1, &mut small, false), 700);
+    assert!(small.is_empty());
+    let rest = &body[700..40_700];
+    assert_eq!(copied.conn.send_data(1, rest, false), 40_000);
+    let mut b = bytes::Bytes::copy_from_slice(rest);
+    assert_eq!(shared.conn.send_data_shared(1, &mut b, false), 40_000);
+    for c in [&mut copied, &mut shared] {
+        c.conn.send_headers(3, &[0x88], false);
+        c.conn.send_data(3, b"three", true);
+    }
+    let mut big = bytes::Bytes::copy_from_slice(&body);
+    // The connection's window (65,535) less what both streams sent.
+    let want = 65_535 - 40_700 - 5;
+    assert_eq!(copied.conn.send_data(1, &body, true), want);
+    assert_eq!(shared.conn.send_data_shared(1, &mut big, true), want);
+    assert_eq!(big.len(), body.len() - want, "what was not taken stays");
+    assert_eq!(copied.conn.output_len(), shared.conn.output_len());
+
+    // Written in uneven vectored writes, as a socket takes them.
+    let mut out = Vec::new();
+    loop {
+        let mut slices = [std::io::IoSlice::new(&[]); 4];
+        let n = shared.conn.output_vectored(&mut slices);
+        if n == 0 {
+            break;
+        }
+        let mut budget = 7_001;
+        let mut wrote = 0;
+        for s in &slices[..n] {
+            let k = s.len().min(budget);
+            out.extend_from_slice(&s[..k]);
+            budget -= k;
+            wrote += k;
+        }
+        shared.conn.consume_output(wrote);
+    }
+    assert_eq!(shared.conn.output_len(), 0);
+    let frames = parse(&out);
+    assert_eq!(frames, copied.frames());
+    assert!(frames.iter().all(|(h, _)| h.len <= 16_384));
+    assert!(frames.iter().any(|(h, _)| h.stream == 3));
+    assert!(shared.conn.output().is_empty());
+}
+
+#[test]
+fn a_shared_body_is_not_copied_into_the_output() {
+    let mut c = two_gets();
+    let body = bytes::Bytes::from(vec![7u8; 20_000]);
+    let mut b = body.clone();
+    c.conn.send_data_shared(1, &mut b, true);
+    // The first piece is the frame header; the next is the body's own
+    // memory.
+    assert_eq!(c.conn.output().len(), 9);
+    c.conn.consume_output(9);
+    assert_eq!(c.conn.output().as_ptr(), body.as_ptr());
+    assert_eq!(c.conn.output().len(), 16_384);
+    c.conn.consume_output(16_384);
+    let rest = parse(&written(&mut c.conn));
+    assert_eq!(rest.len(), 1, "the frame header of the rest, then it");
+    assert!(rest[0].0.flags & END_STREAM != 0);
 }

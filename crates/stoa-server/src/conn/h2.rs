@@ -18,6 +18,7 @@ use crate::route;
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -36,6 +37,10 @@ const GOAWAY_GRACE: Duration = Duration::from_secs(2);
 
 /// Bytes asked of the socket per read.
 const READ_SIZE: usize = 16 * 1024;
+
+/// Pieces of output given to one vectored write (frames, and the shared
+/// bodies between them: ten cached files' responses are 21).
+const WRITE_SLICES: usize = 64;
 
 /// Keeps the connection's count of live stream handlers, and the
 /// worker's.
@@ -495,9 +500,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
     fn may_read(&self) -> bool {
         !self.read_closed && !self.input_held && {
             let sh = self.shared.borrow();
-            sh.codec.output().len() < sh.max_output
-                && !sh.codec.backlogged()
-                && !sh.codec.is_closed()
+            sh.codec.output_len() < sh.max_output && !sh.codec.backlogged() && !sh.codec.is_closed()
         }
     }
 
@@ -505,7 +508,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
     /// went and every stream ended; and the output is written.
     fn over(&self) -> bool {
         let sh = self.shared.borrow();
-        sh.codec.output().is_empty()
+        sh.codec.output_len() == 0
             && !self.unflushed
             && (sh.codec.is_closed()
                 || (self.closing && sh.codec.open_streams() == 0 && self.live.get() == 0))
@@ -517,14 +520,18 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         let mut wrote = false;
         loop {
             let mut sh = self.shared.borrow_mut();
-            let out = sh.codec.output();
-            if out.is_empty() {
+            let pending = sh.codec.output_len();
+            if pending == 0 {
                 break;
             }
-            match Pin::new(&mut self.io).poll_write(cx, out) {
+            // The frames and the shared bodies between them (a cached
+            // file's, not copied into the output) in one write.
+            let mut slices = [IoSlice::new(&[]); WRITE_SLICES];
+            let k = sh.codec.output_vectored(&mut slices);
+            match Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..k]) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(())),
                 Poll::Ready(Ok(n)) => {
-                    let was_full = out.len() >= sh.max_output;
+                    let was_full = pending >= sh.max_output;
                     sh.codec.consume_output(n);
                     wrote = true;
                     self.unflushed = self.io.inner.is_tls();
@@ -698,7 +705,8 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
         // configuration (the connection's own settings, agreed at its
         // start, stay).
         super::refresh(&mut self.rt);
-        let (req, expect_continue) = request_head(head, end);
+        let spare = self.shared.borrow_mut().spare_requests.pop();
+        let (req, expect_continue) = request_head(head, end, spare);
         let side = H2Stream::new(
             self.shared.clone(),
             id,
@@ -891,6 +899,7 @@ impl<F: Future<Output = ()> + 'static> Driver<F> {
             return;
         }
         sh.codec.shrink_idle();
+        sh.spare_requests = Vec::new();
         drop(sh);
         self.rbuf = BytesMut::new();
         self.spare = None;
@@ -1002,9 +1011,9 @@ async fn stream(
     let (mut hsts, mut edge) = (None, Edge::none());
     let tls = side.tls.is_some();
     let (p, rewritten) = route::pick_request(&head, &rt, tls, &mut hsts, &mut edge);
-    let head = rewritten.as_ref().unwrap_or(&head);
     let truncated = {
-        let mut ex = Exchange::h2(&mut side, head, &worker, &rt.limits)
+        let req = rewritten.as_ref().unwrap_or(&head);
+        let mut ex = Exchange::h2(&mut side, req, &worker, &rt.limits)
             .with_hsts(hsts)
             .with_edge(edge);
         route::run(p, &mut ex, &rt, 0).await;
@@ -1015,6 +1024,7 @@ async fn stream(
     } else {
         side.flush(true, rt.limits.send_timeout).await;
     }
+    side.give_back_request(head);
     drop(side);
     drop(guard);
 }
@@ -1023,7 +1033,13 @@ async fn stream(
 /// read: `:authority` becomes Host (RFC 9113 §8.3.1), split `cookie`
 /// fields are joined with "; " (§8.2.3), the body's framing is its
 /// content-length or unknown. Also whether it expects `100 Continue`.
-fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
+/// `spare`: an ended stream's head, whose buffers are reused.
+#[inline(never)]
+fn request_head(
+    req: &stoa_h2::Request,
+    ended: bool,
+    spare: Option<RequestHead>,
+) -> (RequestHead, bool) {
     let method = match req.method() {
         b"GET" => Method::Get,
         b"HEAD" => Method::Head,
@@ -1073,7 +1089,13 @@ fn request_head(req: &stoa_h2::Request, ended: bool) -> (RequestHead, bool) {
             !replaced && !joined
         }))
         .chain(cookie.as_deref().map(|c| (&b"cookie"[..], c)));
-    let mut head = RequestHead::from_parts(method, target, Version::Http11, fields);
+    let mut head = match spare {
+        Some(mut h) => {
+            h.refill(method, target, Version::Http11, fields);
+            h
+        }
+        None => RequestHead::from_parts(method, target, Version::Http11, fields),
+    };
     head.framing = match (ended, length) {
         (true, _) => Framing::None,
         (false, Some(n)) => Framing::Length(n),
