@@ -107,94 +107,79 @@ chmod 755 "$RUN/personalized.cgi"
 for m in per-request kept cached; do
     sed -e "s|@MODE@|$m|" -e "s|@DB@|$RUN/users.db|" -e "s|@CONTENT@|$RUN/content|" "$SRC/personalized.lua" > "$RUN/lua-$m.lua"
 done
-cat > "$RUN/stoa.toml" <<TOML
-listen = ["127.0.0.1:$PORT"]
-workers = 1
-user = "root"
-[log]
-access = "off"
-[[pool]]
-name = "affinity"
-command = ["$STOA", "demo-app", "personalized"]
-processes = $PROCS
-affinity = "query:user"
-env = { $env_kv, $stats_kv, STOA_PERSONALIZED_MODE = "cached" }
-[[pool]]
-name = "random"
-command = ["$STOA", "demo-app", "personalized"]
-processes = $PROCS
-affinity = "query:r"
-env = { $env_kv, $stats_kv, STOA_PERSONALIZED_MODE = "cached" }
-[[pool]]
-name = "affinity-unbounded"
-command = ["$STOA", "demo-app", "personalized"]
-processes = $PROCS
-affinity = "query:user"
-env = { $env_kv, STOA_PERSONALIZED_STATS = "$RUN/stats", STOA_PERSONALIZED_MODE = "cached" }
-[[pool]]
-name = "random-unbounded"
-command = ["$STOA", "demo-app", "personalized"]
-processes = $PROCS
-affinity = "query:r"
-env = { $env_kv, STOA_PERSONALIZED_STATS = "$RUN/stats", STOA_PERSONALIZED_MODE = "cached" }
-[[pool]]
-name = "uncached"
-command = ["$STOA", "demo-app", "personalized"]
-processes = $PROCS
-env = { $env_kv, $stats_kv, STOA_PERSONALIZED_MODE = "uncached" }
-[[pool]]
-name = "api"
-command = ["$STOA", "demo-app", "personalized"]
-processes = $PROCS
-env = { $env_kv, $stats_kv, STOA_PERSONALIZED_MODE = "per-request" }
-[[site]]
-root = "$RUN/www"
-[[site.route]]
-prefix = "/fcgi-affinity/"
-fastcgi = { pool = "affinity" }
-[[site.route]]
-prefix = "/fcgi-affinity-fixed/"
-fastcgi = { pool = "affinity-unbounded" }
-[[site.route]]
-prefix = "/fcgi-random/"
-fastcgi = { pool = "random" }
-[[site.route]]
-prefix = "/fcgi-random-fixed/"
-fastcgi = { pool = "random-unbounded" }
-[[site.route]]
-prefix = "/fcgi-random-unbounded/"
-fastcgi = { pool = "random-unbounded" }
-[[site.route]]
-prefix = "/fcgi-uncached/"
-fastcgi = { pool = "uncached" }
-[[site.route]]
-prefix = "/fcgi-api/"
-fastcgi = { pool = "api" }
-[[site.route]]
-prefix = "/lua-api/"
-lua = { script = "$RUN/lua-per-request.lua" }
-[[site.route]]
-prefix = "/lua-kept/"
-lua = { script = "$RUN/lua-kept.lua" }
-[[site.route]]
-prefix = "/lua-cached/"
-lua = { script = "$RUN/lua-cached.lua" }
-[[site.route]]
-prefix = "/cgi/"
-cgi = { script = "$RUN/personalized.cgi", env = { $env_kv } }
-TOML
+# The config: every route and pool (checked, and served while every design's
+# page is compared), or one cell's (its route and the pool behind it: a
+# measured run starts only the processes it uses).
+pool_toml() {  # pool_toml NAME
+    local affinity="" mode=cached stats="$stats_kv"
+    case $1 in
+        affinity) affinity='affinity = "query:user"' ;;
+        random) affinity='affinity = "query:r"' ;;
+        affinity-unbounded) affinity='affinity = "query:user"'; stats="STOA_PERSONALIZED_STATS = \"$RUN/stats\"" ;;
+        random-unbounded) affinity='affinity = "query:r"'; stats="STOA_PERSONALIZED_STATS = \"$RUN/stats\"" ;;
+        uncached) mode=uncached ;;
+        api) mode=per-request ;;
+    esac
+    printf '[[pool]]\nname = "%s"\ncommand = ["%s", "demo-app", "personalized"]\nprocesses = %s\n%s\nenv = { %s, %s, STOA_PERSONALIZED_MODE = "%s" }\n' \
+        "$1" "$STOA" "$PROCS" "$affinity" "$env_kv" "$stats" "$mode"
+}
+cell_pool() {  # the pool behind a FastCGI cell
+    case $1 in
+        fcgi-affinity) echo affinity ;;
+        fcgi-random) echo random ;;
+        fcgi-uncached) echo uncached ;;
+        fcgi-api) echo api ;;
+        fcgi-affinity-fixed) echo affinity-unbounded ;;
+        fcgi-random-fixed | fcgi-random-unbounded) echo random-unbounded ;;
+    esac
+}
+route_toml() {  # route_toml CELL
+    local pool
+    pool=$(cell_pool "$1")
+    printf '[[site.route]]\nprefix = "/%s/"\n' "$1"
+    case $1 in
+        fcgi-*) printf 'fastcgi = { pool = "%s" }\n' "$pool" ;;
+        lua-api) printf 'lua = { script = "%s" }\n' "$RUN/lua-per-request.lua" ;;
+        lua-kept) printf 'lua = { script = "%s" }\n' "$RUN/lua-kept.lua" ;;
+        lua-cached) printf 'lua = { script = "%s" }\n' "$RUN/lua-cached.lua" ;;
+        cgi) printf 'cgi = { script = "%s", env = { %s } }\n' "$RUN/personalized.cgi" "$env_kv" ;;
+        *) die "no such cell: $1" ;;
+    esac
+}
+write_conf() {  # write_conf FILE CELL...
+    local file=$1 c p pools=()
+    shift
+    for c in "$@"; do
+        p=$(cell_pool "$c")
+        [ -n "$p" ] && [[ " ${pools[*]} " != *" $p "* ]] && pools+=("$p")
+    done
+    {
+        printf 'listen = ["127.0.0.1:%s"]\nworkers = 1\nuser = "root"\n[log]\naccess = "off"\n' "$PORT"
+        for p in "${pools[@]}"; do pool_toml "$p"; done
+        printf '[[site]]\nroot = "%s"\n' "$RUN/www"
+        for c in "$@"; do route_toml "$c"; done
+    } > "$file"
+}
+# (fcgi-api, the app in its per-request mode, gives the reference page.)
+ALL_CELLS=("${CELLS[@]}")
+[[ " ${CELLS[*]} " == *" fcgi-api "* ]] || ALL_CELLS+=(fcgi-api)
+write_conf "$RUN/stoa.toml" "${ALL_CELLS[@]}"
 "$STOA" check "$RUN/stoa.toml" >&2 || die "bad config"
+for c in "${CELLS[@]}"; do write_conf "$RUN/$c.stoa.toml" "$c"; done
 
 # Stoa and the FastCGI processes it spawns, on the server CPUs from the
-# start (the pool's processes inherit the mask).
+# start (the pool's processes inherit the mask). start_stoa [CELL]: with a
+# cell, only its route and pool.
 start_stoa() {
+    local conf=$RUN/stoa.toml probe=fcgi-api
+    [ -n "${1:-}" ] && conf=$RUN/$1.stoa.toml && probe=$1
     rm -f "$RUN"/stats/*
-    taskset -c "$SERVER_CPUS" "$STOA" serve --config "$RUN/stoa.toml" > "$RUN/logs/stoa.out" 2>&1 &
+    taskset -c "$SERVER_CPUS" "$STOA" serve --config "$conf" > "$RUN/logs/stoa.out" 2>&1 &
     SRV_PID[stoa]=$!
     echo "${SRV_PID[stoa]}" > "$RUN/pids/stoa.pid"
     local i
     for i in $(seq 100); do
-        curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/fcgi-api/?user=c1u1&pw=pwc1u1&file=page.html" && return 0
+        curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/$probe/?user=c1u1&pw=pwc1u1&file=page.html&r=0" && return 0
         srv_alive stoa || break
         sleep 0.1
     done
@@ -242,7 +227,7 @@ one_round() {
     local cell tag rps req cpu c0 c1
     for cell in "${CELLS[@]}"; do
         tag=$cell-r$REP
-        start_stoa
+        start_stoa "$cell"
         scenario "$cell" "$WARM_SECS" "$RUN/warm.toml"
         on_load_cpus "$STOA" bench -q --scenario "$RUN/warm.toml" > "$RUN/warmup.txt" 2>&1 ||
             warn "warm-up $tag exited $?"

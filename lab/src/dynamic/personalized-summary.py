@@ -185,7 +185,7 @@ p("Each request checks a user's password, reads the user's attributes (SQLite, a
   "designs in turn. Every design answers the same bytes (checked: the Rust app's page is the reference) and "
   "refuses a wrong password.")
 p()
-p("| design | what | capacity: requests per server CPU second | server CPU ms per request | requests/s | cache hits %% | failed | paper |")
+p("| design | what | capacity: requests per server CPU second | server CPU ms per request | requests/s | cache hits % | failed | paper |")
 p("|---|---|---|---|---|---|---|---|")
 for cell, what, paper in DESIGNS:
     if not M.get("rps:" + cell):
