@@ -151,16 +151,49 @@ impl RequestSpec {
     }
 }
 
-/// The placeholders of a request template.
-pub const PLACEHOLDERS: [&str; 2] = ["{client}", "{seq}"];
-
 /// A piece of a request template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Seg {
+pub(crate) enum Seg {
     /// Bytes `start..end` of the template's literal bytes.
     Lit(usize, usize),
     Client,
     Seq,
+    /// `{seq/N}`: the request number divided by N, rounded down.
+    SeqDiv(u64),
+    /// `{seq%N}`: the remainder of the request number divided by N.
+    SeqMod(u64),
+}
+
+/// The placeholder that `b` starts with, and its length: `{client}`,
+/// `{seq}`, `{seq/N}` or `{seq%N}` (N a decimal number from 1).
+pub(crate) fn placeholder_at(b: &[u8]) -> Option<(Seg, usize)> {
+    if !b.starts_with(b"{") {
+        return None;
+    }
+    if b.starts_with(b"{client}") {
+        return Some((Seg::Client, 8));
+    }
+    if b.starts_with(b"{seq}") {
+        return Some((Seg::Seq, 5));
+    }
+    let op = *b.get(4)?;
+    if !b.starts_with(b"{seq") || (op != b'/' && op != b'%') {
+        return None;
+    }
+    let digits = b[5..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 || digits > 18 || b.get(5 + digits) != Some(&b'}') {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(&b[5..5 + digits]).ok()?.parse().ok()?;
+    if n == 0 {
+        return None;
+    }
+    let seg = if op == b'/' {
+        Seg::SeqDiv(n)
+    } else {
+        Seg::SeqMod(n)
+    };
+    Some((seg, 6 + digits))
 }
 
 /// A request with `{client}` / `{seq}` placeholders, split once into
@@ -187,17 +220,7 @@ fn split_segs(b: &[u8], lits: &mut Vec<u8>, out: &mut Vec<Seg>) {
         }
     };
     while i < b.len() {
-        let hit = if b[i] == b'{' {
-            if b[i..].starts_with(b"{client}") {
-                Some((Seg::Client, 8))
-            } else if b[i..].starts_with(b"{seq}") {
-                Some((Seg::Seq, 5))
-            } else {
-                None
-            }
-        } else {
-            None
-        };
+        let hit = placeholder_at(&b[i..]);
         match hit {
             Some((seg, n)) => {
                 push_lit(lits, out, &b[lit_start..i]);
@@ -212,9 +235,7 @@ fn split_segs(b: &[u8], lits: &mut Vec<u8>, out: &mut Vec<Seg>) {
 }
 
 fn has_placeholder(b: &[u8]) -> bool {
-    PLACEHOLDERS
-        .iter()
-        .any(|p| b.windows(p.len()).any(|w| w == p.as_bytes()))
+    (0..b.len()).any(|i| placeholder_at(&b[i..]).is_some())
 }
 
 /// Appends the decimal digits of `n` (no allocation, no formatter: the
@@ -280,6 +301,8 @@ impl Template {
                 Seg::Lit(a, b) => out.extend_from_slice(&self.lits[a..b]),
                 Seg::Client => push_u64(out, client),
                 Seg::Seq => push_u64(out, seq),
+                Seg::SeqDiv(n) => push_u64(out, seq / n),
+                Seg::SeqMod(n) => push_u64(out, seq % n),
             }
         }
     }
@@ -642,6 +665,37 @@ mod tests {
         assert!(!s.contains("Host: h:1"));
         assert!(s.contains("Connection: close\r\n"));
         assert!(s.ends_with("Content-Length: 3\r\n\r\na=1"));
+    }
+
+    /// A user who makes 10 requests and leaves, visited in turn with 99
+    /// others (the FastCGI paper's clients, §5.3): `{seq%100}` is the
+    /// user's place in the turn, `{seq/1000}` the generation of users.
+    #[test]
+    fn seq_divided_and_its_remainder_render_as_numbers() {
+        let b = build_request(&RequestOpts {
+            method: "GET",
+            path: "/p?user=c{client}s{seq%100}g{seq/1000}&x={seq/}{seq%0}{seq/1",
+            authority: "h",
+            http10: false,
+            keep_alive: true,
+            headers: &[],
+            body: None,
+        });
+        let t = Template::compile(&b, 0, false).unwrap();
+        let mut out = Vec::new();
+        t.render(3, 2345, &mut out, 0);
+        let r = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            r.starts_with("GET /p?user=c3s45g2&x={seq/}{seq%0}{seq/1 HTTP/1.1\r\n"),
+            "{r}"
+        );
+        assert_eq!(placeholder_at(b"{seq%7}x"), Some((Seg::SeqMod(7), 7)));
+        assert_eq!(placeholder_at(b"{seq/1000}"), Some((Seg::SeqDiv(1000), 10)));
+        assert_eq!(placeholder_at(b"{seq%}"), None);
+        assert_eq!(
+            crate::util::form_encode_keeping_placeholders("a b{seq%10}/{seq/3}"),
+            "a+b{seq%10}%2F{seq/3}"
+        );
     }
 
     #[test]

@@ -124,16 +124,15 @@ pub fn shell_quote(a: &str) -> String {
     }
 }
 
-/// [`form_encode`], but the request placeholders (`{client}`, `{seq}`)
-/// stay as they are, to be replaced by digits (which need no encoding).
+/// [`form_encode`], but the request placeholders (`{client}`, `{seq}`,
+/// `{seq/N}`, `{seq%N}`) stay as they are, to be replaced by digits (which need no encoding).
 pub fn form_encode_keeping_placeholders(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while !rest.is_empty() {
-        let next = crate::plan::PLACEHOLDERS
-            .iter()
-            .filter_map(|p| rest.find(p).map(|i| (i, p.len())))
-            .min();
+        let b = rest.as_bytes();
+        let next =
+            (0..b.len()).find_map(|i| crate::plan::placeholder_at(&b[i..]).map(|(_, n)| (i, n)));
         match next {
             Some((i, n)) => {
                 out.push_str(&form_encode(&rest[..i]));

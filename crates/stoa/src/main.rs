@@ -90,7 +90,10 @@ enum DemoApp {
     Comments,
     /// A FastCGI Authorizer: HTTP Basic demo:demo gets through, anything else 401.
     Authorizer,
-    /// The FastCGI paper's personalized-content application (STOA_PERSONALIZED_* variables).
+    /// The FastCGI paper's personalized-content application: STOA_PERSONALIZED_DB, _CONTENT,
+    /// _MODE (cached: a kept connection and a cache of users; uncached: the kept connection only;
+    /// per-request: a connection per request), _CACHE (users a process caches, least recently used
+    /// discarded; 100000), _STATS (a directory for each process's cache counters).
     Personalized,
     /// The same, as a CGI program.
     PersonalizedCgi,

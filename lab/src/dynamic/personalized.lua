@@ -10,7 +10,9 @@
 --                sustained database connections": 61 requests/s)
 --   cached       a kept connection and a per-worker cache of users (§6's
 --                multi-threaded API, which "can maintain caches and
---                database connections the same way a FastCGI application can")
+--                database connections the same way a FastCGI application can"):
+--                one cache for every user, unbounded (the FastCGI app's is
+--                bounded per process: STOA_PERSONALIZED_CACHE)
 local MODE = "@MODE@"
 local DB, CONTENT = "@DB@", "@CONTENT@"
 local kept = MODE ~= "per-request" and stoa.sqlite(DB) or nil
