@@ -9,11 +9,13 @@
 //! access log says `HTTP/3.0`; a graceful stop lets a request in flight
 //! finish (GOAWAY, §5.2). Attacks with raw QUIC (h3raw.py): an Initial
 //! flood is answered with Retry packets, a client that stops reading is
-//! dropped.
+//! dropped. Client certificates (`client_auth`) are asked for and
+//! verified in QUIC's handshake and reach CGI, FastCGI and the proxy as
+//! on TCP (test CA and clients made with openssl).
 //!
 //! Needs python3 with venv (Debian `python3-venv`), network access to
-//! PyPI the first time, and curl (for the TCP side). Certificates are
-//! Stoa's own `self_signed` ones.
+//! PyPI the first time, curl (for the TCP side) and openssl. Server
+//! certificates are Stoa's own `self_signed` ones.
 
 mod common;
 mod proxy_peer;
@@ -82,6 +84,12 @@ impl Answer {
 /// aioquic's client against the server's UDP port: `args` then `paths`,
 /// one answer per path (and per `--count`).
 fn h3get(port: u16, args: &[&str], paths: &[&str]) -> Vec<Answer> {
+    h3try(port, args, paths).unwrap_or_else(|e| panic!("h3get.py {args:?} {paths:?}: {e}"))
+}
+
+/// [`h3get`], or the client's complaint when it got no answer (a
+/// handshake refused, a connection closed).
+fn h3try(port: u16, args: &[&str], paths: &[&str]) -> Result<Vec<Answer>, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/h3get.py");
     let out = Command::new(python())
         .arg(script)
@@ -90,12 +98,10 @@ fn h3get(port: u16, args: &[&str], paths: &[&str]) -> Vec<Answer> {
         .args(paths)
         .output()
         .expect("run h3get.py");
-    assert!(
-        out.status.success(),
-        "h3get.py {args:?} {paths:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
@@ -119,7 +125,7 @@ fn h3get(port: u16, args: &[&str], paths: &[&str]) -> Vec<Answer> {
                 reset: v["reset"].as_u64(),
             }
         })
-        .collect()
+        .collect())
 }
 
 /// A server with one TLS listener speaking h3, h2 and http/1.1 on a free
@@ -127,6 +133,18 @@ fn h3get(port: u16, args: &[&str], paths: &[&str]) -> Vec<Answer> {
 /// FastCGI pool and, with `backend`, a proxied route; `extra` is more
 /// TOML at the top.
 fn server(dir: &TempDir, backend: Option<&Backend>, extra: &str) -> Server {
+    Server::with_config(&server_config(dir, backend, extra, "", ""))
+}
+
+/// [`server`]'s configuration file, written, with `tls` (TOML) more in
+/// the `[[tls]]` block and `routes` (TOML) more routes.
+fn server_config(
+    dir: &TempDir,
+    backend: Option<&Backend>,
+    extra: &str,
+    tls: &str,
+    routes: &str,
+) -> PathBuf {
     dir.write("www/index.html", "hello over h3\n");
     script(
         dir,
@@ -149,22 +167,21 @@ fn server(dir: &TempDir, backend: Option<&Backend>, extra: &str) -> Server {
     } else {
         ""
     };
-    let cfg = dir.write(
+    dir.write(
         "stoa.toml",
         format!(
             "workers = 1\nuser = \"root\"\n{extra}\n\
              [[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n\
-             self_signed = true\nprotocols = [\"h3\", \"h2\", \"http/1.1\"]\n\n\
+             self_signed = true\nprotocols = [\"h3\", \"h2\", \"http/1.1\"]\n{tls}\n\
              [[pool]]\nname = \"app\"\ncommand = [\"{HELLO_FCGI}\"]\nprocesses = 1\n\n\
              {proxy}\
              [[site]]\nroot = \"www\"\n\n\
              [[site.route]]\nprefix = \"/cgi-bin/\"\ncgi = {{ dir = \"cgi-bin\" }}\n\n\
              [[site.route]]\nprefix = \"/app/\"\nfastcgi = {{ pool = \"app\" }}\n\n\
              [[site.route]]\nprefix = \"/status\"\nstatus = {{}}\n\n\
-             {proxy_route}"
+             {proxy_route}{routes}"
         ),
-    );
-    Server::with_config(&cfg)
+    )
 }
 
 fn script(dir: &TempDir, rel: &str, body: &str) {
@@ -694,4 +711,244 @@ fn rfc9000_4_6_a_stream_flood_is_bounded_by_max_concurrent_streams() {
     assert_eq!(got["closed"], false, "{got}");
     let fresh = h3get(port, &[], &["/index.html"]);
     assert_eq!(fresh[0].status, 200);
+}
+
+/// Runs `openssl` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    require("openssl", "openssl");
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A client PKI in `dir/pki`: a CA (`ca.pem`), `alice` it signs, and
+/// `eve`, self-signed; P-256 keys, `NAME.pem` and `NAME.key`.
+fn client_pki(dir: &TempDir) -> PathBuf {
+    let d = dir.mkdir("pki");
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req", "-x509", "-days", "30", "-keyout", "ca.key", "-out", "ca.pem",
+    ];
+    ca.extend(ec);
+    ca.extend([
+        "-subj",
+        "/CN=Stoa H3 CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&d, &ca);
+    std::fs::write(
+        d.join("client.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .expect("write");
+    let mut csr = vec!["req", "-keyout", "alice.key", "-out", "alice.csr"];
+    csr.extend(ec);
+    csr.extend(["-subj", "/O=Stoa Tests/CN=alice"]);
+    openssl(&d, &csr);
+    openssl(
+        &d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "alice.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "0x2001",
+            "-days",
+            "30",
+            "-extfile",
+            "client.ext",
+            "-out",
+            "alice.pem",
+        ],
+    );
+    let mut eve = vec![
+        "req", "-x509", "-days", "30", "-keyout", "eve.key", "-out", "eve.pem",
+    ];
+    eve.extend(ec);
+    eve.extend([
+        "-subj",
+        "/CN=eve",
+        "-addext",
+        "basicConstraints=CA:FALSE",
+        "-addext",
+        "extendedKeyUsage=clientAuth",
+    ]);
+    openssl(&d, &eve);
+    d
+}
+
+/// h3get.py's arguments presenting client `who`'s certificate.
+fn cert_args(pki: &Path, who: &str) -> [String; 4] {
+    [
+        "--cert".into(),
+        pki.join(format!("{who}.pem")).display().to_string(),
+        "--key".into(),
+        pki.join(format!("{who}.key")).display().to_string(),
+    ]
+}
+
+/// The `SSL_CLIENT_*` lines of a CGI environment, sorted.
+fn ssl_client_vars(env: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = env
+        .lines()
+        .filter(|l| l.starts_with("SSL_CLIENT_") && !l.starts_with("SSL_CLIENT_CERT="))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// RFC 9001 §4.4: QUIC authenticates peers as TLS does, so a `[[tls]]`
+/// block's `client_auth` (nginx `ssl_verify_client on`) verifies the
+/// client's certificate on HTTP/3 too, and CGI, FastCGI and the proxy's
+/// `$ssl_client_*` fields see the same names as on HTTP/2 (mod_ssl's
+/// `SSL_CLIENT_*`, compared line for line with curl's over TCP); a client
+/// without a certificate, or with one from a CA the block does not trust,
+/// is refused in the handshake (RFC 8446 §4.4.2.4).
+#[test]
+fn rfc9001_4_4_a_client_certificate_over_quic_reaches_cgi_fastcgi_and_the_proxy_as_over_tcp() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("h3-clientcert");
+    let pki = client_pki(&dir);
+    let tls = format!("client_auth = {{ ca = {:?} }}\n", pki.join("ca.pem"));
+    let routes = "[[site.route]]\nprefix = \"/dn/\"\nproxy = { pool = \"echo\", \
+                  header_up = { set = { \"X-Client-DN\" = \"$ssl_client_s_dn\", \
+                  \"X-Client-Verify\" = \"$ssl_client_verify\" } } }\n\n";
+    let s = Server::with_config(&server_config(&dir, Some(&b), "", &tls, routes));
+    let port = s.addr.port();
+    let alice = cert_args(&pki, "alice");
+    let alice: Vec<&str> = alice.iter().map(String::as_str).collect();
+    let got = h3get(
+        port,
+        &alice,
+        &["/cgi-bin/env.sh", "/app/x?params=1", "/dn/x"],
+    );
+    let (cgi, fcgi, proxied) = (&got[0], &got[1], &got[2]);
+    assert_eq!(cgi.status, 200, "{cgi:?}");
+    assert_eq!(
+        var(&cgi.text, "SSL_CLIENT_VERIFY"),
+        Some("SUCCESS"),
+        "{}",
+        cgi.text
+    );
+    assert_eq!(
+        var(&cgi.text, "SSL_CLIENT_S_DN"),
+        Some("CN=alice,O=Stoa Tests"),
+        "{}",
+        cgi.text
+    );
+    assert_eq!(var(&cgi.text, "SSL_CLIENT_M_SERIAL"), Some("2001"));
+    assert_eq!(var(&cgi.text, "SSL_PROTOCOL"), Some("TLSv1.3"));
+
+    // The same certificate over HTTP/2 gives the script the same names.
+    require("curl", "curl");
+    let out = Command::new("curl")
+        .args(["-sSk", "--max-time", "10", "--http2", "--cert"])
+        .arg(pki.join("alice.pem"))
+        .arg("--key")
+        .arg(pki.join("alice.key"))
+        .arg(format!("https://127.0.0.1:{port}/cgi-bin/env.sh"))
+        .output()
+        .expect("run curl");
+    let tcp = String::from_utf8_lossy(&out.stdout);
+    assert!(!ssl_client_vars(&tcp).is_empty(), "curl: {out:?}");
+    assert_eq!(ssl_client_vars(&cgi.text), ssl_client_vars(&tcp));
+
+    assert_eq!(fcgi.status, 200, "{fcgi:?}");
+    assert!(
+        fcgi.text
+            .contains("param SSL_CLIENT_S_DN=CN=alice,O=Stoa Tests"),
+        "{}",
+        fcgi.text
+    );
+    assert_eq!(proxied.status, 200, "{proxied:?}");
+    let echo: serde_json::Value = serde_json::from_str(&proxied.text).expect("the echo");
+    let field = |name: &str| {
+        echo["headers"].as_array().and_then(|h| {
+            h.iter()
+                .find(|p| p[0].as_str().is_some_and(|n| n.eq_ignore_ascii_case(name)))
+                .and_then(|p| p[1].as_str().map(str::to_owned))
+        })
+    };
+    assert_eq!(
+        field("x-client-dn").as_deref(),
+        Some("CN=alice,O=Stoa Tests")
+    );
+    assert_eq!(field("x-client-verify").as_deref(), Some("SUCCESS"));
+
+    // No certificate, or one from a CA the block does not trust: the
+    // handshake ends with TLS's alert as QUIC's crypto error (RFC 9001
+    // §4.8: 0x100 + certificate_required (116), + unknown_ca (48)).
+    let eve = cert_args(&pki, "eve");
+    let eve: Vec<&str> = eve.iter().map(String::as_str).collect();
+    for (who, code) in [(&[][..], "error 0x174"), (&eve[..], "error 0x130")] {
+        let r = h3try(
+            port,
+            &[&["--timeout", "5"][..], who].concat(),
+            &["/index.html"],
+        );
+        assert!(
+            r.as_ref().is_err_and(|e| e.contains(code)),
+            "{who:?}: {r:?}"
+        );
+    }
+    // The server is still there for alice.
+    assert_eq!(h3get(port, &alice, &["/index.html"])[0].status, 200);
+}
+
+/// nginx `ssl_verify_client optional` over HTTP/3: a client without a
+/// certificate comes in (`SSL_CLIENT_VERIFY=NONE`), a route with
+/// `require_client_cert` answers it 403 and a client with one 200, and
+/// 421 (RFC 9110 §15.5.20) to a request whose `:authority` is not the
+/// name the certificate was verified for (the SNI name), as on TCP.
+#[test]
+fn rfc9110_15_5_20_require_client_cert_answers_403_and_421_over_http3_as_over_tcp() {
+    let dir = TempDir::new("h3-clientcert-optional");
+    let pki = client_pki(&dir);
+    let tls = format!(
+        "client_auth = {{ ca = {:?}, required = false }}\n",
+        pki.join("ca.pem")
+    );
+    dir.write("www/secret/index.html", "secret");
+    let routes =
+        "[[site.route]]\nprefix = \"/secret/\"\nrequire_client_cert = true\nstatic = {}\n\n";
+    let s = Server::with_config(&server_config(&dir, None, "", &tls, routes));
+    let port = s.addr.port();
+    let got = h3get(port, &[], &["/cgi-bin/env.sh", "/secret/"]);
+    assert_eq!(got[0].status, 200, "{:?}", got[0]);
+    assert_eq!(var(&got[0].text, "SSL_CLIENT_VERIFY"), Some("NONE"));
+    assert_eq!(got[1].status, 403, "{:?}", got[1]);
+
+    let alice = cert_args(&pki, "alice");
+    let mut args: Vec<&str> = alice.iter().map(String::as_str).collect();
+    args.extend(["--sni", "a.test"]);
+    let got = h3get(port, &args, &["/secret/"]);
+    assert_eq!(got[0].status, 200, "{:?}", got[0]);
+    assert_eq!(got[0].text, "secret");
+    let authority = format!("b.test:{port}");
+    args.extend(["--authority", &authority]);
+    let got = h3get(port, &args, &["/secret/", "/index.html"]);
+    assert_eq!(got[0].status, 421, "{:?}", got[0]);
+    // Routes that ask for no certificate are not concerned.
+    assert_eq!(got[1].status, 200, "{:?}", got[1]);
 }

@@ -38,6 +38,13 @@ use tokio::sync::watch;
 /// not yet acknowledged when the server closes first.
 const GOAWAY_GRACE: Duration = Duration::from_secs(2);
 
+/// The application close of a connection whose client certificate is
+/// refused after the handshake (a resumed session's, checked again):
+/// H3_GENERAL_PROTOCOL_ERROR, QUIC having no TLS alert to send once the
+/// handshake is done. A full handshake's refusal is rustls' alert
+/// (CONNECTION_CLOSE with a crypto error, RFC 9001 §4.8).
+const REFUSED: u32 = 0x0101;
+
 /// A worker's QUIC endpoint on one address.
 pub(crate) struct Endpoint {
     endpoint: quinn::Endpoint,
@@ -143,8 +150,9 @@ impl Endpoint {
             handshaking.set(busy + 1);
             let shaking = Handshaking(handshaking.clone());
             let (w, r) = (worker.clone(), runtime.clone());
+            let configured = self.configured;
             tokio::task::spawn_local(async move {
-                serve(incoming, local, w, r, shaking).await;
+                serve(incoming, local, configured, w, r, shaking).await;
                 drop(guard);
             });
         }
@@ -208,6 +216,7 @@ impl Drop for Live {
 async fn serve(
     incoming: quinn::Incoming,
     local: Option<SocketAddr>,
+    configured: SocketAddr,
     worker: Rc<Worker>,
     runtime: watch::Receiver<Arc<Runtime>>,
     shaking: Handshaking,
@@ -234,6 +243,14 @@ async fn serve(
             if let Some(s) = worker.stats() {
                 s.handshake(Handshake::Failed);
             }
+            return;
+        }
+    };
+    let client = match crate::proto::tls::client::quic_client_at(&rt.tls, configured, &conn) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::info!("h3: {peer}: {e}");
+            conn.close(quinn::VarInt::from_u32(REFUSED), b"client certificate");
             return;
         }
     };
@@ -266,7 +283,8 @@ async fn serve(
                     let guard = Live { count: live.clone(), worker: worker.clone() };
                     let rt = runtime.borrow().clone();
                     let w = worker.clone();
-                    tokio::task::spawn_local(request(resolver, peer, local, w, rt, guard));
+                    let c = client.clone();
+                    tokio::task::spawn_local(request(resolver, peer, local, c, w, rt, guard));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -317,6 +335,7 @@ async fn request(
     resolver: Resolver,
     peer: SocketAddr,
     local: Option<SocketAddr>,
+    client: Option<Arc<crate::http::client_cert::ClientCert>>,
     worker: Rc<Worker>,
     rt: Arc<Runtime>,
     guard: Live,
@@ -337,6 +356,7 @@ async fn request(
         return;
     };
     let mut side = H3Stream::new(stream, peer, local, Some(("TLSv1.3", "")), expected);
+    side.client_cert = client;
     if no_body {
         side.no_body();
     }

@@ -3,8 +3,12 @@
 QUIC connection, each answer printed as a JSON line (status, header fields,
 body length and SHA-256); with --out, the first body is written there.
 
-h3get.py --host 127.0.0.1 --port P [--sni NAME] [--cafile F] [--method M]
-         [--data-file F] [--header 'n: v'] [--count N] [--out F] PATH...
+h3get.py --host 127.0.0.1 --port P [--sni NAME] [--authority A] [--cafile F]
+         [--cert F --key F] [--method M] [--data-file F] [--header 'n: v']
+         [--count N] [--out F] PATH...
+
+--cert/--key: a client certificate (PEM) offered when the server asks.
+--authority: the :authority field (default SNI:PORT).
 """
 import argparse
 import asyncio
@@ -20,7 +24,12 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import QuicEvent, StreamReset
+from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamReset
+
+
+class Closed(Exception):
+    def __init__(self, code, reason):
+        super().__init__(f"connection closed: error 0x{code:x} {reason}")
 
 
 class Client(QuicConnectionProtocol):
@@ -30,6 +39,13 @@ class Client(QuicConnectionProtocol):
         self.waiting = {}
 
     def quic_event_received(self, event: QuicEvent):
+        if isinstance(event, ConnectionTerminated):
+            # The server closed the connection (a refused client
+            # certificate: a TLS alert as a crypto error, RFC 9001 §4.8).
+            for st in self.waiting.values():
+                st["done"].set_exception(Closed(event.error_code, event.reason_phrase))
+            self.waiting.clear()
+            return
         if isinstance(event, StreamReset) and event.stream_id in self.waiting:
             st = self.waiting.pop(event.stream_id)
             st["reset"] = event.error_code
@@ -80,7 +96,10 @@ async def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--sni", default="localhost")
+    ap.add_argument("--authority")
     ap.add_argument("--cafile")
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
     ap.add_argument("--method", default="GET")
     ap.add_argument("--data-file")
     ap.add_argument("--header", action="append", default=[])
@@ -94,12 +113,14 @@ async def main():
         cfg.load_verify_locations(a.cafile)
     else:
         cfg.verify_mode = ssl.CERT_NONE
+    if a.cert:
+        cfg.load_cert_chain(a.cert, a.key)
     body = open(a.data_file, "rb").read() if a.data_file else None
     headers = []
     for h in a.header:
         n, v = h.split(":", 1)
         headers.append((n.strip().lower().encode(), v.strip().encode()))
-    authority = f"{a.sni}:{a.port}"
+    authority = a.authority or f"{a.sni}:{a.port}"
     async with connect(a.host, a.port, configuration=cfg, create_protocol=Client) as c:
         # asyncio's default receive buffer (~200 KiB) overflows under a
         # burst of a few hundred datagrams while Python is busy: each loss

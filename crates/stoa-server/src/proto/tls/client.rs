@@ -144,3 +144,56 @@ pub fn client_cert(conn: &rustls::ServerConnection) -> Option<ClientCert> {
     let leaf = conn.peer_certificates()?.first()?;
     Some(ClientCert::from_der(leaf.as_ref(), conn.server_name()))
 }
+
+/// The verified client of a QUIC connection accepted on the address whose
+/// TLS side is `acceptor`, as [`client_cert`] gives it for TCP: the leaf
+/// of the chain quinn reports (`peer_identity`), with the SNI name. quinn
+/// does not tell whether the handshake resumed a session (whose
+/// certificate rustls restores without verifying it again: see
+/// [`recheck`]), so the chain is verified again here against the block's
+/// verifier as it is now, every time. Err: the client must not be served
+/// (its certificate no longer verifies, or it has none and one is
+/// required); the caller closes the connection.
+pub(crate) fn quic_client(
+    acceptor: &super::Acceptor,
+    conn: &quinn::Connection,
+) -> Result<Option<std::sync::Arc<ClientCert>>, String> {
+    let sni = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    let Some(v) = acceptor
+        .pick(sni.as_deref())
+        .and_then(|site| site.clients.as_ref())
+    else {
+        return Ok(None);
+    };
+    let chain = conn
+        .peer_identity()
+        .and_then(|p| p.downcast::<Vec<CertificateDer<'static>>>().ok());
+    match chain.as_deref().map(Vec::as_slice) {
+        Some([leaf, rest @ ..]) => {
+            v.verify_client_cert(leaf, rest, rustls::pki_types::UnixTime::now())
+                .map_err(|e| format!("client certificate: {e}"))?;
+            Ok(Some(std::sync::Arc::new(ClientCert::from_der(
+                leaf.as_ref(),
+                sni.as_deref(),
+            ))))
+        }
+        _ if v.client_auth_mandatory() => Err("no client certificate, which is required".into()),
+        _ => Ok(None),
+    }
+}
+
+/// [`quic_client`] for a connection on the address configured as
+/// `configured` (the key of `acceptors`, the runtime's TLS addresses).
+pub(crate) fn quic_client_at(
+    acceptors: &[(std::net::SocketAddr, std::sync::Arc<super::Acceptor>)],
+    configured: std::net::SocketAddr,
+    conn: &quinn::Connection,
+) -> Result<Option<std::sync::Arc<ClientCert>>, String> {
+    match acceptors.iter().find(|(a, _)| *a == configured) {
+        Some((_, acc)) => quic_client(acc, conn),
+        None => Ok(None),
+    }
+}
