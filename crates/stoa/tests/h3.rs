@@ -952,3 +952,298 @@ fn rfc9110_15_5_20_require_client_cert_answers_403_and_421_over_http3_as_over_tc
     // Routes that ask for no certificate are not concerned.
     assert_eq!(got[1].status, 200, "{:?}", got[1]);
 }
+
+// Caddy 2.6 (Debian `caddy`, HTTP/3 by quic-go) as the reference: the
+// same aioquic client scenarios against both servers, serving the same
+// tree, proxying to the same backend and passing to the same FastCGI
+// program. Where the protocol decides the answer (status, body bytes,
+// content-length, the FastCGI parameters RFC 3875 names, what the proxy
+// forwards, Alt-Svc) both must agree; where they legitimately differ it
+// is said: Caddy has no CGI (so the CGI scenarios are Stoa's alone),
+// their header sets differ (`server`, Caddy's `etag` and
+// `accept-ranges`, Alt-Svc's `ma`), and so does the attack side (Caddy
+// 2.6 sends no Retry: quic-go validates no address unless told to).
+
+/// The next port of this helper's range (18960-18979) free on both TCP
+/// and UDP: Caddy's QUIC listener takes the TCP listener's port number,
+/// so port 0 would not do.
+fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(18960);
+    loop {
+        let p = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(p < 18980, "no free port left in 18960-18979");
+        let tcp = std::net::TcpListener::bind(("127.0.0.1", p));
+        let udp = std::net::UdpSocket::bind(("127.0.0.1", p));
+        if tcp.is_ok() && udp.is_ok() {
+            return p;
+        }
+    }
+}
+
+/// A child process stopped on drop: SIGTERM, then SIGKILL if it has not
+/// exited within five seconds.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's PID, which we have not
+        // reaped yet (so it cannot have been reused).
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Caddy on `dir`'s tree (`www`, Stoa's self-signed `cert.pem`), with
+/// `/echo/*` proxied to `backend` and `/app/*` to its own
+/// stoa-hello-fcgi (the program Stoa's `app` pool runs), HTTP/1.1, HTTP/2
+/// and HTTP/3 on one port; admin API off, storage in `dir`.
+struct Caddy {
+    port: u16,
+    _caddy: Stopped,
+    _fcgi: Stopped,
+}
+
+impl Caddy {
+    fn start(dir: &TempDir, backend: &Backend) -> Caddy {
+        require("caddy", "caddy");
+        // The FastCGI program gets its listening socket as fd 0 (FastCGI
+        // §2.2), as Stoa's pool gives it.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind FastCGI");
+        let fcgi_addr = listener.local_addr().expect("FastCGI address");
+        let fcgi = Command::new(HELLO_FCGI)
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                listener,
+            )))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start stoa-hello-fcgi");
+        let fcgi = Stopped(fcgi);
+        let port = free_port();
+        let home = dir.mkdir("caddy-home");
+        let www = dir.join("www");
+        let conf = serde_json::json!({
+            "admin": {"disabled": true},
+            "storage": {"module": "file_system", "root": dir.join("caddy-home/data")},
+            "apps": {
+                "tls": {"certificates": {"load_files": [{
+                    "certificate": dir.join("cert.pem"),
+                    "key": dir.join("key.pem"),
+                    "tags": ["test"],
+                }]}},
+                "http": {"servers": {"ref": {
+                    "listen": [format!("127.0.0.1:{port}")],
+                    "protocols": ["h1", "h2", "h3"],
+                    "automatic_https": {"disable": true},
+                    "tls_connection_policies": [
+                        {"certificate_selection": {"any_tag": ["test"]}}
+                    ],
+                    "routes": [
+                        {"match": [{"path": ["/echo/*"]}], "handle": [{
+                            "handler": "reverse_proxy",
+                            "upstreams": [{"dial": backend.addr.to_string()}],
+                        }]},
+                        {"match": [{"path": ["/app/*"]}], "handle": [{
+                            "handler": "reverse_proxy",
+                            "transport": {"protocol": "fastcgi", "root": www},
+                            "upstreams": [{"dial": fcgi_addr.to_string()}],
+                        }]},
+                        {"handle": [{"handler": "file_server", "root": www}]},
+                    ],
+                }}},
+            },
+        });
+        let file = dir.write("caddy.json", conf.to_string());
+        let log = std::fs::File::create(dir.join("caddy.log")).expect("caddy.log");
+        let caddy = Command::new("caddy")
+            .args(["run", "--config"])
+            .arg(&file)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .stdout(log.try_clone().expect("caddy.log"))
+            .stderr(log)
+            .spawn()
+            .expect("start caddy");
+        let mut caddy = Stopped(caddy);
+        // Ready once an HTTP/3 request is answered.
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(a) = h3try(port, &["--timeout", "2"], &["/index.html"]) {
+                if a.first().is_some_and(|a| a.status == 200) {
+                    break;
+                }
+            }
+            let log = std::fs::read_to_string(dir.join("caddy.log")).unwrap_or_default();
+            assert!(
+                !matches!(caddy.0.try_wait(), Ok(Some(_))),
+                "caddy exited: {log}"
+            );
+            assert!(Instant::now() < until, "caddy never answered: {log}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Caddy {
+            port,
+            _caddy: caddy,
+            _fcgi: fcgi,
+        }
+    }
+}
+
+/// The lines of a stoa-hello-fcgi report that depend on the request
+/// only (not on the process: pid, counts), and its FastCGI parameters
+/// named by RFC 3875 that do not depend on the server's name or ports.
+fn fcgi_facts(report: &str) -> Vec<&str> {
+    let keep = [
+        "method=",
+        "query=",
+        "content_length=",
+        "body_len=",
+        "body_fnv=",
+        "role=",
+        "param REQUEST_METHOD=",
+        "param QUERY_STRING=",
+        "param SERVER_PROTOCOL=",
+        "param CONTENT_LENGTH=",
+        "param HTTPS=",
+    ];
+    let mut v: Vec<&str> = report
+        .lines()
+        .filter(|l| keep.iter().any(|k| l.starts_with(k)))
+        // RFC 3875 §4.1.2: without a body CONTENT_LENGTH "is either NULL
+        // or not defined"; Caddy (Go's FastCGI client) sends 0, Stoa
+        // leaves it out, as nginx's fastcgi_params does for an empty one.
+        .map(|l| match l {
+            "content_length=0" => "content_length=-",
+            l => l,
+        })
+        .filter(|l| *l != "param CONTENT_LENGTH=0")
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// What the echo backend saw, apart from what names the server (Via,
+/// X-Forwarded-*, which each proxy adds in its own way).
+fn echo_facts(
+    text: &str,
+) -> (
+    serde_json::Value,
+    serde_json::Value,
+    serde_json::Value,
+    Option<String>,
+) {
+    let echo: serde_json::Value = serde_json::from_str(text).expect("the echo");
+    let host = echo["headers"].as_array().and_then(|h| {
+        h.iter()
+            .find(|p| {
+                p[0].as_str()
+                    .is_some_and(|n| n.eq_ignore_ascii_case("host"))
+            })
+            .and_then(|p| p[1].as_str().map(str::to_owned))
+    });
+    (
+        echo["method"].clone(),
+        echo["target"].clone(),
+        echo["body_length"].clone(),
+        host,
+    )
+}
+
+/// RFC 9114 §4.1 with Caddy as the reference: a static file (and an 8
+/// MiB one byte-exact), a FastCGI response (its RFC 3875 parameters,
+/// `SERVER_PROTOCOL=HTTP/3.0` from both), a 2 MB FastCGI body, a proxied
+/// response (the target and `:authority` as Host, RFC 9114 §4.3.1) and
+/// a 300 kB POST body to FastCGI and to the proxy: the client gets the
+/// same status, body bytes and content-length from Stoa and from Caddy.
+#[test]
+fn caddy_and_stoa_give_an_http3_client_the_same_static_fastcgi_proxied_and_post_answers() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("h3-caddy-ref");
+    let big = pattern(8 << 20, 3);
+    dir.write("www/big.bin", &big);
+    let body = pattern(300_000, 7);
+    let file = dir.write("body.bin", &body);
+    let file = file.to_string_lossy().into_owned();
+    let stoa = server(&dir, Some(&b), "");
+    let caddy = Caddy::start(&dir, &b);
+    let mut seen = Vec::new();
+    for (name, port) in [("stoa", stoa.addr.port()), ("caddy", caddy.port)] {
+        let out = dir.join(&format!("{name}-big.bin"));
+        let outs = out.to_string_lossy().into_owned();
+        let got = h3get(
+            port,
+            &["--out", &outs, "--timeout", "120"],
+            &["/big.bin", "/index.html", "/app/x?params=1", "/echo/y?z=2"],
+        );
+        let (bigf, st, fcgi, proxied) = (&got[0], &got[1], &got[2], &got[3]);
+        for a in &got {
+            assert_eq!(a.status, 200, "{name}: {a:?}");
+            assert_eq!(a.reset, None, "{name}: {a:?}");
+        }
+        assert_eq!(st.text, "hello over h3\n", "{name}");
+        assert_eq!(st.header("content-length"), Some("14"), "{name}");
+        assert_eq!(bigf.length, big.len(), "{name}");
+        let want = big.len().to_string();
+        assert_eq!(bigf.header("content-length"), Some(&*want), "{name}");
+        assert!(
+            std::fs::read(&out).expect("the download") == big,
+            "{name}: bytes differ"
+        );
+        let fbig = h3get(
+            port,
+            &["--out", &outs, "--timeout", "120"],
+            &["/app/big?big=2000000&seed=9"],
+        );
+        assert_eq!(fbig[0].status, 200, "{name}: {:?}", fbig[0]);
+        assert!(
+            std::fs::read(&out).expect("the download") == pattern(2_000_000, 9),
+            "{name}: FastCGI's bytes differ"
+        );
+        let post = ["--method", "POST", "--data-file", &file];
+        let posted = h3get(port, &post, &["/app/post", "/echo/post"]);
+        assert_eq!(
+            (posted[0].status, posted[1].status),
+            (200, 200),
+            "{name}: {posted:?}"
+        );
+        let facts = (
+            fcgi_facts(&fcgi.text).join("\n"),
+            fcgi_facts(&posted[0].text).join("\n"),
+            echo_facts(&proxied.text),
+            echo_facts(&posted[1].text),
+        );
+        seen.push((name, port, facts));
+    }
+    let ((_, sp, s), (_, cp, c)) = (&seen[0], &seen[1]);
+    // FastCGI: the same parameters and body from both.
+    assert!(s.0.contains("param SERVER_PROTOCOL=HTTP/3.0"), "{}", s.0);
+    assert_eq!(s.0, c.0);
+    assert!(s.1.contains("body_len=300000"), "{}", s.1);
+    assert_eq!(s.1, c.1);
+    // The proxy: the same method, target and body; Host is each one's
+    // own `:authority` (the port differs).
+    let strip = |e: &(
+        serde_json::Value,
+        serde_json::Value,
+        serde_json::Value,
+        Option<String>,
+    ),
+                 port: u16| {
+        let host = e.3.clone().map(|h| h.replace(&port.to_string(), "PORT"));
+        (e.0.clone(), e.1.clone(), e.2.clone(), host)
+    };
+    assert_eq!(strip(&s.2, *sp), strip(&c.2, *cp));
+    assert_eq!(s.2 .1, "/echo/y?z=2");
+    assert_eq!(s.2 .3.as_deref(), Some(&*format!("localhost:{sp}")));
+    assert_eq!(strip(&s.3, *sp), strip(&c.3, *cp));
+    assert_eq!(s.3 .2, 300_000);
+}
