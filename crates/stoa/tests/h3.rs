@@ -1247,3 +1247,85 @@ fn caddy_and_stoa_give_an_http3_client_the_same_static_fastcgi_proxied_and_post_
     assert_eq!(strip(&s.3, *sp), strip(&c.3, *cp));
     assert_eq!(s.3 .2, 300_000);
 }
+
+/// RFC 9114 §3.1.1 with Caddy as the reference: both advertise HTTP/3 on
+/// their HTTP/1.1 and HTTP/2 responses with `Alt-Svc: h3=":PORT"`, and
+/// neither on HTTP/3's own. They differ in `ma` only (Stoa 86400, Caddy
+/// 2592000), which is each one's choice.
+#[test]
+fn caddy_and_stoa_both_advertise_h3_with_alt_svc_on_tcp_and_not_on_http3() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("h3-caddy-altsvc");
+    let stoa = server(&dir, Some(&b), "");
+    let caddy = Caddy::start(&dir, &b);
+    for (name, port, ma) in [
+        ("stoa", stoa.addr.port(), 86400),
+        ("caddy", caddy.port, 2_592_000),
+    ] {
+        for proto in ["--http1.1", "--http2"] {
+            let head = curl_head(port, proto, "/index.html").to_ascii_lowercase();
+            let want = format!("alt-svc: h3=\":{port}\"; ma={ma}");
+            assert!(head.contains(&want), "{name} {proto}: {head}");
+        }
+        let got = h3get(port, &[], &["/index.html"]);
+        assert_eq!(got[0].header("alt-svc"), None, "{name}: {:?}", got[0]);
+    }
+}
+
+/// The raw-QUIC attacks where Stoa's and Caddy's answers can be compared
+/// (RFC 9000 §21.1.1, §4.6): after a flood of 300 Initial packets both
+/// still serve a real client, and a client that opens and resets 300
+/// streams within MAX_STREAMS (100 on both: quinn's as Stoa sets it,
+/// quic-go's default) keeps its connection on both. Where they differ:
+/// Stoa asks the flood to prove its address with Retry packets past half
+/// of `max_handshakes` (Caddy 2.6 sends none: quic-go validates no
+/// address unless told to, and answers every Initial with a handshake);
+/// a client opening streams past MAX_STREAMS gets STREAM_LIMIT_ERROR
+/// from Stoa every time (its credit comes back only when a stream is
+/// done), from quic-go only when it has not yet granted more (it grants
+/// credit as soon as a stream ends, so a quick stream flood there may
+/// stay within its limit).
+#[test]
+fn caddy_and_stoa_both_keep_serving_after_an_initial_flood_and_a_stream_flood_within_max_streams() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("h3-caddy-attacks");
+    let stoa = server(&dir, Some(&b), "[http3]\nmax_handshakes = 32\n");
+    let caddy = Caddy::start(&dir, &b);
+    let mut retries = Vec::new();
+    for (name, port) in [("stoa", stoa.addr.port()), ("caddy", caddy.port)] {
+        let flood = h3raw(port, &["initial-flood", "--count", "300"]);
+        assert_eq!(flood["sent"], 300, "{name}: {flood}");
+        retries.push(flood["retries"].as_u64().unwrap_or(0));
+        let got = h3get(port, &[], &["/index.html"]);
+        assert_eq!(
+            got[0].status, 200,
+            "{name} after the Initial flood: {:?}",
+            got[0]
+        );
+
+        let streams = h3raw(
+            port,
+            &[
+                "stream-flood",
+                "--obey",
+                "--path",
+                "/index.html",
+                "--count",
+                "300",
+                "--hold",
+                "5",
+            ],
+        );
+        assert_eq!(streams["opened"], 300, "{name}: {streams}");
+        assert_eq!(streams["closed"], false, "{name}: {streams}");
+        let got = h3get(port, &[], &["/index.html"]);
+        assert_eq!(
+            got[0].status, 200,
+            "{name} after the stream flood: {:?}",
+            got[0]
+        );
+    }
+    // Stoa: at most max_handshakes / 2 attempts begin a handshake.
+    assert!(retries[0] >= 300 - 32, "stoa's retries: {retries:?}");
+    eprintln!("Initial flood of 300: Retry packets from stoa, caddy: {retries:?}");
+}
