@@ -11,10 +11,14 @@
 //! flood is answered with Retry packets, a client that stops reading is
 //! dropped. Client certificates (`client_auth`) are asked for and
 //! verified in QUIC's handshake and reach CGI, FastCGI and the proxy as
-//! on TCP (test CA and clients made with openssl).
+//! on TCP (test CA and clients made with openssl). Caddy 2.6 (Debian
+//! `caddy`) is the reference: the same client scenarios run against it
+//! (`caddy_and_stoa_*`, ports 18960-18979, since its QUIC port must
+//! equal its TCP one) and must give the same answers where the protocol
+//! decides them.
 //!
 //! Needs python3 with venv (Debian `python3-venv`), network access to
-//! PyPI the first time, curl (for the TCP side) and openssl. Server
+//! PyPI the first time, curl (for the TCP side), openssl and caddy. Server
 //! certificates are Stoa's own `self_signed` ones.
 
 mod common;
