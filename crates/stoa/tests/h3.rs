@@ -74,6 +74,8 @@ struct Answer {
     length: usize,
     text: String,
     reset: Option<u64>,
+    /// The TLS session was resumed from a ticket.
+    resumed: bool,
 }
 
 impl Answer {
@@ -127,6 +129,7 @@ fn h3try(port: u16, args: &[&str], paths: &[&str]) -> Result<Vec<Answer>, String
                 length: v["length"].as_u64().unwrap_or(0) as usize,
                 text: v["text"].as_str().unwrap_or("").to_owned(),
                 reset: v["reset"].as_u64(),
+                resumed: v["resumed"].as_bool().unwrap_or(false),
             }
         })
         .collect())
@@ -916,6 +919,15 @@ fn rfc9001_4_4_a_client_certificate_over_quic_reaches_cgi_fastcgi_and_the_proxy_
             "{who:?}: {r:?}"
         );
     }
+    // Logged at info with the reason, as on TCP.
+    for reason in ["no certificates", "UnknownIssuer"] {
+        assert!(
+            s.wait_stderr(0, reason, Duration::from_secs(10))
+                && s.stderr().contains("client certificate refused"),
+            "{reason}: {}",
+            s.stderr()
+        );
+    }
     // The server is still there for alice.
     assert_eq!(h3get(port, &alice, &["/index.html"])[0].status, 200);
 }
@@ -1332,4 +1344,64 @@ fn caddy_and_stoa_both_keep_serving_after_an_initial_flood_and_a_stream_flood_wi
     // Stoa: at most max_handshakes / 2 attempts begin a handshake.
     assert!(retries[0] >= 300 - 32, "stoa's retries: {retries:?}");
     eprintln!("Initial flood of 300: Retry packets from stoa, caddy: {retries:?}");
+}
+
+/// A session resumed over QUIC brings back the certificate (or the lack
+/// of one) it was made with, which rustls does not verify again, and
+/// tickets outlive reloads: a client that got a ticket without a
+/// certificate while `client_auth` was optional and resumes it after a
+/// reload made it required is refused (the connection is closed with
+/// H3_GENERAL_PROTOCOL_ERROR, 0x101, once the handshake is done), as on
+/// TCP (nginx and `client::recheck`); a fresh one without a certificate
+/// is refused in the handshake.
+#[test]
+fn a_session_resumed_over_quic_is_checked_against_client_auth_as_it_is_after_a_reload() {
+    let dir = TempDir::new("h3-clientcert-resume");
+    let pki = client_pki(&dir);
+    let before = format!(
+        "client_auth = {{ ca = {:?}, required = false }}\n",
+        pki.join("ca.pem")
+    );
+    let cfg = server_config(&dir, None, "", &before, "");
+    let s = Server::with_config(&cfg);
+    s.wait_for_handler(libc::SIGHUP);
+    let port = s.addr.port();
+    let ticket = dir.join("ticket.bin").display().to_string();
+    let first = h3get(port, &["--ticket-out", &ticket], &["/index.html"]);
+    assert_eq!((first[0].status, first[0].resumed), (200, false));
+    let again = h3get(port, &["--ticket-in", &ticket], &["/index.html"]);
+    assert_eq!(
+        (again[0].status, again[0].resumed),
+        (200, true),
+        "QUIC resumes: {:?}",
+        again[0]
+    );
+
+    let after = format!("client_auth = {{ ca = {:?} }}\n", pki.join("ca.pem"));
+    let text = std::fs::read_to_string(&cfg).expect("read");
+    std::fs::write(&cfg, text.replace(&before, &after)).expect("write");
+    let from = s.stderr().len();
+    s.signal(libc::SIGHUP);
+    assert!(
+        s.wait_stderr(from, "reloaded", Duration::from_secs(10)),
+        "{}",
+        s.stderr()
+    );
+    let resumed = h3try(
+        port,
+        &["--ticket-in", &ticket, "--timeout", "5"],
+        &["/index.html"],
+    );
+    assert!(
+        resumed.as_ref().is_err_and(|e| e.contains("error 0x101")),
+        "{resumed:?}"
+    );
+    let fresh = h3try(port, &["--timeout", "5"], &["/index.html"]);
+    assert!(
+        fresh.as_ref().is_err_and(|e| e.contains("error 0x174")),
+        "{fresh:?}"
+    );
+    let alice = cert_args(&pki, "alice");
+    let alice: Vec<&str> = alice.iter().map(String::as_str).collect();
+    assert_eq!(h3get(port, &alice, &["/index.html"])[0].status, 200);
 }

@@ -38,13 +38,6 @@ use tokio::sync::watch;
 /// not yet acknowledged when the server closes first.
 const GOAWAY_GRACE: Duration = Duration::from_secs(2);
 
-/// The application close of a connection whose client certificate is
-/// refused after the handshake (a resumed session's, checked again):
-/// H3_GENERAL_PROTOCOL_ERROR, QUIC having no TLS alert to send once the
-/// handshake is done. A full handshake's refusal is rustls' alert
-/// (CONNECTION_CLOSE with a crypto error, RFC 9001 §4.8).
-const REFUSED: u32 = 0x0101;
-
 /// A worker's QUIC endpoint on one address.
 pub(crate) struct Endpoint {
     endpoint: quinn::Endpoint,
@@ -232,7 +225,7 @@ async fn serve(
     let conn = match conn {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
-            tracing::debug!("h3: handshake with {peer}: {e}");
+            crate::proto::tls::client::log_quic_handshake_error(peer, &e);
             if let Some(s) = worker.stats() {
                 s.handshake(Handshake::Failed);
             }
@@ -246,13 +239,8 @@ async fn serve(
             return;
         }
     };
-    let client = match crate::proto::tls::client::quic_client_at(&rt.tls, configured, &conn) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::info!("h3: {peer}: {e}");
-            conn.close(quinn::VarInt::from_u32(REFUSED), b"client certificate");
-            return;
-        }
+    let Ok(client) = crate::proto::tls::client::admit_quic(&rt.tls, configured, &conn) else {
+        return;
     };
     if let Some(s) = worker.stats() {
         s.handshake(Handshake::Full);

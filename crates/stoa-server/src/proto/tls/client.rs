@@ -187,13 +187,45 @@ pub(crate) fn quic_client(
 
 /// [`quic_client`] for a connection on the address configured as
 /// `configured` (the key of `acceptors`, the runtime's TLS addresses).
-pub(crate) fn quic_client_at(
+/// A client refused is logged and its connection closed (Err): after
+/// the handshake QUIC has no TLS alert to send, so the close is HTTP/3's
+/// H3_GENERAL_PROTOCOL_ERROR with a reason; a full handshake's refusal
+/// was rustls' alert already ([`log_quic_handshake_error`]).
+pub(crate) fn admit_quic(
     acceptors: &[(std::net::SocketAddr, std::sync::Arc<super::Acceptor>)],
     configured: std::net::SocketAddr,
     conn: &quinn::Connection,
-) -> Result<Option<std::sync::Arc<ClientCert>>, String> {
-    match acceptors.iter().find(|(a, _)| *a == configured) {
-        Some((_, acc)) => quic_client(acc, conn),
-        None => Ok(None),
+) -> Result<Option<std::sync::Arc<ClientCert>>, ()> {
+    let Some((_, acc)) = acceptors.iter().find(|(a, _)| *a == configured) else {
+        return Ok(None);
+    };
+    quic_client(acc, conn).map_err(|e| {
+        let peer = conn.remote_address();
+        tracing::info!("h3: {peer}: client certificate refused: {e}");
+        conn.close(quinn::VarInt::from_u32(0x0101), b"client certificate");
+    })
+}
+
+/// Logs a failed QUIC handshake as [`crate::conn`] logs a TCP one: at
+/// info when it failed on the client's certificate (what an operator of
+/// `client_auth` needs to see, as nginx's "client SSL certificate verify
+/// error"), at debug otherwise (scanners', broken clients' noise). rustls'
+/// alert is QUIC's crypto error 0x100 + alert (RFC 9001 §4.8):
+/// bad_certificate (42) to certificate_unknown (46), unknown_ca (48),
+/// certificate_required (116).
+pub(crate) fn log_quic_handshake_error(peer: std::net::SocketAddr, e: &quinn::ConnectionError) {
+    let refused = match e {
+        quinn::ConnectionError::TransportError(t) => {
+            matches!(
+                u64::from(t.code).checked_sub(0x100),
+                Some(42..=46 | 48 | 116)
+            )
+        }
+        _ => false,
+    };
+    if refused {
+        tracing::info!("h3: handshake with {peer}: client certificate refused: {e}");
+    } else {
+        tracing::debug!("h3: handshake with {peer}: {e}");
     }
 }
