@@ -978,7 +978,9 @@ fn rfc9110_15_5_20_require_client_cert_answers_403_and_421_over_http3_as_over_tc
 // is said: Caddy has no CGI (so the CGI scenarios are Stoa's alone),
 // their header sets differ (`server`, Caddy's `etag` and
 // `accept-ranges`, Alt-Svc's `ma`), and so does the attack side (Caddy
-// 2.6 sends no Retry: quic-go validates no address unless told to).
+// 2.6 sends no Retry: quic-go validates no address unless told to; it
+// closes a connection past MAX_STREAMS with STREAM_STATE_ERROR where RFC
+// 9000 §4.6 and Stoa say STREAM_LIMIT_ERROR).
 
 /// The next port of this helper's range (18960-18979) free on both TCP
 /// and UDP: Caddy's QUIC listener takes the TCP listener's port number,
@@ -1404,4 +1406,46 @@ fn a_session_resumed_over_quic_is_checked_against_client_auth_as_it_is_after_a_r
     let alice = cert_args(&pki, "alice");
     let alice: Vec<&str> = alice.iter().map(String::as_str).collect();
     assert_eq!(h3get(port, &alice, &["/index.html"])[0].status, 200);
+}
+
+/// RFC 9000 §4.6 with Caddy as the reference: "An endpoint that receives
+/// a frame with a stream ID exceeding the limit it has sent MUST treat
+/// this as a connection error of type STREAM_LIMIT_ERROR". 150 request
+/// streams sent at once and never ended (no FIN, no reset: neither
+/// server can count one done and grant its credit back) pass the 100
+/// both allow, and both close the connection; then both serve a new
+/// client. The code differs: Stoa (quinn) sends STREAM_LIMIT_ERROR
+/// (0x4) as the RFC says; Caddy 2.6.2 (its quic-go) sends
+/// STREAM_STATE_ERROR (0x5), "peer tried to open stream 404 (current
+/// limit: 400)", so either is taken from Caddy.
+#[test]
+fn caddy_and_stoa_both_close_a_connection_opening_streams_past_max_streams_with_stream_limit_error()
+{
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("h3-caddy-streams");
+    let stoa = server(&dir, Some(&b), "");
+    let caddy = Caddy::start(&dir, &b);
+    for (name, port) in [("stoa", stoa.addr.port()), ("caddy", caddy.port)] {
+        let over = h3raw(
+            port,
+            &[
+                "stream-flood",
+                "--open",
+                "--path",
+                "/index.html",
+                "--count",
+                "150",
+                "--hold",
+                "3",
+            ],
+        );
+        assert_eq!(over["closed"], true, "{name}: {over}");
+        let codes: &[u64] = if name == "stoa" { &[4] } else { &[4, 5] };
+        assert!(
+            over["error"].as_u64().is_some_and(|c| codes.contains(&c)),
+            "{name}: STREAM_LIMIT_ERROR: {over}"
+        );
+        let got = h3get(port, &[], &["/index.html"]);
+        assert_eq!(got[0].status, 200, "{name}: {:?}", got[0]);
+    }
 }
