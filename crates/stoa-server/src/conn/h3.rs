@@ -240,6 +240,9 @@ async fn serve(
         }
     };
     let Ok(client) = crate::proto::tls::client::admit_quic(&rt.tls, configured, &conn) else {
+        if let Some(s) = worker.stats() {
+            s.handshake(Handshake::Failed);
+        }
         return;
     };
     if let Some(s) = worker.stats() {

@@ -68,7 +68,7 @@ pub struct H3Stream {
     /// An NPH script's output being re-emitted (`exchange::nph`).
     pub(crate) nph: Option<Box<crate::proto::h2::NphRelay>>,
     /// The connection's verified client certificate (`client_auth`),
-    /// shared by its requests: `tls::client::quic_client`.
+    /// shared by its requests: `tls::client::admit_quic`.
     pub(crate) client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 

@@ -11,10 +11,11 @@ h3raw.py stream-flood --port P --path PATH --count N --hold S [--obey]
     One connection that opens N request streams for PATH and resets each
     at once (HTTP/2's Rapid Reset, on QUIC), for S seconds, answering
     the server's packets all along; with --obey only as many as the
-    server's MAX_STREAMS allows, else past it. With --open the streams
-    are neither reset nor ended (the request's FIN never comes, so the
-    server cannot count them done and give their credit back), and they
-    go out past MAX_STREAMS whatever credit aioquic has seen. Prints
+    server's MAX_STREAMS allows, else past it. With --open each stream
+    is a POST announcing a 1-byte body that never comes, neither reset
+    nor ended (the server waits for the body, so it cannot count the
+    stream done and give its credit back), and they go out past
+    MAX_STREAMS whatever credit aioquic has seen. Prints
     {"opened": n, "closed": whether the server closed the connection,
     "error": code, "reason": its reason phrase}.
 h3raw.py stall --port P --path PATH
@@ -138,10 +139,14 @@ def stream_flood(a):
                     # back (STREAMS_BLOCKED): pretend it allows them.
                     q._remote_max_streams_bidi = max(q._remote_max_streams_bidi, a.count)
                 sid = q.get_next_available_stream_id()
-                h3.send_headers(sid, [
-                    (b":method", b"GET"), (b":scheme", b"https"),
-                    (b":authority", b"localhost"), (b":path", a.path.encode()),
-                ], end_stream=not a.open)
+                if a.open:
+                    head = [(b":method", b"POST"), (b":scheme", b"https"),
+                            (b":authority", b"localhost"), (b":path", a.path.encode()),
+                            (b"content-length", b"1")]
+                else:
+                    head = [(b":method", b"GET"), (b":scheme", b"https"),
+                            (b":authority", b"localhost"), (b":path", a.path.encode())]
+                h3.send_headers(sid, head, end_stream=not a.open)
                 if not a.open:
                     q.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
                 opened += 1
