@@ -14,12 +14,13 @@ command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust toolchain: https://ru
 # systemd, zsh and fish, for the Debian package's test: dpkg-shlibdeps, man,
 # systemd-analyze, and the shells its completions are for; systemd also for
 # systemd-socket-activate, for systemd.rs; haproxy, the PROXY protocol's
-# sender in wire.rs; python3-venv, for the aioquic venv of h3.rs).
+# sender in wire.rs; python3-venv, for the aioquic venv of h3.rs; caddy, h3.rs's HTTP/3
+# reference and bench_h3.rs's peer).
 apt_pkgs=(curl nginx python3-grpcio python3-h2 php-cgi gcc perl libfcgi-dev libfcgi-perl php-fpm apache2 apache2-utils chromium caddy
   dokuwiki adminer php-sqlite3 cgit gitweb fcgiwrap git libfcgi-bin openssl
   python3 tomcat10 libxerial-sqlite-jdbc-java default-jdk-headless postgresql
   dpkg-dev man-db systemd zsh fish haproxy logrotate
-  python3-brotli python3-zstandard varnish python3-venv)
+  python3-brotli python3-zstandard varnish python3-venv caddy)
 need_apt=()
 # The real applications of real_wordpress.rs, real_mediawiki.rs and
 # real_phpmyadmin.rs (dbconfig-no-thanks: phpmyadmin installs without

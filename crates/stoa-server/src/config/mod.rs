@@ -1617,13 +1617,6 @@ fn build_tls(
                         "\"h3\" needs \"h2\" or \"http/1.1\" beside it: clients learn of HTTP/3 from Alt-Svc on those".into(),
                     ));
                 }
-                if h3 && t.client_auth.is_some() {
-                    return Err(err(
-                        span,
-                        "tls.protocols",
-                        "\"h3\" with `client_auth` is not supported yet".into(),
-                    ));
-                }
                 if t.listen.is_empty() {
                     return Err(err(span, "tls.listen", "no address".into()));
                 }
@@ -1726,6 +1719,21 @@ fn build_tls(
         }
         (Some(_), None) => return Err(err(None, "--tls-cert", "needs --tls-key".into())),
         (None, Some(_)) => return Err(err(None, "--tls-key", "needs --tls-cert".into())),
+    }
+    // QUIC's TLS config is one per address, and rustls takes one client
+    // verifier per config, not one per SNI name as the TCP side picks
+    // blocks: a block with `client_auth` must be alone on an "h3" address.
+    for (addr, acc) in &out {
+        if acc.h3 && acc.sites.len() > 1 && acc.sites.iter().any(|s| s.clients.is_some()) {
+            return Err(err(
+                None,
+                "tls.client_auth",
+                format!(
+                    "{addr} serves HTTP/3 and several [[tls]] blocks, one with `client_auth`: \
+                     QUIC verifies clients for the whole address, so such a block needs an address of its own"
+                ),
+            ));
+        }
     }
     Ok(out.into_iter().map(|(a, acc)| (a, Arc::new(acc))).collect())
 }
@@ -2414,6 +2422,27 @@ autoindex = false
         )
         .unwrap_err();
         assert!(e.message.contains("max_streams"), "{e}");
+    }
+
+    #[test]
+    fn client_auth_works_with_h3_on_an_address_of_its_own_and_is_refused_beside_other_blocks() {
+        let d = dir();
+        let root = d.display();
+        // The first block's certificate serves as the CA file.
+        let first = "[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n\
+                     self_signed = true\nhosts = [\"a.test\"]\nprotocols = [\"h3\", \"h2\"]\n";
+        let second = "[[tls]]\nlisten = [\"127.0.0.1:0\"]\ncert = \"b.pem\"\nkey = \"b.key\"\n\
+                      self_signed = true\nhosts = [\"b.test\"]\nclient_auth = { ca = \"a.pem\" }\n";
+        let site = format!("[[site]]\nroot = \"{root}\"\n");
+        let alone = format!("{first}client_auth = {{ ca = \"a.pem\" }}\n{site}");
+        let rt = from_str(&alone, "t.toml", &d, &Overrides::default()).unwrap();
+        assert_eq!(rt.h3.len(), 1);
+        assert!(rt.tls[0].1.sites[0].clients.is_some());
+        // QUIC's one TLS config per address cannot pick a verifier by SNI.
+        let shared = format!("{first}{second}{site}");
+        let e = from_str(&shared, "t.toml", &d, &Overrides::default()).unwrap_err();
+        assert_eq!(e.key, "tls.client_auth", "{e}");
+        assert!(e.message.contains("address of its own"), "{e}");
     }
 
     #[test]

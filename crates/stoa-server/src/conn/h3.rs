@@ -143,8 +143,9 @@ impl Endpoint {
             handshaking.set(busy + 1);
             let shaking = Handshaking(handshaking.clone());
             let (w, r) = (worker.clone(), runtime.clone());
+            let configured = self.configured;
             tokio::task::spawn_local(async move {
-                serve(incoming, local, w, r, shaking).await;
+                serve(incoming, local, configured, w, r, shaking).await;
                 drop(guard);
             });
         }
@@ -208,6 +209,7 @@ impl Drop for Live {
 async fn serve(
     incoming: quinn::Incoming,
     local: Option<SocketAddr>,
+    configured: SocketAddr,
     worker: Rc<Worker>,
     runtime: watch::Receiver<Arc<Runtime>>,
     shaking: Handshaking,
@@ -223,7 +225,7 @@ async fn serve(
     let conn = match conn {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
-            tracing::debug!("h3: handshake with {peer}: {e}");
+            crate::proto::tls::client::log_quic_handshake_error(peer, &e);
             if let Some(s) = worker.stats() {
                 s.handshake(Handshake::Failed);
             }
@@ -236,6 +238,12 @@ async fn serve(
             }
             return;
         }
+    };
+    let Ok(client) = crate::proto::tls::client::admit_quic(&rt.tls, configured, &conn) else {
+        if let Some(s) = worker.stats() {
+            s.handshake(Handshake::Failed);
+        }
+        return;
     };
     if let Some(s) = worker.stats() {
         s.handshake(Handshake::Full);
@@ -266,7 +274,8 @@ async fn serve(
                     let guard = Live { count: live.clone(), worker: worker.clone() };
                     let rt = runtime.borrow().clone();
                     let w = worker.clone();
-                    tokio::task::spawn_local(request(resolver, peer, local, w, rt, guard));
+                    let c = client.clone();
+                    tokio::task::spawn_local(request(resolver, peer, local, c, w, rt, guard));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -317,6 +326,7 @@ async fn request(
     resolver: Resolver,
     peer: SocketAddr,
     local: Option<SocketAddr>,
+    client: Option<Arc<crate::http::client_cert::ClientCert>>,
     worker: Rc<Worker>,
     rt: Arc<Runtime>,
     guard: Live,
@@ -337,6 +347,7 @@ async fn request(
         return;
     };
     let mut side = H3Stream::new(stream, peer, local, Some(("TLSv1.3", "")), expected);
+    side.client_cert = client;
     if no_body {
         side.no_body();
     }

@@ -67,6 +67,9 @@ pub struct H3Stream {
     pub(crate) trailers: Option<http::HeaderMap>,
     /// An NPH script's output being re-emitted (`exchange::nph`).
     pub(crate) nph: Option<Box<crate::proto::h2::NphRelay>>,
+    /// The connection's verified client certificate (`client_auth`),
+    /// shared by its requests: `tls::client::admit_quic`.
+    pub(crate) client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 
 impl H3Stream {
@@ -94,6 +97,7 @@ impl H3Stream {
             ended: false,
             trailers: None,
             nph: None,
+            client_cert: None,
         }
     }
 
@@ -142,10 +146,9 @@ impl H3Stream {
         self.recv_done
     }
 
-    /// The client's certificate: client authentication is not offered on
-    /// QUIC listeners (the config refuses `client_auth` with "h3").
-    pub fn client_cert(&self) -> Option<std::sync::Arc<crate::http::client_cert::ClientCert>> {
-        None
+    /// The client's verified certificate, as on TCP (`client_auth`).
+    pub fn client_cert(&self) -> Option<Arc<crate::http::client_cert::ClientCert>> {
+        self.client_cert.clone()
     }
 
     /// The response head as `http` wants it.

@@ -3,14 +3,22 @@
 QUIC connection, each answer printed as a JSON line (status, header fields,
 body length and SHA-256); with --out, the first body is written there.
 
-h3get.py --host 127.0.0.1 --port P [--sni NAME] [--cafile F] [--method M]
-         [--data-file F] [--header 'n: v'] [--count N] [--out F] PATH...
+h3get.py --host 127.0.0.1 --port P [--sni NAME] [--authority A] [--cafile F]
+         [--cert F --key F] [--ticket-out F] [--ticket-in F] [--method M] [--data-file F] [--header 'n: v']
+         [--count N] [--out F] PATH...
+
+--cert/--key: a client certificate (PEM) offered when the server asks.
+--ticket-out F: the session ticket the server sent, saved (pickle);
+--ticket-in F: a session to resume from such a file. Each JSON line
+says whether the session was resumed ("resumed").
+--authority: the :authority field (default SNI:PORT).
 """
 import argparse
 import asyncio
 import hashlib
 import json
 import os
+import pickle
 import socket
 import ssl
 import sys
@@ -20,7 +28,12 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import QuicEvent, StreamReset
+from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamReset
+
+
+class Closed(Exception):
+    def __init__(self, code, reason):
+        super().__init__(f"connection closed: error 0x{code:x} {reason}")
 
 
 class Client(QuicConnectionProtocol):
@@ -30,6 +43,13 @@ class Client(QuicConnectionProtocol):
         self.waiting = {}
 
     def quic_event_received(self, event: QuicEvent):
+        if isinstance(event, ConnectionTerminated):
+            # The server closed the connection (a refused client
+            # certificate: a TLS alert as a crypto error, RFC 9001 §4.8).
+            for st in self.waiting.values():
+                st["done"].set_exception(Closed(event.error_code, event.reason_phrase))
+            self.waiting.clear()
+            return
         if isinstance(event, StreamReset) and event.stream_id in self.waiting:
             st = self.waiting.pop(event.stream_id)
             st["reset"] = event.error_code
@@ -80,7 +100,12 @@ async def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--sni", default="localhost")
+    ap.add_argument("--authority")
     ap.add_argument("--cafile")
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
+    ap.add_argument("--ticket-out")
+    ap.add_argument("--ticket-in")
     ap.add_argument("--method", default="GET")
     ap.add_argument("--data-file")
     ap.add_argument("--header", action="append", default=[])
@@ -94,13 +119,20 @@ async def main():
         cfg.load_verify_locations(a.cafile)
     else:
         cfg.verify_mode = ssl.CERT_NONE
+    if a.cert:
+        cfg.load_cert_chain(a.cert, a.key)
+    if a.ticket_in:
+        with open(a.ticket_in, "rb") as f:
+            cfg.session_ticket = pickle.load(f)
+    tickets = []
     body = open(a.data_file, "rb").read() if a.data_file else None
     headers = []
     for h in a.header:
         n, v = h.split(":", 1)
         headers.append((n.strip().lower().encode(), v.strip().encode()))
-    authority = f"{a.sni}:{a.port}"
-    async with connect(a.host, a.port, configuration=cfg, create_protocol=Client) as c:
+    authority = a.authority or f"{a.sni}:{a.port}"
+    async with connect(a.host, a.port, configuration=cfg, create_protocol=Client,
+                       session_ticket_handler=tickets.append) as c:
         # asyncio's default receive buffer (~200 KiB) overflows under a
         # burst of a few hundred datagrams while Python is busy: each loss
         # halves the server's congestion window. 4 MiB, as browsers ask.
@@ -121,9 +153,13 @@ async def main():
                 print(json.dumps({
                     "path": p, "status": status, "headers": hs, "trailers": ts,
                     "reset": st["reset"], "length": len(st["body"]),
+                    "resumed": c._quic.tls.session_resumed,
                     "sha256": hashlib.sha256(st["body"]).hexdigest(),
                     "text": st["body"][:1 << 20].decode("utf-8", "replace"),
                 }), flush=True)
+        if a.ticket_out and tickets:
+            with open(a.ticket_out, "wb") as f:
+                pickle.dump(tickets[-1], f)
         # CONNECTION_CLOSE goes now; the draining period after it (three
         # PTOs, RFC 9000 §10.2) is not waited for: the test is done.
         c.close()

@@ -11,8 +11,13 @@ h3raw.py stream-flood --port P --path PATH --count N --hold S [--obey]
     One connection that opens N request streams for PATH and resets each
     at once (HTTP/2's Rapid Reset, on QUIC), for S seconds, answering
     the server's packets all along; with --obey only as many as the
-    server's MAX_STREAMS allows, else past it. Prints {"opened": n,
-    "closed": whether the server closed the connection, "error": code}.
+    server's MAX_STREAMS allows, else past it. With --open each stream
+    is a POST announcing a 1-byte body that never comes, neither reset
+    nor ended (the server waits for the body, so it cannot count the
+    stream done and give its credit back), and they go out past
+    MAX_STREAMS whatever credit aioquic has seen. Prints
+    {"opened": n, "closed": whether the server closed the connection,
+    "error": code, "reason": its reason phrase}.
 h3raw.py stall --port P --path PATH
     A client that completes the handshake, asks for PATH, takes a few
     datagrams and then never reads (nor acknowledges) again; it keeps its
@@ -129,12 +134,21 @@ def stream_flood(a):
                 # §4.6); without it, past it.
                 if a.obey and opened >= q._remote_max_streams_bidi:
                     break
+                if a.open:
+                    # aioquic would hold streams past the peer's limit
+                    # back (STREAMS_BLOCKED): pretend it allows them.
+                    q._remote_max_streams_bidi = max(q._remote_max_streams_bidi, a.count)
                 sid = q.get_next_available_stream_id()
-                h3.send_headers(sid, [
-                    (b":method", b"GET"), (b":scheme", b"https"),
-                    (b":authority", b"localhost"), (b":path", a.path.encode()),
-                ], end_stream=True)
-                q.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
+                if a.open:
+                    head = [(b":method", b"POST"), (b":scheme", b"https"),
+                            (b":authority", b"localhost"), (b":path", a.path.encode()),
+                            (b"content-length", b"1")]
+                else:
+                    head = [(b":method", b"GET"), (b":scheme", b"https"),
+                            (b":authority", b"localhost"), (b":path", a.path.encode())]
+                h3.send_headers(sid, head, end_stream=not a.open)
+                if not a.open:
+                    q.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
                 opened += 1
         for data, _ in q.datagrams_to_send(now=time.time()):
             s.sendto(data, addr)
@@ -147,7 +161,8 @@ def stream_flood(a):
             timer(q)
     closed = q._close_event is not None
     print(json.dumps({"opened": opened, "closed": closed,
-                      "error": getattr(q._close_event, "error_code", None)}), flush=True)
+                      "error": getattr(q._close_event, "error_code", None),
+                      "reason": getattr(q._close_event, "reason_phrase", None)}), flush=True)
     os._exit(0)
 
 
@@ -160,6 +175,7 @@ def main():
     ap.add_argument("--take", type=int, default=64 << 10)
     ap.add_argument("--hold", type=float, default=30)
     ap.add_argument("--obey", action="store_true")
+    ap.add_argument("--open", action="store_true")
     a = ap.parse_args()
     if a.mode == "initial-flood":
         initial_flood(a)

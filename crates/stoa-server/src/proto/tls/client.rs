@@ -144,3 +144,88 @@ pub fn client_cert(conn: &rustls::ServerConnection) -> Option<ClientCert> {
     let leaf = conn.peer_certificates()?.first()?;
     Some(ClientCert::from_der(leaf.as_ref(), conn.server_name()))
 }
+
+/// The verified client of a QUIC connection accepted on the address whose
+/// TLS side is `acceptor`, as [`client_cert`] gives it for TCP: the leaf
+/// of the chain quinn reports (`peer_identity`), with the SNI name. quinn
+/// does not tell whether the handshake resumed a session (whose
+/// certificate rustls restores without verifying it again: see
+/// [`recheck`]), so the chain is verified again here against the block's
+/// verifier as it is now, every time. Err: the client must not be served
+/// (its certificate no longer verifies, or it has none and one is
+/// required); the caller closes the connection.
+pub(crate) fn quic_client(
+    acceptor: &super::Acceptor,
+    conn: &quinn::Connection,
+) -> Result<Option<std::sync::Arc<ClientCert>>, String> {
+    let sni = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.server_name);
+    let Some(v) = acceptor
+        .pick(sni.as_deref())
+        .and_then(|site| site.clients.as_ref())
+    else {
+        return Ok(None);
+    };
+    let chain = conn
+        .peer_identity()
+        .and_then(|p| p.downcast::<Vec<CertificateDer<'static>>>().ok());
+    match chain.as_deref().map(Vec::as_slice) {
+        Some([leaf, rest @ ..]) => {
+            v.verify_client_cert(leaf, rest, rustls::pki_types::UnixTime::now())
+                .map_err(|e| format!("client certificate: {e}"))?;
+            Ok(Some(std::sync::Arc::new(ClientCert::from_der(
+                leaf.as_ref(),
+                sni.as_deref(),
+            ))))
+        }
+        _ if v.client_auth_mandatory() => Err("no client certificate, which is required".into()),
+        _ => Ok(None),
+    }
+}
+
+/// [`quic_client`] for a connection on the address configured as
+/// `configured` (the key of `acceptors`, the runtime's TLS addresses).
+/// A client refused is logged and its connection closed (Err): after
+/// the handshake QUIC has no TLS alert to send, so the close is HTTP/3's
+/// H3_GENERAL_PROTOCOL_ERROR with a reason; a full handshake's refusal
+/// was rustls' alert already ([`log_quic_handshake_error`]).
+pub(crate) fn admit_quic(
+    acceptors: &[(std::net::SocketAddr, std::sync::Arc<super::Acceptor>)],
+    configured: std::net::SocketAddr,
+    conn: &quinn::Connection,
+) -> Result<Option<std::sync::Arc<ClientCert>>, ()> {
+    let Some((_, acc)) = acceptors.iter().find(|(a, _)| *a == configured) else {
+        return Ok(None);
+    };
+    quic_client(acc, conn).map_err(|e| {
+        let peer = conn.remote_address();
+        tracing::info!("h3: {peer}: client certificate refused: {e}");
+        conn.close(quinn::VarInt::from_u32(0x0101), b"client certificate");
+    })
+}
+
+/// Logs a failed QUIC handshake as [`crate::conn`] logs a TCP one: at
+/// info when it failed on the client's certificate (what an operator of
+/// `client_auth` needs to see, as nginx's "client SSL certificate verify
+/// error"), at debug otherwise (scanners', broken clients' noise). rustls'
+/// alert is QUIC's crypto error 0x100 + alert (RFC 9001 §4.8):
+/// bad_certificate (42) to certificate_unknown (46), unknown_ca (48),
+/// certificate_required (116).
+pub(crate) fn log_quic_handshake_error(peer: std::net::SocketAddr, e: &quinn::ConnectionError) {
+    let refused = match e {
+        quinn::ConnectionError::TransportError(t) => {
+            matches!(
+                u64::from(t.code).checked_sub(0x100),
+                Some(42..=46 | 48 | 116)
+            )
+        }
+        _ => false,
+    };
+    if refused {
+        tracing::info!("h3: handshake with {peer}: client certificate refused: {e}");
+    } else {
+        tracing::debug!("h3: handshake with {peer}: {e}");
+    }
+}

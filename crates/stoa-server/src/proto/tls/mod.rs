@@ -147,6 +147,9 @@ impl ResolvesServerCert for BySni {
 impl Acceptor {
     /// The rustls config of this address's QUIC side: TLS 1.3 only (RFC
     /// 9001 §4.2), ALPN "h3" alone, the blocks' certificates by SNI,
+    /// clients verified as on TCP (`client_auth`: the config loader lets a
+    /// block with it be the only one on an "h3" address, since rustls
+    /// takes one verifier per config and does not choose it by SNI),
     /// tickets sealed as on TCP, and no early data: 0-RTT requests can be
     /// replayed (RFC 9001 §9.2).
     pub(crate) fn quic_config(&self) -> Result<ServerConfig, String> {
@@ -156,10 +159,15 @@ impl Acceptor {
             .iter()
             .map(|s| (s.hosts.clone(), s.slot.clone()))
             .collect();
+        let clients = self
+            .sites
+            .iter()
+            .find_map(|s| s.clients.clone())
+            .unwrap_or_else(rustls::server::WebPkiClientVerifier::no_client_auth);
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| format!("TLS: {e}"))?
-            .with_no_client_auth()
+            .with_client_cert_verifier(clients)
             .with_cert_resolver(Arc::new(BySni(slots)));
         config.alpn_protocols = vec![H3.as_bytes().to_vec()];
         config.ticketer = ticketer()?;
