@@ -2078,6 +2078,15 @@ impl Worker<'_> {
     /// for it fails; the next request opens a new one.
     fn group_fail(&mut self, g: usize, f: Failure, now: Instant) {
         let grp = &mut self.groups[g];
+        // After the server's GOAWAY (a connection's request quota, as
+        // nginx's `keepalive_requests`), the requests that waited for a
+        // stream were never sent: they go on a new connection (RFC 9113
+        // §6.8).
+        let again: Vec<usize> = if grp.h2.goaway && grp.state == GroupState::Ready {
+            grp.blocked.drain(..).collect()
+        } else {
+            Vec::new()
+        };
         grp.conn = None;
         grp.state = GroupState::Closed;
         grp.gen = grp.gen.wrapping_add(1);
@@ -2090,6 +2099,18 @@ impl Worker<'_> {
         for s in victims {
             if self.slots[s].active() && self.slots[s].group == Some(g) {
                 self.fail(s, f, now);
+            }
+        }
+        for s in again {
+            if self.slots[s].active() && self.slots[s].group == Some(g) {
+                self.rec.counters.retries += 1;
+                // Its clock keeps running, unless it opens the new
+                // connection (whose connect phase starts now).
+                let t = self.slots[s].t_start;
+                self.group_begin(s, g, now);
+                if self.groups[g].opener != Some(s) {
+                    self.slots[s].t_start = t;
+                }
             }
         }
     }
@@ -2280,6 +2301,12 @@ impl Worker<'_> {
                 self.group_open_stream(s, g, now, true);
             }
         }
+        // After GOAWAY, once its last stream ended, the connection is
+        // done: close it, and what waits goes on a new one.
+        let grp = &self.groups[g];
+        if grp.h2.goaway && grp.h2.streams.is_empty() && !grp.blocked.is_empty() {
+            self.group_fail(g, Failure::Closed, now);
+        }
     }
 
     fn group_read(&mut self, g: usize, now: Instant) {
@@ -2329,6 +2356,14 @@ impl Worker<'_> {
                         }
                         match st.err {
                             Some(H2Error::Reset) => self.fail(s, Failure::Reset, now),
+                            Some(H2Error::Refused) => {
+                                // Not processed (REFUSED_STREAM, or past a
+                                // GOAWAY's last stream): it waits to be
+                                // sent again, first in line.
+                                self.rec.counters.retries += 1;
+                                self.slots[s].phase = Phase::Writing;
+                                self.groups[g].blocked.push_front(s);
+                            }
                             Some(_) => self.fail(s, Failure::Closed, now),
                             None => {
                                 let slot = &mut self.slots[s];

@@ -228,6 +228,9 @@ impl H2Conn {
     /// §5.1.2). Until its SETTINGS arrive, one: the limit is not known,
     /// and a server over its limit refuses streams (REFUSED_STREAM).
     pub fn can_open(&self) -> bool {
+        if self.goaway {
+            return false;
+        }
         let limit = if self.settings_seen {
             self.max_streams
         } else {
@@ -535,15 +538,22 @@ impl H2Conn {
                     self.head(stream, end_stream)?;
                 }
             }
-            frame::RST_STREAM if h.stream == self.cur && self.cur != 0 && !self.resp.done => {
-                self.sending.retain(|s| s.id != h.stream);
-                return Err(H2Error::Reset);
-            }
             frame::RST_STREAM => {
                 self.sending.retain(|s| s.id != h.stream);
+                // REFUSED_STREAM: not processed, safe to send again
+                // (RFC 9113 §8.7).
+                let code = p.get(..4).map_or(0, frame::be32);
+                let err = if code == frame::Reason::REFUSED_STREAM.0 {
+                    H2Error::Refused
+                } else {
+                    H2Error::Reset
+                };
+                if h.stream == self.cur && self.cur != 0 && !self.resp.done {
+                    return Err(err);
+                }
                 if let Some(s) = self.streams.iter_mut().find(|s| s.id == h.stream) {
                     if !s.resp.done {
-                        s.err = Some(H2Error::Reset);
+                        s.err = Some(err);
                     }
                 }
             }
