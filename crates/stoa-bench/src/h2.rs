@@ -317,8 +317,11 @@ impl H2Conn {
             !ended
         });
         if !self.sending.is_empty() {
-            for i in before..done.len() {
-                let (id, reset) = (done[i].id, done[i].err == Some(H2Error::Reset));
+            let ended: Vec<(u32, bool)> = done[before..]
+                .iter()
+                .map(|s| (s.id, s.err.is_some()))
+                .collect();
+            for (id, reset) in ended {
                 if reset {
                     self.sending.retain(|s| s.id != id);
                 } else {
