@@ -9,10 +9,13 @@
 //! is on every stream of every connection (no dynamic table insertions,
 //! RFC 7541 §6.2.2), so the per-request work is a frame header and a copy.
 //!
-//! A connection carries one request at a time (h2load's `-m 1`): the
-//! engine's client is a connection. The codec keeps what would let it
-//! carry more (stream ids, connection-level flow control apart from the
-//! stream's), so that more streams per client is an engine change.
+//! A connection carries one request at a time ([`H2Conn::start`],
+//! h2load's `-m 1`: the engine's client is a connection) or several
+//! ([`H2Conn::open`], `--max-concurrent-streams`), never more than the
+//! server's SETTINGS_MAX_CONCURRENT_STREAMS ([`H2Conn::can_open`]: the
+//! engine queues the rest). Request bodies go as the server's send
+//! windows allow (RFC 9113 §6.9); what they hold back is copied once and
+//! sent from WINDOW_UPDATE and SETTINGS into [`H2Conn::out`].
 
 use stoa_h2::frame::{self, Head, HEAD_LEN};
 use stoa_h2::hpack::Decoder;

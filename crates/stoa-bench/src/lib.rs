@@ -73,7 +73,8 @@ TLS and HTTP/2 (https:// URLs; curl's and h2load's meanings):
                    one request in flight per connection (h2load -m 1)
   --max-concurrent-streams N, --streams N
                    HTTP/2: N requests in flight per connection (h2load -m N):
-                   -c connections carry -c x N clients
+                   -c connections carry -c x N clients; no more streams open
+                   than the server's SETTINGS_MAX_CONCURRENT_STREAMS
 
 wrk options:
   -d DURATION      run for this long (10s, 2m); prints a wrk-style report
