@@ -721,6 +721,67 @@ mod tests {
     }
 
     #[test]
+    fn the_per_url_table_is_followed_by_each_urls_phases_and_a_stream_limit_note() {
+        use crate::report::{PhaseStats, RequestPhases, UrlStats};
+        let ph = |p50: f64| {
+            Some(PhaseStats {
+                n: 5,
+                mean: p50,
+                p50,
+                p90: p50 * 2.0,
+                p99: p50 * 3.0,
+                max: p50 * 3.0,
+            })
+        };
+        let url = |name: &str, phases: Option<RequestPhases>| UrlStats {
+            name: name.into(),
+            requests: 5,
+            responses: 5,
+            phases_ms: phases,
+            ..UrlStats::default()
+        };
+        let mut s = Summary {
+            urls: vec![
+                url(
+                    "GET /a",
+                    Some(RequestPhases {
+                        first_byte: ph(0.1),
+                        request: ph(0.25),
+                        ..RequestPhases::default()
+                    }),
+                ),
+                url("GET /b", None),
+            ],
+            streams_limited_to: Some(10),
+            ..Summary::default()
+        };
+        s.settings.streams = 100;
+        let mut o = String::new();
+        urls(&mut o, &s);
+        let a = o
+            .lines()
+            .skip_while(|l| !l.starts_with("Per URL phases"))
+            .find(|l| l.starts_with("GET /a"))
+            .expect("a phases row");
+        assert_eq!(
+            a.split_whitespace().collect::<Vec<_>>(),
+            [
+                "GET",
+                "/a",
+                "-",
+                "-",
+                "0.100/0.200/0.300",
+                "-",
+                "0.250/0.500/0.750"
+            ]
+        );
+        let mut o = String::new();
+        streams_line(&mut o, &s, "");
+        assert!(o.contains("allows 10 concurrent streams"), "{o}");
+        assert!(o.contains("fewer than the 100 asked for"), "{o}");
+    }
+
+    #[test]
     fn wrk_units_match_wrk() {
         assert_eq!(fmt_time_ms(0.135), "135.00us");
         assert_eq!(fmt_time_ms(2.19), "2.19ms");
