@@ -20,7 +20,8 @@ h2:10:1": proto:connections:streams), N_M (requests for -m > 1), N_1
 (requests for -m 1), PORT (first of two ports), OUT (a directory), CPU_SRV
 and CPU_GEN (taskset CPU lists; empty: no pinning).
 
-Writes OUT/results.json and prints a table per case.
+Writes OUT/results.json; `h2load-compare.py report OUT/results.json`
+prints the tables (medians over the rounds).
 """
 
 import json
@@ -213,5 +214,49 @@ def main():
     print("load before", results["load_before"], "after", results["load_after"])
 
 
+def report(path):
+    """Markdown tables from a results.json: medians over the rounds."""
+    r = json.load(open(path))
+    med = statistics.median
+
+    def ratio(a, b):
+        return f"{a / b:.2f}" if a and b else "-"
+
+    print("| case | h2load req/s | stoa bench req/s | ratio | h2load CPU µs/req | stoa bench CPU µs/req | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for case, c in r["cases"].items():
+        h = med(x["h2load"]["rps"] for x in c["rounds"])
+        s = med(x["stoa_bench"]["rps"] for x in c["rounds"])
+        hc = med(x["h2load"]["cpu_us_per_req"] for x in c["rounds"])
+        sc = med(x["stoa_bench"]["cpu_us_per_req"] for x in c["rounds"])
+        print(f"| {case} | {h:,.0f} | {s:,.0f} | {ratio(s, h)} | {hc:.2f} | {sc:.2f} | {ratio(sc, hc)} |")
+    print()
+    print("| case | span | h2load mean ms | stoa bench mean ms | ratio | h2load p50 / p90 / p99 (logged run) | stoa bench p50 / p90 / p99 |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for case, c in r["cases"].items():
+        for span in ["request", "connection", "connection_first_byte"]:
+            hm = med(x["h2load"][span]["mean"] for x in c["rounds"])
+            sm = med(x["stoa_bench"]["phases"][span]["mean"] for x in c["rounds"])
+            sp = [
+                med(x["stoa_bench"]["phases"][span][q] for x in c["rounds"])
+                for q in ["p50", "p90", "p99"]
+            ]
+            if span == "request":
+                lg = c["h2load_logged"]
+                hp = f"{lg['p50']:.3f} / {lg['p90']:.3f} / {lg['p99']:.3f}"
+            else:
+                hp = "- (h2load: none)"
+            print(
+                f"| {case} | {span} | {hm:.3f} | {sm:.3f} | {ratio(sm, hm)} | {hp} | "
+                + " / ".join(f"{v:.3f}" for v in sp)
+                + " |"
+            )
+    print()
+    print("load average before", r["load_before"], "after", r["load_after"])
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "report":
+        report(sys.argv[2])
+    else:
+        main()
