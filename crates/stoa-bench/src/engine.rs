@@ -640,14 +640,15 @@ impl<'a> Worker<'a> {
             } else if self.ramping() {
                 wake = wake.min(now + Duration::from_millis(5));
             }
-            // With requests queued, look for events without blocking; the
+            // With requests queued (on a connection of their own or as
+            // streams of a shared one), look for events without blocking; the
             // queue is written right after that look (below), before the
             // new events are handled. So, as in wrk's loop, each turn writes
             // the requests of the previous turn's responses while reading
             // new ones, and the loop blocks only with nothing to write: the
             // server gets a steady stream instead of bursts it sleeps
             // between (each sleep costs a wake-up there and here).
-            let timeout = if self.pending.is_empty() {
+            let timeout = if self.pending.is_empty() && self.pending_groups.is_empty() {
                 wake.saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(100))
             } else {
@@ -2340,6 +2341,9 @@ impl Worker<'_> {
                         self.group_fail(g, f, now);
                         break;
                     }
+                    // Control frames owed (a SETTINGS ACK above all) go
+                    // before the streams this read lets open.
+                    grp.out.append(&mut grp.h2.out);
                     // The first byte of each response: its HEADERS.
                     for st in &grp.h2.streams {
                         let slot = &mut self.slots[st.tag];
