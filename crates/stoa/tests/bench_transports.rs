@@ -448,15 +448,32 @@ fn a_server_allowing_fewer_streams_than_asked_gets_no_more_open_and_the_report_s
     let dir = TempDir::new("bench-h2-limit");
     let server = counting_site(&dir, "max_concurrent_streams = 10", None);
     let url = format!("http://127.0.0.1:{}/index.html", server.addr.port());
+    let html = dir.join("run.html");
     let (code, v, err) = bench(
         &dir,
-        &["-n", "2000", "-c", "1", "--streams", "100", "--http2", &url],
+        &[
+            "-n",
+            "2000",
+            "-c",
+            "1",
+            "--streams",
+            "100",
+            "--http2",
+            "--html",
+            &html.to_string_lossy(),
+            &url,
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["responses"].as_u64(), Some(2000), "{v}");
     assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
     assert_eq!(v["connections"].as_u64(), Some(1), "{v}");
     assert_eq!(v["streams_limited_to"].as_u64(), Some(10), "{v}");
+    let page = std::fs::read_to_string(&html).expect("html report");
+    assert!(
+        page.contains("allowed 10 concurrent streams"),
+        "no note in the HTML"
+    );
     drop(server);
     let srv = nginx(
         &dir,

@@ -1096,6 +1096,14 @@ fn thresholds_tables(o: &mut String, runs: &[Summary]) {
 fn phases_tables(o: &mut String, runs: &[Summary]) {
     let n = runs.len();
     for (i, s) in runs.iter().enumerate() {
+        if let Some(m) = s.streams_limited_to {
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">{}The server allowed {m} concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS), fewer than the {} asked for: the rest waited.</p>",
+                esc(&label(s, i, n)),
+                s.settings.streams
+            );
+        }
         let Some(p) = &s.phases_ms else { continue };
         let rows = [
             ("connect", &p.connect, "#1f77b4"),
