@@ -547,14 +547,6 @@ impl Options {
                         "{client}/{seq} placeholders are not supported over --http2 yet".into(),
                     ));
                 }
-                // The server's initial stream window (RFC 9113 §6.9.2):
-                // larger bodies would wait for WINDOW_UPDATE, which the
-                // engine does not.
-                if r.body_len > 65_535 {
-                    return Err(CliError::Usage(
-                        "--http2 request bodies are limited to 65,535 bytes".into(),
-                    ));
-                }
                 let h2 = crate::h2::H2Request::from_h1(&r.bytes, r.body_len, scheme)
                     .map_err(CliError::Usage)?;
                 r.h2 = Some(Box::new(h2));
@@ -604,16 +596,6 @@ impl Options {
             if sc_load.is_some() && rate.is_none() {
                 return Err(CliError::Usage(
                     "--max-concurrent-streams needs a fixed -c (no ramp or stages)".into(),
-                ));
-            }
-            // The bodies of the streams in flight share the connection's
-            // initial window (RFC 9113 §6.9.2).
-            if requests
-                .iter()
-                .any(|r| r.body_len.saturating_mul(streams as usize) > 65_535)
-            {
-                return Err(CliError::Usage(
-                    "--max-concurrent-streams N: N request bodies must fit in 65,535 bytes".into(),
                 ));
             }
         }

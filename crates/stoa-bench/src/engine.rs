@@ -656,15 +656,17 @@ impl<'a> Worker<'a> {
             } else if self.ramping() {
                 wake = wake.min(now + Duration::from_millis(5));
             }
-            // With requests queued, look for events without blocking; the
+            // With requests queued (on a connection of their own or as
+            // streams of a shared one), look for events without blocking; the
             // queue is written right after that look (below), before the
             // new events are handled. So, as in wrk's loop, each turn writes
             // the requests of the previous turn's responses while reading
             // new ones, and the loop blocks only with nothing to write: the
             // server gets a steady stream instead of bursts it sleeps
             // between (each sleep costs a wake-up there and here).
-            let queued =
-                !self.pending.is_empty() || self.h3.as_ref().is_some_and(|h| h.has_dirty());
+            let queued = !self.pending.is_empty()
+                || !self.pending_groups.is_empty()
+                || self.h3.as_ref().is_some_and(|h| h.has_dirty());
             let timeout = if !queued {
                 wake.saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(100))
@@ -728,6 +730,7 @@ impl<'a> Worker<'a> {
                                     let _ = c.flushed();
                                 }
                             }
+                            Self::write_h2_out(&mut self.slots[s]);
                         }
                     }
                 }
@@ -1324,11 +1327,19 @@ impl<'a> Worker<'a> {
             }
         }
         self.rbuf = buf;
-        // HTTP/2 frames owed to the server (SETTINGS and PING ACKs, window
-        // updates), if no request took them along.
-        let slot = &mut self.slots[s];
+        if self.slots[s].conn_gen == gen {
+            Self::write_h2_out(&mut self.slots[s]);
+        }
+    }
+
+    /// HTTP/2 frames owed to the server (SETTINGS and PING ACKs, window
+    /// updates, the part of a request body the windows held back), if no
+    /// request took them along; what the socket does not take now waits
+    /// for it to be writable.
+    fn write_h2_out(slot: &mut Slot) {
+        let gen = slot.conn_gen;
         if let (Some(h2), Some(conn)) = (slot.h2.as_mut(), slot.stream.as_mut()) {
-            if h2.gen == gen && slot.conn_gen == gen && !h2.out.is_empty() {
+            if h2.gen == gen && !h2.out.is_empty() {
                 let mut n = 0;
                 while n < h2.out.len() {
                     match conn.write(&h2.out[n..]) {
@@ -1337,6 +1348,9 @@ impl<'a> Worker<'a> {
                     }
                 }
                 h2.out.drain(..n);
+                if conn.is_tls() {
+                    let _ = conn.flushed();
+                }
             }
         }
     }
@@ -1533,18 +1547,42 @@ impl<'a> Worker<'a> {
             .add(us(now.saturating_duration_since(slot.t_conn)));
         let first = slot.t_first.unwrap_or(now);
         let written = slot.t_written.unwrap_or(slot.t_conn);
-        self.rec
-            .waiting
-            .add(us(first.saturating_duration_since(written)));
-        self.rec
-            .transfer
-            .add(us(now.saturating_duration_since(first)));
-        if let Some(t) = slot.t_tcp {
-            self.rec
-                .tcp_connect
-                .add(us(t.saturating_duration_since(slot.t_start)));
-            if let Some(h) = slot.t_tls {
-                self.rec.tls.add(us(h.saturating_duration_since(t)));
+        let first_byte = us(first.saturating_duration_since(written));
+        let transfer = us(now.saturating_duration_since(first));
+        let request = us(now.saturating_duration_since(written));
+        // The connection's spans, when this request opened it.
+        let opened = slot.t_tcp.map(|t| {
+            let tcp = us(t.saturating_duration_since(slot.t_start));
+            let tls = slot.t_tls.map(|h| us(h.saturating_duration_since(t)));
+            let ready = slot.t_tls.unwrap_or(t);
+            (
+                tcp,
+                tls,
+                us(ready.saturating_duration_since(slot.t_start)),
+                us(first.saturating_duration_since(slot.t_start)),
+            )
+        });
+        self.rec.waiting.add(first_byte);
+        self.rec.transfer.add(transfer);
+        self.rec.request.add(request);
+        if let Some((tcp, tls, ready, first)) = opened {
+            self.rec.tcp_connect.add(tcp);
+            if let Some(tls) = tls {
+                self.rec.tls.add(tls);
+            }
+            self.rec.connection.add(ready);
+            self.rec.connection_first_byte.add(first);
+        }
+        if plan.groups.len() > 1 {
+            let u = self.rec.url_phases(spec.group);
+            u.first_byte.add(first_byte, 0);
+            u.transfer.add(transfer, 0);
+            u.request.add(request, 0);
+            if let Some((tcp, tls, _, _)) = opened {
+                u.connect.add(tcp, 0);
+                if let Some(tls) = tls {
+                    u.tls.add(tls, 0);
+                }
             }
         }
         if let Some(t) = self.rec.total.as_mut() {
@@ -1649,6 +1687,7 @@ impl<'a> Worker<'a> {
             let grp = &mut self.groups[g];
             grp.h2.forget(s);
             grp.waiting.retain(|&w| w != s);
+            grp.blocked.retain(|&w| w != s);
         }
         if self.log.is_some() {
             self.log_line(s, now, LogStatus::Failed(f));
@@ -1992,6 +2031,9 @@ struct Group {
     state: GroupState,
     /// Clients whose request waits for the connection.
     waiting: Vec<usize>,
+    /// Clients whose request waits for a stream: the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS is reached (RFC 9113 §5.1.2).
+    blocked: std::collections::VecDeque<usize>,
     /// The client whose request opened the connection (its request has
     /// the connect and TLS phases).
     opener: Option<usize>,
@@ -2008,6 +2050,7 @@ impl Group {
             gen: 0,
             state: GroupState::Closed,
             waiting: Vec::new(),
+            blocked: std::collections::VecDeque::new(),
             opener: None,
             out: Vec::new(),
             out_pos: 0,
@@ -2039,7 +2082,7 @@ impl Worker<'_> {
         Self::reset_response(slot);
         slot.reused = self.groups[g].state == GroupState::Ready;
         match self.groups[g].state {
-            GroupState::Ready => self.group_open_stream(s, g, now),
+            GroupState::Ready => self.group_stream_or_wait(s, g, now),
             GroupState::Closed => {
                 slot.phase = Phase::Connecting;
                 slot.t_conn = now;
@@ -2084,6 +2127,15 @@ impl Worker<'_> {
     /// for it fails; the next request opens a new one.
     fn group_fail(&mut self, g: usize, f: Failure, now: Instant) {
         let grp = &mut self.groups[g];
+        // After the server's GOAWAY (a connection's request quota, as
+        // nginx's `keepalive_requests`), the requests that waited for a
+        // stream were never sent: they go on a new connection (RFC 9113
+        // §6.8).
+        let again: Vec<usize> = if grp.h2.goaway && grp.state == GroupState::Ready {
+            grp.blocked.drain(..).collect()
+        } else {
+            Vec::new()
+        };
         grp.conn = None;
         grp.state = GroupState::Closed;
         grp.gen = grp.gen.wrapping_add(1);
@@ -2091,15 +2143,46 @@ impl Worker<'_> {
         grp.out_pos = 0;
         let mut victims: Vec<usize> = grp.h2.streams.iter().map(|st| st.tag).collect();
         victims.append(&mut grp.waiting);
+        victims.extend(grp.blocked.drain(..));
         grp.h2 = H2Conn::new(grp.gen);
         for s in victims {
             if self.slots[s].active() && self.slots[s].group == Some(g) {
                 self.fail(s, f, now);
             }
         }
+        for s in again {
+            if self.slots[s].active() && self.slots[s].group == Some(g) {
+                self.rec.counters.retries += 1;
+                // Its clock keeps running, unless it opens the new
+                // connection (whose connect phase starts now).
+                let t = self.slots[s].t_start;
+                self.group_begin(s, g, now);
+                if self.groups[g].opener != Some(s) {
+                    self.slots[s].t_start = t;
+                }
+            }
+        }
     }
 
-    fn group_open_stream(&mut self, s: usize, g: usize, now: Instant) {
+    /// Opens slot `s`'s stream, or queues it while the server's stream
+    /// limit is reached (its clock runs from now all the same).
+    fn group_stream_or_wait(&mut self, s: usize, g: usize, now: Instant) {
+        let grp = &mut self.groups[g];
+        if grp.h2.can_open() && grp.blocked.is_empty() {
+            return self.group_open_stream(s, g, now, false);
+        }
+        grp.blocked.push_back(s);
+        let slot = &mut self.slots[s];
+        slot.phase = Phase::Writing;
+        if slot.reused {
+            slot.t_start = now;
+            slot.t_conn = now;
+        }
+    }
+
+    /// `waited`: the request waited in [`Group::blocked`] and its clock
+    /// started then.
+    fn group_open_stream(&mut self, s: usize, g: usize, now: Instant, waited: bool) {
         let sh: &Shared = self.sh;
         let Some(req) = sh.plan.requests[self.slots[s].req].h2.as_deref() else {
             return;
@@ -2116,7 +2199,7 @@ impl Worker<'_> {
         slot.phase = Phase::Reading;
         slot.req_len = 1;
         slot.written = 1;
-        if slot.reused {
+        if slot.reused && !waited {
             slot.t_start = now;
             slot.t_conn = now;
         }
@@ -2241,10 +2324,38 @@ impl Worker<'_> {
         let waiting = std::mem::take(&mut self.groups[g].waiting);
         for s in waiting {
             if self.slots[s].phase == Phase::Connecting && self.slots[s].group == Some(g) {
-                self.group_open_stream(s, g, now);
+                self.group_stream_or_wait(s, g, now);
             }
         }
         self.group_write(g, now);
+    }
+
+    /// Opens the streams that waited for the server's stream limit, as
+    /// far as it now allows (streams ended, or a SETTINGS raised it).
+    fn group_unblock(&mut self, g: usize, gen: u32, now: Instant) {
+        let grp = &mut self.groups[g];
+        if grp.gen != gen {
+            return;
+        }
+        let m = grp.h2.min_max_streams;
+        if u64::from(m) < u64::from(self.sh.plan.streams) {
+            let c = &mut self.rec.counters;
+            c.server_max_streams = c.server_max_streams.min(u64::from(m));
+        }
+        while self.groups[g].h2.can_open() {
+            let Some(s) = self.groups[g].blocked.pop_front() else {
+                break;
+            };
+            if self.slots[s].active() && self.slots[s].group == Some(g) {
+                self.group_open_stream(s, g, now, true);
+            }
+        }
+        // After GOAWAY, once its last stream ended, the connection is
+        // done: close it, and what waits goes on a new one.
+        let grp = &self.groups[g];
+        if grp.h2.goaway && grp.h2.streams.is_empty() && !grp.blocked.is_empty() {
+            self.group_fail(g, Failure::Closed, now);
+        }
     }
 
     fn group_read(&mut self, g: usize, now: Instant) {
@@ -2278,6 +2389,9 @@ impl Worker<'_> {
                         self.group_fail(g, f, now);
                         break;
                     }
+                    // Control frames owed (a SETTINGS ACK above all) go
+                    // before the streams this read lets open.
+                    grp.out.append(&mut grp.h2.out);
                     // The first byte of each response: its HEADERS.
                     for st in &grp.h2.streams {
                         let slot = &mut self.slots[st.tag];
@@ -2294,6 +2408,14 @@ impl Worker<'_> {
                         }
                         match st.err {
                             Some(H2Error::Reset) => self.fail(s, Failure::Reset, now),
+                            Some(H2Error::Refused) => {
+                                // Not processed (REFUSED_STREAM, or past a
+                                // GOAWAY's last stream): it waits to be
+                                // sent again, first in line.
+                                self.rec.counters.retries += 1;
+                                self.slots[s].phase = Phase::Writing;
+                                self.groups[g].blocked.push_front(s);
+                            }
                             Some(_) => self.fail(s, Failure::Closed, now),
                             None => {
                                 let slot = &mut self.slots[s];
@@ -2308,6 +2430,7 @@ impl Worker<'_> {
                         }
                     }
                     self.ended = ended;
+                    self.group_unblock(g, gen, now);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

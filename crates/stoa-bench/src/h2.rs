@@ -9,10 +9,13 @@
 //! is on every stream of every connection (no dynamic table insertions,
 //! RFC 7541 §6.2.2), so the per-request work is a frame header and a copy.
 //!
-//! A connection carries one request at a time (h2load's `-m 1`): the
-//! engine's client is a connection. The codec keeps what would let it
-//! carry more (stream ids, connection-level flow control apart from the
-//! stream's), so that more streams per client is an engine change.
+//! A connection carries one request at a time ([`H2Conn::start`],
+//! h2load's `-m 1`: the engine's client is a connection) or several
+//! ([`H2Conn::open`], `--max-concurrent-streams`), never more than the
+//! server's SETTINGS_MAX_CONCURRENT_STREAMS ([`H2Conn::can_open`]: the
+//! engine queues the rest). Request bodies go as the server's send
+//! windows allow (RFC 9113 §6.9); what they hold back is copied once and
+//! sent from WINDOW_UPDATE and SETTINGS into [`H2Conn::out`].
 
 use stoa_h2::frame::{self, Head, HEAD_LEN};
 use stoa_h2::hpack::Decoder;
@@ -129,6 +132,17 @@ pub struct Stream {
     pub err: Option<H2Error>,
 }
 
+/// A request body still being sent: what the send windows (RFC 9113
+/// §6.9) held back, copied once when they did.
+struct Sending {
+    id: u32,
+    /// The stream's send window (may go below zero when the server lowers
+    /// SETTINGS_INITIAL_WINDOW_SIZE, §6.9.2).
+    win: i64,
+    body: Vec<u8>,
+    off: usize,
+}
+
 /// The client side of one HTTP/2 connection.
 pub struct H2Conn {
     /// The engine's connection generation this state belongs to.
@@ -167,6 +181,19 @@ pub struct H2Conn {
     last_status: u16,
     /// Several requests at once ([`H2Conn::open`]): the open streams.
     pub streams: Vec<Stream>,
+    /// The server's SETTINGS arrived (the first frame it sends, §3.4).
+    settings_seen: bool,
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2; unlimited
+    /// until it says otherwise), as last announced.
+    pub max_streams: u32,
+    /// The lowest limit the server announced on this connection.
+    pub min_max_streams: u32,
+    /// The connection's send window and the server's
+    /// SETTINGS_INITIAL_WINDOW_SIZE, which new streams start with (§6.9).
+    send_conn: i64,
+    peer_initial: i64,
+    /// Request bodies waiting for window.
+    sending: Vec<Sending>,
 }
 
 impl H2Conn {
@@ -190,7 +217,34 @@ impl H2Conn {
             last_block: Vec::new(),
             last_status: 0,
             streams: Vec::new(),
+            settings_seen: false,
+            max_streams: u32::MAX,
+            min_max_streams: u32::MAX,
+            send_conn: i64::from(frame::DEFAULT_WINDOW),
+            peer_initial: i64::from(frame::DEFAULT_WINDOW),
+            sending: Vec::new(),
         }
+    }
+
+    /// Whether one more stream may open now ([`H2Conn::open`]): fewer are
+    /// open than the server's SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113
+    /// §5.1.2). Until its SETTINGS arrive, one: the limit is not known,
+    /// and a server over its limit refuses streams (REFUSED_STREAM).
+    pub fn can_open(&self) -> bool {
+        if self.goaway {
+            return false;
+        }
+        let limit = if self.settings_seen {
+            self.max_streams
+        } else {
+            1
+        };
+        (self.streams.len() as u64) < u64::from(limit)
+    }
+
+    /// Request body bytes still waiting for the server's window.
+    pub fn body_pending(&self) -> usize {
+        self.sending.iter().map(|s| s.body.len() - s.off).sum()
     }
 
     /// Writes into `out` (cleared first) what opens `req` on a new stream:
@@ -199,6 +253,11 @@ impl H2Conn {
     /// the frame size) and the body's DATA.
     pub fn start(&mut self, req: &H2Request, out: &mut Vec<u8>) {
         out.clear();
+        // The last response came before its request's whole body.
+        if let Some(s) = self.sending.first() {
+            let id = s.id;
+            self.stop_sending(id);
+        }
         self.preface(out);
         let id = self.next_id;
         self.next_id += 2;
@@ -227,11 +286,32 @@ impl H2Conn {
     /// The request `tag` was given up (a timeout): frames of its stream
     /// are ignored from now on.
     pub fn forget(&mut self, tag: usize) {
-        self.streams.retain(|s| s.tag != tag);
+        let mut gone = Vec::new();
+        self.streams.retain(|s| {
+            if s.tag == tag {
+                gone.push(s.id);
+            }
+            s.tag != tag
+        });
+        for id in gone {
+            self.stop_sending(id);
+        }
+    }
+
+    /// Stream `id` ended (a response, a reset) or was given up: a body
+    /// still being sent stops, and the stream is reset (CANCEL, §8.1: a
+    /// response may come before the whole request) unless the server
+    /// reset it already.
+    fn stop_sending(&mut self, id: u32) {
+        if let Some(i) = self.sending.iter().position(|s| s.id == id) {
+            self.sending.swap_remove(i);
+            frame::put_rst(&mut self.out, id, frame::Reason::CANCEL);
+        }
     }
 
     /// Moves the streams that ended (complete or failed) to `done`.
     pub fn take_ended(&mut self, done: &mut Vec<Stream>) {
+        let before = done.len();
         self.streams.retain(|s| {
             let ended = s.resp.done || s.err.is_some();
             if ended {
@@ -239,6 +319,19 @@ impl H2Conn {
             }
             !ended
         });
+        if !self.sending.is_empty() {
+            let ended: Vec<(u32, bool)> = done[before..]
+                .iter()
+                .map(|s| (s.id, s.err.is_some()))
+                .collect();
+            for (id, reset) in ended {
+                if reset {
+                    self.sending.retain(|s| s.id != id);
+                } else {
+                    self.stop_sending(id);
+                }
+            }
+        }
     }
 
     /// The response of stream `id`, if it is one of ours still open.
@@ -293,17 +386,66 @@ impl H2Conn {
             let f = if last { frame::END_HEADERS } else { 0 };
             frame::put_frame(out, frame::CONTINUATION, f, id, c);
         }
-        // The server's initial windows are at least 65,535 bytes; the CLI
-        // refuses larger bodies over HTTP/2 (no waiting for WINDOW_UPDATE).
-        let mut chunks = req.body.chunks(self.max_frame).peekable();
-        while let Some(c) = chunks.next() {
-            let f = if chunks.peek().is_none() {
-                frame::END_STREAM
-            } else {
-                0
-            };
-            frame::put_frame(out, frame::DATA, f, id, c);
+        if req.body.is_empty() {
+            return;
         }
+        // As much of the body as the windows allow (§6.9.1); the rest,
+        // copied, waits for WINDOW_UPDATE or a larger initial window.
+        let mut win = self.peer_initial;
+        let off = self.put_data(out, id, &mut win, &req.body, 0);
+        if off < req.body.len() {
+            self.sending.push(Sending {
+                id,
+                win,
+                body: req.body[off..].to_vec(),
+                off: 0,
+            });
+        }
+    }
+
+    /// Appends DATA frames of `body[off..]` on stream `id`, each within
+    /// the server's SETTINGS_MAX_FRAME_SIZE (§4.2), while the stream's
+    /// window (`win`) and the connection's allow; END_STREAM on the last.
+    /// Returns the new offset.
+    fn put_data(
+        &mut self,
+        out: &mut Vec<u8>,
+        id: u32,
+        win: &mut i64,
+        body: &[u8],
+        mut off: usize,
+    ) -> usize {
+        while off < body.len() {
+            let room = (*win).min(self.send_conn);
+            if room <= 0 {
+                break;
+            }
+            let n = (body.len() - off)
+                .min(self.max_frame)
+                .min(usize::try_from(room).unwrap_or(usize::MAX));
+            let end = off + n == body.len();
+            let f = if end { frame::END_STREAM } else { 0 };
+            frame::put_frame(out, frame::DATA, f, id, &body[off..off + n]);
+            off += n;
+            *win -= n as i64;
+            self.send_conn -= n as i64;
+        }
+        off
+    }
+
+    /// Sends what the windows now allow of the bodies waiting, into
+    /// [`H2Conn::out`] (after a WINDOW_UPDATE or a SETTINGS).
+    fn pump(&mut self) {
+        let mut sending = std::mem::take(&mut self.sending);
+        let mut out = std::mem::take(&mut self.out);
+        sending.retain_mut(|s| {
+            let mut win = s.win;
+            s.off = self.put_data(&mut out, s.id, &mut win, &s.body, s.off);
+            s.win = win;
+            s.off < s.body.len()
+        });
+        self.out = out;
+        self.sending = sending;
     }
 
     /// Takes bytes from the server; updates [`H2Conn::resp`] (and queues
@@ -402,14 +544,40 @@ impl H2Conn {
                     self.head(stream, end_stream)?;
                 }
             }
-            frame::RST_STREAM if h.stream == self.cur && self.cur != 0 && !self.resp.done => {
-                return Err(H2Error::Reset);
-            }
             frame::RST_STREAM => {
+                self.sending.retain(|s| s.id != h.stream);
+                // REFUSED_STREAM: not processed, safe to send again
+                // (RFC 9113 §8.7).
+                let code = p.get(..4).map_or(0, frame::be32);
+                let err = if code == frame::Reason::REFUSED_STREAM.0 {
+                    H2Error::Refused
+                } else {
+                    H2Error::Reset
+                };
+                if h.stream == self.cur && self.cur != 0 && !self.resp.done {
+                    return Err(err);
+                }
                 if let Some(s) = self.streams.iter_mut().find(|s| s.id == h.stream) {
                     if !s.resp.done {
-                        s.err = Some(H2Error::Reset);
+                        s.err = Some(err);
                     }
+                }
+            }
+            frame::WINDOW_UPDATE => {
+                let inc = i64::from(p.get(..4).map_or(0, frame::be32) & 0x7fff_ffff);
+                if p.len() != 4 {
+                    return Err(H2Error::Protocol);
+                }
+                if h.stream == 0 {
+                    self.send_conn += inc;
+                    if self.send_conn > frame::MAX_WINDOW {
+                        return Err(H2Error::Protocol);
+                    }
+                } else if let Some(s) = self.sending.iter_mut().find(|s| s.id == h.stream) {
+                    s.win += inc;
+                }
+                if !self.sending.is_empty() {
+                    self.pump();
                 }
             }
             frame::SETTINGS if h.flags & frame::ACK == 0 => {
@@ -419,12 +587,36 @@ impl H2Conn {
                 for s in p.chunks(6) {
                     let id = u16::from_be_bytes([s[0], s[1]]);
                     let v = frame::be32(&s[2..]);
-                    if id == frame::SETTINGS_MAX_FRAME_SIZE {
-                        self.max_frame =
-                            v.clamp(frame::MIN_MAX_FRAME_SIZE, frame::MAX_MAX_FRAME_SIZE) as usize;
+                    match id {
+                        frame::SETTINGS_MAX_FRAME_SIZE => {
+                            self.max_frame = v
+                                .clamp(frame::MIN_MAX_FRAME_SIZE, frame::MAX_MAX_FRAME_SIZE)
+                                as usize;
+                        }
+                        frame::SETTINGS_MAX_CONCURRENT_STREAMS => {
+                            self.max_streams = v;
+                            self.min_max_streams = self.min_max_streams.min(v);
+                        }
+                        frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                            // §6.9.2: the difference applies to every
+                            // open stream's window, below zero if need be.
+                            if i64::from(v) > frame::MAX_WINDOW {
+                                return Err(H2Error::Protocol);
+                            }
+                            let delta = i64::from(v) - self.peer_initial;
+                            self.peer_initial = i64::from(v);
+                            for s in &mut self.sending {
+                                s.win += delta;
+                            }
+                        }
+                        _ => {}
                     }
                 }
+                self.settings_seen = true;
                 frame::put_frame(&mut self.out, frame::SETTINGS, frame::ACK, 0, &[]);
+                if !self.sending.is_empty() {
+                    self.pump();
+                }
             }
             frame::PING if h.flags & frame::ACK == 0 => {
                 frame::put_frame(&mut self.out, frame::PING, frame::ACK, 0, p);
@@ -441,7 +633,6 @@ impl H2Conn {
                     return Err(H2Error::Refused);
                 }
             }
-            // WINDOW_UPDATE: bodies are within the initial window;
             // PRIORITY and unknown types are ignored (§5.5); PUSH_PROMISE
             // is off by our SETTINGS.
             frame::PUSH_PROMISE => return Err(H2Error::Protocol),
@@ -713,5 +904,184 @@ mod tests {
         frame::put_goaway(&mut wire, 0, frame::Reason(0));
         assert_eq!(c.feed(&wire), Err(H2Error::Refused));
         assert!(c.goaway);
+    }
+
+    /// The frames in `b` (after the preface, if any): (type, flags,
+    /// stream, payload length).
+    fn frames_of(b: &[u8]) -> Vec<(u8, u8, u32, usize)> {
+        let mut pos = if b.starts_with(frame::PREFACE) {
+            frame::PREFACE.len()
+        } else {
+            0
+        };
+        let mut v = Vec::new();
+        while pos < b.len() {
+            let h = Head::parse(b[pos..pos + 9].try_into().expect("9 bytes"));
+            v.push((h.kind, h.flags, h.stream, h.len));
+            pos += 9 + h.len;
+        }
+        v
+    }
+
+    fn settings(pairs: &[(u16, u32)]) -> Vec<u8> {
+        let mut p = Vec::new();
+        for (id, v) in pairs {
+            p.extend_from_slice(&id.to_be_bytes());
+            p.extend_from_slice(&v.to_be_bytes());
+        }
+        let mut w = Vec::new();
+        frame::put_frame(&mut w, frame::SETTINGS, 0, 0, &p);
+        w
+    }
+
+    fn post(len: usize) -> H2Request {
+        let mut h1 =
+            format!("POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: {len}\r\n\r\n").into_bytes();
+        h1.extend((0..len).map(|i| (i % 251) as u8));
+        H2Request::from_h1(&h1, len, "http").expect("converts")
+    }
+
+    /// DATA bytes on stream `id` in `frames`, and whether END_STREAM came.
+    fn data_on(frames: &[(u8, u8, u32, usize)], id: u32) -> (usize, bool) {
+        frames
+            .iter()
+            .filter(|f| f.0 == frame::DATA && f.2 == id)
+            .fold((0, false), |(n, e), f| {
+                (n + f.3, e || f.1 & frame::END_STREAM != 0)
+            })
+    }
+
+    #[test]
+    fn streams_open_up_to_the_servers_max_concurrent_streams_and_follow_its_changes() {
+        // RFC 9113 §5.1.2: no more open streams than the peer's
+        // SETTINGS_MAX_CONCURRENT_STREAMS; §6.5.3: a later SETTINGS
+        // applies when it arrives. Before the server's SETTINGS, one.
+        let req = H2Request::from_h1(&h1_get(), 0, "http").expect("converts");
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        assert!(c.can_open());
+        c.open(&req, &mut out, 0);
+        assert!(!c.can_open(), "the limit is unknown before SETTINGS");
+        c.feed(&settings(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 3)]))
+            .expect("settings");
+        for tag in 1..3 {
+            assert!(c.can_open());
+            c.open(&req, &mut out, tag);
+        }
+        assert!(!c.can_open());
+        assert_eq!(c.min_max_streams, 3);
+        // Raised: one more; lowered to 1: none until two have ended.
+        c.feed(&settings(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 4)]))
+            .expect("settings");
+        assert!(c.can_open());
+        c.feed(&settings(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 1)]))
+            .expect("settings");
+        assert_eq!(c.min_max_streams, 1);
+        let mut block = Vec::new();
+        Encoder::status(&mut block, 204);
+        let mut done = Vec::new();
+        for id in [1, 3] {
+            assert!(!c.can_open());
+            let mut wire = Vec::new();
+            frame::put_frame(
+                &mut wire,
+                frame::HEADERS,
+                frame::END_HEADERS | frame::END_STREAM,
+                id,
+                &block,
+            );
+            c.feed(&wire).expect("response");
+            c.take_ended(&mut done);
+        }
+        assert!(!c.can_open(), "stream 5 is still open");
+        let mut wire = Vec::new();
+        frame::put_frame(
+            &mut wire,
+            frame::HEADERS,
+            frame::END_HEADERS | frame::END_STREAM,
+            5,
+            &block,
+        );
+        c.feed(&wire).expect("response");
+        c.take_ended(&mut done);
+        assert!(c.can_open());
+        assert_eq!(done.len(), 3);
+    }
+
+    #[test]
+    fn a_large_body_goes_as_the_send_windows_open_in_frames_within_max_frame_size() {
+        // RFC 9113 §6.9: DATA within the connection's and the stream's
+        // send windows (65,535 each to start, §6.9.2); WINDOW_UPDATE opens
+        // them (§6.9.1); frames within SETTINGS_MAX_FRAME_SIZE (§4.2).
+        let len = 1 << 20;
+        let req = post(len);
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        c.start(&req, &mut out);
+        let f = frames_of(&out);
+        assert!(f.iter().all(|f| f.0 != frame::DATA || f.3 <= 16_384));
+        assert_eq!(data_on(&f, 1), (65_535, false));
+        assert_eq!(c.body_pending(), len - 65_535);
+        // The stream's window alone opens nothing: the connection's is 0.
+        let mut wire = Vec::new();
+        frame::put_window_update(&mut wire, 1, 100_000);
+        c.feed(&wire).expect("window update");
+        assert_eq!(data_on(&frames_of(&c.out), 1).0, 0);
+        // The server allows larger frames, then opens the connection.
+        let mut wire = settings(&[(frame::SETTINGS_MAX_FRAME_SIZE, 65_536)]);
+        frame::put_window_update(&mut wire, 0, 1 << 24);
+        c.feed(&wire).expect("settings, window update");
+        let f = frames_of(&std::mem::take(&mut c.out));
+        assert_eq!(data_on(&f, 1), (100_000, false), "the stream's window");
+        assert!(f.iter().any(|f| f.0 == frame::DATA && f.3 == 65_536));
+        // A larger initial window applies to the open stream (§6.9.2):
+        // + (2^20 - 65,535), the rest of the body.
+        c.feed(&settings(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20)]))
+            .expect("settings");
+        let f = frames_of(&std::mem::take(&mut c.out));
+        let (n, end) = data_on(&f, 1);
+        assert_eq!(n, len - 65_535 - 100_000);
+        assert!(end, "END_STREAM on the last DATA frame");
+        assert_eq!(c.body_pending(), 0);
+    }
+
+    #[test]
+    fn a_lowered_initial_window_holds_a_body_back_until_window_updates_make_up_for_it() {
+        // RFC 9113 §6.9.2: a SETTINGS that lowers the initial window can
+        // leave a stream's window negative; nothing is sent until
+        // WINDOW_UPDATE brings it above zero.
+        let req = post(200_000);
+        let mut c = H2Conn::new(0);
+        let mut out = Vec::new();
+        c.start(&req, &mut out);
+        assert_eq!(data_on(&frames_of(&out), 1).0, 65_535);
+        let mut wire = settings(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 16_384)]);
+        frame::put_window_update(&mut wire, 0, 1 << 20);
+        frame::put_window_update(&mut wire, 1, 49_151);
+        c.feed(&wire).expect("settings, window updates");
+        // 65,535 - 65,535 - 49,151 + 49,151 = 0: still nothing.
+        assert_eq!(data_on(&frames_of(&std::mem::take(&mut c.out)), 1).0, 0);
+        let mut wire = Vec::new();
+        frame::put_window_update(&mut wire, 1, 1_000);
+        c.feed(&wire).expect("window update");
+        assert_eq!(data_on(&frames_of(&std::mem::take(&mut c.out)), 1).0, 1_000);
+        // The response arrives before the rest of the body: the stream is
+        // reset (CANCEL) and nothing more is sent on it.
+        let mut block = Vec::new();
+        Encoder::status(&mut block, 413);
+        let mut wire = Vec::new();
+        frame::put_frame(
+            &mut wire,
+            frame::HEADERS,
+            frame::END_HEADERS | frame::END_STREAM,
+            1,
+            &block,
+        );
+        c.feed(&wire).expect("response");
+        assert_eq!((c.resp.status, c.resp.done), (413, true));
+        c.start(&req, &mut out);
+        let f = frames_of(&out);
+        assert_eq!(f[0], (frame::RST_STREAM, 0, 1, 4), "{f:?}");
+        assert_eq!(c.body_pending(), 200_000 - 16_384);
     }
 }

@@ -75,7 +75,9 @@ TLS, HTTP/2 and HTTP/3 (https:// URLs; curl's and h2load's meanings):
                    one request in flight per connection (h2load -m 1)
   --max-concurrent-streams N, --streams N
                    HTTP/2 and HTTP/3: N requests in flight per connection
-                   (h2load -m N): -c connections carry -c x N clients
+                   (h2load -m N): -c connections carry -c x N clients; over
+                   HTTP/2 no more streams open than the server's
+                   SETTINGS_MAX_CONCURRENT_STREAMS
   --http3, --h3    HTTP/3 over QUIC (ALPN h3, https:// only; UDP to the URL's
                    port); --cacert/--insecure as for TLS
 

@@ -214,6 +214,10 @@ pub struct Counters {
     /// TLS handshakes completed, and how many of them resumed a session.
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
+    /// HTTP/2: the lowest SETTINGS_MAX_CONCURRENT_STREAMS a server
+    /// announced when it was below the streams asked for per connection
+    /// (`u64::MAX`: never).
+    pub server_max_streams: u64,
     /// Time integral of the clients running (closed loop) or requests in
     /// flight (open loop), in client-seconds: divided by the run time, the
     /// mean number active.
@@ -237,6 +241,7 @@ impl Default for Counters {
             not_sent: 0,
             tls_handshakes: 0,
             tls_resumed: 0,
+            server_max_streams: u64::MAX,
             active_area: 0.0,
         }
     }
@@ -294,6 +299,7 @@ impl Counters {
         self.not_sent += o.not_sent;
         self.tls_handshakes += o.tls_handshakes;
         self.tls_resumed += o.tls_resumed;
+        self.server_max_streams = self.server_max_streams.min(o.server_max_streams);
         self.active_area += o.active_area;
     }
 }
@@ -422,6 +428,28 @@ impl Groups {
     }
 }
 
+/// The phases of one URL's requests (`urls[].phases_ms`), in the small
+/// auto-resizing histograms of [`Group`] (a mix may have hundreds of
+/// URLs): the same spans as the run's [`Record`] fields of those names.
+#[derive(Debug, Clone, Default)]
+pub struct UrlPhases {
+    pub connect: Group,
+    pub tls: Group,
+    pub first_byte: Group,
+    pub transfer: Group,
+    pub request: Group,
+}
+
+impl UrlPhases {
+    pub fn merge(&mut self, o: &UrlPhases) {
+        self.connect.merge(&o.connect);
+        self.tls.merge(&o.tls);
+        self.first_byte.merge(&o.first_byte);
+        self.transfer.merge(&o.transfer);
+        self.request.merge(&o.request);
+    }
+}
+
 /// Everything one worker thread measured.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
@@ -445,6 +473,17 @@ pub struct Record {
     pub tcp_connect: Phases,
     pub tls: Phases,
     pub transfer: Phases,
+    /// The spans h2load reports (its `h2load.cc`): `request`, the request
+    /// written (HTTP/2: its HEADERS frame queued for the socket) to the
+    /// last byte of the response, h2load's "time for request";
+    /// `connection`, connect() to the connection ready for requests (TCP,
+    /// and the TLS handshake over TLS), its "time for connect"; and
+    /// `connection_first_byte`, connect() to the first byte of the first
+    /// response on the connection, its "time to 1st byte". The last two
+    /// are over the requests that opened a connection.
+    pub request: Phases,
+    pub connection: Phases,
+    pub connection_first_byte: Phases,
     /// `--corrected` (closed loop): every latency, plus the latencies of
     /// the requests each client would have sent during a slow response at
     /// its observed rate (HdrHistogram's "expected interval" correction).
@@ -455,9 +494,20 @@ pub struct Record {
     /// Requests by group of the mix (a `[[mix]]` entry, a `[tree]` size
     /// class), when there is more than one.
     pub urls: Groups,
+    /// The phases by group of the mix (as `urls`).
+    pub url_phases: Vec<UrlPhases>,
 }
 
 impl Record {
+    /// The phases of group `i` of the mix.
+    #[inline]
+    pub fn url_phases(&mut self, i: usize) -> &mut UrlPhases {
+        if i >= self.url_phases.len() {
+            self.url_phases.resize_with(i + 1, UrlPhases::default);
+        }
+        &mut self.url_phases[i]
+    }
+
     pub fn merge(&mut self, o: &Record) {
         self.counters.merge(&o.counters);
         self.levels.merge(&o.levels);
@@ -469,6 +519,12 @@ impl Record {
         self.tcp_connect.merge(&o.tcp_connect);
         self.tls.merge(&o.tls);
         self.transfer.merge(&o.transfer);
+        self.request.merge(&o.request);
+        self.connection.merge(&o.connection);
+        self.connection_first_byte.merge(&o.connection_first_byte);
+        for (i, p) in o.url_phases.iter().enumerate() {
+            self.url_phases(i).merge(p);
+        }
         match (&mut self.total, &o.total) {
             (Some(a), Some(b)) => a.merge(b),
             (None, Some(b)) => self.total = Some(b.clone()),

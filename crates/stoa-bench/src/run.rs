@@ -478,6 +478,7 @@ pub fn run(plan: Plan, sinks: Sinks) -> Summary {
     }
     s.time_per_request_ms = s.latency_ms.map(|l| l.mean);
     s.phases_ms = crate::report::phases_of(&record);
+    s.streams_limited_to = (c.server_max_streams != u64::MAX).then_some(c.server_max_streams);
     if let Some(t) = &plan.target.tls {
         let params = sh.tls_params.lock().ok().and_then(|p| p.clone());
         let (version, cipher, alpn) = match params {

@@ -84,16 +84,57 @@ fn per_url_percentiles_of_an_open_loop_mix_with_a_cgi_match_the_request_log() {
     let head: Vec<&str> = lines.next().expect("header").split(',').collect();
     let col = |n: &str| head.iter().position(|c| *c == n).expect(n);
     let (lat, status, url) = (col("latency_ms"), col("status"), col("url"));
+    let phase_cols = [
+        ("connect", col("connect_ms")),
+        ("tls", col("tls_ms")),
+        ("first_byte", col("first_byte_ms")),
+        ("transfer", col("transfer_ms")),
+    ];
+    let us_of = |v: &str| {
+        let (a, b) = v.split_once('.').expect("M.UUU");
+        a.parse::<u64>().expect("ms") * 1000 + b.parse::<u64>().expect("us")
+    };
     let mut by: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // (URL, phase) -> the phase's values; "request" is first byte plus
+    // transfer (written to last byte).
+    let mut phases: BTreeMap<(String, &str), Vec<u64>> = BTreeMap::new();
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         if f[status] != "200" {
             continue;
         }
-        let (a, b) = f[lat].split_once('.').expect("M.UUU");
-        let us = a.parse::<u64>().expect("ms") * 1000 + b.parse::<u64>().expect("us");
-        by.entry(f[url].to_string()).or_default().push(us);
+        by.entry(f[url].to_string())
+            .or_default()
+            .push(us_of(f[lat]));
+        for (name, c) in phase_cols {
+            if !f[c].is_empty() {
+                phases
+                    .entry((f[url].to_string(), name))
+                    .or_default()
+                    .push(us_of(f[c]));
+            }
+        }
+        let request = us_of(f[col("first_byte_ms")]) + us_of(f[col("transfer_ms")]);
+        phases
+            .entry((f[url].to_string(), "request"))
+            .or_default()
+            .push(request);
     }
+    // Exact rank ceil(q * n) of the sorted values against the JSON's
+    // figure: 2 significant digits, the top of the value's bucket, < 1 %
+    // (and a microsecond either way: "request" sums two rounded values).
+    let check = |what: &str, xs: &mut Vec<u64>, v: &serde_json::Value, keys: [&str; 3]| {
+        xs.sort_unstable();
+        for (key, q) in keys.iter().zip([50.0, 90.0, 99.0]) {
+            let rank = ((q / 100.0 * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
+            let want = xs[rank - 1];
+            let got = (v[key].as_f64().expect(key) * 1000.0).round() as u64;
+            assert!(
+                got + 1 >= want && got <= want + want / 100 + 2,
+                "{what} {key}: JSON {got} us, log {want} us"
+            );
+        }
+    };
     let urls = v["urls"].as_array().expect("urls");
     assert_eq!(urls.len(), paths.len(), "{v}");
     for p in paths {
@@ -106,6 +147,24 @@ fn per_url_percentiles_of_an_open_loop_mix_with_a_cgi_match_the_request_log() {
         xs.sort_unstable();
         assert!(xs.len() >= 50, "{name}: {} responses", xs.len());
         assert_eq!(u["responses"].as_u64(), Some(xs.len() as u64), "{name}");
+        // Its phases from the same log: each phase its responses had.
+        for phase in ["connect", "first_byte", "transfer", "request"] {
+            let Some(mut ys) = phases.remove(&(p.to_string(), phase)) else {
+                continue;
+            };
+            let ph = &u["phases_ms"][phase];
+            assert_eq!(
+                ph["n"].as_u64(),
+                Some(ys.len() as u64),
+                "{name} {phase}: {u}"
+            );
+            check(
+                &format!("{name} {phase}"),
+                &mut ys,
+                ph,
+                ["p50", "p90", "p99"],
+            );
+        }
         for (key, q) in [("p50_ms", 50.0), ("p90_ms", 90.0), ("p99_ms", 99.0)] {
             let rank = ((q / 100.0 * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
             let want = xs[rank - 1];

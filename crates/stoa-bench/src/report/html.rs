@@ -1096,12 +1096,26 @@ fn thresholds_tables(o: &mut String, runs: &[Summary]) {
 fn phases_tables(o: &mut String, runs: &[Summary]) {
     let n = runs.len();
     for (i, s) in runs.iter().enumerate() {
+        if let Some(m) = s.streams_limited_to {
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">{}The server allowed {m} concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS), fewer than the {} asked for: the rest waited.</p>",
+                esc(&label(s, i, n)),
+                s.settings.streams
+            );
+        }
         let Some(p) = &s.phases_ms else { continue };
         let rows = [
             ("connect", &p.connect, "#1f77b4"),
             ("TLS handshake", &p.tls, "#ff7f0e"),
             ("first byte", &p.first_byte, "#2ca02c"),
             ("transfer", &p.transfer, "#9467bd"),
+        ];
+        // h2load's spans: whole-request figures, not parts of the bar.
+        let spans = [
+            ("request (written to last byte)", &p.request),
+            ("connection setup (connect + TLS)", &p.connection),
+            ("connection to 1st byte", &p.connection_first_byte),
         ];
         if rows.iter().all(|r| r.1.is_none()) {
             continue;
@@ -1116,6 +1130,22 @@ fn phases_tables(o: &mut String, runs: &[Summary]) {
             .map(String::from),
         );
         for (name, r, _) in &rows {
+            if let Some(r) = r {
+                table_row(
+                    o,
+                    name,
+                    &[
+                        r.n.to_string(),
+                        format!("{:.3}", r.mean),
+                        format!("{:.3}", r.p50),
+                        format!("{:.3}", r.p90),
+                        format!("{:.3}", r.p99),
+                        format!("{:.3}", r.max),
+                    ],
+                );
+            }
+        }
+        for (name, r) in &spans {
             if let Some(r) = r {
                 table_row(
                     o,
@@ -1214,6 +1244,29 @@ fn urls_tables(o: &mut String, runs: &[Summary]) {
                     u.bytes.to_string(),
                 ],
             );
+        }
+        o.push_str("</table>\n");
+        if s.urls.iter().all(|u| u.phases_ms.is_none()) {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "<h2>{}Phases by URL (ms, p50 / p90 / p99)</h2><table>",
+            esc(&label(s, i, n))
+        );
+        table_row(
+            o,
+            "",
+            &["connect", "TLS", "first byte", "transfer", "request"].map(String::from),
+        );
+        for u in &s.urls {
+            let p = u.phases_ms.unwrap_or_default();
+            let cells = [p.connect, p.tls, p.first_byte, p.transfer, p.request].map(|r| {
+                r.map_or("-".to_string(), |r| {
+                    format!("{:.3} / {:.3} / {:.3}", r.p50, r.p90, r.p99)
+                })
+            });
+            table_row(o, &u.name, &cells);
         }
         o.push_str("</table>\n");
     }

@@ -108,6 +108,18 @@ pub struct RequestPhases {
     pub tls: Option<PhaseStats>,
     pub first_byte: Option<PhaseStats>,
     pub transfer: Option<PhaseStats>,
+    /// Request written to the last byte (first byte plus transfer of each
+    /// request): h2load's "time for request".
+    #[serde(default)]
+    pub request: Option<PhaseStats>,
+    /// connect() to the connection ready (TCP, then TLS): h2load's "time
+    /// for connect". Run-wide only.
+    #[serde(default)]
+    pub connection: Option<PhaseStats>,
+    /// connect() to the first byte of the connection's first response:
+    /// h2load's "time to 1st byte". Run-wide only.
+    #[serde(default)]
+    pub connection_first_byte: Option<PhaseStats>,
 }
 
 /// The TLS side of an `https://` run.
@@ -148,6 +160,23 @@ pub fn phases_of(r: &Record) -> Option<RequestPhases> {
         tls: phase_stats(&r.tls),
         first_byte: phase_stats(&r.waiting),
         transfer: phase_stats(&r.transfer),
+        request: phase_stats(&r.request),
+        connection: phase_stats(&r.connection),
+        connection_first_byte: phase_stats(&r.connection_first_byte),
+    };
+    (p != RequestPhases::default()).then_some(p)
+}
+
+/// The phases of one group of the mix.
+fn url_phases_of(u: &crate::record::UrlPhases) -> Option<RequestPhases> {
+    let p = RequestPhases {
+        connect: phase_stats(&u.connect.lat),
+        tls: phase_stats(&u.tls.lat),
+        first_byte: phase_stats(&u.first_byte.lat),
+        transfer: phase_stats(&u.transfer.lat),
+        request: phase_stats(&u.request.lat),
+        connection: None,
+        connection_first_byte: None,
     };
     (p != RequestPhases::default()).then_some(p)
 }
@@ -198,6 +227,10 @@ pub struct UrlStats {
     #[serde(default)]
     pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
+    /// Its requests' phases, as the run's `phases_ms` (without the
+    /// connection-wide spans).
+    #[serde(default)]
+    pub phases_ms: Option<RequestPhases>,
 }
 
 /// A point of the running mean and deviation per response (BENCH4).
@@ -382,6 +415,11 @@ pub struct Summary {
     /// plain TCP.
     #[serde(default)]
     pub tls: Option<TlsStats>,
+    /// HTTP/2: the server's SETTINGS_MAX_CONCURRENT_STREAMS (the lowest it
+    /// announced) when it was below the streams asked for per connection:
+    /// no more were open at once, the rest waited. Null otherwise.
+    #[serde(default)]
+    pub streams_limited_to: Option<u64>,
     /// For the HTML report: (start s, latency ms, failed) of every request
     /// of the log, or a sample of them; not in the JSON.
     #[serde(skip)]
@@ -520,6 +558,7 @@ pub fn urls_of(r: &Record, names: &[String]) -> Vec<UrlStats> {
                 p99_ms: some(ms(g.lat.at(99.0) as f64)),
                 p999_ms: some(ms(g.lat.at(99.9) as f64)),
                 max_ms: some(ms(m.max as f64)),
+                phases_ms: r.url_phases.get(i).and_then(url_phases_of),
             }
         })
         .collect()

@@ -112,6 +112,7 @@ pub fn ab(s: &Summary) -> String {
     }
     let _ = writeln!(o, "HTML transferred:       {} bytes", s.bytes.body);
     tls_line(&mut o, s, "TLS:                    ");
+    streams_line(&mut o, s, "");
     let t = s.duration_s;
     if t > 0.0 && s.requests > 0 {
         let n = s.requests as f64;
@@ -257,20 +258,24 @@ fn phases(o: &mut String, s: &Summary, f: fn(f64) -> String, indent: &str, head:
         ("tls", &p.tls),
         ("first byte", &p.first_byte),
         ("transfer", &p.transfer),
+        // h2load's three spans, under the names it prints them with.
+        ("request", &p.request),
+        ("conn setup", &p.connection),
+        ("conn 1st byte", &p.connection_first_byte),
     ];
     if rows.iter().all(|(_, r)| r.is_none()) {
         return;
     }
     let _ = writeln!(
         o,
-        "{indent}{:<12}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{indent}{:<14}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
         head, "n", "mean", "p50", "p90", "p99", "max"
     );
     for (name, r) in rows {
         if let Some(r) = r {
             let _ = writeln!(
                 o,
-                "{indent}{name:<12}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                "{indent}{name:<14}{:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
                 r.n,
                 f(r.mean),
                 f(r.p50),
@@ -279,6 +284,18 @@ fn phases(o: &mut String, s: &Summary, f: fn(f64) -> String, indent: &str, head:
                 f(r.max)
             );
         }
+    }
+}
+
+/// A note when the server's SETTINGS_MAX_CONCURRENT_STREAMS cut the
+/// streams asked for per connection.
+fn streams_line(o: &mut String, s: &Summary, indent: &str) {
+    if let Some(m) = s.streams_limited_to {
+        let _ = writeln!(
+            o,
+            "{indent}Note: the server allows {m} concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS), fewer than the {} asked for: the rest waited",
+            s.settings.streams
+        );
     }
 }
 
@@ -411,6 +428,32 @@ fn urls(o: &mut String, s: &Summary) {
             f(u.p999_ms),
             f(u.max_ms)
         );
+    }
+    url_phases(o, s, w);
+}
+
+/// The per-URL phases: p50/p90/p99 of each phase a URL's requests had.
+fn url_phases(o: &mut String, s: &Summary, w: usize) {
+    if s.urls.iter().all(|u| u.phases_ms.is_none()) {
+        return;
+    }
+    let _ = writeln!(o, "\nPer URL phases (ms, p50/p90/p99)");
+    let cols = ["connect", "tls", "first byte", "transfer", "request"];
+    let _ = write!(o, "{:<w$}", "URL");
+    for c in cols {
+        let _ = write!(o, " {c:>23}");
+    }
+    o.push('\n');
+    for u in &s.urls {
+        let _ = write!(o, "{:<w$}", u.name);
+        let p = u.phases_ms.unwrap_or_default();
+        for r in [p.connect, p.tls, p.first_byte, p.transfer, p.request] {
+            let cell = r.map_or("-".to_string(), |r| {
+                format!("{:.3}/{:.3}/{:.3}", r.p50, r.p90, r.p99)
+            });
+            let _ = write!(o, " {cell:>23}");
+        }
+        o.push('\n');
     }
 }
 
@@ -578,6 +621,7 @@ pub fn wrk(s: &Summary, latency: bool) -> String {
     }
     phases(&mut o, s, fmt_time_ms, "  ", "Phases");
     tls_line(&mut o, s, "  TLS: ");
+    streams_line(&mut o, s, "  ");
     let _ = writeln!(
         o,
         "  {} requests in {:.2}s, {} read",
@@ -647,6 +691,7 @@ mod tests {
                 tls: ph(10, 1.25),
                 first_byte: ph(100, 0.5),
                 transfer: ph(100, 0.01),
+                ..RequestPhases::default()
             }),
             tls: Some(TlsStats {
                 version: Some("TLSv1.3".into()),
@@ -668,11 +713,72 @@ mod tests {
         );
         assert_eq!(o.lines().count(), 5, "{o}");
         let w = wrk(&s, false);
-        assert!(w.contains("  tls                10     1.25ms"), "{w}");
+        assert!(w.contains("  tls                  10     1.25ms"), "{w}");
         assert!(
             w.contains("TLS: TLSv1.3 TLS13_AES_128_GCM_SHA256, 10 handshakes (4 resumed), 5.0/s"),
             "{w}"
         );
+    }
+
+    #[test]
+    fn the_per_url_table_is_followed_by_each_urls_phases_and_a_stream_limit_note() {
+        use crate::report::{PhaseStats, RequestPhases, UrlStats};
+        let ph = |p50: f64| {
+            Some(PhaseStats {
+                n: 5,
+                mean: p50,
+                p50,
+                p90: p50 * 2.0,
+                p99: p50 * 3.0,
+                max: p50 * 3.0,
+            })
+        };
+        let url = |name: &str, phases: Option<RequestPhases>| UrlStats {
+            name: name.into(),
+            requests: 5,
+            responses: 5,
+            phases_ms: phases,
+            ..UrlStats::default()
+        };
+        let mut s = Summary {
+            urls: vec![
+                url(
+                    "GET /a",
+                    Some(RequestPhases {
+                        first_byte: ph(0.1),
+                        request: ph(0.25),
+                        ..RequestPhases::default()
+                    }),
+                ),
+                url("GET /b", None),
+            ],
+            streams_limited_to: Some(10),
+            ..Summary::default()
+        };
+        s.settings.streams = 100;
+        let mut o = String::new();
+        urls(&mut o, &s);
+        let a = o
+            .lines()
+            .skip_while(|l| !l.starts_with("Per URL phases"))
+            .find(|l| l.starts_with("GET /a"))
+            .expect("a phases row");
+        assert_eq!(
+            a.split_whitespace().collect::<Vec<_>>(),
+            [
+                "GET",
+                "/a",
+                "-",
+                "-",
+                "0.100/0.200/0.300",
+                "-",
+                "0.250/0.500/0.750"
+            ]
+        );
+        let mut o = String::new();
+        streams_line(&mut o, &s, "");
+        assert!(o.contains("allows 10 concurrent streams"), "{o}");
+        assert!(o.contains("fewer than the 100 asked for"), "{o}");
     }
 
     #[test]
