@@ -1974,7 +1974,11 @@ fn build_http3(h: &Http3Config, err: &ErrAt<'_>) -> Result<Http3Limits, ConfigEr
             format!("{qpack_max_table_capacity} is above 1 MiB"),
         ));
     }
-    let qpack_blocked_streams = h.qpack_blocked_streams.unwrap_or(d.qpack_blocked_streams);
+    // The default follows a smaller stream limit; a value set above it
+    // is refused (streams past the limit cannot exist to be blocked).
+    let qpack_blocked_streams = h
+        .qpack_blocked_streams
+        .unwrap_or(d.qpack_blocked_streams.min(u64::from(streams)));
     if qpack_blocked_streams > u64::from(streams) {
         return Err(err(
             None,

@@ -375,11 +375,7 @@ async fn decoder_stream(h3: Rc<H3Conn>) {
 /// refused with STOP_SENDING (§6.2: H3_STREAM_CREATION_ERROR); the end
 /// of a critical stream closes the connection (§6.2.1,
 /// H3_CLOSED_CRITICAL_STREAM).
-async fn unidirectional(
-    mut recv: quinn::RecvStream,
-    h3: Rc<H3Conn>,
-    uni: Rc<RefCell<UniStreams>>,
-) {
+async fn unidirectional(mut recv: quinn::RecvStream, h3: Rc<H3Conn>, uni: Rc<RefCell<UniStreams>>) {
     let mut buf = Vec::new();
     let ty = loop {
         if let Some((ty, n)) = stoa_h3::varint::decode(&buf) {

@@ -252,7 +252,10 @@ impl H3Stream {
             return true;
         }
         let chunk = Bytes::from(std::mem::take(out));
-        matches!(timeout(idle, self.send.write_chunk(chunk)).await, Ok(Ok(())))
+        matches!(
+            timeout(idle, self.send.write_chunk(chunk)).await,
+            Ok(Ok(()))
+        )
     }
 
     /// Sends the head if it has not gone yet, then every queued piece of
