@@ -123,6 +123,9 @@ async def main():
                     "reset": st["reset"], "length": len(st["body"]),
                     "sha256": hashlib.sha256(st["body"]).hexdigest(),
                     "text": st["body"][:1 << 20].decode("utf-8", "replace"),
+                    # QPACK encoder-stream bytes sent so far: nonzero once
+                    # aioquic inserted into the server's dynamic table.
+                    "encoder_bytes": c.h3._encoder_bytes_sent,
                 }), flush=True)
         # CONNECTION_CLOSE goes now; the draining period after it (three
         # PTOs, RFC 9000 §10.2) is not waited for: the test is done.
