@@ -89,17 +89,20 @@ impl H3Conn {
         loop {
             // No await between the check and the registration below: on
             // this single-threaded runtime no insert can slip between.
-            let r = self.qpack.borrow_mut().decode(id, section, max, fields);
+            let (r, owed) = {
+                let mut q = self.qpack.borrow_mut();
+                let r = q.decode(id, section, max, fields);
+                (r, !q.output().is_empty())
+            };
+            if owed {
+                // A Section Acknowledgment (sections that used the table
+                // only: most requests wake nothing).
+                self.to_send.notify_one();
+            }
             match r {
-                Ok(Decoded::Done) => {
-                    self.to_send.notify_one();
-                    return Ok(());
-                }
+                Ok(Decoded::Done) => return Ok(()),
                 Ok(Decoded::Blocked) => self.inserted.notified().await,
-                Err(e) => {
-                    self.to_send.notify_one();
-                    return Err(e.to_error());
-                }
+                Err(e) => return Err(e.to_error()),
             }
         }
     }
