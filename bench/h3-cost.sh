@@ -80,7 +80,8 @@ import re, sys
 from collections import defaultdict
 # Parts, first match wins: the symbol (with its file) names the crate.
 PARTS = [
-    ("crypto (aws-lc/ring/rustls)", r"aws_lc|ring::|ring_core|rustls|aes|gcm|chacha|sha256|p256|GFp|_x86_64|bn_"),
+    # `(?<![a-z_])ring::`: not `prefix_string::` (the h3 crate's QPACK).
+    ("crypto (aws-lc/ring/rustls)", r"aws_lc|(?<![a-z_])ring::|ring_core|rustls|aes|gcm|chacha|sha256|p256|GFp|_x86_64|bn_"),
     ("quinn-udp (socket, GSO/GRO)", r"quinn_udp"),
     ("quinn-proto: ack/loss/congestion", r"quinn_proto::.*(ack|loss|congestion|cubic|pacing|range_set|RangeSet|sent_packets|SentPacket)"),
     ("quinn-proto: packet/frame codec", r"quinn_proto::.*(packet|frame|coding|Header|PartialDecode|Datagram)"),
