@@ -4,7 +4,7 @@
 # one QUIC connection, as bench/h3.sh does. Two runs, N1 and N2 requests, each under callgrind and
 # under `strace -c -f`; the difference of the two divided by N2-N1 is the cost of one request, without
 # start-up, handshake and stop. Instruction counts are exact on a busy box (timings are not).
-# Prints instructions per request by part (quinn-proto, quinn-udp, crypto, h3, tokio, Stoa, allocator,
+# Prints instructions per request by part (quinn-proto, quinn-udp, crypto, HTTP/3 + QPACK, tokio, Stoa, allocator,
 # ...) and syscalls per request.
 #
 # Usage: bench/h3-cost.sh STOA_BINARY
@@ -80,14 +80,17 @@ import re, sys
 from collections import defaultdict
 # Parts, first match wins: the symbol (with its file) names the crate.
 PARTS = [
-    ("crypto (aws-lc/ring/rustls)", r"aws_lc|ring::|ring_core|rustls|aes|gcm|chacha|sha256|p256|GFp|_x86_64|bn_"),
+    # `(?<![a-z_])ring::`: not `prefix_string::` (the h3 crate's QPACK).
+    ("crypto (aws-lc/ring/rustls)", r"aws_lc|(?<![a-z_])ring::|ring_core|rustls|aes|gcm|chacha|sha256|p256|GFp|_x86_64|bn_"),
     ("quinn-udp (socket, GSO/GRO)", r"quinn_udp"),
     ("quinn-proto: ack/loss/congestion", r"quinn_proto::.*(ack|loss|congestion|cubic|pacing|range_set|RangeSet|sent_packets|SentPacket)"),
     ("quinn-proto: packet/frame codec", r"quinn_proto::.*(packet|frame|coding|Header|PartialDecode|Datagram)"),
     ("quinn-proto: streams", r"quinn_proto::.*(stream|Stream|Send|Recv|Assembler)"),
     ("quinn-proto: other", r"quinn_proto"),
     ("quinn (driver, channels)", r"quinn::"),
-    ("h3 / h3-quinn / QPACK", r"h3::|h3_quinn|qpack"),
+    # The `h3` crates (main before stoa-h3), or stoa-h3 with the Huffman
+    # coder it shares with stoa-h2; not Stoa's own proto::h3 / conn::h3.
+    ("HTTP/3 framing + QPACK (h3 crates, or stoa-h3)", r"/h3-0\.|/h3-quinn-|h3_quinn|stoa_h3|hpack::huffman|(?<!proto::)(?<!conn::)\bh3::|qpack"),
     ("http / bytes", r"\bhttp::|bytes::"),
     ("tokio (tasks, timers, I/O)", r"tokio"),
     ("futures / std sync", r"futures|std::sync|parking_lot|lock_api"),

@@ -76,6 +76,8 @@ struct Answer {
     reset: Option<u64>,
     /// The TLS session was resumed from a ticket.
     resumed: bool,
+    /// QPACK encoder-stream bytes the client had sent by then.
+    encoder_bytes: u64,
 }
 
 impl Answer {
@@ -130,6 +132,7 @@ fn h3try(port: u16, args: &[&str], paths: &[&str]) -> Result<Vec<Answer>, String
                 text: v["text"].as_str().unwrap_or("").to_owned(),
                 reset: v["reset"].as_u64(),
                 resumed: v["resumed"].as_bool().unwrap_or(false),
+                encoder_bytes: v["encoder_bytes"].as_u64().unwrap_or(0),
             }
         })
         .collect())
@@ -1459,4 +1462,182 @@ fn caddy_and_stoa_both_close_a_connection_opening_streams_past_max_streams_with_
         let got = h3get(port, &[], &["/index.html"]);
         assert_eq!(got[0].status, 200, "{name}: {:?}", got[0]);
     }
+}
+
+/// aioquic's encoder (ls-qpack) inserts fields it sees repeated into the
+/// server's dynamic table once our SETTINGS allow it (RFC 9204 §2.1):
+/// the requests that refer to those entries reach the handler with the
+/// same fields, and with the table turned off the encoder sends none.
+#[test]
+fn rfc9204_an_aioquic_client_using_the_qpack_dynamic_table_gets_right_answers() {
+    let token = "a-token-long-enough-to-be-worth-an-entry-0123456789";
+    let header = format!("x-token: {token}");
+    for (extra, dynamic) in [
+        ("", true),
+        ("[http3]\nqpack_max_table_capacity = 0\n", false),
+    ] {
+        let dir = TempDir::new("h3-qpack");
+        let s = server(&dir, None, extra);
+        let got = h3get(
+            s.addr.port(),
+            &["--count", "6", "--header", &header],
+            &["/cgi-bin/env.sh"],
+        );
+        assert_eq!(got.len(), 6, "{got:?}");
+        for a in &got {
+            assert_eq!(a.status, 200, "{a:?}");
+            assert_eq!(var(&a.text, "HTTP_X_TOKEN"), Some(token), "{}", a.text);
+            assert_eq!(
+                var(&a.text, "HTTP_HOST"),
+                Some(&*format!("localhost:{}", s.addr.port()))
+            );
+        }
+        let inserted = got.last().map_or(0, |a| a.encoder_bytes);
+        assert_eq!(
+            inserted > 0,
+            dynamic,
+            "encoder bytes: {inserted} ({extra:?})"
+        );
+    }
+}
+
+fn hx(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A frame: type, length, payload (all types and lengths here < 64).
+fn h3frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![ty, payload.len() as u8];
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A GET of `/` with static entries and one literal field `name: value`.
+fn get_headers(name: &str, value: &str) -> Vec<u8> {
+    // Required Insert Count 0, Base 0; :method GET (static 17), :scheme
+    // https (23), :authority (0) "localhost", :path / (1).
+    let mut s = vec![0x00, 0x00, 0xd1, 0xd7, 0x50, 9];
+    s.extend_from_slice(b"localhost");
+    s.push(0xc1);
+    // Literal field line with literal name (RFC 9204 §4.5.6).
+    s.push(0x20 | name.len() as u8);
+    s.extend_from_slice(name.as_bytes());
+    s.push(value.len() as u8);
+    s.extend_from_slice(value.as_bytes());
+    h3frame(0x01, &s)
+}
+
+/// Protocol errors a client can make, each answered with the code RFC
+/// 9114 or RFC 9204 gives it: connection errors close the connection,
+/// a malformed request resets its stream only.
+#[test]
+fn rfc9114_8_protocol_errors_close_the_connection_or_reset_the_stream_with_their_codes() {
+    let dir = TempDir::new("h3-errors");
+    let s = server(&dir, None, "");
+    let port = s.addr.port();
+    let control = format!("00{}", hx(&h3frame(0x04, &[])));
+    let cases: Vec<(&str, Vec<String>, Option<String>, u64)> = vec![
+        // §6.2.1: the control stream must start with SETTINGS.
+        (
+            "GOAWAY before SETTINGS",
+            vec![format!("00{}", hx(&h3frame(0x07, &[0])))],
+            None,
+            0x10a,
+        ),
+        // §6.2.1: one control stream.
+        (
+            "a second control stream",
+            vec![control.clone(), control.clone()],
+            None,
+            0x103,
+        ),
+        // §6.2.2: only servers push.
+        (
+            "a push stream",
+            vec![control.clone(), "0100".into()],
+            None,
+            0x103,
+        ),
+        // §4.1: DATA before HEADERS.
+        (
+            "DATA first",
+            vec![control.clone()],
+            Some(hx(&h3frame(0x00, b"x"))),
+            0x105,
+        ),
+        // §7.2.8: HTTP/2's PING type on a request stream (before its
+        // HEADERS: a GET's stream is not read past them).
+        (
+            "an HTTP/2 frame type",
+            vec![control.clone()],
+            Some(hx(
+                &[h3frame(0x06, &[0; 8]), get_headers("x-a", "1")].concat()
+            )),
+            0x105,
+        ),
+        // RFC 9204 §4.3.1: a capacity above ours (4096): 4097.
+        (
+            "a QPACK capacity too large",
+            vec![control.clone(), "023fe21f".into()],
+            None,
+            0x201,
+        ),
+        // RFC 9204 §2.2.3: a dynamic reference in a section whose
+        // Required Insert Count is 0 (absolute index -1).
+        (
+            "a QPACK reference to a missing entry",
+            vec![control.clone(), "023f21".into()],
+            Some(hx(&h3frame(0x01, &[0x00, 0x00, 0x80]))),
+            0x200,
+        ),
+    ];
+    for (why, uni, bidi, code) in cases {
+        let mut args = vec!["raw".to_owned(), "--hold".into(), "5".into()];
+        for u in &uni {
+            args.push("--uni".into());
+            args.push(u.clone());
+        }
+        if let Some(b) = &bidi {
+            args.push("--bidi".into());
+            args.push(b.clone());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let got = h3raw(port, &args);
+        assert_eq!(got["closed"], true, "{why}: {got}");
+        assert_eq!(got["error"], code, "{why}: {got}");
+    }
+    // §4.1.2, §4.2: an uppercase field name is malformed: the stream is
+    // reset with H3_MESSAGE_ERROR, the connection goes on.
+    let got = h3raw(
+        port,
+        &[
+            "raw",
+            "--hold",
+            "5",
+            "--uni",
+            &control,
+            "--bidi",
+            &hx(&get_headers("X-Up", "1")),
+        ],
+    );
+    assert_eq!(got["closed"], false, "{got}");
+    assert_eq!(got["reset"], 0x10e, "{got}");
+    // And a well-formed one on the same raw client gets its answer.
+    let got = h3raw(
+        port,
+        &[
+            "raw",
+            "--hold",
+            "5",
+            "--uni",
+            &control,
+            "--bidi",
+            &hx(&get_headers("x-ok", "1")),
+        ],
+    );
+    assert_eq!(got["closed"], false, "{got}");
+    assert!(
+        got["answer"].as_str().is_some_and(|a| a.len() > 10),
+        "{got}"
+    );
 }

@@ -240,6 +240,8 @@ pub struct Http3Config {
     pub max_datagram_size: Option<u16>,
     pub retry: Option<String>,
     pub early_data: Option<bool>,
+    pub qpack_max_table_capacity: Option<Size>,
+    pub qpack_blocked_streams: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -1970,6 +1972,28 @@ fn build_http3(h: &Http3Config, err: &ErrAt<'_>) -> Result<Http3Limits, ConfigEr
             ))
         }
     };
+    let qpack_max_table_capacity = h
+        .qpack_max_table_capacity
+        .map_or(d.qpack_max_table_capacity, |s| s.0);
+    if qpack_max_table_capacity > 1 << 20 {
+        return Err(err(
+            None,
+            "http3.qpack_max_table_capacity",
+            format!("{qpack_max_table_capacity} is above 1 MiB"),
+        ));
+    }
+    // The default follows a smaller stream limit; a value set above it
+    // is refused (streams past the limit cannot exist to be blocked).
+    let qpack_blocked_streams = h
+        .qpack_blocked_streams
+        .unwrap_or(d.qpack_blocked_streams.min(u64::from(streams)));
+    if qpack_blocked_streams > u64::from(streams) {
+        return Err(err(
+            None,
+            "http3.qpack_blocked_streams",
+            format!("{qpack_blocked_streams} is above max_concurrent_streams ({streams})"),
+        ));
+    }
     if h.early_data == Some(true) {
         return Err(err(
             None,
@@ -1984,6 +2008,8 @@ fn build_http3(h: &Http3Config, err: &ErrAt<'_>) -> Result<Http3Limits, ConfigEr
         max_handshakes,
         max_datagram_size: datagram,
         retry,
+        qpack_max_table_capacity,
+        qpack_blocked_streams,
     })
 }
 
@@ -2019,6 +2045,13 @@ pub struct Http3Limits {
     /// response that fits one datagram costs one packet instead of two.
     pub max_datagram_size: u16,
     pub retry: H3Retry,
+    /// The QPACK dynamic table a client's encoder may fill, in bytes
+    /// (SETTINGS_QPACK_MAX_TABLE_CAPACITY, RFC 9204 §5): per connection,
+    /// as `[http2]`'s HPACK table; 0 turns it off.
+    pub qpack_max_table_capacity: u64,
+    /// Request streams that may wait for QPACK inserts at once
+    /// (SETTINGS_QPACK_BLOCKED_STREAMS); one more is a connection error.
+    pub qpack_blocked_streams: u64,
 }
 
 impl Default for Http3Limits {
@@ -2030,6 +2063,8 @@ impl Default for Http3Limits {
             max_handshakes: 1024,
             max_datagram_size: 1452,
             retry: H3Retry::UnderLoad,
+            qpack_max_table_capacity: 4096,
+            qpack_blocked_streams: 16,
         }
     }
 }
@@ -2488,6 +2523,11 @@ autoindex = false
             ("max_handshakes = 0", "http3.max_handshakes"),
             ("max_datagram_size = 1199", "http3.max_datagram_size"),
             ("max_datagram_size = 65528", "http3.max_datagram_size"),
+            (
+                "qpack_max_table_capacity = \"2m\"",
+                "http3.qpack_max_table_capacity",
+            ),
+            ("qpack_blocked_streams = 101", "http3.qpack_blocked_streams"),
         ] {
             let text = format!("[http3]\n{body}\n[[site]]\nroot = \"{root}\"\n");
             let e = from_str(&text, "t.toml", &d, &Overrides::default()).expect_err(body);

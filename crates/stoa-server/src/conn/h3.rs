@@ -5,9 +5,13 @@
 //! keeps a client's 4-tuple on one socket, so a connection stays with the
 //! worker that accepted it), and runs a quinn endpoint on its
 //! current-thread runtime; quinn-udp batches datagrams (recvmmsg, GSO and GRO where the
-//! kernel has them). Each connection is a local task that accepts request
-//! streams with the `h3` crate; each request is routed and run through
-//! an [`Exchange`] over [`H3Stream`], as an HTTP/1 or HTTP/2 request is.
+//! kernel has them). Each connection is a local task that sends our
+//! control stream (SETTINGS, then GOAWAY at a graceful stop), reads the
+//! client's control and QPACK streams (`stoa-h3`'s readers and QPACK
+//! decoder, whose dynamic table `[http3] qpack_max_table_capacity`
+//! bounds) and accepts request streams; each request is a local task,
+//! routed and run through an [`Exchange`] over [`H3Stream`], as an
+//! HTTP/1 or HTTP/2 request is.
 //!
 //! Under attack: Initial packets past `[http3] max_handshakes` handshakes
 //! in progress are refused; with `retry = "under_load"` (the default)
@@ -15,23 +19,25 @@
 //! of them are in use, and always with `retry = "always"`; QUIC's own
 //! amplification limit (three times what a client sent, RFC 9000 §8.1)
 //! is quinn's. Streams are bounded by `max_concurrent_streams`, the
-//! request head by `max_field_section_size`; a client that stops reading
+//! request head by `max_field_section_size`, QPACK by its table capacity
+//! and `qpack_blocked_streams`; a client that stops reading
 //! holds a stream for `send_timeout` at most (`proto::h3`).
 
 use crate::config::{H3Retry, Runtime};
 use crate::exchange::{Edge, Exchange};
 use crate::local::{Handshake, Proto, Worker};
-use crate::proto::h3::H3Stream;
+use crate::proto::h3::{code, read_head, H3Conn, H3Stream, Opened};
 use crate::route;
-use bytes::Bytes;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use stoa_h1::{Framing, Method, RequestHead, Version};
-use tokio::sync::watch;
+use stoa_h3::qpack::Decoder;
+use stoa_h3::{frame, Code, ControlReader, RequestReader, Scope, Settings, UniKind, UniStreams};
+use tokio::sync::{watch, Notify};
 
 /// How long a connection told to go away (GOAWAY at stop) waits, once
 /// its last request ended, for the client to close it: quinn drops data
@@ -250,23 +256,56 @@ async fn serve(
         s.opened(Proto::H3);
     }
     let _open = Open(worker.clone());
-    let mut h3 = match h3::server::builder()
-        .max_field_section_size(rt.http3.max_field_section_size)
-        .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
-        .await
-    {
-        Ok(h) => h,
+    let limits = &rt.http3;
+    let h3 = Rc::new(H3Conn {
+        quic: conn.clone(),
+        qpack: RefCell::new(Decoder::new(
+            limits.qpack_max_table_capacity,
+            limits.qpack_blocked_streams,
+        )),
+        inserted: Notify::new(),
+        to_send: Notify::new(),
+        max_field_section_size: limits.max_field_section_size,
+    });
+    // Our control stream: its type, then SETTINGS (RFC 9114 §6.2.1).
+    let settings = Settings {
+        qpack_max_table_capacity: limits.qpack_max_table_capacity,
+        max_field_section_size: Some(limits.max_field_section_size),
+        qpack_blocked_streams: limits.qpack_blocked_streams,
+    };
+    let mut first = vec![frame::STREAM_CONTROL as u8];
+    settings.put_frame(&mut first);
+    let mut control = match conn.open_uni().await {
+        Ok(s) => s,
         Err(e) => {
             tracing::debug!("h3: {peer}: {e}");
             return;
         }
     };
+    if control.write_all(&first).await.is_err() {
+        return;
+    }
+    if limits.qpack_max_table_capacity > 0 {
+        tokio::task::spawn_local(decoder_stream(h3.clone()));
+    }
+    let uni = Rc::new(RefCell::new(UniStreams::default()));
     let live = Rc::new(Cell::new(0usize));
-    let mut closing = false;
+    // The first request stream id refused after a GOAWAY.
+    let mut goaway: Option<u64> = None;
+    let mut next_id = 0u64;
     loop {
         tokio::select! {
-            r = h3.accept() => match r {
-                Ok(Some(resolver)) => {
+            r = conn.accept_bi() => match r {
+                Ok((send, recv)) => {
+                    let id = u64::from(recv.id());
+                    next_id = next_id.max(id + 4);
+                    if goaway.is_some_and(|g| id >= g) {
+                        // RFC 9114 §5.2: past the GOAWAY, not processed.
+                        let (mut send, mut recv) = (send, recv);
+                        let _ = send.reset(code(Code::RequestRejected));
+                        let _ = recv.stop(code(Code::RequestRejected));
+                        continue;
+                    }
                     live.set(live.get() + 1);
                     if let Some(s) = worker.stats() {
                         s.h3_stream_opened();
@@ -275,27 +314,36 @@ async fn serve(
                     let rt = runtime.borrow().clone();
                     let w = worker.clone();
                     let c = client.clone();
-                    tokio::task::spawn_local(request(resolver, peer, local, c, w, rt, guard));
+                    tokio::task::spawn_local(request(send, recv, h3.clone(), peer, local, c, w, rt, guard));
                 }
-                Ok(None) => break,
                 Err(e) => {
-                    if !e.is_h3_no_error() {
+                    if !matches!(e, quinn::ConnectionError::ApplicationClosed(_)
+                        | quinn::ConnectionError::LocallyClosed) {
                         tracing::debug!("h3: {peer}: {e}");
                     }
                     break;
                 }
             },
-            _ = worker.stopped(), if !closing => {
+            r = conn.accept_uni() => match r {
+                Ok(recv) => {
+                    tokio::task::spawn_local(unidirectional(recv, h3.clone(), uni.clone()));
+                }
+                Err(_) => break,
+            },
+            _ = worker.stopped(), if goaway.is_none() => {
                 // GOAWAY: no new requests; those begun finish (RFC 9114
                 // §5.2). One more is let in for a request already on
                 // its way.
-                closing = true;
-                let _ = h3.shutdown(1).await;
+                let id = next_id + 4;
+                goaway = Some(id);
+                let mut f = Vec::new();
+                frame::put_goaway(&mut f, id);
+                let _ = control.write_all(&f).await;
             }
-            _ = ended(&live), if closing => break,
+            _ = ended(&live), if goaway.is_some() => break,
         }
     }
-    if closing {
+    if goaway.is_some() {
         // Let the client acknowledge the last responses and close.
         let _ = tokio::time::timeout(GOAWAY_GRACE, conn.closed()).await;
     }
@@ -310,6 +358,105 @@ async fn serve(
     );
 }
 
+/// Our QPACK decoder stream (RFC 9204 §4.2): its type, then the
+/// acknowledgments the decoder owes, as they come, until the connection
+/// ends.
+async fn decoder_stream(h3: Rc<H3Conn>) {
+    let Ok(mut send) = h3.quic.open_uni().await else {
+        return;
+    };
+    let mut out = vec![frame::STREAM_QPACK_DECODER as u8];
+    loop {
+        out.append(h3.qpack.borrow_mut().output());
+        if !out.is_empty() && send.write_all(&out).await.is_err() {
+            return;
+        }
+        out.clear();
+        tokio::select! {
+            _ = h3.to_send.notified() => {}
+            _ = h3.quic.closed() => return,
+        }
+    }
+}
+
+/// Reads a stream the client opened one way: its type (RFC 9114 §6.2),
+/// then its control frames or QPACK instructions. Unknown types are
+/// refused with STOP_SENDING (§6.2: H3_STREAM_CREATION_ERROR); the end
+/// of a critical stream closes the connection (§6.2.1,
+/// H3_CLOSED_CRITICAL_STREAM).
+async fn unidirectional(mut recv: quinn::RecvStream, h3: Rc<H3Conn>, uni: Rc<RefCell<UniStreams>>) {
+    let mut buf = Vec::new();
+    let ty = loop {
+        if let Some((ty, n)) = stoa_h3::varint::decode(&buf) {
+            buf.drain(..n);
+            break ty;
+        }
+        match recv.read_chunk(64, true).await {
+            Ok(Some(c)) => buf.extend_from_slice(&c.bytes),
+            _ => return,
+        }
+    };
+    let kind = match uni.borrow_mut().open(ty, true) {
+        Ok(k) => k,
+        Err(e) => return h3.close(e),
+    };
+    let mut control = ControlReader::new(true);
+    loop {
+        let r = match kind {
+            UniKind::Control => loop {
+                match control.next(&buf) {
+                    Ok(step) => {
+                        buf.drain(..step.used);
+                        if step.used == 0 {
+                            break Ok(());
+                        }
+                        // The client's SETTINGS bound what we send it;
+                        // our encoder never inserts and our heads are
+                        // small, so none of them changes what we do.
+                        // GOAWAY from a client (§5.2) is about pushes,
+                        // which Stoa never makes.
+                    }
+                    Err(e) => break Err(e),
+                }
+            },
+            UniKind::QpackEncoder => {
+                let r = h3.qpack.borrow_mut().feed_encoder(&buf);
+                buf.clear();
+                h3.inserted.notify_waiters();
+                h3.to_send.notify_one();
+                r.map_err(|e| e.to_error())
+            }
+            UniKind::QpackDecoder => match stoa_h3::qpack::read_decoder_stream(&buf) {
+                Ok(n) => {
+                    buf.drain(..n);
+                    Ok(())
+                }
+                Err(e) => Err(e.to_error()),
+            },
+            UniKind::Push | UniKind::Other(_) => {
+                let _ = recv.stop(code(Code::StreamCreationError));
+                return;
+            }
+        };
+        if let Err(e) = r {
+            return h3.close(e);
+        }
+        match recv.read_chunk(READ_CHUNK, true).await {
+            Ok(Some(c)) => buf.extend_from_slice(&c.bytes),
+            Ok(None) | Err(quinn::ReadError::Reset(_)) => {
+                return h3.close(stoa_h3::Error::conn(
+                    Code::ClosedCriticalStream,
+                    "a critical stream ended",
+                ))
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Largest chunk taken from quinn at once on a client's one-way stream.
+const READ_CHUNK: usize = 16 * 1024;
+
 /// Resolves once no request stream is live (checked every few ms: only
 /// a stopping connection waits on it).
 async fn ended(live: &Cell<usize>) {
@@ -318,12 +465,13 @@ async fn ended(live: &Cell<usize>) {
     }
 }
 
-type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
-
 /// One request stream: its head read (by `header_timeout`), routed and
 /// handled as on the other protocols, its response ended.
+#[allow(clippy::too_many_arguments)]
 async fn request(
-    resolver: Resolver,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    h3: Rc<H3Conn>,
     peer: SocketAddr,
     local: Option<SocketAddr>,
     client: Option<Arc<crate::http::client_cert::ClientCert>>,
@@ -331,22 +479,47 @@ async fn request(
     rt: Arc<Runtime>,
     guard: Live,
 ) {
-    let (req, stream) =
-        match tokio::time::timeout(rt.limits.header_timeout, resolver.resolve_request()).await {
-            Ok(Ok(x)) => x,
-            Ok(Err(e)) => {
-                tracing::debug!("h3: {peer}: request: {e}");
-                return;
-            }
-            Err(_) => return,
-        };
-    let Some((head, expected, no_body)) = request_head(&req) else {
-        // Malformed (RFC 9114 §4.1.2): reset, not ended with a FIN.
-        let mut stream = stream;
-        stream.stop_stream(h3::error::Code::H3_MESSAGE_ERROR);
-        return;
+    let id = u64::from(recv.id());
+    let mut reader = RequestReader::server(h3.max_field_section_size);
+    let mut buf = Vec::new();
+    let mut fin = false;
+    let head = tokio::time::timeout(
+        rt.limits.header_timeout,
+        read_head(&mut recv, &h3, &mut reader, &mut buf, &mut fin),
+    )
+    .await;
+    let refuse = |send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, c: Code| {
+        let _ = send.reset(code(c));
+        let _ = recv.stop(code(c));
     };
-    let mut side = H3Stream::new(stream, peer, local, Some(("TLSv1.3", "")), expected);
+    let req = match head {
+        Ok(Ok(req)) => req,
+        Ok(Err(Some(e))) if e.scope == Scope::Connection => return h3.close(e),
+        Ok(Err(Some(e))) => {
+            // Malformed (RFC 9114 §4.1.2) or too large: reset, not
+            // ended with a FIN.
+            tracing::debug!("h3: {peer}: request: {e}");
+            h3.cancel(id);
+            return refuse(&mut send, &mut recv, e.code);
+        }
+        Ok(Err(None)) | Err(_) => {
+            h3.cancel(id);
+            return refuse(&mut send, &mut recv, Code::RequestCancelled);
+        }
+    };
+    let Some((head, expected, no_body)) = request_head(&req) else {
+        return refuse(&mut send, &mut recv, Code::MessageError);
+    };
+    let opened = Opened {
+        send,
+        recv,
+        conn: h3,
+        reader,
+        buf,
+        fin,
+    };
+    // The exchange's TLS facts: QUIC is always TLS 1.3.
+    let mut side = H3Stream::new(opened, peer, local, Some(("TLSv1.3", "")), expected);
     side.client_cert = client;
     if no_body {
         side.no_body();
@@ -376,56 +549,42 @@ async fn request(
 /// Also that length, and whether the request has no body: a method that
 /// has none without a content-length (GET, HEAD...) is taken to have
 /// none, others to run to the stream's end. None: not a request Stoa
-/// can route (`h3` checked the pseudo-headers already).
-fn request_head(req: &http::Request<()>) -> Option<(RequestHead, Option<u64>, bool)> {
-    let method = match req.method().as_str() {
-        "GET" => Method::Get,
-        "HEAD" => Method::Head,
-        "POST" => Method::Post,
-        "PUT" => Method::Put,
-        "DELETE" => Method::Delete,
-        "OPTIONS" => Method::Options,
-        "PATCH" => Method::Patch,
-        "TRACE" => Method::Trace,
-        "CONNECT" => Method::Connect,
-        m => Method::Other(m.to_owned()),
+/// can route (`stoa-h3` checked the pseudo-headers already).
+fn request_head(req: &stoa_h3::Request) -> Option<(RequestHead, Option<u64>, bool)> {
+    let method = match req.method() {
+        b"GET" => Method::Get,
+        b"HEAD" => Method::Head,
+        b"POST" => Method::Post,
+        b"PUT" => Method::Put,
+        b"DELETE" => Method::Delete,
+        b"OPTIONS" => Method::Options,
+        b"PATCH" => Method::Patch,
+        b"TRACE" => Method::Trace,
+        b"CONNECT" => Method::Connect,
+        m => Method::Other(String::from_utf8(m.to_vec()).ok()?),
     };
-    let path = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str())
-        .filter(|p| !p.is_empty())
-        .unwrap_or("/");
-    let target: &[u8] = if method == Method::Options && (path == "*" || path == "/*") {
+    let path = req.path().filter(|p| !p.is_empty()).unwrap_or(b"/");
+    let target: &[u8] = if method == Method::Options && (path == b"*" || path == b"/*") {
         b"*"
     } else {
-        path.as_bytes()
+        path
     };
-    let authority = req.uri().authority().map(|a| a.as_str().as_bytes());
-    let headers = req.headers();
-    let length = match headers.get(http::header::CONTENT_LENGTH) {
-        Some(v) => Some(stoa_h1::parse_u64(v.as_bytes())?),
-        None => None,
-    };
+    let authority = req.authority();
+    let length = req.content_length();
     let mut cookie = Vec::new();
-    for v in headers.get_all(http::header::COOKIE) {
+    for (_, v) in req.fields().filter(|(n, _)| *n == b"cookie") {
         if !cookie.is_empty() {
             cookie.extend_from_slice(b"; ");
         }
-        cookie.extend_from_slice(v.as_bytes());
+        cookie.extend_from_slice(v);
     }
     let fields = authority
         .map(|a| (&b"host"[..], a))
         .into_iter()
-        .chain(
-            headers
-                .iter()
-                .filter(|(n, _)| {
-                    let replaced = *n == http::header::HOST && authority.is_some();
-                    *n != http::header::COOKIE && !replaced
-                })
-                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
-        )
+        .chain(req.fields().filter(|(n, _)| {
+            let replaced = *n == b"host" && authority.is_some();
+            *n != b"cookie" && !replaced
+        }))
         .chain((!cookie.is_empty()).then_some((&b"cookie"[..], &cookie[..])));
     let mut head = RequestHead::from_parts(method, target, Version::Http11, fields);
     let no_body = length == Some(0)
@@ -448,26 +607,26 @@ fn request_head(req: &http::Request<()>) -> Option<(RequestHead, Option<u64>, bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stoa_h3::qpack::Fields;
 
-    fn req(method: &str, uri: &str, fields: &[(&str, &str)]) -> http::Request<()> {
-        let mut b = http::Request::builder().method(method).uri(uri);
+    fn req(method: &str, path: &str, fields: &[(&str, &str)]) -> stoa_h3::Request {
+        let mut f = Fields::new();
+        f.push(b":method", method.as_bytes());
+        f.push(b":scheme", b"https");
+        f.push(b":authority", b"example.com:8443");
+        f.push(b":path", path.as_bytes());
         for (n, v) in fields {
-            b = b.header(*n, *v);
+            f.push(n.as_bytes(), v.as_bytes());
         }
-        b.body(()).expect("a valid request")
+        stoa_h3::Request::from_fields(f).expect("a valid request")
     }
 
     #[test]
     fn rfc9114_4_3_1_authority_becomes_host_and_cookies_are_joined() {
         let r = req(
             "GET",
-            "https://example.com:8443/a?b=1",
-            &[
-                ("host", "other"),
-                ("cookie", "a=1"),
-                ("cookie", "b=2"),
-                ("x-y", "z"),
-            ],
+            "/a?b=1",
+            &[("cookie", "a=1"), ("cookie", "b=2"), ("x-y", "z")],
         );
         let (head, length, no_body) = request_head(&r).expect("a request");
         assert_eq!(head.target(), b"/a?b=1");
@@ -480,18 +639,12 @@ mod tests {
 
     #[test]
     fn a_post_without_content_length_runs_to_the_end_of_its_stream() {
-        let r = req("POST", "https://example.com/up", &[]);
+        let r = req("POST", "/up", &[]);
         let (head, _, no_body) = request_head(&r).expect("a request");
         assert!(!no_body);
         assert_eq!(head.framing, Framing::Chunked);
-        let r = req("PUT", "https://example.com/up", &[("content-length", "12")]);
+        let r = req("PUT", "/up", &[("content-length", "12")]);
         let (head, length, _) = request_head(&r).expect("a request");
         assert_eq!((head.framing, length), (Framing::Length(12), Some(12)));
-    }
-
-    #[test]
-    fn a_content_length_that_is_not_a_number_refuses_the_request() {
-        let r = req("POST", "https://example.com/", &[("content-length", "1x")]);
-        assert!(request_head(&r).is_none());
     }
 }

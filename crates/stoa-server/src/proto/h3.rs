@@ -1,50 +1,136 @@
 //! HTTP/3's side of an exchange: one request stream of a QUIC connection
-//! that [`crate::conn::h3`] accepted (quinn for QUIC, the `h3` crate for
-//! HTTP/3 framing and QPACK). Unlike HTTP/2's side, the stream is owned
-//! here: quinn keeps each stream's flow control and send buffer, so
-//! the exchange's writes are awaited on the stream itself.
+//! that [`crate::conn::h3`] accepted, framed and QPACK-coded with
+//! `stoa-h3` directly over quinn's streams. Unlike HTTP/2's side, the
+//! stream is owned here: quinn keeps each stream's flow control and send
+//! buffer, so the exchange's writes are awaited on the stream itself.
 //!
 //! The response head that [`crate::exchange`] writes as HTTP/1-style
-//! header lines is turned into an `http::HeaderMap` (names lowercased,
-//! connection-specific fields dropped: RFC 9114 §4.2) when the first
-//! byte of the response has to leave; the body goes out as DATA frames as
-//! quinn's send buffer takes them, each wait bounded by `send_timeout`,
-//! so a client that stops reading is dropped (its stream reset) instead
-//! of holding memory. The request body comes in as quinn's flow control
-//! lets it: a slow handler slows the client down.
+//! header lines is QPACK-encoded (static table and literals: names
+//! lowercased, connection-specific fields dropped, RFC 9114 §4.2) when
+//! the first byte of the response has to leave, in the same write as the
+//! first DATA frame when the body is small; the body goes out as DATA
+//! frames as quinn's send buffer takes them, each wait bounded by
+//! `send_timeout`, so a client that stops reading is dropped (its stream
+//! reset) instead of holding memory. The request body comes in as
+//! quinn's flow control lets it: a slow handler slows the client down.
+//! Its DATA frames are checked against the content-length (RFC 9114
+//! §4.1.2) as they arrive.
 
 use super::body::{Piece, Pieces};
 use super::{BodyFail, Limits};
-use bytes::{Buf, Bytes};
-use h3::error::Code;
-use h3::server::RequestStream;
+use bytes::Bytes;
+use std::cell::RefCell;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use stoa_h3::qpack::{Decoded, Decoder, Encoder, Fields};
+use stoa_h3::{frame, BodyLength, Code, Event, RequestReader, Scope};
+use tokio::sync::Notify;
 use tokio::time::{timeout, timeout_at, Instant};
 
 /// Largest piece of a file read for one DATA frame.
 const FILE_PIECE: usize = 64 * 1024;
 
+/// Bodies up to this size go in the same write as the frame before them
+/// (one copy, one call into quinn); larger ones are handed over whole.
+const GATHER: usize = 16 * 1024;
+
+/// Largest chunk taken from quinn at once.
+const READ_CHUNK: usize = 64 * 1024;
+
 /// Response header fields that only mean something on an HTTP/1
 /// connection; HTTP/3 forbids them (RFC 9114 §4.2).
-const CONNECTION_SPECIFIC: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
+const CONNECTION_SPECIFIC: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
 ];
 
-/// The stream type quinn gives `h3`.
-pub(crate) type Quic = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+/// An application error code as quinn takes it.
+pub(crate) fn code(c: Code) -> quinn::VarInt {
+    quinn::VarInt::from_u64(c.value()).unwrap_or(quinn::VarInt::from_u32(0x102))
+}
+
+/// What the streams of one connection share: the QUIC connection, the
+/// peer's QPACK encoder state, and the wake-ups between the streams that
+/// feed it and those that wait on it.
+pub(crate) struct H3Conn {
+    pub(crate) quic: quinn::Connection,
+    pub(crate) qpack: RefCell<Decoder>,
+    /// The peer's encoder stream inserted entries: blocked streams retry.
+    pub(crate) inserted: Notify,
+    /// Our decoder stream has bytes to send (acknowledgments).
+    pub(crate) to_send: Notify,
+    /// Our SETTINGS_MAX_FIELD_SECTION_SIZE.
+    pub(crate) max_field_section_size: u64,
+}
+
+impl H3Conn {
+    /// Ends the connection with an HTTP/3 connection error.
+    pub(crate) fn close(&self, e: stoa_h3::Error) {
+        tracing::debug!("h3: {}: closing: {e}", self.quic.remote_address());
+        self.quic.close(code(e.code), e.why.as_bytes());
+    }
+
+    /// Decodes the field section of stream `id` into `fields`, waiting
+    /// (blocked, RFC 9204 §2.1.2) until the entries it refers to arrive.
+    pub(crate) async fn decode(
+        &self,
+        id: u64,
+        section: &[u8],
+        fields: &mut Fields,
+    ) -> Result<(), stoa_h3::Error> {
+        let max = usize::try_from(self.max_field_section_size).unwrap_or(usize::MAX);
+        loop {
+            // No await between the check and the registration below: on
+            // this single-threaded runtime no insert can slip between.
+            let (r, owed) = {
+                let mut q = self.qpack.borrow_mut();
+                let r = q.decode(id, section, max, fields);
+                (r, !q.output().is_empty())
+            };
+            if owed {
+                // A Section Acknowledgment (sections that used the table
+                // only: most requests wake nothing).
+                self.to_send.notify_one();
+            }
+            match r {
+                Ok(Decoded::Done) => return Ok(()),
+                Ok(Decoded::Blocked) => self.inserted.notified().await,
+                Err(e) => return Err(e.to_error()),
+            }
+        }
+    }
+
+    /// The stream `id` ended before its head was decoded.
+    pub(crate) fn cancel(&self, id: u64) {
+        let mut q = self.qpack.borrow_mut();
+        let had = !q.output().is_empty();
+        q.cancel_stream(id);
+        if !had && !q.output().is_empty() {
+            self.to_send.notify_one();
+        }
+    }
+}
 
 /// One HTTP/3 request stream, lent to the exchange of its request.
 pub struct H3Stream {
-    stream: Quic,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    conn: Rc<H3Conn>,
+    id: u64,
+    /// The request stream's frames after its head.
+    reader: RequestReader,
+    /// Bytes read from the stream and not yet parsed.
+    buf: Vec<u8>,
+    body: BodyLength,
+    /// The stream's FIN was read.
+    fin: bool,
     pub peer: SocketAddr,
     pub local: Option<SocketAddr>,
     /// TLS version and cipher suite (always TLS 1.3 on QUIC).
@@ -56,15 +142,13 @@ pub struct H3Stream {
     queue: Pieces,
     head_sent: bool,
     recv_done: bool,
-    /// The request's `content-length`: the body must be exactly this long
-    /// (RFC 9114 §4.1.2).
-    expected: Option<u64>,
-    body_seen: u64,
     body_started: Option<Instant>,
     /// The stream's end (FIN) went, or the stream was reset.
     ended: bool,
     /// Trailer fields to end the response with.
     pub(crate) trailers: Option<http::HeaderMap>,
+    /// The request's trailers, once read.
+    req_trailers: Option<http::HeaderMap>,
     /// An NPH script's output being re-emitted (`exchange::nph`).
     pub(crate) nph: Option<Box<crate::proto::h2::NphRelay>>,
     /// The connection's verified client certificate (`client_auth`),
@@ -72,17 +156,35 @@ pub struct H3Stream {
     pub(crate) client_cert: Option<Arc<crate::http::client_cert::ClientCert>>,
 }
 
+/// A request stream whose head was read: what [`H3Stream::new`] takes.
+pub(crate) struct Opened {
+    pub(crate) send: quinn::SendStream,
+    pub(crate) recv: quinn::RecvStream,
+    pub(crate) conn: Rc<H3Conn>,
+    pub(crate) reader: RequestReader,
+    /// What followed the HEADERS frame.
+    pub(crate) buf: Vec<u8>,
+    pub(crate) fin: bool,
+}
+
 impl H3Stream {
     /// `expected`: the request's content-length.
     pub(crate) fn new(
-        stream: Quic,
+        o: Opened,
         peer: SocketAddr,
         local: Option<SocketAddr>,
         tls: Option<(&'static str, &'static str)>,
         expected: Option<u64>,
     ) -> H3Stream {
         H3Stream {
-            stream,
+            id: u64::from(o.recv.id()),
+            send: o.send,
+            recv: o.recv,
+            conn: o.conn,
+            reader: o.reader,
+            buf: o.buf,
+            body: BodyLength::new(expected),
+            fin: o.fin,
             peer,
             local,
             tls,
@@ -91,11 +193,10 @@ impl H3Stream {
             queue: Pieces::default(),
             head_sent: false,
             recv_done: false,
-            expected,
-            body_seen: 0,
             body_started: None,
             ended: false,
             trailers: None,
+            req_trailers: None,
             nph: None,
             client_cert: None,
         }
@@ -151,14 +252,16 @@ impl H3Stream {
         self.client_cert.clone()
     }
 
-    /// The response head as `http` wants it.
-    fn response(&self) -> http::Response<()> {
-        let status = if self.status == 0 { 500 } else { self.status };
-        let mut resp = http::Response::new(());
-        *resp.status_mut() =
-            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        fields_into(&self.head, resp.headers_mut());
-        resp
+    /// Hands `out` to quinn, within `idle`. False: the stream is gone.
+    async fn write(&mut self, out: &mut Vec<u8>, idle: Duration) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        let chunk = Bytes::from(std::mem::take(out));
+        matches!(
+            timeout(idle, self.send.write_chunk(chunk)).await,
+            Ok(Ok(()))
+        )
     }
 
     /// Sends the head if it has not gone yet, then every queued piece of
@@ -174,21 +277,26 @@ impl H3Stream {
             return true;
         }
         self.queue.seal();
+        let mut out = Vec::new();
         if !self.head_sent {
             self.head_sent = true;
-            let resp = self.response();
-            if !matches!(
-                timeout(idle, self.stream.send_response(resp)).await,
-                Ok(Ok(()))
-            ) {
-                return self.fail(Code::H3_REQUEST_CANCELLED);
-            }
+            let status = if self.status == 0 { 500 } else { self.status };
+            let mut section = Vec::with_capacity(self.head.len() / 2 + 8);
+            response_section(&mut section, status, &self.head);
+            frame::put_frame(&mut out, frame::HEADERS, &section);
         }
         while let Some(piece) = self.queue.pop_front() {
             match piece {
                 Piece::Mem(b) => {
-                    if !matches!(timeout(idle, self.stream.send_data(b)).await, Ok(Ok(()))) {
-                        return self.fail(Code::H3_REQUEST_CANCELLED);
+                    frame::put_header(&mut out, frame::DATA, b.len() as u64);
+                    if b.len() <= GATHER {
+                        out.extend_from_slice(&b);
+                        continue;
+                    }
+                    if !self.write(&mut out, idle).await
+                        || !matches!(timeout(idle, self.send.write_chunk(b)).await, Ok(Ok(())))
+                    {
+                        return self.fail(Code::RequestCancelled);
                     }
                 }
                 Piece::File {
@@ -198,62 +306,89 @@ impl H3Stream {
                 } => {
                     while len > 0 {
                         let n = len.min(FILE_PIECE as u64) as usize;
-                        let mut buf = vec![0; n];
-                        let got = match file.read_at(&mut buf, offset) {
-                            Ok(0) | Err(_) => {
-                                // The file shrank or failed under us: the
-                                // length promised cannot be kept.
-                                return self.fail(Code::H3_INTERNAL_ERROR);
-                            }
-                            Ok(got) => got,
-                        };
-                        buf.truncate(got);
-                        let send = self.stream.send_data(Bytes::from(buf));
-                        if !matches!(timeout(idle, send).await, Ok(Ok(()))) {
-                            return self.fail(Code::H3_REQUEST_CANCELLED);
+                        let mut hdr = Vec::with_capacity(8);
+                        frame::put_header(&mut hdr, frame::DATA, n as u64);
+                        let at = out.len();
+                        out.extend_from_slice(&hdr);
+                        out.resize(at + hdr.len() + n, 0);
+                        match file.read_at(&mut out[at + hdr.len()..], offset) {
+                            Ok(got) if got == n => {}
+                            // The file shrank or failed under us: the
+                            // length promised cannot be kept.
+                            _ => return self.fail(Code::InternalError),
                         }
-                        offset += got as u64;
-                        len -= got as u64;
+                        offset += n as u64;
+                        len -= n as u64;
+                        if out.len() > GATHER && !self.write(&mut out, idle).await {
+                            return self.fail(Code::RequestCancelled);
+                        }
                     }
                 }
             }
         }
         if end {
             if let Some(t) = self.trailers.take() {
-                if !matches!(
-                    timeout(idle, self.stream.send_trailers(t)).await,
-                    Ok(Ok(()))
-                ) {
-                    return self.fail(Code::H3_REQUEST_CANCELLED);
+                let mut section = Vec::new();
+                Encoder::prefix(&mut section);
+                for (n, v) in t.iter() {
+                    Encoder::field(&mut section, n.as_str().as_bytes(), v.as_bytes());
                 }
+                frame::put_frame(&mut out, frame::HEADERS, &section);
             }
-            if !matches!(timeout(idle, self.stream.finish()).await, Ok(Ok(()))) {
-                return self.fail(Code::H3_REQUEST_CANCELLED);
+        }
+        if !self.write(&mut out, idle).await {
+            return self.fail(Code::RequestCancelled);
+        }
+        if end {
+            if self.send.finish().is_err() {
+                return self.fail(Code::RequestCancelled);
             }
             self.ended = true;
+            if !self.fin {
+                // A GET's FIN is often there already: read it, so the
+                // stream closes without a STOP_SENDING.
+                if let Ok(Ok(None)) = timeout(Duration::ZERO, self.recv.read_chunk(1, true)).await {
+                    self.fin = true;
+                }
+            }
         }
         true
     }
 
     /// The stream cannot go on: it is reset, so that the client does not
     /// take a cut body for a whole one (a FIN would say it is whole).
-    fn fail(&mut self, code: Code) -> bool {
-        self.stream.stop_stream(code);
+    fn fail(&mut self, c: Code) -> bool {
+        let _ = self.send.reset(code(c));
         self.ended = true;
         self.queue.clear();
         false
     }
 
     /// The request's trailer fields, once its body was read to the end.
-    pub(crate) async fn request_trailers(&mut self, within: Duration) -> Option<http::HeaderMap> {
+    pub(crate) async fn request_trailers(&mut self, _within: Duration) -> Option<http::HeaderMap> {
         if !self.recv_done {
             return None;
         }
-        timeout(within, self.stream.recv_trailers())
-            .await
-            .ok()?
-            .ok()
-            .flatten()
+        self.req_trailers.take()
+    }
+
+    /// A malformed request body (RFC 9114 §4.1.2): the stream is refused
+    /// both ways with H3_MESSAGE_ERROR.
+    fn malformed(&mut self) -> BodyFail {
+        let _ = self.recv.stop(code(Code::MessageError));
+        self.fin = true;
+        self.recv_done = true;
+        BodyFail::Malformed
+    }
+
+    /// An error the codec found in the request stream.
+    fn stream_error(&mut self, e: stoa_h3::Error) -> BodyFail {
+        if e.scope == Scope::Connection {
+            self.conn.close(e);
+            self.recv_done = true;
+            return BodyFail::Gone;
+        }
+        self.malformed()
     }
 
     /// The next piece of the request body, appended to `dst`; Ok(false) at
@@ -271,42 +406,79 @@ impl H3Stream {
         }
         let started = *self.body_started.get_or_insert_with(Instant::now);
         let earned = Duration::from_millis(
-            self.body_seen
+            self.body
+                .seen()
                 .saturating_mul(1000)
                 .checked_div(limits.body_min_rate)
                 .unwrap_or(0),
         );
         let deadline = started + limits.body_timeout + earned;
-        let data = match timeout_at(deadline, self.stream.recv_data()).await {
-            Err(_) => return Err(BodyFail::Slow),
-            Ok(Err(_)) => return Err(BodyFail::Gone),
-            Ok(Ok(d)) => d,
-        };
-        let Some(mut data) = data else {
-            self.recv_done = true;
-            if self.expected.is_some_and(|n| n != self.body_seen) {
-                self.stream.stop_sending(Code::H3_MESSAGE_ERROR);
-                return Err(BodyFail::Malformed);
+        loop {
+            let step = match self.reader.next(&self.buf) {
+                Ok(s) => s,
+                Err(e) => return Err(self.stream_error(e)),
+            };
+            match step.event {
+                Some(Event::Data(r)) => {
+                    if let Err(e) = self.body.data(r.len()) {
+                        return Err(self.stream_error(e));
+                    }
+                    if self.body.seen() > max_body {
+                        return Err(BodyFail::TooLarge);
+                    }
+                    dst.extend_from_slice(&self.buf[r]);
+                    self.buf.drain(..step.used);
+                    return Ok(true);
+                }
+                Some(Event::Trailers(r)) | Some(Event::Headers(r)) => {
+                    let section = self.buf[r].to_vec();
+                    self.buf.drain(..step.used);
+                    let mut fields = Fields::new();
+                    let conn = self.conn.clone();
+                    let decoded = timeout_at(deadline, conn.decode(self.id, &section, &mut fields));
+                    match decoded.await {
+                        Err(_) => return Err(BodyFail::Slow),
+                        Ok(Err(e)) => return Err(self.stream_error(e)),
+                        Ok(Ok(())) => {}
+                    }
+                    if let Err(e) = stoa_h3::check_trailers(&fields) {
+                        return Err(self.stream_error(e));
+                    }
+                    self.req_trailers = Some(header_map(&fields));
+                    continue;
+                }
+                None if step.used > 0 => {
+                    self.buf.drain(..step.used);
+                    continue;
+                }
+                None => {}
             }
-            return Ok(false);
-        };
-        let n = data.remaining();
-        self.body_seen += n as u64;
-        if self.expected.is_some_and(|e| self.body_seen > e) {
-            self.stream.stop_sending(Code::H3_MESSAGE_ERROR);
-            return Err(BodyFail::Malformed);
+            let chunk = if self.fin {
+                Ok(Ok(None))
+            } else {
+                timeout_at(deadline, self.recv.read_chunk(READ_CHUNK, true)).await
+            };
+            match chunk {
+                Err(_) => return Err(BodyFail::Slow),
+                Ok(Err(_)) => {
+                    self.recv_done = true;
+                    self.fin = true;
+                    return Err(BodyFail::Gone);
+                }
+                Ok(Ok(Some(c))) => self.buf.extend_from_slice(&c.bytes),
+                Ok(Ok(None)) => {
+                    self.fin = true;
+                    if let Err(e) = self.reader.finish(self.buf.len()) {
+                        return Err(self.stream_error(e));
+                    }
+                    if let Err(e) = self.body.end() {
+                        return Err(self.stream_error(e));
+                    }
+                    self.recv_done = true;
+                    return Ok(false);
+                }
+            }
         }
-        if self.body_seen > max_body {
-            return Err(BodyFail::TooLarge);
-        }
-        dst.reserve(n);
-        while data.has_remaining() {
-            let c = data.chunk();
-            dst.extend_from_slice(c);
-            let l = c.len();
-            data.advance(l);
-        }
-        Ok(true)
     }
 
     /// Never resolves: quinn tells a client's reset to the stream's
@@ -319,7 +491,7 @@ impl H3Stream {
     /// Resets the stream (a response that cannot be completed).
     pub fn reset(&mut self) {
         if !self.ended {
-            self.stream.stop_stream(Code::H3_INTERNAL_ERROR);
+            let _ = self.send.reset(code(Code::InternalError));
         }
         self.ended = true;
     }
@@ -332,35 +504,89 @@ impl Drop for H3Stream {
     /// RFC 9114 §4.1 lets a server that answered before it.
     fn drop(&mut self) {
         if !self.ended {
-            self.stream.stop_stream(Code::H3_REQUEST_CANCELLED);
+            let _ = self.send.reset(code(Code::RequestCancelled));
         }
-        if !self.recv_done {
-            self.stream.stop_sending(Code::H3_NO_ERROR);
+        if !self.fin {
+            let _ = self.recv.stop(code(Code::NoError));
         }
     }
 }
 
-/// Header lines as the exchange writes them (`Name: value\r\n`) into a
-/// header map, without the fields HTTP/3 forbids and without invalid
-/// ones (names lowercased by `http`).
-pub(crate) fn fields_into(lines: &[u8], map: &mut http::HeaderMap) {
+/// Decoded fields as an `http::HeaderMap` (the exchange's trailer type).
+pub(crate) fn header_map(fields: &Fields) -> http::HeaderMap {
+    let mut map = http::HeaderMap::with_capacity(fields.len());
+    for (n, v) in fields.iter() {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(n),
+            http::HeaderValue::from_bytes(v),
+        ) {
+            map.append(n, v);
+        }
+    }
+    map
+}
+
+/// The QPACK field section of a response: `:status`, then the header
+/// lines the exchange wrote (`Name: value\r\n`), names lowercased,
+/// without the fields HTTP/3 forbids and without invalid ones.
+pub(crate) fn response_section(out: &mut Vec<u8>, status: u16, lines: &[u8]) {
+    Encoder::prefix(out);
+    Encoder::status(out, status);
+    let mut name = Vec::with_capacity(32);
     for line in lines.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             continue;
         };
         let value = stoa_h1::trim(&line[colon + 1..]);
-        let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(&line[..colon]),
-            http::HeaderValue::from_bytes(value),
-        ) else {
+        name.clear();
+        name.extend(line[..colon].iter().map(u8::to_ascii_lowercase));
+        let token = !name.is_empty()
+            && name
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token || value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
             tracing::debug!("h3: dropped an invalid header field");
             continue;
-        };
-        if CONNECTION_SPECIFIC.contains(&name.as_str()) {
+        }
+        if CONNECTION_SPECIFIC.contains(&&name[..]) {
             continue;
         }
-        map.append(name, value);
+        Encoder::field(out, &name, value);
+    }
+}
+
+/// Reads what a request stream carries up to its head: the HEADERS frame
+/// decoded (waiting for QPACK inserts if it must) and checked; what
+/// follows it stays in `buf`. Err(None): the stream went away first.
+pub(crate) async fn read_head(
+    recv: &mut quinn::RecvStream,
+    conn: &H3Conn,
+    reader: &mut RequestReader,
+    buf: &mut Vec<u8>,
+    fin: &mut bool,
+) -> Result<stoa_h3::Request, Option<stoa_h3::Error>> {
+    let id = u64::from(recv.id());
+    loop {
+        let step = reader.next(buf).map_err(Some)?;
+        if let Some(Event::Headers(r)) = step.event {
+            let mut fields = Fields::new();
+            conn.decode(id, &buf[r], &mut fields).await.map_err(Some)?;
+            buf.drain(..step.used);
+            return stoa_h3::Request::from_fields(fields).map_err(Some);
+        }
+        if step.used > 0 {
+            buf.drain(..step.used);
+            continue;
+        }
+        if *fin {
+            return Err(reader.finish(buf.len()).err());
+        }
+        match recv.read_chunk(READ_CHUNK, true).await {
+            Ok(Some(c)) => buf.extend_from_slice(&c.bytes),
+            Ok(None) => *fin = true,
+            Err(_) => return Err(None),
+        }
     }
 }
 
@@ -409,28 +635,61 @@ pub(crate) fn server_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stoa_h3::qpack::QpackError;
 
     #[test]
     fn rfc9114_4_2_names_are_lowercased_and_connection_specific_fields_dropped() {
-        let mut map = http::HeaderMap::new();
-        fields_into(
+        let mut out = Vec::new();
+        response_section(
+            &mut out,
+            200,
             b"Content-Type: text/html\r\nConnection: close\r\nKeep-Alive: 5\r\n\
               Transfer-Encoding: chunked\r\nUpgrade: h2c\r\nX-Thing:  b \r\nBad Name: x\r\n\
               Set-Cookie: a=1\r\nSet-Cookie: b=2\r\n",
-            &mut map,
         );
-        let got: Vec<(String, String)> = map
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("?").to_owned()))
-            .collect();
+        let mut dec = Decoder::new(0, 0);
+        let mut fields = Fields::new();
         assert_eq!(
-            got,
-            [
-                ("content-type".to_owned(), "text/html".to_owned()),
-                ("x-thing".to_owned(), "b".to_owned()),
-                ("set-cookie".to_owned(), "a=1".to_owned()),
-                ("set-cookie".to_owned(), "b=2".to_owned()),
-            ]
+            dec.decode(0, &out, usize::MAX, &mut fields),
+            Ok(Decoded::Done)
+        );
+        let got: Vec<(String, String)> = fields
+            .iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = [
+            (":status", "200"),
+            ("content-type", "text/html"),
+            ("x-thing", "b"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ]
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_status_without_a_static_entry_goes_as_a_literal() {
+        let mut out = Vec::new();
+        response_section(&mut out, 418, b"");
+        let mut dec = Decoder::new(0, 0);
+        let mut fields = Fields::new();
+        assert!(dec.decode(0, &out, usize::MAX, &mut fields).is_ok());
+        assert_eq!(stoa_h3::response_status(&fields), Ok(418));
+    }
+
+    #[test]
+    fn qpack_errors_map_to_their_http3_codes() {
+        assert_eq!(
+            QpackError::Decompression("x").to_error().code,
+            Code::QpackDecompressionFailed
         );
     }
 }

@@ -156,6 +156,9 @@ async def main():
                     "resumed": c._quic.tls.session_resumed,
                     "sha256": hashlib.sha256(st["body"]).hexdigest(),
                     "text": st["body"][:1 << 20].decode("utf-8", "replace"),
+                    # QPACK encoder-stream bytes sent so far: nonzero once
+                    # aioquic inserted into the server's dynamic table.
+                    "encoder_bytes": c.h3._encoder_bytes_sent,
                 }), flush=True)
         if a.ticket_out and tickets:
             with open(a.ticket_out, "wb") as f:

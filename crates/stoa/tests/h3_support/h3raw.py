@@ -22,6 +22,12 @@ h3raw.py stall --port P --path PATH
     A client that completes the handshake, asks for PATH, takes a few
     datagrams and then never reads (nor acknowledges) again; it keeps its
     socket open for --hold seconds. Prints {"received": bytes}.
+h3raw.py raw --port P [--uni HEX]... [--bidi HEX] [--hold S]
+    Raw HTTP/3 bytes, no H3Connection: each --uni opens a unidirectional
+    stream carrying HEX (its type byte first), --bidi one request stream
+    carrying HEX and then its FIN. Waits up to S seconds for the server to
+    close the connection or answer the request stream (its end or reset).
+    Prints {"closed": bool, "error": code, "reset": code, "answer": hex}.
 """
 import argparse
 import json
@@ -166,9 +172,58 @@ def stream_flood(a):
     os._exit(0)
 
 
+def raw(a):
+    from aioquic.quic.events import (ConnectionTerminated, StreamDataReceived,
+                                     StreamReset)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    addr = ("127.0.0.1", a.port)
+    q = QuicConnection(configuration=config())
+    q.connect(addr, now=time.time())
+    s.settimeout(0.01)
+    sent = False
+    bidi = None
+    error = None
+    reset = None
+    answer = b""
+    done = False
+    deadline = time.time() + a.hold
+    while time.time() < deadline and not done:
+        if not sent and q._handshake_complete:
+            sent = True
+            for hexdata in a.uni:
+                sid = q.get_next_available_stream_id(is_unidirectional=True)
+                q.send_stream_data(sid, bytes.fromhex(hexdata), end_stream=False)
+            if a.bidi is not None:
+                bidi = q.get_next_available_stream_id()
+                q.send_stream_data(bidi, bytes.fromhex(a.bidi), end_stream=True)
+        for data, _ in q.datagrams_to_send(now=time.time()):
+            s.sendto(data, addr)
+        try:
+            data, _ = s.recvfrom(65536)
+            q.receive_datagram(data, addr, now=time.time())
+        except socket.timeout:
+            timer(q)
+        while True:
+            e = q.next_event()
+            if e is None:
+                break
+            if isinstance(e, ConnectionTerminated):
+                error = e.error_code
+                done = True
+            elif isinstance(e, StreamReset) and e.stream_id == bidi:
+                reset = e.error_code
+                done = True
+            elif isinstance(e, StreamDataReceived) and e.stream_id == bidi:
+                answer += e.data
+                done = done or e.end_stream
+    print(json.dumps({"closed": error is not None, "error": error, "reset": reset,
+                      "answer": answer.hex()}), flush=True)
+    os._exit(0)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["initial-flood", "stall", "stream-flood"])
+    ap.add_argument("mode", choices=["initial-flood", "stall", "stream-flood", "raw"])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--count", type=int, default=1000)
     ap.add_argument("--path", default="/")
@@ -176,11 +231,15 @@ def main():
     ap.add_argument("--hold", type=float, default=30)
     ap.add_argument("--obey", action="store_true")
     ap.add_argument("--open", action="store_true")
+    ap.add_argument("--uni", action="append", default=[])
+    ap.add_argument("--bidi")
     a = ap.parse_args()
     if a.mode == "initial-flood":
         initial_flood(a)
     elif a.mode == "stream-flood":
         stream_flood(a)
+    elif a.mode == "raw":
+        raw(a)
     else:
         stall(a)
 
