@@ -25,7 +25,8 @@ set -euo pipefail
 case ${1:-} in -h|--help|'') sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 STOA=$(realpath "$1")
 GEN=$(realpath "${2:-$1}")
-case $(basename "$GEN") in stoa) GENCMD=("$GEN" bench) ;; *) GENCMD=("$GEN") ;; esac
+# stoa-bench's example is named `bench`; any other name is a `stoa` binary (copies are often renamed).
+case $(basename "$GEN") in bench*) GENCMD=("$GEN") ;; *) GENCMD=("$GEN" bench) ;; esac
 DUR=${DUR:-5} ROUNDS=${ROUNDS:-3} CONC=${CONC:-10} STREAMS=${STREAMS:-10} MB=${MB:-100} BIGN=${BIGN:-3}
 CASES=${CASES:-small small1 big}
 PORT=${PORT:-18920}
@@ -57,6 +58,14 @@ stop() {
 }
 trap stop EXIT
 start() { # start NAME: the server's pid in SRV and its port in P, once it answers over h3
+    # Another server left on the port would share it (SO_REUSEPORT) and take part of the load
+    # unmeasured: refuse to run instead.
+    local p=$PORT
+    [ "$1" = caddy ] && p=$CPORT
+    if [ -n "$(ss -HlnTu "sport = :$p" 2>/dev/null)" ]; then
+        echo "bench/h3.sh: port $p is in use (a server left from an earlier run?): PORT=..." >&2
+        exit 1
+    fi
     case $1 in
         stoa) $TASKSET "$STOA" serve --config "$RUN/stoa.toml" 2>"$RUN/stoa.err" & SRV=$! P=$PORT ;;
         caddy) GOMAXPROCS=1 XDG_CONFIG_HOME=$RUN/caddy-config XDG_DATA_HOME=$RUN/caddy-data \
