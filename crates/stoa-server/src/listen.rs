@@ -280,8 +280,20 @@ pub(crate) fn acquire(
         handles: Vec::new(),
         made: Vec::new(),
     };
-    for &(addr, is_tls, proxy_protocol) in &wanted.tcp {
-        let adopted = inherited.take_for(addr);
+    // Every address to bind is probed before any is bound: this process's
+    // own sockets on a port (127.0.0.1:8080 beside 0.0.0.0:8080) are no
+    // reason to refuse.
+    let adopted: Vec<_> = wanted
+        .tcp
+        .iter()
+        .map(|&(addr, _, _)| inherited.take_for(addr))
+        .collect();
+    for (&(addr, _, _), a) in wanted.tcp.iter().zip(&adopted) {
+        if a.is_empty() {
+            refuse_if_taken(addr).map_err(|e| StartError::Bind(addr, e))?;
+        }
+    }
+    for (&(addr, is_tls, proxy_protocol), adopted) in wanted.tcp.iter().zip(adopted) {
         let socks = if adopted.is_empty() {
             bind_all(addr, workers)?
         } else {
@@ -458,6 +470,27 @@ fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     Ok(socket.into())
+}
+
+/// Fails with `EADDRINUSE` when something already listens on `addr`. The
+/// workers' sockets carry SO_REUSEPORT, and the kernel lets any other
+/// process of the same user whose sockets carry it too (a second Stoa
+/// started by mistake, an old one never stopped) join the port's group:
+/// both would start, and each take part of the connections with its own
+/// configuration. A probe without SO_REUSEPORT is refused by any listener
+/// there, so Stoa fails to start as nginx does ("Address already in use").
+/// A binary upgrade adopts its predecessor's sockets and binds nothing.
+fn refuse_if_taken(addr: SocketAddr) -> std::io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Not refused for a closed predecessor's connections in TIME_WAIT.
+    probe.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&addr.into())
 }
 
 fn bind_all(addr: SocketAddr, n: usize) -> Result<Vec<TcpListener>, StartError> {

@@ -429,3 +429,34 @@ fn the_packaged_configuration_and_all_its_commented_examples_pass_check() {
     assert!(t.contains("ok (3 site(s)"), "{t}");
     assert!(t.contains(":443 (TLS)"), "{t}");
 }
+
+/// A second `stoa serve` on an address the first one listens on fails to
+/// start, as nginx does ("bind() ... failed (98: Address already in use)"),
+/// instead of joining the first one's SO_REUSEPORT group and taking part
+/// of its connections unseen; the first one goes on serving.
+#[test]
+fn a_second_server_on_a_taken_address_refuses_to_start_as_nginx_does() {
+    let dir = common::TempDir::new("taken");
+    dir.write("www/index.html", "first\n");
+    let first = common::Server::serve_dir(&dir.join("www"));
+    let addr = first.addr.to_string();
+    let second = common::Server::try_spawn([
+        "serve",
+        dir.join("www").to_str().expect("utf-8 path"),
+        "--listen",
+        &addr,
+        "--workers",
+        "1",
+        "--access-log",
+        "off",
+    ]);
+    let err = match second {
+        Ok(_) => panic!("a second server started on {addr}"),
+        Err(e) => e,
+    };
+    assert!(
+        err.contains(&format!("cannot listen on {addr}")) && err.contains("in use"),
+        "{err}"
+    );
+    assert!(first.get("/index.html").text().contains("first"));
+}
