@@ -36,8 +36,8 @@ pub struct H2Request {
     pub body: Vec<u8>,
 }
 
-/// Fields of HTTP/1 that HTTP/2 forbids (RFC 9113 §8.2.2) or carries as a
-/// pseudo-header (`Host` becomes `:authority`, §8.3.1).
+/// Fields of HTTP/1 that HTTP/2 and HTTP/3 forbid (RFC 9113 §8.2.2, RFC
+/// 9114 §4.2) or carry as a pseudo-header (`Host` becomes `:authority`).
 fn dropped(name: &str) -> bool {
     [
         "connection",
@@ -51,49 +51,72 @@ fn dropped(name: &str) -> bool {
     .any(|n| name.eq_ignore_ascii_case(n))
 }
 
+/// A serialized HTTP/1 request taken apart for HTTP/2 and HTTP/3: every
+/// way the CLI and scenarios build requests (-H, -C, -A, mixes, form
+/// bodies) gives the same request over every version.
+pub(crate) struct Split<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// From `Host`.
+    pub authority: Option<&'a str>,
+    /// Lowercase names, the connection-specific ones left out.
+    pub fields: Vec<(String, &'a str)>,
+    pub body: &'a [u8],
+}
+
+/// `bytes` (its last `body_len` bytes the body) as a [`Split`].
+pub(crate) fn split_h1(bytes: &[u8], body_len: usize) -> Result<Split<'_>, String> {
+    let at = bytes.len().saturating_sub(body_len);
+    let (head, body) = bytes.split_at(at);
+    let text = std::str::from_utf8(head).map_err(|_| "a request head is not UTF-8")?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+        return Err(format!("bad request line {line:?}"));
+    };
+    let mut authority = None;
+    let mut fields = Vec::new();
+    for l in lines {
+        let Some((name, value)) = l.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if name.eq_ignore_ascii_case("host") {
+            authority = Some(value);
+        } else if !dropped(name) {
+            fields.push((name.to_ascii_lowercase(), value));
+        }
+    }
+    Ok(Split {
+        method,
+        path,
+        authority,
+        fields,
+        body,
+    })
+}
+
 impl H2Request {
     /// The HTTP/2 form of a serialized HTTP/1 request (`bytes`, its last
     /// `body_len` bytes the body): the request line and headers become
-    /// `:method`, `:scheme`, `:authority`, `:path` and lowercase fields, so
-    /// every way the CLI and scenarios build requests (-H, -C, -A, mixes,
-    /// form bodies) gives the same request over both versions.
+    /// `:method`, `:scheme`, `:authority`, `:path` and lowercase fields.
     pub fn from_h1(bytes: &[u8], body_len: usize, scheme: &str) -> Result<H2Request, String> {
-        let split = bytes.len().saturating_sub(body_len);
-        let (head, body) = bytes.split_at(split);
-        let text = std::str::from_utf8(head).map_err(|_| "a request head is not UTF-8")?;
-        let mut lines = text.split("\r\n");
-        let line = lines.next().unwrap_or_default();
-        let mut parts = line.split(' ');
-        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-            return Err(format!("bad request line {line:?}"));
-        };
-        let mut authority = None;
-        let mut fields = Vec::new();
-        for l in lines {
-            let Some((name, value)) = l.split_once(':') else {
-                continue;
-            };
-            let (name, value) = (name.trim(), value.trim());
-            if name.eq_ignore_ascii_case("host") {
-                authority = Some(value.to_string());
-            } else if !dropped(name) {
-                fields.push((name.to_ascii_lowercase(), value.to_string()));
-            }
-        }
+        let r = split_h1(bytes, body_len)?;
         let mut block = Vec::new();
         use stoa_h2::hpack::Encoder;
-        Encoder::field(&mut block, b":method", method.as_bytes());
+        Encoder::field(&mut block, b":method", r.method.as_bytes());
         Encoder::field(&mut block, b":scheme", scheme.as_bytes());
-        if let Some(a) = &authority {
+        if let Some(a) = r.authority {
             Encoder::field(&mut block, b":authority", a.as_bytes());
         }
-        Encoder::field(&mut block, b":path", path.as_bytes());
-        for (n, v) in &fields {
+        Encoder::field(&mut block, b":path", r.path.as_bytes());
+        for (n, v) in &r.fields {
             Encoder::field(&mut block, n.as_bytes(), v.as_bytes());
         }
         Ok(H2Request {
             block,
-            body: body.to_vec(),
+            body: r.body.to_vec(),
         })
     }
 }

@@ -73,21 +73,6 @@ pub fn control_stream() -> Vec<u8> {
     out
 }
 
-/// Fields of HTTP/1 that HTTP/3 forbids (RFC 9114 §4.2) or carries as a
-/// pseudo-header (`Host` becomes `:authority`, §4.3.1).
-fn dropped(name: &str) -> bool {
-    [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
-
 /// A request as HTTP/3 sends it: the whole request stream (HEADERS and,
 /// with a body, DATA), the same on every stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,28 +86,14 @@ impl H3Request {
     /// §4.2, §4.3.1: pseudo-headers, lowercase names, no connection-
     /// specific fields).
     pub fn from_h1(bytes: &[u8], body_len: usize, scheme: &str) -> Result<H3Request, String> {
-        let split = bytes.len().saturating_sub(body_len);
-        let (head, body) = bytes.split_at(split);
-        let text = std::str::from_utf8(head).map_err(|_| "a request head is not UTF-8")?;
-        let mut lines = text.split("\r\n");
-        let line = lines.next().unwrap_or_default();
-        let mut parts = line.split(' ');
-        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-            return Err(format!("bad request line {line:?}"));
-        };
-        let mut authority = String::new();
-        let mut fields = Vec::new();
-        for l in lines {
-            let Some((name, value)) = l.split_once(':') else {
-                continue;
-            };
-            let (name, value) = (name.trim(), value.trim());
-            if name.eq_ignore_ascii_case("host") {
-                authority = value.to_string();
-            } else if !dropped(name) {
-                fields.push((name.to_ascii_lowercase(), value.to_string()));
-            }
-        }
+        let r = crate::h2::split_h1(bytes, body_len)?;
+        let (method, path, authority, fields, body) = (
+            r.method,
+            r.path,
+            r.authority.unwrap_or(""),
+            r.fields,
+            r.body,
+        );
         let mut section = Vec::new();
         Encoder::prefix(&mut section);
         Encoder::request(
