@@ -66,13 +66,21 @@ def initial_flood(a):
             s.sendto(data, addr)
             sent += 1
             break
+    # Until every attempt had its answer (a Retry, or the server's Initial
+    # for those it let in), by the client connection ID each answer is
+    # addressed to, not for a fixed time: a loaded server may take more
+    # than a second to answer the last ones. A deadline still ends it.
     retries = other = 0
-    s.settimeout(1.0)
-    while True:
+    answered = set()
+    s.settimeout(0.2)
+    deadline = time.time() + 20
+    while len(answered) < sent and time.time() < deadline:
         try:
             data, _ = s.recvfrom(65536)
         except socket.timeout:
-            break
+            continue
+        if data[0] & 0x80 and len(data) > 6:
+            answered.add(bytes(data[6:6 + data[5]]))
         # A long header (0x80) of type Retry (0x30) in version 1.
         if data[0] & 0xB0 == 0xB0 and data[1:5] == b"\x00\x00\x00\x01":
             retries += 1
