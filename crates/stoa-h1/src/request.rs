@@ -24,18 +24,24 @@ pub enum Method {
 
 impl Method {
     fn from_bytes(m: &str) -> Method {
-        match m {
-            "GET" => Method::Get,
-            "HEAD" => Method::Head,
-            "POST" => Method::Post,
-            "PUT" => Method::Put,
-            "DELETE" => Method::Delete,
-            "OPTIONS" => Method::Options,
-            "PATCH" => Method::Patch,
-            "TRACE" => Method::Trace,
-            "CONNECT" => Method::Connect,
-            other => Method::Other(other.to_owned()),
-        }
+        Method::from_token(m.as_bytes()).unwrap_or_else(|| Method::Other(m.to_owned()))
+    }
+
+    /// A method as HTTP/2 and HTTP/3 carry it (`:method`): the known ones
+    /// by name, any other as `Other`; None when it is not UTF-8.
+    pub fn from_token(m: &[u8]) -> Option<Method> {
+        Some(match m {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"OPTIONS" => Method::Options,
+            b"PATCH" => Method::Patch,
+            b"TRACE" => Method::Trace,
+            b"CONNECT" => Method::Connect,
+            other => Method::Other(std::str::from_utf8(other).ok()?.to_owned()),
+        })
     }
 
     /// The status for a request whose method a resource does not take:

@@ -1040,18 +1040,9 @@ fn request_head(
     ended: bool,
     spare: Option<RequestHead>,
 ) -> (RequestHead, bool) {
-    let method = match req.method() {
-        b"GET" => Method::Get,
-        b"HEAD" => Method::Head,
-        b"POST" => Method::Post,
-        b"PUT" => Method::Put,
-        b"DELETE" => Method::Delete,
-        b"OPTIONS" => Method::Options,
-        b"PATCH" => Method::Patch,
-        b"TRACE" => Method::Trace,
-        b"CONNECT" => Method::Connect,
-        m => Method::Other(String::from_utf8_lossy(m).into_owned()),
-    };
+    let m = req.method();
+    let method = Method::from_token(m)
+        .unwrap_or_else(|| Method::Other(String::from_utf8_lossy(m).into_owned()));
     let path = req.path().filter(|p| !p.is_empty()).unwrap_or(b"/");
     // `OPTIONS *` (RFC 9113 §8.3.1: `:path` is `*`).
     let target: &[u8] = if method == Method::Options && (path == b"*" || path == b"/*") {

@@ -551,18 +551,7 @@ async fn request(
 /// none, others to run to the stream's end. None: not a request Stoa
 /// can route (`stoa-h3` checked the pseudo-headers already).
 fn request_head(req: &stoa_h3::Request) -> Option<(RequestHead, Option<u64>, bool)> {
-    let method = match req.method() {
-        b"GET" => Method::Get,
-        b"HEAD" => Method::Head,
-        b"POST" => Method::Post,
-        b"PUT" => Method::Put,
-        b"DELETE" => Method::Delete,
-        b"OPTIONS" => Method::Options,
-        b"PATCH" => Method::Patch,
-        b"TRACE" => Method::Trace,
-        b"CONNECT" => Method::Connect,
-        m => Method::Other(String::from_utf8(m.to_vec()).ok()?),
-    };
+    let method = Method::from_token(req.method())?;
     let path = req.path().filter(|p| !p.is_empty()).unwrap_or(b"/");
     let target: &[u8] = if method == Method::Options && (path == b"*" || path == b"/*") {
         b"*"
