@@ -14,8 +14,9 @@ h2load has no percentiles: one more h2load run per case with --log-file
 (a write per request, so not in the CPU figures) gives those of its time
 for request.
 
-Environment: STOA (server binary), BENCH (stoa bench: the `bench` example
-or `stoa`), H2LOAD, ROUNDS (3), CASES ("h2c:10:10 h2c:10:1 h2:10:10
+Environment: STOA (server binary, default target/release/stoa), BENCH
+(the generator: the `bench` example, run as is, or a `stoa` binary, run
+as `stoa bench`; default the example when built, else STOA), H2LOAD, ROUNDS (3), CASES ("h2c:10:10 h2c:10:1 h2:10:10
 h2:10:1": proto:connections:streams), N_M (requests for -m > 1), N_1
 (requests for -m 1), PORT (first of two ports), OUT (a directory), CPU_SRV
 and CPU_GEN (taskset CPU lists; empty: no pinning).
@@ -33,8 +34,12 @@ import subprocess
 import sys
 import time
 
-STOA = os.environ.get("STOA", "/work/stoa-bin/stoa")
-BENCH = os.environ.get("BENCH", "target/release/examples/bench")
+STOA = os.environ.get("STOA", "target/release/stoa")
+_EXAMPLE = "target/release/examples/bench"
+BENCH = os.environ.get("BENCH", _EXAMPLE if os.path.exists(_EXAMPLE) else STOA)
+# The example binary (bench, bench-HASH) takes stoa bench's arguments
+# directly; the server binary takes them after its `bench` subcommand.
+BENCH_CMD = [BENCH] if os.path.basename(BENCH).startswith("bench") else [BENCH, "bench"]
 H2LOAD = os.environ.get("H2LOAD", "h2load")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CASES = os.environ.get("CASES", "h2c:10:10 h2c:10:1 h2:10:10 h2:10:1").split()
@@ -161,7 +166,7 @@ def main():
             rounds = []
             for i in range(ROUNDS):
                 js = os.path.join(OUT, f"{proto}-{c}-{m}-{i}.json")
-                sb = [BENCH, "-q", "--threads", "1", "-n", str(n), "-c", c, "--http2",
+                sb = BENCH_CMD + ["-q", "--threads", "1", "-n", str(n), "-c", c, "--http2",
                       "--max-concurrent-streams", m, "--json", js] + extra + [url]
                 rc, out, err, cpu = cpu_of(pin(CPU_GEN, sb))
                 if rc != 0:

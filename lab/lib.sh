@@ -221,7 +221,8 @@ lab_meta_begin() {
     local commit dirty sha ver
     commit=$(git -C "$REPO_DIR" rev-parse HEAD 2>/dev/null || echo unknown)
     dirty=false
-    [ -z "$(git -C "$REPO_DIR" status --porcelain --untracked-files=no 2>/dev/null)" ] || dirty=true
+    # Results of earlier experiments (lab/results) do not change what is measured.
+    [ -z "$(git -C "$REPO_DIR" status --porcelain --untracked-files=no -- . ':!lab/results' 2>/dev/null)" ] || dirty=true
     sha=$(sha256sum "$STOA" | cut -d' ' -f1)
     ver=$("$STOA" --version 2>/dev/null | head -1 || true)
     printf '{"kind":"begin","experiment":%s,"quick":%s,"started":"%s","commit":"%s","dirty":%s,"stoa":%s,"stoa_sha256":"%s","stoa_version":%s,"machine":%s,"nproc":%s,"cpus":{"servers":"%s","load":"%s","separate":%s},"repeats":%s,"run_secs":%s,"loadavg_before":"%s"}\n' \
