@@ -378,11 +378,6 @@ impl Options {
                 "--http3 needs an https:// URL (QUIC is always TLS)".into(),
             ));
         }
-        if http3 && tls_resume {
-            return Err(CliError::Usage(
-                "--tls-resume is not supported with --http3 yet".into(),
-            ));
-        }
         if http3 && http2 {
             return Err(CliError::Usage("use either --http2 or --http3".into()));
         }
@@ -542,11 +537,6 @@ impl Options {
         if http2 {
             let scheme = if url.tls { "https" } else { "http" };
             for r in &mut requests {
-                if r.template.is_some() {
-                    return Err(CliError::Usage(
-                        "{client}/{seq} placeholders are not supported over --http2 yet".into(),
-                    ));
-                }
                 let h2 = crate::h2::H2Request::from_h1(&r.bytes, r.body_len, scheme)
                     .map_err(CliError::Usage)?;
                 r.h2 = Some(Box::new(h2));
@@ -554,11 +544,6 @@ impl Options {
         }
         if http3 {
             for r in &mut requests {
-                if r.template.is_some() {
-                    return Err(CliError::Usage(
-                        "{client}/{seq} placeholders are not supported over --http3 yet".into(),
-                    ));
-                }
                 let h3 = crate::h3::H3Request::from_h1(&r.bytes, r.body_len, "https")
                     .map_err(CliError::Usage)?;
                 r.h3 = Some(Box::new(h3));

@@ -17,7 +17,7 @@
 mod h3;
 
 use crate::h2::{H2Conn, H2Error, Stream};
-use crate::plan::Plan;
+use crate::plan::{Plan, RequestSpec};
 use crate::record::{new_hist, Failure, Moments, Phases, Record};
 use crate::transport::{Conn, Handshake};
 use crate::util::Rng;
@@ -282,6 +282,53 @@ struct HeadSeen {
     keep: bool,
 }
 
+/// A templated request over HTTP/2 or HTTP/3, rendered for one request:
+/// its HTTP/1 text (the request log's target) and its frames.
+#[derive(Default)]
+struct Rendered {
+    text: Vec<u8>,
+    h2: Option<crate::h2::H2Request>,
+    h3: Option<crate::h3::H3Request>,
+}
+
+impl Rendered {
+    /// The frames of `text` (a body of `body_len` bytes at its end) for
+    /// the version `spec` goes over. The request with its placeholders
+    /// converted before the run (the numbers change no field), so this
+    /// does too; if it did not, the request goes as converted then.
+    fn render(&mut self, spec: &RequestSpec, body_len: usize, tls: bool) {
+        if spec.h2.is_some() {
+            let scheme = if tls { "https" } else { "http" };
+            self.h2 = crate::h2::H2Request::from_h1(&self.text, body_len, scheme).ok();
+        } else if spec.h3.is_some() {
+            self.h3 = crate::h3::H3Request::from_h1(&self.text, body_len, "https").ok();
+        }
+    }
+}
+
+/// The HTTP/2 form of a slot's request: rendered for a template, else
+/// encoded before the run.
+fn h2_request<'b>(
+    spec: &'b RequestSpec,
+    rendered: &'b Option<Box<Rendered>>,
+) -> Option<&'b crate::h2::H2Request> {
+    match (&spec.template, rendered.as_deref()) {
+        (Some(_), Some(Rendered { h2: Some(r), .. })) => Some(r),
+        _ => spec.h2.as_deref(),
+    }
+}
+
+/// The HTTP/3 form of a slot's request, as [`h2_request`].
+fn h3_request<'b>(
+    spec: &'b RequestSpec,
+    rendered: &'b Option<Box<Rendered>>,
+) -> Option<&'b crate::h3::H3Request> {
+    match (&spec.template, rendered.as_deref()) {
+        (Some(_), Some(Rendered { h3: Some(r), .. })) => Some(r),
+        _ => spec.h3.as_deref(),
+    }
+}
+
 struct Slot {
     phase: Phase,
     stream: Option<Conn>,
@@ -299,6 +346,9 @@ struct Slot {
     /// A templated request, rendered for this client (its capacity is
     /// reused from request to request).
     wbuf: Vec<u8>,
+    /// Over HTTP/2 and HTTP/3, a templated request rendered (kept from
+    /// request to request).
+    rendered: Option<Box<Rendered>>,
     /// Length of the request and of its body (a templated one's vary).
     req_len: usize,
     body_len: usize,
@@ -354,6 +404,7 @@ impl Slot {
             client,
             req: 0,
             wbuf: Vec::new(),
+            rendered: None,
             req_len: 0,
             body_len: 0,
             level: 0,
@@ -970,8 +1021,15 @@ impl<'a> Worker<'a> {
                 } else {
                     slot.done_reqs + 1
                 };
-                slot.body_len = t.render(slot.client, seq, &mut slot.wbuf, spec.body_len);
-                slot.req_len = slot.wbuf.len();
+                if spec.h2.is_some() || spec.h3.is_some() {
+                    let r = slot.rendered.get_or_insert_with(Default::default);
+                    slot.body_len = t.render(slot.client, seq, &mut r.text, spec.body_len);
+                    slot.req_len = r.text.len();
+                    r.render(spec, slot.body_len, plan.target.tls.is_some());
+                } else {
+                    slot.body_len = t.render(slot.client, seq, &mut slot.wbuf, spec.body_len);
+                    slot.req_len = slot.wbuf.len();
+                }
             }
         }
         slot.t_start = now;
@@ -1131,7 +1189,7 @@ impl<'a> Worker<'a> {
         let sh: &'a Shared = self.sh;
         let slot = &mut self.slots[s];
         Self::reset_response(slot);
-        if let Some(req) = sh.plan.requests[slot.req].h2.as_deref() {
+        if let Some(req) = h2_request(&sh.plan.requests[slot.req], &slot.rendered) {
             // The frames of this request on this connection's next stream
             // (the preface first on a new connection).
             let gen = slot.conn_gen;
@@ -1775,10 +1833,10 @@ impl<'a> Worker<'a> {
         // The request target as sent (a template's, rendered): between the
         // request line's two spaces.
         let spec = &self.sh.plan.requests[slot.req];
-        let bytes: &[u8] = if spec.template.is_some() {
-            &slot.wbuf
-        } else {
-            &spec.bytes
+        let bytes: &[u8] = match (&spec.template, &slot.rendered) {
+            (Some(_), Some(r)) if spec.h2.is_some() || spec.h3.is_some() => &r.text,
+            (Some(_), _) => &slot.wbuf,
+            (None, _) => &spec.bytes,
         };
         let target = bytes
             .split(|&b| b == b' ')
@@ -2184,7 +2242,10 @@ impl Worker<'_> {
     /// started then.
     fn group_open_stream(&mut self, s: usize, g: usize, now: Instant, waited: bool) {
         let sh: &Shared = self.sh;
-        let Some(req) = sh.plan.requests[self.slots[s].req].h2.as_deref() else {
+        let Some(req) = h2_request(
+            &sh.plan.requests[self.slots[s].req],
+            &self.slots[s].rendered,
+        ) else {
             return;
         };
         let grp = &mut self.groups[g];

@@ -60,11 +60,8 @@ impl TlsSetup {
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;
         let insecure = matches!(trust, Trust::Insecure);
-        let mut config = match trust {
-            Trust::Insecure => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-                .with_no_client_auth(),
+        let roots = match trust {
+            Trust::Insecure => None,
             Trust::CaFile(p) => {
                 let mut roots = rustls::RootCertStore::empty();
                 let pem = std::fs::read(p).map_err(|e| format!("--cacert {}: {e}", p.display()))?;
@@ -81,7 +78,7 @@ impl TlsSetup {
                         p.display()
                     ));
                 }
-                builder.with_root_certificates(roots).with_no_client_auth()
+                Some(roots)
             }
             Trust::System => {
                 let mut roots = rustls::RootCertStore::empty();
@@ -89,7 +86,33 @@ impl TlsSetup {
                 // Certificates the store cannot parse are skipped, as
                 // curl skips them.
                 roots.add_parsable_certificates(found.certs);
-                builder.with_root_certificates(roots).with_no_client_auth()
+                Some(roots)
+            }
+        };
+        let mut config = match (roots, resume) {
+            (Some(roots), false) => builder.with_root_certificates(roots).with_no_client_auth(),
+            (roots, resume) => {
+                let verifier: Arc<dyn ServerCertVerifier> = match roots {
+                    None => Arc::new(NoVerify(provider.clone())),
+                    Some(roots) => rustls::client::WebPkiServerVerifier::builder_with_provider(
+                        Arc::new(roots),
+                        provider.clone(),
+                    )
+                    .build()
+                    .map_err(|e| format!("TLS: {e}"))?,
+                };
+                // With resumption on, a full handshake is told from a
+                // resumed one by whether the certificate was checked: QUIC
+                // (quinn-proto) does not say which it was.
+                let verifier: Arc<dyn ServerCertVerifier> = if resume {
+                    Arc::new(Noting(verifier))
+                } else {
+                    verifier
+                };
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(verifier)
+                    .with_no_client_auth()
             }
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -157,6 +180,69 @@ impl ServerCertVerifier for NoVerify {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+thread_local! {
+    /// Certificates checked on this thread (full handshakes with
+    /// resumption on): a connection driven by this thread whose handshake
+    /// did not move it was resumed.
+    static CHECKED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Certificates this thread has checked so far (see [`Noting`]).
+pub(crate) fn certificates_checked_here() -> u64 {
+    CHECKED.with(|c| c.get())
+}
+
+/// A verifier that counts, per thread, the certificates it checks. The
+/// same one serves every connection: rustls resumes a session only under
+/// the verifier that made it.
+#[derive(Debug)]
+struct Noting(Arc<dyn ServerCertVerifier>);
+
+impl ServerCertVerifier for Noting {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        CHECKED.with(|c| c.set(c.get() + 1));
+        self.0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+
+    fn requires_raw_public_keys(&self) -> bool {
+        self.0.requires_raw_public_keys()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
+        self.0.root_hint_subjects()
     }
 }
 

@@ -124,6 +124,78 @@ fn rfc9114_a_get_over_http3_counts_the_files_bytes_and_reports_tls_and_phases() 
 }
 
 #[test]
+fn client_and_seq_placeholders_are_rendered_for_each_request_over_http3() {
+    // Each request's HEADERS carry its own :path (RFC 9114 §4.3.1), with
+    // one stream per connection and with two clients on one connection.
+    let (dir, server, cert) = site();
+    let seen = seen_cgi(&dir);
+    let url = format!(
+        "https://localhost:{}/cgi-bin/seen.sh?u=c{{client}}s{{seq}}",
+        server.addr.port()
+    );
+    let ca = cert.to_string_lossy();
+    for streams in ["1", "2"] {
+        let (code, v, _, err) = bench(
+            &dir,
+            &[
+                "--http3",
+                "-n",
+                "12",
+                "-c",
+                "2",
+                "--streams",
+                streams,
+                "--cacert",
+                &ca,
+                &url,
+            ],
+        );
+        assert_eq!(code, 0, "--streams {streams}: {err}");
+        assert_eq!(v["status"]["200"].as_u64(), Some(12), "{v}");
+        let got = seen_templated(&seen, 12);
+        // Every client of the run sent some of them (2 or 4 clients).
+        let clients = got.iter().map(|r| r.0).max().unwrap_or(0);
+        assert_eq!(clients, if streams == "1" { 2 } else { 4 }, "{got:?}");
+    }
+}
+
+#[test]
+fn tls_resume_over_http3_resumes_the_sessions_of_later_connections() {
+    // RFC 9001 §4.5: a QUIC client resumes with a TLS 1.3 ticket (RFC 8446
+    // §2.2); Stoa sends tickets after each handshake. Clients that make one
+    // request and leave open a connection each.
+    let (dir, server, cert) = site();
+    let url = format!("https://localhost:{}/page.html", server.addr.port());
+    let scenario = dir.write(
+        "resume.toml",
+        format!(
+            "[run]\nhttp = \"3\"\ncacert = \"{}\"\n\n\
+             [clients]\nstart = 1\nadd = 1\nevery = \"300ms\"\nmax = 8\nrequests = 1\n",
+            cert.display()
+        ),
+    );
+    let sc = scenario.to_string_lossy();
+    let (code, v, _, err) = bench(&dir, &["--scenario", &sc, &url]);
+    assert_eq!(code, 0, "{err}");
+    let tls = &v["tls"];
+    assert_eq!(tls["handshakes"].as_u64(), Some(8), "{tls}");
+    assert_eq!(
+        tls["resumed"].as_u64(),
+        Some(0),
+        "without --tls-resume: {tls}"
+    );
+    let (code, v, _, err) = bench(&dir, &["--scenario", &sc, "--tls-resume", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["status"]["200"].as_u64(), Some(8), "{v}");
+    let tls = &v["tls"];
+    assert_eq!(tls["handshakes"].as_u64(), Some(8), "{tls}");
+    // The first is a full handshake (no ticket yet); a later client starts
+    // 300 ms after the one before and finds its tickets.
+    let resumed = tls["resumed"].as_u64().unwrap_or(0);
+    assert!((1..=7).contains(&resumed), "{tls}");
+}
+
+#[test]
 fn ten_streams_per_connection_share_one_handshake_and_a_large_file_arrives_whole() {
     let (dir, server, cert) = site();
     let port = server.addr.port();

@@ -179,6 +179,39 @@ fn http2_with_prior_knowledge_reaches_stoa_over_plain_tcp() {
     assert!(v["tls"].is_null(), "{v}");
 }
 
+#[test]
+fn client_and_seq_placeholders_are_rendered_for_each_request_over_http2() {
+    // Each request's HEADERS carry its own :path (RFC 9113 §8.3.1): a
+    // connection per client (-m 1) and two clients' streams on one (-m 2).
+    let dir = TempDir::new("bench-h2-tpl");
+    let seen = seen_cgi(&dir);
+    let server = counting_site(&dir, "", None);
+    let url = format!(
+        "http://127.0.0.1:{}/cgi-bin/seen.sh?u=c{{client}}s{{seq}}",
+        server.addr.port()
+    );
+    for m in ["1", "2"] {
+        let (code, v, err) = bench(
+            &dir,
+            &[
+                "-n",
+                "12",
+                "-c",
+                "2",
+                "--http2",
+                "--max-concurrent-streams",
+                m,
+                &url,
+            ],
+        );
+        assert_eq!(code, 0, "-m {m}: {err}");
+        assert_eq!(v["status"]["200"].as_u64(), Some(12), "{v}");
+        let got = seen_templated(&seen, 12);
+        let clients = got.iter().map(|r| r.0).max().unwrap_or(0);
+        assert_eq!(clients, if m == "1" { 2 } else { 4 }, "{got:?}");
+    }
+}
+
 /// nginx on a free port of 127.0.0.1 with this `server` block body
 /// (`{PORT}` replaced); stopped (by its PID) when dropped.
 struct Nginx {

@@ -86,6 +86,9 @@ pub(super) struct H3Conn {
     timer_at: Option<Instant>,
     dirty: bool,
     goaway: bool,
+    /// This connection's handshake checked the server's certificate (with
+    /// resumption on: it was a full handshake, not a resumed one).
+    checked: bool,
     /// The `server` field of the first response.
     pub(super) server: Option<Vec<u8>>,
 }
@@ -106,6 +109,7 @@ impl H3Conn {
             timer_at: None,
             dirty: false,
             goaway: false,
+            checked: false,
             server: None,
         }
     }
@@ -217,6 +221,7 @@ impl Worker<'_> {
         c.reqs.clear();
         c.uni.clear();
         c.goaway = false;
+        c.checked = false;
         c.opener = Some(opener);
         c.timer_at = None;
         let token = Token((c.gen as usize) << 32 | H3_BIT | g);
@@ -322,8 +327,22 @@ impl Worker<'_> {
     /// Opens slot `s`'s request stream on ready connection `g`, or queues
     /// the slot until the server allows another stream.
     fn h3_open(&mut self, s: usize, g: usize, now: Instant) {
+        // A templated request's frames are the slot's, which the opening
+        // writes to: taken for the while.
+        let rendered = self.slots[s].rendered.take();
+        self.h3_open_stream(s, g, now, &rendered);
+        self.slots[s].rendered = rendered;
+    }
+
+    fn h3_open_stream(
+        &mut self,
+        s: usize,
+        g: usize,
+        now: Instant,
+        rendered: &Option<Box<super::Rendered>>,
+    ) {
         let sh = self.sh;
-        let Some(req) = sh.plan.requests[self.slots[s].req].h3.as_deref() else {
+        let Some(req) = super::h3_request(&sh.plan.requests[self.slots[s].req], rendered) else {
             return;
         };
         let Some(side) = self.h3.as_deref_mut() else {
@@ -448,7 +467,13 @@ impl Worker<'_> {
                             let c = &mut side.conns[g];
                             if c.ch == Some(ch) {
                                 if let Some(q) = c.quic.as_mut() {
+                                    // rustls runs (and checks the
+                                    // certificate) within this call.
+                                    let checked = crate::transport::certificates_checked_here();
                                     q.handle_event(e);
+                                    if crate::transport::certificates_checked_here() != checked {
+                                        c.checked = true;
+                                    }
                                 }
                             }
                         }
@@ -557,11 +582,11 @@ impl Worker<'_> {
         // Request bytes that did not fit (flow control) go on.
         for &id in &side.writable {
             if let Some(r) = c.reqs.iter_mut().find(|r| r.id == id) {
-                let Some(wire) = sh.plan.requests[self.slots[r.slot].req]
-                    .h3
-                    .as_deref()
-                    .map(|x| &x.wire)
-                else {
+                let Some(wire) = super::h3_request(
+                    &sh.plan.requests[self.slots[r.slot].req],
+                    &self.slots[r.slot].rendered,
+                )
+                .map(|x| &x.wire) else {
                     continue;
                 };
                 if r.sent < wire.len() {
@@ -787,6 +812,9 @@ impl Worker<'_> {
             return Err(());
         };
         self.rec.counters.tls_handshakes += 1;
+        if !c.checked && sh.plan.target.tls.as_ref().is_some_and(|t| t.resume) {
+            self.rec.counters.tls_resumed += 1;
+        }
         let alpn = q
             .crypto_session()
             .handshake_data()

@@ -981,3 +981,63 @@ impl Drop for StopOnDrop<'_> {
         self.0.store(true, Ordering::Relaxed);
     }
 }
+
+/// A CGI script at `DIR/cgi-bin/seen.sh` that appends its request's query
+/// string to `DIR/seen/seen.txt` and answers "ok": what a templated run sent,
+/// seen from the server. Returns the path of `seen.txt`.
+pub fn seen_cgi(dir: &TempDir) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    // Writable by the user the script runs as (nobody when the tests run
+    // as root and the server drops to it).
+    let room = dir.join("seen");
+    std::fs::create_dir_all(&room).expect("mkdir seen");
+    std::fs::set_permissions(&room, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let seen = room.join("seen.txt");
+    let script = dir.write(
+        "cgi-bin/seen.sh",
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$QUERY_STRING\" >> '{}'\n\
+             printf 'Content-Type: text/plain\\r\\n\\r\\nok'\n",
+            seen.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    seen
+}
+
+/// The query strings `seen_cgi` recorded, as `(client, seq)` from
+/// `u=c{client}s{seq}`, checked: `n` of them, none twice, and each
+/// client's request numbers 1, 2, ... without a gap (a closed loop's
+/// client counts its own requests). The file is emptied for the next run.
+pub fn seen_templated(seen: &Path, n: usize) -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string(seen).unwrap_or_default();
+    let _ = std::fs::remove_file(seen);
+    let mut got: Vec<(u64, u64)> = text
+        .lines()
+        .map(|l| {
+            let (c, s) = l
+                .strip_prefix("u=c")
+                .and_then(|r| r.split_once('s'))
+                .unwrap_or_else(|| panic!("not a rendered template: {l:?}"));
+            (
+                c.parse().unwrap_or_else(|_| panic!("client in {l:?}")),
+                s.parse().unwrap_or_else(|_| panic!("seq in {l:?}")),
+            )
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got.len(), n, "{text}");
+    let mut want = got.clone();
+    want.dedup();
+    assert_eq!(want.len(), n, "a request sent twice: {text}");
+    for (i, &(c, s)) in got.iter().enumerate() {
+        let first = i == 0 || got[i - 1].0 != c;
+        let expected = if first { 1 } else { got[i - 1].1 + 1 };
+        assert!(c >= 1, "{text}");
+        assert_eq!(
+            s, expected,
+            "client {c}'s requests are not numbered 1, 2, ...: {text}"
+        );
+    }
+    got
+}
