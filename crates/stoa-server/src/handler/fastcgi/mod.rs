@@ -494,7 +494,9 @@ impl Upstream {
     }
 
     /// Waits for the application: writes what is queued, reads what comes.
-    async fn step(&mut self) -> UpStep {
+    /// `blocked`: the caller has request body to send and found the write
+    /// backlog full (a shared connection's backlog drains in another task).
+    async fn step(&mut self, blocked: bool) -> UpStep {
         match self {
             Upstream::Direct(d) => {
                 let d = &mut **d;
@@ -553,7 +555,7 @@ impl Upstream {
                 }
             }
             Upstream::Mux(m) => {
-                m.ready().await;
+                m.ready(blocked).await;
                 UpStep::Read
             }
         }
@@ -668,9 +670,9 @@ enum End {
 }
 
 /// Waits on the upstream while there is one (after its release, never).
-async fn step(up: &mut Option<Upstream>) -> UpStep {
+async fn step(up: &mut Option<Upstream>, blocked: bool) -> UpStep {
     match up {
-        Some(u) => u.step().await,
+        Some(u) => u.step(blocked).await,
         None => std::future::pending().await,
     }
 }
@@ -770,7 +772,7 @@ async fn exchange(
         let lost = up.as_ref().is_none_or(Upstream::lost);
         let step = tokio::select! {
             biased;
-            s = step(&mut up), if !lost => Step::Up(s),
+            s = step(&mut up, backlogged), if !lost => Step::Up(s),
             // The request body when the application can take more, else a
             // watch for the client leaving (its request is then abandoned).
             ev = gateway::client_side(ex, &mut incoming, want_body), if want_body || watch_client => match ev {

@@ -411,9 +411,16 @@ impl MuxRequest {
         }
     }
 
-    /// Waits until [`MuxRequest::poll`] has something, or, while the
-    /// request body waits on a full write backlog, until it drains.
-    pub async fn ready(&self) {
+    /// Waits until [`MuxRequest::poll`] has something, or, when the
+    /// request body waits on a full write backlog (`blocked`: the caller
+    /// found [`MuxRequest::backlogged`]), until it drains: at once if it
+    /// has drained already. The caller's look and this wait are not one
+    /// step (tokio's `select!` may yield before polling this, when the
+    /// task's budget is spent), and the driver may take the backlog in
+    /// between: waiting then for a response that needs the rest of the
+    /// body would never end (found by a test under load: one upload of
+    /// three stalled with its body half sent).
+    pub async fn ready(&self, blocked: bool) {
         let drained = self.sh.drained.notified();
         tokio::pin!(drained);
         // Registered before the checks, so a drain meanwhile is not missed.
@@ -421,7 +428,10 @@ impl MuxRequest {
         if self.ended || self.sh.st.borrow().dead || !self.stream.q.borrow().events.is_empty() {
             return;
         }
-        if self.backlogged() {
+        if blocked {
+            if !self.backlogged() {
+                return;
+            }
             tokio::select! {
                 _ = self.stream.notify.notified() => {}
                 _ = drained => {}
