@@ -215,8 +215,9 @@ def provenance(meta):
         return "(no raw/meta.json: provenance unknown)"
     cpus = meta.get("cpus", {})
     parts = [
-        "%s run, %s repeats of %s s runs" % ("Quick (`--quick`)" if meta.get("quick") else "Full",
-                                             meta.get("repeats", "?"), meta.get("run_secs", "?")),
+        "%s run, %s of %s s runs" % ("Quick (`--quick`)" if meta.get("quick") else "Full",
+                                     "1 repeat" if meta.get("repeats") == 1 else "%s repeats" % meta.get("repeats", "?"),
+                                     meta.get("run_secs", "?")),
         "started %s, ended %s" % (meta.get("started", "?"), meta.get("ended", "?")),
         "commit %s%s" % (str(meta.get("commit", "?"))[:10], " (with uncommitted changes)" if meta.get("dirty") else ""),
         "stoa sha256 %s" % str(meta.get("stoa_sha256", "?"))[:12],

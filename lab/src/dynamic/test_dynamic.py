@@ -74,6 +74,16 @@ class DynamicRoutes(unittest.TestCase):
         # 75% fewer clients than FastCGI: servlets at 0.2x lie within a factor of 2 of 0.25x
         self.assertEqual(v["Servlets on the other hand per"]["verdict"], "reproduced")
 
+    def test_mod_perl_doubling_per_3_s_is_judged_on_the_steps_below_the_cap(self):
+        self.knee("mod_perl", 2, 362)
+        self.knee("mod_perl", 5, 861)
+        self.knee("mod_perl", 8, 1024, capped=True)
+        c = self.verdicts()["Mod perl ... managed to scale "]
+        self.assertEqual(c["verdict"], "reproduced")
+        self.assertEqual(c["measured"]["n"], 1)
+        self.assertAlmostEqual(c["measured"]["median"], 861 / 362, places=3)
+        self.assertIn("T = 8 s", c["why"])
+
     def test_routes_that_all_served_the_cap_cannot_be_ranked(self):
         for r in ("fcgi-perl", "mod_perl", "php", "servlet"):
             self.knee(r, 2, 64, capped=True)
