@@ -283,20 +283,27 @@ srv_stop() {
 # cache or JIT state carried from one measured run to the next.
 srv_restart() { srv_stop "$1"; start "$1"; }
 
+# machine_busy: the CPU time of the whole machine so far, in clock ticks
+# (/proc/stat: every state but idle and iowait). During a measured run,
+# this less the servers' and the load's own CPU is other work's.
+machine_busy() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+
 # lab_measure LABEL CMD...: runs CMD on the load CPUs and records the run
 # in meta.json: label, repeat (REP), wall seconds, CPU seconds of CMD and
-# of every running server during it, load average before and after, exit
-# status. Sets M_SECS, M_GEN_CPU_S and M_SRV_CPU_S[NAME]; returns CMD's
+# of every running server during it, of the whole machine (machine_cpu_s),
+# load average before and after, exit status. Sets M_SECS, M_GEN_CPU_S and M_SRV_CPU_S[NAME]; returns CMD's
 # status. Call it in the script's shell (not in $(...)) to keep them.
 declare -A M_SRV_CPU_S=()
 lab_measure() {
-    local label=$1 rc=0 la0 la1 s0 s1 c0 c1 n srvs=() first=1 json="" me=$BASHPID
+    local label=$1 rc=0 la0 la1 s0 s1 c0 c1 m0 m1 n srvs=() first=1 json="" me=$BASHPID
     shift
     declare -A t0=()
     for n in "${!SRV_PID[@]}"; do srvs+=("$n"); t0[$n]=$(srv_cpu_total "$n"); done
     la0=$(loadavg); s0=$(date +%s.%N)
     c0=$(awk '{print $16 + $17}' "/proc/$me/stat")
+    m0=$(machine_busy)
     on_load_cpus "$@" || rc=$?
+    m1=$(machine_busy)
     c1=$(awk '{print $16 + $17}' "/proc/$me/stat")
     s1=$(date +%s.%N); la1=$(loadavg)
     M_SECS=$(awk -v a="$s0" -v b="$s1" 'BEGIN {printf "%.3f", b - a}')
@@ -307,8 +314,9 @@ lab_measure() {
         [ $first = 1 ] || json+=","
         json+="\"$n\":${M_SRV_CPU_S[$n]}"; first=0
     done
-    printf '{"kind":"run","label":%s,"rep":%s,"started":"%s","secs":%s,"load_cpu_s":%s,"server_cpu_s":{%s},"loadavg_before":"%s","loadavg_after":"%s","rc":%s}\n' \
-        "$(json_str "$label")" "${REP:-null}" "$(date -u -d "@${s0%.*}" +%FT%TZ)" "$M_SECS" "$M_GEN_CPU_S" "$json" "$la0" "$la1" "$rc" >> "$META"
+    printf '{"kind":"run","label":%s,"rep":%s,"started":"%s","secs":%s,"load_cpu_s":%s,"server_cpu_s":{%s},"machine_cpu_s":%s,"loadavg_before":"%s","loadavg_after":"%s","rc":%s}\n' \
+        "$(json_str "$label")" "${REP:-null}" "$(date -u -d "@${s0%.*}" +%FT%TZ)" "$M_SECS" "$M_GEN_CPU_S" "$json" \
+        "$(awk -v t=$(( m1 - m0 )) -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", t / hz}')" "$la0" "$la1" "$rc" >> "$META"
     return $rc
 }
 

@@ -57,6 +57,26 @@ class Verdict(unittest.TestCase):
         self.assertIn("| Apache \\| Tomcat | p. 2 | 1.9x | 2.00x (1.80-2.10, n=3) | **reproduced** | w |", text)
         self.assertIn("on a loaded box", text)
 
+    def test_a_high_load_average_is_the_experiments_own_when_other_work_took_little_cpu(self):
+        def render(runs):
+            with tempfile.TemporaryDirectory() as d:
+                os.mkdir(os.path.join(d, "raw"))
+                v.write(d, [{"claim": "c", "where": "p", "paper": "1x", "measured": v.stat([1.0], "x"),
+                             "verdict": "reproduced", "why": "w"}])
+                with open(os.path.join(d, "raw", "meta.json"), "w") as f:
+                    json.dump({"quick": False, "repeats": 5, "nproc": 2, "runs": runs}, f)
+                return v.render(d)
+        # 10 s on 2 cores: the servers 9.5 s, ab 8 s, the machine 18 s busy.
+        own = {"secs": 10.0, "load_cpu_s": 8.0, "server_cpu_s": {"apache": 9.5}, "loadavg_before": "9.3 5 3"}
+        text = render([dict(own, machine_cpu_s=18.0)])
+        self.assertNotIn("loaded box", text)
+        self.assertIn("counts the experiment's own processes", text)
+        # The same run with 8 s of other work beside it.
+        text = render([dict(own, machine_cpu_s=25.5)])
+        self.assertIn("Measured on a loaded box: other work", text)
+        # Runs that did not record the machine's CPU: the load average alone.
+        self.assertIn("other work shared the machine", render([own]))
+
 
 class Chart(unittest.TestCase):
     def test_each_series_is_one_line_with_its_own_colour(self):

@@ -256,11 +256,40 @@ def render(out):
         note = ("\n\n*These figures come from a `--quick` run (%s repeats, short runs)%s: "
                 "they show the experiment works, not what holds.*" % (
                     meta.get("repeats", "?"), " on a loaded box" if peak >= 1 else ""))
+    elif other_work(meta) is not None:
+        other = other_work(meta)
+        if other > OTHER_WORK_LOADED:
+            note = ("\n\n*Measured on a loaded box: other work than the servers and the load took up to %s "
+                    "of the %s cores during some runs, so the spreads are wide and a verdict near its bound "
+                    "may turn on a quiet box.*" % (fmt(other), cores))
+        elif peak > cores:
+            note = ("\n\n*The 1-minute load average (up to %s on %s cores) counts the experiment's own "
+                    "processes; other work took at most %s of a core during the measured runs.*"
+                    % (fmt(peak), cores, fmt(other)))
     elif peak > cores:
         note = ("\n\n*Measured on a loaded box: the 1-minute load average reached %s on %s cores before "
                 "some runs (other work shared the machine), so the spreads are wide and a verdict near its "
                 "bound may turn on a quiet box.*" % (fmt(peak), cores))
     return head + table(claims) + "\n\n" + provenance(meta) + note + "\n"
+
+
+# Other work than the measured processes, in cores, above which a run's
+# machine counts as loaded (the kernel's share of loopback traffic that no
+# process is charged for stays well below it).
+OTHER_WORK_LOADED = 0.5
+
+
+def other_work(meta):
+    """The most cores that work other than the servers and the load took
+    during a measured run (the machine's busy CPU time less theirs, over
+    the run's wall time); None when the runs did not record the machine's."""
+    shares = []
+    for r in (meta or {}).get("runs", []):
+        if r.get("machine_cpu_s") is None or not r.get("secs"):
+            continue
+        own = (r.get("load_cpu_s") or 0) + sum((r.get("server_cpu_s") or {}).values())
+        shares.append(max(0.0, r["machine_cpu_s"] - own) / r["secs"])
+    return max(shares) if shares else None
 
 
 def main(argv):
