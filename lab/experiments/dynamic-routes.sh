@@ -33,9 +33,21 @@ if [ "$MERGE" = 1 ]; then
     [ -n "${ROWS:-}" ] || { echo "MERGE=1 needs ROWS=regex (the rows to run again)" >&2; exit 2; }
     KEEP_OUT=1
 fi
-# One run of each benchmark per row (the full run takes hours): raw/meta.json
-# says so, and the verdicts count think times, levels or rows, not repeats.
+# REPEATS runs of BENCH1-3 per row (1 by default: a full run of every row
+# takes hours); the first repeat's files are ROW-b1-thinkT-knee.json,
+# ROW-b2.json, ROW-b3-rateR.json, repeat N's end in -rN (-b1-thinkT-rN-knee,
+# -b2-rN, -b3-rateR-rN). B2_REPEATS (default REPEATS) caps the repeats that
+# run BENCH2, the longest benchmark. A later repeat's knee search starts
+# from the repeat before's knee. REPEAT_FROM=N (with MERGE=1): the ROWS'
+# repeats below N are kept and N..REPEATS run, BENCH4 (B4_REPEATS runs of
+# its own) not again. raw/meta.json records REPEATS; the verdicts pool
+# think times, levels or routes over the repeats and say so in their unit.
 REPEATS=${REPEATS:-1}
+REPEAT_FROM=${REPEAT_FROM:-1}
+if [ "$REPEAT_FROM" != 1 ]; then
+    [ "$MERGE" = 1 ] || { echo "REPEAT_FROM needs MERGE=1 (the earlier repeats are the checked-in rows')" >&2; exit 2; }
+    [ "$REPEAT_FROM" -le "$REPEATS" ] || { echo "REPEAT_FROM=$REPEAT_FROM is above REPEATS=$REPEATS" >&2; exit 2; }
+fi
 lab_init
 ensure_tools python3:python3 curl:curl perl:perl apache2:apache2 php-fpm8.2:php8.2-fpm \
     java:default-jre-headless javac:default-jdk-headless
@@ -89,14 +101,16 @@ else
     B4_N=${B4_N:-100} B4_EVERY=${B4_EVERY:-100ms} B4_REPEATS=${B4_REPEATS:-5} WARM=${WARM:-200}
     APACHE_START=${APACHE_START:-30} RESTART=${RESTART:-every} FULL_ROWS=${FULL_ROWS:-.} B1_ROWS=${B1_ROWS:-.}
 fi
+B2_REPEATS=${B2_REPEATS:-$REPEATS}
 # RESTART=every: the front end restarts before every benchmark and every
 # knee probe; b2 (--quick, to stay under two minutes): before BENCH2 only,
 # where BENCH1's backlog (CGI above all) would otherwise land.
+[ "$REPEAT_FROM" = 1 ] || lab_note repeats_here "$REPEAT_FROM-$REPEATS"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_T0=$(date +%s)
 env_prefix() {  # the knobs given, for the summary's command line
     local v out=""
-    for v in MERGE ROWS STOA_WORKERS PG; do
+    for v in MERGE ROWS REPEATS REPEAT_FROM B2_REPEATS B3_RATES STOA_WORKERS PG; do
         [ -n "${!v+x}" ] && [ -n "$(printenv "$v")" ] && out+="$v='$(printenv "$v")' "
     done
     printf '%s' "$out"
@@ -488,27 +502,42 @@ TOML
     "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(1 if d.get("abort") or not d.get("successful") else 0)' \
         "$OUT/raw/$tag.json" 2>/dev/null
 }
-# b1_knee ROW TAG THINK: the largest N of clients served without a response
-# over 3 s, searched from B1_CAP down (log-scale bisection), the front end
-# restarted before each probe; TAG-b1-thinkT-knee.json lists the probes.
+# b1_knee ROW TAG THINK [SUFFIX SEED]: the largest N of clients served
+# without a response over 3 s, the front end restarted before each probe;
+# TAG-b1-thinkT[SUFFIX]-knee.json lists the probes. Without a SEED, B1_CAP
+# is probed first, then N steps down by 4x until one is served, then the
+# bracket is bisected on a log scale to within B1_PRECISION. A later
+# repeat starts from SEED, the knee the repeat before found, and steps by
+# B1_PRECISION up (while served, to the cap) or down (while not): two or
+# three probes instead of five or six, to the same precision.
 b1_knee() {
-    local row=$1 tag=$2 think=$3 lo=0 hi n probes="" ok
-    if b1_probe "$row" "$think" "$B1_CAP" "$tag-b1-think$think-n$B1_CAP"; then
-        lo=$B1_CAP; probes="$B1_CAP:1"
+    local row=$1 tag=$2 think=$3 rs=${4:-} seed=${5:-} lo=0 hi="" n probes="" base step
+    base=$tag-b1-think$think$rs
+    b1_try() {
+        [ -z "$probes" ] || [ "$RESTART" != every ] || restart_front "$row"
+        if b1_probe "$row" "$think" "$1" "$base-n$1"; then lo=$1; probes+="${probes:+ }$1:1"
+        else hi=$1; probes+="${probes:+ }$1:0"; fi
+    }
+    if [ -n "$seed" ] && [ "$seed" -ge 1 ] && [ "$seed" -lt "$B1_CAP" ]; then
+        b1_try "$seed"; step=$B1_PRECISION
     else
-        hi=$B1_CAP; probes="$B1_CAP:0"
-        while :; do
-            if [ "$lo" = 0 ]; then n=$(( hi / 4 )); [ "$n" -ge 1 ] || n=1
-            else n=$(awk -v a="$lo" -v b="$hi" 'BEGIN {printf "%d", sqrt(a * b) + 0.5}'); fi
-            { [ "$n" -le "$lo" ] || [ "$n" -ge "$hi" ]; } && break
-            [ "$RESTART" = every ] && restart_front "$row"
-            if b1_probe "$row" "$think" "$n" "$tag-b1-think$think-n$n"; then lo=$n ok=1; else hi=$n ok=0; fi
-            probes+=" $n:$ok"
-            [ "$lo" -gt 0 ] && awk -v a="$lo" -v b="$hi" -v p="$B1_PRECISION" 'BEGIN {exit !(b / a <= p)}' && break
-            [ "$lo" = 0 ] && [ "$hi" = 1 ] && break
-        done
+        b1_try "$B1_CAP"; step=4
     fi
-    "$PYTHON" - "$OUT/raw" "$tag-b1-think$think" "$lo" "${hi:-}" "$B1_CAP" $probes <<'PY'
+    while :; do
+        if [ -z "$hi" ]; then  # every probe served: up, to the cap
+            [ "$lo" -ge "$B1_CAP" ] && break
+            n=$(awk -v a="$lo" -v s="$step" -v c="$B1_CAP" 'BEGIN {n = int(a * s); if (n <= a) n = a + 1; if (n > c) n = c; print n}')
+        elif [ "$lo" = 0 ]; then  # none served: down
+            [ "$hi" -le 1 ] && break
+            n=$(awk -v b="$hi" -v s="$step" 'BEGIN {n = b / s; if (n > int(n)) n = int(n) + 1; if (n >= b) n = b - 1; if (n < 1) n = 1; print n}')
+        else
+            awk -v a="$lo" -v b="$hi" -v p="$B1_PRECISION" 'BEGIN {exit !(b / a <= p)}' && break
+            n=$(awk -v a="$lo" -v b="$hi" 'BEGIN {printf "%d", sqrt(a * b) + 0.5}')
+            { [ "$n" -le "$lo" ] || [ "$n" -ge "$hi" ]; } && break
+        fi
+        b1_try "$n"
+    done
+    "$PYTHON" - "$OUT/raw" "$base" "$lo" "${hi:-}" "$B1_CAP" $probes <<'PY'
 import json, os, sys
 raw, base, lo, hi, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 probes = []
@@ -530,27 +559,98 @@ json.dump({"knee": lo, "capped": lo >= cap, "failed_at": int(hi) if hi else None
 PY
 }
 
+# b2_run ROW TAG SUFFIX: BENCH2, a client more every B2_STEP (paper: 10 s)
+# up to 20, back to back: the levels table. The paper's 3 warm-up runs:
+# B2_WARMUPS runs of the same ramp at a fifth of the step, not counted. The
+# row's servers' CPU time over the measured run, and their memory and
+# database connections sampled every 0.5 s.
+b2_run() {
+    local row=$1 tag=$2 rs=$3 i
+    restart_front "$row"
+    local b2dur
+    b2dur=$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 1000}')
+    b2sc() {  # b2sc NAME STEP DURATION
+        cat > "$RUN/sc.toml" <<TOML
+[run]
+name = "$1"
+url = "$(url_of "$row" t=b2)"
+keep_alive = false
+timeout = "30s"
+duration = "$3"
+[clients]
+start = 1
+add = 1
+every = "$2"
+max = $B2_MAX
+TOML
+    }
+    for i in $(seq "$B2_WARMUPS"); do
+        b2sc "$tag-b2-warmup$i$rs" "$(awk -v e="$(dur_ms "$B2_STEP")" 'BEGIN {printf "%dms", e / 5}')" \
+            "$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 5000}')"
+        bench "$tag-b2-warmup$i$rs" "$RUN/sc.toml"
+    done
+    b2sc "$tag-b2$rs" "$B2_STEP" "$b2dur"
+    local srvs c0 c1 sp
+    srvs=$(row_servers "$row")
+    : > "$RUN/sample.txt"
+    sample_row "$row" "$RUN/sample.txt" &
+    sp=$!
+    c0=$(cpu_ticks_of $srvs)
+    bench "$tag-b2$rs" "$RUN/sc.toml"
+    c1=$(cpu_ticks_of $srvs)
+    kill "$sp" 2>/dev/null || true; wait "$sp" 2>/dev/null || true
+    "$PYTHON" - "$OUT/raw/$tag-b2$rs.json" "$RUN/sample.txt" "$(( c1 - c0 ))" "$CLK_TCK" "$srvs" \
+        > "$OUT/raw/$tag-b2$rs-resources.json" <<'PY' || warn "no resources for $row"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ticks, hz, srvs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
+s = [tuple(int(x) for x in l.split()) for l in open(sys.argv[2]) if len(l.split()) == 2]
+n = d.get("responses") or 0
+json.dump({"servers": srvs, "cpu_s": ticks / hz, "responses": n,
+           "cpu_ms_per_request": ticks / hz * 1000 / n if n else None,
+           "rss_kb_max": max((a for a, _ in s), default=None),
+           "db_connections_max": max((b for _, b in s), default=None), "samples": len(s)}, sys.stdout)
+PY
+}
+
 run_row() {
     local row=$1 tag=${1//:/-} t think r load0 i
     load0=$(cut -d' ' -f1 /proc/loadavg)
     ROW_WHEN[$row]="$(date -u +%H:%M) UTC, load $load0"
-    rm -f "$OUT/raw/$tag"-*
+    local warm=$tag-warmup rep rs seed
+    if [ "$REPEAT_FROM" = 1 ]; then
+        rm -f "$OUT/raw/$tag"-*
+    else
+        warm+=-r$REPEAT_FROM
+        for rep in $(seq "$REPEAT_FROM" "$REPEATS"); do
+            rm -f "$OUT/raw/$tag"-b[123]*-r"$rep".* "$OUT/raw/$tag"-b[123]*-r"$rep"-*
+        done
+    fi
     local full=1; [[ $row =~ $FULL_ROWS ]] || full=0
     # Warm-up (the paper ran BENCH2 three times before the measured run):
     # Tomcat's JIT, Apache's prefork children compiling mod_perl's script.
-    on_load_cpus "$STOA" bench -q -n "$WARM" -c 10 "$(url_of "$row" t=b3)" > "$OUT/raw/$tag-warmup.txt" 2>&1 ||
+    on_load_cpus "$STOA" bench -q -n "$WARM" -c 10 "$(url_of "$row" t=b3)" > "$OUT/raw/$warm.txt" 2>&1 ||
         warn "warm-up of $row exited $?"
-    if [ "$full" = 1 ]; then
+    for rep in $(seq "$REPEAT_FROM" "$REPEATS"); do
+        [ "$full" = 1 ] || break
+        rs=""; [ "$rep" = 1 ] || rs=-r$rep
+        [ "$REPEATS" = 1 ] || log "$row: repeat $rep of $REPEATS"
         for think in $B1_THINKS; do
             [[ $row =~ $B1_ROWS ]] || break
             [ "$RESTART" = every ] && restart_front "$row"
-            if [ "$B1_MODE" = knee ]; then b1_knee "$row" "$tag" "$think"; continue; fi
+            if [ "$B1_MODE" = knee ]; then
+                seed=""
+                [ "$rep" = 1 ] || seed=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["knee"])' \
+                    "$OUT/raw/$tag-b1-think$think$([ "$rep" = 2 ] || echo "-r$((rep - 1))")-knee.json" 2>/dev/null) || seed=""
+                b1_knee "$row" "$tag" "$think" "$rs" "$seed"
+                continue
+            fi
             # The ramp: a client every B1_EVERY (paper: 2 s) up to B1_MAX,
             # think uniform 1..T s, abort when a response takes over 3 s;
             # each client also thinks before its first request.
             cat > "$RUN/sc.toml" <<TOML
 [run]
-name = "$tag-b1-think$think"
+name = "$tag-b1-think$think$rs"
 url = "$(url_of "$row" t=b1)"
 seed = 1
 keep_alive = false
@@ -569,58 +669,9 @@ max = "${think}s"
 [abort]
 latency_over = "3s"
 TOML
-            bench "$tag-b1-think$think" "$RUN/sc.toml"
+            bench "$tag-b1-think$think$rs" "$RUN/sc.toml"
         done
-        # BENCH2: a client more every B2_STEP (paper: 10 s) up to 20, back
-        # to back: the levels table. The paper's 3 warm-up runs: B2_WARMUPS
-        # runs of the same ramp at a fifth of the step, not counted. The
-        # row's servers' CPU time over the measured run, and their memory
-        # and database connections sampled every 0.5 s.
-        restart_front "$row"
-        local b2dur
-        b2dur=$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 1000}')
-        b2sc() {  # b2sc NAME STEP DURATION
-            cat > "$RUN/sc.toml" <<TOML
-[run]
-name = "$1"
-url = "$(url_of "$row" t=b2)"
-keep_alive = false
-timeout = "30s"
-duration = "$3"
-[clients]
-start = 1
-add = 1
-every = "$2"
-max = $B2_MAX
-TOML
-        }
-        for i in $(seq "$B2_WARMUPS"); do
-            b2sc "$tag-b2-warmup$i" "$(awk -v e="$(dur_ms "$B2_STEP")" 'BEGIN {printf "%dms", e / 5}')" \
-                "$(awk -v e="$(dur_ms "$B2_STEP")" -v m="$B2_MAX" 'BEGIN {printf "%.1fs", e * m / 5000}')"
-            bench "$tag-b2-warmup$i" "$RUN/sc.toml"
-        done
-        b2sc "$tag-b2" "$B2_STEP" "$b2dur"
-        local srvs c0 c1 sp
-        srvs=$(row_servers "$row")
-        : > "$RUN/sample.txt"
-        sample_row "$row" "$RUN/sample.txt" &
-        sp=$!
-        c0=$(cpu_ticks_of $srvs)
-        bench "$tag-b2" "$RUN/sc.toml"
-        c1=$(cpu_ticks_of $srvs)
-        kill "$sp" 2>/dev/null || true; wait "$sp" 2>/dev/null || true
-        "$PYTHON" - "$OUT/raw/$tag-b2.json" "$RUN/sample.txt" "$(( c1 - c0 ))" "$CLK_TCK" "$srvs" \
-            > "$OUT/raw/$tag-b2-resources.json" <<'PY' || warn "no resources for $row"
-import json, sys
-d = json.load(open(sys.argv[1]))
-ticks, hz, srvs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
-s = [tuple(int(x) for x in l.split()) for l in open(sys.argv[2]) if len(l.split()) == 2]
-n = d.get("responses") or 0
-json.dump({"servers": srvs, "cpu_s": ticks / hz, "responses": n,
-           "cpu_ms_per_request": ticks / hz * 1000 / n if n else None,
-           "rss_kb_max": max((a for a, _ in s), default=None),
-           "db_connections_max": max((b for _, b in s), default=None), "samples": len(s)}, sys.stdout)
-PY
+        [ "$rep" -gt "$B2_REPEATS" ] || b2_run "$row" "$tag" "$rs"
         # BENCH3: R single requests per second, each on its own connection,
         # R x B3_DUR of them: the run lasts until the last one ended (the
         # paper: "we only managed to increase the test time"), so a slow
@@ -629,7 +680,7 @@ PY
             [ "$RESTART" = every ] && restart_front "$row"
             cat > "$RUN/sc.toml" <<TOML
 [run]
-name = "$tag-b3-rate$r"
+name = "$tag-b3-rate$r$rs"
 url = "$(url_of "$row" t=b3)"
 keep_alive = false
 timeout = "30s"
@@ -637,16 +688,17 @@ rate = $r
 connections = 1024
 requests = $(( r * B3_DUR ))
 TOML
-            bench "$tag-b3-rate$r" "$RUN/sc.toml"
+            bench "$tag-b3-rate$r$rs" "$RUN/sc.toml"
         done
         [ "$RESTART" = every ] && restart_front "$row"
-    fi
+    done
     # BENCH4: B4_N clients, one every B4_EVERY (paper: 100 over 10 s),
     # each waiting 200 ms and making one request; running mean and
     # deviation after every response. B4_REPEATS runs (ROW-b4, then
     # ROW-b4-rN), the front end restarted between them with RESTART=every.
     local b4tag
     for i in $(seq "$B4_REPEATS"); do
+        [ "$REPEAT_FROM" = 1 ] || break
         b4tag=$tag-b4; [ "$i" = 1 ] || b4tag=$tag-b4-r$i
         [ "$i" = 1 ] || [ "$RESTART" != every ] || restart_front "$row"
         cat > "$RUN/sc.toml" <<TOML
@@ -728,10 +780,14 @@ for row in "${ALL_ROWS[@]}"; do
         echo "${OLD_ROW[$row]}" >> "$tmp_rows"; continue
     fi
     [ -n "${RAN[$row]:-}" ] || continue
+    when=${ROW_WHEN[$row]:-}
+    # Added repeats: the row's first run keeps its time beside theirs.
+    [ "$REPEAT_FROM" = 1 ] || [ -z "${OLD_ROW[$row]:-}" ] ||
+        when="$(cut -f6 <<< "${OLD_ROW[$row]}"); repeats $REPEAT_FROM-$REPEATS at $when"
     how=${FRONT_HOW[$front:$route]:-}
     [ "$front" = stoa ] && how+=", $STOA_W worker$([ "$STOA_W" = 1 ] || echo s)"
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "${row//:/-}" "${ROUTE_LABEL[$route]}" "$how" \
-        "${ROW_STATUS[$row]:-not run}" "${ROW_WHEN[$row]:-}" >> "$tmp_rows"
+        "${ROW_STATUS[$row]:-not run}" "$when" >> "$tmp_rows"
 done
 mv "$tmp_rows" "$rows_file"
 runs_file=$OUT/runs.tsv
@@ -748,7 +804,7 @@ for b in b2 b4; do
     [ -e "${files[0]}" ] && "$STOA" bench compare "${files[@]}" --html "$OUT/compare-pg-$b.html" > "$OUT/raw/compare-pg-$b.txt" 2>&1 || true
 done
 "$PYTHON" "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$runs_file" \
-    "B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY B4_REPEATS=$B4_REPEATS WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' B1_ROWS='$B1_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
+    "REPEATS=$REPEATS B2_REPEATS=$B2_REPEATS B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY B4_REPEATS=$B4_REPEATS WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' B1_ROWS='$B1_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
     > "$RUN/summary.body" || die "summary.py failed"
 "$PYTHON" "$SRC/dynamic-verdicts.py" "$OUT" "$rows_file" "$QUICK" || die "dynamic-verdicts.py failed"
 { lab_summary_head; echo; cat "$RUN/summary.body"; } > "$OUT/summary.md"

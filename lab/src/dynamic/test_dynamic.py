@@ -47,13 +47,14 @@ class DynamicRoutes(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def knee(self, route, think, knee, capped=False, kbps=1000.0):
-        write(os.path.join(self.out, "raw", "apache-%s-sqlite-b1-think%d-knee.json" % (route, think)),
+    def knee(self, route, think, knee, capped=False, kbps=1000.0, rep=1):
+        write(os.path.join(self.out, "raw", "apache-%s-sqlite-b1-think%d%s-knee.json"
+                           % (route, think, "" if rep == 1 else "-r%d" % rep)),
               {"knee": knee, "capped": capped, "failed_at": None if capped else knee + 1,
                "kb_per_s_at_knee": kbps, "probes": []})
 
-    def b2(self, route, per_client_ms):
-        write(os.path.join(self.out, "raw", "apache-%s-sqlite-b2.json" % route),
+    def b2(self, route, per_client_ms, rep=1):
+        write(os.path.join(self.out, "raw", "apache-%s-sqlite-b2%s.json" % (route, "" if rep == 1 else "-r%d" % rep)),
               {"levels": [{"active": n, "mean_ms": per_client_ms * n} for n in range(1, 11)]})
 
     def verdicts(self):
@@ -83,6 +84,27 @@ class DynamicRoutes(unittest.TestCase):
         self.assertEqual(c["measured"]["n"], 1)
         self.assertAlmostEqual(c["measured"]["median"], 861 / 362, places=3)
         self.assertIn("T = 8 s", c["why"])
+
+    def test_repeats_are_pooled_and_a_repeat_that_disagrees_shows_in_the_spread(self):
+        # Repeats 1-3 of BENCH1 (files -rN for N > 1): FastCGI first at T = 2 s in two, second in one.
+        for rep, fk in ((1, 300), (2, 320), (3, 200)):
+            self.knee("fcgi-perl", 2, fk, rep=rep)
+            self.knee("mod_perl", 2, 250, rep=rep)
+            self.knee("php", 2, 100, rep=rep)
+            self.knee("servlet", 2, 50, rep=rep)
+        self.b2("fcgi-perl", 10.0)
+        self.b2("mod_perl", 11.0)
+        self.b2("fcgi-perl", 10.0, rep=2)
+        self.b2("mod_perl", 12.0, rep=2)
+        v = self.verdicts()
+        first = v["FastCGI is the fastest protocol"]
+        self.assertEqual(first["verdict"], "reproduced")
+        self.assertEqual((first["measured"]["n"], first["measured"]["median"], first["measured"]["min"]), (3, 1.2, 0.8))
+        self.assertIn("per think time and repeat", first["measured"]["unit"])
+        self.assertIn("crosses the bound", first["why"])
+        narrow = v["The FastCGI is clearly first, "]
+        self.assertEqual((narrow["measured"]["n"], narrow["measured"]["max"]), (20, 1.2))
+        self.assertIn("per client level and repeat", narrow["measured"]["unit"])
 
     def test_routes_that_all_served_the_cap_cannot_be_ranked(self):
         for r in ("fcgi-perl", "mod_perl", "php", "servlet"):
