@@ -27,6 +27,11 @@
 # replaced, every other row's kept, each row with its own time and load).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# The knobs the caller gave, before defaults fill them (the summary's command line).
+GIVEN=""
+for v in MERGE ROWS REPEATS REPEAT_FROM B2_REPEATS B3_RATES STOA_WORKERS PG; do
+    [ -n "${!v:-}" ] && GIVEN+="$v='${!v}' "
+done
 MERGE=${MERGE:-0}
 if [ "$MERGE" = 1 ]; then
     [ "$QUICK" = 0 ] || { echo "MERGE=1 is for full runs" >&2; exit 2; }
@@ -108,13 +113,7 @@ B2_REPEATS=${B2_REPEATS:-$REPEATS}
 [ "$REPEAT_FROM" = 1 ] || lab_note repeats_here "$REPEAT_FROM-$REPEATS"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_T0=$(date +%s)
-env_prefix() {  # the knobs given, for the summary's command line
-    local v out=""
-    for v in MERGE ROWS REPEATS REPEAT_FROM B2_REPEATS B3_RATES STOA_WORKERS PG; do
-        [ -n "${!v+x}" ] && [ -n "$(printenv "$v")" ] && out+="$v='$(printenv "$v")' "
-    done
-    printf '%s' "$out"
-}
+env_prefix() { printf '%s' "$GIVEN"; }
 
 # ---------------------------------------------------------------- data
 mkdir -p "$RUN/db" "$RUN/www/php" "$RUN/cgi" "$RUN/sock"
