@@ -194,13 +194,7 @@ on_load_cpus() { taskset -c "$LOAD_CPUS" "$@"; }
 # of the children they have reaped (cutime+cstime): Apache's and nginx's
 # exited workers count too.
 srv_cpu_total() {
-    local p t=0 f
-    for p in $(srv_pids "$1"); do
-        f=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
-        set -- $f
-        t=$(( t + ${12} + ${13} + ${14} + ${15} ))
-    done
-    echo "$t"
+    srv_proc_cat "$1" stat | awk '{ sub(/.*\) /, ""); split($0, f, " "); t += f[12] + f[13] + f[14] + f[15] } END { print t + 0 }'
 }
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }

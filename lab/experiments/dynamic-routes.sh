@@ -29,7 +29,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # The knobs the caller gave, before defaults fill them (the summary's command line).
 GIVEN=""
-for v in MERGE ROWS REPEATS REPEAT_FROM B2_REPEATS B3_RATES STOA_WORKERS PG; do
+for v in MERGE ROWS BENCHES REPEATS REPEAT_FROM B2_REPEATS B1_CAP B3_RATES STOA_WORKERS PG; do
     [ -n "${!v:-}" ] && GIVEN+="$v='${!v}' "
 done
 MERGE=${MERGE:-0}
@@ -49,6 +49,19 @@ fi
 # think times, levels or routes over the repeats and say so in their unit.
 REPEATS=${REPEATS:-1}
 REPEAT_FROM=${REPEAT_FROM:-1}
+# BENCHES: which benchmarks run (default "1 2 3 4"). Fewer (with MERGE=1)
+# replace only those benchmarks' files of the ROWS (of repeats
+# REPEAT_FROM..REPEATS): BENCHES=2 REPEAT_FROM=4 REPEATS=5 adds BENCH2's
+# repeats 4 and 5 and keeps every other file.
+BENCHES=${BENCHES:-1 2 3 4}
+for b in $BENCHES; do
+    case $b in 1|2|3|4) ;; *) echo "BENCHES='$BENCHES': each must be 1, 2, 3 or 4" >&2; exit 2 ;; esac
+done
+has_bench() { [[ " $BENCHES " == *" $1 "* ]]; }
+ALL_BENCHES=1; for b in 1 2 3 4; do has_bench $b || ALL_BENCHES=0; done
+[ "$ALL_BENCHES" = 1 ] || [ "$MERGE" = 1 ] ||
+    { echo "BENCHES='$BENCHES' needs MERGE=1 (the other benchmarks' files are the checked-in rows')" >&2; exit 2; }
+BENCH_NOTE=""; [ "$ALL_BENCHES" = 1 ] || BENCH_NOTE=" (BENCH$(echo $BENCHES | sed 's/ /, BENCH/g') only)"
 if [ "$REPEAT_FROM" != 1 ]; then
     [ "$MERGE" = 1 ] || { echo "REPEAT_FROM needs MERGE=1 (the earlier repeats are the checked-in rows')" >&2; exit 2; }
     [ "$REPEAT_FROM" -le "$REPEATS" ] || { echo "REPEAT_FROM=$REPEAT_FROM is above REPEATS=$REPEATS" >&2; exit 2; }
@@ -110,7 +123,8 @@ B2_REPEATS=${B2_REPEATS:-$REPEATS}
 # RESTART=every: the front end restarts before every benchmark and every
 # knee probe; b2 (--quick, to stay under two minutes): before BENCH2 only,
 # where BENCH1's backlog (CGI above all) would otherwise land.
-[ "$REPEAT_FROM" = 1 ] || lab_note repeats_here "$REPEAT_FROM-$REPEATS"
+[ "$REPEAT_FROM" = 1 ] && [ "$ALL_BENCHES" = 1 ] || lab_note repeats_here "$REPEAT_FROM-$REPEATS$BENCH_NOTE"
+[ "$ALL_BENCHES" = 1 ] || lab_note benches_here "${BENCHES// /,}"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 RUN_T0=$(date +%s)
 env_prefix() { printf '%s' "$GIVEN"; }
@@ -410,10 +424,13 @@ check_row() {  # a POST stored and read back; the b1 page byte for byte
     ROW_STATUS[$row]=ok
 }
 
-bench() {  # bench TAG SCENARIO-FILE [ARGS...]
-    local tag=$1 sc=$2; shift 2
-    on_load_cpus "$STOA" bench -q --scenario "$sc" --json "$OUT/raw/$tag.json" "$@" > "$OUT/raw/$tag.txt" 2>&1 ||
-        warn "stoa bench $tag exited $? ($(tail -n1 "$OUT/raw/$tag.txt"))"
+# bench TAG SCENARIO-FILE [ARGS...]: one `stoa bench` scenario on the load
+# CPUs, measured by lab_measure (meta.json: its wall and CPU time, every
+# server's, the whole machine's, so that other work on the box shows).
+bench() {
+    local tag=$1 sc=$2 rc=0; shift 2
+    lab_measure "$tag" "$STOA" bench -q --scenario "$sc" --json "$OUT/raw/$tag.json" "$@" > "$OUT/raw/$tag.txt" 2>&1 || rc=$?
+    [ "$rc" = 0 ] || warn "stoa bench $tag exited $rc ($(tail -n1 "$OUT/raw/$tag.txt"))"
 }
 
 # restart_front ROW: the row's front end stopped and started again before
@@ -594,6 +611,8 @@ TOML
     : > "$RUN/sample.txt"
     sample_row "$row" "$RUN/sample.txt" &
     sp=$!
+    # beside the load generator, off the servers' CPUs
+    taskset -pc "$LOAD_CPUS" "$sp" > /dev/null 2>&1 || true
     c0=$(cpu_ticks_of $srvs)
     bench "$tag-b2$rs" "$RUN/sc.toml"
     c1=$(cpu_ticks_of $srvs)
@@ -616,13 +635,18 @@ run_row() {
     local row=$1 tag=${1//:/-} t think r load0 i
     load0=$(cut -d' ' -f1 /proc/loadavg)
     ROW_WHEN[$row]="$(date -u +%H:%M) UTC, load $load0"
-    local warm=$tag-warmup rep rs seed
-    if [ "$REPEAT_FROM" = 1 ]; then
+    local warm=$tag-warmup rep rs seed b
+    if [ "$REPEAT_FROM" = 1 ] && [ "$ALL_BENCHES" = 1 ]; then
         rm -f "$OUT/raw/$tag"-*
+    elif [ "$REPEAT_FROM" = 1 ]; then
+        # only the benchmarks that run again (BENCH2's warm-ups included)
+        for b in $BENCHES; do rm -f "$OUT/raw/$tag"-b"$b"*; done
     else
         warm+=-r$REPEAT_FROM
         for rep in $(seq "$REPEAT_FROM" "$REPEATS"); do
-            rm -f "$OUT/raw/$tag"-b[123]*-r"$rep".* "$OUT/raw/$tag"-b[123]*-r"$rep"-*
+            for b in $BENCHES; do
+                [ "$b" = 4 ] || rm -f "$OUT/raw/$tag"-b"$b"*-r"$rep".* "$OUT/raw/$tag"-b"$b"*-r"$rep"-*
+            done
         done
     fi
     local full=1; [[ $row =~ $FULL_ROWS ]] || full=0
@@ -633,9 +657,10 @@ run_row() {
     for rep in $(seq "$REPEAT_FROM" "$REPEATS"); do
         [ "$full" = 1 ] || break
         rs=""; [ "$rep" = 1 ] || rs=-r$rep
+        REP=$rep
         [ "$REPEATS" = 1 ] || log "$row: repeat $rep of $REPEATS"
         for think in $B1_THINKS; do
-            [[ $row =~ $B1_ROWS ]] || break
+            [[ $row =~ $B1_ROWS ]] && has_bench 1 || break
             [ "$RESTART" = every ] && restart_front "$row"
             if [ "$B1_MODE" = knee ]; then
                 seed=""
@@ -670,12 +695,13 @@ latency_over = "3s"
 TOML
             bench "$tag-b1-think$think$rs" "$RUN/sc.toml"
         done
-        [ "$rep" -gt "$B2_REPEATS" ] || b2_run "$row" "$tag" "$rs"
+        [ "$rep" -gt "$B2_REPEATS" ] || ! has_bench 2 || b2_run "$row" "$tag" "$rs"
         # BENCH3: R single requests per second, each on its own connection,
         # R x B3_DUR of them: the run lasts until the last one ended (the
         # paper: "we only managed to increase the test time"), so a slow
         # route shows as a longer test, and a request over 30 s as an error.
         for r in $B3_RATES; do
+            has_bench 3 || break
             [ "$RESTART" = every ] && restart_front "$row"
             cat > "$RUN/sc.toml" <<TOML
 [run]
@@ -697,8 +723,9 @@ TOML
     # ROW-b4-rN), the front end restarted between them with RESTART=every.
     local b4tag
     for i in $(seq "$B4_REPEATS"); do
-        [ "$REPEAT_FROM" = 1 ] || break
+        [ "$REPEAT_FROM" = 1 ] && has_bench 4 || break
         b4tag=$tag-b4; [ "$i" = 1 ] || b4tag=$tag-b4-r$i
+        REP=$i
         [ "$i" = 1 ] || [ "$RESTART" != every ] || restart_front "$row"
         cat > "$RUN/sc.toml" <<TOML
 [run]
@@ -780,9 +807,10 @@ for row in "${ALL_ROWS[@]}"; do
     fi
     [ -n "${RAN[$row]:-}" ] || continue
     when=${ROW_WHEN[$row]:-}
-    # Added repeats: the row's first run keeps its time beside theirs.
-    [ "$REPEAT_FROM" = 1 ] || [ -z "${OLD_ROW[$row]:-}" ] ||
-        when="$(cut -f6 <<< "${OLD_ROW[$row]}"); repeats $REPEAT_FROM-$REPEATS at $when"
+    # Added repeats or benchmarks run again: the row's first run keeps its
+    # time beside theirs.
+    { [ "$REPEAT_FROM" = 1 ] && [ "$ALL_BENCHES" = 1 ]; } || [ -z "${OLD_ROW[$row]:-}" ] ||
+        when="$(cut -f6 <<< "${OLD_ROW[$row]}"); repeats $REPEAT_FROM-$REPEATS$BENCH_NOTE at $when"
     how=${FRONT_HOW[$front:$route]:-}
     [ "$front" = stoa ] && how+=", $STOA_W worker$([ "$STOA_W" = 1 ] || echo s)"
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "${row//:/-}" "${ROUTE_LABEL[$route]}" "$how" \
@@ -803,7 +831,7 @@ for b in b2 b4; do
     [ -e "${files[0]}" ] && "$STOA" bench compare "${files[@]}" --html "$OUT/compare-pg-$b.html" > "$OUT/raw/compare-pg-$b.txt" 2>&1 || true
 done
 "$PYTHON" "$SRC/summary.py" "$OUT" "$rows_file" "$QUICK" "$(machine)" "$runs_file" \
-    "REPEATS=$REPEATS B2_REPEATS=$B2_REPEATS B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY B4_REPEATS=$B4_REPEATS WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' B1_ROWS='$B1_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
+    "BENCHES='$BENCHES' REPEATS=$REPEATS B2_REPEATS=$B2_REPEATS B1_MODE=$B1_MODE B1_CAP=$B1_CAP B1_PROBE=$B1_PROBE B1_PRECISION=$B1_PRECISION B1_EVERY=$B1_EVERY B1_MAX=$B1_MAX B1_THINKS='$B1_THINKS' B1_TAIL=${B1_TAIL}s B1_FIRST_MIN=$B1_FIRST_MIN B2_STEP=$B2_STEP B2_MAX=$B2_MAX B2_WARMUPS=$B2_WARMUPS B3_RATES='$B3_RATES' B3_DUR=${B3_DUR}s B4_N=$B4_N B4_EVERY=$B4_EVERY B4_REPEATS=$B4_REPEATS WARM=$WARM RESTART=$RESTART FULL_ROWS='$FULL_ROWS' B1_ROWS='$B1_ROWS' SERVER_CPUS=$SERVER_CPUS LOAD_CPUS=$LOAD_CPUS" \
     > "$RUN/summary.body" || die "summary.py failed"
 "$PYTHON" "$SRC/dynamic-verdicts.py" "$OUT" "$rows_file" "$QUICK" || die "dynamic-verdicts.py failed"
 { lab_summary_head; echo; cat "$RUN/summary.body"; } > "$OUT/summary.md"

@@ -218,7 +218,7 @@ def provenance(meta):
         "%s run, %s of %s s runs" % ("Quick (`--quick`)" if meta.get("quick") else "Full",
                                      "1 repeat" if meta.get("repeats") == 1 else "%s repeats" % meta.get("repeats", "?"),
                                      meta.get("run_secs", "?")) + (
-            " (this run added repeats %s to rows run before: their times are in the rows table)"
+            " (this run ran repeats %s of rows run before: their times are in the rows table)"
             % meta["notes"]["repeats_here"] if (meta.get("notes") or {}).get("repeats_here") else ""),
         "started %s, ended %s" % (meta.get("started", "?"), meta.get("ended", "?")),
         "commit %s%s" % (str(meta.get("commit", "?"))[:10], " (with uncommitted changes)" if meta.get("dirty") else ""),
