@@ -9,6 +9,7 @@ status, when (UTC time and 1-min load average at its start and end);
 RUNS.tsv: the runs that made the rows (time, command, load averages at the
 start and the end, which rows). OUT/notes.md, if present, is appended."""
 import glob, json, os, re, sys
+from statistics import median
 
 out, rows_tsv, quick, machine, runs_tsv, params = sys.argv[1:7]
 rows = [(l.rstrip("\n").split("\t") + [""])[:6] for l in open(rows_tsv) if l.strip()]
@@ -223,37 +224,45 @@ was left out: "orders of magnitude" behind. Table 1, average traffic in KB/s:
 FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
 """)
     # ------------------------------------------------ figure 6
+    # Each row's BENCH2 repeats (ROW-b2, ROW-b2-r2 ...): per level the
+    # median of the repeats' mean times, failures summed.
     series, table = [], []
     for r in mine:
-        d = load(r[1] + "-b2")
-        if not d:
-            continue
-        lv = {e["active"]: e.get("mean_ms") for e in d.get("levels", []) if e.get("active")}
+        reps = [d for d in (load(r[1] + "-b2" + rsfx(k)) for k in range(1, 100)) if d]
+        per = {}
+        for d in reps:
+            for e in d.get("levels", []):
+                if e.get("active") and e.get("mean_ms") is not None:
+                    per.setdefault(e["active"], []).append(e["mean_ms"])
+        lv = {k: median(v) for k, v in per.items()}
         if lv:
             series.append((name(r[0]), sorted(lv.items()), r[0].startswith("apache")))
-            table.append((r, lv, d.get("failed", 0)))
+            table.append((r, lv, sum(d.get("failed", 0) for d in reps), len(reps)))
     if table:
         P("### Figure 6 (BENCH2): mean response time (ms) against concurrent clients\n")
         P("A client more every %s up to %s, each requesting the 195 KB page back to back; "
-          "stoa bench's `levels` table (requests filed under the clients running when they started).\n" % (
+          "stoa bench's `levels` table (requests filed under the clients running when they started). "
+          "Where a row ran BENCH2 more than once, each cell is the median of its repeats' mean times "
+          "and `failed` their sum.\n" % (
               params.split("B2_STEP=")[1].split()[0], params.split("B2_MAX=")[1].split()[0]))
-        top = max(max(lv) for _, lv, _ in table)
+        top = max(max(lv) for _, lv, _, _ in table)
         cols = sorted({c for c in (1, 2, 5, 10, 15, 20, top) if c <= top})
-        P("| row | " + " | ".join("%d clients" % c for c in cols) + " | ms per added client | failed |")
-        P("|---|" + "---|" * (len(cols) + 2))
-        for r, lv, failed in table:
+        P("| row | " + " | ".join("%d clients" % c for c in cols) + " | ms per added client | failed | repeats |")
+        P("|---|" + "---|" * (len(cols) + 3))
+        for r, lv, failed, n in table:
             xs = sorted(k for k in lv if lv[k] is not None)
             slope = None
             if len(xs) > 1:
                 mx = sum(xs) / len(xs); my = sum(lv[x] for x in xs) / len(xs)
                 den = sum((x - mx) ** 2 for x in xs)
                 slope = sum((x - mx) * (lv[x] - my) for x in xs) / den if den else None
-            P("| %s | %s | %s | %d |" % (name(r[0]), " | ".join(fmt(lv.get(c)) for c in cols), fmt(slope, 2), failed))
+            P("| %s | %s | %s | %d | %d |" % (name(r[0]), " | ".join(fmt(lv.get(c)) for c in cols), fmt(slope, 2), failed, n))
         if chart("fig6-%s.svg" % db, "Figure 6 (BENCH2, %s): mean time vs clients" % dbname,
                  "concurrent clients", "mean response time (ms)", series, log_ok=False):
             P("\n![figure 6](fig6-%s.svg)  (Apache dashed; all runs in `compare-%s-b2.html`)" % (db, db))
-        res = [(r, load(r[1] + "-b2-resources")) for r, _, _ in table]
-        res = [(r, x) for r, x in res if x]
+        res = [(r, [x for x in (load(r[1] + "-b2" + rsfx(k) + "-resources") for k in range(1, n + 1)) if x])
+               for r, _, _, n in table]
+        res = [(r, xs) for r, xs in res if xs]
         if res:
             P("\nWhat each row cost during BENCH2 (the measured run): CPU time of the processes doing its work "
               "(front end, back end, PostgreSQL on PostgreSQL rows; reaped children included) per response, "
@@ -261,13 +270,18 @@ FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
               "database connections open at once (PostgreSQL: backends on the database; SQLite: open "
               "descriptors of its file). On Stoa rows the processes are the one Stoa that serves every route, with all "
               "its pools (8 Perl FastCGI processes among them), so their memory is not the route's alone; on Apache rows "
-              "each technology has its own instance.\n")
+              "each technology has its own instance. Over several repeats: the median CPU time with its "
+              "range, the largest memory and connections of any.\n")
             P("| row | processes | CPU ms per request | memory (MB, max) | database connections (max) |")
             P("|---|---|---|---|---|")
-            for r, x in res:
-                P("| %s | %s | %s | %s | %s |" % (name(r[0]), ", ".join(x["servers"]), fmt(x.get("cpu_ms_per_request"), 2),
-                                                 fmt((x.get("rss_kb_max") or 0) / 1024, 0) if x.get("rss_kb_max") else "-",
-                                                 x.get("db_connections_max", "-")))
+            for r, xs in res:
+                cpu = [x["cpu_ms_per_request"] for x in xs if x.get("cpu_ms_per_request") is not None]
+                rss = [x["rss_kb_max"] for x in xs if x.get("rss_kb_max")]
+                conns = [x["db_connections_max"] for x in xs if x.get("db_connections_max") is not None]
+                P("| %s | %s | %s | %s | %s |" % (
+                    name(r[0]), ", ".join(xs[0]["servers"]),
+                    "-" if not cpu else fmt(median(cpu), 2) + ("" if len(cpu) == 1 else " (%s-%s)" % (fmt(min(cpu), 2), fmt(max(cpu), 2))),
+                    fmt(max(rss) / 1024, 0) if rss else "-", max(conns) if conns else "-"))
         P("""
 The paper: FastCGI first, mod_perl close behind, both rising linearly with
 the clients; PHP two times and servlets four times slower than FastCGI (PHP

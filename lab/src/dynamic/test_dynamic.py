@@ -128,6 +128,22 @@ class DynamicRoutes(unittest.TestCase):
         self.assertEqual(v["The FastCGI is clearly first, "]["verdict"], "reproduced")
         self.assertEqual(v["the results were orders of mag"]["verdict"], "reproduced")
 
+    def test_the_bench2_table_shows_the_median_of_the_repeats_per_level(self):
+        for rep, ms, cpu in ((1, 10.0, 1.0), (2, 30.0, 3.0), (3, 20.0, 2.0)):
+            self.b2("fcgi-perl", ms, rep)
+            write(os.path.join(self.out, "raw", "apache-fcgi-perl-sqlite-b2%s-resources.json" % ("" if rep == 1 else "-r%d" % rep)),
+                  {"servers": ["apache2", "fcgi-perl"], "cpu_ms_per_request": cpu, "rss_kb_max": 1024 * rep,
+                   "db_connections_max": 8})
+        runs = os.path.join(self.out, "runs.tsv")
+        open(runs, "w").close()
+        text = subprocess.run([sys.executable, os.path.join(HERE, "summary.py"), self.out, self.rows, "0", "m", runs,
+                               "B2_STEP=10s B2_MAX=10 B3_DUR=10s"], check=True, capture_output=True, text=True).stdout
+        row = [l for l in text.splitlines() if l.startswith("| Apache fcgi-perl | 20.0 |")]
+        self.assertEqual(len(row), 1, text)
+        # 1, 2, 5, 10 clients at the median 20 ms per client; slope 20; no failure; 3 repeats
+        self.assertEqual(row[0], "| Apache fcgi-perl | 20.0 | 40.0 | 100.0 | 200.0 | 20.00 | 0 | 3 |")
+        self.assertIn("| Apache fcgi-perl | apache2, fcgi-perl | 2.00 (1.00-3.00) | 3 | 8 |", text)
+
     def test_a_5xx_in_bench3_contradicts_the_no_error_claim(self):
         for r, st in (("fcgi-perl", {"200": 14}), ("servlet", {"200": 12, "503": 2})):
             write(os.path.join(self.out, "raw", "apache-%s-sqlite-b3-rate14.json" % r),
