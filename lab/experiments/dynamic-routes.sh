@@ -460,7 +460,6 @@ row_servers() {
     [ "$db" = pg ] && s+=(postgres)
     echo "${s[@]}"
 }
-cpu_ticks_of() { local n t=0; for n; do t=$(( t + $(srv_cpu_total "$n") )); done; echo "$t"; }
 # sample_row ROW FILE: until killed, every 0.5 s the row's servers' RSS
 # (kB, summed) and its database connections (PostgreSQL: backends on the
 # database; SQLite: open descriptors of the file), one line each.
@@ -606,26 +605,26 @@ TOML
         bench "$tag-b2-warmup$i$rs" "$RUN/sc.toml"
     done
     b2sc "$tag-b2$rs" "$B2_STEP" "$b2dur"
-    local srvs c0 c1 sp
+    local srvs sp n cpu=0
     srvs=$(row_servers "$row")
     : > "$RUN/sample.txt"
     sample_row "$row" "$RUN/sample.txt" &
     sp=$!
     # beside the load generator, off the servers' CPUs
     taskset -pc "$LOAD_CPUS" "$sp" > /dev/null 2>&1 || true
-    c0=$(cpu_ticks_of $srvs)
     bench "$tag-b2$rs" "$RUN/sc.toml"
-    c1=$(cpu_ticks_of $srvs)
+    # the row's servers' share of what lab_measure took for every server
+    for n in $srvs; do cpu=$(awk -v a="$cpu" -v b="${M_SRV_CPU_S[$n]:-0}" 'BEGIN {print a + b}'); done
     kill "$sp" 2>/dev/null || true; wait "$sp" 2>/dev/null || true
-    "$PYTHON" - "$OUT/raw/$tag-b2$rs.json" "$RUN/sample.txt" "$(( c1 - c0 ))" "$CLK_TCK" "$srvs" \
+    "$PYTHON" - "$OUT/raw/$tag-b2$rs.json" "$RUN/sample.txt" "$cpu" "$srvs" \
         > "$OUT/raw/$tag-b2$rs-resources.json" <<'PY' || warn "no resources for $row"
 import json, sys
 d = json.load(open(sys.argv[1]))
-ticks, hz, srvs = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split()
+cpu_s, srvs = float(sys.argv[3]), sys.argv[4].split()
 s = [tuple(int(x) for x in l.split()) for l in open(sys.argv[2]) if len(l.split()) == 2]
 n = d.get("responses") or 0
-json.dump({"servers": srvs, "cpu_s": ticks / hz, "responses": n,
-           "cpu_ms_per_request": ticks / hz * 1000 / n if n else None,
+json.dump({"servers": srvs, "cpu_s": cpu_s, "responses": n,
+           "cpu_ms_per_request": cpu_s * 1000 / n if n else None,
            "rss_kb_max": max((a for a, _ in s), default=None),
            "db_connections_max": max((b for _, b in s), default=None), "samples": len(s)}, sys.stdout)
 PY
