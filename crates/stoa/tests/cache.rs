@@ -1652,3 +1652,32 @@ fn a_fastcgi_route_is_cached_too() {
     let after = s.get("/app/page?x=1");
     assert_fwd(&after, "miss");
 }
+
+/// A response is stored once its announced length has come, not when the
+/// FastCGI exchange ends: the application may send FCGI_END_REQUEST
+/// later (here 5 s later, `linger`), and a client that read the whole
+/// body and asked again in between got a collapsed miss that waited for
+/// it. nginx likewise ends an upstream response at its Content-Length.
+#[test]
+fn a_response_is_a_hit_as_soon_as_its_whole_body_came() {
+    let dir = TempDir::new("cache-fcgi-linger");
+    dir.mkdir("www");
+    let hello = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
+    let cfg = dir.write(
+        "stoa.toml",
+        format!(
+            "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
+             [[cache_zone]]\nname = \"f\"\nmemory = \"8M\"\n\n\
+             [[pool]]\nname = \"fcgi\"\ncommand = [\"{hello}\"]\n\n\
+             [[site]]\nroot = \"www\"\n\n[[site.route]]\nprefix = \"/app/\"\n\
+             fastcgi = {{ pool = \"fcgi\" }}\ncache = {{ zone = \"f\", default_ttl = \"60s\" }}\n"
+        ),
+    );
+    let s = Server::with_config(&cfg);
+    let first = s.get("/app/page?linger=5000");
+    assert_eq!(first.status, 200, "{}", s.stderr());
+    assert_fwd(&first, "miss");
+    let second = s.get("/app/page?linger=5000");
+    assert_hit(&second);
+    assert_eq!(second.body, first.body);
+}

@@ -754,6 +754,7 @@ fn spawn_fill(
         c: c.clone(),
         req: head.clone(),
         request_time: SystemTime::now(),
+        left: None,
     };
     tokio::task::spawn_local(async move {
         let mut sub = Sub::into_sink(peer, local, Box::new(sink));
@@ -805,6 +806,12 @@ struct FillSink {
     /// and the response's `Vary` (§4.1) are read against.
     req: RequestHead,
     request_time: SystemTime,
+    /// Body bytes still to come when the response announced its length.
+    /// The fill is finished when the last one arrives, not when the
+    /// exchange ends: a FastCGI application sends FCGI_END_REQUEST after
+    /// its body, and a client that read the whole body and asked again
+    /// in between would join a fill that was already complete.
+    left: Option<u64>,
 }
 
 /// How long a key whose response could not be stored is fetched without
@@ -879,13 +886,27 @@ impl Sink for FillSink {
             len,
         };
         g.set_head(meta, store);
+        self.left = len;
+        if len == Some(0) {
+            self.finish(true);
+        }
     }
 
     fn body(&mut self, data: &[u8]) {
-        if let Some(g) = self.guard.as_mut() {
-            if g.append(data).is_err() {
-                // Nowhere to hold it: the fill has failed.
-                self.guard = None;
+        let Some(g) = self.guard.as_mut() else { return };
+        let data = match self.left {
+            Some(left) => &data[..data.len().min(left as usize)],
+            None => data,
+        };
+        if g.append(data).is_err() {
+            // Nowhere to hold it: the fill has failed.
+            self.guard = None;
+            return;
+        }
+        if let Some(left) = self.left.as_mut() {
+            *left -= data.len() as u64;
+            if *left == 0 {
+                self.finish(true);
             }
         }
     }
