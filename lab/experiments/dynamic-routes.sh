@@ -29,7 +29,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # The knobs the caller gave, before defaults fill them (the summary's command line).
 GIVEN=""
-for v in MERGE ROWS BENCHES REPEATS REPEAT_FROM B2_REPEATS B1_CAP B3_RATES STOA_WORKERS PG; do
+for v in MERGE ROWS BENCHES REPEATS REPEAT_FROM B2_REPEATS B1_CAP B1_THINKS B3_RATES STOA_WORKERS PG; do
     [ -n "${!v:-}" ] && GIVEN+="$v='${!v}' "
 done
 MERGE=${MERGE:-0}
@@ -52,7 +52,9 @@ REPEAT_FROM=${REPEAT_FROM:-1}
 # BENCHES: which benchmarks run (default "1 2 3 4"). Fewer (with MERGE=1)
 # replace only those benchmarks' files of the ROWS (of repeats
 # REPEAT_FROM..REPEATS): BENCHES=2 REPEAT_FROM=4 REPEATS=5 adds BENCH2's
-# repeats 4 and 5 and keeps every other file.
+# repeats 4 and 5 and keeps every other file. BENCH1 replaces only the
+# think times in B1_THINKS: BENCHES=1 B1_THINKS=2 B1_CAP=2048 searches
+# the knees at T = 2 s again with a higher cap, keeping T = 5 and 8 s.
 BENCHES=${BENCHES:-1 2 3 4}
 for b in $BENCHES; do
     case $b in 1|2|3|4) ;; *) echo "BENCHES='$BENCHES': each must be 1, 2, 3 or 4" >&2; exit 2 ;; esac
@@ -638,13 +640,26 @@ run_row() {
     if [ "$REPEAT_FROM" = 1 ] && [ "$ALL_BENCHES" = 1 ]; then
         rm -f "$OUT/raw/$tag"-*
     elif [ "$REPEAT_FROM" = 1 ]; then
-        # only the benchmarks that run again (BENCH2's warm-ups included)
-        for b in $BENCHES; do rm -f "$OUT/raw/$tag"-b"$b"*; done
+        # only the benchmarks that run again (BENCH2's warm-ups included;
+        # BENCH1's think times in B1_THINKS)
+        for b in $BENCHES; do
+            if [ "$b" = 1 ]; then
+                for t in $B1_THINKS; do rm -f "$OUT/raw/$tag"-b1-think"$t"-* "$OUT/raw/$tag"-b1-think"$t".*; done
+            else
+                rm -f "$OUT/raw/$tag"-b"$b"*
+            fi
+        done
     else
         warm+=-r$REPEAT_FROM
         for rep in $(seq "$REPEAT_FROM" "$REPEATS"); do
             for b in $BENCHES; do
-                [ "$b" = 4 ] || rm -f "$OUT/raw/$tag"-b"$b"*-r"$rep".* "$OUT/raw/$tag"-b"$b"*-r"$rep"-*
+                if [ "$b" = 1 ]; then
+                    for t in $B1_THINKS; do
+                        rm -f "$OUT/raw/$tag"-b1-think"$t"-r"$rep".* "$OUT/raw/$tag"-b1-think"$t"-r"$rep"-*
+                    done
+                elif [ "$b" != 4 ]; then
+                    rm -f "$OUT/raw/$tag"-b"$b"*-r"$rep".* "$OUT/raw/$tag"-b"$b"*-r"$rep"-*
+                fi
             done
         done
     fi
