@@ -71,6 +71,8 @@ fn python() -> &'static Path {
 struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
+    /// The informational responses before it (status, fields).
+    interim: Vec<(u16, Vec<(String, String)>)>,
     length: usize,
     text: String,
     reset: Option<u64>,
@@ -113,10 +115,8 @@ fn h3try(port: u16, args: &[&str], paths: &[&str]) -> Result<Vec<Answer>, String
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
-            Answer {
-                status: v["status"].as_u64().unwrap_or(0) as u16,
-                headers: v["headers"]
-                    .as_array()
+            let fields = |h: &serde_json::Value| -> Vec<(String, String)> {
+                h.as_array()
                     .map(|a| {
                         a.iter()
                             .map(|p| {
@@ -124,6 +124,26 @@ fn h3try(port: u16, args: &[&str], paths: &[&str]) -> Result<Vec<Answer>, String
                                     p[0].as_str().unwrap_or("").to_owned(),
                                     p[1].as_str().unwrap_or("").to_owned(),
                                 )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            Answer {
+                status: v["status"].as_u64().unwrap_or(0) as u16,
+                headers: fields(&v["headers"]),
+                interim: v["interim"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|h| {
+                                let f = fields(h);
+                                let status = f
+                                    .iter()
+                                    .find(|(n, _)| n == ":status")
+                                    .and_then(|(_, v)| v.parse().ok())
+                                    .unwrap_or(0);
+                                (status, f)
                             })
                             .collect()
                     })
@@ -281,6 +301,40 @@ fn rfc9114_a_static_file_a_cgi_a_fastcgi_and_a_proxied_response_arrive_over_http
         .and_then(|h| h.iter().find(|p| p[0].as_str() == Some("Host")))
         .map(|p| p[1].clone());
     assert_eq!(host, Some(serde_json::json!(format!("localhost:{port}"))));
+}
+
+/// RFC 9114 §4.1 and RFC 8297: an application's 103 Early Hints reaches
+/// an HTTP/3 client as a HEADERS frame of its own, with its fields, ahead
+/// of the final response (as over HTTP/1.1 and HTTP/2: tests/proxy.rs).
+#[test]
+fn rfc9114_4_1_early_hints_from_the_application_reach_an_http3_client_first() {
+    let b = Backend::start(&[]);
+    let dir = TempDir::new("h3-103");
+    let cfg = server_config(
+        &dir,
+        Some(&b),
+        "",
+        "",
+        "[[site.route]]\nprefix = \"/hints/\"\nproxy = { pool = \"echo\", strip_prefix = true }\n\n",
+    );
+    let s = Server::with_config(&cfg);
+    let got = h3get(s.addr.port(), &[], &["/hints/early-hints"]);
+    let a = &got[0];
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.text, "final\n");
+    assert_eq!(
+        a.interim.len(),
+        1,
+        "one 103 before the final response: {a:?}"
+    );
+    let (status, fields) = &a.interim[0];
+    assert_eq!(*status, 103, "{a:?}");
+    assert!(
+        fields
+            .iter()
+            .any(|(n, v)| n == "link" && v == "</style.css>; rel=preload; as=style"),
+        "{fields:?}"
+    );
 }
 
 #[test]

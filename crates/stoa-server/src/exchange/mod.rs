@@ -1047,9 +1047,9 @@ impl<'a> Exchange<'a> {
 
     /// An informational response (1xx other than 100 and 101, such as 103
     /// Early Hints) ahead of the final one, sent at once. `lines`: header
-    /// lines, each ending in CRLF. HTTP/1.1 and HTTP/2 clients get it; an
-    /// HTTP/1.0 client and a subrequest get none (RFC 9110 §15.2). False
-    /// when the client is gone.
+    /// lines, each ending in CRLF. HTTP/1.1, HTTP/2 and HTTP/3 clients get
+    /// it; an HTTP/1.0 client and a subrequest get none (RFC 9110 §15.2).
+    /// False when the client is gone.
     pub async fn interim(&mut self, status: u16, lines: &[u8]) -> bool {
         if self.status != 0 || !(102..200).contains(&status) {
             return true;
@@ -1068,8 +1068,7 @@ impl<'a> Exchange<'a> {
             }
             Side::Sub(_) | Side::Caught(_) => true,
             Side::H2(s) => s.interim(status, lines),
-            // Not sent: `h3` has no call for an informational head.
-            Side::H3(_) => true,
+            Side::H3(s) => s.interim(status, lines, self.limits.send_timeout).await,
         }
     }
 

@@ -252,6 +252,20 @@ impl H3Stream {
         self.client_cert.clone()
     }
 
+    /// Sends an informational response (103 Early Hints ...) before the
+    /// final one: a HEADERS frame of its own (RFC 9114 §4.1). False when
+    /// the stream is gone.
+    pub(crate) async fn interim(&mut self, status: u16, lines: &[u8], idle: Duration) -> bool {
+        if self.ended || self.head_sent {
+            return false;
+        }
+        let mut section = Vec::with_capacity(lines.len() / 2 + 8);
+        response_section(&mut section, status, lines);
+        let mut out = Vec::with_capacity(section.len() + 8);
+        frame::put_frame(&mut out, frame::HEADERS, &section);
+        self.write(&mut out, idle).await || self.fail(Code::RequestCancelled)
+    }
+
     /// Hands `out` to quinn, within `idle`. False: the stream is gone.
     async fn write(&mut self, out: &mut Vec<u8>, idle: Duration) -> bool {
         if out.is_empty() {

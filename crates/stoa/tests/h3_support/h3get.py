@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An HTTP/3 client on aioquic for the tests: one or more requests on one
 QUIC connection, each answer printed as a JSON line (status, header fields,
-body length and SHA-256); with --out, the first body is written there.
+the informational heads before them, body length and SHA-256); with --out, the first body is written there.
 
 h3get.py --host 127.0.0.1 --port P [--sni NAME] [--authority A] [--cafile F]
          [--cert F --key F] [--ticket-out F] [--ticket-in F] [--method M] [--data-file F] [--header 'n: v']
@@ -60,7 +60,12 @@ class Client(QuicConnectionProtocol):
             if st is None:
                 continue
             if isinstance(e, HeadersReceived):
-                if st["headers"] is None:
+                status = dict(e.headers).get(b":status", b"")
+                if st["headers"] is None and status.startswith(b"1"):
+                    # An informational response (103 Early Hints) ahead
+                    # of the final one (RFC 9114 §4.1).
+                    st["interim"].append(e.headers)
+                elif st["headers"] is None:
                     st["headers"] = e.headers
                 else:
                     st["trailers"] = e.headers
@@ -88,7 +93,7 @@ class Client(QuicConnectionProtocol):
                 self.h3.send_data(sid, body[i : i + 16384], end_stream=last)
             if not body:
                 self.h3.send_data(sid, b"", end_stream=True)
-        st = {"headers": None, "trailers": None, "body": b"", "reset": None,
+        st = {"headers": None, "interim": [], "trailers": None, "body": b"", "reset": None,
               "done": asyncio.get_running_loop().create_future()}
         self.waiting[sid] = st
         self.transmit()
@@ -150,8 +155,9 @@ async def main():
                 hs = [[k.decode(), v.decode()] for k, v in (st["headers"] or [])]
                 ts = [[k.decode(), v.decode()] for k, v in (st["trailers"] or [])]
                 status = next((int(v) for k, v in hs if k == ":status"), None)
+                interim = [[[k.decode(), v.decode()] for k, v in h] for h in st["interim"]]
                 print(json.dumps({
-                    "path": p, "status": status, "headers": hs, "trailers": ts,
+                    "path": p, "status": status, "headers": hs, "interim": interim, "trailers": ts,
                     "reset": st["reset"], "length": len(st["body"]),
                     "resumed": c._quic.tls.session_resumed,
                     "sha256": hashlib.sha256(st["body"]).hexdigest(),
