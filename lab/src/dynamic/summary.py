@@ -157,9 +157,13 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
                 if c:
                     caps.setdefault(c, []).append((name(r[0]), t))
         main_cap = max(caps, key=lambda c: len(caps[c])) if caps else params.split("B1_CAP=")[1].split()[0]
+        def cells(rts):
+            by_row = {}
+            for row_name, t in rts:
+                by_row.setdefault(row_name, []).append(t)
+            return ", ".join("%s at T = %s s" % (rn, ", ".join(map(str, ts))) for rn, ts in by_row.items())
         cap_text = "%s%s" % (main_cap, "".join(
-            "; %d for %s" % (c, ", ".join("%s at T = %d s" % rt for rt in caps[c]))
-            for c in sorted(caps) if c != main_cap))
+            "; %d for %s" % (c, cells(caps[c])) for c in sorted(caps) if c != main_cap))
         P("### Figure 5 (BENCH1): clients served before a response took over 3 s (knee search)\n")
         P("For each think time T, probes of N clients (all started, each first request after a uniform 0..T s, "
           "then uniform 1..T s between requests, seed 1, a new connection per request), %s each (at least T + 3 s), the front end "

@@ -146,8 +146,9 @@ class DynamicRoutes(unittest.TestCase):
 
     def test_the_figure_5_text_names_each_cells_cap_when_a_merge_raised_it(self):
         # T = 2 s run again with B1_CAP=2048 for PHP; the rest at 1024.
-        for route, t, cap, knee in (("php", 2, 2048, 2048), ("php", 5, 1024, 1024), ("fcgi-perl", 2, 1024, 861),
-                                    ("fcgi-perl", 5, 1024, 1024)):
+        for route, t, cap, knee in (("php", 2, 2048, 2048), ("php", 5, 1024, 1024), ("php", 8, 1024, 1024),
+                                    ("fcgi-perl", 2, 1024, 861), ("fcgi-perl", 5, 2048, 1448),
+                                    ("fcgi-perl", 8, 2048, 2048)):
             write(os.path.join(self.out, "raw", "apache-%s-sqlite-b1-think%d-knee.json" % (route, t)),
                   {"knee": knee, "capped": knee == cap, "failed_at": None if knee == cap else cap,
                    "kb_per_s_at_knee": 100.0, "probes": [{"clients": cap, "served": knee == cap}]})
@@ -156,8 +157,10 @@ class DynamicRoutes(unittest.TestCase):
         text = subprocess.run([sys.executable, os.path.join(HERE, "summary.py"), self.out, self.rows, "0", "m", runs,
                                "B1_PROBE=20s B1_CAP=2048 B1_PRECISION=1.25 B2_STEP=10s B2_MAX=10 B3_DUR=10s"],
                               check=True, capture_output=True, text=True).stdout
-        self.assertIn("N = the cap (1024; 2048 for Apache php at T = 2 s) is probed first", text)
-        self.assertIn("| Apache php | ≥2048 | ≥1024 |", text)
+        self.assertIn("N = the cap (1024; 2048 for Apache fcgi-perl at T = 5, 8 s, Apache php at T = 2 s) is probed first",
+                      text)
+        self.assertIn("| Apache php | ≥2048 | ≥1024 | ≥1024 |", text)
+        self.assertIn("| Apache fcgi-perl | 861 (failed at 1024) | 1448 (failed at 2048) | ≥2048 |", text)
 
     def test_a_5xx_in_bench3_contradicts_the_no_error_claim(self):
         for r, st in (("fcgi-perl", {"200": 14}), ("servlet", {"200": 12, "503": 2})):
