@@ -1621,11 +1621,10 @@ fn find_zone<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json:
 // ---------------------------------------------------------------------------
 // FastCGI
 
-/// A FastCGI route is cached as a proxy route is (nginx fastcgi_cache):
-/// stoa-hello-fcgi gives no freshness, the route's `default_ttl` does.
-#[test]
-fn a_fastcgi_route_is_cached_too() {
-    let dir = TempDir::new("cache-fcgi");
+/// A server whose `/app/` is stoa-hello-fcgi, cached in zone `f` for 60 s
+/// (the application gives no freshness).
+fn fastcgi_cached(name: &str) -> (TempDir, Server) {
+    let dir = TempDir::new(name);
     dir.mkdir("www");
     let hello = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
     let cfg = dir.write(
@@ -1639,6 +1638,14 @@ fn a_fastcgi_route_is_cached_too() {
         ),
     );
     let s = Server::with_config(&cfg);
+    (dir, s)
+}
+
+/// A FastCGI route is cached as a proxy route is (nginx fastcgi_cache):
+/// stoa-hello-fcgi gives no freshness, the route's `default_ttl` does.
+#[test]
+fn a_fastcgi_route_is_cached_too() {
+    let (_dir, s) = fastcgi_cached("cache-fcgi");
     let first = s.get("/app/page?x=1");
     assert_eq!(first.status, 200, "{}", s.stderr());
     assert_fwd(&first, "miss");
@@ -1660,20 +1667,7 @@ fn a_fastcgi_route_is_cached_too() {
 /// it. nginx likewise ends an upstream response at its Content-Length.
 #[test]
 fn a_response_is_a_hit_as_soon_as_its_whole_body_came() {
-    let dir = TempDir::new("cache-fcgi-linger");
-    dir.mkdir("www");
-    let hello = env!("CARGO_BIN_EXE_stoa-hello-fcgi");
-    let cfg = dir.write(
-        "stoa.toml",
-        format!(
-            "listen = [\"127.0.0.1:0\"]\nworkers = 1\nuser = \"root\"\n\n[log]\naccess = \"off\"\n\n\
-             [[cache_zone]]\nname = \"f\"\nmemory = \"8M\"\n\n\
-             [[pool]]\nname = \"fcgi\"\ncommand = [\"{hello}\"]\n\n\
-             [[site]]\nroot = \"www\"\n\n[[site.route]]\nprefix = \"/app/\"\n\
-             fastcgi = {{ pool = \"fcgi\" }}\ncache = {{ zone = \"f\", default_ttl = \"60s\" }}\n"
-        ),
-    );
-    let s = Server::with_config(&cfg);
+    let (_dir, s) = fastcgi_cached("cache-fcgi-linger");
     let first = s.get("/app/page?linger=5000");
     assert_eq!(first.status, 200, "{}", s.stderr());
     assert_fwd(&first, "miss");
