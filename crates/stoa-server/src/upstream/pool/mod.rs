@@ -114,6 +114,24 @@ impl Drop for Lease {
     }
 }
 
+/// A request's place in a pool's wait queue (see [`Pool::lease`]).
+struct Place<'a> {
+    pool: &'a Pool,
+    queue: &'a WaitQueue,
+    ticket: u64,
+    leased: bool,
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        let unused = self.queue.remove(self.ticket, self.leased);
+        self.pool.waiting.fetch_sub(1, Ordering::AcqRel);
+        for _ in 0..unused {
+            self.pool.wake();
+        }
+    }
+}
+
 /// Why no process could be had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoProcess {
@@ -252,40 +270,48 @@ impl Pool {
         let queue = &self.queues[worker_index() % self.queues.len()];
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         queue.push(ticket);
+        // Leaves the queue however the wait ends, the request's future
+        // dropped (a client gone) included, and passes on the slots
+        // signalled to it that it did not use.
+        let mut place = Place {
+            pool: self,
+            queue,
+            ticket,
+            leased: false,
+        };
         let deadline = tokio::time::Instant::now() + self.spec.queue_timeout;
-        // A slot free right now is promised to the waiter woken for it: try
-        // only once woken (or on the tick), or when first in line (a slot
-        // freed before this request joined the queue woke nobody). Taking
-        // it otherwise would send that waiter to the back of the queue.
-        let mut woken = false;
+        // A slot free right now is promised to the waiter signalled for it:
+        // try only when signalled, or when first in line (a slot freed
+        // before this request joined signalled nobody; a process that
+        // (re)starts frees none), then on a tick. Taking it otherwise would
+        // make that waiter wait again.
+        let mut seen = None;
         let r = loop {
-            let notified = queue.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if woken || queue.is_front(ticket) {
-                if let Some(l) = self.try_lease(key, skip) {
-                    break Ok(l);
-                }
-            }
-            woken = true;
             if self.is_stopping() {
                 // Stopped meanwhile ([`stop`] wakes every waiter): no slot
                 // of this pool will be free again.
                 break Err(NoProcess::Stopped);
             }
-            // Also poll now and then: a process that (re)starts does not
-            // free a slot, so nobody would notify.
-            let tick = tokio::time::Instant::now() + Duration::from_millis(100);
-            if tokio::time::timeout_at(deadline.min(tick), notified)
-                .await
-                .is_err()
-                && tokio::time::Instant::now() >= deadline
-            {
-                break self.try_lease(key, skip).ok_or(NoProcess::Timeout);
+            let now = tokio::time::Instant::now();
+            if seen.is_some() || queue.is_front(ticket) || now >= deadline {
+                if let Some(l) = self.try_lease(key, skip) {
+                    place.leased = true;
+                    break Ok(l);
+                }
+                if let Some(n) = seen {
+                    queue.missed(ticket, n);
+                }
             }
+            if now >= deadline {
+                break Err(NoProcess::Timeout);
+            }
+            let tick = now + Duration::from_millis(100);
+            let signal = std::future::poll_fn(|cx| queue.poll_signal(ticket, cx));
+            seen = tokio::time::timeout_at(deadline.min(tick), signal)
+                .await
+                .ok();
         };
-        queue.remove(ticket);
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        drop(place);
         match r {
             Err(NoProcess::Stopped) => self.lease_successor(key).await,
             r => r,
@@ -310,14 +336,13 @@ impl Pool {
         Box::pin(next.lease(key, None)).await
     }
 
-    /// A slot was freed (or a process started). Without affinity any waiter
-    /// can use it: wake one, not all. Each worker thread has its own FIFO
-    /// queue, and a slot freed here goes to a waiter on this thread (no
-    /// cross-thread wake-up, which costs a context switch and leaves the
-    /// process idle meanwhile) unless a waiter elsewhere has waited
-    /// [`FAIRNESS`] longer than the longest one here: then the longest
-    /// waiter of all gets it. With affinity a waiter may need one process in
-    /// particular, so all look.
+    /// A slot was freed. Without affinity any waiter can use it: signal
+    /// one, not all. Each worker thread has its own FIFO queue, and a slot
+    /// freed here goes to a waiter on this thread (no cross-thread wake-up,
+    /// which costs a context switch and leaves the process idle meanwhile)
+    /// unless a waiter elsewhere has waited [`FAIRNESS`] longer than the
+    /// longest one here: then the longest waiter of all gets it. With
+    /// affinity a waiter may need one process in particular, so all look.
     fn wake(&self) {
         if self.spec.affinity != Affinity::None {
             self.wake_all();
@@ -332,19 +357,25 @@ impl Pool {
                 }
             }
         }
-        let Some((first, first_at)) = oldest else {
-            return;
+        let target = match (oldest, self.queues[here].oldest()) {
+            (Some((_, first_at)), Some(at)) if at <= first_at + FAIRNESS => here,
+            (Some((first, _)), _) => first,
+            // Every waiter has a slot coming: this one goes along with the
+            // first's, which passes it on.
+            (None, _) if !self.queues[here].is_empty() => here,
+            (None, _) => match self.queues.iter().position(|q| !q.is_empty()) {
+                Some(i) => i,
+                None => return,
+            },
         };
-        let target = match self.queues[here].oldest() {
-            Some(at) if at <= first_at + FAIRNESS => here,
-            _ => first,
-        };
-        self.queues[target].notify.notify_one();
+        self.queues[target].signal_one();
     }
 
+    /// Every waiter looks again: a process started, the pool stops, or a
+    /// slot freed on a pool with affinity.
     fn wake_all(&self) {
         for q in &self.queues {
-            q.notify.notify_waiters();
+            q.recheck_all();
         }
     }
 
@@ -606,6 +637,77 @@ mod tests {
             .build()
             .expect("runtime");
         tokio::task::LocalSet::new().block_on(&rt, f);
+    }
+
+    /// Waiters that polled on the 100 ms tick at different moments while
+    /// the slot was held still get it in the order they came. (Waiting on
+    /// a `Notify` re-armed at each tick served them in the order of their
+    /// last tick: close to random, a tail ten times the median.)
+    #[test]
+    fn waiters_get_freed_slots_in_arrival_order_however_long_they_waited() {
+        local(async {
+            let pool = one_slot_pool();
+            let held = pool.lease(None, None).await.expect("first lease");
+            let order = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let mut tasks = Vec::new();
+            for i in 0..6 {
+                let (pool, order) = (pool.clone(), order.clone());
+                tasks.push(tokio::task::spawn_local(async move {
+                    let l = pool.lease(None, None).await.expect("lease");
+                    order.borrow_mut().push(i);
+                    tokio::task::yield_now().await;
+                    drop(l);
+                }));
+                tokio::time::sleep(Duration::from_millis(37)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert_eq!(pool.waiting(), 6);
+            drop(held);
+            for t in tasks {
+                t.await.expect("task");
+            }
+            assert_eq!(*order.borrow(), [0, 1, 2, 3, 4, 5]);
+        });
+    }
+
+    /// A request that gives up while waiting (its client left: the future
+    /// is dropped) leaves the queue, and a slot signalled to it goes on to
+    /// the next waiter instead of idling.
+    #[test]
+    fn a_waiter_dropped_while_signalled_passes_its_slot_on() {
+        local(async {
+            let pool = one_slot_pool();
+            let held = pool.lease(None, None).await.expect("first lease");
+            let gone = {
+                let pool = pool.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = pool.lease(None, None).await;
+                })
+            };
+            tokio::task::yield_now().await;
+            let next = {
+                let pool = pool.clone();
+                tokio::task::spawn_local(async move { pool.lease(None, None).await.is_ok() })
+            };
+            tokio::task::yield_now().await;
+            assert_eq!(pool.waiting(), 2);
+            // The slot is signalled to the first waiter, which goes away
+            // before it runs.
+            drop(held);
+            gone.abort();
+            // Not on the 100 ms tick: the second waiter is not first in
+            // line until the first leaves, and is signalled then, within a
+            // few turns of the scheduler.
+            for _ in 0..20 {
+                if next.is_finished() {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert!(next.is_finished(), "the slot idled until the tick");
+            assert!(next.await.expect("task"));
+            assert_eq!(pool.waiting(), 0);
+        });
     }
 
     /// As nginx's old workers after a reload, a replaced pool takes no new

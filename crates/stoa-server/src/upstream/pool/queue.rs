@@ -1,42 +1,143 @@
 //! Requests waiting for a slot: one FIFO queue per worker thread.
+//!
+//! Each waiter keeps its place until it leaves, and a freed slot is
+//! signalled to one waiter in particular: the longest waiting one not
+//! already signalled. A `tokio::sync::Notify` cannot do this: a waiter that
+//! stops listening (to poll on a timer, or after losing a race for the
+//! slot) and listens again goes to the back of its list, and with many
+//! waiters the slots then go in an order close to random: a saturated
+//! pool's median wait stays short while its tail grows tenfold (the lab's
+//! FastCGI route, docs/BENCHMARKS.md).
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+
+#[derive(Debug)]
+struct Waiter {
+    ticket: u64,
+    at: Instant,
+    waker: Option<Waker>,
+    /// Slots freed for this waiter and not yet tried for.
+    slots: u32,
+    /// Told to look again (a process started, the pool stopped, or a slot
+    /// freed on a pool with affinity, where only the waiter knows which
+    /// process it may use); carries no slot of its own.
+    recheck: bool,
+}
 
 /// Requests of one worker thread waiting for a slot, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct WaitQueue {
-    pub(super) notify: Notify,
-    /// (ticket, arrival) of each waiter.
-    pub(super) waiters: Mutex<std::collections::VecDeque<(u64, Instant)>>,
+    waiters: Mutex<VecDeque<Waiter>>,
 }
 
 impl WaitQueue {
     pub(super) fn push(&self, ticket: u64) {
         if let Ok(mut w) = self.waiters.lock() {
-            w.push_back((ticket, Instant::now()));
+            w.push_back(Waiter {
+                ticket,
+                at: Instant::now(),
+                waker: None,
+                slots: 0,
+                recheck: false,
+            });
         }
     }
 
-    pub(super) fn remove(&self, ticket: u64) {
-        if let Ok(mut w) = self.waiters.lock() {
-            // Usually the front: waiters are woken in order.
-            if let Some(i) = w.iter().position(|&(t, _)| t == ticket) {
-                w.remove(i);
-            }
+    /// Leaves the queue, `leased` or not; the slots signalled to it that it
+    /// did not use, which the caller passes on to the next waiters.
+    pub(super) fn remove(&self, ticket: u64, leased: bool) -> u32 {
+        let Ok(mut w) = self.waiters.lock() else {
+            return 0;
+        };
+        // Usually the front: slots go to waiters in order.
+        let Some(i) = w.iter().position(|x| x.ticket == ticket) else {
+            return 0;
+        };
+        let slots = w.remove(i).map_or(0, |x| x.slots);
+        if leased {
+            slots.saturating_sub(1)
+        } else {
+            slots
         }
     }
 
     pub(super) fn is_front(&self, ticket: u64) -> bool {
         self.waiters
             .lock()
-            .is_ok_and(|w| w.front().is_some_and(|&(t, _)| t == ticket))
+            .is_ok_and(|w| w.front().is_some_and(|x| x.ticket == ticket))
     }
 
-    /// When the longest waiter here arrived.
+    /// When the longest waiter not yet signalled a slot arrived.
     pub(super) fn oldest(&self) -> Option<Instant> {
-        self.waiters.lock().ok()?.front().map(|&(_, at)| at)
+        let w = self.waiters.lock().ok()?;
+        w.iter().find(|x| x.slots == 0).map(|x| x.at)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.waiters.lock().map_or(true, |w| w.is_empty())
+    }
+
+    /// A slot was freed: it goes to the longest waiter not yet signalled
+    /// one, or, when every waiter here has one coming, to the first (which
+    /// passes it on when it leaves). False when nobody waits here.
+    pub(super) fn signal_one(&self) -> bool {
+        let Ok(mut w) = self.waiters.lock() else {
+            return false;
+        };
+        let i = w.iter().position(|x| x.slots == 0).unwrap_or(0);
+        let Some(x) = w.get_mut(i) else {
+            return false;
+        };
+        x.slots += 1;
+        if let Some(k) = x.waker.take() {
+            k.wake();
+        }
+        true
+    }
+
+    /// Every waiter looks again.
+    pub(super) fn recheck_all(&self) {
+        if let Ok(mut w) = self.waiters.lock() {
+            for x in w.iter_mut() {
+                x.recheck = true;
+                if let Some(k) = x.waker.take() {
+                    k.wake();
+                }
+            }
+        }
+    }
+
+    /// Ready with the slots signalled so far once there is one or a
+    /// recheck (which it consumes); otherwise registers the task.
+    pub(super) fn poll_signal(&self, ticket: u64, cx: &mut Context<'_>) -> Poll<u32> {
+        let Ok(mut w) = self.waiters.lock() else {
+            return Poll::Ready(0);
+        };
+        let Some(x) = w.iter_mut().find(|x| x.ticket == ticket) else {
+            return Poll::Ready(0);
+        };
+        if x.slots > 0 || x.recheck {
+            x.recheck = false;
+            return Poll::Ready(x.slots);
+        }
+        if !x.waker.as_ref().is_some_and(|k| k.will_wake(cx.waker())) {
+            x.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// The waiter found no free slot: the `seen` slots signalled to it
+    /// were taken by others (waiters ahead of it). Slots signalled since
+    /// stay.
+    pub(super) fn missed(&self, ticket: u64, seen: u32) {
+        if let Ok(mut w) = self.waiters.lock() {
+            if let Some(x) = w.iter_mut().find(|x| x.ticket == ticket) {
+                x.slots = x.slots.saturating_sub(seen);
+            }
+        }
     }
 }
 
@@ -49,4 +150,96 @@ pub(super) fn wait_queues() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 256)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn park(q: &WaitQueue, ticket: u64, k: &Arc<Count>) -> Poll<u32> {
+        let waker = Waker::from(k.clone());
+        q.poll_signal(ticket, &mut Context::from_waker(&waker))
+    }
+
+    #[test]
+    fn a_freed_slot_is_signalled_to_the_longest_waiter_not_already_signalled() {
+        let q = WaitQueue::default();
+        let ks: Vec<_> = (0..3)
+            .map(|_| Arc::new(Count(AtomicUsize::new(0))))
+            .collect();
+        for (t, k) in ks.iter().enumerate() {
+            q.push(t as u64);
+            assert_eq!(park(&q, t as u64, k), Poll::Pending);
+        }
+        assert!(q.signal_one());
+        assert!(q.signal_one());
+        let woken: Vec<_> = ks.iter().map(|k| k.0.load(Ordering::Relaxed)).collect();
+        assert_eq!(woken, [1, 1, 0]);
+        assert_eq!(park(&q, 0, &ks[0]), Poll::Ready(1));
+        assert_eq!(
+            q.oldest(),
+            q.waiters.lock().expect("lock").get(2).map(|x| x.at)
+        );
+    }
+
+    /// A waiter that lost the race for its slot, or polled on a timer,
+    /// keeps its place: the next slot is still its.
+    #[test]
+    fn a_waiter_that_missed_its_slot_keeps_its_place() {
+        let q = WaitQueue::default();
+        let k0 = Arc::new(Count(AtomicUsize::new(0)));
+        let k1 = Arc::new(Count(AtomicUsize::new(0)));
+        q.push(0);
+        q.push(1);
+        assert_eq!(park(&q, 1, &k1), Poll::Pending);
+        assert!(q.signal_one());
+        assert_eq!(park(&q, 0, &k0), Poll::Ready(1));
+        q.missed(0, 1);
+        assert_eq!(park(&q, 0, &k0), Poll::Pending);
+        assert!(q.signal_one());
+        assert_eq!(k0.0.load(Ordering::Relaxed), 1);
+        assert_eq!(k1.0.load(Ordering::Relaxed), 0);
+    }
+
+    /// A slot signalled while the waiter was trying is not lost when the
+    /// try fails, and one it did not use goes back to the caller.
+    #[test]
+    fn slots_signalled_meanwhile_survive_a_miss_and_unused_ones_are_handed_back() {
+        let q = WaitQueue::default();
+        let k = Arc::new(Count(AtomicUsize::new(0)));
+        q.push(7);
+        assert!(q.signal_one());
+        assert_eq!(park(&q, 7, &k), Poll::Ready(1));
+        // Every waiter has a slot coming: the first gets another.
+        assert!(q.signal_one());
+        q.missed(7, 1);
+        assert_eq!(park(&q, 7, &k), Poll::Ready(1));
+        assert!(q.signal_one());
+        assert_eq!(q.remove(7, true), 1);
+        assert!(q.is_empty());
+        assert!(!q.signal_one());
+    }
+
+    #[test]
+    fn a_recheck_wakes_every_waiter_once_and_carries_no_slot() {
+        let q = WaitQueue::default();
+        let k = Arc::new(Count(AtomicUsize::new(0)));
+        q.push(1);
+        assert_eq!(park(&q, 1, &k), Poll::Pending);
+        q.recheck_all();
+        assert_eq!(k.0.load(Ordering::Relaxed), 1);
+        assert_eq!(park(&q, 1, &k), Poll::Ready(0));
+        assert_eq!(park(&q, 1, &k), Poll::Pending);
+        assert_eq!(q.remove(1, false), 0);
+    }
 }
