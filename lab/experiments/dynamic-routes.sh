@@ -493,7 +493,8 @@ sample_row() {
 
 # b1_probe ROW THINK N TAG: N clients for B1_PROBE (at least THINK + 3 s,
 # so that every client has sent and a request slower than 3 s shows),
-# thinking 1..THINK s; 0 when no response took over 3 s.
+# thinking 1..THINK s; 0 when no response took over 3 s and none failed
+# or had a status other than 2xx.
 b1_probe() {
     local row=$1 think=$2 n=$3 tag=$4 secs
     secs=$(awk -v p="$(dur_ms "$B1_PROBE")" -v t="$think" 'BEGIN {s = p / 1000; if (s < t + 3) s = t + 3; printf "%.1fs", s}')
@@ -514,13 +515,16 @@ min = "1s"
 max = "${think}s"
 [abort]
 latency_over = "3s"
+errors_over = 0
 TOML
     bench "$tag" "$RUN/sc.toml"
-    "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(1 if d.get("abort") or not d.get("successful") else 0)' \
+    "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(1 if d.get("abort") or not d.get("successful") or d.get("failed") or d.get("non_2xx") else 0)' \
         "$OUT/raw/$tag.json" 2>/dev/null
 }
 # b1_knee ROW TAG THINK [SUFFIX SEED]: the largest N of clients served
-# without a response over 3 s, the front end restarted before each probe;
+# without a response over 3 s and without a failed or non-2xx one (a front
+# end whose queue is bounded answers 503 at once instead of late: a client
+# not served all the same), the front end restarted before each probe;
 # TAG-b1-thinkT[SUFFIX]-knee.json lists the probes. Without a SEED, B1_CAP
 # is probed first, then N steps down by 4x until one is served, then the
 # bracket is bisected on a log scale to within B1_PRECISION. A later
@@ -566,7 +570,8 @@ for p in sys.argv[6:]:
         d = {}
     probes.append({"clients": int(n), "served": ok == "1", "requests_per_second": d.get("requests_per_second"),
                    "kb_per_s": d["bytes"]["received"] / max(d["duration_s"], 1e-9) / 1024 if d.get("bytes") else None,
-                   "p99_ms": (d.get("latency_ms") or {}).get("p99"), "abort": d.get("abort")})
+                   "p99_ms": (d.get("latency_ms") or {}).get("p99"), "abort": d.get("abort"),
+                   "failed": d.get("failed"), "non_2xx": d.get("non_2xx")})
 served = [p for p in probes if p["served"]]
 best = max(served, key=lambda p: p["clients"]) if served else None
 json.dump({"knee": lo, "capped": lo >= cap, "failed_at": int(hi) if hi else None,

@@ -181,6 +181,17 @@ impl Shared {
         }
     }
 
+    /// One more failed request (a transport failure, or ab's length
+    /// check), against `[abort] errors_over`.
+    fn count_error(&self, now: Instant) {
+        let errs = self.errors.fetch_add(1, Relaxed) + 1;
+        if let Some(max) = self.plan.abort.errors_over {
+            if errs > max {
+                self.abort(format!("more than {max} failed requests"), now);
+            }
+        }
+    }
+
     /// Stops the run for `reason` (the first reason wins).
     pub fn abort(&self, reason: String, now: Instant) {
         if let Ok(mut a) = self.abort.lock() {
@@ -1708,7 +1719,7 @@ impl<'a> Worker<'a> {
             if differs {
                 c.errors.length_mismatch += 1;
                 self.iv.errors += 1;
-                self.sh.errors.fetch_add(1, Relaxed);
+                self.sh.count_error(now);
             }
         }
         let reuse = slot.keep && plan.keep_alive && slot.written == slot.req_len;
@@ -1759,13 +1770,7 @@ impl<'a> Worker<'a> {
             self.rec.urls.at(g).errors += 1;
         }
         self.iv.errors += 1;
-        let errs = self.sh.errors.fetch_add(1, Relaxed) + 1;
-        if let Some(max) = self.sh.plan.abort.errors_over {
-            if errs > max {
-                self.sh
-                    .abort(format!("more than {max} failed requests"), now);
-            }
-        }
+        self.sh.count_error(now);
         let slot = &mut self.slots[s];
         slot.stream = None;
         self.last_done = Some(now);

@@ -310,6 +310,29 @@ fn responses_to_different_urls_of_a_mix_are_not_length_failures_but_a_url_that_c
     );
 }
 
+/// ab counts a response of another length than the first as a failed
+/// request, and so does `errors_over`: a server that answers an overload
+/// with short 503s stops the run as a refused connection would.
+#[test]
+fn errors_over_counts_length_failures_as_failed_requests() {
+    let s = TestServer::start();
+    let sc = write(
+        "lenabort",
+        &format!(
+            "[run]\nurl = \"{}\"\nduration = \"10s\"\nkeep_alive = true\n[clients]\nstart = 1\n\
+             [abort]\nerrors_over = 0\n",
+            s.url("/var")
+        ),
+    );
+    let (code, v, out) = bench_json("lenabort-run", &["--scenario", &sc]);
+    assert_eq!(code, 0, "{out}");
+    assert!(v["errors"]["length_mismatch"].as_u64() >= Some(1), "{out}");
+    let reason = v["abort"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("more than 0 failed requests"), "{out}");
+    // Stopped at the second response, not after the 10 s.
+    assert!(v["duration_s"].as_f64().unwrap_or(10.0) < 5.0, "{out}");
+}
+
 #[test]
 fn the_timelines_active_clients_are_those_of_that_second_not_the_next_levels() {
     let s = TestServer::start();

@@ -167,7 +167,8 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
         P("### Figure 5 (BENCH1): clients served before a response took over 3 s (knee search)\n")
         P("For each think time T, probes of N clients (all started, each first request after a uniform 0..T s, "
           "then uniform 1..T s between requests, seed 1, a new connection per request), %s each (at least T + 3 s), the front end "
-          "restarted before each when RESTART=every; a probe fails at the paper's rule, a response (or a wait) over 3 s. N = the cap "
+          "restarted before each when RESTART=every; a probe fails at the paper's rule, a response (or a wait) over 3 s, or at a failed or non-2xx response (a full queue's 503 "
+          "is a client not served either). N = the cap "
           "(%s) is probed first, then bisected on a log scale to within %sx. Cell: the largest N served (\"≥N\": the cap "
           "was served) and the first N that failed. Traffic (table 1): KB/s received in the largest served probe, "
           "so at (or, when capped, below) saturation, not the load of a ramp.\n" % (
