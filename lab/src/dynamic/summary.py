@@ -170,7 +170,7 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
           "restarted before each when RESTART=every; a probe fails at the paper's rule, a response (or a wait) over 3 s, or at a failed or non-2xx response (a full queue's 503 "
           "is a client not served either). N = the cap "
           "(%s) is probed first, then bisected on a log scale to within %sx. Cell: the largest N served (\"≥N\": the cap "
-          "was served) and the first N that failed. Traffic (table 1): KB/s received in the largest served probe, "
+          "was served) and the first N that failed, with \"refused\" when a request there failed (a 503 from a full queue, say) before any response took 3 s. Traffic (table 1): KB/s received in the largest served probe, "
           "so at (or, when capped, below) saturation, not the load of a ramp.\n" % (
               params.split("B1_PROBE=")[1].split()[0], cap_text,
               params.split("B1_PRECISION=")[1].split()[0]))
@@ -187,7 +187,11 @@ for db, dbname in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
                 nrep = max(nrep, len(ks))
                 k = ks[0]
                 if len(ks) == 1:
-                    cl.append(("≥%d" % k["knee"]) if k["capped"] else "%d (failed at %s)" % (k["knee"], k["failed_at"]))
+                    # Why the first failing probe failed: a late response, or
+                    # a refused one (a full queue's 503).
+                    fp = [p for p in k.get("probes", []) if p.get("clients") == k["failed_at"]]
+                    why = ", refused" if fp and (fp[0].get("failed") or fp[0].get("non_2xx")) else ""
+                    cl.append(("≥%d" % k["knee"]) if k["capped"] else "%d (failed at %s%s)" % (k["knee"], k["failed_at"], why))
                     tr.append(k.get("kb_per_s_at_knee"))
                     continue
                 # Repeats: the median knee (≥: the cap), then every repeat's, in order.

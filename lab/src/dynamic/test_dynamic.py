@@ -162,6 +162,22 @@ class DynamicRoutes(unittest.TestCase):
         self.assertIn("| Apache php | ≥2048 | ≥1024 | ≥1024 |", text)
         self.assertIn("| Apache fcgi-perl | 861 (failed at 1024) | 1448 (failed at 2048) | ≥2048 |", text)
 
+    def test_a_knee_found_by_a_refused_request_says_so_in_figure_5(self):
+        # At 1722 clients a full queue answered 503 before any response
+        # took 3 s; at 2048 (T = 5 s) a response took over 3 s.
+        for t, knee, failed_at, probe in ((2, 1448, 1722, {"failed": 1, "non_2xx": 1, "abort": None}),
+                                          (5, 1722, 2048, {"failed": 0, "non_2xx": 0,
+                                                           "abort": {"reason": "a response took 3.1 s"}})):
+            write(os.path.join(self.out, "raw", "apache-fcgi-perl-sqlite-b1-think%d-knee.json" % t),
+                  {"knee": knee, "capped": False, "failed_at": failed_at, "kb_per_s_at_knee": 100.0,
+                   "probes": [dict(probe, clients=failed_at, served=False), {"clients": knee, "served": True}]})
+        runs = os.path.join(self.out, "runs.tsv")
+        open(runs, "w").close()
+        text = subprocess.run([sys.executable, os.path.join(HERE, "summary.py"), self.out, self.rows, "0", "m", runs,
+                               "B1_PROBE=20s B1_CAP=4096 B1_PRECISION=1.25 B2_STEP=10s B2_MAX=10 B3_DUR=10s"],
+                              check=True, capture_output=True, text=True).stdout
+        self.assertIn("| Apache fcgi-perl | 1448 (failed at 1722, refused) | 1722 (failed at 2048) |", text)
+
     def test_a_5xx_in_bench3_contradicts_the_no_error_claim(self):
         for r, st in (("fcgi-perl", {"200": 14}), ("servlet", {"200": 12, "503": 2})):
             write(os.path.join(self.out, "raw", "apache-%s-sqlite-b3-rate14.json" % r),
