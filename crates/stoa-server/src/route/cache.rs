@@ -895,7 +895,7 @@ impl Sink for FillSink {
     fn body(&mut self, data: &[u8]) {
         let Some(g) = self.guard.as_mut() else { return };
         let data = match self.left {
-            Some(left) => &data[..data.len().min(left as usize)],
+            Some(left) => &data[..usize::try_from(left).map_or(data.len(), |l| data.len().min(l))],
             None => data,
         };
         if g.append(data).is_err() {
