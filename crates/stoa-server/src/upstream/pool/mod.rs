@@ -267,6 +267,8 @@ impl Pool {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(NoProcess::QueueFull);
         }
+        // Pairs with the fence in `wake` (see there).
+        std::sync::atomic::fence(Ordering::SeqCst);
         let queue = &self.queues[worker_index() % self.queues.len()];
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         queue.push(ticket);
@@ -344,6 +346,14 @@ impl Pool {
     /// longest one here: then the longest waiter of all gets it. With
     /// affinity a waiter may need one process in particular, so all look.
     fn wake(&self) {
+        // Nobody waits (the usual case): no queue to lock. One joining
+        // now tries for a slot itself once first in line; the fence here
+        // and the one after its `waiting` increment make sure that either
+        // this sees it or it sees the slot this freed.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         if self.spec.affinity != Affinity::None {
             self.wake_all();
             return;
