@@ -360,14 +360,18 @@ impl Pool {
         }
         let here = worker_index() % self.queues.len();
         let mut oldest: Option<(usize, Instant)> = None;
+        let mut here_at = None;
         for (i, q) in self.queues.iter().enumerate() {
             if let Some(at) = q.oldest() {
+                if i == here {
+                    here_at = Some(at);
+                }
                 if oldest.is_none_or(|(_, o)| at < o) {
                     oldest = Some((i, at));
                 }
             }
         }
-        let target = match (oldest, self.queues[here].oldest()) {
+        let target = match (oldest, here_at) {
             (Some((_, first_at)), Some(at)) if at <= first_at + FAIRNESS => here,
             (Some((first, _)), _) => first,
             // Every waiter has a slot coming: this one goes along with the
