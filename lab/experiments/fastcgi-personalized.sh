@@ -236,7 +236,7 @@ one_round() {
         lab_measure "$cell" "$STOA" bench -q --scenario "$RUN/$cell.toml" --json "$OUT/raw/$tag.json" \
             > "$OUT/raw/$tag.txt" 2>&1 || warn "stoa bench $tag exited $?"
         cpu=${M_SRV_CPU_S[stoa]:-}
-        read -r rps req errs <<< "$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f %d %d" % (d["requests_per_second"], d["responses"], d["failed"] + d["non_2xx"]))' "$OUT/raw/$tag.json" 2>/dev/null || echo "- 0 0")"
+        read -r rps req errs <<< "$("$PYTHON" -c 'import json,sys; sys.path.insert(0, sys.argv[2]); import verdict; d=json.load(open(sys.argv[1])); print("%.1f %d %d" % (d["requests_per_second"], d["responses"], verdict.errors(d)))' "$OUT/raw/$tag.json" "$LAB_DIR/src" 2>/dev/null || echo "- 0 0")"
         srv_stop stoa
         c1=$(cache_counts)
         [ "$rps" != - ] || { warn "$tag: no result"; continue; }

@@ -111,14 +111,16 @@ clients_round() {
             scenario "$RUN/sc.toml" "$tag" "http://127.0.0.1:$port/" "$c"
             lab_measure "$tag" "$STOA" bench -q --scenario "$RUN/sc.toml" --json "$OUT/raw/$tag-$REP.json" \
                 > "$OUT/raw/$tag-$REP.txt" 2>&1 || warn "stoa bench $tag exited $?"
-            python3 - "$OUT/raw/$tag-$REP.json" "$tag" "$REP" "${M_SRV_CPU_S[$srv]:-}" >> "$OUT/raw/measures.jsonl" <<'PY' || true
+            python3 - "$OUT/raw/$tag-$REP.json" "$tag" "$REP" "${M_SRV_CPU_S[$srv]:-}" "$LAB_DIR/src" >> "$OUT/raw/measures.jsonl" <<'PY' || true
 import json, sys
+sys.path.insert(0, sys.argv[5])
+import verdict
 d = json.load(open(sys.argv[1]))
 tag, rep, cpu = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rec = lambda k, v, u: print(json.dumps({"label": "%s-%s" % (k, tag), "rep": rep, "value": v, "unit": u}))
 rec("rps", d["requests_per_second"], "req/s")
 rec("mbps", d["bytes"]["received"] / d["duration_s"] / 1e6, "MB/s")
-rec("errors", sum((d.get("errors") or {}).values()) + (d.get("non_2xx") or 0), "requests")
+rec("errors", verdict.errors(d), "requests")
 if cpu and d.get("responses"):
     rec("cpu-us", 1e6 * float(cpu) / d["responses"], "us/req")
 PY

@@ -18,6 +18,18 @@ class Verdict(unittest.TestCase):
         m = v.stat([3.0, 1.0, 2.0, 10.0, 4.0], "req/s")
         self.assertEqual((m["median"], m["min"], m["max"], m["n"], m["unit"]), (3.0, 1.0, 10.0, 5, "req/s"))
 
+    def test_a_5xx_page_that_is_also_a_length_failure_is_one_error(self):
+        # stoa bench, as ab, counts a 503 page as non-2xx and, its length
+        # differing from the first response's, as failed: 466 requests
+        # were 932 errors in the dynamic-routes BENCH3 table.
+        d = {"failed": 466, "non_2xx": 466, "status": {"200": 534, "503": 466},
+             "errors": {"timeout": 0, "length_mismatch": 466}, "requests": 1000}
+        self.assertEqual(v.errors(d), 466)
+        # Timeouts, a 2xx page of another length and an unsent request
+        # are errors of their own.
+        d = {"failed": 5, "non_2xx": 1, "not_sent": 2, "errors": {"timeout": 3, "length_mismatch": 2}}
+        self.assertEqual(v.errors(d), 3 + 1 + 1 + 2)
+
     def test_stat_of_nothing_is_none(self):
         self.assertIsNone(v.stat([]))
 

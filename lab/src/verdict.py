@@ -22,7 +22,8 @@ As a module (experiments' summary scripts: sys.path.insert(0, "lab/src")):
 measures(out) reads raw/measures.jsonl into {label: {rep: value}}; stat(values, unit) is the
 "measured" object; ratio(a, b) pairs two labels' values repeat by repeat (a[i] / b[i]);
 judge(measured, low, high) gives the verdict of a claim that the true figure lies in
-[low, high]; write(out, claims) writes verdicts.json after checking it.
+[low, high]; write(out, claims) writes verdicts.json after checking it; errors(d) counts the
+requests of a `stoa bench` JSON that did not get a good answer.
 """
 
 import json
@@ -82,6 +83,16 @@ def ratio(a, b, unit="x"):
     other: a slow round on a shared box moves both."""
     vals = [a[r] / b[r] for r in a if r in b and b[r]]
     return stat(vals, unit)
+
+
+def errors(d):
+    """Requests of a `stoa bench` JSON `d` that got no good answer: failed (refused, reset,
+    timed out ...), answered other than 2xx, or never sent. A 5xx page is also a length
+    failure (as ab, a response whose length differs from the first one's is failed): it
+    counts once, and only length failures beyond the non-2xx responses count as their own."""
+    lm = d.get("errors", {}).get("length_mismatch", 0)
+    n2 = d.get("non_2xx", 0)
+    return d["failed"] - lm + max(0, lm - n2) + n2 + d.get("not_sent", 0)
 
 
 def judge(measured, low=None, high=None):

@@ -204,8 +204,7 @@ for rep in B3_REPS:
         for rate in (14, 16, 17, 20, 22, 30):
             d = load("%s-b3-rate%d%s" % (tag(route), rate, sfx(rep)))
             if d:
-                e5 = sum(v for k, v in d.get("status", {}).items() if k.startswith("5"))
-                n = (n or 0) + d["failed"] + e5 + d.get("not_sent", 0)
+                n = (n or 0) + verdict.errors(d)
         if n is not None:
             errs.append(n)
 claims.append(claim(

@@ -11,6 +11,9 @@ start and the end, which rows). OUT/notes.md, if present, is appended."""
 import glob, json, os, re, sys
 from statistics import median
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import verdict  # noqa: E402 (lab/src/verdict.py)
+
 out, rows_tsv, quick, machine, runs_tsv, params = sys.argv[1:7]
 rows = [(l.rstrip("\n").split("\t") + [""])[:6] for l in open(rows_tsv) if l.strip()]
 runs = [l.rstrip("\n").split("\t") for l in open(runs_tsv) if l.strip()]
@@ -317,7 +320,7 @@ helped by its double number of database connections).
         P("### BENCH3: errors at N new requests per second (open loop, each on its own connection)\n")
         P("R new connections per second, each with one request, %s s of arrivals; the run lasts until "
           "the last request ended. Each cell: errors (failed requests: connect, reset, timeout over 30 s "
-          "...; plus 5xx responses) of the requests, the p99 latency (ms, from each request's intended "
+          "...; plus other than 2xx responses, counted once) of the requests, the p99 latency (ms, from each request's intended "
           "send time), and how long the test took (s).\n" % params.split("B3_DUR=")[1].split()[0].rstrip("s"))
         P("| row | " + " | ".join("%d/s" % r for r in rates) + " |")
         P("|---|" + "---|" * len(rates))
@@ -327,8 +330,7 @@ helped by its double number of database connections).
                 d = load("%s-b3-rate%d" % (r[1], rate))
                 if not d:
                     cells.append("-"); continue
-                e5 = sum(v for k, v in d.get("status", {}).items() if k.startswith("5"))
-                errs = d["failed"] + e5 + d.get("not_sent", 0)
+                errs = verdict.errors(d)
                 p99 = (d.get("latency_ms") or {}).get("p99")
                 cells.append("%d of %d, p99 %s, %.1f s" % (errs, d["requests"] + d.get("not_sent", 0), fmt(p99, 0), d["duration_s"]))
             P("| %s | %s |" % (name(r[0]), " | ".join(cells)))
@@ -339,8 +341,7 @@ helped by its double number of database connections).
                 ds = [load("%s-b3-rate%d%s" % (r[1], rate, rsfx(rep))) for rate in rates]
                 if not any(ds):
                     break
-                per_rep.append(sum(d["failed"] + d.get("not_sent", 0) + sum(
-                    v for k, v in d.get("status", {}).items() if k.startswith("5")) for d in ds if d))
+                per_rep.append(sum(verdict.errors(d) for d in ds if d))
             if per_rep:
                 more.append("%s %s" % (name(r[0]), ", ".join(str(x) for x in per_rep)))
         if more:
