@@ -38,7 +38,7 @@ pub use supervise::stop;
 
 use crate::local::worker_index;
 use proc::mono_ms;
-use queue::{wait_queues, WaitQueue, FAIRNESS};
+use queue::{wait_queues, WaitQueue, ANY, FAIRNESS};
 use scale::scale;
 use stash::expire_idle;
 use std::collections::hash_map::DefaultHasher;
@@ -110,7 +110,7 @@ impl Drop for Lease {
         if self.proc.state() == ProcState::Retiring && self.proc.busy() == 0 {
             self.proc.retire.notify_one();
         }
-        self.pool.wake();
+        self.pool.wake(self.proc.index);
     }
 }
 
@@ -119,15 +119,39 @@ struct Place<'a> {
     pool: &'a Pool,
     queue: &'a WaitQueue,
     ticket: u64,
+    /// The process whose slot it waits for, or [`ANY`].
+    want: usize,
     leased: bool,
+}
+
+impl Place<'_> {
+    /// Its key now maps to process `want` (or to any). True when that
+    /// changed.
+    fn wait_for(&mut self, want: usize) -> bool {
+        if want == self.want {
+            return false;
+        }
+        self.pool.wanting(self.want).fetch_sub(1, Ordering::AcqRel);
+        self.pool.wanting(want).fetch_add(1, Ordering::AcqRel);
+        self.queue.set_want(self.ticket, want);
+        self.want = want;
+        true
+    }
 }
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
         let unused = self.queue.remove(self.ticket, self.leased);
+        self.pool.wanting(self.want).fetch_sub(1, Ordering::AcqRel);
         self.pool.waiting.fetch_sub(1, Ordering::AcqRel);
+        if unused > 0 && self.pool.spec.affinity != Affinity::None {
+            // Which processes those slots were on is not kept (a rare
+            // case: the waiter timed out or left while signalled).
+            self.pool.wake_all();
+            return;
+        }
         for _ in 0..unused {
-            self.pool.wake();
+            self.pool.wake(ANY);
         }
     }
 }
@@ -153,6 +177,11 @@ pub struct Pool {
     queues: Vec<WaitQueue>,
     tickets: AtomicU64,
     waiting: AtomicUsize,
+    /// Of those, how many wait for each process (by index), and last how
+    /// many for any: on a pool with affinity a request whose process has
+    /// nobody waiting for it need not queue behind those waiting for
+    /// others.
+    wanting: Vec<AtomicUsize>,
     rr: AtomicUsize,
     pub(super) stopping: AtomicBool,
     /// The pool a reload started in this one's place: leases go there once
@@ -215,6 +244,7 @@ impl Pool {
             queues: (0..wait_queues()).map(|_| WaitQueue::default()).collect(),
             tickets: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
+            wanting: (0..=n).map(|_| AtomicUsize::new(0)).collect(),
             rr: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             successor: std::sync::OnceLock::new(),
@@ -245,6 +275,22 @@ impl Pool {
         self.waiting.load(Ordering::Relaxed)
     }
 
+    /// How many wait for process `want` ([`ANY`]: for any process).
+    fn wanting(&self, want: usize) -> &AtomicUsize {
+        &self.wanting[want.min(self.procs.len())]
+    }
+
+    /// Whether nobody waits for a slot that a request for process `want`
+    /// could take: then it may take one without queueing.
+    fn none_ahead(&self, want: usize) -> bool {
+        if want == ANY {
+            self.waiting() == 0
+        } else {
+            self.wanting(want).load(Ordering::Relaxed) == 0
+                && self.wanting(ANY).load(Ordering::Relaxed) == 0
+        }
+    }
+
     /// Claims a process for a request with affinity key `key` (if any),
     /// waiting in the bounded queue when all are busy. `skip` excludes a
     /// process that just refused the request.
@@ -256,10 +302,12 @@ impl Pool {
         if self.is_stopping() {
             return self.lease_successor(key).await;
         }
-        // First come, first served: while others wait, a new request
-        // queues behind them instead of taking the next free slot.
-        if self.waiting() == 0 {
-            if let Some(l) = self.try_lease(key, skip) {
+        // First come, first served: while others wait for a slot this
+        // request could use, it queues behind them instead of taking the
+        // next free one.
+        let want = self.want(key, skip);
+        if self.none_ahead(want) {
+            if let Ok(l) = self.claim(want, skip) {
                 return Ok(l);
             }
         }
@@ -267,11 +315,12 @@ impl Pool {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(NoProcess::QueueFull);
         }
+        self.wanting(want).fetch_add(1, Ordering::AcqRel);
         // Pairs with the fence in `wake` (see there).
         std::sync::atomic::fence(Ordering::SeqCst);
         let queue = &self.queues[worker_index() % self.queues.len()];
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
-        queue.push(ticket);
+        queue.push(ticket, want);
         // Leaves the queue however the wait ends, the request's future
         // dropped (a client gone) included, and passes on the slots
         // signalled to it that it did not use.
@@ -279,14 +328,26 @@ impl Pool {
             pool: self,
             queue,
             ticket,
+            want,
             leased: false,
         };
+        // With affinity the first in line may wait for another process: a
+        // slot freed on this one's as it joined, which signalled nobody, is
+        // signalled now (to the longest waiter for it: this one or one
+        // older). Either the freeing side's wake saw this waiter in the
+        // queue, or (the queue's lock ordering the two) this sees the slot.
+        if self.spec.affinity != Affinity::None {
+            if let Some(p) = self.free_slot(want) {
+                self.wake(p);
+            }
+        }
         let deadline = tokio::time::Instant::now() + self.spec.queue_timeout;
         // A slot free right now is promised to the waiter signalled for it:
         // try only when signalled, or when first in line (a slot freed
         // before this request joined signalled nobody; a process that
         // (re)starts frees none), then on a tick. Taking it otherwise would
-        // make that waiter wait again.
+        // make that waiter wait again: a saturated pool would serve its
+        // waiters in an order close to random.
         let mut seen = None;
         let r = loop {
             if self.is_stopping() {
@@ -296,12 +357,21 @@ impl Pool {
             }
             let now = tokio::time::Instant::now();
             if seen.is_some() || queue.is_front(ticket) || now >= deadline {
-                if let Some(l) = self.try_lease(key, skip) {
-                    place.leased = true;
-                    break Ok(l);
-                }
-                if let Some(n) = seen {
-                    queue.missed(ticket, n);
+                match self.try_lease(key, skip) {
+                    Ok(l) => {
+                        place.leased = true;
+                        break Ok(l);
+                    }
+                    Err(want) => {
+                        if let Some(n) = seen {
+                            queue.missed(ticket, n);
+                        }
+                        // Signalled for a slot on a process it no longer
+                        // wants: whoever can use that one looks.
+                        if place.wait_for(want) && seen.is_some_and(|n| n > 0) {
+                            self.wake_all();
+                        }
+                    }
                 }
             }
             if now >= deadline {
@@ -338,14 +408,16 @@ impl Pool {
         Box::pin(next.lease(key, None)).await
     }
 
-    /// A slot was freed. Without affinity any waiter can use it: signal
-    /// one, not all. Each worker thread has its own FIFO queue, and a slot
-    /// freed here goes to a waiter on this thread (no cross-thread wake-up,
-    /// which costs a context switch and leaves the process idle meanwhile)
-    /// unless a waiter elsewhere has waited [`FAIRNESS`] longer than the
-    /// longest one here: then the longest waiter of all gets it. With
-    /// affinity a waiter may need one process in particular, so all look.
-    fn wake(&self) {
+    /// A slot was freed on process `freed` ([`ANY`]: on some process):
+    /// signal one waiter that can use it, not all. Each worker thread has
+    /// its own FIFO queue, and a slot freed here goes to a waiter on this
+    /// thread (no cross-thread wake-up, which costs a context switch and
+    /// leaves the process idle meanwhile) unless a waiter elsewhere has
+    /// waited [`FAIRNESS`] longer than the longest one here: then the
+    /// longest waiter of all gets it. Without affinity every waiter can
+    /// use every slot; with it, one may wait for one process in
+    /// particular.
+    fn wake(&self, freed: usize) {
         // Nobody waits (the usual case): no queue to lock. One joining
         // now tries for a slot itself once first in line; the fence here
         // and the one after its `waiting` increment make sure that either
@@ -354,15 +426,18 @@ impl Pool {
         if self.waiting.load(Ordering::Relaxed) == 0 {
             return;
         }
-        if self.spec.affinity != Affinity::None {
-            self.wake_all();
+        // Those waiting all wait for other processes (affinity).
+        if freed != ANY
+            && self.wanting(freed).load(Ordering::Relaxed) == 0
+            && self.wanting(ANY).load(Ordering::Relaxed) == 0
+        {
             return;
         }
         let here = worker_index() % self.queues.len();
         let mut oldest: Option<(usize, Instant)> = None;
         let mut here_at = None;
         for (i, q) in self.queues.iter().enumerate() {
-            if let Some(at) = q.oldest() {
+            if let Some(at) = q.oldest(freed) {
                 if i == here {
                     here_at = Some(at);
                 }
@@ -374,55 +449,108 @@ impl Pool {
         let target = match (oldest, here_at) {
             (Some((_, first_at)), Some(at)) if at <= first_at + FAIRNESS => here,
             (Some((first, _)), _) => first,
-            // Every waiter has a slot coming: this one goes along with the
-            // first's, which passes it on.
-            (None, _) if !self.queues[here].is_empty() => here,
-            (None, _) => match self.queues.iter().position(|q| !q.is_empty()) {
-                Some(i) => i,
-                None => return,
-            },
+            // Every waiter that can use it has a slot coming: this one goes
+            // along with the first's, which passes it on (none can: it
+            // stays free for the next request).
+            (None, _) => {
+                if !self.queues[here].signal_one(freed) {
+                    let _ = self.queues.iter().any(|q| q.signal_one(freed));
+                }
+                return;
+            }
         };
-        self.queues[target].signal_one();
+        self.queues[target].signal_one(freed);
     }
 
     /// Every waiter looks again: a process started, the pool stops, or a
-    /// slot freed on a pool with affinity.
+    /// slot went unused where the pool cannot tell who may use it.
     fn wake_all(&self) {
         for q in &self.queues {
             q.recheck_all();
         }
     }
 
-    fn try_lease(self: &Arc<Self>, key: Option<&[u8]>, skip: Option<usize>) -> Option<Lease> {
-        let now = mono_ms();
-        // Running, passing its health checks, not held off after a
-        // failure: an affinity key whose process is out falls to the
-        // next-best one instead of waiting for it.
-        let usable = |p: &Arc<Proc>| {
-            Some(p.index) != skip
-                && p.state() == ProcState::Running
-                && p.is_healthy()
-                && now >= p.down_until.load(Ordering::Relaxed)
+    /// The process a request with affinity key `key` goes to, or [`ANY`]
+    /// (no key, or no process for it now).
+    fn want(&self, key: Option<&[u8]>, skip: Option<usize>) -> usize {
+        let Some(key) = key else {
+            return ANY;
         };
+        let now = mono_ms();
+        self.affine(key, &|p| self.usable(p, skip, now))
+            .map_or(ANY, |p| p.index)
+    }
+
+    /// A usable process with a free slot: process `want`, or any one for
+    /// [`ANY`].
+    fn free_slot(&self, want: usize) -> Option<usize> {
+        let now = mono_ms();
+        let room = |p: &Proc| self.usable(p, None, now) && p.busy() < p.capacity();
+        match self.procs.get(want) {
+            Some(p) => room(p).then_some(want),
+            None => self.procs.iter().position(|p| room(p)),
+        }
+    }
+
+    /// Running, passing its health checks, not held off after a failure:
+    /// an affinity key whose process is out falls to the next-best one
+    /// instead of waiting for it.
+    fn usable(&self, p: &Proc, skip: Option<usize>, now: u64) -> bool {
+        Some(p.index) != skip
+            && p.state() == ProcState::Running
+            && p.is_healthy()
+            && now >= p.down_until.load(Ordering::Relaxed)
+    }
+
+    /// The usable process for affinity key `key`: the one that gave the
+    /// key out, else the rendezvous choice.
+    fn affine(&self, key: &[u8], usable: &dyn Fn(&Proc) -> bool) -> Option<&Arc<Proc>> {
+        // A key its process gave out goes back to it.
+        let owner = self.learned.lock().ok().and_then(|m| m.get(key).copied());
+        if let Some(p) = owner.and_then(|i| self.procs.get(i)).filter(|p| usable(p)) {
+            return Some(p);
+        }
+        // Rendezvous hashing: the running process with the highest score
+        // for this key. A process added or lost moves only its own keys.
+        self.procs
+            .iter()
+            .filter(|p| usable(p))
+            .max_by_key(|p| score(key, p.index))
+    }
+
+    /// A lease, or the process the request waits for ([`ANY`]: any).
+    fn try_lease(
+        self: &Arc<Self>,
+        key: Option<&[u8]>,
+        skip: Option<usize>,
+    ) -> Result<Lease, usize> {
+        self.claim(self.want(key, skip), skip)
+    }
+
+    /// A lease on process `want` (its [`Pool::want`]), or on the one the
+    /// pool's `balance` picks when that is [`ANY`].
+    fn claim(self: &Arc<Self>, want: usize, skip: Option<usize>) -> Result<Lease, usize> {
+        let Some(p) = self.procs.get(want) else {
+            return self.try_balanced(skip).ok_or(ANY);
+        };
+        if p.try_claim(mono_ms()) {
+            Ok(Lease {
+                proc: p.clone(),
+                pool: self.clone(),
+            })
+        } else {
+            Err(want)
+        }
+    }
+
+    /// A lease on the process the pool's `balance` picks.
+    fn try_balanced(self: &Arc<Self>, skip: Option<usize>) -> Option<Lease> {
+        let now = mono_ms();
+        let usable = |p: &Arc<Proc>| self.usable(p, skip, now);
         let lease = |p: &Arc<Proc>| Lease {
             proc: p.clone(),
             pool: self.clone(),
         };
-        if let Some(key) = key {
-            // A key its process gave out goes back to it.
-            let owner = self.learned.lock().ok().and_then(|m| m.get(key).copied());
-            if let Some(p) = owner.and_then(|i| self.procs.get(i)).filter(|p| usable(p)) {
-                return p.try_claim(now).then(|| lease(p));
-            }
-            // Rendezvous hashing: the running process with the highest score
-            // for this key. A process added or lost moves only its own keys.
-            let best = self
-                .procs
-                .iter()
-                .filter(|p| usable(p))
-                .max_by_key(|p| score(key, p.index))?;
-            return best.try_claim(now).then(|| lease(best));
-        }
         let n = self.procs.len();
         let start = self.rr.fetch_add(1, Ordering::Relaxed);
         match self.spec.balance {
@@ -721,6 +849,116 @@ mod tests {
             assert!(next.is_finished(), "the slot idled until the tick");
             assert!(next.await.expect("task"));
             assert_eq!(pool.waiting(), 0);
+        });
+    }
+
+    /// Two processes of one slot each, requests routed by header `X-User`.
+    fn affinity_pool() -> Arc<Pool> {
+        let spec = SpecTable {
+            name: "t",
+            address: Some(vec!["127.0.0.1:9".into(), "127.0.0.1:10".into()]),
+            capacity: Some(1),
+            affinity: Some("header:X-User"),
+            ..SpecTable::new("t", Path::new("."))
+        }
+        .build()
+        .expect("spec");
+        Arc::new(Pool::new(spec, None, 0))
+    }
+
+    /// A key the pool routes to process `index` (of two).
+    fn key_for(index: usize) -> Vec<u8> {
+        (0..)
+            .map(|i| format!("user{i}").into_bytes())
+            .find(|k| score(k, index) > score(k, 1 - index))
+            .expect("a key")
+    }
+
+    /// A lease future that counts how often it is polled.
+    fn counted(
+        pool: &Arc<Pool>,
+        key: Vec<u8>,
+        polls: std::rc::Rc<std::cell::Cell<usize>>,
+    ) -> tokio::task::JoinHandle<usize> {
+        let pool = pool.clone();
+        tokio::task::spawn_local(async move {
+            let lease = pool.lease(Some(&key), None);
+            tokio::pin!(lease);
+            let l = std::future::poll_fn(|cx| {
+                polls.set(polls.get() + 1);
+                lease.as_mut().poll(cx)
+            })
+            .await
+            .expect("lease");
+            l.proc.index
+        })
+    }
+
+    /// With affinity (HAProxy's `balance hdr`, nginx's `hash`), a slot
+    /// freed on one process wakes a waiter for that process only: waking
+    /// every waiter to look cost the whole queue's work per slot. The
+    /// waiters for the other process stay parked.
+    #[test]
+    fn a_slot_freed_on_one_process_of_an_affinity_pool_wakes_no_waiter_for_another() {
+        local(async {
+            let pool = affinity_pool();
+            let (k0, k1) = (key_for(0), key_for(1));
+            let h0 = pool.lease(Some(&k0), None).await.expect("lease 0");
+            let h1 = pool.lease(Some(&k1), None).await.expect("lease 1");
+            assert_eq!((h0.proc.index, h1.proc.index), (0, 1));
+            let polls: Vec<_> = (0..6)
+                .map(|_| std::rc::Rc::new(std::cell::Cell::new(0)))
+                .collect();
+            let mut tasks = Vec::new();
+            for (i, p) in polls.iter().enumerate() {
+                let key = if i == 5 { k1.clone() } else { k0.clone() };
+                tasks.push(counted(&pool, key, p.clone()));
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(pool.waiting(), 6);
+            let before: Vec<usize> = polls.iter().map(|p| p.get()).collect();
+            drop(h1);
+            let t5 = tasks.pop().expect("task");
+            assert_eq!(t5.await.expect("task"), 1);
+            for _ in 0..5 {
+                tokio::task::yield_now().await;
+            }
+            let after: Vec<usize> = polls.iter().map(|p| p.get()).collect();
+            assert_eq!(after[..5], before[..5], "waiters for process 0 were woken");
+            drop(h0);
+            for t in tasks {
+                assert_eq!(t.await.expect("task"), 0);
+            }
+            assert_eq!(pool.waiting(), 0);
+        });
+    }
+
+    /// A request for an idle process does not queue behind requests
+    /// waiting for a busy one: they could not use its slot.
+    #[test]
+    fn a_request_for_an_idle_process_of_an_affinity_pool_does_not_wait_behind_another_process() {
+        local(async {
+            let pool = affinity_pool();
+            let (k0, k1) = (key_for(0), key_for(1));
+            let held = pool.lease(Some(&k0), None).await.expect("lease 0");
+            let waiter = {
+                let (pool, k0) = (pool.clone(), k0.clone());
+                tokio::task::spawn_local(async move { pool.lease(Some(&k0), None).await.is_ok() })
+            };
+            tokio::task::yield_now().await;
+            assert_eq!(pool.waiting(), 1);
+            let other = pool.lease(Some(&k1), None);
+            tokio::pin!(other);
+            let got = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(match other.as_mut().poll(cx) {
+                    std::task::Poll::Ready(r) => r.ok().map(|l| l.proc.index),
+                    std::task::Poll::Pending => None,
+                })
+            })
+            .await;
+            assert_eq!(got, Some(1), "it queued behind the waiter for process 0");
+            drop(held);
+            assert!(waiter.await.expect("task"));
         });
     }
 

@@ -8,22 +8,36 @@
 //! waiters the slots then go in an order close to random: a saturated
 //! pool's median wait stays short while its tail grows tenfold (the lab's
 //! FastCGI route, docs/BENCHMARKS.md).
+//!
+//! On a pool with affinity a waiter may need one process in particular
+//! (the one its key maps to): it says which, and a slot freed on a process
+//! is signalled only to a waiter that can use it. Waking every waiter to
+//! look instead costs the whole queue's work for each slot.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+/// A waiter that can use a slot on any process.
+pub(super) const ANY: usize = usize::MAX;
+
+fn can_use(want: usize, freed: usize) -> bool {
+    want == ANY || want == freed
+}
+
 #[derive(Debug)]
 struct Waiter {
     ticket: u64,
     at: Instant,
+    /// The process whose slot it needs, or [`ANY`].
+    want: usize,
     waker: Option<Waker>,
     /// Slots freed for this waiter and not yet tried for.
     slots: u32,
-    /// Told to look again (a process started, the pool stopped, or a slot
-    /// freed on a pool with affinity, where only the waiter knows which
-    /// process it may use); carries no slot of its own.
+    /// Told to look again (a process started, the pool stopped, or a
+    /// slot went unused where the pool cannot tell who may use it);
+    /// carries no slot of its own.
     recheck: bool,
 }
 
@@ -34,11 +48,12 @@ pub(super) struct WaitQueue {
 }
 
 impl WaitQueue {
-    pub(super) fn push(&self, ticket: u64) {
+    pub(super) fn push(&self, ticket: u64, want: usize) {
         if let Ok(mut w) = self.waiters.lock() {
             w.push_back(Waiter {
                 ticket,
                 at: Instant::now(),
+                want,
                 waker: None,
                 slots: 0,
                 recheck: false,
@@ -70,24 +85,45 @@ impl WaitQueue {
             .is_ok_and(|w| w.front().is_some_and(|x| x.ticket == ticket))
     }
 
-    /// When the longest waiter not yet signalled a slot arrived.
-    pub(super) fn oldest(&self) -> Option<Instant> {
-        let w = self.waiters.lock().ok()?;
-        w.iter().find(|x| x.slots == 0).map(|x| x.at)
+    /// The waiter's key now maps to another process (one stopped, started
+    /// or was held off): it waits for that one's slots from now on.
+    pub(super) fn set_want(&self, ticket: u64, want: usize) {
+        if let Ok(mut w) = self.waiters.lock() {
+            if let Some(x) = w.iter_mut().find(|x| x.ticket == ticket) {
+                x.want = want;
+            }
+        }
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    /// When the longest waiter that can use a slot freed on process
+    /// `freed` and is not yet signalled one arrived.
+    pub(super) fn oldest(&self, freed: usize) -> Option<Instant> {
+        let w = self.waiters.lock().ok()?;
+        w.iter()
+            .find(|x| x.slots == 0 && can_use(x.want, freed))
+            .map(|x| x.at)
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.waiters.lock().map_or(true, |w| w.is_empty())
     }
 
-    /// A slot was freed: it goes to the longest waiter not yet signalled
-    /// one, or, when every waiter here has one coming, to the first (which
-    /// passes it on when it leaves). False when nobody waits here.
-    pub(super) fn signal_one(&self) -> bool {
+    /// A slot was freed on process `freed`: it goes to the longest waiter
+    /// that can use it and is not yet signalled one, or, when every such
+    /// waiter here has one coming, to the first of them (which passes it
+    /// on when it leaves). False when nobody here can use it.
+    pub(super) fn signal_one(&self, freed: usize) -> bool {
         let Ok(mut w) = self.waiters.lock() else {
             return false;
         };
-        let i = w.iter().position(|x| x.slots == 0).unwrap_or(0);
+        let Some(i) = w
+            .iter()
+            .position(|x| x.slots == 0 && can_use(x.want, freed))
+            .or_else(|| w.iter().position(|x| can_use(x.want, freed)))
+        else {
+            return false;
+        };
         let Some(x) = w.get_mut(i) else {
             return false;
         };
@@ -178,16 +214,16 @@ mod tests {
             .map(|_| Arc::new(Count(AtomicUsize::new(0))))
             .collect();
         for (t, k) in ks.iter().enumerate() {
-            q.push(t as u64);
+            q.push(t as u64, ANY);
             assert_eq!(park(&q, t as u64, k), Poll::Pending);
         }
-        assert!(q.signal_one());
-        assert!(q.signal_one());
+        assert!(q.signal_one(0));
+        assert!(q.signal_one(0));
         let woken: Vec<_> = ks.iter().map(|k| k.0.load(Ordering::Relaxed)).collect();
         assert_eq!(woken, [1, 1, 0]);
         assert_eq!(park(&q, 0, &ks[0]), Poll::Ready(1));
         assert_eq!(
-            q.oldest(),
+            q.oldest(0),
             q.waiters.lock().expect("lock").get(2).map(|x| x.at)
         );
     }
@@ -199,14 +235,14 @@ mod tests {
         let q = WaitQueue::default();
         let k0 = Arc::new(Count(AtomicUsize::new(0)));
         let k1 = Arc::new(Count(AtomicUsize::new(0)));
-        q.push(0);
-        q.push(1);
+        q.push(0, ANY);
+        q.push(1, ANY);
         assert_eq!(park(&q, 1, &k1), Poll::Pending);
-        assert!(q.signal_one());
+        assert!(q.signal_one(0));
         assert_eq!(park(&q, 0, &k0), Poll::Ready(1));
         q.missed(0, 1);
         assert_eq!(park(&q, 0, &k0), Poll::Pending);
-        assert!(q.signal_one());
+        assert!(q.signal_one(0));
         assert_eq!(k0.0.load(Ordering::Relaxed), 1);
         assert_eq!(k1.0.load(Ordering::Relaxed), 0);
     }
@@ -217,24 +253,59 @@ mod tests {
     fn slots_signalled_meanwhile_survive_a_miss_and_unused_ones_are_handed_back() {
         let q = WaitQueue::default();
         let k = Arc::new(Count(AtomicUsize::new(0)));
-        q.push(7);
-        assert!(q.signal_one());
+        q.push(7, ANY);
+        assert!(q.signal_one(0));
         assert_eq!(park(&q, 7, &k), Poll::Ready(1));
         // Every waiter has a slot coming: the first gets another.
-        assert!(q.signal_one());
+        assert!(q.signal_one(0));
         q.missed(7, 1);
         assert_eq!(park(&q, 7, &k), Poll::Ready(1));
-        assert!(q.signal_one());
+        assert!(q.signal_one(0));
         assert_eq!(q.remove(7, true), 1);
         assert!(q.is_empty());
-        assert!(!q.signal_one());
+        assert!(!q.signal_one(0));
+    }
+
+    /// On a pool with affinity a slot freed on one process wakes only a
+    /// waiter that can use it, the longest waiting one first; nobody when
+    /// none can.
+    #[test]
+    fn a_slot_freed_on_a_process_is_signalled_only_to_a_waiter_that_can_use_it() {
+        let q = WaitQueue::default();
+        let ks: Vec<_> = (0..4)
+            .map(|_| Arc::new(Count(AtomicUsize::new(0))))
+            .collect();
+        for (t, want) in [(0u64, 1), (1, 2), (2, 1), (3, ANY)] {
+            q.push(t, want);
+            assert_eq!(park(&q, t, &ks[t as usize]), Poll::Pending);
+        }
+        let woken = || -> Vec<usize> { ks.iter().map(|k| k.0.load(Ordering::Relaxed)).collect() };
+        // Only the waiter for any process can use a slot on process 5.
+        assert!(q.signal_one(5));
+        assert_eq!(woken(), [0, 0, 0, 1]);
+        assert!(q.signal_one(2));
+        assert_eq!(woken(), [0, 1, 0, 1]);
+        assert!(q.signal_one(1));
+        assert!(q.signal_one(1));
+        assert_eq!(woken(), [1, 1, 1, 1]);
+        assert_eq!(q.oldest(1), None);
+        // Every waiter for process 1 is signalled: a third slot goes along
+        // with the first's.
+        assert!(q.signal_one(1));
+        assert_eq!(park(&q, 0, &ks[0]), Poll::Ready(2));
+        // Its key moved to process 2 (process 1 stopped, say).
+        q.set_want(0, 2);
+        assert_eq!(q.remove(3, false), 1);
+        assert_eq!(q.oldest(4), None);
+        assert!(!q.signal_one(4));
+        assert_eq!(q.oldest(2), None);
     }
 
     #[test]
     fn a_recheck_wakes_every_waiter_once_and_carries_no_slot() {
         let q = WaitQueue::default();
         let k = Arc::new(Count(AtomicUsize::new(0)));
-        q.push(1);
+        q.push(1, ANY);
         assert_eq!(park(&q, 1, &k), Poll::Pending);
         q.recheck_all();
         assert_eq!(k.0.load(Ordering::Relaxed), 1);
