@@ -120,7 +120,7 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
 // ---------------------------------------------------------------------------
 // The server process
 
-/// A running `stoa serve`. Killed (by PID) and reaped on drop.
+/// A running `stoa serve`. Stopped (by PID: SIGTERM, then SIGKILL) and reaped on drop.
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
@@ -359,11 +359,27 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// SIGTERM first, as an operator stops it: a server killed outright
+    /// cannot remove its pools' socket directory (`/tmp/stoa-PID`), and
+    /// one per test run piled up by the thousand. SIGKILL after 2 s (a
+    /// test that left a response hanging).
     fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if self.status.is_some() {
+            return;
         }
+        // SAFETY: kill(2) with a PID we spawned and have not reaped yet.
+        unsafe {
+            libc::kill(self.pid(), libc::SIGTERM);
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
