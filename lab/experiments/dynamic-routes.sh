@@ -463,19 +463,21 @@ row_servers() {
     echo "${s[@]}"
 }
 # sample_row ROW FILE: until killed, every 0.5 s the row's servers' RSS
-# (kB, summed) and its database connections (PostgreSQL: backends on the
-# database; SQLite: open descriptors of the file), one line each.
+# (kB, summed) and its database connections (PostgreSQL: connections the
+# row's processes hold, lab/src/dynamic/pgconns.py; SQLite: open
+# descriptors of the file), one line each.
 sample_row() {
     # Runs in the background while processes come and go (CGI programs,
     # prefork children): a process gone between listing and reading is no
     # error here (set -e would end the sampler, and the caller's kill).
     set +e +o pipefail
-    local row=$1 f=$2 n p rss conns
+    local row=$1 f=$2 n p rss conns pids
     while :; do
-        rss=0; conns=0
+        rss=0; conns=0; pids=()
         for n in $(row_servers "$row"); do
             [ "$n" = postgres ] && continue
             rss=$(( rss + $(srv_rss_kb "$n") ))
+            pids+=($(srv_pids "$n"))
             if [[ $row != *:pg ]]; then
                 for p in $(srv_pids "$n"); do
                     conns=$(( conns + $( (find "/proc/$p/fd" -lname "$SQLITE" 2>/dev/null || true) | wc -l) ))
@@ -483,8 +485,9 @@ sample_row() {
             fi
         done
         if [[ $row == *:pg ]]; then
-            conns=$(psql -At -h "$PGHOST" -p "$P_PG" -U postgres -d comments \
-                -c "SELECT count(*) FROM pg_stat_activity WHERE datname = 'comments' AND pid <> pg_backend_pid()" 2>/dev/null || echo 0)
+            # Not the database's backends: Tomcat's pool and php-fpm's
+            # children keep theirs while the later rows run.
+            conns=$(python3 "$LAB_DIR/src/dynamic/pgconns.py" "$PGHOST/.s.PGSQL.$P_PG" "$P_PG" "${pids[@]}" 2>/dev/null || echo 0)
         fi
         echo "$rss $conns" >> "$f"
         sleep 0.5

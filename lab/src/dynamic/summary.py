@@ -293,8 +293,9 @@ FastCGI 2250, mod_perl 1631, PHP 1248, servlets 801.
             P("\nWhat each row cost during BENCH2 (the measured run): CPU time of the processes doing its work "
               "(front end, back end, PostgreSQL on PostgreSQL rows; reaped children included) per response, "
               "their largest resident memory (sampled every 0.5 s; PostgreSQL's not included), and the most "
-              "database connections open at once (PostgreSQL: backends on the database; SQLite: open "
-              "descriptors of its file). On Stoa rows the processes are the one Stoa that serves every route, with all "
+              "database connections open at once (PostgreSQL: those the row's processes hold; the Apache rows, run before "
+              "2026-11-28, counted the database's backends, those of any server then up; SQLite: open descriptors of "
+              "its file). On Stoa rows the processes are the one Stoa that serves every route, with all "
               "its pools (8 Perl FastCGI processes among them), so their memory is not the route's alone; on Apache rows "
               "each technology has its own instance. Over several repeats: the median CPU time with its "
               "range, the largest memory and connections of any.\n")
