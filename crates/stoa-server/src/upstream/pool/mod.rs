@@ -133,6 +133,8 @@ impl Place<'_> {
         }
         self.pool.wanting(self.want).fetch_sub(1, Ordering::AcqRel);
         self.pool.wanting(want).fetch_add(1, Ordering::AcqRel);
+        // Pairs with the fence in `wake`, as when joining the queue.
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.queue.set_want(self.ticket, want);
         self.want = want;
         true
@@ -337,9 +339,7 @@ impl Pool {
         // older). Either the freeing side's wake saw this waiter in the
         // queue, or (the queue's lock ordering the two) this sees the slot.
         if self.spec.affinity != Affinity::None {
-            if let Some(p) = self.free_slot(want) {
-                self.wake(p);
-            }
+            self.signal_free(want);
         }
         let deadline = tokio::time::Instant::now() + self.spec.queue_timeout;
         // A slot free right now is promised to the waiter signalled for it:
@@ -366,10 +366,15 @@ impl Pool {
                         if let Some(n) = seen {
                             queue.missed(ticket, n);
                         }
-                        // Signalled for a slot on a process it no longer
-                        // wants: whoever can use that one looks.
-                        if place.wait_for(want) && seen.is_some_and(|n| n > 0) {
-                            self.wake_all();
+                        if place.wait_for(want) {
+                            // Signalled for a slot on a process it no
+                            // longer wants: whoever can use that one looks.
+                            if seen.is_some_and(|n| n > 0) {
+                                self.wake_all();
+                            }
+                            // A slot freed on its new process before it
+                            // counted as waiting for it signalled nobody.
+                            self.signal_free(want);
                         }
                     }
                 }
@@ -479,6 +484,16 @@ impl Pool {
         let now = mono_ms();
         self.affine(key, &|p| self.usable(p, skip, now))
             .map_or(ANY, |p| p.index)
+    }
+
+    /// Signals a free slot on process `want` (any, for [`ANY`]) to the
+    /// longest waiter for it, if there is one: called by a waiter that has
+    /// just counted itself as waiting for `want`, after the fence that
+    /// pairs with the one in [`Pool::wake`].
+    fn signal_free(&self, want: usize) {
+        if let Some(p) = self.free_slot(want) {
+            self.wake(p);
+        }
     }
 
     /// A usable process with a free slot: process `want`, or any one for
