@@ -41,6 +41,7 @@ pub async fn watch(pool: Arc<Pool>) {
                         p.index
                     );
                     p.set_healthy(true);
+                    pool.health_changed();
                 }
             } else {
                 *passes = 0;
@@ -53,6 +54,7 @@ pub async fn watch(pool: Arc<Pool>) {
                         fails
                     );
                     p.set_healthy(false);
+                    pool.health_changed();
                 }
             }
         }

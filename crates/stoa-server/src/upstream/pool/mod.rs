@@ -266,7 +266,19 @@ impl Pool {
         if self.procs.len() > 1 {
             let until = mono_ms() + d.as_millis() as u64;
             proc.down_until.store(until, Ordering::Relaxed);
+            // Keys it served map to other processes now: their waiters
+            // look again rather than wait for slots it will not take.
+            if self.spec.affinity != Affinity::None {
+                self.wake_all();
+            }
         }
+    }
+
+    /// A process's health checks changed their verdict: waiters look
+    /// again (with affinity their keys may map elsewhere now; a process
+    /// back in rotation has free slots nobody was signalled).
+    pub(crate) fn health_changed(&self) {
+        self.wake_all();
     }
 
     fn clock(&self) -> u64 {
@@ -946,6 +958,68 @@ mod tests {
             }
             assert_eq!(pool.waiting(), 0);
         });
+    }
+
+    /// Requests on four worker threads, most with keys, some without,
+    /// while the processes take turns being held off (their keys move to
+    /// the other and back): every request gets a slot long before
+    /// `queue_timeout`. A freed slot that signalled nobody while slots
+    /// kept coming free would show as a request waiting it out. (The end
+    /// of a hold-off is no event: the first in line notices it on its
+    /// 100 ms tick.)
+    #[test]
+    fn affinity_leases_across_threads_never_wait_out_the_queue_while_slots_come_free() {
+        let spec = SpecTable {
+            name: "t",
+            address: Some(vec!["127.0.0.1:9".into(), "127.0.0.1:10".into()]),
+            capacity: Some(1),
+            affinity: Some("header:X-User"),
+            queue_timeout: Some(Duration::from_secs(20)),
+            ..SpecTable::new("t", Path::new("."))
+        }
+        .build()
+        .expect("spec");
+        let pool = Arc::new(Pool::new(spec, None, 0));
+        let threads: Vec<_> = (0..4)
+            .map(|w| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    crate::local::set_worker_index(w);
+                    local(async move {
+                        let mut tasks = Vec::new();
+                        for c in 0..6usize {
+                            let pool = pool.clone();
+                            tasks.push(tokio::task::spawn_local(async move {
+                                for i in 0..150usize {
+                                    let key = format!("user{}", (w * 31 + c * 7 + i) % 11);
+                                    let key = (i % 5 != 0).then_some(key.as_bytes());
+                                    let t = Instant::now();
+                                    let l = pool.lease(key, None).await.expect("lease");
+                                    assert!(
+                                        t.elapsed() < Duration::from_secs(5),
+                                        "waited {:?}",
+                                        t.elapsed()
+                                    );
+                                    if i % 40 == 7 {
+                                        l.hold_off(Duration::from_millis(3));
+                                    }
+                                    tokio::task::yield_now().await;
+                                    drop(l);
+                                }
+                            }));
+                        }
+                        for t in tasks {
+                            t.await.expect("task");
+                        }
+                    })
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert_eq!(pool.waiting(), 0);
+        assert!(pool.wanting.iter().all(|w| w.load(Ordering::Relaxed) == 0));
     }
 
     /// A request for an idle process does not queue behind requests
